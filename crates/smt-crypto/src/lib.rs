@@ -1,0 +1,1 @@
+//! AEAD backends for SMT.

@@ -1,0 +1,118 @@
+//! The narrow crypto interface the core owns.
+//!
+//! The core never names an AEAD library. It hands a [`PacketCipher`] the
+//! composite record sequence number it *expects* (never one read from the
+//! wire), the 5-byte TLS record header as associated data, and the buffer to
+//! transform in place. Backends live in `smt-crypto`; [`NullCipher`] lives
+//! here for deterministic tests, fuzzing and transport-only baselines.
+
+use std::fmt;
+
+/// Length of the AEAD tag on every record and of the MAC on control packets.
+pub const TAG_LEN: usize = 16;
+
+/// Length of the TLS record header used as AEAD associated data.
+pub const RECORD_HEADER_LEN: usize = 5;
+
+/// A cryptographic operation failed. Deliberately carries no detail: a
+/// forged record and a corrupted one must look the same to an attacker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CryptoError;
+
+impl fmt::Display for CryptoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("authentication failed")
+    }
+}
+
+impl std::error::Error for CryptoError {}
+
+/// Record protection and control-packet authentication for one direction of
+/// one session (one traffic key).
+///
+/// `seq` is the 64-bit TLS record sequence number. SMT composes it as
+/// `message_id << record_index_bits | record_index`; the nonce is
+/// `iv XOR seq` exactly as in RFC 8446 §5.3.
+pub trait PacketCipher: Send + Sync + fmt::Debug {
+    /// Encrypts `buf[..buf.len() - TAG_LEN]` in place and writes the tag
+    /// into the last [`TAG_LEN`] bytes. `buf` must be at least `TAG_LEN` long.
+    fn seal_in_place(
+        &self,
+        seq: u64,
+        aad: &[u8; RECORD_HEADER_LEN],
+        buf: &mut [u8],
+    ) -> Result<(), CryptoError>;
+
+    /// Checks the tag in the last [`TAG_LEN`] bytes of `buf` and decrypts the
+    /// rest in place, returning the plaintext length. On error the contents
+    /// of `buf` are unspecified and must be discarded.
+    fn open_in_place(
+        &self,
+        seq: u64,
+        aad: &[u8; RECORD_HEADER_LEN],
+        buf: &mut [u8],
+    ) -> Result<usize, CryptoError>;
+
+    /// A MAC over a whole control packet (everything before the tag), under
+    /// a key derived from this direction's traffic key but distinct from it.
+    fn control_tag(&self, packet: &[u8]) -> [u8; TAG_LEN];
+
+    /// Constant-time check of a control-packet MAC.
+    fn verify_control_tag(&self, packet: &[u8], tag: &[u8; TAG_LEN]) -> Result<(), CryptoError> {
+        let expected = self.control_tag(packet);
+        let diff = expected.iter().zip(tag).fold(0u8, |acc, (a, b)| acc | (a ^ b));
+        if diff == 0 {
+            Ok(())
+        } else {
+            Err(CryptoError)
+        }
+    }
+
+    /// Records one key may protect before it must be retired (the AEAD
+    /// confidentiality limit; RFC 8446 §5.5 gives 2^24.5 full-size records
+    /// for AES-GCM).
+    fn record_limit(&self) -> u64;
+}
+
+/// The identity "cipher": no confidentiality, no integrity.
+///
+/// Seals to an all-zero tag and opens only all-zero tags. It exists so tests,
+/// fuzzers and the unencrypted-baseline benchmarks exercise exactly the
+/// same code paths as real keys. Never use it to protect data.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NullCipher;
+
+impl PacketCipher for NullCipher {
+    fn seal_in_place(
+        &self,
+        _seq: u64,
+        _aad: &[u8; RECORD_HEADER_LEN],
+        buf: &mut [u8],
+    ) -> Result<(), CryptoError> {
+        let tag_at = buf.len().checked_sub(TAG_LEN).ok_or(CryptoError)?;
+        buf[tag_at..].fill(0);
+        Ok(())
+    }
+
+    fn open_in_place(
+        &self,
+        _seq: u64,
+        _aad: &[u8; RECORD_HEADER_LEN],
+        buf: &mut [u8],
+    ) -> Result<usize, CryptoError> {
+        let tag_at = buf.len().checked_sub(TAG_LEN).ok_or(CryptoError)?;
+        if buf[tag_at..].iter().all(|&b| b == 0) {
+            Ok(tag_at)
+        } else {
+            Err(CryptoError)
+        }
+    }
+
+    fn control_tag(&self, _packet: &[u8]) -> [u8; TAG_LEN] {
+        [0; TAG_LEN]
+    }
+
+    fn record_limit(&self) -> u64 {
+        u64::MAX
+    }
+}
