@@ -1,0 +1,235 @@
+//! The checked zero-copy view of an SMT packet.
+
+use super::{DataFlags, PacketType, WireError, COMMON_HEADER_LEN, DATA_HEADER_LEN};
+
+/// Byte ranges of the fields, in the order they appear on the wire.
+pub(crate) mod field {
+    use std::ops::Range;
+    pub const SPORT: Range<usize> = 0..2;
+    pub const DPORT: Range<usize> = 2..4;
+    /// TCP sequence-number slot: DATA segment offset.
+    pub const SEG_OFFSET: Range<usize> = 4..8;
+    /// TCP acknowledgment slot: DATA message length.
+    pub const MSG_LEN: Range<usize> = 8..12;
+    pub const DOFF: usize = 12;
+    pub const TYPE: usize = 13;
+    /// TCP window slot: DATA per-packet payload size of this segment.
+    pub const MSS: Range<usize> = 14..16;
+    /// TCP checksum slot: always zero (integrity comes from the AEAD).
+    pub const CHECKSUM: Range<usize> = 16..18;
+    /// TCP urgent-pointer slot: original packet index of a retransmission.
+    pub const RESEND_INDEX: Range<usize> = 18..20;
+    /// TCP options slot: the message (RPC) ID.
+    pub const ID: Range<usize> = 20..28;
+    // DATA extension.
+    pub const PKT_INDEX: Range<usize> = 28..30;
+    pub const FLAGS: usize = 30;
+    pub const DATA_RESERVED: usize = 31;
+    pub const MSG_WIRE_LEN: Range<usize> = 32..36;
+    pub const SEG_LEN: Range<usize> = 36..40;
+    pub const INCOMING: Range<usize> = 40..44;
+    // Control bodies start right after the common header.
+    pub const BODY: usize = 28;
+}
+
+/// A read/write view over a buffer holding one SMT packet.
+///
+/// After [`Packet::new_checked`] the buffer is at least as long as the header
+/// length the packet declares, and that length is at least the common
+/// header, so every accessor of the common header is in bounds. DATA
+/// accessors are in bounds once [`Packet::check_data`] passed.
+#[derive(Debug, Clone, Copy)]
+pub struct Packet<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+fn be16(b: &[u8], r: std::ops::Range<usize>) -> u16 {
+    let mut a = [0; 2];
+    a.copy_from_slice(&b[r]);
+    u16::from_be_bytes(a)
+}
+
+fn be32(b: &[u8], r: std::ops::Range<usize>) -> u32 {
+    let mut a = [0; 4];
+    a.copy_from_slice(&b[r]);
+    u32::from_be_bytes(a)
+}
+
+fn be64(b: &[u8], r: std::ops::Range<usize>) -> u64 {
+    let mut a = [0; 8];
+    a.copy_from_slice(&b[r]);
+    u64::from_be_bytes(a)
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// Wraps a buffer without checking it; accessors may panic. Use for
+    /// building packets into buffers of known size.
+    pub fn new_unchecked(buffer: T) -> Self {
+        Self { buffer }
+    }
+
+    /// Wraps a buffer after checking that it holds a whole common header
+    /// and the header length it declares.
+    pub fn new_checked(buffer: T) -> Result<Self, WireError> {
+        let packet = Self::new_unchecked(buffer);
+        packet.check_len()?;
+        Ok(packet)
+    }
+
+    fn check_len(&self) -> Result<(), WireError> {
+        let buf = self.buffer.as_ref();
+        if buf.len() < COMMON_HEADER_LEN {
+            return Err(WireError::Truncated);
+        }
+        let header_len = self.header_len();
+        if header_len < COMMON_HEADER_LEN {
+            return Err(WireError::BadHeaderLength);
+        }
+        if buf.len() < header_len {
+            return Err(WireError::Truncated);
+        }
+        Ok(())
+    }
+
+    /// Checks that a DATA packet declares exactly the DATA header length.
+    pub fn check_data(&self) -> Result<(), WireError> {
+        if self.header_len() != DATA_HEADER_LEN {
+            return Err(WireError::BadHeaderLength);
+        }
+        Ok(())
+    }
+
+    /// The underlying buffer.
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+
+    pub fn src_port(&self) -> u16 {
+        be16(self.buffer.as_ref(), field::SPORT)
+    }
+    pub fn dst_port(&self) -> u16 {
+        be16(self.buffer.as_ref(), field::DPORT)
+    }
+    pub fn segment_offset(&self) -> u32 {
+        be32(self.buffer.as_ref(), field::SEG_OFFSET)
+    }
+    pub fn message_len(&self) -> u32 {
+        be32(self.buffer.as_ref(), field::MSG_LEN)
+    }
+    /// Header length in bytes, from the 4-bit data-offset field.
+    pub fn header_len(&self) -> usize {
+        usize::from(self.buffer.as_ref()[field::DOFF] >> 4) * 4
+    }
+    /// The low nibble of the data-offset byte; must be zero.
+    pub fn doff_reserved(&self) -> u8 {
+        self.buffer.as_ref()[field::DOFF] & 0x0f
+    }
+    pub fn packet_type(&self) -> PacketType {
+        PacketType(self.buffer.as_ref()[field::TYPE])
+    }
+    pub fn mss(&self) -> u16 {
+        be16(self.buffer.as_ref(), field::MSS)
+    }
+    pub fn checksum(&self) -> u16 {
+        be16(self.buffer.as_ref(), field::CHECKSUM)
+    }
+    pub fn resend_index(&self) -> u16 {
+        be16(self.buffer.as_ref(), field::RESEND_INDEX)
+    }
+    pub fn id(&self) -> u64 {
+        be64(self.buffer.as_ref(), field::ID)
+    }
+    pub fn packet_index(&self) -> u16 {
+        be16(self.buffer.as_ref(), field::PKT_INDEX)
+    }
+    pub fn data_flags(&self) -> DataFlags {
+        DataFlags(self.buffer.as_ref()[field::FLAGS])
+    }
+    pub fn data_reserved(&self) -> u8 {
+        self.buffer.as_ref()[field::DATA_RESERVED]
+    }
+    pub fn message_wire_len(&self) -> u32 {
+        be32(self.buffer.as_ref(), field::MSG_WIRE_LEN)
+    }
+    pub fn segment_len(&self) -> u32 {
+        be32(self.buffer.as_ref(), field::SEG_LEN)
+    }
+    pub fn incoming(&self) -> u32 {
+        be32(self.buffer.as_ref(), field::INCOMING)
+    }
+    /// Everything after the declared header.
+    pub fn payload(&self) -> &[u8] {
+        &self.buffer.as_ref()[self.header_len()..]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    fn put(&mut self, r: std::ops::Range<usize>, v: &[u8]) {
+        self.buffer.as_mut()[r].copy_from_slice(v);
+    }
+    pub fn set_src_port(&mut self, v: u16) {
+        self.put(field::SPORT, &v.to_be_bytes());
+    }
+    pub fn set_dst_port(&mut self, v: u16) {
+        self.put(field::DPORT, &v.to_be_bytes());
+    }
+    pub fn set_segment_offset(&mut self, v: u32) {
+        self.put(field::SEG_OFFSET, &v.to_be_bytes());
+    }
+    pub fn set_message_len(&mut self, v: u32) {
+        self.put(field::MSG_LEN, &v.to_be_bytes());
+    }
+    /// Sets the data-offset byte from a header length in bytes (a multiple
+    /// of 4, at most 60).
+    pub fn set_header_len(&mut self, len: usize) {
+        debug_assert!(len % 4 == 0 && len <= super::MAX_HEADER_LEN);
+        self.buffer.as_mut()[field::DOFF] = ((len / 4) as u8) << 4;
+    }
+    pub fn set_packet_type(&mut self, v: PacketType) {
+        self.buffer.as_mut()[field::TYPE] = v.0;
+    }
+    pub fn set_mss(&mut self, v: u16) {
+        self.put(field::MSS, &v.to_be_bytes());
+    }
+    pub fn set_checksum(&mut self, v: u16) {
+        self.put(field::CHECKSUM, &v.to_be_bytes());
+    }
+    pub fn set_resend_index(&mut self, v: u16) {
+        self.put(field::RESEND_INDEX, &v.to_be_bytes());
+    }
+    pub fn set_id(&mut self, v: u64) {
+        self.put(field::ID, &v.to_be_bytes());
+    }
+    pub fn set_packet_index(&mut self, v: u16) {
+        self.put(field::PKT_INDEX, &v.to_be_bytes());
+    }
+    pub fn set_data_flags(&mut self, v: DataFlags) {
+        self.buffer.as_mut()[field::FLAGS] = v.0;
+    }
+    pub fn set_data_reserved(&mut self, v: u8) {
+        self.buffer.as_mut()[field::DATA_RESERVED] = v;
+    }
+    pub fn set_message_wire_len(&mut self, v: u32) {
+        self.put(field::MSG_WIRE_LEN, &v.to_be_bytes());
+    }
+    pub fn set_segment_len(&mut self, v: u32) {
+        self.put(field::SEG_LEN, &v.to_be_bytes());
+    }
+    pub fn set_incoming(&mut self, v: u32) {
+        self.put(field::INCOMING, &v.to_be_bytes());
+    }
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// The whole underlying buffer, by reference.
+    pub fn as_bytes(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    /// The whole underlying buffer, mutably.
+    pub fn inner_mut(&mut self) -> &mut [u8] {
+        self.buffer.as_mut()
+    }
+}

@@ -1,0 +1,413 @@
+//! Parsed packet representations: `parse` checks every field once, so code
+//! downstream works with values that are known to be consistent.
+
+use super::packet::field;
+use super::{DataFlags, Packet, PacketType, WireError, COMMON_HEADER_LEN, DATA_HEADER_LEN};
+
+/// Most message IDs one ACK packet carries.
+pub const ACK_MAX_IDS: usize = 64;
+
+const GRANT_LEN: usize = COMMON_HEADER_LEN + 8;
+const RESEND_LEN: usize = COMMON_HEADER_LEN + 12;
+const ACK_HEADER_LEN: usize = COMMON_HEADER_LEN + 4;
+const HANDSHAKE_HEADER_LEN: usize = COMMON_HEADER_LEN + 4;
+
+/// The plaintext metadata of a DATA packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataHeader {
+    /// Application message length in bytes, including length-concealment
+    /// padding (seed 001 §6.1).
+    pub message_len: u32,
+    /// Bytes of the whole message on the wire: every segment's records with
+    /// their headers and tags.
+    pub message_wire_len: u32,
+    /// Where this packet's segment starts in the message's wire bytes (the
+    /// paper's TSO offset).
+    pub segment_offset: u32,
+    /// Wire bytes of this packet's segment.
+    pub segment_len: u32,
+    /// Payload bytes in every packet of the segment except possibly the last.
+    pub mss: u16,
+    /// Position of this packet within its segment. For a retransmission this
+    /// is the *original* index, carried in the resend-index field.
+    pub packet_index: u16,
+    /// Whether this packet is a retransmission.
+    pub retransmit: bool,
+    /// Wire bytes the sender will send without further grants.
+    pub incoming: u32,
+}
+
+impl DataHeader {
+    /// Offset of this packet's payload within the message's wire bytes.
+    pub fn wire_offset(&self) -> u64 {
+        u64::from(self.segment_offset) + u64::from(self.packet_index) * u64::from(self.mss)
+    }
+
+    /// The payload length this packet must carry.
+    pub fn payload_len(&self) -> usize {
+        let start = u64::from(self.packet_index) * u64::from(self.mss);
+        let left = u64::from(self.segment_len).saturating_sub(start);
+        left.min(u64::from(self.mss)) as usize
+    }
+
+    fn check(&self) -> Result<(), WireError> {
+        if self.mss == 0 || self.segment_len == 0 {
+            return Err(WireError::BadField("empty segment or zero mss"));
+        }
+        let seg_end = u64::from(self.segment_offset) + u64::from(self.segment_len);
+        if seg_end > u64::from(self.message_wire_len) {
+            return Err(WireError::BadField("segment beyond message"));
+        }
+        if self.message_len >= self.message_wire_len {
+            return Err(WireError::BadField("message length exceeds wire length"));
+        }
+        if u64::from(self.packet_index) * u64::from(self.mss) >= u64::from(self.segment_len) {
+            return Err(WireError::BadField("packet index beyond segment"));
+        }
+        if self.incoming > self.message_wire_len {
+            return Err(WireError::BadField("incoming beyond message"));
+        }
+        Ok(())
+    }
+}
+
+/// Message IDs acknowledged by one ACK packet (no allocation).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct AckIds {
+    ids: [u64; ACK_MAX_IDS],
+    len: u8,
+}
+
+impl AckIds {
+    /// An empty list.
+    pub fn new() -> Self {
+        Self { ids: [0; ACK_MAX_IDS], len: 0 }
+    }
+
+    /// Appends an ID; returns `false` when full.
+    pub fn push(&mut self, id: u64) -> bool {
+        let len = usize::from(self.len);
+        if len == ACK_MAX_IDS {
+            return false;
+        }
+        self.ids[len] = id;
+        self.len += 1;
+        true
+    }
+
+    /// The IDs.
+    pub fn as_slice(&self) -> &[u64] {
+        &self.ids[..usize::from(self.len)]
+    }
+
+    /// Whether no ID is present.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether no more IDs fit.
+    pub fn is_full(&self) -> bool {
+        usize::from(self.len) == ACK_MAX_IDS
+    }
+}
+
+impl Default for AckIds {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for AckIds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.as_slice().iter().map(|id| format!("{id:#x}"))).finish()
+    }
+}
+
+/// What a packet says, by type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Body {
+    /// A piece of a message; the payload follows the header.
+    Data(DataHeader),
+    /// The sender may transmit the message up to wire offset `offset`.
+    Grant { offset: u32, priority: u8 },
+    /// Retransmit wire bytes `[offset, offset + length)` of the message.
+    Resend { offset: u32, length: u32, priority: u8 },
+    /// The sender of this packet has no state for the RPC.
+    RpcUnknown,
+    /// The sender of this packet is alive but has nothing to send yet.
+    Busy,
+    /// The server asks the client to acknowledge the RPC's response.
+    NeedAck,
+    /// These RPCs are complete; the server may free them.
+    Ack(AckIds),
+    /// A handshake message of `len` bytes follows the header.
+    Handshake { len: u16 },
+}
+
+impl Body {
+    /// The packet type this body is sent as.
+    pub fn packet_type(&self) -> PacketType {
+        match self {
+            Self::Data(_) => PacketType::DATA,
+            Self::Grant { .. } => PacketType::GRANT,
+            Self::Resend { .. } => PacketType::RESEND,
+            Self::RpcUnknown => PacketType::RPC_UNKNOWN,
+            Self::Busy => PacketType::BUSY,
+            Self::NeedAck => PacketType::NEED_ACK,
+            Self::Ack(_) => PacketType::ACK,
+            Self::Handshake { .. } => PacketType::HANDSHAKE,
+        }
+    }
+
+    fn header_len(&self) -> usize {
+        match self {
+            Self::Data(_) => DATA_HEADER_LEN,
+            Self::Grant { .. } => GRANT_LEN,
+            Self::Resend { .. } => RESEND_LEN,
+            Self::RpcUnknown | Self::Busy | Self::NeedAck => COMMON_HEADER_LEN,
+            Self::Ack(_) => ACK_HEADER_LEN,
+            Self::Handshake { .. } => HANDSHAKE_HEADER_LEN,
+        }
+    }
+}
+
+/// A parsed packet header (for DATA and HANDSHAKE, the payload stays in the
+/// buffer: see [`Packet::payload`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Repr {
+    pub src_port: u16,
+    pub dst_port: u16,
+    /// The message / RPC ID. Its low bit names the side that started the RPC.
+    pub id: u64,
+    pub body: Body,
+}
+
+impl Repr {
+    /// Parses and validates a packet. For control packets `packet` must not
+    /// include the authentication tag (the endpoint strips it first).
+    pub fn parse<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Self, WireError> {
+        if packet.doff_reserved() != 0 || packet.checksum() != 0 {
+            return Err(WireError::BadField("reserved header bits"));
+        }
+        let ty = packet.packet_type();
+        let body = match ty {
+            PacketType::DATA => Body::Data(parse_data(packet)?),
+            PacketType::HANDSHAKE => parse_handshake(packet)?,
+            t if t.name().is_some() => parse_control(packet)?,
+            t => return Err(WireError::UnknownType(t)),
+        };
+        Ok(Self { src_port: packet.src_port(), dst_port: packet.dst_port(), id: packet.id(), body })
+    }
+
+    /// Bytes `emit` writes: the header, plus the ID list of an ACK. DATA and
+    /// HANDSHAKE payloads are the caller's to append.
+    pub fn buffer_len(&self) -> usize {
+        match &self.body {
+            Body::Ack(ids) => ACK_HEADER_LEN + 8 * ids.as_slice().len(),
+            body => body.header_len(),
+        }
+    }
+
+    /// Writes the header into `packet`, which must be at least
+    /// [`Repr::buffer_len`] bytes long. Every header byte is written.
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
+        packet.set_src_port(self.src_port);
+        packet.set_dst_port(self.dst_port);
+        packet.set_header_len(self.body.header_len());
+        packet.set_packet_type(self.body.packet_type());
+        packet.set_checksum(0);
+        packet.set_id(self.id);
+        match &self.body {
+            Body::Data(d) => emit_data(d, packet),
+            body => {
+                emit_zero_data_fields(packet);
+                emit_control_body(body, packet);
+            }
+        }
+    }
+}
+
+fn parse_data<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<DataHeader, WireError> {
+    packet.check_data()?;
+    let flags = packet.data_flags();
+    if flags.0 & !DataFlags::KNOWN.0 != 0 || packet.data_reserved() != 0 {
+        return Err(WireError::BadField("unknown DATA flags"));
+    }
+    let retransmit = flags.contains(DataFlags::RETRANSMIT);
+    let packet_index = if retransmit {
+        if packet.packet_index() != 0 {
+            return Err(WireError::BadField("retransmission with non-zero packet index"));
+        }
+        packet.resend_index()
+    } else {
+        if packet.resend_index() != 0 {
+            return Err(WireError::BadField("resend index on a first transmission"));
+        }
+        packet.packet_index()
+    };
+    let header = DataHeader {
+        message_len: packet.message_len(),
+        message_wire_len: packet.message_wire_len(),
+        segment_offset: packet.segment_offset(),
+        segment_len: packet.segment_len(),
+        mss: packet.mss(),
+        packet_index,
+        retransmit,
+        incoming: packet.incoming(),
+    };
+    header.check()?;
+    if packet.payload().len() != header.payload_len() {
+        return Err(WireError::BadField("payload length does not match segment layout"));
+    }
+    Ok(header)
+}
+
+fn require_zero_data_fields<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<(), WireError> {
+    let zero = packet.segment_offset() == 0
+        && packet.message_len() == 0
+        && packet.mss() == 0
+        && packet.resend_index() == 0;
+    if zero {
+        Ok(())
+    } else {
+        Err(WireError::BadField("DATA-only field set on a control packet"))
+    }
+}
+
+fn be32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn parse_control<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Body, WireError> {
+    require_zero_data_fields(packet)?;
+    let buf = packet.as_bytes();
+    let ty = packet.packet_type();
+    let expect = match ty {
+        PacketType::GRANT => GRANT_LEN,
+        PacketType::RESEND => RESEND_LEN,
+        PacketType::ACK => ACK_HEADER_LEN,
+        _ => COMMON_HEADER_LEN,
+    };
+    if packet.header_len() != expect {
+        return Err(WireError::BadHeaderLength);
+    }
+    let b = field::BODY;
+    let body = match ty {
+        PacketType::GRANT => {
+            reserved_zero(&buf[b + 5..b + 8])?;
+            Body::Grant { offset: be32_at(buf, b), priority: buf[b + 4] }
+        }
+        PacketType::RESEND => {
+            reserved_zero(&buf[b + 9..b + 12])?;
+            Body::Resend { offset: be32_at(buf, b), length: be32_at(buf, b + 4), priority: buf[b + 8] }
+        }
+        PacketType::ACK => return parse_ack(buf),
+        PacketType::RPC_UNKNOWN => Body::RpcUnknown,
+        PacketType::BUSY => Body::Busy,
+        _ => Body::NeedAck,
+    };
+    if buf.len() != expect {
+        return Err(WireError::BadField("trailing bytes after control packet"));
+    }
+    Ok(body)
+}
+
+fn reserved_zero(bytes: &[u8]) -> Result<(), WireError> {
+    if bytes.iter().all(|&b| b == 0) {
+        Ok(())
+    } else {
+        Err(WireError::BadField("reserved bytes set"))
+    }
+}
+
+fn parse_ack(buf: &[u8]) -> Result<Body, WireError> {
+    let b = field::BODY;
+    let count = usize::from(u16::from_be_bytes([buf[b], buf[b + 1]]));
+    reserved_zero(&buf[b + 2..b + 4])?;
+    if count == 0 || count > ACK_MAX_IDS {
+        return Err(WireError::BadField("ACK count"));
+    }
+    if buf.len() != ACK_HEADER_LEN + 8 * count {
+        return Err(WireError::BadField("ACK length does not match count"));
+    }
+    let mut ids = AckIds::new();
+    for chunk in buf[ACK_HEADER_LEN..].chunks_exact(8) {
+        let mut a = [0; 8];
+        a.copy_from_slice(chunk);
+        ids.push(u64::from_be_bytes(a));
+    }
+    Ok(Body::Ack(ids))
+}
+
+fn parse_handshake<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Body, WireError> {
+    require_zero_data_fields(packet)?;
+    if packet.header_len() != HANDSHAKE_HEADER_LEN {
+        return Err(WireError::BadHeaderLength);
+    }
+    let buf = packet.as_bytes();
+    let b = field::BODY;
+    let len = u16::from_be_bytes([buf[b], buf[b + 1]]);
+    reserved_zero(&buf[b + 2..b + 4])?;
+    if packet.payload().len() != usize::from(len) {
+        return Err(WireError::BadField("handshake length"));
+    }
+    Ok(Body::Handshake { len })
+}
+
+fn emit_data<T: AsRef<[u8]> + AsMut<[u8]>>(d: &DataHeader, packet: &mut Packet<T>) {
+    packet.set_segment_offset(d.segment_offset);
+    packet.set_message_len(d.message_len);
+    packet.set_mss(d.mss);
+    if d.retransmit {
+        packet.set_packet_index(0);
+        packet.set_resend_index(d.packet_index);
+        packet.set_data_flags(DataFlags::RETRANSMIT);
+    } else {
+        packet.set_packet_index(d.packet_index);
+        packet.set_resend_index(0);
+        packet.set_data_flags(DataFlags::default());
+    }
+    packet.set_data_reserved(0);
+    packet.set_message_wire_len(d.message_wire_len);
+    packet.set_segment_len(d.segment_len);
+    packet.set_incoming(d.incoming);
+}
+
+fn emit_zero_data_fields<T: AsRef<[u8]> + AsMut<[u8]>>(packet: &mut Packet<T>) {
+    packet.set_segment_offset(0);
+    packet.set_message_len(0);
+    packet.set_mss(0);
+    packet.set_resend_index(0);
+}
+
+fn emit_control_body<T: AsRef<[u8]> + AsMut<[u8]>>(body: &Body, packet: &mut Packet<T>) {
+    let buf = packet.inner_mut();
+    let b = field::BODY;
+    match body {
+        Body::Grant { offset, priority } => {
+            buf[b..b + 4].copy_from_slice(&offset.to_be_bytes());
+            buf[b + 4] = *priority;
+            buf[b + 5..b + 8].fill(0);
+        }
+        Body::Resend { offset, length, priority } => {
+            buf[b..b + 4].copy_from_slice(&offset.to_be_bytes());
+            buf[b + 4..b + 8].copy_from_slice(&length.to_be_bytes());
+            buf[b + 8] = *priority;
+            buf[b + 9..b + 12].fill(0);
+        }
+        Body::Ack(ids) => {
+            let n = ids.as_slice().len() as u16;
+            buf[b..b + 2].copy_from_slice(&n.to_be_bytes());
+            buf[b + 2..b + 4].fill(0);
+            for (i, id) in ids.as_slice().iter().enumerate() {
+                let at = ACK_HEADER_LEN + 8 * i;
+                buf[at..at + 8].copy_from_slice(&id.to_be_bytes());
+            }
+        }
+        Body::Handshake { len } => {
+            buf[b..b + 2].copy_from_slice(&len.to_be_bytes());
+            buf[b + 2..b + 4].fill(0);
+        }
+        Body::RpcUnknown | Body::Busy | Body::NeedAck | Body::Data(_) => {}
+    }
+}

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Fetches the third-party test vectors the smt-crypto tests check against.
+#
+# NIST CAVP AES-GCM vectors ship in the `cryptography-vectors` wheel on PyPI
+# (pinned below). This downloads the wheel with pip and unpacks only its
+# AES/GCM directory into <repo>/test-vectors/gcm/ (about 18 MB). Idempotent: it exits at
+# once when the vectors are already there. test-vectors/ is git-ignored.
+#
+# Usage: scripts/fetch-vectors.sh
+set -euo pipefail
+
+VERSION="50.0.2"
+PACKAGE="cryptography-vectors"
+# The files crates/smt-crypto/tests/nist_gcm.rs reads.
+REQUIRED=(gcmEncryptExtIV128.rsp gcmEncryptExtIV256.rsp gcmDecrypt128.rsp gcmDecrypt256.rsp)
+
+repo_root="$(cd "$(dirname "$0")/.." && pwd)"
+dest="$repo_root/test-vectors"
+gcm_dir="$dest/gcm"
+
+have_all() {
+    local f
+    for f in "${REQUIRED[@]}"; do
+        [[ -n "$(find "$gcm_dir" -name "$f" -print -quit 2>/dev/null)" ]] || return 1
+    done
+}
+
+if have_all; then
+    echo "fetch-vectors: NIST GCM vectors already in test-vectors/gcm"
+    exit 0
+fi
+
+pip_cmd=()
+if command -v pip3 >/dev/null 2>&1; then
+    pip_cmd=(pip3)
+elif command -v python3 >/dev/null 2>&1; then
+    pip_cmd=(python3 -m pip)
+else
+    echo "fetch-vectors: needs pip3 (or python3 -m pip) to download $PACKAGE" >&2
+    exit 1
+fi
+
+mkdir -p "$dest"
+wheel_glob="$dest/cryptography_vectors-$VERSION-*.whl"
+# shellcheck disable=SC2086 # the glob is meant to expand
+if ! ls $wheel_glob >/dev/null 2>&1; then
+    echo "fetch-vectors: downloading $PACKAGE==$VERSION"
+    "${pip_cmd[@]}" download --quiet --no-deps --only-binary=:all: \
+        "$PACKAGE==$VERSION" -d "$dest"
+fi
+# shellcheck disable=SC2086
+wheel="$(ls $wheel_glob | head -n 1)"
+
+# Inside the wheel the vectors sit at
+# cryptography_vectors/ciphers/AES/GCM/*.rsp; keep just that directory.
+member_dir="cryptography_vectors/ciphers/AES/GCM"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+python3 - "$wheel" "$member_dir" "$tmp" <<'PY'
+import sys, zipfile
+wheel, prefix, out = sys.argv[1], sys.argv[2].rstrip("/") + "/", sys.argv[3]
+with zipfile.ZipFile(wheel) as z:
+    members = [m for m in z.namelist() if m.startswith(prefix) and not m.endswith("/")]
+    if not members:
+        sys.exit(f"fetch-vectors: no {prefix} in {wheel}")
+    z.extractall(out, members)
+PY
+rm -rf "$gcm_dir"
+mv "$tmp/$member_dir" "$gcm_dir"
+# The wheel holds every other vector set too (~55 MB); only GCM is kept.
+rm -f "$wheel"
+
+if ! have_all; then
+    echo "fetch-vectors: $wheel lacks one of: ${REQUIRED[*]}" >&2
+    exit 1
+fi
+echo "fetch-vectors: NIST GCM vectors unpacked into test-vectors/gcm"
