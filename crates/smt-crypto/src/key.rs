@@ -93,9 +93,16 @@ impl TrafficKey {
     /// Checks that `key` fits `algorithm` and keeps a copy of it.
     pub fn new(algorithm: AeadAlgorithm, key: &[u8], iv: [u8; IV_LEN]) -> Result<Self, KeyError> {
         if key.len() != algorithm.key_len() {
-            return Err(KeyError::WrongKeyLength { algorithm, actual: key.len() });
+            return Err(KeyError::WrongKeyLength {
+                algorithm,
+                actual: key.len(),
+            });
         }
-        Ok(Self { algorithm, key: KeyBytes::copy_from(key), iv })
+        Ok(Self {
+            algorithm,
+            key: KeyBytes::copy_from(key),
+            iv,
+        })
     }
 
     /// The AEAD this key is for.
@@ -116,7 +123,9 @@ impl TrafficKey {
 
 impl fmt::Debug for TrafficKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TrafficKey").field("algorithm", &self.algorithm).finish_non_exhaustive()
+        f.debug_struct("TrafficKey")
+            .field("algorithm", &self.algorithm)
+            .finish_non_exhaustive()
     }
 }
 
@@ -135,7 +144,10 @@ impl KeyBytes {
     fn copy_from(bytes: &[u8]) -> Self {
         let mut buf = [0; Self::MAX];
         buf[..bytes.len()].copy_from_slice(bytes);
-        Self { buf, len: bytes.len() }
+        Self {
+            buf,
+            len: bytes.len(),
+        }
     }
 
     fn as_slice(&self) -> &[u8] {
@@ -153,7 +165,10 @@ mod tests {
         assert!(TrafficKey::new(AeadAlgorithm::Aes256Gcm, &[7; 32], [0; 12]).is_ok());
         assert_eq!(
             TrafficKey::new(AeadAlgorithm::Aes128Gcm, &[7; 32], [0; 12]),
-            Err(KeyError::WrongKeyLength { algorithm: AeadAlgorithm::Aes128Gcm, actual: 32 })
+            Err(KeyError::WrongKeyLength {
+                algorithm: AeadAlgorithm::Aes128Gcm,
+                actual: 32
+            })
         );
         assert!(TrafficKey::new(AeadAlgorithm::Aes256Gcm, &[7; 16], [0; 12]).is_err());
         assert!(TrafficKey::new(AeadAlgorithm::Aes256Gcm, &[], [0; 12]).is_err());
@@ -162,7 +177,10 @@ mod tests {
     #[test]
     fn key_error_says_what_was_expected() {
         let err = TrafficKey::new(AeadAlgorithm::Aes256Gcm, &[0; 31], [0; 12]).unwrap_err();
-        assert_eq!(err.to_string(), "AES-256-GCM needs a 32-byte key, but 31 bytes were given");
+        assert_eq!(
+            err.to_string(),
+            "AES-256-GCM needs a 32-byte key, but 31 bytes were given"
+        );
     }
 
     #[test]

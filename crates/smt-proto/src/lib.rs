@@ -1,4 +1,32 @@
 //! Sans-IO protocol core of the Secure Message Transport (SMT).
+//!
+//! SMT puts TLS 1.3 record protection inside a Homa-style message transport
+//! (Gao et al., "Designing Transport-Level Encryption for Datacenter
+//! Networks"): every message has its own record sequence-number space
+//! (`message_id << 16 | record_index`), message IDs are unique per session
+//! so replays are dropped before decryption, and message ID, length and
+//! offsets stay in plaintext so the network and the host can balance load
+//! per message.
+//!
+//! This crate owns no socket, no clock, no thread and no global RNG: every
+//! entry point takes `now`, datagrams go in through
+//! [`Endpoint::handle_datagram`] and come out of [`Endpoint::poll_transmit`].
+//! Clippy bans `Instant::now`, `SystemTime::now`, sockets and threads here
+//! (see `clippy.toml`). Crypto is reached only through [`crypto::PacketCipher`].
+
+pub mod config;
 pub mod crypto;
+pub mod endpoint;
+pub mod error;
 pub mod record;
+mod rpc;
+pub mod session;
+pub mod stats;
+mod timer;
 pub mod wire;
+
+pub use config::{Config, ConfigError, Padding};
+pub use endpoint::{Endpoint, Event, KeyResolver, RpcHandle, ServerRpcHandle, Transmit};
+pub use error::{DropReason, RpcError, SendError};
+pub use session::{Role, SessionKeys};
+pub use stats::{DropCounts, Stats};

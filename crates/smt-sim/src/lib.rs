@@ -1,1 +1,16 @@
-//! Deterministic simulation harness for SMT.
+//! Deterministic simulation for SMT: a two-endpoint harness ([`Pair`]) on a
+//! virtual clock with a seeded, impairable link ([`Link`]), and key helpers.
+//!
+//! Everything here is deterministic for a given seed: the same run gives the
+//! same packets, the same drops and the same completion times, so tests can
+//! snapshot behaviour.
+
+mod keys;
+mod link;
+mod pair;
+mod rng;
+
+pub use keys::{aes_session, null_session, KeyKind};
+pub use link::{Datagram, Link, Verdict};
+pub use pair::{Outcome, Pair, Side};
+pub use rng::SplitMix64;

@@ -88,6 +88,12 @@ impl MessageLayout {
         self.padded_len + self.records * RECORD_OVERHEAD as u64
     }
 
+    /// The segment holding wire offset `wire_offset` (clamped to the last).
+    pub fn segment_index_at(&self, wire_offset: u64) -> u64 {
+        let full_segment = self.records_per_segment * (self.record_size + RECORD_OVERHEAD as u64);
+        (wire_offset / full_segment).min(self.segments() - 1)
+    }
+
     /// Record `index` (< [`Self::records`]).
     pub fn record(&self, index: u64) -> RecordPlan {
         let padded_start = index * self.record_size;

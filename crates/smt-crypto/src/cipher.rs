@@ -1,0 +1,367 @@
+//! AES-GCM record protection and the control-packet MAC, via aws-lc-rs.
+
+use std::fmt;
+
+use aws_lc_rs::{aead, hkdf, hmac};
+use smt_proto::crypto::{CryptoError, PacketCipher, RECORD_HEADER_LEN, TAG_LEN};
+
+use crate::key::{TrafficKey, IV_LEN};
+
+/// Records one AES-GCM key may protect: 2^24.5 rounded down (RFC 8446 §5.5).
+pub const AES_GCM_RECORD_LIMIT: u64 = 23_726_566;
+
+/// HKDF-Extract salt for the control-packet MAC key.
+const CONTROL_SALT: &[u8] = b"smt control v1";
+/// HKDF-Expand info for the control-packet MAC key.
+const CONTROL_INFO: &[u8] = b"smt ctrl";
+/// Length of the derived control-packet MAC key (one SHA-256 block of output).
+const CONTROL_KEY_LEN: usize = 32;
+
+/// The per-record nonce of RFC 8446 §5.3: `seq` as a 64-bit big-endian
+/// number, left-padded to [`IV_LEN`] bytes and XORed with the static IV.
+pub fn record_nonce(iv: &[u8; IV_LEN], seq: u64) -> [u8; IV_LEN] {
+    let mut nonce = *iv;
+    for (n, s) in nonce[IV_LEN - 8..].iter_mut().zip(seq.to_be_bytes()) {
+        *n ^= s;
+    }
+    nonce
+}
+
+/// AES-GCM ([`AeadAlgorithm::Aes128Gcm`](crate::AeadAlgorithm) or
+/// [`Aes256Gcm`](crate::AeadAlgorithm)) for one direction of one session.
+///
+/// Records are sealed exactly as TLS 1.3 seals them (RFC 8446 §5.2-5.3), so
+/// a record this produces is a record a TLS stack with the same key accepts.
+/// Control packets are authenticated with HMAC-SHA256 under a key derived
+/// from, and distinct from, the traffic key:
+///
+/// ```text
+/// prk         = HKDF-Extract(salt = "smt control v1", ikm = key || iv)
+/// control_key = HKDF-Expand(prk, info = "smt ctrl", 32)
+/// tag         = HMAC-SHA256(control_key, packet)[..16]
+/// ```
+///
+/// `Debug` shows only the algorithm.
+pub struct AesGcmCipher {
+    algorithm: crate::AeadAlgorithm,
+    key: aead::LessSafeKey,
+    iv: [u8; IV_LEN],
+    control_key: hmac::Key,
+}
+
+impl AesGcmCipher {
+    /// Expands `key` into an AES key schedule and derives its control MAC key.
+    pub fn new(key: &TrafficKey) -> Self {
+        let algorithm = key.algorithm();
+        // NOTE(unwrap): `TrafficKey::new` checked the length against this
+        // very algorithm, and a right-length AES key is always accepted.
+        let unbound = aead::UnboundKey::new(algorithm.aws_lc(), key.key())
+            .expect("TrafficKey guarantees the key length");
+        Self {
+            algorithm,
+            key: aead::LessSafeKey::new(unbound),
+            iv: *key.iv(),
+            control_key: derive_control_key(key),
+        }
+    }
+
+    /// The AEAD in use.
+    pub fn algorithm(&self) -> crate::AeadAlgorithm {
+        self.algorithm
+    }
+
+    /// Encrypts `buf[..buf.len() - TAG_LEN]` in place under an explicit
+    /// nonce and associated data of any length, writing the tag into the
+    /// last [`TAG_LEN`] bytes. The [`PacketCipher`] methods call this with
+    /// the record nonce and header; test vectors call it directly.
+    ///
+    /// Fails only if `buf` is shorter than [`TAG_LEN`].
+    pub fn seal_raw(
+        &self,
+        nonce: &[u8; IV_LEN],
+        aad: &[u8],
+        buf: &mut [u8],
+    ) -> Result<(), CryptoError> {
+        let tag_at = buf.len().checked_sub(TAG_LEN).ok_or(CryptoError)?;
+        let (plaintext, tag_out) = buf.split_at_mut(tag_at);
+        let tag = self
+            .key
+            .seal_in_place_separate_tag(
+                aead::Nonce::assume_unique_for_key(*nonce),
+                aead::Aad::from(aad),
+                plaintext,
+            )
+            .map_err(|_| CryptoError)?;
+        tag_out.copy_from_slice(tag.as_ref());
+        Ok(())
+    }
+
+    /// Checks the tag in the last [`TAG_LEN`] bytes of `buf` under an
+    /// explicit nonce and associated data, and decrypts the rest in place.
+    /// Returns the plaintext length. On error `buf` must be discarded.
+    pub fn open_raw(
+        &self,
+        nonce: &[u8; IV_LEN],
+        aad: &[u8],
+        buf: &mut [u8],
+    ) -> Result<usize, CryptoError> {
+        self.key
+            .open_in_place(
+                aead::Nonce::assume_unique_for_key(*nonce),
+                aead::Aad::from(aad),
+                buf,
+            )
+            .map(|plaintext| plaintext.len())
+            .map_err(|_| CryptoError)
+    }
+}
+
+impl PacketCipher for AesGcmCipher {
+    fn seal_in_place(
+        &self,
+        seq: u64,
+        aad: &[u8; RECORD_HEADER_LEN],
+        buf: &mut [u8],
+    ) -> Result<(), CryptoError> {
+        self.seal_raw(&record_nonce(&self.iv, seq), aad, buf)
+    }
+
+    fn open_in_place(
+        &self,
+        seq: u64,
+        aad: &[u8; RECORD_HEADER_LEN],
+        buf: &mut [u8],
+    ) -> Result<usize, CryptoError> {
+        self.open_raw(&record_nonce(&self.iv, seq), aad, buf)
+    }
+
+    fn control_tag(&self, packet: &[u8]) -> [u8; TAG_LEN] {
+        let full = hmac::sign(&self.control_key, packet);
+        let mut tag = [0; TAG_LEN];
+        tag.copy_from_slice(&full.as_ref()[..TAG_LEN]);
+        tag
+    }
+
+    fn record_limit(&self) -> u64 {
+        AES_GCM_RECORD_LIMIT
+    }
+}
+
+impl fmt::Debug for AesGcmCipher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AesGcmCipher")
+            .field("algorithm", &self.algorithm)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The HMAC key for control packets; see [`AesGcmCipher`] for the recipe.
+fn derive_control_key(key: &TrafficKey) -> hmac::Key {
+    // `key || iv` on the stack: at most a 32-byte key plus the IV.
+    let mut ikm = [0; 32 + IV_LEN];
+    let ikm_len = key.key().len() + IV_LEN;
+    ikm[..key.key().len()].copy_from_slice(key.key());
+    ikm[key.key().len()..ikm_len].copy_from_slice(key.iv());
+    let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, CONTROL_SALT).extract(&ikm[..ikm_len]);
+    let mut control_key = [0; CONTROL_KEY_LEN];
+    // NOTE(unwrap): 32 bytes is far below HKDF-SHA256's 255 * 32 limit.
+    prk.expand(&[CONTROL_INFO], OkmLen(CONTROL_KEY_LEN))
+        .and_then(|okm| okm.fill(&mut control_key))
+        .expect("32 bytes is a valid HKDF-SHA256 output length");
+    hmac::Key::new(hmac::HMAC_SHA256, &control_key)
+}
+
+/// An HKDF output length, as aws-lc-rs wants it.
+pub(crate) struct OkmLen(pub(crate) usize);
+
+impl hkdf::KeyType for OkmLen {
+    fn len(&self) -> usize {
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::AeadAlgorithm;
+
+    const HEADER: [u8; RECORD_HEADER_LEN] = [0x17, 0x03, 0x03, 0x00, 0x20];
+
+    fn cipher(algorithm: AeadAlgorithm, fill: u8) -> AesGcmCipher {
+        let key = vec![fill; algorithm.key_len()];
+        AesGcmCipher::new(&TrafficKey::new(algorithm, &key, [fill ^ 0x5a; IV_LEN]).unwrap())
+    }
+
+    fn sealed(c: &AesGcmCipher, seq: u64, plaintext: &[u8]) -> Vec<u8> {
+        let mut buf = plaintext.to_vec();
+        buf.extend_from_slice(&[0; TAG_LEN]);
+        c.seal_in_place(seq, &HEADER, &mut buf).unwrap();
+        buf
+    }
+
+    #[test]
+    fn nonce_xors_big_endian_seq_into_the_last_eight_bytes() {
+        let iv = [0xff; IV_LEN];
+        let nonce = record_nonce(&iv, 0x0102_0304_0506_0708);
+        assert_eq!(
+            nonce,
+            [0xff, 0xff, 0xff, 0xff, 0xfe, 0xfd, 0xfc, 0xfb, 0xfa, 0xf9, 0xf8, 0xf7]
+        );
+        assert_eq!(record_nonce(&iv, 0), iv);
+    }
+
+    #[test]
+    fn round_trip_both_algorithms() {
+        for algorithm in [AeadAlgorithm::Aes128Gcm, AeadAlgorithm::Aes256Gcm] {
+            let c = cipher(algorithm, 1);
+            let plaintext = b"hello, records\x17";
+            let mut buf = sealed(&c, 42, plaintext);
+            assert_ne!(
+                &buf[..plaintext.len()],
+                plaintext,
+                "{algorithm}: not encrypted"
+            );
+            let n = c.open_in_place(42, &HEADER, &mut buf).unwrap();
+            assert_eq!(&buf[..n], plaintext);
+        }
+    }
+
+    #[test]
+    fn empty_plaintext_seals_to_a_bare_tag() {
+        let c = cipher(AeadAlgorithm::Aes128Gcm, 2);
+        let mut buf = sealed(&c, 0, &[]);
+        assert_eq!(buf.len(), TAG_LEN);
+        assert_eq!(c.open_in_place(0, &HEADER, &mut buf), Ok(0));
+    }
+
+    #[test]
+    fn buffers_shorter_than_a_tag_are_rejected() {
+        let c = cipher(AeadAlgorithm::Aes128Gcm, 3);
+        let mut short = [0; TAG_LEN - 1];
+        assert_eq!(c.seal_in_place(0, &HEADER, &mut short), Err(CryptoError));
+        assert_eq!(c.open_in_place(0, &HEADER, &mut short), Err(CryptoError));
+        assert_eq!(c.open_in_place(0, &HEADER, &mut []), Err(CryptoError));
+    }
+
+    #[test]
+    fn every_single_bit_flip_is_caught() {
+        let c = cipher(AeadAlgorithm::Aes256Gcm, 4);
+        let record = sealed(&c, 7, b"sixteen bytes!!\x17");
+        for bit in 0..record.len() * 8 {
+            let mut bad = record.clone();
+            bad[bit / 8] ^= 1 << (bit % 8);
+            assert_eq!(
+                c.open_in_place(7, &HEADER, &mut bad),
+                Err(CryptoError),
+                "bit {bit}"
+            );
+        }
+    }
+
+    #[test]
+    fn wrong_seq_header_or_key_is_caught() {
+        let c = cipher(AeadAlgorithm::Aes128Gcm, 5);
+        let record = sealed(&c, 1 << 16 | 3, b"payload\x17");
+        let mut other_header = HEADER;
+        other_header[4] ^= 1;
+        let cases: [(&AesGcmCipher, u64, &[u8; 5]); 4] = [
+            (&c, 1 << 16 | 4, &HEADER),
+            (&c, 2 << 16 | 3, &HEADER),
+            (&c, 1 << 16 | 3, &other_header),
+            (&cipher(AeadAlgorithm::Aes128Gcm, 6), 1 << 16 | 3, &HEADER),
+        ];
+        for (who, seq, header) in cases {
+            let mut buf = record.clone();
+            assert_eq!(
+                who.open_in_place(seq, header, &mut buf),
+                Err(CryptoError),
+                "seq {seq:#x}"
+            );
+        }
+    }
+
+    #[test]
+    fn trait_methods_are_raw_methods_with_the_record_nonce() {
+        let c = cipher(AeadAlgorithm::Aes128Gcm, 7);
+        let seq = 0xdead_beef_0001;
+        let via_trait = sealed(&c, seq, b"same\x17");
+        let mut via_raw = b"same\x17".to_vec();
+        via_raw.extend_from_slice(&[0; TAG_LEN]);
+        c.seal_raw(
+            &record_nonce(&[7 ^ 0x5a; IV_LEN], seq),
+            &HEADER,
+            &mut via_raw,
+        )
+        .unwrap();
+        assert_eq!(via_trait, via_raw);
+    }
+
+    #[test]
+    fn control_tag_is_deterministic_and_key_dependent() {
+        let a = cipher(AeadAlgorithm::Aes128Gcm, 8);
+        let packet = b"a control packet";
+        assert_eq!(
+            a.control_tag(packet),
+            cipher(AeadAlgorithm::Aes128Gcm, 8).control_tag(packet)
+        );
+        assert_ne!(
+            a.control_tag(packet),
+            cipher(AeadAlgorithm::Aes128Gcm, 9).control_tag(packet)
+        );
+        assert_ne!(a.control_tag(packet), a.control_tag(b"a control packet!"));
+        assert!(a.verify_control_tag(packet, &a.control_tag(packet)).is_ok());
+        let mut bad = a.control_tag(packet);
+        bad[15] ^= 0x80;
+        assert_eq!(a.verify_control_tag(packet, &bad), Err(CryptoError));
+    }
+
+    #[test]
+    fn control_key_depends_on_the_iv_too() {
+        let key = [0x11; 16];
+        let one =
+            AesGcmCipher::new(&TrafficKey::new(AeadAlgorithm::Aes128Gcm, &key, [1; 12]).unwrap());
+        let two =
+            AesGcmCipher::new(&TrafficKey::new(AeadAlgorithm::Aes128Gcm, &key, [2; 12]).unwrap());
+        assert_ne!(one.control_tag(b"p"), two.control_tag(b"p"));
+    }
+
+    /// The control key recipe computed a second way, with aws-lc-rs's HMAC
+    /// doing HKDF by hand (RFC 5869 §2.2-2.3), so a mix-up of salt and info
+    /// or of the IKM order would show.
+    #[test]
+    fn control_key_matches_hkdf_by_hand() {
+        let key = TrafficKey::new(AeadAlgorithm::Aes128Gcm, &[0x22; 16], [0x33; 12]).unwrap();
+        let salt_key = hmac::Key::new(hmac::HMAC_SHA256, CONTROL_SALT);
+        let mut ikm = key.key().to_vec();
+        ikm.extend_from_slice(key.iv());
+        let prk = hmac::sign(&salt_key, &ikm);
+        let mut t1_input = CONTROL_INFO.to_vec();
+        t1_input.push(1);
+        let okm = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, prk.as_ref()), &t1_input);
+        let expected = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, okm.as_ref()), b"pkt");
+        assert_eq!(
+            AesGcmCipher::new(&key).control_tag(b"pkt"),
+            expected.as_ref()[..TAG_LEN]
+        );
+    }
+
+    #[test]
+    fn record_limit_is_rfc8446_aes_gcm_limit() {
+        let limit = cipher(AeadAlgorithm::Aes128Gcm, 10).record_limit();
+        assert_eq!(limit, AES_GCM_RECORD_LIMIT);
+        // 2^24.5 = 2^24 * sqrt(2); the limit is its floor.
+        let exact = 2f64.powf(24.5);
+        assert!((limit as f64) <= exact && exact < (limit + 1) as f64);
+    }
+
+    #[test]
+    fn debug_never_prints_key_material() {
+        let c = cipher(AeadAlgorithm::Aes256Gcm, 0xab);
+        let shown = format!("{c:?} {c:#?}");
+        assert!(shown.contains("Aes256Gcm"), "{shown}");
+        assert!(
+            !shown.contains("171") && !shown.to_lowercase().contains("ab,"),
+            "{shown}"
+        );
+    }
+}

@@ -1,0 +1,148 @@
+//! Endpoint configuration. Defaults follow Homa's where Homa has one
+//! (seed 001 builds on Homa/Linux): 1 ms ticks, RESEND after 5 silent ticks,
+//! abort after 100, ~40 KB unscheduled, 8 messages granted at once.
+
+use std::time::Duration;
+
+use crate::record::{SeqLayout, MAX_RECORD_PLAINTEXT};
+use crate::wire::DATA_HEADER_LEN;
+
+/// Length concealment (seed 001 §6.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Padding {
+    /// Send messages at their true length.
+    #[default]
+    None,
+    /// Pad every message up to a multiple of this many bytes. The plaintext
+    /// message-length field then carries the padded length.
+    Multiple(u32),
+}
+
+impl Padding {
+    /// The padded length of a `len`-byte message.
+    pub fn padded_len(self, len: u64) -> u64 {
+        match self {
+            Self::None | Self::Multiple(0) => len,
+            Self::Multiple(m) => len.div_ceil(u64::from(m)).max(1) * u64::from(m),
+        }
+    }
+}
+
+/// Everything tunable about an [`crate::Endpoint`].
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Split of the record sequence number (default 48-bit IDs / 16-bit
+    /// record index). Both ends must agree.
+    pub seq_layout: SeqLayout,
+    /// Largest datagram the endpoint emits (the UDP payload or raw-IP
+    /// payload). 1472 fits a 1500-byte Ethernet MTU over IPv4/UDP.
+    pub max_datagram_size: usize,
+    /// Plaintext bytes per record, at most 16384.
+    pub record_size: usize,
+    /// Largest application message accepted, in bytes before padding.
+    pub max_message_len: u64,
+    /// Wire bytes a sender may send before the first GRANT (Homa's
+    /// "unscheduled bytes"), and the window each grant keeps open.
+    pub unscheduled_bytes: u32,
+    /// Incoming messages granted at once (Homa's overcommit).
+    pub overcommit: usize,
+    /// Period of the housekeeping tick.
+    pub tick: Duration,
+    /// Silent ticks before an RPC asks for missing data (RESEND/NEED_ACK).
+    pub resend_ticks: u32,
+    /// Silent ticks after which an RPC is aborted (client: timeout error;
+    /// server: state freed).
+    pub abort_ticks: u32,
+    /// Times a client restarts a request the server says it does not know.
+    pub max_restarts: u32,
+    /// Authenticate control packets with a MAC. Off reproduces the paper's
+    /// forgeable plaintext control packets, for comparison only.
+    pub authenticate_control: bool,
+    /// Length concealment policy.
+    pub padding: Padding,
+    /// Message IDs above the replay floor that the replay guard tracks
+    /// individually; older ones are rejected wholesale.
+    pub replay_window: u64,
+    /// Partially received messages allowed per peer; more are dropped.
+    pub max_incoming_per_peer: usize,
+    /// The local port written into the SMT header's source-port field and
+    /// checked against the destination port of arriving packets (0: any).
+    pub local_port: u16,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            seq_layout: SeqLayout::DEFAULT,
+            max_datagram_size: 1472,
+            record_size: MAX_RECORD_PLAINTEXT,
+            max_message_len: 64 << 20,
+            unscheduled_bytes: 40_000,
+            overcommit: 8,
+            tick: Duration::from_millis(1),
+            resend_ticks: 5,
+            abort_ticks: 100,
+            max_restarts: 3,
+            authenticate_control: true,
+            padding: Padding::None,
+            replay_window: 4096,
+            max_incoming_per_peer: 1024,
+            local_port: 0,
+        }
+    }
+}
+
+/// A configuration value that cannot work, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "invalid SMT configuration: {}", self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl Config {
+    /// Payload bytes per DATA packet.
+    pub fn mss(&self) -> usize {
+        self.max_datagram_size - DATA_HEADER_LEN
+    }
+
+    /// The largest message this configuration can carry: bounded by the
+    /// record-index bits (so an index never spills into the message-ID
+    /// bits), by the 32-bit wire-length field, and by `max_message_len`.
+    pub fn message_len_limit(&self) -> u64 {
+        let by_index = self.seq_layout.max_records().saturating_mul(self.record_size as u64);
+        let by_wire = u64::from(u32::MAX) / (self.record_size as u64 + 22) * self.record_size as u64;
+        self.max_message_len.min(by_index).min(by_wire)
+    }
+
+    /// Checks that the values can work together.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let err = |s: &str| Err(ConfigError(s.to_string()));
+        if !(DATA_HEADER_LEN + 1..=65535).contains(&self.max_datagram_size) {
+            return err("max_datagram_size must be between 45 and 65535 bytes");
+        }
+        if self.record_size == 0 || self.record_size > MAX_RECORD_PLAINTEXT {
+            return err("record_size must be between 1 and 16384 bytes (RFC 8446 §5.1)");
+        }
+        if self.overcommit == 0 || self.unscheduled_bytes == 0 {
+            return err("overcommit and unscheduled_bytes must be at least 1");
+        }
+        if self.tick.is_zero() || self.resend_ticks == 0 || self.abort_ticks <= self.resend_ticks {
+            return err("tick must be non-zero and abort_ticks > resend_ticks > 0");
+        }
+        if self.replay_window == 0 || self.max_incoming_per_peer == 0 {
+            return err("replay_window and max_incoming_per_peer must be at least 1");
+        }
+        if let Padding::Multiple(m) = self.padding {
+            if m == 0 {
+                return err("Padding::Multiple needs a non-zero multiple");
+            }
+        }
+        Ok(())
+    }
+}

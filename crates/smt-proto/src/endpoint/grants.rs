@@ -1,0 +1,47 @@
+//! Receiver-driven scheduling (Homa): the incoming messages with the fewest
+//! bytes left are granted first, `Config::overcommit` at a time, each kept
+//! `Config::unscheduled_bytes` ahead of what has arrived.
+
+use super::{Endpoint, MsgKey, ServerState};
+use crate::wire::Body;
+
+impl Endpoint {
+    pub(crate) fn update_grants(&mut self) {
+        let window = u64::from(self.config.unscheduled_bytes);
+        let mut candidates = self.grant_candidates();
+        candidates.sort_unstable();
+        candidates.truncate(self.config.overcommit);
+        for (rank, (_, key)) in candidates.into_iter().enumerate() {
+            let Some(inc) = self.incoming_mut(key) else { continue };
+            if !inc.raise_grant(inc.received() + window) {
+                continue;
+            }
+            let offset = inc.granted();
+            let (peer, id) = match key {
+                MsgKey::Client(h) => match self.clients.get(&h) {
+                    Some(c) => (c.peer, c.id),
+                    None => continue,
+                },
+                MsgKey::Server(p, id) => (p, id),
+            };
+            self.queue_control(peer, id, Body::Grant { offset, priority: rank.min(255) as u8 });
+        }
+    }
+
+    /// Incoming messages that still need grants, keyed by bytes remaining.
+    fn grant_candidates(&self) -> Vec<(u64, MsgKey)> {
+        let clients = self
+            .clients
+            .iter()
+            .filter_map(|(h, c)| c.response.as_ref().map(|inc| (MsgKey::Client(*h), inc)));
+        let servers = self.servers.iter().filter_map(|((p, id), s)| match &s.state {
+            ServerState::Receiving(inc) => Some((MsgKey::Server(*p, *id), inc)),
+            _ => None,
+        });
+        clients
+            .chain(servers)
+            .filter(|(_, inc)| inc.granted() < inc.wire_len())
+            .map(|(key, inc)| (inc.remaining(), key))
+            .collect()
+    }
+}

@@ -1,0 +1,359 @@
+//! The SMT endpoint: a sans-IO state machine for many concurrent RPCs with
+//! many peers over one datagram socket.
+//!
+//! # Call order
+//! The driver owns the socket and the clock and loops:
+//! 1. `handle_datagram(now, from, bytes)` for every datagram received;
+//! 2. `handle_timeout(now)` once `now` reaches [`Endpoint::poll_timeout`];
+//! 3. commands from the application: [`Endpoint::send_request`],
+//!    [`Endpoint::send_response`], [`Endpoint::abort`],
+//!    [`Endpoint::install_session`];
+//! 4. drain outputs: [`Endpoint::poll_transmit`] until `None` (send each
+//!    datagram), [`Endpoint::poll_event`] until `None`, then sleep until
+//!    [`Endpoint::poll_timeout`] or the next datagram.
+//!
+//! Every call does bounded work: one datagram in, one datagram out, one
+//! tick over the live RPCs.
+
+mod grants;
+mod recv;
+mod send;
+mod tick;
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use crate::config::{Config, ConfigError};
+use crate::error::{RpcError, SendError};
+use crate::record::{seal_message, MessageLayout};
+use crate::rpc::{Incoming, Outgoing};
+use crate::session::{Session, SessionKeys};
+use crate::stats::Stats;
+use crate::timer::{Timer, TimerTable};
+use crate::wire::{AckIds, Body, Repr};
+
+/// The client's handle on an RPC it started. Stable across restarts (which
+/// change the wire message ID).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RpcHandle(pub u64);
+
+/// The server's handle on a request it received; pass it back to
+/// [`Endpoint::send_response`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ServerRpcHandle {
+    /// Who sent the request.
+    pub peer: SocketAddr,
+    /// The RPC's message ID.
+    pub id: u64,
+}
+
+/// Something the application must hear about.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Event {
+    /// A complete, authenticated request. Answer it with
+    /// [`Endpoint::send_response`].
+    Request { rpc: ServerRpcHandle, data: Vec<u8> },
+    /// The complete, authenticated response to one of our RPCs.
+    Response { rpc: RpcHandle, data: Vec<u8> },
+    /// One of our RPCs failed.
+    Failed { rpc: RpcHandle, error: RpcError },
+}
+
+/// A datagram [`Endpoint::poll_transmit`] wrote into the caller's buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    pub destination: SocketAddr,
+    pub len: usize,
+}
+
+/// Finds session keys for a peer without installed keys (the paper's
+/// wildcard template): called on the first packet from that peer. Return
+/// distinct keys per peer (e.g. derived from a master secret and the
+/// peer's address): one key shared by several clients would repeat nonces.
+pub trait KeyResolver: Send {
+    fn resolve(&mut self, peer: SocketAddr) -> Option<SessionKeys>;
+}
+
+impl<F: FnMut(SocketAddr) -> Option<SessionKeys> + Send> KeyResolver for F {
+    fn resolve(&mut self, peer: SocketAddr) -> Option<SessionKeys> {
+        self(peer)
+    }
+}
+
+/// Whether both directions use one key: then a peer's packets reflected
+/// back to it would authenticate. Probed through the control MAC, which
+/// depends only on the key (the null cipher's all-zero MAC is exempt).
+fn keys_are_reflectable(keys: &SessionKeys) -> bool {
+    const PROBE: &[u8] = b"smt reflection probe";
+    let tag = keys.tx.control_tag(PROBE);
+    tag != [0; crate::crypto::TAG_LEN] && tag == keys.rx.control_tag(PROBE)
+}
+
+#[derive(Debug)]
+pub(crate) struct ClientRpc {
+    pub peer: SocketAddr,
+    pub id: u64,
+    pub request_data: Vec<u8>,
+    pub request: Outgoing,
+    pub response: Option<Incoming>,
+    pub silent_ticks: u32,
+    pub restarts: u32,
+}
+
+#[derive(Debug)]
+pub(crate) enum ServerState {
+    Receiving(Incoming),
+    InService,
+    Responding(Outgoing),
+}
+
+#[derive(Debug)]
+pub(crate) struct ServerRpc {
+    pub state: ServerState,
+    pub silent_ticks: u32,
+}
+
+/// Identifies a message in flight on either side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum MsgKey {
+    Client(RpcHandle),
+    Server(SocketAddr, u64),
+}
+
+/// An SMT endpoint. See the module docs for the call order.
+pub struct Endpoint {
+    pub(crate) config: Config,
+    pub(crate) sessions: HashMap<SocketAddr, Session>,
+    pub(crate) resolver: Option<Box<dyn KeyResolver>>,
+    pub(crate) clients: HashMap<RpcHandle, ClientRpc>,
+    pub(crate) client_ids: HashMap<(SocketAddr, u64), RpcHandle>,
+    pub(crate) servers: HashMap<(SocketAddr, u64), ServerRpc>,
+    pub(crate) next_handle: u64,
+    pub(crate) control: VecDeque<(SocketAddr, Repr)>,
+    pub(crate) pending_acks: HashMap<SocketAddr, AckIds>,
+    pub(crate) events: VecDeque<Event>,
+    pub(crate) timers: TimerTable,
+    pub(crate) stats: Stats,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("sessions", &self.sessions.len())
+            .field("client_rpcs", &self.clients.len())
+            .field("server_rpcs", &self.servers.len())
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Endpoint {
+    /// A new endpoint. Fails if the configuration cannot work.
+    pub fn new(config: Config) -> Result<Self, ConfigError> {
+        config.validate()?;
+        Ok(Self {
+            config,
+            sessions: HashMap::new(),
+            resolver: None,
+            clients: HashMap::new(),
+            client_ids: HashMap::new(),
+            servers: HashMap::new(),
+            next_handle: 1,
+            control: VecDeque::new(),
+            pending_acks: HashMap::new(),
+            events: VecDeque::new(),
+            timers: TimerTable::default(),
+            stats: Stats::default(),
+        })
+    }
+
+    // ---- getters ----
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Endpoint-wide counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Counters of one peer's session.
+    pub fn peer_stats(&self, peer: SocketAddr) -> Option<&Stats> {
+        self.sessions.get(&peer).map(|s| &s.stats)
+    }
+
+    /// RPCs this endpoint started that are still in flight.
+    pub fn client_rpcs(&self) -> usize {
+        self.clients.len()
+    }
+
+    /// Requests received and not yet freed (receiving, in service, or
+    /// responding and waiting for the client's ACK).
+    pub fn server_rpcs(&self) -> usize {
+        self.servers.len()
+    }
+
+    /// Message IDs this endpoint can still allocate towards `peer`.
+    pub fn ids_remaining(&self, peer: SocketAddr) -> Option<u64> {
+        self.sessions.get(&peer).map(|s| s.ids.remaining())
+    }
+
+    /// Bytes held for incoming messages (reassembly buffers and data not
+    /// yet delivered): bounded by the grant window per message.
+    pub fn incoming_buffered_bytes(&self) -> usize {
+        let client = self.clients.values().filter_map(|c| c.response.as_ref());
+        let server = self.servers.values().filter_map(|s| match &s.state {
+            ServerState::Receiving(inc) => Some(inc),
+            _ => None,
+        });
+        client.chain(server).map(Incoming::buffered_bytes).sum()
+    }
+
+    // ---- commands ----
+
+    /// Installs (or replaces) the keys of the session with `peer`, like the
+    /// paper's kTLS-style `setsockopt` after a handshake. Replacing keys
+    /// resets the session's message-ID space and replay guard.
+    pub fn install_session(&mut self, peer: SocketAddr, keys: SessionKeys) -> Result<(), SendError> {
+        if keys_are_reflectable(&keys) {
+            return Err(SendError::ReflectableKeys);
+        }
+        let session = Session::new(keys, self.config.seq_layout.id_limit(), self.config.replay_window);
+        self.sessions.insert(peer, session);
+        Ok(())
+    }
+
+    /// Sets the resolver asked for keys when a packet arrives from a peer
+    /// without a session (the wildcard template of a server).
+    pub fn set_key_resolver(&mut self, resolver: Box<dyn KeyResolver>) {
+        self.resolver = Some(resolver);
+    }
+
+    /// Removes the session with `peer`; its RPCs fail with
+    /// [`RpcError::SessionClosed`] and its server state is freed.
+    pub fn remove_session(&mut self, peer: SocketAddr) {
+        self.sessions.remove(&peer);
+        self.servers.retain(|(p, _), _| *p != peer);
+        let gone: Vec<RpcHandle> = self.clients.iter().filter(|(_, c)| c.peer == peer).map(|(h, _)| *h).collect();
+        for h in gone {
+            self.fail_client(h, RpcError::SessionClosed);
+        }
+    }
+
+    /// Starts an RPC: seals `data` as a request to `peer`.
+    pub fn send_request(&mut self, now: Instant, peer: SocketAddr, data: &[u8]) -> Result<RpcHandle, SendError> {
+        self.check_len(data.len())?;
+        let session = self.sessions.get_mut(&peer).ok_or(SendError::NoSession)?;
+        let id = session.ids.allocate().ok_or(SendError::IdSpaceExhausted)?;
+        let request = self.seal(peer, id, data)?;
+        let handle = RpcHandle(self.next_handle);
+        self.next_handle += 1;
+        let rpc = ClientRpc { peer, id, request_data: data.to_vec(), request, response: None, silent_ticks: 0, restarts: 0 };
+        self.clients.insert(handle, rpc);
+        self.client_ids.insert((peer, id), handle);
+        self.arm_tick(now);
+        Ok(handle)
+    }
+
+    /// Answers a request received as [`Event::Request`].
+    pub fn send_response(&mut self, now: Instant, rpc: ServerRpcHandle, data: &[u8]) -> Result<(), SendError> {
+        self.check_len(data.len())?;
+        match self.servers.get(&(rpc.peer, rpc.id)).map(|s| &s.state) {
+            Some(ServerState::InService) => {}
+            Some(_) => return Err(SendError::AlreadyResponded),
+            None => return Err(SendError::UnknownRpc),
+        }
+        let response = self.seal(rpc.peer, rpc.id, data)?;
+        if let Some(s) = self.servers.get_mut(&(rpc.peer, rpc.id)) {
+            s.state = ServerState::Responding(response);
+            s.silent_ticks = 0;
+        }
+        self.arm_tick(now);
+        Ok(())
+    }
+
+    /// Abandons one of our RPCs. No event follows; the server frees its
+    /// state when it next asks about the RPC and hears RPC_UNKNOWN.
+    pub fn abort(&mut self, rpc: RpcHandle) -> bool {
+        match self.clients.remove(&rpc) {
+            Some(c) => {
+                self.client_ids.remove(&(c.peer, c.id));
+                true
+            }
+            None => false,
+        }
+    }
+
+    // ---- outputs ----
+
+    /// The next event for the application.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When [`Endpoint::handle_timeout`] must next be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.next()
+    }
+
+    // ---- internals shared by the submodules ----
+
+    pub(crate) fn resolve_session(&mut self, peer: SocketAddr) -> Option<&mut Session> {
+        if !self.sessions.contains_key(&peer) {
+            let keys = self.resolver.as_mut()?.resolve(peer)?;
+            self.install_session(peer, keys).ok()?;
+        }
+        self.sessions.get_mut(&peer)
+    }
+
+    fn check_len(&self, len: usize) -> Result<(), SendError> {
+        let max = self.config.message_len_limit();
+        let padded = self.config.padding.padded_len(len as u64);
+        if padded > max {
+            return Err(SendError::MessageTooLarge { len: len as u64, max });
+        }
+        Ok(())
+    }
+
+    /// Seals `data` as message `id` towards `peer`.
+    pub(crate) fn seal(&mut self, peer: SocketAddr, id: u64, data: &[u8]) -> Result<Outgoing, SendError> {
+        let cfg = &self.config;
+        let padded = cfg.padding.padded_len(data.len() as u64);
+        let layout = MessageLayout::new(data.len() as u64, padded, cfg.record_size);
+        let session = self.sessions.get_mut(&peer).ok_or(SendError::NoSession)?;
+        let limit = session.keys.tx.record_limit();
+        if session.records_sealed.saturating_add(layout.records()) > limit {
+            return Err(SendError::KeyExhausted);
+        }
+        let sealed = seal_message(&*session.keys.tx, cfg.seq_layout, id, data, layout)
+            .map_err(|_| SendError::MessageTooLarge { len: data.len() as u64, max: cfg.message_len_limit() })?;
+        session.records_sealed += layout.records();
+        session.stats.records_sealed += layout.records();
+        self.stats.records_sealed += layout.records();
+        self.stats.messages_sent += 1;
+        Ok(Outgoing::new(sealed, cfg.mss() as u16, cfg.unscheduled_bytes))
+    }
+
+    pub(crate) fn arm_tick(&mut self, now: Instant) {
+        if !self.timers.is_set(Timer::Tick) {
+            self.timers.set(Timer::Tick, now + self.config.tick);
+        }
+    }
+
+    pub(crate) fn fail_client(&mut self, rpc: RpcHandle, error: RpcError) {
+        if let Some(c) = self.clients.remove(&rpc) {
+            self.client_ids.remove(&(c.peer, c.id));
+            self.stats.rpcs_failed += 1;
+            self.events.push_back(Event::Failed { rpc, error });
+        }
+    }
+
+    pub(crate) fn queue_control(&mut self, peer: SocketAddr, id: u64, body: Body) {
+        let repr = Repr { src_port: self.config.local_port, dst_port: peer.port(), id, body };
+        self.control.push_back((peer, repr));
+    }
+}

@@ -1,0 +1,108 @@
+//! `poll_transmit`: control packets first, then DATA by SRPT.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use super::{Endpoint, MsgKey, ServerState, Transmit};
+use crate::crypto::TAG_LEN;
+use crate::rpc::Outgoing;
+use crate::wire::{Body, Packet, Repr};
+
+impl Endpoint {
+    /// Writes the next datagram to send into `buf` and says where it goes.
+    /// Call until it returns `None`.
+    ///
+    /// # Panics
+    /// If `buf` is shorter than `Config::max_datagram_size`: a programming
+    /// error in the driver, not something the network can cause.
+    pub fn poll_transmit(&mut self, _now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        assert!(
+            buf.len() >= self.config.max_datagram_size,
+            "poll_transmit needs a buffer of at least Config::max_datagram_size ({} bytes)",
+            self.config.max_datagram_size
+        );
+        self.flush_acks();
+        let t = match self.control.pop_front() {
+            Some((peer, repr)) => self.write_control(peer, &repr, buf),
+            None => self.write_next_data(buf),
+        }?;
+        self.stats.datagrams_tx += 1;
+        self.stats.bytes_tx += t.len as u64;
+        if let Some(s) = self.sessions.get_mut(&t.destination) {
+            s.stats.datagrams_tx += 1;
+            s.stats.bytes_tx += t.len as u64;
+        }
+        Some(t)
+    }
+
+    fn flush_acks(&mut self) {
+        if self.pending_acks.is_empty() {
+            return;
+        }
+        let pending: Vec<_> = self.pending_acks.drain().filter(|(_, ids)| !ids.is_empty()).collect();
+        for (peer, ids) in pending {
+            self.queue_control(peer, 0, Body::Ack(ids));
+        }
+    }
+
+    fn write_control(&mut self, peer: SocketAddr, repr: &Repr, buf: &mut [u8]) -> Option<Transmit> {
+        let len = repr.buffer_len();
+        repr.emit(&mut Packet::new_unchecked(&mut buf[..len]));
+        let len = if self.config.authenticate_control {
+            let session = self.sessions.get(&peer)?;
+            let tag = session.keys.tx.control_tag(&buf[..len]);
+            buf[len..len + TAG_LEN].copy_from_slice(&tag);
+            len + TAG_LEN
+        } else {
+            len
+        };
+        match repr.body {
+            Body::Grant { .. } => self.stats.grants_sent += 1,
+            Body::Resend { .. } => self.stats.resends_sent += 1,
+            _ => {}
+        }
+        self.stats.control_packets_tx += 1;
+        Some(Transmit { destination: peer, len })
+    }
+
+    /// Sends one packet of the message with the fewest bytes left to send
+    /// among those allowed to send (sender-side SRPT, as Homa).
+    fn write_next_data(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+        let key = self.pick_srpt()?;
+        let ports = self.config.local_port;
+        let (peer, id, out) = self.outgoing_mut(key)?;
+        let p = out.next_packet()?;
+        let len = out.write_packet(p, (ports, peer.port()), id, buf);
+        self.stats.data_packets_tx += 1;
+        if p.retransmit {
+            self.stats.retransmitted_packets += 1;
+        }
+        Some(Transmit { destination: peer, len })
+    }
+
+    fn pick_srpt(&self) -> Option<MsgKey> {
+        let clients = self.clients.iter().filter(|(_, c)| c.response.is_none()).map(|(h, c)| (MsgKey::Client(*h), &c.request));
+        let servers = self.servers.iter().filter_map(|((p, id), s)| match &s.state {
+            ServerState::Responding(out) => Some((MsgKey::Server(*p, *id), out)),
+            _ => None,
+        });
+        clients
+            .chain(servers)
+            .filter(|(_, out)| out.has_sendable())
+            .min_by_key(|(key, out)| (out.remaining(), *key))
+            .map(|(key, _)| key)
+    }
+
+    fn outgoing_mut(&mut self, key: MsgKey) -> Option<(SocketAddr, u64, &mut Outgoing)> {
+        match key {
+            MsgKey::Client(h) => {
+                let c = self.clients.get_mut(&h)?;
+                Some((c.peer, c.id, &mut c.request))
+            }
+            MsgKey::Server(p, id) => match &mut self.servers.get_mut(&(p, id))?.state {
+                ServerState::Responding(out) => Some((p, id, out)),
+                _ => None,
+            },
+        }
+    }
+}

@@ -1,0 +1,238 @@
+use std::collections::BTreeMap;
+
+use crate::crypto::PacketCipher;
+use crate::error::DropReason;
+use crate::record::{open_segment, OpenError, SeqLayout};
+use crate::wire::DataHeader;
+
+/// What accepting a packet changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Accepted {
+    /// Stored; the message is not complete yet.
+    Stored,
+    /// The message is complete and every record authenticated.
+    Complete,
+}
+
+/// One segment being reassembled from packets.
+#[derive(Debug)]
+struct SegmentBuf {
+    len: u32,
+    mss: u16,
+    buf: Vec<u8>,
+    have: Vec<bool>,
+    missing: usize,
+}
+
+impl SegmentBuf {
+    fn new(h: &DataHeader) -> Self {
+        let packets = h.segment_len.div_ceil(u32::from(h.mss)) as usize;
+        Self { len: h.segment_len, mss: h.mss, buf: vec![0; h.segment_len as usize], have: vec![false; packets], missing: packets }
+    }
+
+    fn is_complete(&self) -> bool {
+        self.missing == 0
+    }
+
+    /// Missing packets as wire ranges relative to the segment start.
+    fn gaps(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let mss = u32::from(self.mss);
+        self.have.iter().enumerate().filter(|(_, h)| !**h).map(move |(i, _)| {
+            let start = i as u32 * mss;
+            (start, mss.min(self.len - start))
+        })
+    }
+}
+
+/// A message being received: packets are placed by (segment offset, packet
+/// index); complete segments are opened strictly in order, each record with
+/// the sequence number the receiver expects for it.
+#[derive(Debug)]
+pub(crate) struct Incoming {
+    message_len: u32,
+    wire_len: u32,
+    segments: BTreeMap<u32, SegmentBuf>,
+    next_segment: u32,
+    next_record: u64,
+    padded: u64,
+    data: Vec<u8>,
+    /// Unique wire bytes received so far.
+    received: u64,
+    /// Highest wire offset this receiver granted.
+    granted: u32,
+}
+
+impl Incoming {
+    pub fn new(h: &DataHeader, unscheduled: u32) -> Self {
+        Self {
+            message_len: h.message_len,
+            wire_len: h.message_wire_len,
+            segments: BTreeMap::new(),
+            next_segment: 0,
+            next_record: 0,
+            padded: 0,
+            data: Vec::new(),
+            received: 0,
+            granted: unscheduled.min(h.message_wire_len),
+        }
+    }
+
+    pub fn wire_len(&self) -> u32 {
+        self.wire_len
+    }
+
+    pub fn granted(&self) -> u32 {
+        self.granted
+    }
+
+    pub fn received(&self) -> u64 {
+        self.received
+    }
+
+    /// Wire bytes still to arrive: the SRPT key for grants.
+    pub fn remaining(&self) -> u64 {
+        u64::from(self.wire_len) - self.received
+    }
+
+    /// Bytes held in reassembly buffers and delivered data.
+    pub fn buffered_bytes(&self) -> usize {
+        self.segments.values().map(|s| s.buf.len()).sum::<usize>() + self.data.capacity()
+    }
+
+    /// Raises the grant to `offset` (clamped to the message); returns
+    /// whether it grew.
+    pub fn raise_grant(&mut self, offset: u64) -> bool {
+        let offset = offset.min(u64::from(self.wire_len)) as u32;
+        if offset > self.granted {
+            self.granted = offset;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Stores one DATA packet's payload. The sender may only send what it
+    /// was granted, so anything beyond the grant is refused: that bounds
+    /// reassembly memory whatever lengths a forged header claims.
+    pub fn accept(&mut self, h: &DataHeader, payload: &[u8]) -> Result<(), DropReason> {
+        if h.message_len != self.message_len || h.message_wire_len != self.wire_len {
+            return Err(DropReason::ProtocolViolation);
+        }
+        if h.wire_offset() >= u64::from(self.granted) {
+            return Err(DropReason::OverLimit);
+        }
+        if h.segment_offset < self.next_segment {
+            return Err(DropReason::Duplicate);
+        }
+        self.check_fits(h)?;
+        let seg = self.segments.entry(h.segment_offset).or_insert_with(|| SegmentBuf::new(h));
+        let index = usize::from(h.packet_index);
+        if seg.have[index] {
+            return Err(DropReason::Duplicate);
+        }
+        let at = index * usize::from(seg.mss);
+        seg.buf[at..at + payload.len()].copy_from_slice(payload);
+        seg.have[index] = true;
+        seg.missing -= 1;
+        self.received += payload.len() as u64;
+        Ok(())
+    }
+
+    /// A packet's segment must be the one already known at its offset, or
+    /// fit between its neighbours.
+    fn check_fits(&self, h: &DataHeader) -> Result<(), DropReason> {
+        if let Some(seg) = self.segments.get(&h.segment_offset) {
+            let same = seg.len == h.segment_len && seg.mss == h.mss;
+            return if same { Ok(()) } else { Err(DropReason::ProtocolViolation) };
+        }
+        let end = h.segment_offset + h.segment_len;
+        let prev_ok = self.segments.range(..h.segment_offset).next_back().is_none_or(|(o, s)| o + s.len <= h.segment_offset);
+        let next_ok = self.segments.range(h.segment_offset..).next().is_none_or(|(o, _)| *o >= end);
+        if prev_ok && next_ok {
+            Ok(())
+        } else {
+            Err(DropReason::ProtocolViolation)
+        }
+    }
+
+    /// Opens every segment that is complete and next in order. Returns
+    /// `Complete` once the whole message is authenticated. Records opened are
+    /// added to `*opened`. A segment that fails is discarded so a
+    /// retransmission can replace it.
+    pub fn open_ready(
+        &mut self,
+        cipher: &dyn PacketCipher,
+        layout: SeqLayout,
+        id: u64,
+        opened: &mut u64,
+    ) -> Result<Accepted, DropReason> {
+        while let Some(mut seg) = self.take_next_complete() {
+            *opened += 1;
+            match open_segment(cipher, layout, id, self.next_record, &mut seg.buf, &mut self.data) {
+                Ok(o) => {
+                    *opened += o.records.saturating_sub(1);
+                    self.next_segment += seg.len;
+                    self.next_record += o.records;
+                    self.padded += o.padded_len;
+                }
+                Err(e) => {
+                    self.received -= u64::from(seg.len);
+                    return Err(match e {
+                        OpenError::Auth => DropReason::AuthFailure,
+                        _ => DropReason::ProtocolViolation,
+                    });
+                }
+            }
+            if self.padded > u64::from(self.message_len) {
+                return Err(DropReason::ProtocolViolation);
+            }
+        }
+        if self.next_segment < self.wire_len {
+            return Ok(Accepted::Stored);
+        }
+        if self.padded == u64::from(self.message_len) {
+            Ok(Accepted::Complete)
+        } else {
+            Err(DropReason::ProtocolViolation)
+        }
+    }
+
+    fn take_next_complete(&mut self) -> Option<SegmentBuf> {
+        let ready = self.segments.get(&self.next_segment).is_some_and(SegmentBuf::is_complete);
+        if ready {
+            self.segments.remove(&self.next_segment)
+        } else {
+            None
+        }
+    }
+
+    /// The delivered data (after `Complete`).
+    pub fn take_data(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.data)
+    }
+
+    /// Up to `max_ranges` missing wire ranges below the grant, adjacent
+    /// ones merged, each at most `max_len` bytes: what RESENDs ask for.
+    pub fn gaps(&self, max_ranges: usize, max_len: u32) -> Vec<(u32, u32)> {
+        let mut out: Vec<(u32, u32)> = Vec::new();
+        let mut push = |start: u32, len: u32| match out.last_mut() {
+            Some((s, l)) if *s + *l == start && *l + len <= max_len => *l += len,
+            _ => out.push((start, len.min(max_len))),
+        };
+        let mut pos = self.next_segment;
+        for (&off, seg) in &self.segments {
+            if off > pos {
+                push(pos, off - pos);
+            }
+            for (start, len) in seg.gaps() {
+                push(off + start, len);
+            }
+            pos = off + seg.len;
+        }
+        if pos < self.granted {
+            push(pos, self.granted - pos);
+        }
+        out.truncate(max_ranges);
+        out
+    }
+}

@@ -1,0 +1,126 @@
+use std::collections::BTreeSet;
+
+use crate::record::SealedMessage;
+use crate::wire::{Body, DataHeader, Packet, Repr, DATA_HEADER_LEN};
+
+/// Which packet of a message to send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct PacketRef {
+    pub segment: u64,
+    pub index: u32,
+    pub retransmit: bool,
+}
+
+/// A sealed message being sent. Packets go out in order up to what the
+/// receiver granted; RESENDs queue earlier packets again, with their
+/// original ciphertext.
+#[derive(Debug)]
+pub(crate) struct Outgoing {
+    sealed: SealedMessage,
+    mss: u16,
+    granted: u64,
+    /// Next never-sent packet.
+    cursor_segment: u64,
+    cursor_index: u32,
+    retransmit: BTreeSet<(u64, u32)>,
+}
+
+impl Outgoing {
+    pub fn new(sealed: SealedMessage, mss: u16, unscheduled: u32) -> Self {
+        let granted = sealed.layout.wire_len().min(u64::from(unscheduled));
+        Self { sealed, mss, granted, cursor_segment: 0, cursor_index: 0, retransmit: BTreeSet::new() }
+    }
+
+    pub fn wire_len(&self) -> u64 {
+        self.sealed.layout.wire_len()
+    }
+
+    /// Wire offset of the next never-sent packet.
+    pub fn sent(&self) -> u64 {
+        if self.cursor_segment >= self.sealed.layout.segments() {
+            return self.wire_len();
+        }
+        self.sealed.layout.segment(self.cursor_segment).wire_offset
+            + u64::from(self.cursor_index) * u64::from(self.mss)
+    }
+
+    /// Wire bytes not yet sent once: the SRPT key.
+    pub fn remaining(&self) -> u64 {
+        self.wire_len() - self.sent()
+    }
+
+    pub fn fully_sent(&self) -> bool {
+        self.sent() == self.wire_len()
+    }
+
+    pub fn has_sendable(&self) -> bool {
+        !self.retransmit.is_empty() || self.sent() < self.granted.min(self.wire_len())
+    }
+
+    /// Raises the grant; grants never shrink.
+    pub fn grant(&mut self, offset: u32) {
+        self.granted = self.granted.max(u64::from(offset).min(self.wire_len()));
+    }
+
+    /// Queues every already-sent packet overlapping `[offset, offset + len)`.
+    /// A RESEND also implies a grant up to its end.
+    pub fn resend(&mut self, offset: u32, len: u32) {
+        let start = u64::from(offset);
+        let end = (start + u64::from(len)).min(self.sent());
+        self.grant(offset.saturating_add(len));
+        if start >= end {
+            return;
+        }
+        let layout = &self.sealed.layout;
+        let mss = u64::from(self.mss);
+        for s in layout.segment_index_at(start)..=layout.segment_index_at(end - 1) {
+            let seg = layout.segment(s);
+            let first = start.saturating_sub(seg.wire_offset) / mss;
+            let last = (end - seg.wire_offset).min(seg.wire_len).div_ceil(mss);
+            for i in first..last {
+                self.retransmit.insert((s, i as u32));
+            }
+        }
+    }
+
+    /// The packet to send next, if any: retransmissions first.
+    pub fn next_packet(&mut self) -> Option<PacketRef> {
+        if let Some((segment, index)) = self.retransmit.pop_first() {
+            return Some(PacketRef { segment, index, retransmit: true });
+        }
+        if self.sent() >= self.granted {
+            return None;
+        }
+        let p = PacketRef { segment: self.cursor_segment, index: self.cursor_index, retransmit: false };
+        let seg = self.sealed.layout.segment(self.cursor_segment);
+        self.cursor_index += 1;
+        if u64::from(self.cursor_index) * u64::from(self.mss) >= seg.wire_len {
+            self.cursor_segment += 1;
+            self.cursor_index = 0;
+        }
+        Some(p)
+    }
+
+    /// Writes packet `p` of message `id` into `buf`; returns its length.
+    pub fn write_packet(&self, p: PacketRef, ports: (u16, u16), id: u64, buf: &mut [u8]) -> usize {
+        let seg = self.sealed.layout.segment(p.segment);
+        let start = seg.wire_offset + u64::from(p.index) * u64::from(self.mss);
+        let end = (start + u64::from(self.mss)).min(seg.wire_offset + seg.wire_len);
+        let header = DataHeader {
+            message_len: self.sealed.layout.padded_len() as u32,
+            message_wire_len: self.wire_len() as u32,
+            segment_offset: seg.wire_offset as u32,
+            segment_len: seg.wire_len as u32,
+            mss: self.mss,
+            packet_index: p.index as u16,
+            retransmit: p.retransmit,
+            incoming: self.granted.min(self.wire_len()) as u32,
+        };
+        let repr = Repr { src_port: ports.0, dst_port: ports.1, id, body: Body::Data(header) };
+        let payload = &self.sealed.wire[start as usize..end as usize];
+        let total = DATA_HEADER_LEN + payload.len();
+        repr.emit(&mut Packet::new_unchecked(&mut buf[..total]));
+        buf[DATA_HEADER_LEN..total].copy_from_slice(payload);
+        total
+    }
+}

@@ -1,0 +1,65 @@
+//! Counters. Every dropped datagram is counted under exactly one
+//! [`DropReason`]; tests read these to prove *why* something was dropped
+//! (e.g. that a replay never reached decryption).
+
+use crate::error::DropReason;
+
+/// Drop counters by reason.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+pub struct DropCounts([u64; DropReason::ALL.len()]);
+
+impl DropCounts {
+    /// Drops for one reason.
+    pub fn get(&self, reason: DropReason) -> u64 {
+        self.0[reason.index()]
+    }
+
+    /// All drops.
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+
+    /// `(reason, count)` for every reason.
+    pub fn iter(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
+        DropReason::ALL.iter().map(|r| (*r, self.get(*r)))
+    }
+
+    pub(crate) fn add(&mut self, reason: DropReason) {
+        self.0[reason.index()] += 1;
+    }
+}
+
+impl std::fmt::Debug for DropCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut m = f.debug_map();
+        for (r, n) in self.iter().filter(|(_, n)| *n > 0) {
+            m.entry(&r.name(), &n);
+        }
+        m.finish()
+    }
+}
+
+/// Counters of one endpoint, or of one peer session.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    pub datagrams_rx: u64,
+    pub datagrams_tx: u64,
+    pub bytes_rx: u64,
+    pub bytes_tx: u64,
+    pub data_packets_tx: u64,
+    pub control_packets_tx: u64,
+    /// DATA packets sent again after a RESEND.
+    pub retransmitted_packets: u64,
+    pub resends_sent: u64,
+    pub grants_sent: u64,
+    pub records_sealed: u64,
+    /// Records whose AEAD open was *attempted* (successful or not).
+    pub records_opened: u64,
+    pub messages_sent: u64,
+    pub messages_received: u64,
+    pub rpcs_completed: u64,
+    pub rpcs_failed: u64,
+    pub requests_restarted: u64,
+    pub drops: DropCounts,
+}

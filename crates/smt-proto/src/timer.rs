@@ -1,0 +1,56 @@
+//! Timers: an enum plus a table. Only the earliest deadline leaves through
+//! `Endpoint::poll_timeout`; `Endpoint::handle_timeout` handles every
+//! expired one in a single `match`.
+
+use std::time::Instant;
+
+/// The endpoint's timers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Timer {
+    /// Housekeeping every `Config::tick` while any RPC is alive: counts
+    /// silent ticks per RPC, sends RESEND / NEED_ACK after
+    /// `Config::resend_ticks`, aborts after `Config::abort_ticks`.
+    Tick,
+}
+
+impl Timer {
+    const ALL: [Self; 1] = [Self::Tick];
+
+    fn slot(self) -> usize {
+        match self {
+            Self::Tick => 0,
+        }
+    }
+}
+
+/// Deadlines of every [`Timer`].
+#[derive(Clone, Debug, Default)]
+pub(crate) struct TimerTable {
+    deadlines: [Option<Instant>; Timer::ALL.len()],
+}
+
+impl TimerTable {
+    pub fn set(&mut self, timer: Timer, at: Instant) {
+        self.deadlines[timer.slot()] = Some(at);
+    }
+
+    pub fn stop(&mut self, timer: Timer) {
+        self.deadlines[timer.slot()] = None;
+    }
+
+    pub fn is_set(&self, timer: Timer) -> bool {
+        self.deadlines[timer.slot()].is_some()
+    }
+
+    /// The earliest deadline.
+    pub fn next(&self) -> Option<Instant> {
+        self.deadlines.iter().flatten().min().copied()
+    }
+
+    /// Clears and returns the first timer expired at `now`.
+    pub fn pop_expired(&mut self, now: Instant) -> Option<Timer> {
+        let t = Timer::ALL.into_iter().find(|t| self.deadlines[t.slot()].is_some_and(|d| d <= now))?;
+        self.stop(t);
+        Some(t)
+    }
+}

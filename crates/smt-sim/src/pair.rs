@@ -1,0 +1,293 @@
+//! Two endpoints, one simulated link, one virtual clock.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use smt_proto::{Config, Endpoint, Event, RpcError, RpcHandle};
+
+use crate::{Datagram, KeyKind, Link, SplitMix64, Verdict};
+
+/// Which endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Side {
+    Client,
+    Server,
+}
+
+/// How a client RPC ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Response(Vec<u8>),
+    Failed(RpcError),
+}
+
+type Intercept = Box<dyn FnMut(&Datagram) -> Verdict>;
+type Responder = Box<dyn FnMut(&[u8]) -> Vec<u8>>;
+
+/// Link-level counters of a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    pub sent: u64,
+    pub lost: u64,
+    pub duplicated: u64,
+    pub corrupted: u64,
+    pub reordered: u64,
+    pub intercepted: u64,
+}
+
+/// A client endpoint and a server endpoint joined by a [`Link`].
+///
+/// The server answers every request with `responder` (echo by default) as
+/// soon as it is delivered; client outcomes land in [`Pair::outcomes`].
+pub struct Pair {
+    pub client: Endpoint,
+    pub server: Endpoint,
+    pub client_addr: SocketAddr,
+    pub server_addr: SocketAddr,
+    pub now: Instant,
+    pub start: Instant,
+    pub link: Link,
+    pub link_stats: LinkStats,
+    /// Every datagram put on the link, if set (for replay tests).
+    pub capture: Option<Vec<Datagram>>,
+    /// Decides per datagram before impairments, if set.
+    pub intercept: Option<Intercept>,
+    pub responder: Responder,
+    /// Whether the server answers requests automatically.
+    pub auto_respond: bool,
+    pub outcomes: HashMap<RpcHandle, Outcome>,
+    /// When each outcome arrived.
+    pub finished_at: HashMap<RpcHandle, Instant>,
+    /// Requests the server application saw, by their first 8 bytes.
+    pub executions: HashMap<u64, u32>,
+    rng: SplitMix64,
+    in_flight: BinaryHeap<Reverse<(Instant, u64)>>,
+    datagrams: HashMap<u64, Datagram>,
+    next_seq: u64,
+    link_free: [Instant; 2],
+    buf: Vec<u8>,
+}
+
+impl std::fmt::Debug for Pair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pair").field("now", &(self.now - self.start)).field("link", &self.link_stats).finish_non_exhaustive()
+    }
+}
+
+impl Pair {
+    /// A pair with the given configurations, keys and link.
+    pub fn new(client_cfg: Config, server_cfg: Config, keys: KeyKind, link: Link, seed: u64) -> Self {
+        let client_addr: SocketAddr = "10.0.0.1:4000".parse().expect("valid literal");
+        let server_addr: SocketAddr = "10.0.0.2:5000".parse().expect("valid literal");
+        let buf_len = client_cfg.max_datagram_size.max(server_cfg.max_datagram_size);
+        let mut client = Endpoint::new(client_cfg).expect("client config");
+        let mut server = Endpoint::new(server_cfg).expect("server config");
+        let (ck, sk) = keys.session();
+        client.install_session(server_addr, ck).expect("client keys");
+        server.install_session(client_addr, sk).expect("server keys");
+        let now = Instant::now();
+        Self {
+            client,
+            server,
+            client_addr,
+            server_addr,
+            now,
+            start: now,
+            link,
+            link_stats: LinkStats::default(),
+            capture: None,
+            intercept: None,
+            responder: Box::new(|req| req.to_vec()),
+            auto_respond: true,
+            outcomes: HashMap::new(),
+            finished_at: HashMap::new(),
+            executions: HashMap::new(),
+            rng: SplitMix64::new(seed),
+            in_flight: BinaryHeap::new(),
+            datagrams: HashMap::new(),
+            next_seq: 0,
+            link_free: [now; 2],
+            buf: vec![0; buf_len],
+        }
+    }
+
+    /// A pair with default configurations.
+    pub fn with_keys(keys: KeyKind, link: Link, seed: u64) -> Self {
+        Self::new(Config::default(), Config::default(), keys, link, seed)
+    }
+
+    /// Starts an RPC from the client.
+    pub fn call(&mut self, data: &[u8]) -> RpcHandle {
+        self.client.send_request(self.now, self.server_addr, data).expect("send_request")
+    }
+
+    /// Time since the pair was made.
+    pub fn elapsed(&self) -> Duration {
+        self.now - self.start
+    }
+
+    /// Runs until every client RPC has an outcome and the link is empty, or
+    /// `limit` of virtual time passes. Returns whether it settled.
+    pub fn run(&mut self, limit: Duration) -> bool {
+        let deadline = self.now + limit;
+        loop {
+            self.flush();
+            if self.client.client_rpcs() == 0 && self.in_flight.is_empty() {
+                return true;
+            }
+            if !self.advance(deadline) {
+                return false;
+            }
+        }
+    }
+
+    /// Runs for exactly `d` of virtual time (or until nothing is scheduled).
+    pub fn run_for(&mut self, d: Duration) {
+        let deadline = self.now + d;
+        loop {
+            self.flush();
+            if !self.advance(deadline) {
+                self.now = self.now.max(deadline);
+                return;
+            }
+        }
+    }
+
+    /// Puts a datagram on the link as if `from` had sent it.
+    pub fn inject(&mut self, d: Datagram) {
+        let to = if d.to == self.client_addr { Side::Client } else { Side::Server };
+        self.schedule(to, d, Duration::ZERO);
+    }
+
+    /// Delivers a datagram straight to its endpoint, now.
+    pub fn deliver_now(&mut self, d: &Datagram) {
+        let ep = if d.to == self.client_addr { &mut self.client } else { &mut self.server };
+        ep.handle_datagram(self.now, d.from, &d.bytes);
+        self.flush();
+    }
+
+    /// Moves time to the next scheduled thing before `deadline` and handles
+    /// it. Returns false if nothing is scheduled before the deadline.
+    fn advance(&mut self, deadline: Instant) -> bool {
+        let next_packet = self.in_flight.peek().map(|Reverse((t, _))| *t);
+        let next = [next_packet, self.client.poll_timeout(), self.server.poll_timeout()].into_iter().flatten().min();
+        let Some(next) = next.filter(|t| *t <= deadline) else { return false };
+        self.now = self.now.max(next);
+        if next_packet == Some(next) {
+            self.deliver_next();
+        }
+        let now = self.now;
+        if self.client.poll_timeout().is_some_and(|t| t <= now) {
+            self.client.handle_timeout(now);
+        }
+        if self.server.poll_timeout().is_some_and(|t| t <= now) {
+            self.server.handle_timeout(now);
+        }
+        true
+    }
+
+    fn deliver_next(&mut self) {
+        let Some(Reverse((_, seq))) = self.in_flight.pop() else { return };
+        let Some(d) = self.datagrams.remove(&seq) else { return };
+        let ep = if d.to == self.client_addr { &mut self.client } else { &mut self.server };
+        ep.handle_datagram(self.now, d.from, &d.bytes);
+    }
+
+    /// Moves every pending output of both endpoints onto the link and
+    /// handles their events.
+    pub fn flush(&mut self) {
+        loop {
+            let mut progress = self.drain_transmits(Side::Client);
+            progress |= self.drain_transmits(Side::Server);
+            progress |= self.drain_events();
+            if !progress {
+                return;
+            }
+        }
+    }
+
+    fn drain_transmits(&mut self, side: Side) -> bool {
+        let mut any = false;
+        loop {
+            let (ep, from, to) = match side {
+                Side::Client => (&mut self.client, self.client_addr, self.server_addr),
+                Side::Server => (&mut self.server, self.server_addr, self.client_addr),
+            };
+            let Some(t) = ep.poll_transmit(self.now, &mut self.buf) else { return any };
+            debug_assert_eq!(t.destination, to);
+            any = true;
+            let d = Datagram { from, to: t.destination, bytes: self.buf[..t.len].to_vec() };
+            self.send(side, d);
+        }
+    }
+
+    fn send(&mut self, from: Side, mut d: Datagram) {
+        self.link_stats.sent += 1;
+        if let Some(c) = &mut self.capture {
+            c.push(d.clone());
+        }
+        if let Some(hook) = &mut self.intercept {
+            if hook(&d) == Verdict::Drop {
+                self.link_stats.intercepted += 1;
+                return;
+            }
+        }
+        let dir = from as usize;
+        let depart = self.link_free[dir].max(self.now) + self.link.serialisation(d.bytes.len());
+        self.link_free[dir] = depart;
+        if self.rng.chance(self.link.loss) {
+            self.link_stats.lost += 1;
+            return;
+        }
+        if self.link.maybe_corrupt(&mut self.rng, &mut d.bytes) {
+            self.link_stats.corrupted += 1;
+        }
+        let to = if from == Side::Client { Side::Server } else { Side::Client };
+        if self.rng.chance(self.link.duplicate) {
+            self.link_stats.duplicated += 1;
+            let extra = self.link.reorder_extra(&mut self.rng);
+            self.schedule(to, d.clone(), depart - self.now + extra);
+        }
+        let extra = self.link.reorder_extra(&mut self.rng);
+        if !extra.is_zero() {
+            self.link_stats.reordered += 1;
+        }
+        self.schedule(to, d, depart - self.now + extra);
+    }
+
+    fn schedule(&mut self, _to: Side, d: Datagram, after: Duration) {
+        let at = self.now + after + self.link.latency;
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.datagrams.insert(seq, d);
+        self.in_flight.push(Reverse((at, seq)));
+    }
+
+    fn drain_events(&mut self) -> bool {
+        let mut any = false;
+        while let Some(ev) = self.server.poll_event() {
+            any = true;
+            if let Event::Request { rpc, data } = ev {
+                let tag = data.get(..8).map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
+                *self.executions.entry(tag).or_default() += 1;
+                if self.auto_respond {
+                    let resp = (self.responder)(&data);
+                    let _ = self.server.send_response(self.now, rpc, &resp);
+                }
+            }
+        }
+        while let Some(ev) = self.client.poll_event() {
+            any = true;
+            let (rpc, outcome) = match ev {
+                Event::Response { rpc, data } => (rpc, Outcome::Response(data)),
+                Event::Failed { rpc, error } => (rpc, Outcome::Failed(error)),
+                _ => continue,
+            };
+            self.finished_at.insert(rpc, self.now);
+            self.outcomes.insert(rpc, outcome);
+        }
+        any
+    }
+}
