@@ -30,7 +30,7 @@ fn echo_of_every_interesting_size() {
     for len in [0, 1, 100, 1428, 1429, 16383, 16384, 16385, 65536, 1 << 20] {
         echo_once(&mut pair, len);
     }
-    assert_eq!(pair.client.stats().drops.total(), 0);
+    assert_eq!(pair.client.stats().drops.total(), 0, "{:?}", pair.client.stats().drops);
     assert_eq!(pair.server.stats().drops.total(), 0);
 }
 

@@ -78,9 +78,13 @@ impl std::fmt::Debug for Pair {
 
 impl Pair {
     /// A pair with the given configurations, keys and link.
-    pub fn new(client_cfg: Config, server_cfg: Config, keys: KeyKind, link: Link, seed: u64) -> Self {
+    /// Each endpoint's `local_port` is set to its simulated address's port,
+    /// as a driver does with its bound socket.
+    pub fn new(mut client_cfg: Config, mut server_cfg: Config, keys: KeyKind, link: Link, seed: u64) -> Self {
         let client_addr: SocketAddr = "10.0.0.1:4000".parse().expect("valid literal");
         let server_addr: SocketAddr = "10.0.0.2:5000".parse().expect("valid literal");
+        client_cfg.local_port = client_addr.port();
+        server_cfg.local_port = server_addr.port();
         let buf_len = client_cfg.max_datagram_size.max(server_cfg.max_datagram_size);
         let mut client = Endpoint::new(client_cfg).expect("client config");
         let mut server = Endpoint::new(server_cfg).expect("server config");

@@ -40,6 +40,11 @@ impl Endpoint {
         if self.config.local_port != 0 && packet.dst_port() != self.config.local_port {
             return Err(DropReason::WrongPort);
         }
+        // The source port is zero (sender did not know its port) or the
+        // port the datagram really came from.
+        if packet.src_port() != 0 && packet.src_port() != from.port() {
+            return Err(DropReason::WrongPort);
+        }
         if ty == PacketType::HANDSHAKE {
             return Err(DropReason::Unsupported);
         }

@@ -183,7 +183,11 @@ impl Incoming {
                     });
                 }
             }
-            if self.padded > u64::from(self.message_len) {
+            // The records carry exactly the message length: more is a lie,
+            // and reaching it before the last wire byte means the plaintext
+            // length fields disagree (e.g. a tampered wire length).
+            let len = u64::from(self.message_len);
+            if self.padded > len || (self.padded == len && self.next_segment != self.wire_len) {
                 return Err(DropReason::ProtocolViolation);
             }
         }

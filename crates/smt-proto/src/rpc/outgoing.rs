@@ -111,10 +111,12 @@ impl Outgoing {
             message_wire_len: self.wire_len() as u32,
             segment_offset: seg.wire_offset as u32,
             segment_len: seg.wire_len as u32,
-            mss: self.mss,
+            // Canonical form: the mss never exceeds the segment.
+            mss: (u64::from(self.mss).min(seg.wire_len)) as u16,
             packet_index: p.index as u16,
             retransmit: p.retransmit,
-            incoming: self.granted.min(self.wire_len()) as u32,
+            // A packet that starts below the grant is sent whole.
+            incoming: self.granted.max(end).min(self.wire_len()) as u32,
         };
         let repr = Repr { src_port: ports.0, dst_port: ports.1, id, body: Body::Data(header) };
         let payload = &self.sealed.wire[start as usize..end as usize];

@@ -54,6 +54,9 @@ impl DataHeader {
         if self.mss == 0 || self.segment_len == 0 {
             return Err(WireError::BadField("empty segment or zero mss"));
         }
+        if u32::from(self.mss) > self.segment_len {
+            return Err(WireError::BadField("mss larger than the segment"));
+        }
         let seg_end = u64::from(self.segment_offset) + u64::from(self.segment_len);
         if seg_end > u64::from(self.message_wire_len) {
             return Err(WireError::BadField("segment beyond message"));
@@ -66,6 +69,11 @@ impl DataHeader {
         }
         if self.incoming > self.message_wire_len {
             return Err(WireError::BadField("incoming beyond message"));
+        }
+        // A sender may only send what it is allowed to: the packet must end
+        // within the bytes it says it may send.
+        if self.wire_offset() + self.payload_len() as u64 > u64::from(self.incoming) {
+            return Err(WireError::BadField("packet beyond incoming"));
         }
         Ok(())
     }
