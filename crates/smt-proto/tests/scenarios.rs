@@ -107,3 +107,151 @@ fn silent_server_times_out() {
     assert!(pair.run(LIMIT));
     assert_eq!(pair.outcomes[&h], Outcome::Failed(RpcError::Timeout));
 }
+
+#[test]
+fn lost_request_is_restarted_under_a_fresh_id() {
+    use smt_proto::wire::{Packet, PacketType};
+    let mut pair = Pair::with_keys(AES, Link::default(), 8);
+    // Drop every DATA packet of the first message ID: the server never
+    // hears of the RPC, answers the client's RESEND with RPC_UNKNOWN, and
+    // the client sends the request again under a new message ID.
+    let server = pair.server_addr;
+    pair.intercept = Some(Box::new(move |d| {
+        let p = Packet::new_checked(&d.bytes[..]).unwrap();
+        if d.to == server && p.packet_type() == PacketType::DATA && p.id() == 2 {
+            smt_sim::Verdict::Drop
+        } else {
+            smt_sim::Verdict::Deliver
+        }
+    }));
+    let req = payload(500, 42);
+    let h = pair.call(&req);
+    assert!(pair.run(LIMIT));
+    assert_eq!(pair.outcomes[&h], Outcome::Response(req));
+    assert_eq!(pair.client.stats().requests_restarted, 1);
+    assert_eq!(pair.executions[&42], 1);
+}
+
+#[test]
+fn lost_ack_is_recovered_with_need_ack() {
+    use smt_proto::wire::{Packet, PacketType};
+    let mut pair = Pair::with_keys(AES, Link::default(), 9);
+    let mut dropped = false;
+    pair.intercept = Some(Box::new(move |d| {
+        let p = Packet::new_checked(&d.bytes[..]).unwrap();
+        if p.packet_type() == PacketType::ACK && !dropped {
+            dropped = true;
+            smt_sim::Verdict::Drop
+        } else {
+            smt_sim::Verdict::Deliver
+        }
+    }));
+    pair.call(b"ack me");
+    assert!(pair.run(LIMIT));
+    assert_eq!(pair.server.server_rpcs(), 1, "server waits for the ACK it never got");
+    pair.run_for(Duration::from_millis(20));
+    assert_eq!(pair.server.server_rpcs(), 0, "NEED_ACK brought a fresh ACK");
+}
+
+#[test]
+fn server_frees_every_rpc_after_acks() {
+    let mut pair = Pair::with_keys(AES, Link::default(), 10);
+    for i in 0..100u64 {
+        pair.call(&payload(2000, i));
+    }
+    assert!(pair.run(LIMIT));
+    pair.run_for(Duration::from_millis(1));
+    assert_eq!(pair.server.server_rpcs(), 0);
+    assert_eq!(pair.client.client_rpcs(), 0);
+    assert_eq!(pair.server.incoming_buffered_bytes(), 0);
+}
+
+#[test]
+fn slow_server_application_keeps_the_client_waiting_with_busy() {
+    let mut pair = Pair::with_keys(AES, Link::default(), 11);
+    pair.auto_respond = false;
+    let h = pair.call(b"take your time");
+    // 3x the abort timeout: BUSY answers keep the RPC alive.
+    pair.run_for(Duration::from_millis(300));
+    assert!(!pair.outcomes.contains_key(&h));
+    // Now the application answers.
+    // The harness consumed the request event; the first client ID is 2.
+    let rpc = smt_proto::ServerRpcHandle { peer: pair.client_addr, id: 2 };
+    pair.server.send_response(pair.now, rpc, b"done").unwrap();
+    assert!(pair.run(LIMIT));
+    assert_eq!(pair.outcomes[&h], Outcome::Response(b"done".to_vec()));
+}
+
+#[test]
+fn padding_conceals_length_and_is_stripped() {
+    use smt_proto::Padding;
+    let cfg = Config { padding: Padding::Multiple(4096), ..Config::default() };
+    let mut pair = Pair::new(cfg.clone(), cfg, AES, Link::default(), 12);
+    pair.capture = Some(Vec::new());
+    for len in [1usize, 100, 4096, 5000] {
+        echo_once(&mut pair, len);
+    }
+    let lens: std::collections::BTreeSet<u32> = pair.capture.as_ref().unwrap().iter()
+        .filter_map(|d| smt_proto::wire::Packet::new_checked(&d.bytes[..]).ok())
+        .filter(|p| p.packet_type() == smt_proto::wire::PacketType::DATA)
+        .map(|p| p.message_len())
+        .collect();
+    assert_eq!(lens.into_iter().collect::<Vec<_>>(), [4096, 8192], "only padded lengths are visible");
+}
+
+#[test]
+fn message_size_limits_give_clear_errors() {
+    use smt_proto::{record::SeqLayout, SendError};
+    let cfg = Config { max_message_len: 1000, ..Config::default() };
+    let mut pair = Pair::new(cfg.clone(), cfg, AES, Link::default(), 13);
+    let err = pair.client.send_request(pair.now, pair.server_addr, &[0; 1001]).unwrap_err();
+    assert_eq!(err, SendError::MessageTooLarge { len: 1001, max: 1000 });
+    assert!(err.to_string().contains("max_message_len"));
+    // Four record-index bits and 1 KiB records: at most 16 KiB per message,
+    // whatever max_message_len says; the index never reaches the ID bits.
+    let cfg = Config { seq_layout: SeqLayout::new(4).unwrap(), record_size: 1024, ..Config::default() };
+    let mut pair = Pair::new(cfg.clone(), cfg, AES, Link::default(), 13);
+    assert_eq!(pair.client.config().message_len_limit(), 16 * 1024);
+    let err = pair.client.send_request(pair.now, pair.server_addr, &[0; 16 * 1024 + 1]).unwrap_err();
+    assert!(matches!(err, SendError::MessageTooLarge { max: 16384, .. }));
+    echo_once(&mut pair, 16 * 1024);
+}
+
+#[test]
+fn message_id_space_runs_out_with_a_clear_error() {
+    use smt_proto::{record::SeqLayout, SendError};
+    // 8 bits of message ID: 127 client IDs (2, 4, ..., 254).
+    let cfg = Config { seq_layout: SeqLayout::new(56).unwrap(), ..Config::default() };
+    let mut pair = Pair::new(cfg.clone(), cfg, AES, Link::default(), 14);
+    for i in 0..127u64 {
+        pair.call(&payload(100, i));
+        assert!(pair.run(LIMIT));
+    }
+    assert_eq!(pair.outcomes.len(), 127);
+    assert!(pair.outcomes.values().all(|o| matches!(o, Outcome::Response(_))));
+    let err = pair.client.send_request(pair.now, pair.server_addr, b"one more").unwrap_err();
+    assert_eq!(err, SendError::IdSpaceExhausted);
+    assert!(err.to_string().contains("rekey"));
+}
+
+#[test]
+fn api_misuse_errors() {
+    use smt_proto::{SendError, ServerRpcHandle};
+    let mut pair = Pair::with_keys(AES, Link::default(), 15);
+    let stranger = "10.1.1.1:1".parse().unwrap();
+    assert_eq!(pair.client.send_request(pair.now, stranger, b"x"), Err(SendError::NoSession));
+    let bogus = ServerRpcHandle { peer: pair.client_addr, id: 2 };
+    assert_eq!(pair.server.send_response(pair.now, bogus, b"x"), Err(SendError::UnknownRpc));
+    pair.call(b"hello");
+    assert!(pair.run(LIMIT));
+    assert!(pair.server.send_response(pair.now, bogus, b"again").is_err(), "answered twice");
+    assert!(Config { record_size: 20000, ..Config::default() }.validate().is_err());
+}
+
+#[test]
+fn null_cipher_runs_the_same_protocol() {
+    let mut pair = Pair::with_keys(KeyKind::Null, Link { loss: 0.02, ..Link::default() }, 16);
+    for len in [0usize, 1, 70_000] {
+        echo_once(&mut pair, len);
+    }
+}

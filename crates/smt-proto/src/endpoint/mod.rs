@@ -20,7 +20,7 @@ mod recv;
 mod send;
 mod tick;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -127,12 +127,14 @@ pub struct Endpoint {
     pub(crate) config: Config,
     pub(crate) sessions: HashMap<SocketAddr, Session>,
     pub(crate) resolver: Option<Box<dyn KeyResolver>>,
-    pub(crate) clients: HashMap<RpcHandle, ClientRpc>,
+    // Ordered maps: iteration order (ticks, scheduling ties) must not depend
+    // on a hasher's seed, or simulations would not be reproducible.
+    pub(crate) clients: BTreeMap<RpcHandle, ClientRpc>,
     pub(crate) client_ids: HashMap<(SocketAddr, u64), RpcHandle>,
-    pub(crate) servers: HashMap<(SocketAddr, u64), ServerRpc>,
+    pub(crate) servers: BTreeMap<(SocketAddr, u64), ServerRpc>,
     pub(crate) next_handle: u64,
     pub(crate) control: VecDeque<(SocketAddr, Repr)>,
-    pub(crate) pending_acks: HashMap<SocketAddr, AckIds>,
+    pub(crate) pending_acks: BTreeMap<SocketAddr, AckIds>,
     pub(crate) events: VecDeque<Event>,
     pub(crate) timers: TimerTable,
     pub(crate) stats: Stats,
@@ -157,12 +159,12 @@ impl Endpoint {
             config,
             sessions: HashMap::new(),
             resolver: None,
-            clients: HashMap::new(),
+            clients: BTreeMap::new(),
             client_ids: HashMap::new(),
-            servers: HashMap::new(),
+            servers: BTreeMap::new(),
             next_handle: 1,
             control: VecDeque::new(),
-            pending_acks: HashMap::new(),
+            pending_acks: BTreeMap::new(),
             events: VecDeque::new(),
             timers: TimerTable::default(),
             stats: Stats::default(),

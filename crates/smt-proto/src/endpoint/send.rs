@@ -39,7 +39,8 @@ impl Endpoint {
         if self.pending_acks.is_empty() {
             return;
         }
-        let pending: Vec<_> = self.pending_acks.drain().filter(|(_, ids)| !ids.is_empty()).collect();
+        let pending = std::mem::take(&mut self.pending_acks);
+        let pending = pending.into_iter().filter(|(_, ids)| !ids.is_empty());
         for (peer, ids) in pending {
             self.queue_control(peer, 0, Body::Ack(ids));
         }
