@@ -6,6 +6,7 @@
 //! snapshot behaviour.
 
 mod keys;
+pub mod netsim;
 mod link;
 mod pair;
 mod rng;
