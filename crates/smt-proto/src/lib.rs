@@ -18,6 +18,9 @@ pub mod config;
 pub mod crypto;
 pub mod endpoint;
 pub mod error;
+#[cfg(any(fuzzing, test))]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod record;
 mod rpc;
 pub mod session;

@@ -1119,6 +1119,34 @@ fn data_header_consistency_checks() {
     );
 }
 
+/// A segment is at most 65536 wire bytes (`record::MAX_SEGMENT_LEN`: one
+/// TSO/GSO super-packet), but `DataHeader::check` does not bound
+/// `segment_len`. A forged first packet can then claim a segment of almost
+/// 4 GiB, and the receiver sizes its reassembly buffer from that claim
+/// (`rpc/incoming.rs` `SegmentBuf::new`) before anything is authenticated.
+#[test]
+#[ignore = "BUG in src/wire/repr.rs: segment_len above MAX_SEGMENT_LEN is accepted"]
+fn bug_segment_longer_than_max_segment_len_is_accepted() {
+    use smt_proto::record::MAX_SEGMENT_LEN;
+    for segment_len in [MAX_SEGMENT_LEN as u32 + 1, 0xf000_0000] {
+        let header = DataHeader {
+            message_len: 0,
+            message_wire_len: segment_len,
+            segment_offset: 0,
+            segment_len,
+            mss: 1448,
+            packet_index: 0,
+            retransmit: false,
+            incoming: 1448,
+        };
+        let bytes = emit(&from_client(Body::Data(header)), &[0; 1448]);
+        assert!(
+            parse(&bytes).is_err(),
+            "a {segment_len}-byte segment parsed"
+        );
+    }
+}
+
 #[test]
 fn ack_count_must_match_the_id_list() {
     let count = Err(WireError::BadField("ACK count"));
