@@ -5,7 +5,7 @@ use std::fmt;
 use aws_lc_rs::{aead, hkdf, hmac};
 use smt_proto::crypto::{CryptoError, PacketCipher, RECORD_HEADER_LEN, TAG_LEN};
 
-use crate::key::{TrafficKey, IV_LEN};
+use crate::key::{AeadAlgorithm, TrafficKey, IV_LEN};
 
 /// Records one AES-GCM key may protect: 2^24.5 rounded down (RFC 8446 §5.5).
 pub const AES_GCM_RECORD_LIMIT: u64 = 23_726_566;
@@ -27,8 +27,8 @@ pub fn record_nonce(iv: &[u8; IV_LEN], seq: u64) -> [u8; IV_LEN] {
     nonce
 }
 
-/// AES-GCM ([`AeadAlgorithm::Aes128Gcm`](crate::AeadAlgorithm) or
-/// [`Aes256Gcm`](crate::AeadAlgorithm)) for one direction of one session.
+/// AES-GCM ([`AeadAlgorithm::Aes128Gcm`] or [`AeadAlgorithm::Aes256Gcm`])
+/// record protection for one direction of one session.
 ///
 /// Records are sealed exactly as TLS 1.3 seals them (RFC 8446 §5.2-5.3), so
 /// a record this produces is a record a TLS stack with the same key accepts.
@@ -43,7 +43,7 @@ pub fn record_nonce(iv: &[u8; IV_LEN], seq: u64) -> [u8; IV_LEN] {
 ///
 /// `Debug` shows only the algorithm.
 pub struct AesGcmCipher {
-    algorithm: crate::AeadAlgorithm,
+    algorithm: AeadAlgorithm,
     key: aead::LessSafeKey,
     iv: [u8; IV_LEN],
     control_key: hmac::Key,
@@ -66,7 +66,7 @@ impl AesGcmCipher {
     }
 
     /// The AEAD in use.
-    pub fn algorithm(&self) -> crate::AeadAlgorithm {
+    pub fn algorithm(&self) -> AeadAlgorithm {
         self.algorithm
     }
 
@@ -75,7 +75,7 @@ impl AesGcmCipher {
     /// last [`TAG_LEN`] bytes. The [`PacketCipher`] methods call this with
     /// the record nonce and header; test vectors call it directly.
     ///
-    /// Fails only if `buf` is shorter than [`TAG_LEN`].
+    /// Fails if `buf` is shorter than [`TAG_LEN`].
     pub fn seal_raw(
         &self,
         nonce: &[u8; IV_LEN],
@@ -183,7 +183,6 @@ impl hkdf::KeyType for OkmLen {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::AeadAlgorithm;
 
     const HEADER: [u8; RECORD_HEADER_LEN] = [0x17, 0x03, 0x03, 0x00, 0x20];
 

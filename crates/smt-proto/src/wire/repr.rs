@@ -5,7 +5,7 @@ use super::packet::field;
 use super::{DataFlags, Packet, PacketType, WireError, COMMON_HEADER_LEN, DATA_HEADER_LEN};
 
 /// Most message IDs one ACK packet carries.
-pub const ACK_MAX_IDS: usize = 64;
+pub const ACK_MAX_IDS: usize = 16;
 
 const GRANT_LEN: usize = COMMON_HEADER_LEN + 8;
 const RESEND_LEN: usize = COMMON_HEADER_LEN + 12;
