@@ -116,9 +116,12 @@ fn lost_request_is_restarted_under_a_fresh_id() {
     // hears of the RPC, answers the client's RESEND with RPC_UNKNOWN, and
     // the client sends the request again under a new message ID.
     let server = pair.server_addr;
+    let held = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let hold = held.clone();
     pair.intercept = Some(Box::new(move |d| {
         let p = Packet::new_checked(&d.bytes[..]).unwrap();
         if d.to == server && p.packet_type() == PacketType::DATA && p.id() == 2 {
+            hold.borrow_mut().push(d.clone());
             smt_sim::Verdict::Drop
         } else {
             smt_sim::Verdict::Deliver
@@ -129,7 +132,16 @@ fn lost_request_is_restarted_under_a_fresh_id() {
     assert!(pair.run(LIMIT));
     assert_eq!(pair.outcomes[&h], Outcome::Response(req));
     assert_eq!(pair.client.stats().requests_restarted, 1);
+    // The original packets were only delayed: arriving now, they must not
+    // execute the request a second time.
+    let late = held.borrow().clone();
+    assert!(!late.is_empty());
+    for d in &late {
+        pair.deliver_now(d);
+    }
+    pair.run_for(Duration::from_millis(200));
     assert_eq!(pair.executions[&42], 1);
+    assert_eq!(pair.server.stats().drops.get(DropReason::Replay), late.len() as u64);
 }
 
 #[test]

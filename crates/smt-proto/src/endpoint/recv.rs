@@ -266,10 +266,13 @@ impl Endpoint {
     /// A control packet about an RPC the peer started.
     fn on_control_for_server(&mut self, from: SocketAddr, id: u64, body: Body) -> Result<(), DropReason> {
         let Some(rpc) = self.servers.get_mut(&(from, id)) else {
-            let executed = self.sessions.get(&from).is_some_and(|s| s.replay.check(id) == ReplayCheck::Replayed);
-            // RPC_UNKNOWN makes the client re-execute the request, so it is
-            // only said for IDs that were never delivered: at most once.
-            if matches!(body, Body::Resend { .. }) && !executed {
+            // RPC_UNKNOWN makes the client resend the request under a new
+            // ID, so it is only said for IDs never delivered, and the ID is
+            // then retired: late packets of it can no longer start a second
+            // execution. At most once, even across restarts.
+            let Some(session) = self.sessions.get_mut(&from) else { return Err(DropReason::UnknownSession) };
+            if matches!(body, Body::Resend { .. }) && session.replay.check(id) == ReplayCheck::Fresh {
+                session.replay.mark(id);
                 self.queue_control(from, id, Body::RpcUnknown);
             }
             return Err(DropReason::UnknownRpc);
