@@ -10,13 +10,20 @@ use libfuzzer_sys::fuzz_target;
 use smt_proto::wire::{Packet, Repr};
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(packet) = Packet::new_checked(data) else { return };
-    let Ok(repr) = Repr::parse(&packet) else { return };
+    let Ok(packet) = Packet::new_checked(data) else {
+        return;
+    };
+    let Ok(repr) = Repr::parse(&packet) else {
+        return;
+    };
 
     // `emit` writes the header (and an ACK's ID list); the rest of the
     // datagram is the payload the caller appends.
     let header_len = repr.buffer_len();
-    assert!(header_len <= data.len(), "{repr:?}: buffer_len beyond the input");
+    assert!(
+        header_len <= data.len(),
+        "{repr:?}: buffer_len beyond the input"
+    );
     let payload = &data[header_len..];
     let mut buf = vec![0xa5; header_len + payload.len()];
     repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
