@@ -115,8 +115,12 @@ impl Config {
     /// record-index bits (so an index never spills into the message-ID
     /// bits), by the 32-bit wire-length field, and by `max_message_len`.
     pub fn message_len_limit(&self) -> u64 {
-        let by_index = self.seq_layout.max_records().saturating_mul(self.record_size as u64);
-        let by_wire = u64::from(u32::MAX) / (self.record_size as u64 + 22) * self.record_size as u64;
+        let by_index = self
+            .seq_layout
+            .max_records()
+            .saturating_mul(self.record_size as u64);
+        let by_wire =
+            u64::from(u32::MAX) / (self.record_size as u64 + 22) * self.record_size as u64;
         self.max_message_len.min(by_index).min(by_wire)
     }
 

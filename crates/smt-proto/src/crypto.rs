@@ -60,7 +60,10 @@ pub trait PacketCipher: Send + Sync + fmt::Debug {
     /// Constant-time check of a control-packet MAC.
     fn verify_control_tag(&self, packet: &[u8], tag: &[u8; TAG_LEN]) -> Result<(), CryptoError> {
         let expected = self.control_tag(packet);
-        let diff = expected.iter().zip(tag).fold(0u8, |acc, (a, b)| acc | (a ^ b));
+        let diff = expected
+            .iter()
+            .zip(tag)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
         if diff == 0 {
             Ok(())
         } else {

@@ -19,8 +19,14 @@ use crate::{Config, Endpoint, Event, Role, SessionKeys};
 pub fn endpoint_datagrams(start: Instant, data: &[u8]) {
     let peer: SocketAddr = "192.0.2.1:4000".parse().expect("literal");
     let stranger: SocketAddr = "192.0.2.2:4000".parse().expect("literal");
-    let config = Config { max_incoming_per_peer: 64, unscheduled_bytes: 8192, ..Config::default() };
-    let Ok(mut ep) = Endpoint::new(config) else { return };
+    let config = Config {
+        max_incoming_per_peer: 64,
+        unscheduled_bytes: 8192,
+        ..Config::default()
+    };
+    let Ok(mut ep) = Endpoint::new(config) else {
+        return;
+    };
     let a: Arc<dyn PacketCipher> = Arc::new(NullCipher);
     let b: Arc<dyn PacketCipher> = Arc::new(NullCipher);
     let _ = ep.install_session(peer, SessionKeys::new(Role::Server, a, b));

@@ -49,7 +49,9 @@ impl TimerTable {
 
     /// Clears and returns the first timer expired at `now`.
     pub fn pop_expired(&mut self, now: Instant) -> Option<Timer> {
-        let t = Timer::ALL.into_iter().find(|t| self.deadlines[t.slot()].is_some_and(|d| d <= now))?;
+        let t = Timer::ALL
+            .into_iter()
+            .find(|t| self.deadlines[t.slot()].is_some_and(|d| d <= now))?;
         self.stop(t);
         Some(t)
     }

@@ -8,7 +8,11 @@ use std::path::PathBuf;
 fn netsim_sweep_matches_snapshot() {
     let rows = smt_sim::netsim::sweep();
     for r in &rows {
-        assert_eq!(r.delivered, r.expected, "cell loss={} size={} lost RPCs", r.loss, r.size);
+        assert_eq!(
+            r.delivered, r.expected,
+            "cell loss={} size={} lost RPCs",
+            r.loss, r.size
+        );
     }
     let table = smt_sim::netsim::table(&rows);
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/netsim.txt");
@@ -17,5 +21,8 @@ fn netsim_sweep_matches_snapshot() {
         return;
     }
     let expected = std::fs::read_to_string(&path).unwrap_or_default();
-    assert_eq!(table, expected, "netsim table changed; if intended, rerun with SMT_UPDATE_SNAPSHOTS=1");
+    assert_eq!(
+        table, expected,
+        "netsim table changed; if intended, rerun with SMT_UPDATE_SNAPSHOTS=1"
+    );
 }

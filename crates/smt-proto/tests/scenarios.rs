@@ -10,7 +10,9 @@ const AES: KeyKind = KeyKind::Aes128(7);
 const LIMIT: Duration = Duration::from_secs(30);
 
 fn payload(len: usize, tag: u64) -> Vec<u8> {
-    let mut v: Vec<u8> = (0..len).map(|i| (i as u64).wrapping_mul(31).wrapping_add(tag) as u8).collect();
+    let mut v: Vec<u8> = (0..len)
+        .map(|i| (i as u64).wrapping_mul(31).wrapping_add(tag) as u8)
+        .collect();
     if len >= 8 {
         v[..8].copy_from_slice(&tag.to_le_bytes());
     }
@@ -21,7 +23,11 @@ fn echo_once(pair: &mut Pair, len: usize) {
     let req = payload(len, len as u64);
     let h = pair.call(&req);
     assert!(pair.run(LIMIT), "RPC of {len} bytes did not finish");
-    assert_eq!(pair.outcomes[&h], Outcome::Response(req), "echo of {len} bytes");
+    assert_eq!(
+        pair.outcomes[&h],
+        Outcome::Response(req),
+        "echo of {len} bytes"
+    );
 }
 
 #[test]
@@ -30,7 +36,12 @@ fn echo_of_every_interesting_size() {
     for len in [0, 1, 100, 1428, 1429, 16383, 16384, 16385, 65536, 1 << 20] {
         echo_once(&mut pair, len);
     }
-    assert_eq!(pair.client.stats().drops.total(), 0, "{:?}", pair.client.stats().drops);
+    assert_eq!(
+        pair.client.stats().drops.total(),
+        0,
+        "{:?}",
+        pair.client.stats().drops
+    );
     assert_eq!(pair.server.stats().drops.total(), 0);
 }
 
@@ -46,12 +57,21 @@ fn sixty_four_mib_message() {
 
 #[test]
 fn many_concurrent_rpcs_complete_out_of_order() {
-    let mut pair = Pair::with_keys(AES, Link { reorder: 0.3, ..Link::default() }, 3);
+    let mut pair = Pair::with_keys(
+        AES,
+        Link {
+            reorder: 0.3,
+            ..Link::default()
+        },
+        3,
+    );
     let sizes = [10_000usize, 100, 200_000, 5, 50_000, 1, 3000];
-    let calls: Vec<_> = (0..70).map(|i| {
-        let req = payload(sizes[i % sizes.len()], i as u64);
-        (pair.call(&req), req)
-    }).collect();
+    let calls: Vec<_> = (0..70)
+        .map(|i| {
+            let req = payload(sizes[i % sizes.len()], i as u64);
+            (pair.call(&req), req)
+        })
+        .collect();
     assert!(pair.run(LIMIT));
     for (h, req) in &calls {
         assert_eq!(pair.outcomes[h], Outcome::Response(req.clone()));
@@ -63,46 +83,81 @@ fn many_concurrent_rpcs_complete_out_of_order() {
 
 #[test]
 fn lossy_reordering_duplicating_link_delivers_everything_once() {
-    let link = Link { loss: 0.05, reorder: 0.1, duplicate: 0.02, ..Link::default() };
+    let link = Link {
+        loss: 0.05,
+        reorder: 0.1,
+        duplicate: 0.02,
+        ..Link::default()
+    };
     let mut pair = Pair::with_keys(AES, link, 4);
-    let calls: Vec<_> = (0..200u64).map(|i| {
-        let req = payload([64, 1500, 20_000, 150_000][i as usize % 4], i + 1);
-        (pair.call(&req), req)
-    }).collect();
+    let calls: Vec<_> = (0..200u64)
+        .map(|i| {
+            let req = payload([64, 1500, 20_000, 150_000][i as usize % 4], i + 1);
+            (pair.call(&req), req)
+        })
+        .collect();
     assert!(pair.run(LIMIT));
     for (h, req) in &calls {
         assert_eq!(pair.outcomes[h], Outcome::Response(req.clone()));
     }
-    assert!(pair.executions.values().all(|&n| n == 1), "a request was executed twice");
-    assert!(pair.link_stats.lost > 0 && pair.client.stats().retransmitted_packets + pair.server.stats().retransmitted_packets > 0);
+    assert!(
+        pair.executions.values().all(|&n| n == 1),
+        "a request was executed twice"
+    );
+    assert!(
+        pair.link_stats.lost > 0
+            && pair.client.stats().retransmitted_packets
+                + pair.server.stats().retransmitted_packets
+                > 0
+    );
 }
 
 #[test]
 fn corrupted_packets_are_rejected_and_recovered() {
-    let link = Link { corrupt: 0.05, ..Link::default() };
+    let link = Link {
+        corrupt: 0.05,
+        ..Link::default()
+    };
     let mut pair = Pair::with_keys(AES, link, 5);
-    let calls: Vec<_> = (0..50u64).map(|i| {
-        let req = payload(30_000, i + 1);
-        (pair.call(&req), req)
-    }).collect();
+    let calls: Vec<_> = (0..50u64)
+        .map(|i| {
+            let req = payload(30_000, i + 1);
+            (pair.call(&req), req)
+        })
+        .collect();
     assert!(pair.run(LIMIT));
     for (h, req) in &calls {
         assert_eq!(pair.outcomes[h], Outcome::Response(req.clone()));
     }
     let drops = pair.server.stats().drops;
-    assert!(drops.get(DropReason::AuthFailure) + drops.get(DropReason::Malformed) + drops.get(DropReason::BadControlTag) > 0);
+    assert!(
+        drops.get(DropReason::AuthFailure)
+            + drops.get(DropReason::Malformed)
+            + drops.get(DropReason::BadControlTag)
+            > 0
+    );
 }
 
 #[test]
 fn smaller_mtu_works() {
-    let cfg = Config { max_datagram_size: 512, ..Config::default() };
+    let cfg = Config {
+        max_datagram_size: 512,
+        ..Config::default()
+    };
     let mut pair = Pair::new(cfg.clone(), cfg, AES, Link::default(), 6);
     echo_once(&mut pair, 100_000);
 }
 
 #[test]
 fn silent_server_times_out() {
-    let mut pair = Pair::with_keys(AES, Link { loss: 1.0, ..Link::default() }, 7);
+    let mut pair = Pair::with_keys(
+        AES,
+        Link {
+            loss: 1.0,
+            ..Link::default()
+        },
+        7,
+    );
     let h = pair.call(b"anyone there?");
     assert!(pair.run(LIMIT));
     assert_eq!(pair.outcomes[&h], Outcome::Failed(RpcError::Timeout));
@@ -141,7 +196,10 @@ fn lost_request_is_restarted_under_a_fresh_id() {
     }
     pair.run_for(Duration::from_millis(200));
     assert_eq!(pair.executions[&42], 1);
-    assert_eq!(pair.server.stats().drops.get(DropReason::Replay), late.len() as u64);
+    assert_eq!(
+        pair.server.stats().drops.get(DropReason::Replay),
+        late.len() as u64
+    );
 }
 
 #[test]
@@ -160,7 +218,11 @@ fn lost_ack_is_recovered_with_need_ack() {
     }));
     pair.call(b"ack me");
     assert!(pair.run(LIMIT));
-    assert_eq!(pair.server.server_rpcs(), 1, "server waits for the ACK it never got");
+    assert_eq!(
+        pair.server.server_rpcs(),
+        1,
+        "server waits for the ACK it never got"
+    );
     pair.run_for(Duration::from_millis(20));
     assert_eq!(pair.server.server_rpcs(), 0, "NEED_ACK brought a fresh ACK");
 }
@@ -188,7 +250,10 @@ fn slow_server_application_keeps_the_client_waiting_with_busy() {
     assert!(!pair.outcomes.contains_key(&h));
     // Now the application answers.
     // The harness consumed the request event; the first client ID is 2.
-    let rpc = smt_proto::ServerRpcHandle { peer: pair.client_addr, id: 2 };
+    let rpc = smt_proto::ServerRpcHandle {
+        peer: pair.client_addr,
+        id: 2,
+    };
     pair.server.send_response(pair.now, rpc, b"done").unwrap();
     assert!(pair.run(LIMIT));
     assert_eq!(pair.outcomes[&h], Outcome::Response(b"done".to_vec()));
@@ -197,34 +262,64 @@ fn slow_server_application_keeps_the_client_waiting_with_busy() {
 #[test]
 fn padding_conceals_length_and_is_stripped() {
     use smt_proto::Padding;
-    let cfg = Config { padding: Padding::Multiple(4096), ..Config::default() };
+    let cfg = Config {
+        padding: Padding::Multiple(4096),
+        ..Config::default()
+    };
     let mut pair = Pair::new(cfg.clone(), cfg, AES, Link::default(), 12);
     pair.capture = Some(Vec::new());
     for len in [1usize, 100, 4096, 5000] {
         echo_once(&mut pair, len);
     }
-    let lens: std::collections::BTreeSet<u32> = pair.capture.as_ref().unwrap().iter()
+    let lens: std::collections::BTreeSet<u32> = pair
+        .capture
+        .as_ref()
+        .unwrap()
+        .iter()
         .filter_map(|d| smt_proto::wire::Packet::new_checked(&d.bytes[..]).ok())
         .filter(|p| p.packet_type() == smt_proto::wire::PacketType::DATA)
         .map(|p| p.message_len())
         .collect();
-    assert_eq!(lens.into_iter().collect::<Vec<_>>(), [4096, 8192], "only padded lengths are visible");
+    assert_eq!(
+        lens.into_iter().collect::<Vec<_>>(),
+        [4096, 8192],
+        "only padded lengths are visible"
+    );
 }
 
 #[test]
 fn message_size_limits_give_clear_errors() {
     use smt_proto::{record::SeqLayout, SendError};
-    let cfg = Config { max_message_len: 1000, ..Config::default() };
+    let cfg = Config {
+        max_message_len: 1000,
+        ..Config::default()
+    };
     let mut pair = Pair::new(cfg.clone(), cfg, AES, Link::default(), 13);
-    let err = pair.client.send_request(pair.now, pair.server_addr, &[0; 1001]).unwrap_err();
-    assert_eq!(err, SendError::MessageTooLarge { len: 1001, max: 1000 });
+    let err = pair
+        .client
+        .send_request(pair.now, pair.server_addr, &[0; 1001])
+        .unwrap_err();
+    assert_eq!(
+        err,
+        SendError::MessageTooLarge {
+            len: 1001,
+            max: 1000
+        }
+    );
     assert!(err.to_string().contains("max_message_len"));
     // Four record-index bits and 1 KiB records: at most 16 KiB per message,
     // whatever max_message_len says; the index never reaches the ID bits.
-    let cfg = Config { seq_layout: SeqLayout::new(4).unwrap(), record_size: 1024, ..Config::default() };
+    let cfg = Config {
+        seq_layout: SeqLayout::new(4).unwrap(),
+        record_size: 1024,
+        ..Config::default()
+    };
     let mut pair = Pair::new(cfg.clone(), cfg, AES, Link::default(), 13);
     assert_eq!(pair.client.config().message_len_limit(), 16 * 1024);
-    let err = pair.client.send_request(pair.now, pair.server_addr, &[0; 16 * 1024 + 1]).unwrap_err();
+    let err = pair
+        .client
+        .send_request(pair.now, pair.server_addr, &[0; 16 * 1024 + 1])
+        .unwrap_err();
     assert!(matches!(err, SendError::MessageTooLarge { max: 16384, .. }));
     echo_once(&mut pair, 16 * 1024);
 }
@@ -233,15 +328,24 @@ fn message_size_limits_give_clear_errors() {
 fn message_id_space_runs_out_with_a_clear_error() {
     use smt_proto::{record::SeqLayout, SendError};
     // 8 bits of message ID: 127 client IDs (2, 4, ..., 254).
-    let cfg = Config { seq_layout: SeqLayout::new(56).unwrap(), ..Config::default() };
+    let cfg = Config {
+        seq_layout: SeqLayout::new(56).unwrap(),
+        ..Config::default()
+    };
     let mut pair = Pair::new(cfg.clone(), cfg, AES, Link::default(), 14);
     for i in 0..127u64 {
         pair.call(&payload(100, i));
         assert!(pair.run(LIMIT));
     }
     assert_eq!(pair.outcomes.len(), 127);
-    assert!(pair.outcomes.values().all(|o| matches!(o, Outcome::Response(_))));
-    let err = pair.client.send_request(pair.now, pair.server_addr, b"one more").unwrap_err();
+    assert!(pair
+        .outcomes
+        .values()
+        .all(|o| matches!(o, Outcome::Response(_))));
+    let err = pair
+        .client
+        .send_request(pair.now, pair.server_addr, b"one more")
+        .unwrap_err();
     assert_eq!(err, SendError::IdSpaceExhausted);
     assert!(err.to_string().contains("rekey"));
 }
@@ -251,18 +355,44 @@ fn api_misuse_errors() {
     use smt_proto::{SendError, ServerRpcHandle};
     let mut pair = Pair::with_keys(AES, Link::default(), 15);
     let stranger = "10.1.1.1:1".parse().unwrap();
-    assert_eq!(pair.client.send_request(pair.now, stranger, b"x"), Err(SendError::NoSession));
-    let bogus = ServerRpcHandle { peer: pair.client_addr, id: 2 };
-    assert_eq!(pair.server.send_response(pair.now, bogus, b"x"), Err(SendError::UnknownRpc));
+    assert_eq!(
+        pair.client.send_request(pair.now, stranger, b"x"),
+        Err(SendError::NoSession)
+    );
+    let bogus = ServerRpcHandle {
+        peer: pair.client_addr,
+        id: 2,
+    };
+    assert_eq!(
+        pair.server.send_response(pair.now, bogus, b"x"),
+        Err(SendError::UnknownRpc)
+    );
     pair.call(b"hello");
     assert!(pair.run(LIMIT));
-    assert!(pair.server.send_response(pair.now, bogus, b"again").is_err(), "answered twice");
-    assert!(Config { record_size: 20000, ..Config::default() }.validate().is_err());
+    assert!(
+        pair.server
+            .send_response(pair.now, bogus, b"again")
+            .is_err(),
+        "answered twice"
+    );
+    assert!(Config {
+        record_size: 20000,
+        ..Config::default()
+    }
+    .validate()
+    .is_err());
 }
 
 #[test]
 fn null_cipher_runs_the_same_protocol() {
-    let mut pair = Pair::with_keys(KeyKind::Null, Link { loss: 0.02, ..Link::default() }, 16);
+    let mut pair = Pair::with_keys(
+        KeyKind::Null,
+        Link {
+            loss: 0.02,
+            ..Link::default()
+        },
+        16,
+    );
     for len in [0usize, 1, 70_000] {
         echo_once(&mut pair, len);
     }

@@ -18,7 +18,12 @@ fn captured_pair(seed: u64) -> Pair {
 
 fn packets_of(pair: &Pair, ty: PacketType, to: std::net::SocketAddr) -> Vec<Datagram> {
     let all = pair.capture.as_ref().expect("capture on");
-    all.iter().filter(|d| d.to == to && Packet::new_checked(&d.bytes[..]).is_ok_and(|p| p.packet_type() == ty)).cloned().collect()
+    all.iter()
+        .filter(|d| {
+            d.to == to && Packet::new_checked(&d.bytes[..]).is_ok_and(|p| p.packet_type() == ty)
+        })
+        .cloned()
+        .collect()
 }
 
 #[test]
@@ -28,14 +33,25 @@ fn replayed_request_packet_is_dropped_before_decryption() {
     assert!(pair.run(LIMIT));
     assert!(matches!(pair.outcomes[&h], Outcome::Response(_)));
     pair.run_for(Duration::from_millis(1));
-    assert_eq!(pair.server.server_rpcs(), 0, "server freed the RPC after the ACK");
+    assert_eq!(
+        pair.server.server_rpcs(),
+        0,
+        "server freed the RPC after the ACK"
+    );
     let data = packets_of(&pair, PacketType::DATA, pair.server_addr);
     let opened = pair.server.stats().records_opened;
     for d in &data {
         pair.deliver_now(d);
     }
-    assert_eq!(pair.server.stats().records_opened, opened, "a replay reached decryption");
-    assert_eq!(pair.server.stats().drops.get(DropReason::Replay), data.len() as u64);
+    assert_eq!(
+        pair.server.stats().records_opened,
+        opened,
+        "a replay reached decryption"
+    );
+    assert_eq!(
+        pair.server.stats().drops.get(DropReason::Replay),
+        data.len() as u64
+    );
     assert_eq!(pair.executions.values().sum::<u32>(), 1);
 }
 
@@ -52,7 +68,10 @@ fn replayed_whole_message_while_rpc_alive_is_a_duplicate() {
         pair.deliver_now(d);
     }
     assert_eq!(pair.server.stats().records_opened, opened);
-    assert_eq!(pair.server.stats().drops.get(DropReason::Duplicate), data.len() as u64);
+    assert_eq!(
+        pair.server.stats().drops.get(DropReason::Duplicate),
+        data.len() as u64
+    );
     assert_eq!(pair.executions.values().sum::<u32>(), 1);
 }
 
@@ -67,7 +86,10 @@ fn replayed_response_is_dropped_before_decryption() {
         pair.deliver_now(d);
     }
     assert_eq!(pair.client.stats().records_opened, opened);
-    assert_eq!(pair.client.stats().drops.get(DropReason::Replay), data.len() as u64);
+    assert_eq!(
+        pair.client.stats().drops.get(DropReason::Replay),
+        data.len() as u64
+    );
     assert_eq!(pair.outcomes.len(), 1);
 }
 
@@ -95,7 +117,11 @@ fn every_single_bit_flip_of_a_data_packet_is_rejected() {
                 assert!(fresh.executions.is_empty());
                 continue;
             }
-            assert_eq!(fresh.executions.keys().copied().collect::<Vec<_>>(), [tag], "byte {byte} bit {bit}");
+            assert_eq!(
+                fresh.executions.keys().copied().collect::<Vec<_>>(),
+                [tag],
+                "byte {byte} bit {bit}"
+            );
             harmless.push((byte, bit));
         }
     }
@@ -131,13 +157,26 @@ fn forged_control_packets_without_the_key_are_dropped() {
     // An attacker knows the plaintext header (ID, ports) but not the key.
     let mut forged = smt_proto::Endpoint::new(Config::default()).unwrap();
     let (_, attacker_keys) = KeyKind::Aes128(999).session();
-    forged.install_session(pair.client_addr, attacker_keys).unwrap();
+    forged
+        .install_session(pair.client_addr, attacker_keys)
+        .unwrap();
     let before = pair.server.stats().drops.get(DropReason::BadControlTag);
     // RPC_UNKNOWN for the live RPC would make the server free it.
     let unknown = forge_control(PacketType::RPC_UNKNOWN, 2);
-    pair.deliver_now(&Datagram { from: pair.client_addr, to: pair.server_addr, bytes: unknown });
-    assert_eq!(pair.server.stats().drops.get(DropReason::BadControlTag), before + 1);
-    assert_eq!(pair.server.server_rpcs(), 1, "forged RPC_UNKNOWN freed the RPC");
+    pair.deliver_now(&Datagram {
+        from: pair.client_addr,
+        to: pair.server_addr,
+        bytes: unknown,
+    });
+    assert_eq!(
+        pair.server.stats().drops.get(DropReason::BadControlTag),
+        before + 1
+    );
+    assert_eq!(
+        pair.server.server_rpcs(),
+        1,
+        "forged RPC_UNKNOWN freed the RPC"
+    );
 }
 
 /// A control packet with a correct header and a made-up tag.
@@ -154,15 +193,26 @@ fn forge_control(ty: PacketType, id: u64) -> Vec<u8> {
 
 #[test]
 fn plaintext_control_mode_accepts_forgeries_like_the_paper() {
-    let cfg = Config { authenticate_control: false, ..Config::default() };
+    let cfg = Config {
+        authenticate_control: false,
+        ..Config::default()
+    };
     let mut pair = Pair::new(cfg.clone(), cfg, AES, Link::default(), 7);
     pair.auto_respond = false;
     pair.call(b"x");
     pair.run_for(Duration::from_micros(100));
     let mut unknown = forge_control(PacketType::RPC_UNKNOWN, 2);
     unknown.truncate(28);
-    pair.deliver_now(&Datagram { from: pair.client_addr, to: pair.server_addr, bytes: unknown });
-    assert_eq!(pair.server.server_rpcs(), 0, "without MACs a forged RPC_UNKNOWN frees server state");
+    pair.deliver_now(&Datagram {
+        from: pair.client_addr,
+        to: pair.server_addr,
+        bytes: unknown,
+    });
+    assert_eq!(
+        pair.server.server_rpcs(),
+        0,
+        "without MACs a forged RPC_UNKNOWN frees server state"
+    );
 }
 
 #[test]
@@ -220,7 +270,10 @@ fn identical_keys_in_both_directions_are_refused() {
     let (ck, _) = KeyKind::Aes128(1).session();
     let mut ep = Endpoint::new(Config::default()).unwrap();
     let same = smt_proto::SessionKeys::new(smt_proto::Role::Client, ck.tx.clone(), ck.tx.clone());
-    assert_eq!(ep.install_session("10.0.0.9:1".parse().unwrap(), same), Err(SendError::ReflectableKeys));
+    assert_eq!(
+        ep.install_session("10.0.0.9:1".parse().unwrap(), same),
+        Err(SendError::ReflectableKeys)
+    );
 }
 
 #[test]
@@ -228,7 +281,13 @@ fn unknown_session_and_garbage_are_counted() {
     let mut pair = Pair::with_keys(AES, Link::default(), 11);
     let stranger: std::net::SocketAddr = "10.9.9.9:4000".parse().unwrap();
     let unknown_type = forge_control(PacketType(0x7f), 2);
-    for bytes in [vec![], vec![0u8; 3], vec![0xff; 28], unknown_type, forge_control(PacketType::BUSY, 2)] {
+    for bytes in [
+        vec![],
+        vec![0u8; 3],
+        vec![0xff; 28],
+        unknown_type,
+        forge_control(PacketType::BUSY, 2),
+    ] {
         pair.server.handle_datagram(pair.now, stranger, &bytes);
     }
     let drops = pair.server.stats().drops;

@@ -1120,13 +1120,11 @@ fn data_header_consistency_checks() {
 }
 
 /// A segment is at most 65536 wire bytes (`record::MAX_SEGMENT_LEN`: one
-/// TSO/GSO super-packet), but `DataHeader::check` does not bound
-/// `segment_len`. A forged first packet can then claim a segment of almost
-/// 4 GiB, and the receiver sizes its reassembly buffer from that claim
-/// (`rpc/incoming.rs` `SegmentBuf::new`) before anything is authenticated.
+/// TSO/GSO super-packet). The receiver sizes its reassembly buffer from the
+/// claim before anything is authenticated, so a larger claim must not parse
+/// (a forged first packet could otherwise make it allocate ~4 GiB).
 #[test]
-#[ignore = "BUG in src/wire/repr.rs: segment_len above MAX_SEGMENT_LEN is accepted"]
-fn bug_segment_longer_than_max_segment_len_is_accepted() {
+fn segment_longer_than_max_segment_len_is_rejected() {
     use smt_proto::record::MAX_SEGMENT_LEN;
     for segment_len in [MAX_SEGMENT_LEN as u32 + 1, 0xf000_0000] {
         let header = DataHeader {
@@ -1294,9 +1292,9 @@ fn random_data_header(rng: &mut XorShift) -> DataHeader {
     } else {
         rng.range(2, u64::from(u32::MAX))
     };
-    // Mostly realistic segments and mss values, now and then anything.
-    let seg_cap = if rng.chance(8) { wire } else { 65_536 };
-    let seg_len = rng.range(1, wire.min(seg_cap));
+    // Segments are at most 64 KiB; mostly realistic mss values, now and
+    // then anything.
+    let seg_len = rng.range(1, wire.min(65_536));
     let segment_offset = rng.range(0, wire - seg_len);
     let mss_cap = if rng.chance(8) { 65_535 } else { 2048 };
     let mss = rng.range(1, seg_len.min(mss_cap));
@@ -1506,10 +1504,7 @@ fn corpus_dir() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/wire_roundtrip")
 }
 
-/// Regenerates the seed files:
-/// `cargo test -p smt-proto --test wire_bytes -- --ignored write_seed_corpus`.
-#[test]
-#[ignore = "writes fuzz/corpus/wire_roundtrip; run explicitly to regenerate"]
+/// Regenerates the seed files (see `seed_corpus_is_current`).
 fn write_seed_corpus() {
     let dir = corpus_dir();
     std::fs::create_dir_all(&dir).expect("create corpus dir");
@@ -1518,18 +1513,22 @@ fn write_seed_corpus() {
     }
 }
 
+/// Set SMT_UPDATE_SNAPSHOTS=1 to regenerate the committed seeds.
 #[test]
 fn seed_corpus_is_current() {
+    if std::env::var_os("SMT_UPDATE_SNAPSHOTS").is_some() {
+        write_seed_corpus();
+    }
     let dir = corpus_dir();
     if !dir.exists() {
         return; // A checkout without the fuzz crate.
     }
     for (name, bytes) in seed_corpus() {
         let on_disk = std::fs::read(dir.join(&name))
-            .unwrap_or_else(|e| panic!("{name}: {e}; run the ignored test write_seed_corpus"));
+            .unwrap_or_else(|e| panic!("{name}: {e}; rerun with SMT_UPDATE_SNAPSHOTS=1"));
         assert_eq!(
             on_disk, bytes,
-            "{name} is stale; run the ignored test write_seed_corpus"
+            "{name} is stale; rerun with SMT_UPDATE_SNAPSHOTS=1"
         );
         assert!(parse(&on_disk).is_ok(), "{name} must be a valid packet");
     }

@@ -23,7 +23,10 @@ pub enum KeyKind {
 pub fn null_session() -> (SessionKeys, SessionKeys) {
     let a: Arc<dyn PacketCipher> = Arc::new(NullCipher);
     let b: Arc<dyn PacketCipher> = Arc::new(NullCipher);
-    (SessionKeys::new(Role::Client, a.clone(), b.clone()), SessionKeys::new(Role::Server, b, a))
+    (
+        SessionKeys::new(Role::Client, a.clone(), b.clone()),
+        SessionKeys::new(Role::Server, b, a),
+    )
 }
 
 /// Client and server keys of one AES-GCM session drawn from `seed`.
@@ -40,7 +43,10 @@ pub fn aes_session(algorithm: AeadAlgorithm, seed: u64) -> (SessionKeys, Session
     };
     let c2s = key(&mut rng);
     let s2c = key(&mut rng);
-    (SessionKeys::new(Role::Client, c2s.clone(), s2c.clone()), SessionKeys::new(Role::Server, s2c, c2s))
+    (
+        SessionKeys::new(Role::Client, c2s.clone(), s2c.clone()),
+        SessionKeys::new(Role::Server, s2c, c2s),
+    )
 }
 
 impl KeyKind {

@@ -6,8 +6,8 @@
 //! snapshot behaviour.
 
 mod keys;
-pub mod netsim;
 mod link;
+pub mod netsim;
 mod pair;
 mod rng;
 

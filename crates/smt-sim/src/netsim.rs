@@ -31,7 +31,10 @@ pub struct Row {
 
 /// Runs one cell: `RPCS` concurrent echo RPCs of `size` bytes.
 pub fn run_cell(loss: f64, size: usize, seed: u64) -> Row {
-    let link = Link { loss, ..Link::default() };
+    let link = Link {
+        loss,
+        ..Link::default()
+    };
     let mut pair = Pair::with_keys(KeyKind::Aes128(seed), link, seed);
     let calls: Vec<_> = (0..RPCS as u64)
         .map(|i| {
@@ -55,7 +58,8 @@ pub fn run_cell(loss: f64, size: usize, seed: u64) -> Row {
         }
     }
     times.sort();
-    let retransmits = pair.client.stats().retransmitted_packets + pair.server.stats().retransmitted_packets;
+    let retransmits =
+        pair.client.stats().retransmitted_packets + pair.server.stats().retransmitted_packets;
     Row {
         loss,
         size,
@@ -82,8 +86,15 @@ pub fn sweep() -> Vec<Row> {
 /// The sweep as a fixed-width table.
 pub fn table(rows: &[Row]) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "# SMT netsim: {RPCS} concurrent echo RPCs per cell, AES-128-GCM, 10 Gbit/s, 5 us one-way");
-    let _ = writeln!(s, "{:>6} {:>8} {:>9} {:>6} {:>12} {:>12} {:>8}", "loss", "size", "delivered", "failed", "p50_us", "all_done_us", "rexmit");
+    let _ = writeln!(
+        s,
+        "# SMT netsim: {RPCS} concurrent echo RPCs per cell, AES-128-GCM, 10 Gbit/s, 5 us one-way"
+    );
+    let _ = writeln!(
+        s,
+        "{:>6} {:>8} {:>9} {:>6} {:>12} {:>12} {:>8}",
+        "loss", "size", "delivered", "failed", "p50_us", "all_done_us", "rexmit"
+    );
     for r in rows {
         let _ = writeln!(
             s,

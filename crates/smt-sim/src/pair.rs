@@ -72,7 +72,10 @@ pub struct Pair {
 
 impl std::fmt::Debug for Pair {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pair").field("now", &(self.now - self.start)).field("link", &self.link_stats).finish_non_exhaustive()
+        f.debug_struct("Pair")
+            .field("now", &(self.now - self.start))
+            .field("link", &self.link_stats)
+            .finish_non_exhaustive()
     }
 }
 
@@ -80,17 +83,29 @@ impl Pair {
     /// A pair with the given configurations, keys and link.
     /// Each endpoint's `local_port` is set to its simulated address's port,
     /// as a driver does with its bound socket.
-    pub fn new(mut client_cfg: Config, mut server_cfg: Config, keys: KeyKind, link: Link, seed: u64) -> Self {
+    pub fn new(
+        mut client_cfg: Config,
+        mut server_cfg: Config,
+        keys: KeyKind,
+        link: Link,
+        seed: u64,
+    ) -> Self {
         let client_addr: SocketAddr = "10.0.0.1:4000".parse().expect("valid literal");
         let server_addr: SocketAddr = "10.0.0.2:5000".parse().expect("valid literal");
         client_cfg.local_port = client_addr.port();
         server_cfg.local_port = server_addr.port();
-        let buf_len = client_cfg.max_datagram_size.max(server_cfg.max_datagram_size);
+        let buf_len = client_cfg
+            .max_datagram_size
+            .max(server_cfg.max_datagram_size);
         let mut client = Endpoint::new(client_cfg).expect("client config");
         let mut server = Endpoint::new(server_cfg).expect("server config");
         let (ck, sk) = keys.session();
-        client.install_session(server_addr, ck).expect("client keys");
-        server.install_session(client_addr, sk).expect("server keys");
+        client
+            .install_session(server_addr, ck)
+            .expect("client keys");
+        server
+            .install_session(client_addr, sk)
+            .expect("server keys");
         let now = Instant::now();
         Self {
             client,
@@ -124,7 +139,9 @@ impl Pair {
 
     /// Starts an RPC from the client.
     pub fn call(&mut self, data: &[u8]) -> RpcHandle {
-        self.client.send_request(self.now, self.server_addr, data).expect("send_request")
+        self.client
+            .send_request(self.now, self.server_addr, data)
+            .expect("send_request")
     }
 
     /// Time since the pair was made.
@@ -161,13 +178,21 @@ impl Pair {
 
     /// Puts a datagram on the link as if `from` had sent it.
     pub fn inject(&mut self, d: Datagram) {
-        let to = if d.to == self.client_addr { Side::Client } else { Side::Server };
+        let to = if d.to == self.client_addr {
+            Side::Client
+        } else {
+            Side::Server
+        };
         self.schedule(to, d, Duration::ZERO);
     }
 
     /// Delivers a datagram straight to its endpoint, now.
     pub fn deliver_now(&mut self, d: &Datagram) {
-        let ep = if d.to == self.client_addr { &mut self.client } else { &mut self.server };
+        let ep = if d.to == self.client_addr {
+            &mut self.client
+        } else {
+            &mut self.server
+        };
         ep.handle_datagram(self.now, d.from, &d.bytes);
         self.flush();
     }
@@ -176,8 +201,17 @@ impl Pair {
     /// it. Returns false if nothing is scheduled before the deadline.
     fn advance(&mut self, deadline: Instant) -> bool {
         let next_packet = self.in_flight.peek().map(|Reverse((t, _))| *t);
-        let next = [next_packet, self.client.poll_timeout(), self.server.poll_timeout()].into_iter().flatten().min();
-        let Some(next) = next.filter(|t| *t <= deadline) else { return false };
+        let next = [
+            next_packet,
+            self.client.poll_timeout(),
+            self.server.poll_timeout(),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        let Some(next) = next.filter(|t| *t <= deadline) else {
+            return false;
+        };
         self.now = self.now.max(next);
         if next_packet == Some(next) {
             self.deliver_next();
@@ -193,9 +227,17 @@ impl Pair {
     }
 
     fn deliver_next(&mut self) {
-        let Some(Reverse((_, seq))) = self.in_flight.pop() else { return };
-        let Some(d) = self.datagrams.remove(&seq) else { return };
-        let ep = if d.to == self.client_addr { &mut self.client } else { &mut self.server };
+        let Some(Reverse((_, seq))) = self.in_flight.pop() else {
+            return;
+        };
+        let Some(d) = self.datagrams.remove(&seq) else {
+            return;
+        };
+        let ep = if d.to == self.client_addr {
+            &mut self.client
+        } else {
+            &mut self.server
+        };
         ep.handle_datagram(self.now, d.from, &d.bytes);
     }
 
@@ -219,10 +261,16 @@ impl Pair {
                 Side::Client => (&mut self.client, self.client_addr, self.server_addr),
                 Side::Server => (&mut self.server, self.server_addr, self.client_addr),
             };
-            let Some(t) = ep.poll_transmit(self.now, &mut self.buf) else { return any };
+            let Some(t) = ep.poll_transmit(self.now, &mut self.buf) else {
+                return any;
+            };
             debug_assert_eq!(t.destination, to);
             any = true;
-            let d = Datagram { from, to: t.destination, bytes: self.buf[..t.len].to_vec() };
+            let d = Datagram {
+                from,
+                to: t.destination,
+                bytes: self.buf[..t.len].to_vec(),
+            };
             self.send(side, d);
         }
     }
@@ -248,7 +296,11 @@ impl Pair {
         if self.link.maybe_corrupt(&mut self.rng, &mut d.bytes) {
             self.link_stats.corrupted += 1;
         }
-        let to = if from == Side::Client { Side::Server } else { Side::Client };
+        let to = if from == Side::Client {
+            Side::Server
+        } else {
+            Side::Client
+        };
         if self.rng.chance(self.link.duplicate) {
             self.link_stats.duplicated += 1;
             let extra = self.link.reorder_extra(&mut self.rng);
@@ -274,7 +326,9 @@ impl Pair {
         while let Some(ev) = self.server.poll_event() {
             any = true;
             if let Event::Request { rpc, data } = ev {
-                let tag = data.get(..8).map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
+                let tag = data
+                    .get(..8)
+                    .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
                 *self.executions.entry(tag).or_default() += 1;
                 if self.auto_respond {
                     let resp = (self.responder)(&data);

@@ -12,7 +12,9 @@ impl Endpoint {
         candidates.sort_unstable();
         candidates.truncate(self.config.overcommit);
         for (rank, (_, key)) in candidates.into_iter().enumerate() {
-            let Some(inc) = self.incoming_mut(key) else { continue };
+            let Some(inc) = self.incoming_mut(key) else {
+                continue;
+            };
             if !inc.raise_grant(inc.received() + window) {
                 continue;
             }
@@ -24,7 +26,14 @@ impl Endpoint {
                 },
                 MsgKey::Server(p, id) => (p, id),
             };
-            self.queue_control(peer, id, Body::Grant { offset, priority: rank.min(255) as u8 });
+            self.queue_control(
+                peer,
+                id,
+                Body::Grant {
+                    offset,
+                    priority: rank.min(255) as u8,
+                },
+            );
         }
     }
 
@@ -34,10 +43,13 @@ impl Endpoint {
             .clients
             .iter()
             .filter_map(|(h, c)| c.response.as_ref().map(|inc| (MsgKey::Client(*h), inc)));
-        let servers = self.servers.iter().filter_map(|((p, id), s)| match &s.state {
-            ServerState::Receiving(inc) => Some((MsgKey::Server(*p, *id), inc)),
-            _ => None,
-        });
+        let servers = self
+            .servers
+            .iter()
+            .filter_map(|((p, id), s)| match &s.state {
+                ServerState::Receiving(inc) => Some((MsgKey::Server(*p, *id), inc)),
+                _ => None,
+            });
         clients
             .chain(servers)
             .filter(|(_, inc)| inc.granted() < inc.wire_len())

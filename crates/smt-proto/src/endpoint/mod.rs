@@ -220,11 +220,19 @@ impl Endpoint {
     /// Installs (or replaces) the keys of the session with `peer`, like the
     /// paper's kTLS-style `setsockopt` after a handshake. Replacing keys
     /// resets the session's message-ID space and replay guard.
-    pub fn install_session(&mut self, peer: SocketAddr, keys: SessionKeys) -> Result<(), SendError> {
+    pub fn install_session(
+        &mut self,
+        peer: SocketAddr,
+        keys: SessionKeys,
+    ) -> Result<(), SendError> {
         if keys_are_reflectable(&keys) {
             return Err(SendError::ReflectableKeys);
         }
-        let session = Session::new(keys, self.config.seq_layout.id_limit(), self.config.replay_window);
+        let session = Session::new(
+            keys,
+            self.config.seq_layout.id_limit(),
+            self.config.replay_window,
+        );
         self.sessions.insert(peer, session);
         Ok(())
     }
@@ -240,21 +248,39 @@ impl Endpoint {
     pub fn remove_session(&mut self, peer: SocketAddr) {
         self.sessions.remove(&peer);
         self.servers.retain(|(p, _), _| *p != peer);
-        let gone: Vec<RpcHandle> = self.clients.iter().filter(|(_, c)| c.peer == peer).map(|(h, _)| *h).collect();
+        let gone: Vec<RpcHandle> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| c.peer == peer)
+            .map(|(h, _)| *h)
+            .collect();
         for h in gone {
             self.fail_client(h, RpcError::SessionClosed);
         }
     }
 
     /// Starts an RPC: seals `data` as a request to `peer`.
-    pub fn send_request(&mut self, now: Instant, peer: SocketAddr, data: &[u8]) -> Result<RpcHandle, SendError> {
+    pub fn send_request(
+        &mut self,
+        now: Instant,
+        peer: SocketAddr,
+        data: &[u8],
+    ) -> Result<RpcHandle, SendError> {
         self.check_len(data.len())?;
         let session = self.sessions.get_mut(&peer).ok_or(SendError::NoSession)?;
         let id = session.ids.allocate().ok_or(SendError::IdSpaceExhausted)?;
         let request = self.seal(peer, id, data)?;
         let handle = RpcHandle(self.next_handle);
         self.next_handle += 1;
-        let rpc = ClientRpc { peer, id, request_data: data.to_vec(), request, response: None, silent_ticks: 0, restarts: 0 };
+        let rpc = ClientRpc {
+            peer,
+            id,
+            request_data: data.to_vec(),
+            request,
+            response: None,
+            silent_ticks: 0,
+            restarts: 0,
+        };
         self.clients.insert(handle, rpc);
         self.client_ids.insert((peer, id), handle);
         self.arm_tick(now);
@@ -262,7 +288,12 @@ impl Endpoint {
     }
 
     /// Answers a request received as [`Event::Request`].
-    pub fn send_response(&mut self, now: Instant, rpc: ServerRpcHandle, data: &[u8]) -> Result<(), SendError> {
+    pub fn send_response(
+        &mut self,
+        now: Instant,
+        rpc: ServerRpcHandle,
+        data: &[u8],
+    ) -> Result<(), SendError> {
         self.check_len(data.len())?;
         match self.servers.get(&(rpc.peer, rpc.id)).map(|s| &s.state) {
             Some(ServerState::InService) => {}
@@ -316,13 +347,21 @@ impl Endpoint {
         let max = self.config.message_len_limit();
         let padded = self.config.padding.padded_len(len as u64);
         if padded > max {
-            return Err(SendError::MessageTooLarge { len: len as u64, max });
+            return Err(SendError::MessageTooLarge {
+                len: len as u64,
+                max,
+            });
         }
         Ok(())
     }
 
     /// Seals `data` as message `id` towards `peer`.
-    pub(crate) fn seal(&mut self, peer: SocketAddr, id: u64, data: &[u8]) -> Result<Outgoing, SendError> {
+    pub(crate) fn seal(
+        &mut self,
+        peer: SocketAddr,
+        id: u64,
+        data: &[u8],
+    ) -> Result<Outgoing, SendError> {
         let cfg = &self.config;
         let padded = cfg.padding.padded_len(data.len() as u64);
         let layout = MessageLayout::new(data.len() as u64, padded, cfg.record_size);
@@ -331,13 +370,22 @@ impl Endpoint {
         if session.records_sealed.saturating_add(layout.records()) > limit {
             return Err(SendError::KeyExhausted);
         }
-        let sealed = seal_message(&*session.keys.tx, cfg.seq_layout, id, data, layout)
-            .map_err(|_| SendError::MessageTooLarge { len: data.len() as u64, max: cfg.message_len_limit() })?;
+        let sealed =
+            seal_message(&*session.keys.tx, cfg.seq_layout, id, data, layout).map_err(|_| {
+                SendError::MessageTooLarge {
+                    len: data.len() as u64,
+                    max: cfg.message_len_limit(),
+                }
+            })?;
         session.records_sealed += layout.records();
         session.stats.records_sealed += layout.records();
         self.stats.records_sealed += layout.records();
         self.stats.messages_sent += 1;
-        Ok(Outgoing::new(sealed, cfg.mss() as u16, cfg.unscheduled_bytes))
+        Ok(Outgoing::new(
+            sealed,
+            cfg.mss() as u16,
+            cfg.unscheduled_bytes,
+        ))
     }
 
     pub(crate) fn arm_tick(&mut self, now: Instant) {
@@ -355,7 +403,12 @@ impl Endpoint {
     }
 
     pub(crate) fn queue_control(&mut self, peer: SocketAddr, id: u64, body: Body) {
-        let repr = Repr { src_port: self.config.local_port, dst_port: peer.port(), id, body };
+        let repr = Repr {
+            src_port: self.config.local_port,
+            dst_port: peer.port(),
+            id,
+            body,
+        };
         self.control.push_back((peer, repr));
     }
 }

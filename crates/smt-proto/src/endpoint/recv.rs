@@ -31,7 +31,12 @@ impl Endpoint {
         }
     }
 
-    fn process(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) -> Result<(), DropReason> {
+    fn process(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        datagram: &[u8],
+    ) -> Result<(), DropReason> {
         let packet = Packet::new_checked(datagram).map_err(|_| DropReason::Malformed)?;
         let ty = packet.packet_type();
         if ty.name().is_none() {
@@ -49,13 +54,22 @@ impl Endpoint {
             return Err(DropReason::Unsupported);
         }
         let authenticate = self.config.authenticate_control;
-        let session = self.resolve_session(from).ok_or(DropReason::UnknownSession)?;
+        let session = self
+            .resolve_session(from)
+            .ok_or(DropReason::UnknownSession)?;
         session.stats.datagrams_rx += 1;
         let body = if ty.is_control() && authenticate {
-            let split = datagram.len().checked_sub(TAG_LEN).ok_or(DropReason::Malformed)?;
+            let split = datagram
+                .len()
+                .checked_sub(TAG_LEN)
+                .ok_or(DropReason::Malformed)?;
             let (body, tag) = datagram.split_at(split);
             let tag: &[u8; TAG_LEN] = tag.try_into().map_err(|_| DropReason::Malformed)?;
-            session.keys.rx.verify_control_tag(body, tag).map_err(|_| DropReason::BadControlTag)?;
+            session
+                .keys
+                .rx
+                .verify_control_tag(body, tag)
+                .map_err(|_| DropReason::BadControlTag)?;
             body
         } else {
             datagram
@@ -80,7 +94,14 @@ impl Endpoint {
 
     // ---- DATA ----
 
-    fn on_data(&mut self, now: Instant, from: SocketAddr, id: u64, h: &DataHeader, payload: &[u8]) -> Result<(), DropReason> {
+    fn on_data(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        id: u64,
+        h: &DataHeader,
+        payload: &[u8],
+    ) -> Result<(), DropReason> {
         if u64::from(h.message_len) > self.config.message_len_limit() {
             return Err(DropReason::OverLimit);
         }
@@ -103,22 +124,44 @@ impl Endpoint {
     }
 
     /// Routes a DATA packet of a response to one of our RPCs.
-    fn response_key(&mut self, from: SocketAddr, id: u64, h: &DataHeader) -> Result<MsgKey, DropReason> {
+    fn response_key(
+        &mut self,
+        from: SocketAddr,
+        id: u64,
+        h: &DataHeader,
+    ) -> Result<MsgKey, DropReason> {
         let Some(&handle) = self.client_ids.get(&(from, id)) else {
-            let ours = self.sessions.get(&from).is_some_and(|s| s.ids.was_allocated(id));
-            return Err(if ours { DropReason::Replay } else { DropReason::UnknownRpc });
+            let ours = self
+                .sessions
+                .get(&from)
+                .is_some_and(|s| s.ids.was_allocated(id));
+            return Err(if ours {
+                DropReason::Replay
+            } else {
+                DropReason::UnknownRpc
+            });
         };
         let unscheduled = self.config.unscheduled_bytes;
-        let rpc = self.clients.get_mut(&handle).ok_or(DropReason::UnknownRpc)?;
+        let rpc = self
+            .clients
+            .get_mut(&handle)
+            .ok_or(DropReason::UnknownRpc)?;
         rpc.silent_ticks = 0;
-        rpc.response.get_or_insert_with(|| Incoming::new(h, unscheduled));
+        rpc.response
+            .get_or_insert_with(|| Incoming::new(h, unscheduled));
         Ok(MsgKey::Client(handle))
     }
 
     /// Routes a DATA packet of a request from the peer, creating the server
     /// RPC if the ID is fresh. Replays are rejected here, before any
     /// decryption.
-    fn request_key(&mut self, now: Instant, from: SocketAddr, id: u64, h: &DataHeader) -> Result<MsgKey, DropReason> {
+    fn request_key(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        id: u64,
+        h: &DataHeader,
+    ) -> Result<MsgKey, DropReason> {
         if let Some(rpc) = self.servers.get_mut(&(from, id)) {
             rpc.silent_ticks = 0;
             return match rpc.state {
@@ -130,12 +173,22 @@ impl Endpoint {
         if session.replay.check(id) == ReplayCheck::Replayed {
             return Err(DropReason::Replay);
         }
-        let partial = self.servers.iter().filter(|((p, _), s)| *p == from && matches!(s.state, ServerState::Receiving(_))).count();
+        let partial = self
+            .servers
+            .iter()
+            .filter(|((p, _), s)| *p == from && matches!(s.state, ServerState::Receiving(_)))
+            .count();
         if partial >= self.config.max_incoming_per_peer {
             return Err(DropReason::OverLimit);
         }
         let incoming = Incoming::new(h, self.config.unscheduled_bytes);
-        self.servers.insert((from, id), ServerRpc { state: ServerState::Receiving(incoming), silent_ticks: 0 });
+        self.servers.insert(
+            (from, id),
+            ServerRpc {
+                state: ServerState::Receiving(incoming),
+                silent_ticks: 0,
+            },
+        );
         self.arm_tick(now);
         Ok(MsgKey::Server(from, id))
     }
@@ -150,7 +203,12 @@ impl Endpoint {
         }
     }
 
-    fn open_ready(&mut self, key: MsgKey, from: SocketAddr, id: u64) -> Result<Accepted, DropReason> {
+    fn open_ready(
+        &mut self,
+        key: MsgKey,
+        from: SocketAddr,
+        id: u64,
+    ) -> Result<Accepted, DropReason> {
         let layout = self.config.seq_layout;
         let cipher = match self.sessions.get(&from) {
             Some(s) => s.keys.rx.clone(),
@@ -186,8 +244,12 @@ impl Endpoint {
         match key {
             MsgKey::Client(handle) => self.complete_client(handle, from, id),
             MsgKey::Server(peer, id) => {
-                let Some(rpc) = self.servers.get_mut(&(peer, id)) else { return };
-                let ServerState::Receiving(inc) = &mut rpc.state else { return };
+                let Some(rpc) = self.servers.get_mut(&(peer, id)) else {
+                    return;
+                };
+                let ServerState::Receiving(inc) = &mut rpc.state else {
+                    return;
+                };
                 let data = inc.take_data();
                 rpc.state = ServerState::InService;
                 if let Some(s) = self.sessions.get_mut(&peer) {
@@ -201,7 +263,13 @@ impl Endpoint {
     }
 
     fn complete_client(&mut self, handle: super::RpcHandle, from: SocketAddr, id: u64) {
-        let Some(ClientRpc { response: Some(mut inc), .. }) = self.clients.remove(&handle) else { return };
+        let Some(ClientRpc {
+            response: Some(mut inc),
+            ..
+        }) = self.clients.remove(&handle)
+        else {
+            return;
+        };
         self.client_ids.remove(&(from, id));
         self.stats.rpcs_completed += 1;
         if let Some(s) = self.sessions.get_mut(&from) {
@@ -209,7 +277,10 @@ impl Endpoint {
             s.stats.rpcs_completed += 1;
         }
         self.queue_ack(from, id);
-        self.events.push_back(Event::Response { rpc: handle, data: inc.take_data() });
+        self.events.push_back(Event::Response {
+            rpc: handle,
+            data: inc.take_data(),
+        });
     }
 
     pub(crate) fn queue_ack(&mut self, peer: SocketAddr, id: u64) {
@@ -223,7 +294,13 @@ impl Endpoint {
 
     // ---- control ----
 
-    fn on_control(&mut self, now: Instant, from: SocketAddr, id: u64, body: Body) -> Result<(), DropReason> {
+    fn on_control(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        id: u64,
+        body: Body,
+    ) -> Result<(), DropReason> {
         match body {
             Body::Ack(ids) => return self.on_ack(from, &ids),
             Body::Handshake { .. } | Body::Data(_) => return Err(DropReason::Unsupported),
@@ -237,10 +314,21 @@ impl Endpoint {
     }
 
     /// A control packet about an RPC we started.
-    fn on_control_for_client(&mut self, now: Instant, from: SocketAddr, id: u64, body: Body) -> Result<(), DropReason> {
+    fn on_control_for_client(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        id: u64,
+        body: Body,
+    ) -> Result<(), DropReason> {
         let Some(&handle) = self.client_ids.get(&(from, id)) else {
             return match body {
-                Body::NeedAck if self.sessions.get(&from).is_some_and(|s| s.ids.was_allocated(id)) => {
+                Body::NeedAck
+                    if self
+                        .sessions
+                        .get(&from)
+                        .is_some_and(|s| s.ids.was_allocated(id)) =>
+                {
                     self.queue_ack(from, id);
                     Ok(())
                 }
@@ -251,7 +339,10 @@ impl Endpoint {
                 _ => Err(DropReason::UnknownRpc),
             };
         };
-        let rpc = self.clients.get_mut(&handle).ok_or(DropReason::UnknownRpc)?;
+        let rpc = self
+            .clients
+            .get_mut(&handle)
+            .ok_or(DropReason::UnknownRpc)?;
         rpc.silent_ticks = 0;
         match body {
             Body::Grant { offset, .. } => rpc.request.grant(offset),
@@ -264,14 +355,22 @@ impl Endpoint {
     }
 
     /// A control packet about an RPC the peer started.
-    fn on_control_for_server(&mut self, from: SocketAddr, id: u64, body: Body) -> Result<(), DropReason> {
+    fn on_control_for_server(
+        &mut self,
+        from: SocketAddr,
+        id: u64,
+        body: Body,
+    ) -> Result<(), DropReason> {
         let Some(rpc) = self.servers.get_mut(&(from, id)) else {
             // RPC_UNKNOWN makes the client resend the request under a new
             // ID, so it is only said for IDs never delivered, and the ID is
             // then retired: late packets of it can no longer start a second
             // execution. At most once, even across restarts.
-            let Some(session) = self.sessions.get_mut(&from) else { return Err(DropReason::UnknownSession) };
-            if matches!(body, Body::Resend { .. }) && session.replay.check(id) == ReplayCheck::Fresh {
+            let Some(session) = self.sessions.get_mut(&from) else {
+                return Err(DropReason::UnknownSession);
+            };
+            if matches!(body, Body::Resend { .. }) && session.replay.check(id) == ReplayCheck::Fresh
+            {
                 session.replay.mark(id);
                 self.queue_control(from, id, Body::RpcUnknown);
             }
@@ -280,7 +379,9 @@ impl Endpoint {
         rpc.silent_ticks = 0;
         match (body, &mut rpc.state) {
             (Body::Grant { offset, .. }, ServerState::Responding(out)) => out.grant(offset),
-            (Body::Resend { offset, length, .. }, ServerState::Responding(out)) => out.resend(offset, length),
+            (Body::Resend { offset, length, .. }, ServerState::Responding(out)) => {
+                out.resend(offset, length)
+            }
             (Body::Resend { .. }, _) => self.queue_control(from, id, Body::Busy),
             (Body::RpcUnknown, _) => {
                 self.servers.remove(&(from, id));
@@ -303,8 +404,11 @@ impl Endpoint {
     /// The server lost our request: send it again under a fresh message ID
     /// (the old ID may never be reused under this key).
     fn restart(&mut self, now: Instant, handle: super::RpcHandle) {
-        let Some(rpc) = self.clients.get(&handle) else { return };
-        let (peer, old_id, restarts, data) = (rpc.peer, rpc.id, rpc.restarts, rpc.request_data.clone());
+        let Some(rpc) = self.clients.get(&handle) else {
+            return;
+        };
+        let (peer, old_id, restarts, data) =
+            (rpc.peer, rpc.id, rpc.restarts, rpc.request_data.clone());
         if restarts >= self.config.max_restarts {
             return self.fail_client(handle, RpcError::PeerLostRequest);
         }

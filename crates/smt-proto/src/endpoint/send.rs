@@ -63,7 +63,10 @@ impl Endpoint {
             _ => {}
         }
         self.stats.control_packets_tx += 1;
-        Some(Transmit { destination: peer, len })
+        Some(Transmit {
+            destination: peer,
+            len,
+        })
     }
 
     /// Sends one packet of the message with the fewest bytes left to send
@@ -78,15 +81,25 @@ impl Endpoint {
         if p.retransmit {
             self.stats.retransmitted_packets += 1;
         }
-        Some(Transmit { destination: peer, len })
+        Some(Transmit {
+            destination: peer,
+            len,
+        })
     }
 
     fn pick_srpt(&self) -> Option<MsgKey> {
-        let clients = self.clients.iter().filter(|(_, c)| c.response.is_none()).map(|(h, c)| (MsgKey::Client(*h), &c.request));
-        let servers = self.servers.iter().filter_map(|((p, id), s)| match &s.state {
-            ServerState::Responding(out) => Some((MsgKey::Server(*p, *id), out)),
-            _ => None,
-        });
+        let clients = self
+            .clients
+            .iter()
+            .filter(|(_, c)| c.response.is_none())
+            .map(|(h, c)| (MsgKey::Client(*h), &c.request));
+        let servers = self
+            .servers
+            .iter()
+            .filter_map(|((p, id), s)| match &s.state {
+                ServerState::Responding(out) => Some((MsgKey::Server(*p, *id), out)),
+                _ => None,
+            });
         clients
             .chain(servers)
             .filter(|(_, out)| out.has_sendable())

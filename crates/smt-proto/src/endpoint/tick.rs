@@ -56,7 +56,9 @@ impl Endpoint {
 
     fn tick_client(&mut self, h: RpcHandle) -> Action {
         let max_len = self.config.unscheduled_bytes;
-        let Some(rpc) = self.clients.get_mut(&h) else { return Action::None };
+        let Some(rpc) = self.clients.get_mut(&h) else {
+            return Action::None;
+        };
         rpc.silent_ticks += 1;
         let silent = rpc.silent_ticks;
         let (peer, id) = (rpc.peer, rpc.id);
@@ -76,7 +78,9 @@ impl Endpoint {
     fn tick_server(&mut self, key: (SocketAddr, u64)) -> Action {
         let (resend_point, abort) = (self.config.resend_ticks, self.config.abort_ticks);
         let max_len = self.config.unscheduled_bytes;
-        let Some(rpc) = self.servers.get_mut(&key) else { return Action::None };
+        let Some(rpc) = self.servers.get_mut(&key) else {
+            return Action::None;
+        };
         if matches!(rpc.state, ServerState::InService) {
             // The application owns the RPC until it answers.
             return Action::None;
@@ -90,7 +94,9 @@ impl Endpoint {
             return Action::None;
         }
         match &rpc.state {
-            ServerState::Receiving(inc) => Action::Resend(key.0, key.1, inc.gaps(RESENDS_PER_TICK, max_len)),
+            ServerState::Receiving(inc) => {
+                Action::Resend(key.0, key.1, inc.gaps(RESENDS_PER_TICK, max_len))
+            }
             ServerState::Responding(out) if out.fully_sent() => Action::NeedAck(key.0, key.1),
             _ => Action::None,
         }
@@ -101,7 +107,15 @@ impl Endpoint {
             Action::None => {}
             Action::Resend(peer, id, gaps) => {
                 for (offset, length) in gaps {
-                    self.queue_control(peer, id, Body::Resend { offset, length, priority: 0 });
+                    self.queue_control(
+                        peer,
+                        id,
+                        Body::Resend {
+                            offset,
+                            length,
+                            priority: 0,
+                        },
+                    );
                 }
             }
             Action::NeedAck(peer, id) => self.queue_control(peer, id, Body::NeedAck),

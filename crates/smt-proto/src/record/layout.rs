@@ -60,7 +60,13 @@ impl MessageLayout {
         let record_size = record_size as u64;
         let records = padded_len.div_ceil(record_size).max(1);
         let per_segment = (MAX_SEGMENT_LEN as u64) / (record_size + RECORD_OVERHEAD as u64);
-        Self { data_len, padded_len, record_size, records_per_segment: per_segment, records }
+        Self {
+            data_len,
+            padded_len,
+            record_size,
+            records_per_segment: per_segment,
+            records,
+        }
     }
 
     /// Application data bytes.
@@ -97,9 +103,15 @@ impl MessageLayout {
     /// Record `index` (< [`Self::records`]).
     pub fn record(&self, index: u64) -> RecordPlan {
         let padded_start = index * self.record_size;
-        let padded_len = self.record_size.min(self.padded_len - padded_start.min(self.padded_len));
+        let padded_len = self
+            .record_size
+            .min(self.padded_len - padded_start.min(self.padded_len));
         let data_len = self.data_len.saturating_sub(padded_start).min(padded_len);
-        RecordPlan { padded_start, padded_len, data_len }
+        RecordPlan {
+            padded_start,
+            padded_len,
+            data_len,
+        }
     }
 
     /// Segment `index` (< [`Self::segments`]).
@@ -110,7 +122,12 @@ impl MessageLayout {
         let wire_offset = first_record * full_record_wire;
         let last = self.record(first_record + records - 1);
         let wire_len = (records - 1) * full_record_wire + last.wire_len();
-        SegmentPlan { wire_offset, wire_len, first_record, records }
+        SegmentPlan {
+            wire_offset,
+            wire_len,
+            first_record,
+            records,
+        }
     }
 }
 
@@ -135,7 +152,13 @@ mod tests {
 
     #[test]
     fn segments_tile_the_message_and_stay_under_64k() {
-        for (len, rs) in [(1u64, 16384), (65536, 16384), (1 << 20, 16384), (100_000, 1000), (7, 3)] {
+        for (len, rs) in [
+            (1u64, 16384),
+            (65536, 16384),
+            (1 << 20, 16384),
+            (100_000, 1000),
+            (7, 3),
+        ] {
             let l = MessageLayout::new(len, len, rs);
             let mut next = 0;
             let mut records = 0;

@@ -47,7 +47,9 @@ impl SeqLayout {
     /// A split with `index_bits` bits of record index (1..=62, leaving at
     /// least two bits of message ID).
     pub fn new(index_bits: u8) -> Option<Self> {
-        (1..=62).contains(&index_bits).then_some(Self { index_bits })
+        (1..=62)
+            .contains(&index_bits)
+            .then_some(Self { index_bits })
     }
 
     /// Bits of record index.
@@ -89,7 +91,13 @@ impl Default for SeqLayout {
 /// The 5-byte record header for a ciphertext of `len` bytes.
 pub fn record_header(len: u16) -> [u8; RECORD_HEADER_LEN] {
     let l = len.to_be_bytes();
-    [CONTENT_APPLICATION_DATA, LEGACY_VERSION[0], LEGACY_VERSION[1], l[0], l[1]]
+    [
+        CONTENT_APPLICATION_DATA,
+        LEGACY_VERSION[0],
+        LEGACY_VERSION[1],
+        l[0],
+        l[1],
+    ]
 }
 
 #[cfg(test)]
@@ -102,7 +110,11 @@ mod tests {
         assert_eq!(l.id_bits(), 48);
         assert_eq!(l.seq(0x1234, 7), Some(0x1234_0007));
         assert_eq!(l.seq(1 << 48, 0), None);
-        assert_eq!(l.seq(1, 1 << 16), None, "index must never spill into the ID bits");
+        assert_eq!(
+            l.seq(1, 1 << 16),
+            None,
+            "index must never spill into the ID bits"
+        );
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! The receive side: a complete segment is opened record by record, each
 //! with the sequence number the receiver *expects* for it.
 
-use super::{SeqLayout, CONTENT_APPLICATION_DATA, LEGACY_VERSION, MAX_RECORD_CIPHERTEXT};
+use super::{
+    SeqLayout, CONTENT_APPLICATION_DATA, LEGACY_VERSION, MAX_RECORD_CIPHERTEXT,
+    MAX_RECORD_PLAINTEXT,
+};
 use crate::crypto::{PacketCipher, RECORD_HEADER_LEN, TAG_LEN};
 
 /// Why a segment could not be opened.
@@ -16,6 +19,9 @@ pub enum OpenError {
     Framing,
     /// The record index would overflow into the message-ID bits.
     IndexOverflow,
+    /// An authenticated record's inner plaintext exceeds 2^14 + 1 bytes
+    /// (RFC 8446 §5.4).
+    Overflow,
     /// An authenticated record carries a content type other than
     /// application data, or no content type at all.
     ContentType,
@@ -58,13 +64,25 @@ fn open_records(
     segment: &mut [u8],
     out: &mut Vec<u8>,
 ) -> Result<OpenedSegment, OpenError> {
-    let mut opened = OpenedSegment { records: 0, padded_len: 0 };
+    let mut opened = OpenedSegment {
+        records: 0,
+        padded_len: 0,
+    };
     let mut rest = segment;
     while !rest.is_empty() {
         let (header, after) = split_record(rest)?;
-        let (body, next) = after.split_at_mut(usize::from(u16::from_be_bytes([header[3], header[4]])));
-        let seq = seq_layout.seq(id, first_record + opened.records).ok_or(OpenError::IndexOverflow)?;
-        let inner_len = cipher.open_in_place(seq, &header, body).map_err(|_| OpenError::Auth)?;
+        let (body, next) =
+            after.split_at_mut(usize::from(u16::from_be_bytes([header[3], header[4]])));
+        let seq = seq_layout
+            .seq(id, first_record + opened.records)
+            .ok_or(OpenError::IndexOverflow)?;
+        let inner_len = cipher
+            .open_in_place(seq, &header, body)
+            .map_err(|_| OpenError::Auth)?;
+        // RFC 8446 §5.4: TLSInnerPlaintext is at most 2^14 + 1 bytes.
+        if inner_len > MAX_RECORD_PLAINTEXT + 1 {
+            return Err(OpenError::Overflow);
+        }
         let data = strip_padding(&body[..inner_len])?;
         out.extend_from_slice(data);
         opened.records += 1;
@@ -97,7 +115,10 @@ fn split_record(buf: &mut [u8]) -> Result<([u8; RECORD_HEADER_LEN], &mut [u8]), 
 /// Strips `TLSInnerPlaintext` padding: the last non-zero byte is the content
 /// type, which must be application data.
 fn strip_padding(inner: &[u8]) -> Result<&[u8], OpenError> {
-    let ct_at = inner.iter().rposition(|&b| b != 0).ok_or(OpenError::ContentType)?;
+    let ct_at = inner
+        .iter()
+        .rposition(|&b| b != 0)
+        .ok_or(OpenError::ContentType)?;
     if inner[ct_at] != CONTENT_APPLICATION_DATA {
         return Err(OpenError::ContentType);
     }
@@ -112,7 +133,9 @@ mod tests {
 
     fn sealed(data: &[u8], padded: u64, rs: usize) -> Vec<u8> {
         let layout = MessageLayout::new(data.len() as u64, padded, rs);
-        seal_message(&NullCipher, SeqLayout::DEFAULT, 6, data, layout).unwrap().wire
+        seal_message(&NullCipher, SeqLayout::DEFAULT, 6, data, layout)
+            .unwrap()
+            .wire
     }
 
     #[test]
@@ -141,7 +164,14 @@ mod tests {
         let mut wire = sealed(b"x", 1, 64);
         wire[5] = 0;
         wire[6] = 0;
-        let e = open_segment(&NullCipher, SeqLayout::DEFAULT, 6, 0, &mut wire, &mut Vec::new());
+        let e = open_segment(
+            &NullCipher,
+            SeqLayout::DEFAULT,
+            6,
+            0,
+            &mut wire,
+            &mut Vec::new(),
+        );
         assert_eq!(e, Err(OpenError::ContentType));
     }
 }

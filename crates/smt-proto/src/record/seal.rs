@@ -34,7 +34,13 @@ pub fn seal_message(
         let start = (plan.padded_start as usize).min(data.len());
         let chunk = &data[start..start + plan.data_len as usize];
         let record_len = plan.wire_len() as usize;
-        seal_record(cipher, seq, chunk, plan.padded_len as usize, &mut wire[at..at + record_len])?;
+        seal_record(
+            cipher,
+            seq,
+            chunk,
+            plan.padded_len as usize,
+            &mut wire[at..at + record_len],
+        )?;
         at += record_len;
     }
     Ok(SealedMessage { wire, layout })

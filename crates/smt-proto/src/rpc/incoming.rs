@@ -27,7 +27,13 @@ struct SegmentBuf {
 impl SegmentBuf {
     fn new(h: &DataHeader) -> Self {
         let packets = h.segment_len.div_ceil(u32::from(h.mss)) as usize;
-        Self { len: h.segment_len, mss: h.mss, buf: vec![0; h.segment_len as usize], have: vec![false; packets], missing: packets }
+        Self {
+            len: h.segment_len,
+            mss: h.mss,
+            buf: vec![0; h.segment_len as usize],
+            have: vec![false; packets],
+            missing: packets,
+        }
     }
 
     fn is_complete(&self) -> bool {
@@ -37,10 +43,14 @@ impl SegmentBuf {
     /// Missing packets as wire ranges relative to the segment start.
     fn gaps(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
         let mss = u32::from(self.mss);
-        self.have.iter().enumerate().filter(|(_, h)| !**h).map(move |(i, _)| {
-            let start = i as u32 * mss;
-            (start, mss.min(self.len - start))
-        })
+        self.have
+            .iter()
+            .enumerate()
+            .filter(|(_, h)| !**h)
+            .map(move |(i, _)| {
+                let start = i as u32 * mss;
+                (start, mss.min(self.len - start))
+            })
     }
 }
 
@@ -125,7 +135,10 @@ impl Incoming {
             return Err(DropReason::Duplicate);
         }
         self.check_fits(h)?;
-        let seg = self.segments.entry(h.segment_offset).or_insert_with(|| SegmentBuf::new(h));
+        let seg = self
+            .segments
+            .entry(h.segment_offset)
+            .or_insert_with(|| SegmentBuf::new(h));
         let index = usize::from(h.packet_index);
         if seg.have[index] {
             return Err(DropReason::Duplicate);
@@ -143,11 +156,23 @@ impl Incoming {
     fn check_fits(&self, h: &DataHeader) -> Result<(), DropReason> {
         if let Some(seg) = self.segments.get(&h.segment_offset) {
             let same = seg.len == h.segment_len && seg.mss == h.mss;
-            return if same { Ok(()) } else { Err(DropReason::ProtocolViolation) };
+            return if same {
+                Ok(())
+            } else {
+                Err(DropReason::ProtocolViolation)
+            };
         }
         let end = h.segment_offset + h.segment_len;
-        let prev_ok = self.segments.range(..h.segment_offset).next_back().is_none_or(|(o, s)| o + s.len <= h.segment_offset);
-        let next_ok = self.segments.range(h.segment_offset..).next().is_none_or(|(o, _)| *o >= end);
+        let prev_ok = self
+            .segments
+            .range(..h.segment_offset)
+            .next_back()
+            .is_none_or(|(o, s)| o + s.len <= h.segment_offset);
+        let next_ok = self
+            .segments
+            .range(h.segment_offset..)
+            .next()
+            .is_none_or(|(o, _)| *o >= end);
         if prev_ok && next_ok {
             Ok(())
         } else {
@@ -168,7 +193,14 @@ impl Incoming {
     ) -> Result<Accepted, DropReason> {
         while let Some(mut seg) = self.take_next_complete() {
             *opened += 1;
-            match open_segment(cipher, layout, id, self.next_record, &mut seg.buf, &mut self.data) {
+            match open_segment(
+                cipher,
+                layout,
+                id,
+                self.next_record,
+                &mut seg.buf,
+                &mut self.data,
+            ) {
                 Ok(o) => {
                     *opened += o.records.saturating_sub(1);
                     self.next_segment += seg.len;
@@ -202,7 +234,10 @@ impl Incoming {
     }
 
     fn take_next_complete(&mut self) -> Option<SegmentBuf> {
-        let ready = self.segments.get(&self.next_segment).is_some_and(SegmentBuf::is_complete);
+        let ready = self
+            .segments
+            .get(&self.next_segment)
+            .is_some_and(SegmentBuf::is_complete);
         if ready {
             self.segments.remove(&self.next_segment)
         } else {

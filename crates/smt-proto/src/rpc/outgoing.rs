@@ -28,7 +28,14 @@ pub(crate) struct Outgoing {
 impl Outgoing {
     pub fn new(sealed: SealedMessage, mss: u16, unscheduled: u32) -> Self {
         let granted = sealed.layout.wire_len().min(u64::from(unscheduled));
-        Self { sealed, mss, granted, cursor_segment: 0, cursor_index: 0, retransmit: BTreeSet::new() }
+        Self {
+            sealed,
+            mss,
+            granted,
+            cursor_segment: 0,
+            cursor_index: 0,
+            retransmit: BTreeSet::new(),
+        }
     }
 
     pub fn wire_len(&self) -> u64 {
@@ -86,12 +93,20 @@ impl Outgoing {
     /// The packet to send next, if any: retransmissions first.
     pub fn next_packet(&mut self) -> Option<PacketRef> {
         if let Some((segment, index)) = self.retransmit.pop_first() {
-            return Some(PacketRef { segment, index, retransmit: true });
+            return Some(PacketRef {
+                segment,
+                index,
+                retransmit: true,
+            });
         }
         if self.sent() >= self.granted {
             return None;
         }
-        let p = PacketRef { segment: self.cursor_segment, index: self.cursor_index, retransmit: false };
+        let p = PacketRef {
+            segment: self.cursor_segment,
+            index: self.cursor_index,
+            retransmit: false,
+        };
         let seg = self.sealed.layout.segment(self.cursor_segment);
         self.cursor_index += 1;
         if u64::from(self.cursor_index) * u64::from(self.mss) >= seg.wire_len {
@@ -118,7 +133,12 @@ impl Outgoing {
             // A packet that starts below the grant is sent whole.
             incoming: self.granted.max(end).min(self.wire_len()) as u32,
         };
-        let repr = Repr { src_port: ports.0, dst_port: ports.1, id, body: Body::Data(header) };
+        let repr = Repr {
+            src_port: ports.0,
+            dst_port: ports.1,
+            id,
+            body: Body::Data(header),
+        };
         let payload = &self.sealed.wire[start as usize..end as usize];
         let total = DATA_HEADER_LEN + payload.len();
         repr.emit(&mut Packet::new_unchecked(&mut buf[..total]));

@@ -11,7 +11,10 @@ pub struct IdAllocator {
 impl IdAllocator {
     /// IDs start at 2 (client) or 3 (server) and stay below `limit`.
     pub fn new(role: Role, limit: u64) -> Self {
-        Self { next: 2 | role.id_bit(), limit }
+        Self {
+            next: 2 | role.id_bit(),
+            limit,
+        }
     }
 
     /// The next ID, or `None` once the space is used up.

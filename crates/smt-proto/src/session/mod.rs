@@ -24,7 +24,13 @@ pub(crate) struct Session {
 impl Session {
     pub fn new(keys: SessionKeys, id_limit: u64, replay_window: u64) -> Self {
         let ids = IdAllocator::new(keys.role, id_limit);
-        Self { keys, ids, replay: ReplayWindow::new(replay_window), records_sealed: 0, stats: Stats::default() }
+        Self {
+            keys,
+            ids,
+            replay: ReplayWindow::new(replay_window),
+            records_sealed: 0,
+            stats: Stats::default(),
+        }
     }
 
     /// Whether `id` names an RPC this side started (its low bit is ours).

@@ -25,7 +25,11 @@ impl ReplayWindow {
     /// A guard tracking `window` IDs individually.
     pub fn new(window: u64) -> Self {
         let words = window.div_ceil(64) as usize;
-        Self { floor: 0, bits: vec![0; words], window: words as u64 * 64 }
+        Self {
+            floor: 0,
+            bits: vec![0; words],
+            window: words as u64 * 64,
+        }
     }
 
     /// Whether `id` may still be delivered.

@@ -54,6 +54,9 @@ impl DataHeader {
         if self.mss == 0 || self.segment_len == 0 {
             return Err(WireError::BadField("empty segment or zero mss"));
         }
+        if self.segment_len as usize > crate::record::MAX_SEGMENT_LEN {
+            return Err(WireError::BadField("segment longer than 64 KiB"));
+        }
         if u32::from(self.mss) > self.segment_len {
             return Err(WireError::BadField("mss larger than the segment"));
         }
@@ -89,7 +92,10 @@ pub struct AckIds {
 impl AckIds {
     /// An empty list.
     pub fn new() -> Self {
-        Self { ids: [0; ACK_MAX_IDS], len: 0 }
+        Self {
+            ids: [0; ACK_MAX_IDS],
+            len: 0,
+        }
     }
 
     /// Appends an ID; returns `false` when full.
@@ -127,7 +133,9 @@ impl Default for AckIds {
 
 impl std::fmt::Debug for AckIds {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.as_slice().iter().map(|id| format!("{id:#x}"))).finish()
+        f.debug_list()
+            .entries(self.as_slice().iter().map(|id| format!("{id:#x}")))
+            .finish()
     }
 }
 
@@ -139,7 +147,11 @@ pub enum Body {
     /// The sender may transmit the message up to wire offset `offset`.
     Grant { offset: u32, priority: u8 },
     /// Retransmit wire bytes `[offset, offset + length)` of the message.
-    Resend { offset: u32, length: u32, priority: u8 },
+    Resend {
+        offset: u32,
+        length: u32,
+        priority: u8,
+    },
     /// The sender of this packet has no state for the RPC.
     RpcUnknown,
     /// The sender of this packet is alive but has nothing to send yet.
@@ -204,7 +216,12 @@ impl Repr {
             t if t.name().is_some() => parse_control(packet)?,
             t => return Err(WireError::UnknownType(t)),
         };
-        Ok(Self { src_port: packet.src_port(), dst_port: packet.dst_port(), id: packet.id(), body })
+        Ok(Self {
+            src_port: packet.src_port(),
+            dst_port: packet.dst_port(),
+            id: packet.id(),
+            body,
+        })
     }
 
     /// Bytes `emit` writes: the header, plus the ID list of an ACK. DATA and
@@ -244,7 +261,9 @@ fn parse_data<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<DataHeader, WireErro
     let retransmit = flags.contains(DataFlags::RETRANSMIT);
     let packet_index = if retransmit {
         if packet.packet_index() != 0 {
-            return Err(WireError::BadField("retransmission with non-zero packet index"));
+            return Err(WireError::BadField(
+                "retransmission with non-zero packet index",
+            ));
         }
         packet.resend_index()
     } else {
@@ -265,7 +284,9 @@ fn parse_data<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<DataHeader, WireErro
     };
     header.check()?;
     if packet.payload().len() != header.payload_len() {
-        return Err(WireError::BadField("payload length does not match segment layout"));
+        return Err(WireError::BadField(
+            "payload length does not match segment layout",
+        ));
     }
     Ok(header)
 }
@@ -278,7 +299,9 @@ fn require_zero_data_fields<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<(), Wi
     if zero {
         Ok(())
     } else {
-        Err(WireError::BadField("DATA-only field set on a control packet"))
+        Err(WireError::BadField(
+            "DATA-only field set on a control packet",
+        ))
     }
 }
 
@@ -303,11 +326,18 @@ fn parse_control<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Body, WireError> 
     let body = match ty {
         PacketType::GRANT => {
             reserved_zero(&buf[b + 5..b + 8])?;
-            Body::Grant { offset: be32_at(buf, b), priority: buf[b + 4] }
+            Body::Grant {
+                offset: be32_at(buf, b),
+                priority: buf[b + 4],
+            }
         }
         PacketType::RESEND => {
             reserved_zero(&buf[b + 9..b + 12])?;
-            Body::Resend { offset: be32_at(buf, b), length: be32_at(buf, b + 4), priority: buf[b + 8] }
+            Body::Resend {
+                offset: be32_at(buf, b),
+                length: be32_at(buf, b + 4),
+                priority: buf[b + 8],
+            }
         }
         PacketType::ACK => return parse_ack(buf),
         PacketType::RPC_UNKNOWN => Body::RpcUnknown,
@@ -397,7 +427,11 @@ fn emit_control_body<T: AsRef<[u8]> + AsMut<[u8]>>(body: &Body, packet: &mut Pac
             buf[b + 4] = *priority;
             buf[b + 5..b + 8].fill(0);
         }
-        Body::Resend { offset, length, priority } => {
+        Body::Resend {
+            offset,
+            length,
+            priority,
+        } => {
             buf[b..b + 4].copy_from_slice(&offset.to_be_bytes());
             buf[b + 4..b + 8].copy_from_slice(&length.to_be_bytes());
             buf[b + 8] = *priority;

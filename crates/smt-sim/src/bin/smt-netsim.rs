@@ -6,7 +6,16 @@ fn main() {
     let rows = smt_sim::netsim::sweep();
     print!("{}", smt_sim::netsim::table(&rows));
     let ok = rows.iter().all(|r| r.delivered == r.expected);
-    println!("# {} cells in {:.1} s of real time: {}", rows.len(), started.elapsed().as_secs_f64(), if ok { "all RPCs delivered intact" } else { "SOME RPCS FAILED" });
+    println!(
+        "# {} cells in {:.1} s of real time: {}",
+        rows.len(),
+        started.elapsed().as_secs_f64(),
+        if ok {
+            "all RPCs delivered intact"
+        } else {
+            "SOME RPCS FAILED"
+        }
+    );
     if !ok {
         std::process::exit(1);
     }
