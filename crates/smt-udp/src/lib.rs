@@ -1,0 +1,1 @@
+//! Platform sockets for SMT.
