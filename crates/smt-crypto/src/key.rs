@@ -155,6 +155,20 @@ impl KeyBytes {
     }
 }
 
+impl TrafficKey {
+    /// A fresh key and IV from the operating system's CSPRNG.
+    pub fn random(algorithm: AeadAlgorithm) -> Self {
+        let mut key = [0u8; 32];
+        let mut iv = [0u8; IV_LEN];
+        // NOTE(unwrap): the system RNG failing is unrecoverable for any
+        // cryptographic library; aws-lc aborts in the same situation.
+        aws_lc_rs::rand::fill(&mut key).expect("system random number generator failed");
+        aws_lc_rs::rand::fill(&mut iv).expect("system random number generator failed");
+        // NOTE(unwrap): the slice has exactly the algorithm's key length.
+        Self::new(algorithm, &key[..algorithm.key_len()], iv).expect("key length matches")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -35,3 +35,10 @@ pub mod test_vectors;
 
 pub use cipher::{record_nonce, AesGcmCipher, AES_GCM_RECORD_LIMIT};
 pub use key::{AeadAlgorithm, KeyError, TrafficKey, IV_LEN};
+
+/// Fills `buf` from the operating system's CSPRNG.
+pub fn fill_random(buf: &mut [u8]) {
+    // NOTE(unwrap): the system RNG failing is unrecoverable for any
+    // cryptographic library; aws-lc aborts in the same situation.
+    aws_lc_rs::rand::fill(buf).expect("system random number generator failed");
+}

@@ -9,9 +9,11 @@ mod keys;
 mod link;
 pub mod netsim;
 mod pair;
+pub mod relay;
 mod rng;
 
 pub use keys::{aes_session, null_session, KeyKind};
 pub use link::{Datagram, Link, Verdict};
 pub use pair::{Outcome, Pair, Side};
+pub use relay::{Captured, Direction, DirectionStats, Impairment, Relay, RelayConfig, RelayStats};
 pub use rng::SplitMix64;

@@ -1,1 +1,129 @@
-//! Platform sockets for SMT.
+//! Platform sockets for SMT: UDP with segmentation and receive offload, batched receives, and
+//! raw IP.
+//!
+//! This crate moves datagrams between the SMT driver and the kernel and knows nothing about the
+//! protocol: it never reads a byte of what it sends or receives, with one exception, the IPv4
+//! header that raw sockets deliver in front of every packet, which it strips. The driver decides
+//! what to send, when, and to whom; this crate decides only how many system calls that takes.
+//!
+//! # What is used, and what happens without it
+//!
+//! [`Socket::bind`] probes the kernel once and [`Socket::features`] reports the outcome. Its
+//! [`Display`](std::fmt::Display) form is one line meant for users ("what is in use").
+//!
+//! | Feature | Used when | Without it |
+//! |---------|-----------|------------|
+//! | GSO (`UDP_SEGMENT`): many datagrams in one `sendmsg` | UDP mode, Linux 4.18+, [`SocketConfig::enable_gso`] | one `sendmsg` per datagram |
+//! | GRO (`UDP_GRO`): the kernel hands over runs of same-size datagrams as one buffer | UDP mode, Linux 5.0+, [`SocketConfig::enable_gro`] | one datagram per receive slot |
+//! | `recvmmsg`: up to 32 receive slots per system call | Linux, Android, FreeBSD | one datagram per call |
+//! | Large socket buffers | `SO_RCVBUF`/`SO_SNDBUF`, then `SO_RCVBUFFORCE`/`SO_SNDBUFFORCE` if `net.core.rmem_max`/`wmem_max` capped the size (needs `CAP_NET_ADMIN`) | whatever the kernel granted; a warning is logged below 2 MiB |
+//!
+//! With GRO the kernel may coalesce up to 64 datagrams into one buffer; [`RecvBuffers::iter`]
+//! splits them again, so the driver always sees the datagrams as sent. On loopback a GSO batch is
+//! never split on the way: a receiver with GRO gets the whole batch as one buffer, one without it
+//! gets the datagrams one by one.
+//!
+//! The UDP fast path is [`quinn_udp`]. If a network driver rejects GSO at run time (`EIO` or
+//! `EINVAL` from `sendmsg`), quinn-udp turns GSO off for the socket and later sends go out one
+//! datagram per system call; [`Socket::features`] keeps describing what bind found.
+//!
+//! # Raw IP mode
+//!
+//! [`Mode::RawIp`] opens a raw socket for one IP protocol number (default
+//! [`DEFAULT_IP_PROTOCOL`], 253, reserved for experimentation by RFC 3692). It needs
+//! `CAP_NET_RAW`; without it [`Socket::bind`] fails with [`SocketError::PermissionDenied`], whose
+//! message explains the fix. In this mode:
+//!
+//! - The socket is bound to an IP address; the port of the address given to `bind` is ignored and
+//!   every address this crate returns has port 0. Ports, if any, are the driver's business.
+//! - A raw socket receives **every** packet of its protocol addressed to its IP address (to any
+//!   address if bound to the unspecified one), whichever process or peer it belongs to, including
+//!   packets sent by other raw sockets of this host. The driver must filter.
+//! - Sending makes one system call per datagram: the kernel has no segmentation offload for raw
+//!   sockets, and no receive offload either.
+//!
+//! # Errors from the network
+//!
+//! Sockets are not connected and `IP_RECVERR` is not enabled, so Linux discards ICMP errors (port
+//! or host unreachable) for them: sending to a closed port succeeds and nothing surfaces later. On
+//! platforms that do report them, they surface as an [`std::io::Error`] from a later
+//! [`Socket::send`] or [`Socket::recv`]; neither panics.
+//!
+//! Datagrams are sent with the don't-fragment bit (quinn-udp sets `IP_PMTUDISC_PROBE`): a datagram
+//! larger than the interface MTU fails with `EMSGSIZE` instead of being fragmented.
+
+mod error;
+mod features;
+mod recv;
+mod socket;
+#[cfg(any(target_os = "linux", target_os = "android"))]
+mod sys;
+
+use std::fmt;
+
+pub use error::SocketError;
+pub use features::Features;
+pub use recv::RecvBuffers;
+pub use socket::Socket;
+
+/// The IP protocol number raw-IP mode uses unless told otherwise: 253 (0xfd), reserved for
+/// experimentation and testing by RFC 3692.
+pub const DEFAULT_IP_PROTOCOL: u8 = 253;
+
+/// How datagrams travel: inside UDP, or directly inside IP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Mode {
+    /// UDP datagrams; unprivileged, and the only mode with segmentation and receive offload.
+    #[default]
+    Udp,
+    /// Raw IP packets of one protocol number; needs `CAP_NET_RAW`. See the crate docs.
+    RawIp {
+        /// The IP protocol number (IPv4 "protocol", IPv6 "next header").
+        protocol: u8,
+    },
+}
+
+impl Mode {
+    /// Raw IP with [`DEFAULT_IP_PROTOCOL`].
+    pub const fn raw_ip() -> Self {
+        Self::RawIp {
+            protocol: DEFAULT_IP_PROTOCOL,
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Udp => f.write_str("udp"),
+            Self::RawIp { protocol } => write!(f, "raw IP protocol {protocol} ({protocol:#04x})"),
+        }
+    }
+}
+
+/// What [`Socket::bind`] asks of the kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SocketConfig {
+    /// UDP or raw IP. Default: [`Mode::Udp`].
+    pub mode: Mode,
+    /// Requested `SO_RCVBUF` in bytes. Default: 4 MiB. Linux reports (and grants) double.
+    pub recv_buffer: usize,
+    /// Requested `SO_SNDBUF` in bytes. Default: 4 MiB. Linux reports (and grants) double.
+    pub send_buffer: usize,
+    /// Use UDP segmentation offload when the kernel has it. Default: true. Ignored in raw mode.
+    pub enable_gso: bool,
+    /// Use UDP receive offload when the kernel has it. Default: true. Ignored in raw mode.
+    pub enable_gro: bool,
+}
+
+impl Default for SocketConfig {
+    fn default() -> Self {
+        Self {
+            mode: Mode::Udp,
+            recv_buffer: 4 << 20,
+            send_buffer: 4 << 20,
+            enable_gso: true,
+            enable_gro: true,
+        }
+    }
+}

@@ -1,1 +1,39 @@
-//! SMT.
+//! SMT: the Secure Message Transport — encrypted, message-based RPCs over
+//! UDP (or SMT's own IP protocol number), in user space.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), smt::Error> {
+//! use smt::{Endpoint, EndpointConfig};
+//! let server = Endpoint::bind("127.0.0.1:0".parse().unwrap(), EndpointConfig::default())?;
+//! let client = Endpoint::bind("127.0.0.1:0".parse().unwrap(), EndpointConfig::default())?;
+//! let (client_keys, server_keys) = smt::keys::fresh_session_pair(smt::keys::AeadAlgorithm::Aes128Gcm);
+//! client.install_session(server.local_addr(), client_keys)?;
+//! server.install_session(client.local_addr(), server_keys)?;
+//! std::thread::spawn(move || {
+//!     while let Ok(req) = server.accept() {
+//!         let reply = req.data().to_ascii_uppercase();
+//!         let _ = req.respond(&reply);
+//!     }
+//! });
+//! let response = client.call("127.0.0.1:9".parse().unwrap(), b"hello")?;
+//! # Ok(()) }
+//! ```
+//!
+//! Architecture: a driver thread per endpoint owns the socket (UDP with
+//! GSO/GRO and batched receive, or raw IP), the clock and the sans-IO
+//! protocol core (`smt-proto`); API handles talk to it through channels.
+//! See `docs/architecture.md`.
+
+mod config;
+mod driver;
+mod endpoint;
+mod error;
+pub mod keys;
+mod request;
+
+pub use config::{EndpointConfig, Mode, ProtocolConfig, SocketConfig, DEFAULT_IP_PROTOCOL};
+pub use endpoint::Endpoint;
+pub use error::{Error, RpcError, SendError, SocketError};
+pub use request::IncomingRequest;
+pub use smt_proto::{DropReason, Padding, Role, SessionKeys, Stats};
+pub use smt_udp::Features;

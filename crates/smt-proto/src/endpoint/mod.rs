@@ -321,6 +321,21 @@ impl Endpoint {
         }
     }
 
+    /// Gives up on a request the application will not answer. Its state is
+    /// freed; the ID stays in the replay guard, so the request is never
+    /// executed again, and the client's RPC ends in a timeout error.
+    pub fn abandon_request(&mut self, rpc: ServerRpcHandle) -> bool {
+        let key = (rpc.peer, rpc.id);
+        if matches!(
+            self.servers.get(&key).map(|s| &s.state),
+            Some(ServerState::InService)
+        ) {
+            self.servers.remove(&key);
+            return true;
+        }
+        false
+    }
+
     // ---- outputs ----
 
     /// The next event for the application.

@@ -51,7 +51,7 @@ impl Endpoint {
     }
 
     fn is_resend_tick(&self, silent: u32) -> bool {
-        silent >= self.config.resend_ticks && silent % self.config.resend_ticks == 0
+        silent >= self.config.resend_ticks && silent.is_multiple_of(self.config.resend_ticks)
     }
 
     fn tick_client(&mut self, h: RpcHandle) -> Action {
@@ -90,7 +90,7 @@ impl Endpoint {
         if silent >= abort {
             return Action::FreeServer(key.0, key.1);
         }
-        if silent < resend_point || silent % resend_point != 0 {
+        if silent < resend_point || !silent.is_multiple_of(resend_point) {
             return Action::None;
         }
         match &rpc.state {

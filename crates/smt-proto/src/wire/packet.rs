@@ -182,7 +182,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// Sets the data-offset byte from a header length in bytes (a multiple
     /// of 4, at most 60).
     pub fn set_header_len(&mut self, len: usize) {
-        debug_assert!(len % 4 == 0 && len <= super::MAX_HEADER_LEN);
+        debug_assert!(len.is_multiple_of(4) && len <= super::MAX_HEADER_LEN);
         self.buffer.as_mut()[field::DOFF] = ((len / 4) as u8) << 4;
     }
     pub fn set_packet_type(&mut self, v: PacketType) {

@@ -1,0 +1,105 @@
+//! Command-line arguments.
+
+use std::net::SocketAddr;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Encrypted message-based RPCs over UDP or raw IP (Secure Message Transport).
+#[derive(Debug, Parser)]
+#[command(name = "smt", version, about, long_about = None)]
+pub struct Cli {
+    /// More logging (-v info, -vv debug); RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Server and client in one process on loopback, fresh keys, RPCs of
+    /// 64 B to 1 MiB; prints latency, throughput and counters.
+    Demo(DemoArgs),
+    /// Serve RPCs (echo) for clients that know the pre-shared key.
+    Server(ServerArgs),
+    /// Send RPCs to an `smt server` and report.
+    Client(ClientArgs),
+    /// Print a new random pre-shared key (hex) for `server`/`client`.
+    Keygen,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct TransportArgs {
+    /// Use SMT's own IP protocol (raw IP; needs CAP_NET_RAW) instead of UDP.
+    #[arg(long)]
+    pub raw: bool,
+    /// IP protocol number in raw mode.
+    #[arg(long, default_value_t = smt::DEFAULT_IP_PROTOCOL)]
+    pub ip_protocol: u8,
+    /// Largest datagram to send (1472 fits a 1500-byte MTU).
+    #[arg(long, default_value_t = 1472)]
+    pub max_datagram: usize,
+    /// Disable UDP segmentation offload (GSO).
+    #[arg(long)]
+    pub no_gso: bool,
+    /// Disable UDP receive offload (GRO).
+    #[arg(long)]
+    pub no_gro: bool,
+    /// Busy-poll the socket (lowest latency, one core spinning).
+    #[arg(long)]
+    pub busy_poll: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    #[command(flatten)]
+    pub transport: TransportArgs,
+    /// Seconds to spend per message size (latency and throughput phases).
+    #[arg(long, default_value_t = 1.0)]
+    pub seconds: f64,
+    /// Outstanding RPCs in the throughput phase.
+    #[arg(long, default_value_t = 32)]
+    pub concurrency: usize,
+    /// Message sizes to run (bytes), comma separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [64usize, 1024, 16384, 65536, 1 << 20])]
+    pub sizes: Vec<usize>,
+}
+
+#[derive(Debug, Args)]
+pub struct ServerArgs {
+    #[command(flatten)]
+    pub transport: TransportArgs,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:7878")]
+    pub listen: SocketAddr,
+    /// Pre-shared key, hex (see `smt keygen`).
+    #[arg(long, env = "SMT_PSK")]
+    pub psk: String,
+    /// Threads answering requests.
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+    /// Stop after this many seconds (default: run until killed).
+    #[arg(long)]
+    pub duration: Option<f64>,
+}
+
+#[derive(Debug, Args)]
+pub struct ClientArgs {
+    #[command(flatten)]
+    pub transport: TransportArgs,
+    /// The server's address.
+    #[arg(long, default_value = "127.0.0.1:7878")]
+    pub server: SocketAddr,
+    /// Pre-shared key, hex (the server's).
+    #[arg(long, env = "SMT_PSK")]
+    pub psk: String,
+    /// Request size in bytes.
+    #[arg(long, default_value_t = 1024)]
+    pub size: usize,
+    /// Seconds to run (half one-at-a-time for latency, half concurrent).
+    #[arg(long, default_value_t = 2.0)]
+    pub seconds: f64,
+    /// Outstanding RPCs at once.
+    #[arg(long, default_value_t = 16)]
+    pub concurrency: usize,
+}

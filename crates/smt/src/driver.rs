@@ -1,0 +1,340 @@
+//! The I/O driver: one thread that owns the socket, the clock and the
+//! sans-IO [`smt_proto::Endpoint`], and moves bytes, commands and events
+//! between them.
+//!
+//! Loop: commands from API handles → received datagrams (batched, GRO
+//! split) → expired timers → events to waiting callers and the request
+//! queue → outgoing datagrams (coalesced into GSO batches per destination)
+//! → sleep in `mio::Poll` until the socket, a command or the next deadline
+//! (or spin, in busy-poll mode).
+
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token, Waker};
+use smt_proto::{Endpoint as Core, Event, RpcHandle, ServerRpcHandle};
+use smt_udp::{Mode, RecvBuffers, Socket};
+
+use crate::endpoint::{Command, Shared};
+use crate::{Error, IncomingRequest};
+
+pub(crate) const SOCKET: Token = Token(0);
+pub(crate) const WAKER: Token = Token(1);
+
+/// Longest a graceful close waits for in-flight RPCs.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+/// Most bytes one GSO send carries (the UDP length limit over IPv4), so a
+/// batch is always one all-or-nothing system call.
+const MAX_GSO_BYTES: usize = 65_507;
+/// Receive batches handled per loop turn before transmitting (fairness).
+const RECV_BATCHES_PER_TURN: usize = 16;
+
+type Reply = flume::Sender<Result<Vec<u8>, Error>>;
+
+pub(crate) struct Driver {
+    pub core: Core,
+    pub socket: Socket,
+    pub poll: Poll,
+    pub shared: Arc<Shared>,
+    pub commands: flume::Receiver<Command>,
+    pub requests: flume::Sender<IncomingRequest>,
+    pub busy_poll: bool,
+    pub pending: HashMap<RpcHandle, Reply>,
+    pub batch: Batch,
+    pub recv: RecvBuffers,
+    pub closing: Option<Instant>,
+    /// The socket refused the pending batch; wait for it to be writable.
+    pub blocked: bool,
+    /// The last receive stopped at its batch limit with data left (the
+    /// socket is edge-triggered: go round again without sleeping).
+    pub more_to_read: bool,
+}
+
+/// Datagrams waiting to leave in one GSO send: same destination, equal
+/// sizes except possibly the last.
+pub(crate) struct Batch {
+    buf: Vec<u8>,
+    dest: Option<SocketAddr>,
+    segment: usize,
+    count: usize,
+    max_segments: usize,
+    last_short: bool,
+}
+
+impl Batch {
+    pub fn new(max_segments: usize, max_datagram: usize) -> Self {
+        let max_segments = max_segments.max(1);
+        Self {
+            buf: Vec::with_capacity(max_segments * max_datagram),
+            dest: None,
+            segment: 0,
+            count: 0,
+            max_segments,
+            last_short: false,
+        }
+    }
+
+    /// Whether `len` bytes to `dest` can join the batch.
+    fn fits(&self, dest: SocketAddr, len: usize) -> bool {
+        self.count == 0
+            || (self.dest == Some(dest)
+                && !self.last_short
+                && len <= self.segment
+                && self.count < self.max_segments
+                && self.buf.len() + len <= MAX_GSO_BYTES)
+    }
+
+    fn push(&mut self, dest: SocketAddr, datagram: &[u8]) {
+        if self.count == 0 {
+            self.dest = Some(dest);
+            self.segment = datagram.len();
+        }
+        self.last_short = datagram.len() < self.segment;
+        self.buf.extend_from_slice(datagram);
+        self.count += 1;
+    }
+
+    fn clear(&mut self) {
+        self.buf.clear();
+        self.dest = None;
+        self.count = 0;
+        self.last_short = false;
+    }
+}
+
+impl Driver {
+    pub fn run(mut self) {
+        let mut events = Events::with_capacity(16);
+        let mut scratch = vec![0u8; self.core.config().max_datagram_size];
+        loop {
+            let now = Instant::now();
+            self.handle_commands(now);
+            self.receive(now);
+            self.expire_timers(Instant::now());
+            self.dispatch_events();
+            if let Err(e) = self.transmit(&mut scratch) {
+                tracing::warn!("send failed: {e}");
+            }
+            if self.finished_closing() {
+                break;
+            }
+            let timeout = self.wait_time();
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    tracing::error!("poll failed, driver stops: {e}");
+                    break;
+                }
+            }
+            if events
+                .iter()
+                .any(|e| e.token() == SOCKET && e.is_writable())
+            {
+                self.blocked = false;
+            }
+        }
+        self.fail_pending();
+    }
+
+    fn wait_time(&self) -> Option<Duration> {
+        if self.busy_poll || self.more_to_read {
+            return Some(Duration::ZERO);
+        }
+        let mut deadline = self.core.poll_timeout();
+        if let Some(close) = self.closing {
+            let end = close + CLOSE_GRACE;
+            deadline = Some(deadline.map_or(end, |d| d.min(end)));
+        }
+        deadline.map(|d| d.saturating_duration_since(Instant::now()))
+    }
+
+    fn handle_commands(&mut self, now: Instant) {
+        while let Ok(cmd) = self.commands.try_recv() {
+            match cmd {
+                Command::Call { peer, data, reply } => self.start_call(now, peer, &data, reply),
+                Command::Respond { rpc, data } => {
+                    if let Err(e) = self.core.send_response(now, rpc, &data) {
+                        tracing::debug!(peer = %rpc.peer, id = rpc.id, "response not sent: {e}");
+                    }
+                }
+                Command::Abandon(rpc) => {
+                    self.core.abandon_request(rpc);
+                }
+                Command::InstallSession { peer, keys, reply } => {
+                    let _ = reply.send(self.core.install_session(peer, keys).map_err(Error::Send));
+                }
+                Command::SetResolver(r) => self.core.set_key_resolver(r),
+                Command::Stats { peer, reply } => {
+                    let peer_stats = peer.and_then(|p| self.core.peer_stats(p).copied());
+                    let _ = reply.send((*self.core.stats(), peer_stats));
+                }
+                Command::Close => {
+                    self.closing.get_or_insert(now);
+                }
+            }
+        }
+    }
+
+    fn start_call(&mut self, now: Instant, peer: SocketAddr, data: &[u8], reply: Reply) {
+        if self.closing.is_some() {
+            let _ = reply.send(Err(Error::Closed));
+            return;
+        }
+        match self.core.send_request(now, peer, data) {
+            Ok(handle) => {
+                self.pending.insert(handle, reply);
+            }
+            Err(e) => {
+                let _ = reply.send(Err(Error::Send(e)));
+            }
+        }
+    }
+
+    fn receive(&mut self, now: Instant) {
+        let raw = matches!(self.socket.features().mode, Mode::RawIp { .. });
+        self.more_to_read = true;
+        for _ in 0..RECV_BATCHES_PER_TURN {
+            match self.socket.recv(&mut self.recv) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.more_to_read = false;
+                    return;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // ICMP errors (e.g. port unreachable) surface here; the
+                    // protocol's timers handle the consequences.
+                    tracing::debug!("recv error: {e}");
+                    continue;
+                }
+            }
+            for (from, datagram) in self.recv.iter() {
+                let from = if raw {
+                    with_smt_source_port(from, datagram)
+                } else {
+                    from
+                };
+                self.core.handle_datagram(now, from, datagram);
+            }
+        }
+    }
+
+    fn expire_timers(&mut self, now: Instant) {
+        if self.core.poll_timeout().is_some_and(|t| t <= now) {
+            self.core.handle_timeout(now);
+        }
+    }
+
+    fn dispatch_events(&mut self) {
+        while let Some(ev) = self.core.poll_event() {
+            match ev {
+                Event::Response { rpc, data } => self.reply(rpc, Ok(data)),
+                Event::Failed { rpc, error } => self.reply(rpc, Err(Error::Rpc(error))),
+                Event::Request { rpc, data } => self.queue_request(rpc, data),
+                _ => {}
+            }
+        }
+    }
+
+    fn reply(&mut self, rpc: RpcHandle, result: Result<Vec<u8>, Error>) {
+        if let Some(tx) = self.pending.remove(&rpc) {
+            let _ = tx.send(result);
+        }
+    }
+
+    fn queue_request(&mut self, rpc: ServerRpcHandle, data: Vec<u8>) {
+        if self.closing.is_some() {
+            self.core.abandon_request(rpc);
+            return;
+        }
+        let req = IncomingRequest::new(rpc, data, self.shared.clone());
+        if self.requests.send(req).is_ok() {
+            self.shared.ready.notify();
+        }
+    }
+
+    /// Drains `poll_transmit`, coalescing datagrams into GSO batches.
+    fn transmit(&mut self, scratch: &mut [u8]) -> io::Result<()> {
+        if self.blocked || (self.batch.count > 0 && !self.flush()?) {
+            return Ok(());
+        }
+        let now = Instant::now();
+        while let Some(t) = self.core.poll_transmit(now, scratch) {
+            if !self.batch.fits(t.destination, t.len) && !self.flush()? {
+                // The socket is full: keep this datagram for the next turn.
+                self.batch.push(t.destination, &scratch[..t.len]);
+                return Ok(());
+            }
+            self.batch.push(t.destination, &scratch[..t.len]);
+        }
+        if self.batch.count > 0 {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Sends the batch; returns false if the socket buffer is full (the
+    /// batch is kept and retried once the socket is writable).
+    fn flush(&mut self) -> io::Result<bool> {
+        let Some(dest) = self.batch.dest else {
+            return Ok(true);
+        };
+        match self.socket.send(dest, &self.batch.buf, self.batch.segment) {
+            Ok(()) => {
+                self.batch.clear();
+                Ok(true)
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.blocked = true;
+                Ok(false)
+            }
+            Err(e) => {
+                // Unreachable destination or similar: the datagrams are
+                // lost; the protocol retransmits what matters.
+                self.batch.clear();
+                Err(e)
+            }
+        }
+    }
+
+    fn finished_closing(&mut self) -> bool {
+        let Some(since) = self.closing else {
+            return false;
+        };
+        let idle =
+            self.core.client_rpcs() == 0 && self.core.server_rpcs() == 0 && self.batch.count == 0;
+        idle || since.elapsed() >= CLOSE_GRACE
+    }
+
+    fn fail_pending(&mut self) {
+        for (_, tx) in self.pending.drain() {
+            let _ = tx.send(Err(Error::Closed));
+        }
+        self.shared.mark_closed();
+    }
+}
+
+/// In raw-IP mode the kernel gives no ports: the peer's port is the SMT
+/// header's source port (the first two bytes).
+fn with_smt_source_port(mut from: SocketAddr, datagram: &[u8]) -> SocketAddr {
+    if let [a, b, ..] = datagram {
+        from.set_port(u16::from_be_bytes([*a, *b]));
+    }
+    from
+}
+
+/// Registers the socket and creates the waker.
+pub(crate) fn register(poll: &Poll, socket: &Socket) -> io::Result<Waker> {
+    let fd = std::os::fd::AsRawFd::as_raw_fd(socket);
+    // Edge-triggered: the driver drains the socket on every readable edge
+    // and retries a refused batch on the next writable edge.
+    poll.registry().register(
+        &mut SourceFd(&fd),
+        SOCKET,
+        Interest::READABLE | Interest::WRITABLE,
+    )?;
+    Waker::new(poll.registry(), WAKER)
+}

@@ -1,0 +1,70 @@
+//! A request received by a server.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use smt_proto::ServerRpcHandle;
+
+use crate::endpoint::{Command, Shared};
+use crate::Error;
+
+/// A complete, authenticated request. Answer it with
+/// [`IncomingRequest::respond`]; dropping it unanswered frees its state and
+/// the client's call fails with a timeout (never a second execution).
+pub struct IncomingRequest {
+    rpc: ServerRpcHandle,
+    data: Vec<u8>,
+    shared: Option<Arc<Shared>>,
+}
+
+impl std::fmt::Debug for IncomingRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IncomingRequest")
+            .field("peer", &self.rpc.peer)
+            .field("id", &self.rpc.id)
+            .field("len", &self.data.len())
+            .finish()
+    }
+}
+
+impl IncomingRequest {
+    pub(crate) fn new(rpc: ServerRpcHandle, data: Vec<u8>, shared: Arc<Shared>) -> Self {
+        Self {
+            rpc,
+            data,
+            shared: Some(shared),
+        }
+    }
+
+    /// Who sent it.
+    pub fn peer(&self) -> SocketAddr {
+        self.rpc.peer
+    }
+
+    /// The request bytes.
+    pub fn data(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// Takes the request bytes.
+    pub fn take_data(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.data)
+    }
+
+    /// Sends the response.
+    pub fn respond(mut self, response: &[u8]) -> Result<(), Error> {
+        let shared = self.shared.take().ok_or(Error::Closed)?;
+        shared.send(Command::Respond {
+            rpc: self.rpc,
+            data: response.to_vec(),
+        })
+    }
+}
+
+impl Drop for IncomingRequest {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared.take() {
+            let _ = shared.send(Command::Abandon(self.rpc));
+        }
+    }
+}
