@@ -211,8 +211,15 @@ impl Driver {
                     continue;
                 }
             }
+            let local_port = self.core.config().local_port;
             for (from, datagram) in self.recv.iter() {
                 let from = if raw {
+                    // A raw socket sees every SMT packet to this host,
+                    // including other endpoints' (and its own outgoing ones
+                    // on loopback): keep only those for our SMT port.
+                    if !addressed_to(datagram, local_port) {
+                        continue;
+                    }
                     with_smt_source_port(from, datagram)
                 } else {
                     from
@@ -324,6 +331,11 @@ fn with_smt_source_port(mut from: SocketAddr, datagram: &[u8]) -> SocketAddr {
         from.set_port(u16::from_be_bytes([*a, *b]));
     }
     from
+}
+
+/// Whether an SMT packet's destination port (bytes 2..4) is `port`.
+fn addressed_to(datagram: &[u8], port: u16) -> bool {
+    matches!(datagram, [_, _, a, b, ..] if u16::from_be_bytes([*a, *b]) == port)
 }
 
 /// Registers the socket and creates the waker.

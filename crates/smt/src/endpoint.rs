@@ -15,6 +15,17 @@ use smt_udp::{Features, RecvBuffers, Socket};
 use crate::driver::{self, Batch, Driver};
 use crate::{EndpointConfig, Error};
 
+/// The SMT port of a raw-IP endpoint: the one asked for, or a random one
+/// from the dynamic range.
+fn raw_port(asked: u16) -> u16 {
+    if asked != 0 {
+        return asked;
+    }
+    let mut b = [0u8; 2];
+    smt_crypto::fill_random(&mut b);
+    49152 + u16::from_be_bytes(b) % 16384
+}
+
 /// Requests from API handles to the driver thread.
 pub(crate) enum Command {
     Call {
@@ -122,7 +133,12 @@ impl Endpoint {
     /// Binds a socket and starts the driver thread.
     pub fn bind(addr: SocketAddr, mut config: EndpointConfig) -> Result<Self, Error> {
         let socket = Socket::bind(addr, &config.socket)?;
-        let local_addr = socket.local_addr()?;
+        let local_addr = match config.socket.mode {
+            // Raw IP has no kernel ports: the SMT header's ports demultiplex,
+            // so an endpoint needs one of its own.
+            smt_udp::Mode::RawIp { .. } => SocketAddr::new(addr.ip(), raw_port(addr.port())),
+            smt_udp::Mode::Udp => socket.local_addr()?,
+        };
         config.protocol.local_port = local_addr.port();
         let core = Core::new(config.protocol.clone())
             .map_err(|e| Error::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))?;
