@@ -36,9 +36,9 @@ pub struct TransportArgs {
     /// IP protocol number in raw mode.
     #[arg(long, default_value_t = smt::DEFAULT_IP_PROTOCOL)]
     pub ip_protocol: u8,
-    /// Largest datagram to send (1472 fits a 1500-byte MTU).
-    #[arg(long, default_value_t = 1472)]
-    pub max_datagram: usize,
+    /// Link MTU; packets are sized to fit it (IP and UDP headers included).
+    #[arg(long, default_value_t = 1500)]
+    pub mtu: usize,
     /// Disable UDP segmentation offload (GSO).
     #[arg(long)]
     pub no_gso: bool,

@@ -17,7 +17,7 @@ pub fn config(t: &TransportArgs) -> EndpointConfig {
     }
     c.socket.enable_gso = !t.no_gso;
     c.socket.enable_gro = !t.no_gro;
-    c.protocol.max_datagram_size = t.max_datagram;
+    c.mtu = Some(t.mtu);
     c.busy_poll = t.busy_poll;
     c
 }

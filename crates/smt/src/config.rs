@@ -4,8 +4,12 @@ pub use smt_proto::Config as ProtocolConfig;
 pub use smt_udp::{Mode, SocketConfig, DEFAULT_IP_PROTOCOL};
 
 /// Everything [`crate::Endpoint::bind`] needs.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct EndpointConfig {
+    /// Link MTU. When set, `protocol.max_datagram_size` is derived from it
+    /// for the bound address family and mode (IPv4/IPv6 header, UDP header
+    /// or none); `None` keeps `protocol.max_datagram_size` as given.
+    pub mtu: Option<usize>,
     /// Socket mode (UDP or raw IP), buffer sizes, offloads.
     pub socket: SocketConfig,
     /// The protocol core's limits and timers.
@@ -13,4 +17,24 @@ pub struct EndpointConfig {
     /// Spin on the socket instead of sleeping between packets: lowest
     /// latency, one core fully busy.
     pub busy_poll: bool,
+}
+
+impl Default for EndpointConfig {
+    fn default() -> Self {
+        Self {
+            mtu: Some(1500),
+            socket: SocketConfig::default(),
+            protocol: ProtocolConfig::default(),
+            busy_poll: false,
+        }
+    }
+}
+
+impl EndpointConfig {
+    /// The largest SMT packet that fits `mtu` for this address and mode.
+    pub fn datagram_size_for(mtu: usize, addr: std::net::SocketAddr, mode: Mode) -> usize {
+        let ip = if addr.is_ipv4() { 20 } else { 40 };
+        let udp = if matches!(mode, Mode::Udp) { 8 } else { 0 };
+        mtu.saturating_sub(ip + udp)
+    }
 }

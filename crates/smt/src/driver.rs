@@ -52,6 +52,7 @@ pub(crate) struct Driver {
     /// The last receive stopped at its batch limit with data left (the
     /// socket is edge-triggered: go round again without sleeping).
     pub more_to_read: bool,
+    pub send_errors_seen: std::collections::HashSet<io::ErrorKind>,
 }
 
 /// Datagrams waiting to leave in one GSO send: same destination, equal
@@ -117,7 +118,7 @@ impl Driver {
             self.expire_timers(Instant::now());
             self.dispatch_events();
             if let Err(e) = self.transmit(&mut scratch) {
-                tracing::warn!("send failed: {e}");
+                self.report_send_error(&e);
             }
             if self.finished_closing() {
                 break;
@@ -137,6 +138,21 @@ impl Driver {
             }
         }
         self.fail_pending();
+    }
+
+    /// Send errors lose datagrams the protocol will retransmit; say so once
+    /// per kind at warning level (with the fix when there is one), then at
+    /// debug level.
+    fn report_send_error(&mut self, e: &io::Error) {
+        if self.send_errors_seen.insert(e.kind()) {
+            if e.raw_os_error() == Some(libc::EMSGSIZE) {
+                tracing::warn!("send failed: {e}: datagrams exceed the path MTU; lower EndpointConfig::mtu (--mtu)");
+            } else {
+                tracing::warn!("send failed: {e}");
+            }
+        } else {
+            tracing::debug!("send failed: {e}");
+        }
     }
 
     fn wait_time(&self) -> Option<Duration> {

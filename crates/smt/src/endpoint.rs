@@ -140,6 +140,10 @@ impl Endpoint {
             smt_udp::Mode::Udp => socket.local_addr()?,
         };
         config.protocol.local_port = local_addr.port();
+        if let Some(mtu) = config.mtu {
+            config.protocol.max_datagram_size =
+                EndpointConfig::datagram_size_for(mtu, local_addr, config.socket.mode);
+        }
         let core = Core::new(config.protocol.clone())
             .map_err(|e| Error::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))?;
         let poll = Poll::new()?;
@@ -172,6 +176,7 @@ impl Endpoint {
             closing: None,
             blocked: false,
             more_to_read: false,
+            send_errors_seen: Default::default(),
         };
         let handle = std::thread::Builder::new()
             .name(format!("smt-driver-{local_addr}"))
