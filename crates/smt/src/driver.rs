@@ -109,6 +109,8 @@ impl Batch {
 
 impl Driver {
     pub fn run(mut self) {
+        let span = tracing::debug_span!("smt_driver", local = %self.shared_local_addr());
+        let _entered = span.enter();
         let mut events = Events::with_capacity(16);
         let mut scratch = vec![0u8; self.core.config().max_datagram_size];
         loop {
@@ -138,6 +140,10 @@ impl Driver {
             }
         }
         self.fail_pending();
+    }
+
+    fn shared_local_addr(&self) -> SocketAddr {
+        self.socket.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)))
     }
 
     /// Send errors lose datagrams the protocol will retransmit; say so once
