@@ -66,9 +66,15 @@ pub struct Config {
     pub replay_window: u64,
     /// Partially received messages allowed per peer; more are dropped.
     pub max_incoming_per_peer: usize,
-    /// The local port written into the SMT header's source-port field and
-    /// checked against the destination port of arriving packets (0: any).
+    /// The local port written into the SMT header's source-port field.
     pub local_port: u16,
+    /// Check the SMT header's ports: the destination port must be
+    /// `local_port` (if non-zero) and the source port zero or the
+    /// datagram's source port. Needed in raw-IP mode, where these ports
+    /// demultiplex; over UDP they only repeat the UDP ports, and a NAT or
+    /// relay that rewrites UDP ports would make checking them drop
+    /// everything.
+    pub verify_ports: bool,
 }
 
 impl Default for Config {
@@ -83,12 +89,13 @@ impl Default for Config {
             tick: Duration::from_millis(1),
             resend_ticks: 5,
             abort_ticks: 100,
-            max_restarts: 3,
+            max_restarts: 6,
             authenticate_control: true,
             padding: Padding::None,
             replay_window: 4096,
             max_incoming_per_peer: 1024,
             local_port: 0,
+            verify_ports: true,
         }
     }
 }

@@ -22,11 +22,11 @@
 //! Memory is bounded: at most [`MAX_HELD_DATAGRAMS`] datagrams and
 //! [`MAX_HELD_BYTES`] bytes wait in the hold queue, and at most
 //! [`MAX_CLIENTS`] clients get an upstream socket; anything beyond that is
-//! counted as lost. Socket buffers keep the operating system's defaults (std
-//! cannot set `SO_RCVBUF`), so the relay drains its sockets quickly instead;
-//! a sender that bursts far beyond the default buffer can still lose
-//! datagrams in the kernel before the relay sees them, and those appear in
-//! no counter.
+//! counted as lost. Socket buffers are sized to 8 MiB (forced past
+//! `rmem_max` when privileged, via `smt_udp::size_buffers`): with the 208 KiB
+//! default, bursts of a busy test overflowed them and the kernel dropped
+//! datagrams that appear in no counter. An unprivileged relay on a host with
+//! a low `rmem_max` can still lose datagrams that way.
 //!
 //! Network input never panics the relay, and a failed send is counted in
 //! [`DirectionStats::send_errors`], never fatal.
@@ -183,6 +183,7 @@ impl Relay {
         config.to_server.check("to_server")?;
         config.to_client.check("to_client")?;
         let listen = Arc::new(UdpSocket::bind(config.listen)?);
+        size_relay_buffers(&listen);
         listen.set_read_timeout(Some(POLL))?;
         let local_addr = listen.local_addr()?;
         let mut seeds = SplitMix64::new(config.seed);
@@ -223,7 +224,8 @@ impl Relay {
         self.local_addr
     }
 
-    /// A snapshot of the counters.
+    /// The counters. While the relay runs they are read one by one, so a
+    /// datagram in flight may show as received but not yet forwarded.
     pub fn stats(&self) -> RelayStats {
         RelayStats {
             to_server: self.shared.to_server.counters.snapshot(),
@@ -392,8 +394,8 @@ impl Shared {
                     Some(route) => routes.entry(client).or_insert(route).clone(),
                     None => {
                         let counters = &self.to_server.counters;
-                        counters.received.fetch_add(1, Ordering::Relaxed);
-                        counters.lost.fetch_add(1, Ordering::Relaxed);
+                        counters.received.fetch_add(1, Ordering::SeqCst);
+                        counters.lost.fetch_add(1, Ordering::SeqCst);
                         continue;
                     }
                 },
@@ -419,6 +421,7 @@ impl Shared {
             SocketAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
         };
         let socket = Arc::new(UdpSocket::bind(SocketAddr::new(unspecified, 0)).ok()?);
+        size_relay_buffers(&socket);
         socket.set_read_timeout(Some(POLL)).ok()?;
         let back = Route {
             socket: Arc::clone(listen),
@@ -454,20 +457,20 @@ impl Shared {
     /// queues it for later.
     fn handle(&self, path: &Path, bytes: &[u8], route: Route) {
         let counters = &path.counters;
-        counters.received.fetch_add(1, Ordering::Relaxed);
+        counters.received.fetch_add(1, Ordering::SeqCst);
         let fate = path.impairment.fate(&mut lock(&path.rng), bytes.len());
         if fate.lose {
-            counters.lost.fetch_add(1, Ordering::Relaxed);
+            counters.lost.fetch_add(1, Ordering::SeqCst);
             return;
         }
         if fate.reordered {
-            counters.reordered.fetch_add(1, Ordering::Relaxed);
+            counters.reordered.fetch_add(1, Ordering::SeqCst);
         }
         let mut bytes = bytes.to_vec();
         if let Some(bit) = fate.flip {
             // `bit < 8 * len`, so the index is in range.
             bytes[(bit / 8) as usize] ^= 1 << (bit % 8);
-            counters.corrupted.fetch_add(1, Ordering::Relaxed);
+            counters.corrupted.fetch_add(1, Ordering::SeqCst);
         }
         let held = Held {
             due: Instant::now().checked_add(fate.hold),
@@ -480,7 +483,7 @@ impl Shared {
         if fate.hold.is_zero() {
             self.send(held);
         } else if !lock(&self.queue).push(held) {
-            counters.lost.fetch_add(1, Ordering::Relaxed);
+            counters.lost.fetch_add(1, Ordering::SeqCst);
         } else {
             self.wake.notify_one();
         }
@@ -497,7 +500,7 @@ impl Shared {
                         self.path(held.direction)
                             .counters
                             .lost
-                            .fetch_add(1, Ordering::Relaxed);
+                            .fetch_add(1, Ordering::SeqCst);
                     }
                     return;
                 }
@@ -527,12 +530,12 @@ impl Shared {
         let counters = &self.path(held.direction).counters;
         let Route { socket, to } = &held.route;
         if socket.send_to(&held.bytes, to).is_err() {
-            counters.send_errors.fetch_add(1, Ordering::Relaxed);
+            counters.send_errors.fetch_add(1, Ordering::SeqCst);
             return;
         }
-        counters.forwarded.fetch_add(1, Ordering::Relaxed);
+        counters.forwarded.fetch_add(1, Ordering::SeqCst);
         if held.duplicate && socket.send_to(&held.bytes, to).is_ok() {
-            counters.duplicated.fetch_add(1, Ordering::Relaxed);
+            counters.duplicated.fetch_add(1, Ordering::SeqCst);
         }
     }
 
@@ -595,6 +598,8 @@ impl Path {
     }
 }
 
+/// Counters of one direction. Sequentially consistent, so that a reader who
+/// sees a datagram forwarded or lost also sees it received.
 #[derive(Default)]
 struct Counters {
     received: AtomicU64,
@@ -608,7 +613,7 @@ struct Counters {
 
 impl Counters {
     fn snapshot(&self) -> DirectionStats {
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let get = |c: &AtomicU64| c.load(Ordering::SeqCst);
         DirectionStats {
             received: get(&self.received),
             forwarded: get(&self.forwarded),
@@ -747,6 +752,16 @@ impl fmt::Display for RelayStats {
             Direction::ToClient,
             self.to_client
         )
+    }
+}
+
+/// Socket buffers large enough that bursts of a busy test do not overflow
+/// them before the relay reads them: loss must come from the impairment
+/// settings, not from the kernel (which would drop silently).
+fn size_relay_buffers(socket: &UdpSocket) {
+    const BUFFER: usize = 8 << 20;
+    if let Err(e) = smt_udp::size_buffers(socket, BUFFER, BUFFER) {
+        tracing::warn!("relay: could not size socket buffers: {e}");
     }
 }
 

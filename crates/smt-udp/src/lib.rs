@@ -64,7 +64,7 @@ use std::fmt;
 pub use error::SocketError;
 pub use features::Features;
 pub use recv::RecvBuffers;
-pub use socket::Socket;
+pub use socket::{size_buffers, Socket};
 
 /// The IP protocol number raw-IP mode uses unless told otherwise: 253 (0xfd), reserved for
 /// experimentation and testing by RFC 3692.

@@ -415,6 +415,15 @@ fn full_grant(requested: usize) -> usize {
     }
 }
 
+/// Sizes an existing socket's buffers the way [`Socket::bind`] does
+/// (forcing past the sysctl cap when privileged) and returns the sizes the
+/// kernel reports. For tools and tests built on `std` sockets, such as the
+/// fault-injecting relay, whose default 208 KiB buffers overflow in bursts.
+pub fn size_buffers<S: AsFd>(socket: &S, recv: usize, send: usize) -> io::Result<(usize, usize)> {
+    let sock = socket2::SockRef::from(socket);
+    Ok((RECV.apply(&sock, recv)?, SEND.apply(&sock, send)?))
+}
+
 #[cfg(test)]
 mod tests {
     use std::{net::Ipv4Addr, thread, time::Duration};

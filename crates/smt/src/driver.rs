@@ -143,7 +143,9 @@ impl Driver {
     }
 
     fn shared_local_addr(&self) -> SocketAddr {
-        self.socket.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)))
+        self.socket
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)))
     }
 
     /// Send errors lose datagrams the protocol will retransmit; say so once

@@ -140,6 +140,7 @@ impl Endpoint {
             smt_udp::Mode::Udp => socket.local_addr()?,
         };
         config.protocol.local_port = local_addr.port();
+        config.protocol.verify_ports = matches!(config.socket.mode, smt_udp::Mode::RawIp { .. });
         if let Some(mtu) = config.mtu {
             config.protocol.max_datagram_size =
                 EndpointConfig::datagram_size_for(mtu, local_addr, config.socket.mode);

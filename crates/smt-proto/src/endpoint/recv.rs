@@ -11,6 +11,14 @@ use crate::rpc::{Accepted, Incoming};
 use crate::session::ReplayCheck;
 use crate::wire::{AckIds, Body, DataHeader, Packet, PacketType, Repr, WireError};
 
+/// The destination port is ours (when we know it) and the source port is
+/// zero (the sender did not know its port) or the datagram's.
+fn ports_match(packet: &Packet<&[u8]>, local_port: u16, from: SocketAddr) -> bool {
+    let dst_ok = local_port == 0 || packet.dst_port() == local_port;
+    let src_ok = packet.src_port() == 0 || packet.src_port() == from.port();
+    dst_ok && src_ok
+}
+
 impl Endpoint {
     /// Processes one datagram received from `from`. Malformed, forged,
     /// replayed or unexpected input is dropped and counted in
@@ -42,12 +50,7 @@ impl Endpoint {
         if ty.name().is_none() {
             return Err(DropReason::UnknownType);
         }
-        if self.config.local_port != 0 && packet.dst_port() != self.config.local_port {
-            return Err(DropReason::WrongPort);
-        }
-        // The source port is zero (sender did not know its port) or the
-        // port the datagram really came from.
-        if packet.src_port() != 0 && packet.src_port() != from.port() {
+        if self.config.verify_ports && !ports_match(&packet, self.config.local_port, from) {
             return Err(DropReason::WrongPort);
         }
         if ty == PacketType::HANDSHAKE {
@@ -343,12 +346,33 @@ impl Endpoint {
             .clients
             .get_mut(&handle)
             .ok_or(DropReason::UnknownRpc)?;
+        if body == Body::NeedAck {
+            // The server believes it sent the whole response, but we are
+            // still missing some of it: ask for it now rather than on the
+            // next silent tick (and NEED_ACK is no sign of progress).
+            let gaps = match &rpc.response {
+                None => vec![(0, self.config.unscheduled_bytes)],
+                Some(inc) => inc.gaps(8, self.config.unscheduled_bytes),
+            };
+            for (offset, length) in gaps {
+                self.queue_control(
+                    from,
+                    id,
+                    Body::Resend {
+                        offset,
+                        length,
+                        priority: 0,
+                    },
+                );
+            }
+            return Ok(());
+        }
         rpc.silent_ticks = 0;
         match body {
             Body::Grant { offset, .. } => rpc.request.grant(offset),
             Body::Resend { offset, length, .. } => rpc.request.resend(offset, length),
             Body::RpcUnknown => self.restart(now, handle),
-            Body::Busy | Body::NeedAck => {}
+            Body::Busy => {}
             _ => return Err(DropReason::Unsupported),
         }
         Ok(())
@@ -369,9 +393,11 @@ impl Endpoint {
             let Some(session) = self.sessions.get_mut(&from) else {
                 return Err(DropReason::UnknownSession);
             };
-            if matches!(body, Body::Resend { .. }) && session.replay.check(id) == ReplayCheck::Fresh
-            {
-                session.replay.mark(id);
+            // A retired ID keeps getting RPC_UNKNOWN: the first answer may
+            // have been lost.
+            let fresh = session.replay.check(id) == ReplayCheck::Fresh;
+            if matches!(body, Body::Resend { .. }) && (fresh || session.replay.is_retired(id)) {
+                session.replay.retire(id);
                 self.queue_control(from, id, Body::RpcUnknown);
             }
             return Err(DropReason::UnknownRpc);

@@ -13,6 +13,12 @@ use crate::wire::Body;
 /// RESEND packets one message sends per tick.
 const RESENDS_PER_TICK: usize = 8;
 
+/// Whether a server RPC silent for `silent` ticks asks again now: after
+/// `resend` ticks, then every `resend` ticks.
+fn is_resend_tick(silent: u32, resend: u32) -> bool {
+    silent >= resend && silent.is_multiple_of(resend)
+}
+
 /// What a tick decided for one RPC.
 enum Action {
     None,
@@ -50,8 +56,15 @@ impl Endpoint {
         }
     }
 
-    fn is_resend_tick(&self, silent: u32) -> bool {
-        silent >= self.config.resend_ticks && silent.is_multiple_of(self.config.resend_ticks)
+    /// A client's first RESEND waits `resend_ticks`, doubled per restart:
+    /// a restart means an earlier RESEND overtook its request (a slow path
+    /// or a busy host), so the next attempt gives the request longer.
+    fn is_client_resend_tick(&self, silent: u32, restarts: u32) -> bool {
+        let r = self.config.resend_ticks;
+        let first = (r << restarts.min(4))
+            .min(self.config.abort_ticks / 2)
+            .max(r);
+        silent >= first && (silent - first).is_multiple_of(r)
     }
 
     fn tick_client(&mut self, h: RpcHandle) -> Action {
@@ -59,8 +72,14 @@ impl Endpoint {
         let Some(rpc) = self.clients.get_mut(&h) else {
             return Action::None;
         };
+        if rpc.response.is_none() && rpc.request.has_sendable() {
+            // Silence is our own doing: the request still waits for the
+            // sender's turn (SRPT), not for the peer (Homa's rule).
+            rpc.silent_ticks = 0;
+            return Action::None;
+        }
         rpc.silent_ticks += 1;
-        let silent = rpc.silent_ticks;
+        let (silent, restarts) = (rpc.silent_ticks, rpc.restarts);
         let (peer, id) = (rpc.peer, rpc.id);
         let gaps = match &rpc.response {
             None => vec![(0, max_len)],
@@ -69,20 +88,26 @@ impl Endpoint {
         if silent >= self.config.abort_ticks {
             return Action::FailClient(h);
         }
-        if self.is_resend_tick(silent) && !gaps.is_empty() {
+        if self.is_client_resend_tick(silent, restarts) && !gaps.is_empty() {
             return Action::Resend(peer, id, gaps);
         }
         Action::None
     }
 
     fn tick_server(&mut self, key: (SocketAddr, u64)) -> Action {
-        let (resend_point, abort) = (self.config.resend_ticks, self.config.abort_ticks);
+        let (resend, abort) = (self.config.resend_ticks, self.config.abort_ticks);
         let max_len = self.config.unscheduled_bytes;
         let Some(rpc) = self.servers.get_mut(&key) else {
             return Action::None;
         };
-        if matches!(rpc.state, ServerState::InService) {
+        let waiting_on_us = match &rpc.state {
             // The application owns the RPC until it answers.
+            ServerState::InService => true,
+            ServerState::Responding(out) => out.has_sendable(),
+            ServerState::Receiving(_) => false,
+        };
+        if waiting_on_us {
+            rpc.silent_ticks = 0;
             return Action::None;
         }
         rpc.silent_ticks += 1;
@@ -90,7 +115,7 @@ impl Endpoint {
         if silent >= abort {
             return Action::FreeServer(key.0, key.1);
         }
-        if silent < resend_point || !silent.is_multiple_of(resend_point) {
+        if !is_resend_tick(silent, resend) {
             return Action::None;
         }
         match &rpc.state {

@@ -18,6 +18,9 @@ pub enum ReplayCheck {
 pub struct ReplayWindow {
     floor: u64,
     bits: Vec<u64>,
+    /// Of the marked IDs, those retired without delivery (the server said
+    /// RPC_UNKNOWN for them), so a repeated question gets the same answer.
+    retired: Vec<u64>,
     window: u64,
 }
 
@@ -28,6 +31,7 @@ impl ReplayWindow {
         Self {
             floor: 0,
             bits: vec![0; words],
+            retired: vec![0; words],
             window: words as u64 * 64,
         }
     }
@@ -61,6 +65,26 @@ impl ReplayWindow {
         self.bits[w] |= 1 << b;
     }
 
+    /// Marks `id` as never to be delivered (it was retired, not executed).
+    pub fn retire(&mut self, id: u64) {
+        self.mark(id);
+        let n = id >> 1;
+        if n >= self.floor {
+            let (w, b) = self.slot(n);
+            self.retired[w] |= 1 << b;
+        }
+    }
+
+    /// Whether `id` was retired (and is still tracked individually).
+    pub fn is_retired(&self, id: u64) -> bool {
+        let n = id >> 1;
+        if n < self.floor || n - self.floor >= self.window {
+            return false;
+        }
+        let (w, b) = self.slot(n);
+        self.retired[w] & (1 << b) != 0
+    }
+
     /// The lowest ID parity-index still tracked individually.
     pub fn floor(&self) -> u64 {
         self.floor
@@ -81,10 +105,12 @@ impl ReplayWindow {
     fn slide_to(&mut self, new_floor: u64) {
         if new_floor - self.floor >= self.window {
             self.bits.fill(0);
+            self.retired.fill(0);
         } else {
             for n in self.floor..new_floor {
                 let (w, b) = self.slot(n);
                 self.bits[w] &= !(1 << b);
+                self.retired[w] &= !(1 << b);
             }
         }
         self.floor = new_floor;
@@ -117,6 +143,18 @@ mod tests {
         assert_eq!(r.check(2 * 1000), ReplayCheck::Replayed);
         // A slot reused after sliding starts clear.
         assert_eq!(r.check(2 * (1000 - 64 + 1)), ReplayCheck::Fresh);
+    }
+
+    #[test]
+    fn retired_ids_are_replays_and_remembered_as_retired() {
+        let mut r = ReplayWindow::new(64);
+        r.retire(6);
+        r.mark(8);
+        assert_eq!(r.check(6), ReplayCheck::Replayed);
+        assert!(r.is_retired(6));
+        assert!(!r.is_retired(8));
+        r.mark(2 * 500);
+        assert!(!r.is_retired(6), "forgotten once below the floor");
     }
 
     #[test]
