@@ -205,3 +205,37 @@ fn wrong_keys_are_counted_not_accepted() {
     );
     assert_eq!(stats.messages_received, 0);
 }
+
+#[test]
+fn busy_poll_mode_works() {
+    let config = EndpointConfig {
+        busy_poll: true,
+        ..EndpointConfig::default()
+    };
+    let server = Endpoint::bind("127.0.0.1:0".parse().unwrap(), config.clone()).unwrap();
+    let client = Endpoint::bind("127.0.0.1:0".parse().unwrap(), config).unwrap();
+    let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
+    client.install_session(server.local_addr(), ck).unwrap();
+    server.install_session(client.local_addr(), sk).unwrap();
+    serve_upper(&server, 1);
+    for i in 0..50 {
+        let msg = format!("spin {i}");
+        assert_eq!(
+            client.call(server.local_addr(), msg.as_bytes()).unwrap(),
+            msg.to_ascii_uppercase().as_bytes()
+        );
+    }
+    client.close();
+    server.close();
+}
+
+#[test]
+fn features_are_reported() {
+    let ep = bind("127.0.0.1:0");
+    let line = ep.features().to_string();
+    assert!(line.starts_with("udp:"), "{line}");
+    assert!(
+        ep.features().recv_buffer >= 2 << 20 || line.contains("rcvbuf"),
+        "{line}"
+    );
+}
