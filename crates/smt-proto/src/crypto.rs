@@ -77,6 +77,23 @@ pub trait PacketCipher: Send + Sync + fmt::Debug {
     fn record_limit(&self) -> u64;
 }
 
+/// Moves a session to its next key epoch (TLS 1.3 KeyUpdate semantics:
+/// each direction's next traffic secret is derived from the current one, so
+/// old keys cannot be recomputed from new ones).
+pub trait KeyUpdate: Send + Sync + fmt::Debug {
+    /// The next epoch's ciphers, client-to-server and server-to-client, and
+    /// the updater for the epoch after that.
+    fn next_epoch(&self) -> NextEpoch;
+}
+
+/// What [`KeyUpdate::next_epoch`] returns.
+#[derive(Clone, Debug)]
+pub struct NextEpoch {
+    pub client_to_server: std::sync::Arc<dyn PacketCipher>,
+    pub server_to_client: std::sync::Arc<dyn PacketCipher>,
+    pub update: Option<std::sync::Arc<dyn KeyUpdate>>,
+}
+
 /// The identity "cipher": no confidentiality, no integrity.
 ///
 /// Seals to an all-zero tag and opens only all-zero tags. It exists so tests,

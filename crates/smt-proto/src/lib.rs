@@ -18,6 +18,7 @@ pub mod config;
 pub mod crypto;
 pub mod endpoint;
 pub mod error;
+pub mod handshake;
 #[cfg(any(fuzzing, test))]
 #[doc(hidden)]
 pub mod fuzzing;
@@ -31,5 +32,6 @@ pub mod wire;
 pub use config::{Config, ConfigError, Padding};
 pub use endpoint::{Endpoint, Event, KeyResolver, RpcHandle, ServerRpcHandle, Transmit};
 pub use error::{DropReason, RpcError, SendError};
+pub use handshake::{Handshake, HandshakeAcceptor, HandshakeError};
 pub use session::{Role, SessionKeys};
 pub use stats::{DropCounts, Stats};

@@ -1,6 +1,6 @@
 use std::sync::Arc;
 
-use crate::crypto::PacketCipher;
+use crate::crypto::{KeyUpdate, PacketCipher};
 
 /// Which side of the session this endpoint is, as in TLS: the client is the
 /// side that started the handshake. The role fixes the low bit of the RPC
@@ -32,11 +32,21 @@ pub struct SessionKeys {
     pub tx: Arc<dyn PacketCipher>,
     /// Opens what the peer sends.
     pub rx: Arc<dyn PacketCipher>,
+    /// Derives the next epoch's keys when the message-ID space or the key's
+    /// AEAD limit runs low; `None`: the session cannot rekey and refuses new
+    /// messages when exhausted.
+    pub update: Option<Arc<dyn KeyUpdate>>,
 }
 
 impl SessionKeys {
     /// Keys for one session.
     pub fn new(role: Role, tx: Arc<dyn PacketCipher>, rx: Arc<dyn PacketCipher>) -> Self {
-        Self { role, tx, rx }
+        Self { role, tx, rx, update: None }
+    }
+
+    /// The same keys, able to rekey with `update`.
+    pub fn with_update(mut self, update: Arc<dyn KeyUpdate>) -> Self {
+        self.update = Some(update);
+        self
     }
 }

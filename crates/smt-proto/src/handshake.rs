@@ -1,0 +1,69 @@
+//! The narrow interface between the endpoint and a session-establishment
+//! protocol (TLS 1.3 in `smt-tls`, or the 0-RTT SMT-ticket exchange).
+//!
+//! The endpoint carries the handshake's bytes reliably and in order inside
+//! HANDSHAKE packets (`docs/protocol.md`); the implementation turns them
+//! into [`SessionKeys`]. Nothing here names a TLS library.
+
+use std::fmt;
+use std::net::SocketAddr;
+
+use crate::SessionKeys;
+
+/// Why a handshake failed, worded for the application.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HandshakeError {
+    /// The peer's certificate is not valid or not trusted (untrusted CA,
+    /// expired, wrong usage...).
+    BadCertificate(String),
+    /// The certificate is valid but for another name.
+    WrongName(String),
+    /// A 0-RTT ticket was expired, not yet valid, forged or replayed.
+    BadTicket(String),
+    /// The peer sent something the protocol does not allow (including a
+    /// tampered handshake message), or sent an alert.
+    Protocol(String),
+    /// The peer did not complete the handshake in time.
+    Timeout,
+    /// No handshake is configured for this kind of peer.
+    NotConfigured,
+}
+
+impl fmt::Display for HandshakeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::BadCertificate(m) => write!(f, "handshake failed: bad certificate: {m}"),
+            Self::WrongName(m) => write!(f, "handshake failed: certificate is for another name: {m}"),
+            Self::BadTicket(m) => write!(f, "handshake failed: bad SMT ticket: {m}"),
+            Self::Protocol(m) => write!(f, "handshake failed: {m}"),
+            Self::Timeout => f.write_str("handshake failed: the peer did not answer in time"),
+            Self::NotConfigured => f.write_str(
+                "no session with this peer and no handshake configured: install keys or configure TLS",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for HandshakeError {}
+
+/// One side of a session-establishment protocol, driven with bytes.
+///
+/// The endpoint calls [`Handshake::write`] to collect bytes to send,
+/// delivers the peer's bytes in order through [`Handshake::read`], and
+/// installs the keys from [`Handshake::take_keys`] as soon as they exist.
+pub trait Handshake: Send + fmt::Debug {
+    /// Consumes the next bytes the peer sent (in stream order).
+    fn read(&mut self, data: &[u8]) -> Result<(), HandshakeError>;
+    /// Appends any bytes that should now go to the peer.
+    fn write(&mut self, out: &mut Vec<u8>);
+    /// The session keys, once (the client: after it sent its Finished; the
+    /// server: after it verified the client's Finished).
+    fn take_keys(&mut self) -> Option<SessionKeys>;
+}
+
+/// Makes the server side of a handshake when an unknown peer starts one.
+pub trait HandshakeAcceptor: Send {
+    /// A handshake for `peer`, or `None` to refuse it.
+    fn accept(&mut self, peer: SocketAddr) -> Option<Box<dyn Handshake>>;
+}
