@@ -40,11 +40,17 @@ pub enum DropReason {
     ProtocolViolation,
     /// A packet type this build cannot handle yet (handshake records).
     Unsupported,
+    /// Protected with a key epoch this side does not hold (long gone, or a
+    /// forged key update).
+    KeyPhase,
+    /// A handshake packet this side cannot use (no handshake configured,
+    /// or outside the handshake's stream).
+    Handshake,
 }
 
 impl DropReason {
     /// Every reason, in counter order.
-    pub const ALL: [Self; 12] = [
+    pub const ALL: [Self; 14] = [
         Self::Malformed,
         Self::UnknownType,
         Self::WrongPort,
@@ -57,6 +63,8 @@ impl DropReason {
         Self::OverLimit,
         Self::ProtocolViolation,
         Self::Unsupported,
+        Self::KeyPhase,
+        Self::Handshake,
     ];
 
     /// A short stable name for counters and logs.
@@ -74,6 +82,8 @@ impl DropReason {
             Self::OverLimit => "over_limit",
             Self::ProtocolViolation => "protocol_violation",
             Self::Unsupported => "unsupported",
+            Self::KeyPhase => "key_phase",
+            Self::Handshake => "handshake",
         }
     }
 
@@ -102,6 +112,9 @@ pub enum SendError {
     AlreadyResponded,
     /// Session keys whose two directions are the same key.
     ReflectableKeys,
+    /// The session is moving to new keys and waits for RPCs under the old
+    /// ones to finish; retry when one completes.
+    RekeyPending,
 }
 
 impl fmt::Display for SendError {
@@ -127,6 +140,9 @@ impl fmt::Display for SendError {
                 "no such server RPC: it was already answered, or freed after its client went away",
             ),
             Self::AlreadyResponded => f.write_str("this RPC has already been answered"),
+            Self::RekeyPending => f.write_str(
+                "the session is switching keys and waits for in-flight RPCs: retry after one completes",
+            ),
             Self::ReflectableKeys => f.write_str(
                 "the send and receive keys are identical, which lets an attacker reflect a \
                  peer's packets back to it: use distinct keys per direction",

@@ -66,4 +66,14 @@ pub trait Handshake: Send + fmt::Debug {
 pub trait HandshakeAcceptor: Send {
     /// A handshake for `peer`, or `None` to refuse it.
     fn accept(&mut self, peer: SocketAddr) -> Option<Box<dyn Handshake>>;
+
+    /// A handshake of protocol `kind` (the HANDSHAKE packet's kind byte:
+    /// 0 TLS 1.3, 1 SMT-ticket). By default only TLS 1.3 is accepted.
+    fn accept_kind(&mut self, peer: SocketAddr, kind: u8) -> Option<Box<dyn Handshake>> {
+        if kind == 0 {
+            self.accept(peer)
+        } else {
+            None
+        }
+    }
 }

@@ -18,10 +18,10 @@ pub mod config;
 pub mod crypto;
 pub mod endpoint;
 pub mod error;
-pub mod handshake;
 #[cfg(any(fuzzing, test))]
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod handshake;
 pub mod record;
 mod rpc;
 pub mod session;
@@ -30,7 +30,9 @@ mod timer;
 pub mod wire;
 
 pub use config::{Config, ConfigError, Padding};
-pub use endpoint::{Endpoint, Event, KeyResolver, RpcHandle, ServerRpcHandle, Transmit};
+pub use endpoint::{
+    handshake_kind, Endpoint, Event, KeyResolver, RpcHandle, ServerRpcHandle, Transmit,
+};
 pub use error::{DropReason, RpcError, SendError};
 pub use handshake::{Handshake, HandshakeAcceptor, HandshakeError};
 pub use session::{Role, SessionKeys};

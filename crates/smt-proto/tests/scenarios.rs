@@ -252,6 +252,7 @@ fn slow_server_application_keeps_the_client_waiting_with_busy() {
     // The harness consumed the request event; the first client ID is 2.
     let rpc = smt_proto::ServerRpcHandle {
         peer: pair.client_addr,
+        epoch: 0,
         id: 2,
     };
     pair.server.send_response(pair.now, rpc, b"done").unwrap();
@@ -361,6 +362,7 @@ fn api_misuse_errors() {
     );
     let bogus = ServerRpcHandle {
         peer: pair.client_addr,
+        epoch: 0,
         id: 2,
     };
     assert_eq!(

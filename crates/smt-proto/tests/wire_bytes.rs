@@ -193,26 +193,40 @@ const ACK_THREE: [u8; 56] = [
     0x33, 0x44, 0x55, 0x64,
 ];
 
-/// Nine bytes of handshake; the wire layer treats them as opaque.
+/// Nine bytes of handshake stream at stream offset 256, acknowledging 128
+/// bytes of the other stream; the wire layer treats the bytes as opaque.
 #[rustfmt::skip]
-const HANDSHAKE: [u8; 41] = [
+const HANDSHAKE: [u8; 49] = [
     0x9c, 0x40,             //  0..2   source port
     0x0f, 0xa0,             //  2..4   destination port
     0x00, 0x00, 0x00, 0x00, //  4..8   segment offset: zero
     0x00, 0x00, 0x00, 0x00, //  8..12  message length: zero
-    0x80,                   // 12      data offset 8 words = 32 B
+    0xa0,                   // 12      data offset 10 words = 40 B, key phase 0
     0x20,                   // 13      HANDSHAKE
     0x00, 0x00,             // 14..16  mss: zero
     0x00, 0x00,             // 16..18  checksum 0
     0x00, 0x00,             // 18..20  resend index: zero
     0x00, 0x00, 0x11, 0x22, // 20..28  message ID
     0x33, 0x44, 0x55, 0x66,
-    0x00, 0x09,             // 28..30  handshake length 9
-    0x00, 0x00,             // 30..32  reserved
-    0x16, 0x03, 0x03, 0x00, // 32..41  handshake bytes (opaque)
+    0x00, 0x00, 0x01, 0x00, // 28..32  stream offset 256
+    0x00, 0x00, 0x00, 0x80, // 32..36  ack: 128 bytes of the other stream
+    0x00, 0x09,             // 36..38  handshake length 9
+    0x00,                   // 38      kind 0: TLS 1.3
+    0x00,                   // 39      reserved
+    0x16, 0x03, 0x03, 0x00, // 40..49  handshake bytes (opaque)
     0x04, 0x01, 0x00, 0x00,
     0x00,
 ];
+
+/// The HANDSHAKE fixture's body.
+fn handshake_body(len: u16) -> Body {
+    Body::Handshake {
+        offset: 256,
+        ack: 128,
+        len,
+        kind: 0,
+    }
+}
 
 /// Stand-in ciphertext for the DATA fixtures.
 fn data_payload() -> Vec<u8> {
@@ -252,6 +266,7 @@ fn from_client(body: Body) -> Repr {
     Repr {
         src_port: CLIENT_PORT,
         dst_port: SERVER_PORT,
+        key_phase: false,
         id: ID,
         body,
     }
@@ -261,6 +276,7 @@ fn from_server(body: Body) -> Repr {
     Repr {
         src_port: SERVER_PORT,
         dst_port: CLIENT_PORT,
+        key_phase: false,
         id: ID,
         body,
     }
@@ -341,8 +357,8 @@ fn fixtures() -> Vec<(&'static str, Vec<u8>, Repr, Vec<u8>)> {
         (
             "HANDSHAKE",
             HANDSHAKE.to_vec(),
-            from_client(Body::Handshake { len: 9 }),
-            HANDSHAKE[32..].to_vec(),
+            from_client(handshake_body(9)),
+            HANDSHAKE[40..].to_vec(),
         ),
     ]
 }
@@ -674,21 +690,21 @@ fn ack_three_construct() {
 #[test]
 fn handshake_deconstruct() {
     let p = Packet::new_checked(&HANDSHAKE[..]).expect("valid header");
-    check_common(&p, CLIENT_PORT, SERVER_PORT, 32, PacketType::HANDSHAKE);
+    check_common(&p, CLIENT_PORT, SERVER_PORT, 40, PacketType::HANDSHAKE);
     check_data_fields_zero(&p);
-    assert_eq!(p.payload(), &HANDSHAKE[32..]);
-    assert_eq!(Repr::parse(&p), Ok(from_client(Body::Handshake { len: 9 })));
+    assert_eq!(p.payload(), &HANDSHAKE[40..]);
+    assert_eq!(Repr::parse(&p), Ok(from_client(handshake_body(9))));
 }
 
 #[test]
 fn handshake_construct() {
-    let repr = from_client(Body::Handshake { len: 9 });
+    let repr = from_client(handshake_body(9));
     assert_eq!(
         repr.buffer_len(),
-        32,
+        40,
         "the handshake bytes are the caller's to append"
     );
-    assert_emits(&repr, &HANDSHAKE[32..], &HANDSHAKE);
+    assert_emits(&repr, &HANDSHAKE[40..], &HANDSHAKE);
 }
 
 #[test]
@@ -872,7 +888,8 @@ fn bad_data_offset() {
 fn reserved_header_bits_are_rejected() {
     let reserved = WireError::BadField("reserved header bits");
     for (name, bytes, _, _) in fixtures() {
-        for bit in 0..4 {
+        // Bit 0 is the key phase (see `key_phase_bit_round_trips`).
+        for bit in 1..4 {
             let bad = edited(&bytes, |b| b[12] |= 1 << bit);
             assert_eq!(
                 parse(&bad),
@@ -884,6 +901,31 @@ fn reserved_header_bits_are_rejected() {
             let bad = edited(&bytes, |b| b[at] = 0x01);
             assert_eq!(parse(&bad), Err(reserved), "{name}: checksum byte {at}");
         }
+    }
+}
+
+#[test]
+fn key_phase_bit_round_trips() {
+    for (name, bytes, repr, _) in fixtures() {
+        let flipped = edited(&bytes, |b| b[12] |= 1);
+        if repr.body.packet_type() == PacketType::HANDSHAKE {
+            assert_eq!(
+                parse(&flipped),
+                Err(WireError::BadField("key phase on a handshake packet")),
+                "{name}"
+            );
+            continue;
+        }
+        let parsed = parse(&flipped).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(parsed.key_phase, "{name}");
+        assert_eq!(
+            Repr {
+                key_phase: false,
+                ..parsed
+            },
+            repr,
+            "{name}"
+        );
     }
 }
 
@@ -916,7 +958,7 @@ fn reserved_body_bytes_are_rejected() {
         ("RESEND", &RESEND, &[37, 38, 39]),
         ("ACK 1", &ACK_ONE, &[30, 31]),
         ("ACK 3", &ACK_THREE, &[30, 31]),
-        ("HANDSHAKE", &HANDSHAKE, &[30, 31]),
+        ("HANDSHAKE", &HANDSHAKE, &[39]),
     ];
     for (name, bytes, offsets) in cases {
         for &at in offsets {
@@ -1230,10 +1272,10 @@ fn control_packets_reject_data_only_fields() {
 #[test]
 fn handshake_length_must_match_the_payload() {
     let bad = Err(WireError::BadField("handshake length"));
-    assert_eq!(parse(&edited(&HANDSHAKE, |b| put16(b, 28, 8))), bad);
-    assert_eq!(parse(&edited(&HANDSHAKE, |b| put16(b, 28, 10))), bad);
-    let empty = edited(&HANDSHAKE[..32], |b| put16(b, 28, 0));
-    assert_eq!(parse(&empty), Ok(from_client(Body::Handshake { len: 0 })));
+    assert_eq!(parse(&edited(&HANDSHAKE, |b| put16(b, 36, 8))), bad);
+    assert_eq!(parse(&edited(&HANDSHAKE, |b| put16(b, 36, 10))), bad);
+    let empty = edited(&HANDSHAKE[..40], |b| put16(b, 36, 0));
+    assert_eq!(parse(&empty), Ok(from_client(handshake_body(0))));
 }
 
 #[test]
@@ -1347,12 +1389,21 @@ fn random_repr(rng: &mut XorShift) -> (Repr, Vec<u8>) {
         }
         _ => {
             let len = rng.range(0, 1500) as u16;
-            (Body::Handshake { len }, rng.bytes(usize::from(len)))
+            let offset = (rng.next() % u64::from(u32::MAX - u32::from(len))) as u32;
+            let body = Body::Handshake {
+                offset,
+                ack: rng.next() as u32,
+                len,
+                kind: rng.next() as u8,
+            };
+            (body, rng.bytes(usize::from(len)))
         }
     };
+    let key_phase = !matches!(body, Body::Handshake { .. }) && rng.next() & 1 == 1;
     let repr = Repr {
         src_port: rng.next() as u16,
         dst_port: rng.next() as u16,
+        key_phase,
         id: rng.next(),
         body,
     };

@@ -19,16 +19,17 @@ impl Endpoint {
                 continue;
             }
             let offset = inc.granted();
-            let (peer, id) = match key {
+            let k = match key {
                 MsgKey::Client(h) => match self.clients.get(&h) {
-                    Some(c) => (c.peer, c.id),
+                    Some(c) => c.key(),
                     None => continue,
                 },
-                MsgKey::Server(p, id) => (p, id),
+                MsgKey::Server(k) => k,
             };
             self.queue_control(
-                peer,
-                id,
+                k.peer,
+                k.epoch,
+                k.id,
                 Body::Grant {
                     offset,
                     priority: rank.min(255) as u8,
@@ -43,13 +44,10 @@ impl Endpoint {
             .clients
             .iter()
             .filter_map(|(h, c)| c.response.as_ref().map(|inc| (MsgKey::Client(*h), inc)));
-        let servers = self
-            .servers
-            .iter()
-            .filter_map(|((p, id), s)| match &s.state {
-                ServerState::Receiving(inc) => Some((MsgKey::Server(*p, *id), inc)),
-                _ => None,
-            });
+        let servers = self.servers.iter().filter_map(|(k, s)| match &s.state {
+            ServerState::Receiving(inc) => Some((MsgKey::Server(*k), inc)),
+            _ => None,
+        });
         clients
             .chain(servers)
             .filter(|(_, inc)| inc.granted() < inc.wire_len())

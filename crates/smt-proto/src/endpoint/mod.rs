@@ -16,6 +16,7 @@
 //! tick over the live RPCs.
 
 mod grants;
+mod handshake;
 mod recv;
 mod send;
 mod tick;
@@ -26,24 +27,30 @@ use std::time::Instant;
 
 use crate::config::{Config, ConfigError};
 use crate::error::{RpcError, SendError};
+use crate::handshake::{HandshakeAcceptor, HandshakeError};
 use crate::record::{seal_message, MessageLayout};
 use crate::rpc::{Incoming, Outgoing};
 use crate::session::{Session, SessionKeys};
 use crate::stats::Stats;
 use crate::timer::{Timer, TimerTable};
 use crate::wire::{AckIds, Body, Repr};
+pub use handshake::kind as handshake_kind;
+use handshake::HandshakeConn;
 
 /// The client's handle on an RPC it started. Stable across restarts (which
 /// change the wire message ID).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RpcHandle(pub u64);
 
-/// The server's handle on a request it received; pass it back to
-/// [`Endpoint::send_response`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// Names an RPC on the wire: peer, key epoch and message ID (IDs restart
+/// with every epoch). The server's handle on a request it received; pass
+/// it back to [`Endpoint::send_response`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ServerRpcHandle {
     /// Who sent the request.
     pub peer: SocketAddr,
+    /// The key epoch the RPC belongs to.
+    pub epoch: u64,
     /// The RPC's message ID.
     pub id: u64,
 }
@@ -59,6 +66,13 @@ pub enum Event {
     Response { rpc: RpcHandle, data: Vec<u8> },
     /// One of our RPCs failed.
     Failed { rpc: RpcHandle, error: RpcError },
+    /// A handshake finished; the session with `peer` has keys.
+    Connected { peer: SocketAddr },
+    /// A handshake with `peer` failed; no session was installed.
+    HandshakeFailed {
+        peer: SocketAddr,
+        error: HandshakeError,
+    },
 }
 
 /// A datagram [`Endpoint::poll_transmit`] wrote into the caller's buffer.
@@ -94,6 +108,7 @@ fn keys_are_reflectable(keys: &SessionKeys) -> bool {
 #[derive(Debug)]
 pub(crate) struct ClientRpc {
     pub peer: SocketAddr,
+    pub epoch: u64,
     pub id: u64,
     pub request_data: Vec<u8>,
     pub request: Outgoing,
@@ -119,7 +134,18 @@ pub(crate) struct ServerRpc {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum MsgKey {
     Client(RpcHandle),
-    Server(SocketAddr, u64),
+    Server(ServerRpcHandle),
+}
+
+impl ClientRpc {
+    /// The RPC's wire key.
+    pub fn key(&self) -> ServerRpcHandle {
+        ServerRpcHandle {
+            peer: self.peer,
+            epoch: self.epoch,
+            id: self.id,
+        }
+    }
 }
 
 /// An SMT endpoint. See the module docs for the call order.
@@ -130,14 +156,17 @@ pub struct Endpoint {
     // Ordered maps: iteration order (ticks, scheduling ties) must not depend
     // on a hasher's seed, or simulations would not be reproducible.
     pub(crate) clients: BTreeMap<RpcHandle, ClientRpc>,
-    pub(crate) client_ids: HashMap<(SocketAddr, u64), RpcHandle>,
-    pub(crate) servers: BTreeMap<(SocketAddr, u64), ServerRpc>,
+    pub(crate) client_ids: HashMap<ServerRpcHandle, RpcHandle>,
+    pub(crate) servers: BTreeMap<ServerRpcHandle, ServerRpc>,
     pub(crate) next_handle: u64,
-    pub(crate) control: VecDeque<(SocketAddr, Repr)>,
-    pub(crate) pending_acks: BTreeMap<SocketAddr, AckIds>,
+    pub(crate) control: VecDeque<(SocketAddr, u64, Repr)>,
+    pub(crate) pending_acks: BTreeMap<(SocketAddr, u64), AckIds>,
     pub(crate) events: VecDeque<Event>,
     pub(crate) timers: TimerTable,
     pub(crate) stats: Stats,
+    pub(crate) handshakes: BTreeMap<SocketAddr, HandshakeConn>,
+    pub(crate) handshake_queue: VecDeque<(SocketAddr, u32, u16)>,
+    pub(crate) acceptor: Option<Box<dyn HandshakeAcceptor>>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -168,6 +197,9 @@ impl Endpoint {
             events: VecDeque::new(),
             timers: TimerTable::default(),
             stats: Stats::default(),
+            handshakes: BTreeMap::new(),
+            handshake_queue: VecDeque::new(),
+            acceptor: None,
         })
     }
 
@@ -201,7 +233,7 @@ impl Endpoint {
 
     /// Message IDs this endpoint can still allocate towards `peer`.
     pub fn ids_remaining(&self, peer: SocketAddr) -> Option<u64> {
-        self.sessions.get(&peer).map(|s| s.ids.remaining())
+        self.sessions.get(&peer).map(|s| s.current.ids.remaining())
     }
 
     /// Bytes held for incoming messages (reassembly buffers and data not
@@ -247,7 +279,7 @@ impl Endpoint {
     /// [`RpcError::SessionClosed`] and its server state is freed.
     pub fn remove_session(&mut self, peer: SocketAddr) {
         self.sessions.remove(&peer);
-        self.servers.retain(|(p, _), _| *p != peer);
+        self.servers.retain(|k, _| k.peer != peer);
         let gone: Vec<RpcHandle> = self
             .clients
             .iter()
@@ -267,13 +299,13 @@ impl Endpoint {
         data: &[u8],
     ) -> Result<RpcHandle, SendError> {
         self.check_len(data.len())?;
-        let session = self.sessions.get_mut(&peer).ok_or(SendError::NoSession)?;
-        let id = session.ids.allocate().ok_or(SendError::IdSpaceExhausted)?;
-        let request = self.seal(peer, id, data)?;
+        let (epoch, id) = self.allocate_id(peer)?;
+        let request = self.seal(peer, epoch, id, data)?;
         let handle = RpcHandle(self.next_handle);
         self.next_handle += 1;
         let rpc = ClientRpc {
             peer,
+            epoch,
             id,
             request_data: data.to_vec(),
             request,
@@ -281,8 +313,8 @@ impl Endpoint {
             silent_ticks: 0,
             restarts: 0,
         };
+        self.client_ids.insert(rpc.key(), handle);
         self.clients.insert(handle, rpc);
-        self.client_ids.insert((peer, id), handle);
         self.arm_tick(now);
         Ok(handle)
     }
@@ -295,13 +327,13 @@ impl Endpoint {
         data: &[u8],
     ) -> Result<(), SendError> {
         self.check_len(data.len())?;
-        match self.servers.get(&(rpc.peer, rpc.id)).map(|s| &s.state) {
+        match self.servers.get(&rpc).map(|s| &s.state) {
             Some(ServerState::InService) => {}
             Some(_) => return Err(SendError::AlreadyResponded),
             None => return Err(SendError::UnknownRpc),
         }
-        let response = self.seal(rpc.peer, rpc.id, data)?;
-        if let Some(s) = self.servers.get_mut(&(rpc.peer, rpc.id)) {
+        let response = self.seal(rpc.peer, rpc.epoch, rpc.id, data)?;
+        if let Some(s) = self.servers.get_mut(&rpc) {
             s.state = ServerState::Responding(response);
             s.silent_ticks = 0;
         }
@@ -314,7 +346,7 @@ impl Endpoint {
     pub fn abort(&mut self, rpc: RpcHandle) -> bool {
         match self.clients.remove(&rpc) {
             Some(c) => {
-                self.client_ids.remove(&(c.peer, c.id));
+                self.client_ids.remove(&c.key());
                 true
             }
             None => false,
@@ -325,7 +357,7 @@ impl Endpoint {
     /// freed; the ID stays in the replay guard, so the request is never
     /// executed again, and the client's RPC ends in a timeout error.
     pub fn abandon_request(&mut self, rpc: ServerRpcHandle) -> bool {
-        let key = (rpc.peer, rpc.id);
+        let key = rpc;
         if matches!(
             self.servers.get(&key).map(|s| &s.state),
             Some(ServerState::InService)
@@ -370,10 +402,54 @@ impl Endpoint {
         Ok(())
     }
 
-    /// Seals `data` as message `id` towards `peer`.
+    /// A message ID for a new RPC to `peer`, moving the session to its next
+    /// key epoch first when the current one runs low on IDs or on AEAD
+    /// usage and its predecessor has drained (KeyUpdate semantics, §4.5.2).
+    pub(crate) fn allocate_id(&mut self, peer: SocketAddr) -> Result<(u64, u64), SendError> {
+        let drained = self.previous_drained(peer);
+        let session = self.sessions.get_mut(&peer).ok_or(SendError::NoSession)?;
+        let cur = &session.current;
+        let records_low = cur.records_sealed > cur.tx.record_limit() / 4 * 3;
+        let ids_low = cur.ids.remaining() <= cur.ids.capacity() / 4;
+        if (ids_low || records_low) && drained && session.advance() {
+            let epoch = session.current.number;
+            tracing::debug!(%peer, epoch, "rekeyed: new key epoch, message IDs restart");
+            self.queue_control(peer, epoch, 0, Body::KeyUpdate);
+        }
+        let session = self.sessions.get_mut(&peer).ok_or(SendError::NoSession)?;
+        match session.current.ids.allocate() {
+            Some(id) => Ok((session.current.number, id)),
+            None if session.update.is_some() => Err(SendError::RekeyPending),
+            None => Err(SendError::IdSpaceExhausted),
+        }
+    }
+
+    /// Whether no RPC with `peer` still uses the previous key epoch.
+    pub(crate) fn previous_drained(&self, peer: SocketAddr) -> bool {
+        let Some(prev) = self
+            .sessions
+            .get(&peer)
+            .and_then(|s| s.previous.as_ref())
+            .map(|e| e.number)
+        else {
+            return true;
+        };
+        let clients = self
+            .clients
+            .values()
+            .any(|c| c.peer == peer && c.epoch == prev);
+        let servers = self
+            .servers
+            .keys()
+            .any(|k| k.peer == peer && k.epoch == prev);
+        !clients && !servers
+    }
+
+    /// Seals `data` as message `id` of key epoch `epoch` towards `peer`.
     pub(crate) fn seal(
         &mut self,
         peer: SocketAddr,
+        epoch: u64,
         id: u64,
         data: &[u8],
     ) -> Result<Outgoing, SendError> {
@@ -381,19 +457,27 @@ impl Endpoint {
         let padded = cfg.padding.padded_len(data.len() as u64);
         let layout = MessageLayout::new(data.len() as u64, padded, cfg.record_size);
         let session = self.sessions.get_mut(&peer).ok_or(SendError::NoSession)?;
-        let limit = session.keys.tx.record_limit();
-        if session.records_sealed.saturating_add(layout.records()) > limit {
+        let stats = &mut session.stats;
+        let keys = match session.current.number == epoch {
+            true => &mut session.current,
+            false => session
+                .previous
+                .as_mut()
+                .filter(|e| e.number == epoch)
+                .ok_or(SendError::NoSession)?,
+        };
+        let limit = keys.tx.record_limit();
+        if keys.records_sealed.saturating_add(layout.records()) > limit {
             return Err(SendError::KeyExhausted);
         }
-        let sealed =
-            seal_message(&*session.keys.tx, cfg.seq_layout, id, data, layout).map_err(|_| {
-                SendError::MessageTooLarge {
-                    len: data.len() as u64,
-                    max: cfg.message_len_limit(),
-                }
-            })?;
-        session.records_sealed += layout.records();
-        session.stats.records_sealed += layout.records();
+        let sealed = seal_message(&*keys.tx, cfg.seq_layout, id, data, layout).map_err(|_| {
+            SendError::MessageTooLarge {
+                len: data.len() as u64,
+                max: cfg.message_len_limit(),
+            }
+        })?;
+        keys.records_sealed += layout.records();
+        stats.records_sealed += layout.records();
         self.stats.records_sealed += layout.records();
         self.stats.messages_sent += 1;
         Ok(Outgoing::new(
@@ -411,19 +495,21 @@ impl Endpoint {
 
     pub(crate) fn fail_client(&mut self, rpc: RpcHandle, error: RpcError) {
         if let Some(c) = self.clients.remove(&rpc) {
-            self.client_ids.remove(&(c.peer, c.id));
+            self.client_ids.remove(&c.key());
             self.stats.rpcs_failed += 1;
             self.events.push_back(Event::Failed { rpc, error });
         }
     }
 
-    pub(crate) fn queue_control(&mut self, peer: SocketAddr, id: u64, body: Body) {
+    /// Queues a control packet about an RPC of key epoch `epoch`.
+    pub(crate) fn queue_control(&mut self, peer: SocketAddr, epoch: u64, id: u64, body: Body) {
         let repr = Repr {
             src_port: self.config.local_port,
             dst_port: peer.port(),
+            key_phase: epoch & 1 == 1,
             id,
             body,
         };
-        self.control.push_back((peer, repr));
+        self.control.push_back((peer, epoch, repr));
     }
 }

@@ -4,12 +4,25 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use super::{ClientRpc, Endpoint, Event, MsgKey, ServerRpc, ServerState};
+use super::{
+    ClientRpc, Endpoint, Event, MsgKey, RpcHandle, ServerRpc, ServerRpcHandle, ServerState,
+};
 use crate::crypto::TAG_LEN;
 use crate::error::{DropReason, RpcError};
 use crate::rpc::{Accepted, Incoming};
 use crate::session::ReplayCheck;
 use crate::wire::{AckIds, Body, DataHeader, Packet, PacketType, Repr, WireError};
+
+/// Splits a control packet into the authenticated part and its MAC.
+fn split_tag(datagram: &[u8]) -> Result<(&[u8], &[u8; TAG_LEN]), DropReason> {
+    let split = datagram
+        .len()
+        .checked_sub(TAG_LEN)
+        .ok_or(DropReason::Malformed)?;
+    let (body, tag) = datagram.split_at(split);
+    let tag: &[u8; TAG_LEN] = tag.try_into().map_err(|_| DropReason::Malformed)?;
+    Ok((body, tag))
+}
 
 /// The destination port is ours (when we know it) and the source port is
 /// zero (the sender did not know its port) or the datagram's.
@@ -54,22 +67,25 @@ impl Endpoint {
             return Err(DropReason::WrongPort);
         }
         if ty == PacketType::HANDSHAKE {
-            return Err(DropReason::Unsupported);
+            return self.on_handshake_packet(now, from, datagram);
         }
         let authenticate = self.config.authenticate_control;
+        let phase = packet.key_phase();
+        if !self.sessions.contains_key(&from) && self.stash_early(from, datagram) {
+            return Ok(());
+        }
         let session = self
             .resolve_session(from)
             .ok_or(DropReason::UnknownSession)?;
         session.stats.datagrams_rx += 1;
+        if ty == PacketType::KEY_UPDATE {
+            return self.on_key_update(from, phase, datagram);
+        }
+        let session = self.sessions.get(&from).ok_or(DropReason::UnknownSession)?;
+        let epoch = session.epoch_by_phase(phase).ok_or(DropReason::KeyPhase)?;
         let body = if ty.is_control() && authenticate {
-            let split = datagram
-                .len()
-                .checked_sub(TAG_LEN)
-                .ok_or(DropReason::Malformed)?;
-            let (body, tag) = datagram.split_at(split);
-            let tag: &[u8; TAG_LEN] = tag.try_into().map_err(|_| DropReason::Malformed)?;
-            session
-                .keys
+            let (body, tag) = split_tag(datagram)?;
+            epoch
                 .rx
                 .verify_control_tag(body, tag)
                 .map_err(|_| DropReason::BadControlTag)?;
@@ -77,6 +93,7 @@ impl Endpoint {
         } else {
             datagram
         };
+        let epoch = epoch.number;
         let packet = Packet::new_checked(body).map_err(|_| DropReason::Malformed)?;
         let repr = Repr::parse(&packet).map_err(|e| match e {
             WireError::UnknownType(_) => DropReason::UnknownType,
@@ -85,9 +102,72 @@ impl Endpoint {
         if repr.id >= self.config.seq_layout.id_limit() {
             return Err(DropReason::Malformed);
         }
+        let key = ServerRpcHandle {
+            peer: from,
+            epoch,
+            id: repr.id,
+        };
         match repr.body {
-            Body::Data(h) => self.on_data(now, from, repr.id, &h, packet.payload()),
-            body => self.on_control(now, from, repr.id, body),
+            Body::Data(h) => self.on_data(now, key, &h, packet.payload()),
+            body => self.on_control(now, key, body),
+        }
+    }
+
+    /// A peer moved to the next key epoch. Accepted only if the packet's MAC
+    /// verifies under the next epoch's keys, so a forged KEY_UPDATE cannot
+    /// make us drop the previous epoch.
+    fn on_key_update(
+        &mut self,
+        from: SocketAddr,
+        phase: bool,
+        datagram: &[u8],
+    ) -> Result<(), DropReason> {
+        let session = self.sessions.get(&from).ok_or(DropReason::UnknownSession)?;
+        // Already there (both sides rekeyed at once, or a copy): it must
+        // still authenticate, under the current keys.
+        let already = session.current.phase() == phase;
+        let rx = match already {
+            true => session.current.rx.clone(),
+            false => session.next_keys().ok_or(DropReason::KeyPhase)?.1,
+        };
+        let (body, tag) = split_tag(datagram)?;
+        rx.verify_control_tag(body, tag)
+            .map_err(|_| DropReason::BadControlTag)?;
+        let packet = Packet::new_checked(body).map_err(|_| DropReason::Malformed)?;
+        if !matches!(Repr::parse(&packet).map(|r| r.body), Ok(Body::KeyUpdate)) {
+            return Err(DropReason::Malformed);
+        }
+        if already {
+            return Ok(());
+        }
+        self.drop_previous_epoch(from);
+        if let Some(session) = self.sessions.get_mut(&from) {
+            session.advance();
+            tracing::debug!(%from, epoch = session.current.number, "peer rekeyed");
+        }
+        Ok(())
+    }
+
+    /// Forgets the previous key epoch's RPCs (the peer has moved on twice).
+    fn drop_previous_epoch(&mut self, peer: SocketAddr) {
+        let Some(prev) = self
+            .sessions
+            .get(&peer)
+            .and_then(|s| s.previous.as_ref())
+            .map(|e| e.number)
+        else {
+            return;
+        };
+        self.servers
+            .retain(|k, _| !(k.peer == peer && k.epoch == prev));
+        let gone: Vec<RpcHandle> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| c.peer == peer && c.epoch == prev)
+            .map(|(h, _)| *h)
+            .collect();
+        for h in gone {
+            self.fail_client(h, RpcError::SessionClosed);
         }
     }
 
@@ -95,50 +175,47 @@ impl Endpoint {
         self.sessions.get(&from).is_some_and(|s| s.is_local_id(id))
     }
 
+    fn was_allocated(&self, key: ServerRpcHandle) -> bool {
+        self.sessions
+            .get(&key.peer)
+            .and_then(|s| s.epoch(key.epoch))
+            .is_some_and(|e| e.ids.was_allocated(key.id))
+    }
+
     // ---- DATA ----
 
     fn on_data(
         &mut self,
         now: Instant,
-        from: SocketAddr,
-        id: u64,
+        key: ServerRpcHandle,
         h: &DataHeader,
         payload: &[u8],
     ) -> Result<(), DropReason> {
         if u64::from(h.message_len) > self.config.message_len_limit() {
             return Err(DropReason::OverLimit);
         }
-        let key = if self.is_local_id(from, id) {
-            self.response_key(from, id, h)?
+        let msg = if self.is_local_id(key.peer, key.id) {
+            self.response_key(key, h)?
         } else {
-            self.request_key(now, from, id, h)?
+            self.request_key(now, key, h)?
         };
-        let incoming = self.incoming_mut(key).ok_or(DropReason::Duplicate)?;
+        let incoming = self.incoming_mut(msg).ok_or(DropReason::Duplicate)?;
         incoming.accept(h, payload)?;
-        let opened = self.open_ready(key, from, id);
+        let opened = self.open_ready(msg, key);
         self.update_grants();
         match opened? {
             Accepted::Stored => Ok(()),
             Accepted::Complete => {
-                self.deliver(key, from, id);
+                self.deliver(msg, key);
                 Ok(())
             }
         }
     }
 
     /// Routes a DATA packet of a response to one of our RPCs.
-    fn response_key(
-        &mut self,
-        from: SocketAddr,
-        id: u64,
-        h: &DataHeader,
-    ) -> Result<MsgKey, DropReason> {
-        let Some(&handle) = self.client_ids.get(&(from, id)) else {
-            let ours = self
-                .sessions
-                .get(&from)
-                .is_some_and(|s| s.ids.was_allocated(id));
-            return Err(if ours {
+    fn response_key(&mut self, key: ServerRpcHandle, h: &DataHeader) -> Result<MsgKey, DropReason> {
+        let Some(&handle) = self.client_ids.get(&key) else {
+            return Err(if self.was_allocated(key) {
                 DropReason::Replay
             } else {
                 DropReason::UnknownRpc
@@ -161,93 +238,95 @@ impl Endpoint {
     fn request_key(
         &mut self,
         now: Instant,
-        from: SocketAddr,
-        id: u64,
+        key: ServerRpcHandle,
         h: &DataHeader,
     ) -> Result<MsgKey, DropReason> {
-        if let Some(rpc) = self.servers.get_mut(&(from, id)) {
+        if let Some(rpc) = self.servers.get_mut(&key) {
             rpc.silent_ticks = 0;
             return match rpc.state {
-                ServerState::Receiving(_) => Ok(MsgKey::Server(from, id)),
+                ServerState::Receiving(_) => Ok(MsgKey::Server(key)),
                 _ => Err(DropReason::Duplicate),
             };
         }
-        let session = self.sessions.get(&from).ok_or(DropReason::UnknownSession)?;
-        if session.replay.check(id) == ReplayCheck::Replayed {
+        let session = self
+            .sessions
+            .get(&key.peer)
+            .ok_or(DropReason::UnknownSession)?;
+        let epoch = session.epoch(key.epoch).ok_or(DropReason::KeyPhase)?;
+        if epoch.replay.check(key.id) == ReplayCheck::Replayed {
             return Err(DropReason::Replay);
         }
         let partial = self
             .servers
             .iter()
-            .filter(|((p, _), s)| *p == from && matches!(s.state, ServerState::Receiving(_)))
+            .filter(|(k, s)| k.peer == key.peer && matches!(s.state, ServerState::Receiving(_)))
             .count();
         if partial >= self.config.max_incoming_per_peer {
             return Err(DropReason::OverLimit);
         }
         let incoming = Incoming::new(h, self.config.unscheduled_bytes);
         self.servers.insert(
-            (from, id),
+            key,
             ServerRpc {
                 state: ServerState::Receiving(incoming),
                 silent_ticks: 0,
             },
         );
         self.arm_tick(now);
-        Ok(MsgKey::Server(from, id))
+        Ok(MsgKey::Server(key))
     }
 
     pub(crate) fn incoming_mut(&mut self, key: MsgKey) -> Option<&mut Incoming> {
         match key {
             MsgKey::Client(h) => self.clients.get_mut(&h)?.response.as_mut(),
-            MsgKey::Server(p, id) => match &mut self.servers.get_mut(&(p, id))?.state {
+            MsgKey::Server(k) => match &mut self.servers.get_mut(&k)?.state {
                 ServerState::Receiving(inc) => Some(inc),
                 _ => None,
             },
         }
     }
 
-    fn open_ready(
-        &mut self,
-        key: MsgKey,
-        from: SocketAddr,
-        id: u64,
-    ) -> Result<Accepted, DropReason> {
+    fn open_ready(&mut self, msg: MsgKey, key: ServerRpcHandle) -> Result<Accepted, DropReason> {
         let layout = self.config.seq_layout;
-        let cipher = match self.sessions.get(&from) {
-            Some(s) => s.keys.rx.clone(),
-            None => return Err(DropReason::UnknownSession),
+        let cipher = match self
+            .sessions
+            .get(&key.peer)
+            .and_then(|s| s.epoch(key.epoch))
+        {
+            Some(e) => e.rx.clone(),
+            None => return Err(DropReason::KeyPhase),
         };
         let mut opened = 0;
-        let result = match self.incoming_mut(key) {
-            Some(inc) => inc.open_ready(&*cipher, layout, id, &mut opened),
+        let result = match self.incoming_mut(msg) {
+            Some(inc) => inc.open_ready(&*cipher, layout, key.id, &mut opened),
             None => return Err(DropReason::Duplicate),
         };
         self.stats.records_opened += opened;
-        if let Some(s) = self.sessions.get_mut(&from) {
+        if let Some(s) = self.sessions.get_mut(&key.peer) {
             s.stats.records_opened += opened;
         }
         if result == Err(DropReason::ProtocolViolation) {
-            self.discard_incoming(key);
+            self.discard_incoming(msg);
         }
         result
     }
 
     /// Drops a message whose authenticated content breaks the protocol.
-    fn discard_incoming(&mut self, key: MsgKey) {
-        match key {
+    fn discard_incoming(&mut self, msg: MsgKey) {
+        match msg {
             MsgKey::Client(h) => self.fail_client(h, RpcError::PeerMisbehaved),
-            MsgKey::Server(p, id) => {
-                self.servers.remove(&(p, id));
+            MsgKey::Server(k) => {
+                self.servers.remove(&k);
             }
         }
     }
 
-    fn deliver(&mut self, key: MsgKey, from: SocketAddr, id: u64) {
+    fn deliver(&mut self, msg: MsgKey, key: ServerRpcHandle) {
         self.stats.messages_received += 1;
-        match key {
-            MsgKey::Client(handle) => self.complete_client(handle, from, id),
-            MsgKey::Server(peer, id) => {
-                let Some(rpc) = self.servers.get_mut(&(peer, id)) else {
+        match msg {
+            MsgKey::Client(handle) => self.complete_client(handle, key),
+            MsgKey::Server(k) => {
+                let Some(rpc) = self.servers.get_mut(&k) else {
                     return;
                 };
                 let ServerState::Receiving(inc) = &mut rpc.state else {
@@ -255,17 +334,18 @@ impl Endpoint {
                 };
                 let data = inc.take_data();
                 rpc.state = ServerState::InService;
-                if let Some(s) = self.sessions.get_mut(&peer) {
-                    s.replay.mark(id);
+                if let Some(s) = self.sessions.get_mut(&k.peer) {
+                    if let Some(e) = s.epoch_mut(k.epoch) {
+                        e.replay.mark(k.id);
+                    }
                     s.stats.messages_received += 1;
                 }
-                let rpc = super::ServerRpcHandle { peer, id };
-                self.events.push_back(Event::Request { rpc, data });
+                self.events.push_back(Event::Request { rpc: k, data });
             }
         }
     }
 
-    fn complete_client(&mut self, handle: super::RpcHandle, from: SocketAddr, id: u64) {
+    fn complete_client(&mut self, handle: RpcHandle, key: ServerRpcHandle) {
         let Some(ClientRpc {
             response: Some(mut inc),
             ..
@@ -273,25 +353,25 @@ impl Endpoint {
         else {
             return;
         };
-        self.client_ids.remove(&(from, id));
+        self.client_ids.remove(&key);
         self.stats.rpcs_completed += 1;
-        if let Some(s) = self.sessions.get_mut(&from) {
+        if let Some(s) = self.sessions.get_mut(&key.peer) {
             s.stats.messages_received += 1;
             s.stats.rpcs_completed += 1;
         }
-        self.queue_ack(from, id);
+        self.queue_ack(key);
         self.events.push_back(Event::Response {
             rpc: handle,
             data: inc.take_data(),
         });
     }
 
-    pub(crate) fn queue_ack(&mut self, peer: SocketAddr, id: u64) {
-        let ids = self.pending_acks.entry(peer).or_default();
-        ids.push(id);
+    pub(crate) fn queue_ack(&mut self, key: ServerRpcHandle) {
+        let ids = self.pending_acks.entry((key.peer, key.epoch)).or_default();
+        ids.push(key.id);
         if ids.is_full() {
             let ids = std::mem::take(ids);
-            self.queue_control(peer, 0, Body::Ack(ids));
+            self.queue_control(key.peer, key.epoch, 0, Body::Ack(ids));
         }
     }
 
@@ -300,19 +380,20 @@ impl Endpoint {
     fn on_control(
         &mut self,
         now: Instant,
-        from: SocketAddr,
-        id: u64,
+        key: ServerRpcHandle,
         body: Body,
     ) -> Result<(), DropReason> {
         match body {
-            Body::Ack(ids) => return self.on_ack(from, &ids),
-            Body::Handshake { .. } | Body::Data(_) => return Err(DropReason::Unsupported),
+            Body::Ack(ids) => return self.on_ack(key, &ids),
+            Body::Handshake { .. } | Body::Data(_) | Body::KeyUpdate => {
+                return Err(DropReason::Unsupported)
+            }
             _ => {}
         }
-        if self.is_local_id(from, id) {
-            self.on_control_for_client(now, from, id, body)
+        if self.is_local_id(key.peer, key.id) {
+            self.on_control_for_client(now, key, body)
         } else {
-            self.on_control_for_server(from, id, body)
+            self.on_control_for_server(key, body)
         }
     }
 
@@ -320,23 +401,17 @@ impl Endpoint {
     fn on_control_for_client(
         &mut self,
         now: Instant,
-        from: SocketAddr,
-        id: u64,
+        key: ServerRpcHandle,
         body: Body,
     ) -> Result<(), DropReason> {
-        let Some(&handle) = self.client_ids.get(&(from, id)) else {
+        let Some(&handle) = self.client_ids.get(&key) else {
             return match body {
-                Body::NeedAck
-                    if self
-                        .sessions
-                        .get(&from)
-                        .is_some_and(|s| s.ids.was_allocated(id)) =>
-                {
-                    self.queue_ack(from, id);
+                Body::NeedAck if self.was_allocated(key) => {
+                    self.queue_ack(key);
                     Ok(())
                 }
                 Body::Resend { .. } => {
-                    self.queue_control(from, id, Body::RpcUnknown);
+                    self.queue_control(key.peer, key.epoch, key.id, Body::RpcUnknown);
                     Err(DropReason::UnknownRpc)
                 }
                 _ => Err(DropReason::UnknownRpc),
@@ -356,8 +431,9 @@ impl Endpoint {
             };
             for (offset, length) in gaps {
                 self.queue_control(
-                    from,
-                    id,
+                    key.peer,
+                    key.epoch,
+                    key.id,
                     Body::Resend {
                         offset,
                         length,
@@ -381,24 +457,26 @@ impl Endpoint {
     /// A control packet about an RPC the peer started.
     fn on_control_for_server(
         &mut self,
-        from: SocketAddr,
-        id: u64,
+        key: ServerRpcHandle,
         body: Body,
     ) -> Result<(), DropReason> {
-        let Some(rpc) = self.servers.get_mut(&(from, id)) else {
+        let Some(rpc) = self.servers.get_mut(&key) else {
             // RPC_UNKNOWN makes the client resend the request under a new
             // ID, so it is only said for IDs never delivered, and the ID is
             // then retired: late packets of it can no longer start a second
-            // execution. At most once, even across restarts.
-            let Some(session) = self.sessions.get_mut(&from) else {
-                return Err(DropReason::UnknownSession);
+            // execution. A retired ID keeps getting RPC_UNKNOWN: the first
+            // answer may have been lost. At most once, even across restarts.
+            let Some(epoch) = self
+                .sessions
+                .get_mut(&key.peer)
+                .and_then(|s| s.epoch_mut(key.epoch))
+            else {
+                return Err(DropReason::KeyPhase);
             };
-            // A retired ID keeps getting RPC_UNKNOWN: the first answer may
-            // have been lost.
-            let fresh = session.replay.check(id) == ReplayCheck::Fresh;
-            if matches!(body, Body::Resend { .. }) && (fresh || session.replay.is_retired(id)) {
-                session.replay.retire(id);
-                self.queue_control(from, id, Body::RpcUnknown);
+            let fresh = epoch.replay.check(key.id) == ReplayCheck::Fresh;
+            if matches!(body, Body::Resend { .. }) && (fresh || epoch.replay.is_retired(key.id)) {
+                epoch.replay.retire(key.id);
+                self.queue_control(key.peer, key.epoch, key.id, Body::RpcUnknown);
             }
             return Err(DropReason::UnknownRpc);
         };
@@ -408,9 +486,9 @@ impl Endpoint {
             (Body::Resend { offset, length, .. }, ServerState::Responding(out)) => {
                 out.resend(offset, length)
             }
-            (Body::Resend { .. }, _) => self.queue_control(from, id, Body::Busy),
+            (Body::Resend { .. }, _) => self.queue_control(key.peer, key.epoch, key.id, Body::Busy),
             (Body::RpcUnknown, _) => {
-                self.servers.remove(&(from, id));
+                self.servers.remove(&key);
             }
             (Body::Busy | Body::Grant { .. }, _) => {}
             _ => return Err(DropReason::Unsupported),
@@ -418,10 +496,10 @@ impl Endpoint {
         Ok(())
     }
 
-    fn on_ack(&mut self, from: SocketAddr, ids: &AckIds) -> Result<(), DropReason> {
+    fn on_ack(&mut self, key: ServerRpcHandle, ids: &AckIds) -> Result<(), DropReason> {
         for &id in ids.as_slice() {
-            if !self.is_local_id(from, id) {
-                self.servers.remove(&(from, id));
+            if !self.is_local_id(key.peer, id) {
+                self.servers.remove(&ServerRpcHandle { id, ..key });
             }
         }
         Ok(())
@@ -429,25 +507,32 @@ impl Endpoint {
 
     /// The server lost our request: send it again under a fresh message ID
     /// (the old ID may never be reused under this key).
-    fn restart(&mut self, now: Instant, handle: super::RpcHandle) {
+    fn restart(&mut self, now: Instant, handle: RpcHandle) {
         let Some(rpc) = self.clients.get(&handle) else {
             return;
         };
-        let (peer, old_id, restarts, data) =
-            (rpc.peer, rpc.id, rpc.restarts, rpc.request_data.clone());
+        let (old, restarts, data) = (rpc.key(), rpc.restarts, rpc.request_data.clone());
         if restarts >= self.config.max_restarts {
             return self.fail_client(handle, RpcError::PeerLostRequest);
         }
-        let Some(new_id) = self.sessions.get_mut(&peer).and_then(|s| s.ids.allocate()) else {
+        let Ok((epoch, id)) = self.allocate_id(old.peer) else {
             return self.fail_client(handle, RpcError::IdSpaceExhausted);
         };
-        let Ok(request) = self.seal(peer, new_id, &data) else {
+        let Ok(request) = self.seal(old.peer, epoch, id, &data) else {
             return self.fail_client(handle, RpcError::IdSpaceExhausted);
         };
-        self.client_ids.remove(&(peer, old_id));
-        self.client_ids.insert((peer, new_id), handle);
+        self.client_ids.remove(&old);
+        self.client_ids.insert(
+            ServerRpcHandle {
+                peer: old.peer,
+                epoch,
+                id,
+            },
+            handle,
+        );
         if let Some(rpc) = self.clients.get_mut(&handle) {
-            rpc.id = new_id;
+            rpc.epoch = epoch;
+            rpc.id = id;
             rpc.request = request;
             rpc.response = None;
             rpc.restarts += 1;

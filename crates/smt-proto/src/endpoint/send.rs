@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use super::{Endpoint, MsgKey, ServerState, Transmit};
+use super::{Endpoint, MsgKey, ServerRpcHandle, ServerState, Transmit};
 use crate::crypto::TAG_LEN;
 use crate::rpc::Outgoing;
 use crate::wire::{Body, Packet, Repr};
@@ -22,17 +22,30 @@ impl Endpoint {
             self.config.max_datagram_size
         );
         self.flush_acks();
-        let t = match self.control.pop_front() {
-            Some((peer, repr)) => self.write_control(peer, &repr, buf),
-            None => self.write_next_data(buf),
-        }?;
+        if let Some((destination, len)) = self.write_handshake_packet(buf) {
+            return Some(self.count_tx(Transmit { destination, len }));
+        }
+        let t = loop {
+            match self.control.pop_front() {
+                // A control packet of an epoch already forgotten is dropped.
+                Some((peer, epoch, repr)) => match self.write_control(peer, epoch, &repr, buf) {
+                    Some(t) => break t,
+                    None => continue,
+                },
+                None => break self.write_next_data(buf)?,
+            }
+        };
+        Some(self.count_tx(t))
+    }
+
+    fn count_tx(&mut self, t: Transmit) -> Transmit {
         self.stats.datagrams_tx += 1;
         self.stats.bytes_tx += t.len as u64;
         if let Some(s) = self.sessions.get_mut(&t.destination) {
             s.stats.datagrams_tx += 1;
             s.stats.bytes_tx += t.len as u64;
         }
-        Some(t)
+        t
     }
 
     fn flush_acks(&mut self) {
@@ -41,17 +54,23 @@ impl Endpoint {
         }
         let pending = std::mem::take(&mut self.pending_acks);
         let pending = pending.into_iter().filter(|(_, ids)| !ids.is_empty());
-        for (peer, ids) in pending {
-            self.queue_control(peer, 0, Body::Ack(ids));
+        for ((peer, epoch), ids) in pending {
+            self.queue_control(peer, epoch, 0, Body::Ack(ids));
         }
     }
 
-    fn write_control(&mut self, peer: SocketAddr, repr: &Repr, buf: &mut [u8]) -> Option<Transmit> {
+    fn write_control(
+        &mut self,
+        peer: SocketAddr,
+        epoch: u64,
+        repr: &Repr,
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
         let len = repr.buffer_len();
         repr.emit(&mut Packet::new_unchecked(&mut buf[..len]));
         let len = if self.config.authenticate_control {
-            let session = self.sessions.get(&peer)?;
-            let tag = session.keys.tx.control_tag(&buf[..len]);
+            let keys = self.sessions.get(&peer)?.epoch(epoch)?;
+            let tag = keys.tx.control_tag(&buf[..len]);
             buf[len..len + TAG_LEN].copy_from_slice(&tag);
             len + TAG_LEN
         } else {
@@ -74,15 +93,15 @@ impl Endpoint {
     fn write_next_data(&mut self, buf: &mut [u8]) -> Option<Transmit> {
         let key = self.pick_srpt()?;
         let ports = self.config.local_port;
-        let (peer, id, out) = self.outgoing_mut(key)?;
+        let (k, out) = self.outgoing_mut(key)?;
         let p = out.next_packet()?;
-        let len = out.write_packet(p, (ports, peer.port()), id, buf);
+        let len = out.write_packet(p, (ports, k.peer.port()), k.epoch & 1 == 1, k.id, buf);
         self.stats.data_packets_tx += 1;
         if p.retransmit {
             self.stats.retransmitted_packets += 1;
         }
         Some(Transmit {
-            destination: peer,
+            destination: k.peer,
             len,
         })
     }
@@ -93,13 +112,10 @@ impl Endpoint {
             .iter()
             .filter(|(_, c)| c.response.is_none())
             .map(|(h, c)| (MsgKey::Client(*h), &c.request));
-        let servers = self
-            .servers
-            .iter()
-            .filter_map(|((p, id), s)| match &s.state {
-                ServerState::Responding(out) => Some((MsgKey::Server(*p, *id), out)),
-                _ => None,
-            });
+        let servers = self.servers.iter().filter_map(|(k, s)| match &s.state {
+            ServerState::Responding(out) => Some((MsgKey::Server(*k), out)),
+            _ => None,
+        });
         clients
             .chain(servers)
             .filter(|(_, out)| out.has_sendable())
@@ -107,14 +123,14 @@ impl Endpoint {
             .map(|(key, _)| key)
     }
 
-    fn outgoing_mut(&mut self, key: MsgKey) -> Option<(SocketAddr, u64, &mut Outgoing)> {
+    fn outgoing_mut(&mut self, key: MsgKey) -> Option<(ServerRpcHandle, &mut Outgoing)> {
         match key {
             MsgKey::Client(h) => {
                 let c = self.clients.get_mut(&h)?;
-                Some((c.peer, c.id, &mut c.request))
+                Some((c.key(), &mut c.request))
             }
-            MsgKey::Server(p, id) => match &mut self.servers.get_mut(&(p, id))?.state {
-                ServerState::Responding(out) => Some((p, id, out)),
+            MsgKey::Server(k) => match &mut self.servers.get_mut(&k)?.state {
+                ServerState::Responding(out) => Some((k, out)),
                 _ => None,
             },
         }

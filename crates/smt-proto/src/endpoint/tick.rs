@@ -2,10 +2,9 @@
 //! peer stayed silent; at `resend_ticks` (and every `resend_ticks` after)
 //! it asks for what is missing, at `abort_ticks` it gives up.
 
-use std::net::SocketAddr;
 use std::time::Instant;
 
-use super::{Endpoint, RpcHandle, ServerState};
+use super::{Endpoint, RpcHandle, ServerRpcHandle, ServerState};
 use crate::error::RpcError;
 use crate::timer::Timer;
 use crate::wire::Body;
@@ -22,10 +21,10 @@ fn is_resend_tick(silent: u32, resend: u32) -> bool {
 /// What a tick decided for one RPC.
 enum Action {
     None,
-    Resend(SocketAddr, u64, Vec<(u32, u32)>),
-    NeedAck(SocketAddr, u64),
+    Resend(ServerRpcHandle, Vec<(u32, u32)>),
+    NeedAck(ServerRpcHandle),
     FailClient(RpcHandle),
-    FreeServer(SocketAddr, u64),
+    FreeServer(ServerRpcHandle),
 }
 
 impl Endpoint {
@@ -44,14 +43,15 @@ impl Endpoint {
         for h in handles {
             actions.push(self.tick_client(h));
         }
-        let keys: Vec<(SocketAddr, u64)> = self.servers.keys().copied().collect();
+        let keys: Vec<ServerRpcHandle> = self.servers.keys().copied().collect();
         for k in keys {
             actions.push(self.tick_server(k));
         }
         for action in actions {
             self.apply(action);
         }
-        if !self.clients.is_empty() || !self.servers.is_empty() {
+        self.tick_handshakes(now);
+        if !self.clients.is_empty() || !self.servers.is_empty() || !self.handshakes.is_empty() {
             self.timers.set(Timer::Tick, now + self.config.tick);
         }
     }
@@ -80,7 +80,7 @@ impl Endpoint {
         }
         rpc.silent_ticks += 1;
         let (silent, restarts) = (rpc.silent_ticks, rpc.restarts);
-        let (peer, id) = (rpc.peer, rpc.id);
+        let key = rpc.key();
         let gaps = match &rpc.response {
             None => vec![(0, max_len)],
             Some(inc) => inc.gaps(RESENDS_PER_TICK, max_len),
@@ -89,12 +89,12 @@ impl Endpoint {
             return Action::FailClient(h);
         }
         if self.is_client_resend_tick(silent, restarts) && !gaps.is_empty() {
-            return Action::Resend(peer, id, gaps);
+            return Action::Resend(key, gaps);
         }
         Action::None
     }
 
-    fn tick_server(&mut self, key: (SocketAddr, u64)) -> Action {
+    fn tick_server(&mut self, key: ServerRpcHandle) -> Action {
         let (resend, abort) = (self.config.resend_ticks, self.config.abort_ticks);
         let max_len = self.config.unscheduled_bytes;
         let Some(rpc) = self.servers.get_mut(&key) else {
@@ -113,16 +113,14 @@ impl Endpoint {
         rpc.silent_ticks += 1;
         let silent = rpc.silent_ticks;
         if silent >= abort {
-            return Action::FreeServer(key.0, key.1);
+            return Action::FreeServer(key);
         }
         if !is_resend_tick(silent, resend) {
             return Action::None;
         }
         match &rpc.state {
-            ServerState::Receiving(inc) => {
-                Action::Resend(key.0, key.1, inc.gaps(RESENDS_PER_TICK, max_len))
-            }
-            ServerState::Responding(out) if out.fully_sent() => Action::NeedAck(key.0, key.1),
+            ServerState::Receiving(inc) => Action::Resend(key, inc.gaps(RESENDS_PER_TICK, max_len)),
+            ServerState::Responding(out) if out.fully_sent() => Action::NeedAck(key),
             _ => Action::None,
         }
     }
@@ -130,11 +128,12 @@ impl Endpoint {
     fn apply(&mut self, action: Action) {
         match action {
             Action::None => {}
-            Action::Resend(peer, id, gaps) => {
+            Action::Resend(k, gaps) => {
                 for (offset, length) in gaps {
                     self.queue_control(
-                        peer,
-                        id,
+                        k.peer,
+                        k.epoch,
+                        k.id,
                         Body::Resend {
                             offset,
                             length,
@@ -143,11 +142,11 @@ impl Endpoint {
                     );
                 }
             }
-            Action::NeedAck(peer, id) => self.queue_control(peer, id, Body::NeedAck),
+            Action::NeedAck(k) => self.queue_control(k.peer, k.epoch, k.id, Body::NeedAck),
             Action::FailClient(h) => self.fail_client(h, RpcError::Timeout),
-            Action::FreeServer(peer, id) => {
-                tracing::debug!(%peer, id, "freeing server RPC after silence");
-                self.servers.remove(&(peer, id));
+            Action::FreeServer(k) => {
+                tracing::debug!(peer = %k.peer, id = k.id, "freeing server RPC after silence");
+                self.servers.remove(&k);
             }
         }
     }

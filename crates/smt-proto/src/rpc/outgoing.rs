@@ -117,7 +117,14 @@ impl Outgoing {
     }
 
     /// Writes packet `p` of message `id` into `buf`; returns its length.
-    pub fn write_packet(&self, p: PacketRef, ports: (u16, u16), id: u64, buf: &mut [u8]) -> usize {
+    pub fn write_packet(
+        &self,
+        p: PacketRef,
+        ports: (u16, u16),
+        key_phase: bool,
+        id: u64,
+        buf: &mut [u8],
+    ) -> usize {
         let seg = self.sealed.layout.segment(p.segment);
         let start = seg.wire_offset + u64::from(p.index) * u64::from(self.mss);
         let end = (start + u64::from(self.mss)).min(seg.wire_offset + seg.wire_len);
@@ -136,6 +143,7 @@ impl Outgoing {
         let repr = Repr {
             src_port: ports.0,
             dst_port: ports.1,
+            key_phase,
             id,
             body: Body::Data(header),
         };

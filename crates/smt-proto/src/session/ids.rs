@@ -32,6 +32,11 @@ impl IdAllocator {
         id < self.next
     }
 
+    /// IDs this allocator hands out in all.
+    pub fn capacity(&self) -> u64 {
+        self.limit / 2
+    }
+
     /// IDs still available.
     pub fn remaining(&self) -> u64 {
         self.limit.saturating_sub(self.next).div_ceil(2)

@@ -41,7 +41,12 @@ pub struct SessionKeys {
 impl SessionKeys {
     /// Keys for one session.
     pub fn new(role: Role, tx: Arc<dyn PacketCipher>, rx: Arc<dyn PacketCipher>) -> Self {
-        Self { role, tx, rx, update: None }
+        Self {
+            role,
+            tx,
+            rx,
+            update: None,
+        }
     }
 
     /// The same keys, able to rekey with `update`.

@@ -120,9 +120,15 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn header_len(&self) -> usize {
         usize::from(self.buffer.as_ref()[field::DOFF] >> 4) * 4
     }
-    /// The low nibble of the data-offset byte; must be zero.
+    /// The low nibble of the data-offset byte without the key-phase bit;
+    /// must be zero.
     pub fn doff_reserved(&self) -> u8 {
-        self.buffer.as_ref()[field::DOFF] & 0x0f
+        self.buffer.as_ref()[field::DOFF] & 0x0e
+    }
+    /// The key-phase bit (bit 0 of byte 12, a reserved bit in TCP): which
+    /// of two consecutive key epochs protects this packet.
+    pub fn key_phase(&self) -> bool {
+        self.buffer.as_ref()[field::DOFF] & 0x01 != 0
     }
     pub fn packet_type(&self) -> PacketType {
         PacketType(self.buffer.as_ref()[field::TYPE])
@@ -183,7 +189,12 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// of 4, at most 60).
     pub fn set_header_len(&mut self, len: usize) {
         debug_assert!(len.is_multiple_of(4) && len <= super::MAX_HEADER_LEN);
-        self.buffer.as_mut()[field::DOFF] = ((len / 4) as u8) << 4;
+        let phase = self.buffer.as_ref()[field::DOFF] & 0x01;
+        self.buffer.as_mut()[field::DOFF] = (((len / 4) as u8) << 4) | phase;
+    }
+    pub fn set_key_phase(&mut self, phase: bool) {
+        let b = &mut self.buffer.as_mut()[field::DOFF];
+        *b = (*b & 0xfe) | u8::from(phase);
     }
     pub fn set_packet_type(&mut self, v: PacketType) {
         self.buffer.as_mut()[field::TYPE] = v.0;

@@ -10,7 +10,7 @@ pub const ACK_MAX_IDS: usize = 16;
 const GRANT_LEN: usize = COMMON_HEADER_LEN + 8;
 const RESEND_LEN: usize = COMMON_HEADER_LEN + 12;
 const ACK_HEADER_LEN: usize = COMMON_HEADER_LEN + 4;
-const HANDSHAKE_HEADER_LEN: usize = COMMON_HEADER_LEN + 4;
+const HANDSHAKE_HEADER_LEN: usize = COMMON_HEADER_LEN + 12;
 
 /// The plaintext metadata of a DATA packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -160,8 +160,18 @@ pub enum Body {
     NeedAck,
     /// These RPCs are complete; the server may free them.
     Ack(AckIds),
-    /// A handshake message of `len` bytes follows the header.
-    Handshake { len: u16 },
+    /// The sender has moved to the next key epoch (the packet's key phase).
+    KeyUpdate,
+    /// `len` bytes of the sender's handshake stream, starting at stream
+    /// offset `offset`, follow the header; `ack` is how many bytes of the
+    /// receiver's stream the sender has received in order; `kind` names the
+    /// handshake protocol (0: TLS 1.3, 1: SMT-ticket 0-RTT).
+    Handshake {
+        offset: u32,
+        ack: u32,
+        len: u16,
+        kind: u8,
+    },
 }
 
 impl Body {
@@ -175,6 +185,7 @@ impl Body {
             Self::Busy => PacketType::BUSY,
             Self::NeedAck => PacketType::NEED_ACK,
             Self::Ack(_) => PacketType::ACK,
+            Self::KeyUpdate => PacketType::KEY_UPDATE,
             Self::Handshake { .. } => PacketType::HANDSHAKE,
         }
     }
@@ -184,7 +195,7 @@ impl Body {
             Self::Data(_) => DATA_HEADER_LEN,
             Self::Grant { .. } => GRANT_LEN,
             Self::Resend { .. } => RESEND_LEN,
-            Self::RpcUnknown | Self::Busy | Self::NeedAck => COMMON_HEADER_LEN,
+            Self::RpcUnknown | Self::Busy | Self::NeedAck | Self::KeyUpdate => COMMON_HEADER_LEN,
             Self::Ack(_) => ACK_HEADER_LEN,
             Self::Handshake { .. } => HANDSHAKE_HEADER_LEN,
         }
@@ -197,6 +208,9 @@ impl Body {
 pub struct Repr {
     pub src_port: u16,
     pub dst_port: u16,
+    /// Which of two consecutive key epochs protects the packet (the RPC's
+    /// epoch); always false for HANDSHAKE packets.
+    pub key_phase: bool,
     /// The message / RPC ID. Its low bit names the side that started the RPC.
     pub id: u64,
     pub body: Body,
@@ -219,6 +233,7 @@ impl Repr {
         Ok(Self {
             src_port: packet.src_port(),
             dst_port: packet.dst_port(),
+            key_phase: packet.key_phase(),
             id: packet.id(),
             body,
         })
@@ -239,6 +254,7 @@ impl Repr {
         packet.set_src_port(self.src_port);
         packet.set_dst_port(self.dst_port);
         packet.set_header_len(self.body.header_len());
+        packet.set_key_phase(self.key_phase);
         packet.set_packet_type(self.body.packet_type());
         packet.set_checksum(0);
         packet.set_id(self.id);
@@ -342,6 +358,7 @@ fn parse_control<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Body, WireError> 
         PacketType::ACK => return parse_ack(buf),
         PacketType::RPC_UNKNOWN => Body::RpcUnknown,
         PacketType::BUSY => Body::Busy,
+        PacketType::KEY_UPDATE => Body::KeyUpdate,
         _ => Body::NeedAck,
     };
     if buf.len() != expect {
@@ -382,14 +399,28 @@ fn parse_handshake<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Body, WireError
     if packet.header_len() != HANDSHAKE_HEADER_LEN {
         return Err(WireError::BadHeaderLength);
     }
+    if packet.key_phase() {
+        return Err(WireError::BadField("key phase on a handshake packet"));
+    }
     let buf = packet.as_bytes();
     let b = field::BODY;
-    let len = u16::from_be_bytes([buf[b], buf[b + 1]]);
-    reserved_zero(&buf[b + 2..b + 4])?;
+    let offset = be32_at(buf, b);
+    let ack = be32_at(buf, b + 4);
+    let len = u16::from_be_bytes([buf[b + 8], buf[b + 9]]);
+    let kind = buf[b + 10];
+    reserved_zero(&buf[b + 11..b + 12])?;
     if packet.payload().len() != usize::from(len) {
         return Err(WireError::BadField("handshake length"));
     }
-    Ok(Body::Handshake { len })
+    if u64::from(offset) + u64::from(len) > u64::from(u32::MAX) {
+        return Err(WireError::BadField("handshake offset"));
+    }
+    Ok(Body::Handshake {
+        offset,
+        ack,
+        len,
+        kind,
+    })
 }
 
 fn emit_data<T: AsRef<[u8]> + AsMut<[u8]>>(d: &DataHeader, packet: &mut Packet<T>) {
@@ -446,10 +477,18 @@ fn emit_control_body<T: AsRef<[u8]> + AsMut<[u8]>>(body: &Body, packet: &mut Pac
                 buf[at..at + 8].copy_from_slice(&id.to_be_bytes());
             }
         }
-        Body::Handshake { len } => {
-            buf[b..b + 2].copy_from_slice(&len.to_be_bytes());
-            buf[b + 2..b + 4].fill(0);
+        Body::Handshake {
+            offset,
+            ack,
+            len,
+            kind,
+        } => {
+            buf[b..b + 4].copy_from_slice(&offset.to_be_bytes());
+            buf[b + 4..b + 8].copy_from_slice(&ack.to_be_bytes());
+            buf[b + 8..b + 10].copy_from_slice(&len.to_be_bytes());
+            buf[b + 10] = *kind;
+            buf[b + 11] = 0;
         }
-        Body::RpcUnknown | Body::Busy | Body::NeedAck | Body::Data(_) => {}
+        Body::RpcUnknown | Body::Busy | Body::NeedAck | Body::KeyUpdate | Body::Data(_) => {}
     }
 }

@@ -23,6 +23,8 @@ impl PacketType {
     pub const NEED_ACK: Self = Self(0x17);
     /// Client to server: these RPCs are finished; free their state.
     pub const ACK: Self = Self(0x18);
+    /// "I now send with the next key epoch" (MAC'd with the new keys).
+    pub const KEY_UPDATE: Self = Self(0x19);
     /// TLS handshake records (carried by the session-establishment layer).
     pub const HANDSHAKE: Self = Self(0x20);
 
@@ -36,6 +38,7 @@ impl PacketType {
             Self::BUSY => "BUSY",
             Self::NEED_ACK => "NEED_ACK",
             Self::ACK => "ACK",
+            Self::KEY_UPDATE => "KEY_UPDATE",
             Self::HANDSHAKE => "HANDSHAKE",
             _ => return None,
         })

@@ -1,0 +1,340 @@
+//! Carrying a session-establishment handshake (TLS 1.3, or the 0-RTT
+//! SMT-ticket exchange) in HANDSHAKE packets: each side's handshake bytes
+//! are one ordered stream; every packet carries a chunk of the sender's
+//! stream and how much of the other stream it has received in order (a
+//! cumulative ACK). Unacknowledged bytes are sent again every
+//! `resend_ticks`; a handshake silent for `abort_ticks` fails. The
+//! [`Handshake`] implementation turns the bytes into session keys.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use super::{Endpoint, Event};
+use crate::error::DropReason;
+use crate::handshake::{Handshake, HandshakeAcceptor, HandshakeError};
+use crate::wire::{Body, Packet, Repr, COMMON_HEADER_LEN};
+
+/// HANDSHAKE header length (common header + offset, ack, len, kind).
+const HEADER_LEN: usize = COMMON_HEADER_LEN + 12;
+/// Out-of-order handshake bytes buffered per peer.
+const MAX_REORDER: u32 = 64 * 1024;
+/// Datagrams buffered per peer while its keys are not installed yet.
+const MAX_EARLY: usize = 64;
+
+/// Handshake protocols, as named in the HANDSHAKE packet's kind byte.
+pub mod kind {
+    /// TLS 1.3 (records, as a TLS-over-TCP peer would send them).
+    pub const TLS13: u8 = 0;
+    /// The 0-RTT SMT-ticket exchange.
+    pub const SMT_TICKET: u8 = 1;
+}
+
+/// One handshake in progress (or just finished, answering late copies).
+pub(crate) struct HandshakeConn {
+    hs: Box<dyn Handshake>,
+    kind: u8,
+    /// Everything this side has written, for retransmission.
+    sent: Vec<u8>,
+    /// The peer has received `sent[..acked]`.
+    acked: u32,
+    /// Bytes of the peer's stream given to the handshake, in order.
+    received: u32,
+    reorder: BTreeMap<u32, Vec<u8>>,
+    owe_ack: bool,
+    silent_ticks: u32,
+    keys_installed: bool,
+    early: Vec<Vec<u8>>,
+}
+
+impl std::fmt::Debug for HandshakeConn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HandshakeConn")
+            .field("kind", &self.kind)
+            .field("sent", &self.sent.len())
+            .field("acked", &self.acked)
+            .field("received", &self.received)
+            .field("keys_installed", &self.keys_installed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HandshakeConn {
+    fn new(hs: Box<dyn Handshake>, kind: u8) -> Self {
+        Self {
+            hs,
+            kind,
+            sent: Vec::new(),
+            acked: 0,
+            received: 0,
+            reorder: BTreeMap::new(),
+            owe_ack: false,
+            silent_ticks: 0,
+            keys_installed: false,
+            early: Vec::new(),
+        }
+    }
+
+    fn unacked(&self) -> bool {
+        (self.acked as usize) < self.sent.len()
+    }
+
+    /// Stores a chunk of the peer's stream; returns the newly contiguous
+    /// bytes to feed to the handshake.
+    fn take_in_order(&mut self, offset: u32, data: &[u8]) -> Result<Vec<u8>, DropReason> {
+        self.owe_ack = true;
+        let end = offset as u64 + data.len() as u64;
+        if end <= u64::from(self.received) {
+            return Ok(Vec::new()); // a copy of what we already have
+        }
+        if offset > self.received.saturating_add(MAX_REORDER) {
+            return Err(DropReason::Handshake);
+        }
+        self.reorder.insert(offset, data.to_vec());
+        let mut out = Vec::new();
+        while let Some((&off, _)) = self.reorder.first_key_value() {
+            if off > self.received {
+                break;
+            }
+            let Some((off, chunk)) = self.reorder.pop_first() else {
+                break;
+            };
+            let skip = (self.received - off) as usize;
+            if skip < chunk.len() {
+                out.extend_from_slice(&chunk[skip..]);
+                self.received += (chunk.len() - skip) as u32;
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Endpoint {
+    /// Starts a handshake with `peer` (the client side). Calls to a peer
+    /// with a handshake in progress share it; [`Event::Connected`] or
+    /// [`Event::HandshakeFailed`] says how it ended. `kind` names the
+    /// protocol for the server's acceptor (see [`kind`]).
+    pub fn connect(&mut self, now: Instant, peer: SocketAddr, hs: Box<dyn Handshake>, kind: u8) {
+        if self.handshakes.contains_key(&peer) {
+            return;
+        }
+        self.handshakes.insert(peer, HandshakeConn::new(hs, kind));
+        self.pump_handshake(now, peer);
+        self.arm_tick(now);
+    }
+
+    /// Whether a handshake with `peer` is in progress.
+    pub fn is_connecting(&self, peer: SocketAddr) -> bool {
+        self.handshakes
+            .get(&peer)
+            .is_some_and(|c| !c.keys_installed)
+    }
+
+    /// Sets what answers handshakes from unknown peers (the server side).
+    pub fn set_handshake_acceptor(&mut self, acceptor: Box<dyn HandshakeAcceptor>) {
+        self.acceptor = Some(acceptor);
+    }
+
+    /// Keeps a datagram from a peer whose handshake has not produced keys
+    /// yet (1-RTT data can overtake the client's Finished); it is processed
+    /// once the keys are installed. Returns false if there is no such
+    /// handshake or its buffer is full.
+    pub(crate) fn stash_early(&mut self, from: SocketAddr, datagram: &[u8]) -> bool {
+        match self.handshakes.get_mut(&from) {
+            Some(c) if !c.keys_installed && c.early.len() < MAX_EARLY => {
+                c.early.push(datagram.to_vec());
+                true
+            }
+            _ => false,
+        }
+    }
+
+    pub(crate) fn on_handshake_packet(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        datagram: &[u8],
+    ) -> Result<(), DropReason> {
+        let packet = Packet::new_checked(datagram).map_err(|_| DropReason::Malformed)?;
+        let repr = Repr::parse(&packet).map_err(|_| DropReason::Malformed)?;
+        let Body::Handshake {
+            offset, ack, kind, ..
+        } = repr.body
+        else {
+            return Err(DropReason::Malformed);
+        };
+        if !self.handshakes.contains_key(&from) {
+            // Only the start of a stream may open a handshake.
+            if offset != 0 || packet.payload().is_empty() {
+                return Err(DropReason::Handshake);
+            }
+            let hs = self
+                .acceptor
+                .as_mut()
+                .and_then(|a| a.accept_kind(from, kind))
+                .ok_or(DropReason::Handshake)?;
+            self.handshakes.insert(from, HandshakeConn::new(hs, kind));
+            self.arm_tick(now);
+        }
+        let conn = self
+            .handshakes
+            .get_mut(&from)
+            .ok_or(DropReason::Handshake)?;
+        if ack > conn.acked && ack as usize <= conn.sent.len() {
+            conn.acked = ack;
+            conn.silent_ticks = 0;
+        }
+        let bytes = conn.take_in_order(offset, packet.payload())?;
+        if !bytes.is_empty() {
+            conn.silent_ticks = 0;
+            if let Err(e) = conn.hs.read(&bytes) {
+                self.fail_handshake(now, from, e);
+                return Ok(());
+            }
+        }
+        self.pump_handshake(now, from);
+        Ok(())
+    }
+
+    /// Sends whatever the handshake has to say, installs its keys when
+    /// ready, and acknowledges what arrived.
+    fn pump_handshake(&mut self, now: Instant, peer: SocketAddr) {
+        let Some(conn) = self.handshakes.get_mut(&peer) else {
+            return;
+        };
+        let start = conn.sent.len();
+        conn.hs.write(&mut conn.sent);
+        let fresh = (start, conn.sent.len());
+        let keys = if conn.keys_installed {
+            None
+        } else {
+            conn.hs.take_keys()
+        };
+        if fresh.1 > fresh.0 {
+            self.queue_handshake_bytes(peer, fresh.0, fresh.1);
+        } else if conn_owes_ack(self, peer) {
+            self.queue_handshake_bytes(peer, fresh.1, fresh.1);
+        }
+        if let Some(keys) = keys {
+            self.finish_handshake(now, peer, keys);
+        }
+    }
+
+    fn finish_handshake(&mut self, now: Instant, peer: SocketAddr, keys: crate::SessionKeys) {
+        if let Err(e) = self.install_session(peer, keys) {
+            let error = HandshakeError::Protocol(e.to_string());
+            return self.fail_handshake(now, peer, error);
+        }
+        let early = match self.handshakes.get_mut(&peer) {
+            Some(c) => {
+                c.keys_installed = true;
+                std::mem::take(&mut c.early)
+            }
+            None => Vec::new(),
+        };
+        tracing::debug!(%peer, "handshake complete, session keys installed");
+        self.events.push_back(Event::Connected { peer });
+        for d in early {
+            self.handle_datagram(now, peer, &d);
+        }
+    }
+
+    fn fail_handshake(&mut self, now: Instant, peer: SocketAddr, error: HandshakeError) {
+        tracing::debug!(%peer, %error, "handshake failed");
+        if let Some(conn) = self.handshakes.get_mut(&peer) {
+            // Best effort: let the peer hear the alert.
+            let start = conn.sent.len();
+            conn.hs.write(&mut conn.sent);
+            let end = conn.sent.len();
+            if end > start {
+                self.queue_handshake_bytes(peer, start, end);
+            }
+        }
+        self.handshakes.remove(&peer);
+        self.stats.handshakes_failed += 1;
+        self.events
+            .push_back(Event::HandshakeFailed { peer, error });
+        let _ = now;
+    }
+
+    /// Queues HANDSHAKE packets carrying `sent[start..end]` (or a bare ACK
+    /// when the range is empty).
+    fn queue_handshake_bytes(&mut self, peer: SocketAddr, start: usize, end: usize) {
+        let chunk = self.config.max_datagram_size - HEADER_LEN;
+        let mut at = start;
+        loop {
+            let len = (end - at).min(chunk);
+            self.handshake_queue
+                .push_back((peer, at as u32, len as u16));
+            at += len;
+            if at >= end {
+                break;
+            }
+        }
+        if let Some(c) = self.handshakes.get_mut(&peer) {
+            c.owe_ack = false;
+        }
+    }
+
+    /// Writes one queued HANDSHAKE packet into `buf`.
+    pub(crate) fn write_handshake_packet(&mut self, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
+        while let Some((peer, offset, len)) = self.handshake_queue.pop_front() {
+            let Some(conn) = self.handshakes.get(&peer) else {
+                continue;
+            };
+            let (o, l) = (offset as usize, len as usize);
+            if o + l > conn.sent.len() {
+                continue;
+            }
+            let body = Body::Handshake {
+                offset,
+                ack: conn.received,
+                len,
+                kind: conn.kind,
+            };
+            let repr = Repr {
+                src_port: self.config.local_port,
+                dst_port: peer.port(),
+                key_phase: false,
+                id: 0,
+                body,
+            };
+            repr.emit(&mut Packet::new_unchecked(&mut buf[..HEADER_LEN]));
+            buf[HEADER_LEN..HEADER_LEN + l].copy_from_slice(&conn.sent[o..o + l]);
+            self.stats.control_packets_tx += 1;
+            return Some((peer, HEADER_LEN + l));
+        }
+        None
+    }
+
+    /// The tick's share: retransmit unacknowledged handshake bytes, give up
+    /// on silent handshakes, forget finished ones once quiet.
+    pub(crate) fn tick_handshakes(&mut self, now: Instant) {
+        let (resend, abort) = (self.config.resend_ticks, self.config.abort_ticks);
+        let peers: Vec<SocketAddr> = self.handshakes.keys().copied().collect();
+        for peer in peers {
+            let Some(conn) = self.handshakes.get_mut(&peer) else {
+                continue;
+            };
+            conn.silent_ticks += 1;
+            let silent = conn.silent_ticks;
+            let (unacked, done) = (conn.unacked(), conn.keys_installed);
+            let (acked, sent) = (conn.acked as usize, conn.sent.len());
+            if silent >= abort {
+                if done {
+                    self.handshakes.remove(&peer);
+                } else {
+                    self.fail_handshake(now, peer, HandshakeError::Timeout);
+                }
+                continue;
+            }
+            if unacked && silent.is_multiple_of(resend) {
+                self.queue_handshake_bytes(peer, acked, sent);
+            }
+        }
+    }
+}
+
+fn conn_owes_ack(ep: &Endpoint, peer: SocketAddr) -> bool {
+    ep.handshakes.get(&peer).is_some_and(|c| c.owe_ack)
+}
