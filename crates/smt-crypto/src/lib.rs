@@ -19,6 +19,9 @@
 //!   published AES-GCM vectors run through the very code records use.
 //! - [`psk`]: HKDF-Expand-Label (RFC 8446 §7.1) and per-peer session keys
 //!   derived from one pre-shared master secret.
+//! - [`secrets`]: TLS 1.3 traffic secrets (SHA-256 or SHA-384 suites) to
+//!   traffic keys (RFC 8446 §7.3) and session keys, and KeyUpdate's next
+//!   secrets (§7.2) behind `smt-proto`'s `KeyUpdate`.
 //!
 //! Tests check the code against vectors nobody here wrote: the RFC 8448
 //! handshake trace (`tests/rfc8448.rs`) and NIST's CAVP AES-GCM vectors
@@ -30,11 +33,13 @@
 mod cipher;
 mod key;
 pub mod psk;
+pub mod secrets;
 #[doc(hidden)]
 pub mod test_vectors;
 
 pub use cipher::{record_nonce, AesGcmCipher, AES_GCM_RECORD_LIMIT};
 pub use key::{AeadAlgorithm, KeyError, TrafficKey, IV_LEN};
+pub use secrets::{SecretError, TlsHash, TrafficSecrets};
 
 /// Fills `buf` from the operating system's CSPRNG.
 pub fn fill_random(buf: &mut [u8]) {

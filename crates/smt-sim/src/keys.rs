@@ -17,6 +17,26 @@ pub enum KeyKind {
     Aes128(u64),
     /// AES-256-GCM with keys drawn from the given seed.
     Aes256(u64),
+    /// AES-128-GCM from TLS 1.3 traffic secrets drawn from the seed, able
+    /// to rekey (KeyUpdate).
+    Aes128Rekeying(u64),
+}
+
+/// Client and server keys of one session built from random TLS 1.3 traffic
+/// secrets, so the session can move to new key epochs.
+pub fn rekeying_session(seed: u64) -> (SessionKeys, SessionKeys) {
+    use smt_crypto::secrets::{session_keys, TlsHash, TrafficSecrets};
+    let mut rng = SplitMix64::new(seed);
+    let (mut c2s, mut s2c) = ([0u8; 32], [0u8; 32]);
+    rng.fill(&mut c2s);
+    rng.fill(&mut s2c);
+    // NOTE(unwrap): both secrets have SHA-256's length.
+    let secrets =
+        TrafficSecrets::new(TlsHash::Sha256, AeadAlgorithm::Aes128Gcm, &c2s, &s2c).unwrap();
+    (
+        session_keys(Role::Client, &secrets),
+        session_keys(Role::Server, &secrets),
+    )
 }
 
 /// Client and server keys of one session with the null cipher.
@@ -56,6 +76,7 @@ impl KeyKind {
             Self::Null => null_session(),
             Self::Aes128(seed) => aes_session(AeadAlgorithm::Aes128Gcm, seed),
             Self::Aes256(seed) => aes_session(AeadAlgorithm::Aes256Gcm, seed),
+            Self::Aes128Rekeying(seed) => rekeying_session(seed),
         }
     }
 }

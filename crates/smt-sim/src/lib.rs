@@ -12,7 +12,7 @@ mod pair;
 pub mod relay;
 mod rng;
 
-pub use keys::{aes_session, null_session, KeyKind};
+pub use keys::{aes_session, null_session, rekeying_session, KeyKind};
 pub use link::{Datagram, Link, Verdict};
 pub use pair::{Outcome, Pair, Side};
 pub use relay::{Captured, Direction, DirectionStats, Impairment, Relay, RelayConfig, RelayStats};

@@ -115,6 +115,9 @@ pub(crate) struct ClientRpc {
     pub response: Option<Incoming>,
     pub silent_ticks: u32,
     pub restarts: u32,
+    /// The server lost the request, but no message ID is free until the
+    /// previous key epoch drains: the tick retries the restart.
+    pub restart_pending: bool,
 }
 
 #[derive(Debug)]
@@ -231,6 +234,12 @@ impl Endpoint {
         self.servers.len()
     }
 
+    /// The current key epoch of the session with `peer` (0 until the first
+    /// key update).
+    pub fn key_epoch(&self, peer: SocketAddr) -> Option<u64> {
+        self.sessions.get(&peer).map(|s| s.current.number)
+    }
+
     /// Message IDs this endpoint can still allocate towards `peer`.
     pub fn ids_remaining(&self, peer: SocketAddr) -> Option<u64> {
         self.sessions.get(&peer).map(|s| s.current.ids.remaining())
@@ -312,6 +321,7 @@ impl Endpoint {
             response: None,
             silent_ticks: 0,
             restarts: 0,
+            restart_pending: false,
         };
         self.client_ids.insert(rpc.key(), handle);
         self.clients.insert(handle, rpc);
@@ -437,7 +447,7 @@ impl Endpoint {
         let clients = self
             .clients
             .values()
-            .any(|c| c.peer == peer && c.epoch == prev);
+            .any(|c| c.peer == peer && c.epoch == prev && !c.restart_pending);
         let servers = self
             .servers
             .keys()

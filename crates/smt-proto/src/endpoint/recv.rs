@@ -8,7 +8,7 @@ use super::{
     ClientRpc, Endpoint, Event, MsgKey, RpcHandle, ServerRpc, ServerRpcHandle, ServerState,
 };
 use crate::crypto::TAG_LEN;
-use crate::error::{DropReason, RpcError};
+use crate::error::{DropReason, RpcError, SendError};
 use crate::rpc::{Accepted, Incoming};
 use crate::session::ReplayCheck;
 use crate::wire::{AckIds, Body, DataHeader, Packet, PacketType, Repr, WireError};
@@ -128,7 +128,7 @@ impl Endpoint {
         let already = session.current.phase() == phase;
         let rx = match already {
             true => session.current.rx.clone(),
-            false => session.next_keys().ok_or(DropReason::KeyPhase)?.1,
+            false => session.next_keys().ok_or(DropReason::KeyPhase)?.rx,
         };
         let (body, tag) = split_tag(datagram)?;
         rx.verify_control_tag(body, tag)
@@ -507,7 +507,7 @@ impl Endpoint {
 
     /// The server lost our request: send it again under a fresh message ID
     /// (the old ID may never be reused under this key).
-    fn restart(&mut self, now: Instant, handle: RpcHandle) {
+    pub(crate) fn restart(&mut self, now: Instant, handle: RpcHandle) {
         let Some(rpc) = self.clients.get(&handle) else {
             return;
         };
@@ -515,8 +515,18 @@ impl Endpoint {
         if restarts >= self.config.max_restarts {
             return self.fail_client(handle, RpcError::PeerLostRequest);
         }
-        let Ok((epoch, id)) = self.allocate_id(old.peer) else {
-            return self.fail_client(handle, RpcError::IdSpaceExhausted);
+        let (epoch, id) = match self.allocate_id(old.peer) {
+            Ok(slot) => slot,
+            Err(SendError::RekeyPending) => {
+                // Waits for the previous key epoch to drain; the tick
+                // retries.
+                if let Some(rpc) = self.clients.get_mut(&handle) {
+                    rpc.restart_pending = true;
+                    rpc.silent_ticks = 0;
+                }
+                return;
+            }
+            Err(_) => return self.fail_client(handle, RpcError::IdSpaceExhausted),
         };
         let Ok(request) = self.seal(old.peer, epoch, id, &data) else {
             return self.fail_client(handle, RpcError::IdSpaceExhausted);
@@ -537,6 +547,7 @@ impl Endpoint {
             rpc.response = None;
             rpc.restarts += 1;
             rpc.silent_ticks = 0;
+            rpc.restart_pending = false;
         }
         self.stats.requests_restarted += 1;
         self.arm_tick(now);

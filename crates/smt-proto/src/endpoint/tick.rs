@@ -38,6 +38,15 @@ impl Endpoint {
     }
 
     fn tick(&mut self, now: Instant) {
+        let pending: Vec<RpcHandle> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| c.restart_pending)
+            .map(|(h, _)| *h)
+            .collect();
+        for h in pending {
+            self.restart(now, h);
+        }
         let mut actions = Vec::new();
         let handles: Vec<RpcHandle> = self.clients.keys().copied().collect();
         for h in handles {

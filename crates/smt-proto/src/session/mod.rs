@@ -54,6 +54,13 @@ impl Epoch {
     }
 }
 
+/// The next epoch's keys, in this side's order.
+pub(crate) struct NextKeys {
+    pub tx: Arc<dyn PacketCipher>,
+    pub rx: Arc<dyn PacketCipher>,
+    pub update: Option<Arc<dyn KeyUpdate>>,
+}
+
 /// Everything the endpoint keeps per peer.
 #[derive(Debug)]
 pub(crate) struct Session {
@@ -111,29 +118,34 @@ impl Session {
 
     /// The next epoch's ciphers in this side's (tx, rx) order, without
     /// switching to them.
-    pub fn next_keys(
-        &self,
-    ) -> Option<(
-        Arc<dyn PacketCipher>,
-        Arc<dyn PacketCipher>,
-        Option<Arc<dyn KeyUpdate>>,
-    )> {
+    pub fn next_keys(&self) -> Option<NextKeys> {
         let next = self.update.as_ref()?.next_epoch();
-        Some(match self.role {
-            Role::Client => (next.client_to_server, next.server_to_client, next.update),
-            Role::Server => (next.server_to_client, next.client_to_server, next.update),
+        let (tx, rx) = match self.role {
+            Role::Client => (next.client_to_server, next.server_to_client),
+            Role::Server => (next.server_to_client, next.client_to_server),
+        };
+        Some(NextKeys {
+            tx,
+            rx,
+            update: next.update,
         })
     }
 
     /// Switches to the next epoch (the current one becomes previous; the
     /// old previous is forgotten). Returns false if the keys cannot update.
     pub fn advance(&mut self) -> bool {
-        let Some((tx, rx, update)) = self.next_keys() else {
+        let Some(keys) = self.next_keys() else {
             return false;
         };
-        let next = Epoch::new(self.current.number + 1, self.role, tx, rx, self.limits);
+        let next = Epoch::new(
+            self.current.number + 1,
+            self.role,
+            keys.tx,
+            keys.rx,
+            self.limits,
+        );
         self.previous = Some(std::mem::replace(&mut self.current, next));
-        self.update = update;
+        self.update = keys.update;
         true
     }
 }

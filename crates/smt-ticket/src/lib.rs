@@ -1,0 +1,72 @@
+//! The SMT-ticket 0-RTT key exchange (seed 001 §4.5.2-4.5.3), as a library
+//! with no I/O.
+//!
+//! A server publishes a signed [`Ticket`] (for example in DNS) carrying its
+//! long-term X25519 key; a client that trusts the datacenter CA verifies it
+//! once ([`Ticket::verify`] → [`VerifiedTicket`]) and can then open a
+//! session with *encrypted data in its first flight*:
+//!
+//! 1. [`ZeroRttClient::start`] — a [`ClientHello0`](message::ClientHello0)
+//!    with a fresh random and an ephemeral key from a [`KeyPool`], and the
+//!    **SMT-key** (client ephemeral × server static), usable at once;
+//! 2. [`ZeroRttServer::accept`] — checks the hello (ticket, validity,
+//!    replay) and derives the same SMT-key; if the client asked for forward
+//!    secrecy, also a [`ServerReply0`](message::ServerReply0) with the
+//!    server's ephemeral key and a confirmation MAC, and the **fs-key**
+//!    (both ephemerals);
+//! 3. [`ZeroRttClient::finish`] — checks the confirmation and derives the
+//!    fs-key.
+//!
+//! Keys come out as `smt_proto` [`SessionKeys`](smt_proto::SessionKeys)
+//! (AES-128-GCM, via `smt-crypto`). [`ZeroRttClientHandshake`] and
+//! [`ZeroRttServerHandshake`] wrap both sides in `smt_proto`'s
+//! [`Handshake`](smt_proto::Handshake) trait. `docs/handshake.md` has the
+//! message formats, the key schedule with every label, and the security
+//! argument.
+//!
+//! The key schedule uses TLS 1.3's primitives only (HKDF-Extract,
+//! HKDF-Expand-Label, Derive-Secret, SHA-256) with labels of its own; see
+//! the `schedule` section of the docs.
+//!
+//! **No I/O, no clock.** Every check that depends on time takes `now`.
+//! Randomness (client randoms, ephemeral keys, ECDSA nonces) comes from the
+//! operating system's CSPRNG through aws-lc, as key material must; nothing
+//! here is meant to be deterministic.
+//!
+//! **Untrusted input never panics**: [`Ticket::decode`],
+//! [`Ticket::from_base64`], [`ZeroRttServer::accept`] and
+//! [`ZeroRttClient::finish`] return a [`TicketError`] for any bytes (tested
+//! with random and mutated input).
+
+mod codec;
+mod error;
+mod exchange;
+mod handshake;
+mod keys;
+pub mod message;
+mod replay;
+mod schedule;
+mod ticket;
+
+pub use error::TicketError;
+pub use exchange::{Accepted, ZeroRttClient, ZeroRttServer};
+pub use handshake::{ZeroRttClientHandshake, ZeroRttServerHandshake};
+pub use keys::{EphemeralKey, KeyPool, PoolStats, StaticKey, KEY_SHARE_LEN};
+pub use replay::{ReplayCache, ReplayStats};
+pub use ticket::{Ticket, VerifiedTicket, MAX_TICKET_LEN, MAX_TICKET_LIFETIME, TICKET_VERSION};
+
+/// Fuzzing entry points (`cfg(fuzzing)`): feed arbitrary bytes to every
+/// parser; none may panic.
+#[cfg(fuzzing)]
+pub mod fuzzing {
+    /// Runs every decoder over `data`.
+    pub fn decode_everything(data: &[u8]) {
+        let _ = crate::Ticket::decode(data);
+        let _ = crate::message::ClientHello0::decode(data);
+        let _ = crate::message::ServerReply0::decode(data);
+        let _ = crate::message::frame_len(data);
+        if let Ok(text) = std::str::from_utf8(data) {
+            let _ = crate::Ticket::from_base64(text);
+        }
+    }
+}

@@ -1,0 +1,379 @@
+//! Client and server configuration: trust anchors, credentials and the
+//! algorithms offered, turned into rustls configs once and shared by every
+//! handshake.
+
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use rustls::client::Resumption;
+use rustls::crypto::{aws_lc_rs, CryptoProvider, SupportedKxGroup};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{ClientConfig, RootCertStore, ServerConfig, SupportedCipherSuite};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use smt_crypto::{AeadAlgorithm, TlsHash};
+use smt_proto::handshake::{Handshake, HandshakeAcceptor};
+
+use crate::handshake::TlsHandshake;
+use crate::keylog::{KeyLogPolicy, KeyLogWriter};
+
+/// The TLS 1.3 cipher suites SMT offers: the AES-GCM ones, whose records
+/// `smt-crypto` protects (and NICs can offload).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CipherSuite {
+    /// `TLS_AES_128_GCM_SHA256` (0x1301), the default first choice.
+    Aes128GcmSha256,
+    /// `TLS_AES_256_GCM_SHA384` (0x1302).
+    Aes256GcmSha384,
+}
+
+impl CipherSuite {
+    /// The suite's hash and record AEAD, as `smt-crypto` names them.
+    pub fn algorithms(self) -> (TlsHash, AeadAlgorithm) {
+        match self {
+            Self::Aes128GcmSha256 => (TlsHash::Sha256, AeadAlgorithm::Aes128Gcm),
+            Self::Aes256GcmSha384 => (TlsHash::Sha384, AeadAlgorithm::Aes256Gcm),
+        }
+    }
+
+    fn rustls(self) -> SupportedCipherSuite {
+        match self {
+            Self::Aes128GcmSha256 => aws_lc_rs::cipher_suite::TLS13_AES_128_GCM_SHA256,
+            Self::Aes256GcmSha384 => aws_lc_rs::cipher_suite::TLS13_AES_256_GCM_SHA384,
+        }
+    }
+
+    pub(crate) fn from_rustls(suite: rustls::CipherSuite) -> Option<Self> {
+        match suite {
+            rustls::CipherSuite::TLS13_AES_128_GCM_SHA256 => Some(Self::Aes128GcmSha256),
+            rustls::CipherSuite::TLS13_AES_256_GCM_SHA384 => Some(Self::Aes256GcmSha384),
+            _ => None,
+        }
+    }
+}
+
+/// Key-exchange groups SMT offers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum KxGroup {
+    /// The post-quantum hybrid X25519 + ML-KEM-768 (0x11ec), preferred.
+    /// Its shares make the ClientHello and ServerHello about 1.1 KB larger.
+    X25519Mlkem768,
+    /// X25519 (0x001d).
+    X25519,
+    /// NIST P-256 (0x0017).
+    Secp256r1,
+}
+
+impl KxGroup {
+    fn rustls(self) -> &'static dyn SupportedKxGroup {
+        match self {
+            Self::X25519Mlkem768 => aws_lc_rs::kx_group::X25519MLKEM768,
+            Self::X25519 => aws_lc_rs::kx_group::X25519,
+            Self::Secp256r1 => aws_lc_rs::kx_group::SECP256R1,
+        }
+    }
+
+    pub(crate) fn from_rustls(group: rustls::NamedGroup) -> Option<Self> {
+        match group {
+            rustls::NamedGroup::X25519MLKEM768 => Some(Self::X25519Mlkem768),
+            rustls::NamedGroup::X25519 => Some(Self::X25519),
+            rustls::NamedGroup::secp256r1 => Some(Self::Secp256r1),
+            _ => None,
+        }
+    }
+}
+
+/// What a [`TlsClient`] or [`TlsServer`] offers beyond its certificates.
+///
+/// The default: both suites (AES-128 first), groups X25519MLKEM768, X25519,
+/// P-256 in that order of preference, and no key log. A server picks the
+/// client's most preferred suite and group that it also supports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsOptions {
+    cipher_suites: Vec<CipherSuite>,
+    kx_groups: Vec<KxGroup>,
+    key_log: KeyLogPolicy,
+}
+
+impl Default for TlsOptions {
+    fn default() -> Self {
+        Self {
+            cipher_suites: vec![CipherSuite::Aes128GcmSha256, CipherSuite::Aes256GcmSha384],
+            kx_groups: vec![KxGroup::X25519Mlkem768, KxGroup::X25519, KxGroup::Secp256r1],
+            key_log: KeyLogPolicy::Off,
+        }
+    }
+}
+
+impl TlsOptions {
+    /// Offers these suites, most preferred first.
+    pub fn cipher_suites(mut self, suites: &[CipherSuite]) -> Self {
+        self.cipher_suites = suites.to_vec();
+        self
+    }
+
+    /// Offers these key-exchange groups, most preferred first.
+    pub fn kx_groups(mut self, groups: &[KxGroup]) -> Self {
+        self.kx_groups = groups.to_vec();
+        self
+    }
+
+    /// Writes an NSS key log as `policy` says (off by default).
+    pub fn key_log(mut self, policy: KeyLogPolicy) -> Self {
+        self.key_log = policy;
+        self
+    }
+
+    fn provider(&self) -> Result<Arc<CryptoProvider>, TlsConfigError> {
+        if self.cipher_suites.is_empty() {
+            return Err(TlsConfigError::NoCipherSuites);
+        }
+        if self.kx_groups.is_empty() {
+            return Err(TlsConfigError::NoKxGroups);
+        }
+        Ok(Arc::new(CryptoProvider {
+            cipher_suites: self.cipher_suites.iter().map(|s| s.rustls()).collect(),
+            kx_groups: self.kx_groups.iter().map(|g| g.rustls()).collect(),
+            ..aws_lc_rs::default_provider()
+        }))
+    }
+}
+
+/// A client or server could not be configured. Every variant is the local
+/// caller's to fix: the message says what was wrong with which input.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum TlsConfigError {
+    /// No certificate found in the input named by the field.
+    NoCertificates(&'static str),
+    /// A certificate cannot be used (as a trust anchor, or in a chain).
+    BadCertificate(String),
+    /// The private key cannot be parsed, is of an unsupported type, or does
+    /// not belong to the leaf certificate.
+    BadPrivateKey(String),
+    /// The name to connect to is neither a DNS name nor an IP address.
+    BadServerName(String),
+    /// [`TlsOptions::cipher_suites`] was given an empty list.
+    NoCipherSuites,
+    /// [`TlsOptions::kx_groups`] was given an empty list.
+    NoKxGroups,
+    /// The key-log file could not be opened for appending.
+    KeyLog(io::Error),
+    /// rustls refused the configuration.
+    Tls(String),
+}
+
+impl fmt::Display for TlsConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NoCertificates(what) => write!(
+                f,
+                "no certificate found in the {what} (expected PEM CERTIFICATE blocks or one DER certificate)"
+            ),
+            Self::BadCertificate(why) => write!(f, "unusable certificate: {why}"),
+            Self::BadPrivateKey(why) => write!(f, "unusable private key: {why}"),
+            Self::BadServerName(name) => write!(
+                f,
+                "{name:?} is not a DNS name or IP address to verify the server's certificate against"
+            ),
+            Self::NoCipherSuites => f.write_str("no TLS cipher suite enabled: enable at least one"),
+            Self::NoKxGroups => f.write_str("no key-exchange group enabled: enable at least one"),
+            Self::KeyLog(e) => write!(f, "cannot open the TLS key-log file: {e}"),
+            Self::Tls(why) => write!(f, "TLS configuration refused: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for TlsConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::KeyLog(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<rustls::Error> for TlsConfigError {
+    fn from(e: rustls::Error) -> Self {
+        match e {
+            rustls::Error::InconsistentKeys(_) => Self::BadPrivateKey(e.to_string()),
+            _ => Self::Tls(e.to_string()),
+        }
+    }
+}
+
+/// The client side: trusts one CA (or a few) and nothing else, and starts
+/// one [`TlsHandshake`] per server. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct TlsClient {
+    config: Arc<ClientConfig>,
+    key_log: Option<Arc<KeyLogWriter>>,
+}
+
+impl TlsClient {
+    /// A client trusting the CA certificates in `ca_certs` (PEM, one or
+    /// more `CERTIFICATE` blocks, or a single DER certificate), with the
+    /// default [`TlsOptions`]. `client_auth`: a certificate chain (PEM or
+    /// one DER certificate) and its private key (PEM, or DER PKCS#8 / SEC1 /
+    /// PKCS#1) to present when a server asks for one.
+    pub fn new(
+        ca_certs: &[u8],
+        client_auth: Option<(&[u8], &[u8])>,
+    ) -> Result<Self, TlsConfigError> {
+        Self::with_options(ca_certs, client_auth, &TlsOptions::default())
+    }
+
+    /// As [`TlsClient::new`], offering what `options` says.
+    pub fn with_options(
+        ca_certs: &[u8],
+        client_auth: Option<(&[u8], &[u8])>,
+        options: &TlsOptions,
+    ) -> Result<Self, TlsConfigError> {
+        let builder = ClientConfig::builder_with_provider(options.provider()?)
+            .with_protocol_versions(&[&rustls::version::TLS13])?
+            .with_root_certificates(roots(ca_certs, "CA certificates")?);
+        let mut config = match client_auth {
+            None => builder.with_no_client_auth(),
+            Some((chain, key)) => builder.with_client_auth_cert(
+                certs(chain, "client certificate chain")?,
+                private_key(key)?,
+            )?,
+        };
+        // No tickets are issued (see `TlsServer`), so nothing to resume.
+        config.resumption = Resumption::disabled();
+        Ok(Self {
+            config: Arc::new(config),
+            key_log: options.key_log.open().map_err(TlsConfigError::KeyLog)?,
+        })
+    }
+
+    /// A handshake with the server called `server_name` (a DNS name or an
+    /// IP address; its certificate must carry it), ready to write its
+    /// ClientHello.
+    pub fn handshake(&self, server_name: &str) -> Result<Box<dyn Handshake>, TlsConfigError> {
+        Ok(Box::new(self.start(server_name)?))
+    }
+
+    /// As [`TlsClient::handshake`], as the concrete type (which can say
+    /// what was negotiated).
+    pub fn start(&self, server_name: &str) -> Result<TlsHandshake, TlsConfigError> {
+        let name = ServerName::try_from(server_name)
+            .map_err(|_| TlsConfigError::BadServerName(server_name.to_owned()))?
+            .to_owned();
+        TlsHandshake::client(&self.config, name, self.key_log.clone())
+    }
+}
+
+/// The server side: one certificate chain and key, and optionally a CA
+/// whose certificates clients must present (mutual TLS). Cheap to clone.
+///
+/// TLS 1.3 session tickets are not sent: SMT has no resumption yet.
+#[derive(Clone, Debug)]
+pub struct TlsServer {
+    config: Arc<ServerConfig>,
+    key_log: Option<Arc<KeyLogWriter>>,
+}
+
+impl TlsServer {
+    /// A server presenting `cert_chain` (PEM, leaf first, or one DER
+    /// certificate) with `key` (PEM, or DER PKCS#8 / SEC1 / PKCS#1), with
+    /// the default [`TlsOptions`]. `client_ca`: when set, every client must
+    /// present a certificate issued by one of these CA certificates.
+    pub fn new(
+        cert_chain: &[u8],
+        key: &[u8],
+        client_ca: Option<&[u8]>,
+    ) -> Result<Self, TlsConfigError> {
+        Self::with_options(cert_chain, key, client_ca, &TlsOptions::default())
+    }
+
+    /// As [`TlsServer::new`], offering what `options` says.
+    pub fn with_options(
+        cert_chain: &[u8],
+        key: &[u8],
+        client_ca: Option<&[u8]>,
+        options: &TlsOptions,
+    ) -> Result<Self, TlsConfigError> {
+        let provider = options.provider()?;
+        let builder = ServerConfig::builder_with_provider(provider.clone())
+            .with_protocol_versions(&[&rustls::version::TLS13])?;
+        let builder = match client_ca {
+            None => builder.with_no_client_auth(),
+            Some(ca) => {
+                let roots = Arc::new(roots(ca, "client CA certificates")?);
+                let verifier = WebPkiClientVerifier::builder_with_provider(roots, provider)
+                    .build()
+                    .map_err(|e| TlsConfigError::BadCertificate(e.to_string()))?;
+                builder.with_client_cert_verifier(verifier)
+            }
+        };
+        let mut config =
+            builder.with_single_cert(certs(cert_chain, "certificate chain")?, private_key(key)?)?;
+        config.send_tls13_tickets = 0;
+        Ok(Self {
+            config: Arc::new(config),
+            key_log: options.key_log.open().map_err(TlsConfigError::KeyLog)?,
+        })
+    }
+
+    /// A server handshake, waiting for a ClientHello.
+    pub fn start(&self) -> Result<TlsHandshake, TlsConfigError> {
+        TlsHandshake::server(&self.config, self.key_log.clone())
+    }
+}
+
+impl HandshakeAcceptor for TlsServer {
+    /// A new server handshake for any peer; `None` only if rustls refuses
+    /// to start one, which a config it accepted does not make it do.
+    fn accept(&mut self, _peer: SocketAddr) -> Option<Box<dyn Handshake>> {
+        let handshake = self.start().ok()?;
+        Some(Box::new(handshake))
+    }
+}
+
+/// PEM (any number of `CERTIFICATE` blocks) or one DER certificate.
+fn certs(input: &[u8], what: &'static str) -> Result<Vec<CertificateDer<'static>>, TlsConfigError> {
+    if !is_pem(input) {
+        if input.is_empty() {
+            return Err(TlsConfigError::NoCertificates(what));
+        }
+        return Ok(vec![CertificateDer::from(input.to_vec())]);
+    }
+    let certs = CertificateDer::pem_slice_iter(input)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TlsConfigError::BadCertificate(format!("{what}: {e}")))?;
+    if certs.is_empty() {
+        return Err(TlsConfigError::NoCertificates(what));
+    }
+    Ok(certs)
+}
+
+fn roots(input: &[u8], what: &'static str) -> Result<RootCertStore, TlsConfigError> {
+    let mut roots = RootCertStore::empty();
+    for cert in certs(input, what)? {
+        roots
+            .add(cert)
+            .map_err(|e| TlsConfigError::BadCertificate(format!("{what}: {e}")))?;
+    }
+    Ok(roots)
+}
+
+/// PEM (`PRIVATE KEY`, `EC PRIVATE KEY` or `RSA PRIVATE KEY`) or DER.
+fn private_key(input: &[u8]) -> Result<PrivateKeyDer<'static>, TlsConfigError> {
+    let key = if is_pem(input) {
+        PrivateKeyDer::from_pem_slice(input).map_err(|e| e.to_string())
+    } else {
+        PrivateKeyDer::try_from(input)
+            .map(|key| key.clone_key())
+            .map_err(str::to_owned)
+    };
+    key.map_err(TlsConfigError::BadPrivateKey)
+}
+
+fn is_pem(input: &[u8]) -> bool {
+    input.windows(11).any(|w| w == b"-----BEGIN ")
+}
