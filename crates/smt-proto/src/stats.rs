@@ -61,6 +61,7 @@ pub struct Stats {
     pub rpcs_completed: u64,
     pub rpcs_failed: u64,
     pub requests_restarted: u64,
+    pub handshakes_completed: u64,
     pub handshakes_failed: u64,
     pub drops: DropCounts,
 }

@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
-use smt_proto::{Endpoint as Core, Event, RpcHandle, ServerRpcHandle};
+use smt_proto::{
+    handshake_kind, Endpoint as Core, Event, HandshakeError, RpcHandle, SendError, ServerRpcHandle,
+};
 use smt_udp::{Mode, RecvBuffers, Socket};
 
 use crate::endpoint::{Command, Shared};
@@ -53,6 +55,12 @@ pub(crate) struct Driver {
     /// socket is edge-triggered: go round again without sleeping).
     pub more_to_read: bool,
     pub send_errors_seen: std::collections::HashSet<io::ErrorKind>,
+    /// Establishes sessions for calls to unknown peers.
+    pub tls_client: Option<smt_tls::TlsClient>,
+    /// Calls waiting for a handshake with their peer.
+    pub waiting: HashMap<SocketAddr, Vec<(Vec<u8>, Reply)>>,
+    /// Calls waiting for a key epoch to drain (`SendError::RekeyPending`).
+    pub deferred: std::collections::VecDeque<(SocketAddr, Vec<u8>, Reply)>,
 }
 
 /// Datagrams waiting to leave in one GSO send: same destination, equal
@@ -119,6 +127,9 @@ impl Driver {
             self.receive(now);
             self.expire_timers(Instant::now());
             self.dispatch_events();
+            if !self.deferred.is_empty() {
+                self.retry_deferred(Instant::now());
+            }
             if let Err(e) = self.transmit(&mut scratch) {
                 self.report_send_error(&e);
             }
@@ -191,6 +202,8 @@ impl Driver {
                     let _ = reply.send(self.core.install_session(peer, keys).map_err(Error::Send));
                 }
                 Command::SetResolver(r) => self.core.set_key_resolver(r),
+                Command::SetTlsClient(c) => self.tls_client = Some(c),
+                Command::SetAcceptor(a) => self.core.set_handshake_acceptor(a),
                 Command::Stats { peer, reply } => {
                     let peer_stats = peer.and_then(|p| self.core.peer_stats(p).copied());
                     let _ = reply.send((*self.core.stats(), peer_stats));
@@ -211,9 +224,45 @@ impl Driver {
             Ok(handle) => {
                 self.pending.insert(handle, reply);
             }
+            Err(SendError::NoSession) if self.tls_client.is_some() => {
+                self.connect(now, peer, data, reply)
+            }
+            Err(SendError::RekeyPending) => self.deferred.push_back((peer, data.to_vec(), reply)),
             Err(e) => {
                 let _ = reply.send(Err(Error::Send(e)));
             }
+        }
+    }
+
+    /// Parks a call until a handshake with `peer` (started now if none is
+    /// running) installs keys.
+    fn connect(&mut self, now: Instant, peer: SocketAddr, data: &[u8], reply: Reply) {
+        if !self.core.is_connecting(peer) {
+            let Some(client) = &self.tls_client else {
+                return;
+            };
+            match client.handshake(&peer.ip().to_string()) {
+                Ok(hs) => self.core.connect(now, peer, hs, handshake_kind::TLS13),
+                Err(e) => {
+                    let error = HandshakeError::Protocol(e.to_string());
+                    let _ = reply.send(Err(Error::Handshake(error)));
+                    return;
+                }
+            }
+        }
+        self.waiting
+            .entry(peer)
+            .or_default()
+            .push((data.to_vec(), reply));
+    }
+
+    /// Retries calls that waited for a key epoch to drain.
+    fn retry_deferred(&mut self, now: Instant) {
+        for _ in 0..self.deferred.len() {
+            let Some((peer, data, reply)) = self.deferred.pop_front() else {
+                break;
+            };
+            self.start_call(now, peer, &data, reply);
         }
     }
 
@@ -265,6 +314,17 @@ impl Driver {
                 Event::Response { rpc, data } => self.reply(rpc, Ok(data)),
                 Event::Failed { rpc, error } => self.reply(rpc, Err(Error::Rpc(error))),
                 Event::Request { rpc, data } => self.queue_request(rpc, data),
+                Event::Connected { peer } => {
+                    let now = Instant::now();
+                    for (data, reply) in self.waiting.remove(&peer).unwrap_or_default() {
+                        self.start_call(now, peer, &data, reply);
+                    }
+                }
+                Event::HandshakeFailed { peer, error } => {
+                    for (_, reply) in self.waiting.remove(&peer).unwrap_or_default() {
+                        let _ = reply.send(Err(Error::Handshake(error.clone())));
+                    }
+                }
                 _ => {}
             }
         }
@@ -342,6 +402,15 @@ impl Driver {
 
     fn fail_pending(&mut self) {
         for (_, tx) in self.pending.drain() {
+            let _ = tx.send(Err(Error::Closed));
+        }
+        let waiting = self
+            .waiting
+            .drain()
+            .flat_map(|(_, calls)| calls)
+            .map(|(_, r)| r);
+        let deferred = self.deferred.drain(..).map(|(_, _, r)| r);
+        for tx in waiting.chain(deferred) {
             let _ = tx.send(Err(Error::Closed));
         }
         self.shared.mark_closed();

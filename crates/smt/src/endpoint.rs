@@ -44,6 +44,8 @@ pub(crate) enum Command {
         reply: flume::Sender<Result<(), Error>>,
     },
     SetResolver(Box<dyn KeyResolver>),
+    SetTlsClient(smt_tls::TlsClient),
+    SetAcceptor(Box<dyn smt_proto::HandshakeAcceptor>),
     Stats {
         peer: Option<SocketAddr>,
         reply: flume::Sender<(Stats, Option<Stats>)>,
@@ -177,6 +179,9 @@ impl Endpoint {
             closing: None,
             blocked: false,
             more_to_read: false,
+            tls_client: None,
+            waiting: Default::default(),
+            deferred: Default::default(),
             send_errors_seen: Default::default(),
         };
         let handle = std::thread::Builder::new()
@@ -211,6 +216,30 @@ impl Endpoint {
     /// Sets the resolver asked for keys when an unknown peer sends.
     pub fn set_key_resolver(&self, resolver: Box<dyn KeyResolver>) -> Result<(), Error> {
         self.shared.send(Command::SetResolver(resolver))
+    }
+
+    /// Makes this endpoint establish sessions itself: a call to a peer
+    /// without a session first runs a TLS 1.3 handshake (the peer's
+    /// certificate must chain to the client's CA and name the peer's IP
+    /// address); concurrent first calls share it; a failed handshake fails
+    /// them with [`Error::Handshake`].
+    pub fn set_tls_client(&self, client: smt_tls::TlsClient) -> Result<(), Error> {
+        self.shared.send(Command::SetTlsClient(client))
+    }
+
+    /// Makes this endpoint answer TLS 1.3 handshakes from unknown peers
+    /// (the server side; with a client CA it requires client certificates).
+    pub fn set_tls_server(&self, server: smt_tls::TlsServer) -> Result<(), Error> {
+        self.shared.send(Command::SetAcceptor(Box::new(server)))
+    }
+
+    /// Answers handshakes with any acceptor (e.g. one combining TLS and
+    /// 0-RTT SMT tickets).
+    pub fn set_handshake_acceptor(
+        &self,
+        acceptor: Box<dyn smt_proto::HandshakeAcceptor>,
+    ) -> Result<(), Error> {
+        self.shared.send(Command::SetAcceptor(acceptor))
     }
 
     /// Sends `request` to `peer` and waits for the response.

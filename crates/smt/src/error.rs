@@ -3,7 +3,7 @@
 use std::fmt;
 use std::io;
 
-pub use smt_proto::{RpcError, SendError};
+pub use smt_proto::{HandshakeError, RpcError, SendError};
 pub use smt_udp::SocketError;
 
 /// Everything an SMT call can fail with.
@@ -19,6 +19,9 @@ pub enum Error {
     Send(SendError),
     /// The RPC was sent but did not complete (timeout, peer lost it…).
     Rpc(RpcError),
+    /// No session could be established with the peer (bad certificate,
+    /// wrong name, timeout…).
+    Handshake(HandshakeError),
     /// The endpoint has been closed.
     Closed,
 }
@@ -30,6 +33,7 @@ impl fmt::Display for Error {
             Self::Io(e) => write!(f, "I/O error: {e}"),
             Self::Send(e) => write!(f, "cannot send: {e}"),
             Self::Rpc(e) => write!(f, "RPC failed: {e}"),
+            Self::Handshake(e) => write!(f, "{e}"),
             Self::Closed => f.write_str("the SMT endpoint is closed"),
         }
     }
@@ -42,6 +46,7 @@ impl std::error::Error for Error {
             Self::Io(e) => Some(e),
             Self::Send(e) => Some(e),
             Self::Rpc(e) => Some(e),
+            Self::Handshake(e) => Some(e),
             Self::Closed => None,
         }
     }

@@ -33,7 +33,7 @@ mod request;
 
 pub use config::{EndpointConfig, Mode, ProtocolConfig, SocketConfig, DEFAULT_IP_PROTOCOL};
 pub use endpoint::Endpoint;
-pub use error::{Error, RpcError, SendError, SocketError};
+pub use error::{Error, HandshakeError, RpcError, SendError, SocketError};
 pub use request::IncomingRequest;
 pub use smt_proto::{DropReason, Padding, Role, SessionKeys, Stats};
 pub use smt_udp::Features;

@@ -233,6 +233,7 @@ impl Endpoint {
             None => Vec::new(),
         };
         tracing::debug!(%peer, "handshake complete, session keys installed");
+        self.stats.handshakes_completed += 1;
         self.events.push_back(Event::Connected { peer });
         for d in early {
             self.handle_datagram(now, peer, &d);
@@ -250,7 +251,15 @@ impl Endpoint {
                 self.queue_handshake_bytes(peer, start, end);
             }
         }
-        self.handshakes.remove(&peer);
+        let had_keys = self
+            .handshakes
+            .remove(&peer)
+            .is_some_and(|c| c.keys_installed);
+        if had_keys {
+            // TLS 1.3 gives the client keys before the server has checked a
+            // client certificate: a later alert withdraws the session.
+            self.remove_session(peer);
+        }
         self.stats.handshakes_failed += 1;
         self.events
             .push_back(Event::HandshakeFailed { peer, error });
