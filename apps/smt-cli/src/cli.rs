@@ -26,6 +26,61 @@ pub enum Command {
     Client(ClientArgs),
     /// Print a new random pre-shared key (hex) for `server`/`client`.
     Keygen,
+    /// Certificate authority files (PEM).
+    #[command(subcommand)]
+    Ca(CaCommand),
+    /// Certificates issued by a CA made with `smt ca init`.
+    #[command(subcommand)]
+    Cert(CertCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CaCommand {
+    /// Make a new CA (ECDSA P-256): writes DIR/ca.pem (certificate) and
+    /// DIR/ca-key.pem (keep it secret).
+    Init {
+        /// Directory to write into.
+        #[arg(long, default_value = "smt-ca")]
+        dir: std::path::PathBuf,
+        /// The CA's name.
+        #[arg(long, default_value = "SMT datacenter CA")]
+        name: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CertCommand {
+    /// Issue a certificate for NAMES (DNS names or IP addresses): writes
+    /// OUT.pem (chain) and OUT-key.pem.
+    Issue {
+        /// The CA directory (from `smt ca init`).
+        #[arg(long, default_value = "smt-ca")]
+        ca: std::path::PathBuf,
+        /// Names the certificate is for (servers are called by IP address).
+        #[arg(long = "name", required = true)]
+        names: Vec<String>,
+        /// A client certificate (for mutual TLS) instead of a server one.
+        #[arg(long)]
+        client: bool,
+        /// Output path prefix.
+        #[arg(long, default_value = "smt-cert")]
+        out: std::path::PathBuf,
+    },
+}
+
+/// TLS 1.3 settings shared by server and client.
+#[derive(Debug, Args, Clone, Default)]
+pub struct TlsArgs {
+    /// CA certificate (PEM): the server checks client certificates against
+    /// it (mutual TLS); the client checks the server against it.
+    #[arg(long)]
+    pub ca: Option<std::path::PathBuf>,
+    /// This side's certificate chain (PEM).
+    #[arg(long)]
+    pub cert: Option<std::path::PathBuf>,
+    /// This side's private key (PEM).
+    #[arg(long)]
+    pub key: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -60,6 +115,10 @@ pub struct DemoArgs {
     /// Outstanding RPCs in the throughput phase.
     #[arg(long, default_value_t = 32)]
     pub concurrency: usize,
+    /// Install fresh keys directly instead of running a TLS 1.3 handshake
+    /// with a throwaway CA.
+    #[arg(long)]
+    pub no_handshake: bool,
     /// Message sizes to run (bytes), comma separated.
     #[arg(long, value_delimiter = ',', default_values_t = [64usize, 1024, 16384, 65536, 1 << 20])]
     pub sizes: Vec<usize>,
@@ -72,9 +131,11 @@ pub struct ServerArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:7878")]
     pub listen: SocketAddr,
-    /// Pre-shared key, hex (see `smt keygen`).
+    /// Pre-shared key, hex (see `smt keygen`), instead of TLS.
     #[arg(long, env = "SMT_PSK")]
-    pub psk: String,
+    pub psk: Option<String>,
+    #[command(flatten)]
+    pub tls: TlsArgs,
     /// Threads answering requests.
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
@@ -90,9 +151,11 @@ pub struct ClientArgs {
     /// The server's address.
     #[arg(long, default_value = "127.0.0.1:7878")]
     pub server: SocketAddr,
-    /// Pre-shared key, hex (the server's).
+    /// Pre-shared key, hex (the server's), instead of TLS.
     #[arg(long, env = "SMT_PSK")]
-    pub psk: String,
+    pub psk: Option<String>,
+    #[command(flatten)]
+    pub tls: TlsArgs,
     /// Request size in bytes.
     #[arg(long, default_value_t = 1024)]
     pub size: usize,

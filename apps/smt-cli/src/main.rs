@@ -2,6 +2,7 @@
 
 mod cli;
 mod demo;
+mod pki;
 mod report;
 mod run;
 
@@ -18,6 +19,8 @@ fn main() {
             println!("{}", run::keygen());
             Ok(())
         }
+        cli::Command::Ca(c) => pki::ca(c),
+        cli::Command::Cert(c) => pki::cert(c),
     };
     if let Err(e) = result {
         eprintln!("smt: error: {e}");

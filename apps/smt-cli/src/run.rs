@@ -35,10 +35,24 @@ fn parse_psk(hex: &str) -> Result<Vec<u8>, Error> {
         .collect()
 }
 
+fn need_keys() -> Error {
+    Error::Io(std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        "give TLS files (server: --cert and --key [--ca for mutual TLS]; client: --ca [--cert --key]) \
+         or a pre-shared key (--psk, from `smt keygen`)",
+    ))
+}
+
 pub fn server(args: ServerArgs) -> Result<(), Error> {
-    let master = parse_psk(&args.psk)?;
+    let tls = crate::pki::tls_server(&args.tls)?;
     let server = Endpoint::bind(args.listen, config(&args.transport))?;
-    server.set_key_resolver(Box::new(PskResolver::new(&master, ALGORITHM)))?;
+    match (&args.psk, tls) {
+        (_, Some(tls)) => server.set_tls_server(tls)?,
+        (Some(psk), None) => {
+            server.set_key_resolver(Box::new(PskResolver::new(&parse_psk(psk)?, ALGORITHM)))?
+        }
+        (None, None) => return Err(need_keys()),
+    }
     println!(
         "smt server on {} ({}), {} threads",
         server.local_addr(),
@@ -75,15 +89,26 @@ fn local_towards(server: SocketAddr) -> Result<SocketAddr, Error> {
 }
 
 pub fn client(args: ClientArgs) -> Result<(), Error> {
-    let master = parse_psk(&args.psk)?;
+    let tls = crate::pki::tls_client(&args.tls)?;
+    let master = match (&args.psk, &tls) {
+        (_, Some(_)) => None,
+        (Some(psk), None) => Some(parse_psk(psk)?),
+        (None, None) => return Err(need_keys()),
+    };
     let bind = if args.transport.raw {
         SocketAddr::new(local_towards(args.server)?.ip(), 7002)
     } else {
         local_towards(args.server)?
     };
     let client = Endpoint::bind(bind, config(&args.transport))?;
-    let keys = psk_session(&master, client.local_addr(), Role::Client, ALGORITHM);
-    client.install_session(args.server, keys)?;
+    match (master, tls) {
+        (Some(master), _) => client.install_session(
+            args.server,
+            psk_session(&master, client.local_addr(), Role::Client, ALGORITHM),
+        )?,
+        (None, Some(tls)) => client.set_tls_client(tls)?,
+        (None, None) => return Err(need_keys()),
+    }
     println!(
         "smt client {} -> {} ({})",
         client.local_addr(),

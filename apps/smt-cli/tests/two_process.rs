@@ -151,3 +151,68 @@ fn helpful_errors() {
     let out = Command::new(BIN).arg("--help").output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("demo"));
 }
+
+#[test]
+fn tls_files_from_ca_init_and_cert_issue() {
+    let dir = std::env::temp_dir().join(format!("smt-cli-pki-{}", std::process::id()));
+    let d = dir.to_str().unwrap();
+    let ca_dir = format!("{d}/ca");
+    let run = |args: &[&str]| {
+        let out = Command::new(BIN).args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&["ca", "init", "--dir", &ca_dir, "--name", "cli test CA"]);
+    run(&[
+        "cert",
+        "issue",
+        "--ca",
+        &ca_dir,
+        "--name",
+        "127.0.0.1",
+        "--out",
+        &format!("{d}/server"),
+    ]);
+    let ca_pem = format!("{ca_dir}/ca.pem");
+    let (cert, key) = (format!("{d}/server.pem"), format!("{d}/server-key.pem"));
+    let child = Command::new(BIN)
+        .args([
+            "server",
+            "--listen",
+            "127.0.0.1:47815",
+            "--cert",
+            &cert,
+            "--key",
+            &key,
+            "--duration",
+            "30",
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _server = Server(child);
+    std::thread::sleep(Duration::from_millis(300));
+    let report = run_client("127.0.0.1:47815", "", &["--ca", &ca_pem]);
+    let (rpcs, errors) = rpcs_and_errors(&report);
+    assert!(rpcs > 100 && errors == 0, "{report}");
+    // A client trusting another CA fails with a certificate error.
+    let other = format!("{d}/other");
+    run(&["ca", "init", "--dir", &other, "--name", "another CA"]);
+    let out = Command::new(BIN)
+        .args([
+            "client",
+            "--server",
+            "127.0.0.1:47815",
+            "--ca",
+            &format!("{other}/ca.pem"),
+            "--seconds",
+            "0.3",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
