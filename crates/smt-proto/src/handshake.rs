@@ -60,6 +60,13 @@ pub trait Handshake: Send + fmt::Debug {
     /// The session keys, once (the client: after it sent its Finished; the
     /// server: after it verified the client's Finished).
     fn take_keys(&mut self) -> Option<SessionKeys>;
+
+    /// Keys for the session's *next* key epoch, once, if the protocol
+    /// switches keys after the first ones (the 0-RTT exchange's fs-key
+    /// replacing the SMT-key). Asked after [`Handshake::take_keys`].
+    fn take_next_keys(&mut self) -> Option<SessionKeys> {
+        None
+    }
 }
 
 /// Makes the server side of a handshake when an unknown peer starts one.

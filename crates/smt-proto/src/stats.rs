@@ -62,6 +62,9 @@ pub struct Stats {
     pub rpcs_failed: u64,
     pub requests_restarted: u64,
     pub handshakes_completed: u64,
+    /// For a peer: the session's current key epoch (0 until the first key
+    /// update or handshake key switch).
+    pub key_epoch: u64,
     pub handshakes_failed: u64,
     pub drops: DropCounts,
 }

@@ -102,6 +102,14 @@ impl Handshake for ZeroRttClientHandshake {
     fn take_keys(&mut self) -> Option<SessionKeys> {
         self.smt_keys.take()
     }
+
+    fn take_next_keys(&mut self) -> Option<SessionKeys> {
+        // Only after the SMT-key: the fs-key is the *next* epoch.
+        if self.smt_keys.is_some() {
+            return None;
+        }
+        self.fs_keys.take()
+    }
 }
 
 impl fmt::Debug for ZeroRttClientHandshake {
@@ -187,6 +195,14 @@ impl Handshake for ZeroRttServerHandshake {
 
     fn take_keys(&mut self) -> Option<SessionKeys> {
         self.smt_keys.take()
+    }
+
+    fn take_next_keys(&mut self) -> Option<SessionKeys> {
+        // Only after the SMT-key: the fs-key is the *next* epoch.
+        if self.smt_keys.is_some() {
+            return None;
+        }
+        self.fs_keys.take()
     }
 }
 

@@ -57,6 +57,10 @@ pub(crate) struct Driver {
     pub send_errors_seen: std::collections::HashSet<io::ErrorKind>,
     /// Establishes sessions for calls to unknown peers.
     pub tls_client: Option<smt_tls::TlsClient>,
+    /// SMT-tickets for 0-RTT sessions, by peer.
+    pub tickets: HashMap<SocketAddr, (Box<smt_ticket::VerifiedTicket>, bool)>,
+    /// Pre-generated ephemeral key pairs for 0-RTT hellos (§4.5.1).
+    pub key_pool: Arc<smt_ticket::KeyPool>,
     /// Calls waiting for a handshake with their peer.
     pub waiting: HashMap<SocketAddr, Vec<(Vec<u8>, Reply)>>,
     /// Calls waiting for a key epoch to drain (`SendError::RekeyPending`).
@@ -203,6 +207,13 @@ impl Driver {
                 }
                 Command::SetResolver(r) => self.core.set_key_resolver(r),
                 Command::SetTlsClient(c) => self.tls_client = Some(c),
+                Command::SetTicket {
+                    peer,
+                    ticket,
+                    forward_secrecy,
+                } => {
+                    self.tickets.insert(peer, (ticket, forward_secrecy));
+                }
                 Command::SetAcceptor(a) => self.core.set_handshake_acceptor(a),
                 Command::Stats { peer, reply } => {
                     let peer_stats = peer.and_then(|p| self.core.peer_stats(p).copied());
@@ -224,7 +235,9 @@ impl Driver {
             Ok(handle) => {
                 self.pending.insert(handle, reply);
             }
-            Err(SendError::NoSession) if self.tls_client.is_some() => {
+            Err(SendError::NoSession)
+                if self.tls_client.is_some() || self.tickets.contains_key(&peer) =>
+            {
                 self.connect(now, peer, data, reply)
             }
             Err(SendError::RekeyPending) => self.deferred.push_back((peer, data.to_vec(), reply)),
@@ -238,6 +251,20 @@ impl Driver {
     /// running) installs keys.
     fn connect(&mut self, now: Instant, peer: SocketAddr, data: &[u8], reply: Reply) {
         if !self.core.is_connecting(peer) {
+            if let Some((ticket, fs)) = self.tickets.get(&peer) {
+                let hs = smt_ticket::ZeroRttClientHandshake::new(ticket, &self.key_pool, *fs);
+                self.core
+                    .connect(now, peer, Box::new(hs), handshake_kind::SMT_TICKET);
+                self.waiting
+                    .entry(peer)
+                    .or_default()
+                    .push((data.to_vec(), reply));
+                // 0-RTT: the keys exist already, so the call leaves with
+                // the hello; the pool is refilled off the hot path after.
+                self.dispatch_events();
+                self.key_pool.refill();
+                return;
+            }
             let Some(client) = &self.tls_client else {
                 return;
             };

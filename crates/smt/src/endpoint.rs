@@ -46,6 +46,11 @@ pub(crate) enum Command {
     SetResolver(Box<dyn KeyResolver>),
     SetTlsClient(smt_tls::TlsClient),
     SetAcceptor(Box<dyn smt_proto::HandshakeAcceptor>),
+    SetTicket {
+        peer: SocketAddr,
+        ticket: Box<smt_ticket::VerifiedTicket>,
+        forward_secrecy: bool,
+    },
     Stats {
         peer: Option<SocketAddr>,
         reply: flume::Sender<(Stats, Option<Stats>)>,
@@ -180,6 +185,8 @@ impl Endpoint {
             blocked: false,
             more_to_read: false,
             tls_client: None,
+            tickets: Default::default(),
+            key_pool: std::sync::Arc::new(smt_ticket::KeyPool::new(16)),
             waiting: Default::default(),
             deferred: Default::default(),
             send_errors_seen: Default::default(),
@@ -240,6 +247,23 @@ impl Endpoint {
         acceptor: Box<dyn smt_proto::HandshakeAcceptor>,
     ) -> Result<(), Error> {
         self.shared.send(Command::SetAcceptor(acceptor))
+    }
+
+    /// Uses a verified SMT-ticket (e.g. looked up in DNS with `smt-dns`)
+    /// for the next session with `peer`: the first call sends its encrypted
+    /// request in the first flight (0-RTT). With `forward_secrecy` the
+    /// session switches to a forward-secret key after one round trip.
+    pub fn set_zero_rtt_ticket(
+        &self,
+        peer: SocketAddr,
+        ticket: smt_ticket::VerifiedTicket,
+        forward_secrecy: bool,
+    ) -> Result<(), Error> {
+        self.shared.send(Command::SetTicket {
+            peer,
+            ticket: Box::new(ticket),
+            forward_secrecy,
+        })
     }
 
     /// Sends `request` to `peer` and waits for the response.

@@ -30,6 +30,7 @@ mod endpoint;
 mod error;
 pub mod keys;
 mod request;
+mod zero_rtt;
 
 pub use config::{EndpointConfig, Mode, ProtocolConfig, SocketConfig, DEFAULT_IP_PROTOCOL};
 pub use endpoint::Endpoint;
@@ -37,3 +38,4 @@ pub use error::{Error, HandshakeError, RpcError, SendError, SocketError};
 pub use request::IncomingRequest;
 pub use smt_proto::{DropReason, Padding, Role, SessionKeys, Stats};
 pub use smt_udp::Features;
+pub use zero_rtt::ServerAcceptor;

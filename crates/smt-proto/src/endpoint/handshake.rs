@@ -210,6 +210,11 @@ impl Endpoint {
         } else {
             conn.hs.take_keys()
         };
+        let next = if conn.keys_installed || keys.is_some() {
+            conn.hs.take_next_keys()
+        } else {
+            None
+        };
         if fresh.1 > fresh.0 {
             self.queue_handshake_bytes(peer, fresh.0, fresh.1);
         } else if conn_owes_ack(self, peer) {
@@ -217,6 +222,14 @@ impl Endpoint {
         }
         if let Some(keys) = keys {
             self.finish_handshake(now, peer, keys);
+        }
+        if let Some(keys) = next {
+            // The next key epoch (the 0-RTT fs-key): RPCs already under way
+            // finish in the first epoch.
+            if let Some(session) = self.sessions.get_mut(&peer) {
+                session.advance_to(keys);
+                tracing::debug!(%peer, epoch = session.current.number, "handshake switched keys");
+            }
         }
     }
 

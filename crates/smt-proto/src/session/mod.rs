@@ -131,6 +131,21 @@ impl Session {
         })
     }
 
+    /// Switches to a next epoch with the given keys (a handshake's second
+    /// keys, e.g. the 0-RTT exchange's fs-key).
+    pub fn advance_to(&mut self, keys: SessionKeys) {
+        let next = Epoch::new(
+            self.current.number + 1,
+            self.role,
+            keys.tx,
+            keys.rx,
+            self.limits,
+        );
+        self.previous = Some(std::mem::replace(&mut self.current, next));
+        self.update = keys.update;
+        self.stats.key_epoch = self.current.number;
+    }
+
     /// Switches to the next epoch (the current one becomes previous; the
     /// old previous is forgotten). Returns false if the keys cannot update.
     pub fn advance(&mut self) -> bool {
@@ -146,6 +161,7 @@ impl Session {
         );
         self.previous = Some(std::mem::replace(&mut self.current, next));
         self.update = keys.update;
+        self.stats.key_epoch = self.current.number;
         true
     }
 }

@@ -1,0 +1,184 @@
+//! 0-RTT sessions with SMT-tickets over real sockets (seed 001 §4.5.2):
+//! the first request travels in the first flight, with and without forward
+//! secrecy; a replayed first flight executes nothing; tickets distributed
+//! through DNS.
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use smt::{Endpoint, EndpointConfig, ServerAcceptor};
+use smt_sim::relay::{Direction, Relay, RelayConfig};
+use smt_ticket::{KeyPool, ReplayCache, StaticKey, Ticket, VerifiedTicket, ZeroRttServer};
+use smt_tls::certs::Ca;
+
+type Executions = Arc<Mutex<HashMap<Vec<u8>, u32>>>;
+
+struct Setup {
+    server: Endpoint,
+    ticket: Ticket,
+    ca: Ca,
+    executions: Executions,
+}
+
+fn setup(name: &str) -> Setup {
+    let ca = Ca::generate(&format!("smt 0-rtt test CA {name}")).unwrap();
+    let cert = ca.issue(&["server.smt.test", "127.0.0.1"], false).unwrap();
+    let static_key = StaticKey::generate();
+    let ticket = Ticket::issue(
+        &static_key,
+        &cert.chain_der(),
+        cert.key_der(),
+        "server.smt.test",
+        SystemTime::now(),
+        Duration::from_secs(600),
+    )
+    .unwrap();
+    let zero_rtt = ZeroRttServer::new(
+        static_key,
+        ticket.clone(),
+        Arc::new(KeyPool::new(8)),
+        ReplayCache::new(10_000),
+    )
+    .unwrap();
+    let server = Endpoint::bind("127.0.0.1:0".parse().unwrap(), EndpointConfig::default()).unwrap();
+    server
+        .set_handshake_acceptor(Box::new(ServerAcceptor::new(
+            None,
+            Some(Arc::new(zero_rtt)),
+        )))
+        .unwrap();
+    let executions: Executions = Arc::default();
+    let (s, ex) = (server.clone(), executions.clone());
+    std::thread::spawn(move || {
+        while let Ok(req) = s.accept() {
+            *ex.lock().unwrap().entry(req.data().to_vec()).or_default() += 1;
+            let up = req.data().to_ascii_uppercase();
+            let _ = req.respond(&up);
+        }
+    });
+    Setup {
+        server,
+        ticket,
+        ca,
+        executions,
+    }
+}
+
+fn verified(s: &Setup) -> VerifiedTicket {
+    s.ticket
+        .verify(s.ca.cert_der(), "server.smt.test", SystemTime::now())
+        .unwrap()
+}
+
+fn client() -> Endpoint {
+    Endpoint::bind("127.0.0.1:0".parse().unwrap(), EndpointConfig::default()).unwrap()
+}
+
+#[test]
+fn zero_rtt_without_forward_secrecy_keeps_the_smt_key() {
+    let s = setup("a");
+    let c = client();
+    c.set_zero_rtt_ticket(s.server.local_addr(), verified(&s), false)
+        .unwrap();
+    for i in 0..10 {
+        let msg = format!("0-rtt {i}");
+        assert_eq!(
+            c.call(s.server.local_addr(), msg.as_bytes()).unwrap(),
+            msg.to_ascii_uppercase().as_bytes()
+        );
+    }
+    let (stats, peer) = c.stats(Some(s.server.local_addr())).unwrap();
+    assert_eq!(stats.handshakes_completed, 1);
+    assert_eq!(
+        peer.unwrap().key_epoch,
+        0,
+        "no forward secrecy: the SMT-key stays"
+    );
+    assert_eq!(s.server.stats(None).unwrap().0.handshakes_completed, 1);
+}
+
+#[test]
+fn zero_rtt_with_forward_secrecy_switches_to_the_fs_key() {
+    let s = setup("b");
+    let c = client();
+    c.set_zero_rtt_ticket(s.server.local_addr(), verified(&s), true)
+        .unwrap();
+    assert_eq!(
+        c.call(s.server.local_addr(), b"first flight").unwrap(),
+        b"FIRST FLIGHT"
+    );
+    // After the server's reply, new RPCs use the fs-key (key epoch 1).
+    for i in 0..10 {
+        let msg = format!("forward secret {i}");
+        assert_eq!(
+            c.call(s.server.local_addr(), msg.as_bytes()).unwrap(),
+            msg.to_ascii_uppercase().as_bytes()
+        );
+    }
+    let (_, peer) = c.stats(Some(s.server.local_addr())).unwrap();
+    let peer = peer.unwrap();
+    assert!(peer.rpcs_completed >= 11);
+    assert_eq!(peer.key_epoch, 1, "the session moved to the fs-key");
+    assert_eq!(s.executions.lock().unwrap().len(), 11);
+}
+
+#[test]
+fn replayed_first_flight_executes_nothing() {
+    let s = setup("c");
+    let relay = Relay::spawn(RelayConfig {
+        capture: true,
+        ..RelayConfig::new(s.server.local_addr())
+    })
+    .unwrap();
+    let c = client();
+    c.set_zero_rtt_ticket(relay.local_addr(), verified(&s), false)
+        .unwrap();
+    assert_eq!(
+        c.call(relay.local_addr(), b"pay once").unwrap(),
+        b"PAY ONCE"
+    );
+    let flight: Vec<Vec<u8>> = relay
+        .captured()
+        .into_iter()
+        .filter(|d| d.direction == Direction::ToServer)
+        .map(|d| d.bytes)
+        .collect();
+    drop(relay);
+    // An attacker replays every client datagram from another address.
+    let attacker = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for d in &flight {
+        attacker.send_to(d, s.server.local_addr()).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        s.executions.lock().unwrap().get(&b"pay once".to_vec()),
+        Some(&1),
+        "executed twice"
+    );
+    let (stats, _) = s.server.stats(None).unwrap();
+    assert!(
+        stats.handshakes_failed >= 1,
+        "the replayed hello was rejected: {stats:?}"
+    );
+}
+
+#[test]
+fn ticket_published_in_dns_gives_a_zero_rtt_session() {
+    let s = setup("d");
+    let dns = smt_dns::TicketDnsServer::spawn("127.0.0.1:0".parse().unwrap(), "smt.test").unwrap();
+    dns.publish("server.smt.test", s.ticket.as_bytes()).unwrap();
+    let bytes = smt_dns::lookup_ticket(dns.local_addr(), "server.smt.test").unwrap();
+    let ticket = Ticket::decode(&bytes).unwrap();
+    let verified = ticket
+        .verify(s.ca.cert_der(), "server.smt.test", SystemTime::now())
+        .unwrap();
+    let c = client();
+    let to: SocketAddr = s.server.local_addr();
+    c.set_zero_rtt_ticket(to, verified, true).unwrap();
+    assert_eq!(
+        c.call(to, b"found you in dns").unwrap(),
+        b"FOUND YOU IN DNS"
+    );
+}
