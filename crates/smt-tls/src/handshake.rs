@@ -90,6 +90,12 @@ impl TlsHandshake {
         matches!(self.state, State::Running)
     }
 
+    /// Whether this handshake resumed an earlier session (a TLS 1.3 PSK
+    /// with (EC)DHE: resumption keeps forward secrecy).
+    pub fn is_resumed(&self) -> bool {
+        self.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed)
+    }
+
     /// The negotiated cipher suite, once the server has chosen it.
     pub fn cipher_suite(&self) -> Option<CipherSuite> {
         CipherSuite::from_rustls(self.conn.negotiated_cipher_suite()?.suite())

@@ -27,7 +27,8 @@
 //!   `HandshakeError::BadCertificate`, a certificate for another name
 //!   `WrongName`, everything else (tampering, malformed messages, alerts)
 //!   `Protocol` with rustls's message.
-//! - No session resumption: servers send no tickets.
+//! - Session resumption with TLS 1.3 tickets (PSK with (EC)DHE, so it keeps
+//!   forward secrecy; rustls offers no PSK-only mode).
 //!
 //! The rustls connection is private; only byte slices and this crate's own
 //! types cross its API.

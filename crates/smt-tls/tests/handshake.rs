@@ -100,7 +100,8 @@ fn post_quantum_flights_are_large_and_sizes_are_reported() {
     complete(&out);
     assert_eq!(server.kx_group(), Some(KxGroup::X25519Mlkem768));
     let (c, s) = (out.sizes(Side::Client), out.sizes(Side::Server));
-    assert_eq!((c.len(), s.len()), (2, 1), "client {c:?} server {s:?}");
+    // The server's second flight is its two session tickets.
+    assert_eq!((c.len(), s.len()), (2, 2), "client {c:?} server {s:?}");
     assert!(s[0] > 1200, "server flight {} bytes", s[0]);
     assert!(c[0] > 1200, "ClientHello {} bytes", c[0]);
     println!(
@@ -181,7 +182,16 @@ fn keys_are_not_ready_until_each_side_is_done() {
     assert!(client.take_keys().is_none(), "keys are handed out once");
     assert!(server.take_keys().is_none());
     server.read(&finished).unwrap();
-    let server_keys = server.take_keys().expect("server keys after Finished");
+    assert!(
+        server.take_keys().is_none(),
+        "its session tickets are not written yet"
+    );
+    let mut tickets = Vec::new();
+    server.write(&mut tickets);
+    assert!(!tickets.is_empty(), "session tickets for resumption");
+    let server_keys = server
+        .take_keys()
+        .expect("server keys after Finished and tickets");
     assert_keys_pair_up(&client_keys, &server_keys);
 }
 
