@@ -26,12 +26,23 @@ pub enum Command {
     Client(ClientArgs),
     /// Print a new random pre-shared key (hex) for `server`/`client`.
     Keygen,
+    /// Time to first response with each way of establishing a session
+    /// (paper Fig. 12): full TLS 1.3, TLS resumption, 0-RTT SMT-ticket with
+    /// and without forward secrecy; plus per-step CPU costs (Table 2).
+    BenchHandshake(BenchHandshakeArgs),
     /// Certificate authority files (PEM).
     #[command(subcommand)]
     Ca(CaCommand),
     /// Certificates issued by a CA made with `smt ca init`.
     #[command(subcommand)]
     Cert(CertCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchHandshakeArgs {
+    /// Sessions to establish per method.
+    #[arg(long, default_value_t = 200)]
+    pub iterations: usize,
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,5 +1,6 @@
 //! `smt`: run an encrypted SMT demo, server or client from the command line.
 
+mod bench;
 mod cli;
 mod demo;
 mod pki;
@@ -20,6 +21,7 @@ fn main() {
             Ok(())
         }
         cli::Command::Ca(c) => pki::ca(c),
+        cli::Command::BenchHandshake(a) => bench::handshake(a),
         cli::Command::Cert(c) => pki::cert(c),
     };
     if let Err(e) = result {

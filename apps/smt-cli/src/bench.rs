@@ -1,0 +1,268 @@
+//! `smt bench-handshake`: the paper's Fig. 12 categories on this machine.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use smt::{Endpoint, EndpointConfig, Error, ServerAcceptor};
+use smt_ticket::{
+    KeyPool, ReplayCache, StaticKey, Ticket, VerifiedTicket, ZeroRttClient, ZeroRttServer,
+};
+use smt_tls::certs::Ca;
+use smt_tls::{TlsClient, TlsServer};
+
+use crate::cli::BenchHandshakeArgs;
+
+fn err(e: impl std::fmt::Display) -> Error {
+    Error::Io(std::io::Error::other(e.to_string()))
+}
+
+struct Pki {
+    ca: Ca,
+    tls_server: TlsServer,
+    ticket: Ticket,
+    static_key: StaticKey,
+}
+
+fn pki() -> Result<Pki, Error> {
+    let mut tag = [0u8; 4];
+    smt_crypto::fill_random(&mut tag);
+    let ca = Ca::generate(&format!("smt bench CA {:08x}", u32::from_le_bytes(tag))).map_err(err)?;
+    let cert = ca
+        .issue(&["server.smt.test", "127.0.0.1"], false)
+        .map_err(err)?;
+    let tls_server = TlsServer::new(cert.chain_pem().as_bytes(), cert.key_pem().as_bytes(), None)
+        .map_err(err)?;
+    let static_key = StaticKey::generate();
+    let ticket = Ticket::issue(
+        &static_key,
+        &cert.chain_der(),
+        cert.key_der(),
+        "server.smt.test",
+        SystemTime::now(),
+        Duration::from_secs(3600),
+    )
+    .map_err(err)?;
+    Ok(Pki {
+        ca,
+        tls_server,
+        ticket,
+        static_key,
+    })
+}
+
+/// How a fresh client gets its session.
+#[derive(Clone)]
+enum Method {
+    Established,
+    Installed,
+    FullTls,
+    Resumed(TlsClient),
+    Ticket {
+        verified: Box<VerifiedTicket>,
+        fs: bool,
+    },
+}
+
+/// Time to the first response of a 64-byte RPC on a new client endpoint.
+fn first_response(server: SocketAddr, method: &Method, ca_pem: &str) -> Result<Duration, Error> {
+    let client = Endpoint::bind(
+        "127.0.0.1:0".parse().expect("literal"),
+        EndpointConfig::default(),
+    )?;
+    match method {
+        Method::Installed => {
+            let (ck, _) = smt::keys::fresh_session_pair(smt::keys::AeadAlgorithm::Aes128Gcm);
+            client.install_session(server, ck)?;
+        }
+        Method::Established | Method::FullTls => {
+            client.set_tls_client(TlsClient::new(ca_pem.as_bytes(), None).map_err(err)?)?
+        }
+        Method::Resumed(tls) => client.set_tls_client(tls.clone())?,
+        Method::Ticket { verified, fs } => {
+            client.set_zero_rtt_ticket(server, (**verified).clone(), *fs)?
+        }
+    }
+    if matches!(method, Method::Established) {
+        client.call(server, b"warm up")?;
+    }
+    let t = Instant::now();
+    let result = client.call(server, &[7u8; 64]);
+    if matches!(method, Method::Installed) {
+        // The server has no keys: the call fails; only the client's first-call cost counts.
+        let _ = result;
+    } else {
+        result?;
+    }
+    let elapsed = t.elapsed();
+    client.close();
+    Ok(elapsed)
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+pub fn handshake(args: BenchHandshakeArgs) -> Result<(), Error> {
+    let pki = pki()?;
+    let replay = ReplayCache::new(1_000_000);
+    let pool = Arc::new(KeyPool::new(64));
+    let zero_rtt = ZeroRttServer::new(
+        StaticKey::from_bytes(&pki.static_key.to_bytes()).map_err(err)?,
+        pki.ticket.clone(),
+        pool,
+        replay,
+    )
+    .map_err(err)?;
+    let server = Endpoint::bind(
+        "127.0.0.1:0".parse().expect("literal"),
+        EndpointConfig::default(),
+    )?;
+    server.set_handshake_acceptor(Box::new(ServerAcceptor::new(
+        Some(pki.tls_server.clone()),
+        Some(Arc::new(zero_rtt)),
+    )))?;
+    crate::demo::spawn_echo(&server, 1);
+    let to = server.local_addr();
+    let verified = Box::new(
+        pki.ticket
+            .verify(pki.ca.cert_der(), "server.smt.test", SystemTime::now())
+            .map_err(err)?,
+    );
+    let resuming = TlsClient::new(pki.ca.cert_pem().as_bytes(), None).map_err(err)?;
+    first_response(to, &Method::Resumed(resuming.clone()), pki.ca.cert_pem())?; // obtain a ticket
+    let methods = [
+        ("established session (no handshake)", Method::Established),
+        ("Init-1RTT: full TLS 1.3 handshake", Method::FullTls),
+        (
+            "Rsmpt-FS: TLS 1.3 resumption (PSK + ECDHE)",
+            Method::Resumed(resuming),
+        ),
+        (
+            "Init: SMT-ticket 0-RTT, no forward secrecy",
+            Method::Ticket {
+                verified: verified.clone(),
+                fs: false,
+            },
+        ),
+        (
+            "Init-FS: SMT-ticket 0-RTT, forward secrecy",
+            Method::Ticket { verified, fs: true },
+        ),
+    ];
+    println!("time to first response of a 64 B RPC on a new client endpoint, loopback UDP, {} sessions each", args.iterations);
+    println!(
+        "{:<46} {:>10} {:>10} {:>10}",
+        "method", "p50_us", "mean_us", "vs full"
+    );
+    let mut full = None;
+    for (name, method) in &methods {
+        let mut times = Vec::with_capacity(args.iterations);
+        for _ in 0..args.iterations.max(1) {
+            let t = first_response(to, method, pki.ca.cert_pem())?;
+            if std::env::var_os("SMT_BENCH_TRACE").is_some() {
+                eprintln!("{name}: {} us", t.as_micros());
+            }
+            times.push(t);
+        }
+        let mean = times.iter().sum::<Duration>() / times.len() as u32;
+        let p50 = median(times);
+        if matches!(method, Method::FullTls) {
+            full = Some(p50);
+        }
+        let ratio = full
+            .map(|f| format!("{:.2}", p50.as_secs_f64() / f.as_secs_f64()))
+            .unwrap_or_else(|| "-".into());
+        println!(
+            "{name:<46} {:>10.1} {:>10.1} {ratio:>10}",
+            p50.as_secs_f64() * 1e6,
+            mean.as_secs_f64() * 1e6
+        );
+    }
+    println!("Rsmpt (resumption without forward secrecy, psk_ke): not available, rustls offers only PSK with (EC)DHE");
+    steps(&pki, args.iterations)?;
+    server.close();
+    Ok(())
+}
+
+/// Per-step CPU costs, in one thread, no network (Table 2's spirit).
+fn steps(pki: &Pki, n: usize) -> Result<(), Error> {
+    let n = n.max(1);
+    let time = |f: &mut dyn FnMut()| {
+        let t = Instant::now();
+        for _ in 0..n {
+            f();
+        }
+        t.elapsed().as_secs_f64() * 1e6 / n as f64
+    };
+    let ca_pem = pki.ca.cert_pem().as_bytes();
+    let tls_client = TlsClient::new(ca_pem, None).map_err(err)?;
+    let full = time(&mut || {
+        let mut c = tls_client.handshake("127.0.0.1").expect("client");
+        let mut s = smt_proto::HandshakeAcceptor::accept(
+            &mut pki.tls_server.clone(),
+            "127.0.0.1:1".parse().expect("literal"),
+        )
+        .expect("server");
+        shuttle(&mut *c, &mut *s);
+    });
+    let verify = time(&mut || {
+        let _ = pki
+            .ticket
+            .verify(pki.ca.cert_der(), "server.smt.test", SystemTime::now());
+    });
+    let verified = pki
+        .ticket
+        .verify(pki.ca.cert_der(), "server.smt.test", SystemTime::now())
+        .map_err(err)?;
+    let pool = KeyPool::new(n + 1);
+    let start = time(&mut || {
+        let _ = ZeroRttClient::start(&verified, &pool, true);
+    });
+    let server_pool = Arc::new(KeyPool::new(n + 1));
+    let zs = ZeroRttServer::new(
+        StaticKey::from_bytes(&pki.static_key.to_bytes()).map_err(err)?,
+        pki.ticket.clone(),
+        server_pool,
+        ReplayCache::new(10 * n + 10),
+    )
+    .map_err(err)?;
+    let client_pool = KeyPool::new(2 * n + 2);
+    let hellos: Vec<_> = (0..2 * n)
+        .map(|_| ZeroRttClient::start(&verified, &client_pool, true).0)
+        .collect();
+    let mut it = hellos.iter();
+    let accept_fs = time(&mut || {
+        let _ = zs.accept(it.next().expect("enough hellos"), SystemTime::now());
+    });
+    println!("per-step CPU cost (one thread, no network, {n} runs each):");
+    println!(
+        "  full TLS 1.3 handshake, client + server (X25519MLKEM768, ECDSA P-256)  {full:>8.1} us"
+    );
+    println!("  SMT-ticket verify (certificate chain + signature; done before the call)  {verify:>8.1} us");
+    println!(
+        "  0-RTT client start (pooled ephemeral, ECDH, key schedule)               {start:>8.1} us"
+    );
+    println!("  0-RTT server accept with forward secrecy (2 ECDH, key schedule, replay)  {accept_fs:>8.1} us");
+    Ok(())
+}
+
+fn shuttle(c: &mut dyn smt_proto::Handshake, s: &mut dyn smt_proto::Handshake) {
+    for _ in 0..8 {
+        let mut a = Vec::new();
+        c.write(&mut a);
+        if !a.is_empty() {
+            let _ = s.read(&a);
+        }
+        let mut b = Vec::new();
+        s.write(&mut b);
+        if !b.is_empty() {
+            let _ = c.read(&b);
+        }
+        if a.is_empty() && b.is_empty() {
+            break;
+        }
+    }
+    let _ = (c.take_keys(), s.take_keys());
+}
