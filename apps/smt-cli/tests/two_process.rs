@@ -219,9 +219,16 @@ fn tls_files_from_ca_init_and_cert_issue() {
 
 #[test]
 fn handshake_benchmark_smoke_run() {
-    let out = Command::new(BIN).args(["bench-handshake", "--iterations", "3"]).output().unwrap();
+    let out = Command::new(BIN)
+        .args(["bench-handshake", "--iterations", "3"])
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for method in ["Init-1RTT", "Rsmpt-FS", "Init: SMT-ticket", "Init-FS"] {
         assert!(stdout.contains(method), "{method} missing:\n{stdout}");
     }

@@ -185,3 +185,20 @@ fn plaintext_is_never_sent_before_keys_exist() {
         );
     }
 }
+
+#[test]
+fn a_client_restarting_on_the_same_address_handshakes_again() {
+    let ca = Ca::generate("smt test ca h").unwrap();
+    let server = tls_server(&ca, &["127.0.0.1"], None);
+    let first = tls_client(&ca);
+    let addr = first.local_addr();
+    assert_eq!(first.call(server.local_addr(), b"one").unwrap(), b"ONE");
+    first.close();
+    drop(first);
+    let again = Endpoint::bind(addr, EndpointConfig::default()).unwrap();
+    again
+        .set_tls_client(TlsClient::new(ca.cert_pem().as_bytes(), None).unwrap())
+        .unwrap();
+    assert_eq!(again.call(server.local_addr(), b"two").unwrap(), b"TWO");
+    assert_eq!(server.stats(None).unwrap().0.handshakes_completed, 2);
+}

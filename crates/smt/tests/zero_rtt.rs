@@ -182,3 +182,31 @@ fn ticket_published_in_dns_gives_a_zero_rtt_session() {
         b"FOUND YOU IN DNS"
     );
 }
+
+#[test]
+fn a_client_restarting_on_the_same_address_gets_a_new_session() {
+    let s = setup("e");
+    let first = client();
+    let addr = first.local_addr();
+    first
+        .set_zero_rtt_ticket(s.server.local_addr(), verified(&s), false)
+        .unwrap();
+    assert_eq!(
+        first
+            .call(s.server.local_addr(), b"before restart")
+            .unwrap(),
+        b"BEFORE RESTART"
+    );
+    first.close();
+    drop(first);
+    // Same address, new process state: a new hello, new keys, IDs from 2.
+    let again = Endpoint::bind(addr, EndpointConfig::default()).unwrap();
+    again
+        .set_zero_rtt_ticket(s.server.local_addr(), verified(&s), true)
+        .unwrap();
+    assert_eq!(
+        again.call(s.server.local_addr(), b"after restart").unwrap(),
+        b"AFTER RESTART"
+    );
+    assert_eq!(s.server.stats(None).unwrap().0.handshakes_completed, 2);
+}

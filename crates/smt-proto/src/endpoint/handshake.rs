@@ -19,6 +19,8 @@ use crate::wire::{Body, Packet, Repr, COMMON_HEADER_LEN};
 const HEADER_LEN: usize = COMMON_HEADER_LEN + 12;
 /// Out-of-order handshake bytes buffered per peer.
 const MAX_REORDER: u32 = 64 * 1024;
+/// Bytes of a stream's opening remembered to recognise a new handshake.
+const OPENING: usize = 64;
 /// Datagrams buffered per peer while its keys are not installed yet.
 const MAX_EARLY: usize = 64;
 
@@ -45,6 +47,9 @@ pub(crate) struct HandshakeConn {
     silent_ticks: u32,
     keys_installed: bool,
     early: Vec<Vec<u8>>,
+    /// The first bytes the peer's stream opened with: a packet at offset 0
+    /// with other bytes is a new handshake (the peer restarted), not a copy.
+    opening: Vec<u8>,
 }
 
 impl std::fmt::Debug for HandshakeConn {
@@ -72,6 +77,7 @@ impl HandshakeConn {
             silent_ticks: 0,
             keys_installed: false,
             early: Vec::new(),
+            opening: Vec::new(),
         }
     }
 
@@ -83,6 +89,9 @@ impl HandshakeConn {
     /// bytes to feed to the handshake.
     fn take_in_order(&mut self, offset: u32, data: &[u8]) -> Result<Vec<u8>, DropReason> {
         self.owe_ack = true;
+        if offset == 0 && self.opening.is_empty() {
+            self.opening = data[..data.len().min(OPENING)].to_vec();
+        }
         let end = offset as u64 + data.len() as u64;
         if end <= u64::from(self.received) {
             return Ok(Vec::new()); // a copy of what we already have
@@ -163,6 +172,18 @@ impl Endpoint {
         else {
             return Err(DropReason::Malformed);
         };
+        let payload = packet.payload();
+        let restarted = self.handshakes.get(&from).is_some_and(|c| {
+            c.keys_installed
+                && offset == 0
+                && !payload.is_empty()
+                && !payload.starts_with(&c.opening)
+        });
+        if restarted {
+            // The peer (or a new peer on the same address) starts over; the
+            // old session stays until this handshake produces new keys.
+            self.handshakes.remove(&from);
+        }
         if !self.handshakes.contains_key(&from) {
             // Only the start of a stream may open a handshake.
             if offset != 0 || packet.payload().is_empty() {

@@ -269,6 +269,7 @@ impl Endpoint {
         if keys_are_reflectable(&keys) {
             return Err(SendError::ReflectableKeys);
         }
+        self.forget_peer_rpcs(peer);
         let session = Session::new(
             keys,
             self.config.seq_layout.id_limit(),
@@ -276,6 +277,26 @@ impl Endpoint {
         );
         self.sessions.insert(peer, session);
         Ok(())
+    }
+
+    /// New keys for a peer start a new session: RPC state under the old
+    /// keys (epoch numbers restart) is dropped; our calls fail with
+    /// [`RpcError::SessionClosed`].
+    fn forget_peer_rpcs(&mut self, peer: SocketAddr) {
+        if !self.sessions.contains_key(&peer) {
+            return;
+        }
+        self.servers.retain(|k, _| k.peer != peer);
+        self.pending_acks.retain(|(p, _), _| *p != peer);
+        let gone: Vec<RpcHandle> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| c.peer == peer)
+            .map(|(h, _)| *h)
+            .collect();
+        for h in gone {
+            self.fail_client(h, RpcError::SessionClosed);
+        }
     }
 
     /// Sets the resolver asked for keys when a packet arrives from a peer
