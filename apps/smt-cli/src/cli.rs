@@ -36,6 +36,45 @@ pub enum Command {
     /// Certificates issued by a CA made with `smt ca init`.
     #[command(subcommand)]
     Cert(CertCommand),
+    /// 0-RTT SMT-tickets (seed 001 §4.5.2).
+    #[command(subcommand)]
+    Ticket(TicketCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TicketCommand {
+    /// Issue a ticket signed with a server certificate's key: writes OUT
+    /// (base64 ticket) and OUT-static.key (the server's long-term X25519
+    /// key, hex; keep secret).
+    Issue {
+        /// Server certificate chain (PEM, from `smt cert issue`).
+        #[arg(long)]
+        cert: std::path::PathBuf,
+        /// Its private key (PEM).
+        #[arg(long)]
+        key: std::path::PathBuf,
+        /// The server's DNS name (in the certificate).
+        #[arg(long)]
+        name: String,
+        /// Validity in seconds (at most 3600).
+        #[arg(long, default_value_t = 3600)]
+        lifetime: u64,
+        /// Output file.
+        #[arg(long, default_value = "smt-ticket")]
+        out: std::path::PathBuf,
+    },
+    /// Print a ticket's fields; with --ca, verify it.
+    Show {
+        /// The ticket file (base64).
+        #[arg(long, default_value = "smt-ticket")]
+        ticket: std::path::PathBuf,
+        /// CA certificate (PEM) to verify against.
+        #[arg(long)]
+        ca: Option<std::path::PathBuf>,
+        /// Expected server name (default: the ticket's).
+        #[arg(long)]
+        name: Option<String>,
+    },
 }
 
 #[derive(Debug, Args)]

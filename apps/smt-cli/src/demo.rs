@@ -45,12 +45,21 @@ fn throwaway_tls(client: &Endpoint, server: &Endpoint) -> Result<(), Error> {
         .map_err(|e| err(e.to_string()))?;
     let ip = server.local_addr().ip().to_string();
     let cert = ca.issue(&[&ip], false).map_err(|e| err(e.to_string()))?;
-    let tls_server =
-        smt_tls::TlsServer::new(cert.chain_pem().as_bytes(), cert.key_pem().as_bytes(), None)
-            .map_err(|e| err(e.to_string()))?;
+    let tls_server = smt_tls::TlsServer::with_options(
+        cert.chain_pem().as_bytes(),
+        cert.key_pem().as_bytes(),
+        None,
+        &crate::pki::tls_options(),
+    )
+    .map_err(|e| err(e.to_string()))?;
     server.set_tls_server(tls_server)?;
     client.set_tls_client(
-        smt_tls::TlsClient::new(ca.cert_pem().as_bytes(), None).map_err(|e| err(e.to_string()))?,
+        smt_tls::TlsClient::with_options(
+            ca.cert_pem().as_bytes(),
+            None,
+            &crate::pki::tls_options(),
+        )
+        .map_err(|e| err(e.to_string()))?,
     )?;
     Ok(())
 }

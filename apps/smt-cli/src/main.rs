@@ -21,6 +21,7 @@ fn main() {
             Ok(())
         }
         cli::Command::Ca(c) => pki::ca(c),
+        cli::Command::Ticket(c) => pki::ticket(c),
         cli::Command::BenchHandshake(a) => bench::handshake(a),
         cli::Command::Cert(c) => pki::cert(c),
     };

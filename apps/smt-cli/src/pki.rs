@@ -4,9 +4,15 @@ use std::path::Path;
 
 use smt::Error;
 use smt_tls::certs::Ca;
-use smt_tls::{TlsClient, TlsServer};
+use smt_tls::{KeyLogPolicy, TlsClient, TlsOptions, TlsServer};
 
-use crate::cli::{CaCommand, CertCommand, TlsArgs};
+/// TLS options of the CLI: the standard SSLKEYLOGFILE is honoured (for
+/// decrypting captures while debugging; never set it in production).
+pub fn tls_options() -> TlsOptions {
+    TlsOptions::default().key_log(KeyLogPolicy::FromEnv)
+}
+
+use crate::cli::{CaCommand, CertCommand, TicketCommand, TlsArgs};
 
 fn io_err(msg: String) -> Error {
     Error::Io(std::io::Error::other(msg))
@@ -18,6 +24,82 @@ fn read(path: &Path, what: &str) -> Result<Vec<u8>, Error> {
 
 fn write(path: &Path, text: &str) -> Result<(), Error> {
     std::fs::write(path, text).map_err(|e| io_err(format!("cannot write {}: {e}", path.display())))
+}
+
+pub fn ticket(cmd: TicketCommand) -> Result<(), Error> {
+    match cmd {
+        TicketCommand::Issue {
+            cert,
+            key,
+            name,
+            lifetime,
+            out,
+        } => {
+            let chain_pem = String::from_utf8(read(&cert, "certificate")?)
+                .map_err(|_| io_err("certificate is not PEM".into()))?;
+            let key_pem = String::from_utf8(read(&key, "key")?)
+                .map_err(|_| io_err("key is not PEM".into()))?;
+            let issued = smt_tls::certs::IssuedCert::from_pem(&format!("{chain_pem}{key_pem}"))
+                .map_err(|e| io_err(format!("certificate/key: {e}")))?;
+            let static_key = smt_ticket::StaticKey::generate();
+            let ticket = smt_ticket::Ticket::issue(
+                &static_key,
+                &issued.chain_der(),
+                issued.key_der(),
+                &name,
+                std::time::SystemTime::now(),
+                std::time::Duration::from_secs(lifetime),
+            )
+            .map_err(|e| io_err(format!("cannot issue ticket: {e}")))?;
+            let key_path = std::path::PathBuf::from(format!("{}-static.key", out.display()));
+            write(&out, &ticket.to_base64())?;
+            let hex: String = static_key
+                .to_bytes()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            write(&key_path, &hex)?;
+            println!("ticket for {name}, valid {lifetime} s: {} (publish it, e.g. as DNS TXT at _smt-ticket.{name}.); static key: {} (keep secret)", out.display(), key_path.display());
+            Ok(())
+        }
+        TicketCommand::Show { ticket, ca, name } => {
+            let text = String::from_utf8(read(&ticket, "ticket")?)
+                .map_err(|_| io_err("ticket is not base64 text".into()))?;
+            let t = smt_ticket::Ticket::from_base64(&text)
+                .map_err(|e| io_err(format!("not a ticket: {e}")))?;
+            println!("server name: {}", t.server_name());
+            println!(
+                "valid: {} .. {} (unix seconds)",
+                t.not_before(),
+                t.not_after()
+            );
+            println!(
+                "static key: {}",
+                t.static_public_key()
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<String>()
+            );
+            println!(
+                "certificates: {}, {} bytes encoded",
+                t.certificate_chain().count(),
+                t.as_bytes().len()
+            );
+            if let Some(ca) = ca {
+                let ca_der = smt_tls::certificates_der(&read(&ca, "CA")?)
+                    .map_err(|e| io_err(format!("CA file: {e}")))?
+                    .remove(0);
+                let expected = name.unwrap_or_else(|| t.server_name().to_string());
+                match t.verify(&ca_der, &expected, std::time::SystemTime::now()) {
+                    Ok(_) => {
+                        println!("verification: OK (CA, name {expected}, signature, validity)")
+                    }
+                    Err(e) => return Err(io_err(format!("verification failed: {e}"))),
+                }
+            }
+            Ok(())
+        }
+    }
 }
 
 pub fn ca(cmd: CaCommand) -> Result<(), Error> {
@@ -73,10 +155,11 @@ pub fn tls_server(t: &TlsArgs) -> Result<Option<TlsServer>, Error> {
         t.ca.as_ref()
             .map(|p| read(p, "CA certificate"))
             .transpose()?;
-    let server = TlsServer::new(
+    let server = TlsServer::with_options(
         &read(cert, "certificate")?,
         &read(key, "key")?,
         client_ca.as_deref(),
+        &tls_options(),
     )
     .map_err(|e| io_err(format!("TLS server settings: {e}")))?;
     Ok(Some(server))
@@ -90,9 +173,10 @@ pub fn tls_client(t: &TlsArgs) -> Result<Option<TlsClient>, Error> {
         (Some(c), Some(k)) => Some((read(c, "certificate")?, read(k, "key")?)),
         _ => None,
     };
-    let client = TlsClient::new(
+    let client = TlsClient::with_options(
         &ca,
         auth.as_ref().map(|(c, k)| (c.as_slice(), k.as_slice())),
+        &tls_options(),
     )
     .map_err(|e| io_err(format!("TLS client settings: {e}")))?;
     Ok(Some(client))

@@ -233,3 +233,69 @@ fn handshake_benchmark_smoke_run() {
         assert!(stdout.contains(method), "{method} missing:\n{stdout}");
     }
 }
+
+#[test]
+fn ticket_issue_and_show() {
+    let dir = std::env::temp_dir().join(format!("smt-cli-ticket-{}", std::process::id()));
+    let d = dir.to_str().unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(BIN).args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    run(&["ca", "init", "--dir", &format!("{d}/ca")]);
+    run(&[
+        "cert",
+        "issue",
+        "--ca",
+        &format!("{d}/ca"),
+        "--name",
+        "svc.smt.test",
+        "--out",
+        &format!("{d}/svc"),
+    ]);
+    run(&[
+        "ticket",
+        "issue",
+        "--cert",
+        &format!("{d}/svc.pem"),
+        "--key",
+        &format!("{d}/svc-key.pem"),
+        "--name",
+        "svc.smt.test",
+        "--out",
+        &format!("{d}/t"),
+    ]);
+    let shown = run(&[
+        "ticket",
+        "show",
+        "--ticket",
+        &format!("{d}/t"),
+        "--ca",
+        &format!("{d}/ca/ca.pem"),
+    ]);
+    assert!(shown.contains("verification: OK"), "{shown}");
+    let out = Command::new(BIN)
+        .args([
+            "ticket",
+            "issue",
+            "--cert",
+            &format!("{d}/svc.pem"),
+            "--key",
+            &format!("{d}/svc-key.pem"),
+            "--name",
+            "svc.smt.test",
+            "--lifetime",
+            "7200",
+            "--out",
+            &format!("{d}/t2"),
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "a lifetime over one hour is refused");
+    let _ = std::fs::remove_dir_all(&dir);
+}

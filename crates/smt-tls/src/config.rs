@@ -384,3 +384,12 @@ fn private_key(input: &[u8]) -> Result<PrivateKeyDer<'static>, TlsConfigError> {
 fn is_pem(input: &[u8]) -> bool {
     input.windows(11).any(|w| w == b"-----BEGIN ")
 }
+
+/// The certificates of a PEM text (or one DER certificate), as DER: for
+/// tools that need raw certificates, e.g. to verify an SMT-ticket.
+pub fn certificates_der(input: &[u8]) -> Result<Vec<Vec<u8>>, TlsConfigError> {
+    Ok(certs(input, "certificates")?
+        .into_iter()
+        .map(|c| c.as_ref().to_vec())
+        .collect())
+}

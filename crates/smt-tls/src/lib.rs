@@ -38,6 +38,8 @@ mod config;
 mod handshake;
 mod keylog;
 
-pub use config::{CipherSuite, KxGroup, TlsClient, TlsConfigError, TlsOptions, TlsServer};
+pub use config::{
+    certificates_der, CipherSuite, KxGroup, TlsClient, TlsConfigError, TlsOptions, TlsServer,
+};
 pub use handshake::TlsHandshake;
 pub use keylog::KeyLogPolicy;
