@@ -150,3 +150,58 @@ fn sessions_without_key_update_refuse_cleanly_when_ids_run_out() {
         .unwrap_err();
     assert_eq!(err, SendError::IdSpaceExhausted);
 }
+
+#[test]
+fn lost_key_updates_are_announced_again() {
+    use smt_proto::wire::{Packet, PacketType};
+    let mut pair = Pair::new(
+        tiny_ids(),
+        tiny_ids(),
+        KeyKind::Aes128Rekeying(5),
+        Link::default(),
+        5,
+    );
+    // Drop every first announcement of each key update.
+    let mut seen = std::collections::HashSet::new();
+    pair.intercept = Some(Box::new(move |d| {
+        let p = Packet::new_checked(&d.bytes[..]).unwrap();
+        if p.packet_type() == PacketType::KEY_UPDATE && p.id() == 0 && seen.insert(p.key_phase()) {
+            smt_sim::Verdict::Drop
+        } else {
+            smt_sim::Verdict::Deliver
+        }
+    }));
+    for i in 1..=400u64 {
+        let req = request(i, 50);
+        let h = pair.call(&req);
+        assert!(pair.run(Duration::from_secs(5)));
+        assert_eq!(pair.outcomes[&h], Outcome::Response(req), "RPC {i}");
+    }
+    assert!(pair.client.key_epoch(pair.server_addr).unwrap() >= 3);
+    assert_eq!(
+        pair.server.key_epoch(pair.client_addr),
+        pair.client.key_epoch(pair.server_addr)
+    );
+}
+
+#[test]
+fn rekeying_works_with_plaintext_control_packets() {
+    let cfg = Config {
+        authenticate_control: false,
+        ..tiny_ids()
+    };
+    let mut pair = Pair::new(
+        cfg.clone(),
+        cfg,
+        KeyKind::Aes128Rekeying(6),
+        Link::default(),
+        6,
+    );
+    for i in 1..=400u64 {
+        let req = request(i, 50);
+        let h = pair.call(&req);
+        assert!(pair.run(Duration::from_secs(5)));
+        assert_eq!(pair.outcomes[&h], Outcome::Response(req), "RPC {i}");
+    }
+    assert!(pair.server.key_epoch(pair.client_addr).unwrap() >= 3);
+}

@@ -21,6 +21,9 @@ const HEADER_LEN: usize = COMMON_HEADER_LEN + 12;
 const MAX_REORDER: u32 = 64 * 1024;
 /// Bytes of a stream's opening remembered to recognise a new handshake.
 const OPENING: usize = 64;
+/// Before keys exist, a responding handshake sends at most this many times
+/// the bytes it received (counting retransmissions), like QUIC's limit.
+const AMPLIFICATION: usize = 3;
 /// Datagrams buffered per peer while its keys are not installed yet.
 const MAX_EARLY: usize = 64;
 
@@ -47,6 +50,13 @@ pub(crate) struct HandshakeConn {
     silent_ticks: u32,
     keys_installed: bool,
     early: Vec<Vec<u8>>,
+    /// This side started the handshake.
+    initiator: bool,
+    /// Datagram bytes received from, and handshake bytes sent to, the peer:
+    /// until a responder has keys it sends at most `AMPLIFICATION` times
+    /// what it received, so a spoofed source cannot use it as an amplifier.
+    received_bytes: usize,
+    sent_bytes: usize,
     /// The first bytes the peer's stream opened with: a packet at offset 0
     /// with other bytes is a new handshake (the peer restarted), not a copy.
     opening: Vec<u8>,
@@ -77,6 +87,9 @@ impl HandshakeConn {
             silent_ticks: 0,
             keys_installed: false,
             early: Vec::new(),
+            initiator: false,
+            received_bytes: 0,
+            sent_bytes: 0,
             opening: Vec::new(),
         }
     }
@@ -88,6 +101,9 @@ impl HandshakeConn {
     /// Stores a chunk of the peer's stream; returns the newly contiguous
     /// bytes to feed to the handshake.
     fn take_in_order(&mut self, offset: u32, data: &[u8]) -> Result<Vec<u8>, DropReason> {
+        if data.is_empty() {
+            return Ok(Vec::new()); // a bare ACK: nothing to acknowledge
+        }
         self.owe_ack = true;
         if offset == 0 && self.opening.is_empty() {
             self.opening = data[..data.len().min(OPENING)].to_vec();
@@ -127,7 +143,9 @@ impl Endpoint {
         if self.handshakes.contains_key(&peer) {
             return;
         }
-        self.handshakes.insert(peer, HandshakeConn::new(hs, kind));
+        let mut conn = HandshakeConn::new(hs, kind);
+        conn.initiator = true;
+        self.handshakes.insert(peer, conn);
         self.pump_handshake(now, peer);
         self.arm_tick(now);
     }
@@ -201,6 +219,7 @@ impl Endpoint {
             .handshakes
             .get_mut(&from)
             .ok_or(DropReason::Handshake)?;
+        conn.received_bytes += datagram.len();
         if ack > conn.acked && ack as usize <= conn.sent.len() {
             conn.acked = ack;
             conn.silent_ticks = 0;
@@ -276,28 +295,52 @@ impl Endpoint {
 
     fn fail_handshake(&mut self, now: Instant, peer: SocketAddr, error: HandshakeError) {
         tracing::debug!(%peer, %error, "handshake failed");
-        if let Some(conn) = self.handshakes.get_mut(&peer) {
-            // Best effort: let the peer hear the alert.
+        if let Some(mut conn) = self.handshakes.remove(&peer) {
+            // Best effort: let the peer hear the alert. The state goes now,
+            // so the packet is built at once rather than queued by offset.
             let start = conn.sent.len();
             conn.hs.write(&mut conn.sent);
-            let end = conn.sent.len();
-            if end > start {
-                self.queue_handshake_bytes(peer, start, end);
+            let alert = &conn.sent[start..];
+            let room = self.config.max_datagram_size - HEADER_LEN;
+            if !alert.is_empty() && alert.len() <= room {
+                let body = Body::Handshake {
+                    offset: start as u32,
+                    ack: conn.received,
+                    len: alert.len() as u16,
+                    kind: conn.kind,
+                };
+                let repr = Repr {
+                    src_port: self.config.local_port,
+                    dst_port: peer.port(),
+                    key_phase: false,
+                    id: 0,
+                    body,
+                };
+                let mut packet = vec![0u8; HEADER_LEN + alert.len()];
+                repr.emit(&mut Packet::new_unchecked(&mut packet[..HEADER_LEN]));
+                packet[HEADER_LEN..].copy_from_slice(alert);
+                self.prebuilt.push_back((peer, packet));
             }
-        }
-        let had_keys = self
-            .handshakes
-            .remove(&peer)
-            .is_some_and(|c| c.keys_installed);
-        if had_keys {
-            // TLS 1.3 gives the client keys before the server has checked a
-            // client certificate: a later alert withdraws the session.
-            self.remove_session(peer);
+            if conn.keys_installed {
+                // TLS 1.3 gives the client keys before the server has checked
+                // a client certificate: a later alert withdraws the session.
+                self.remove_session(peer);
+            }
         }
         self.stats.handshakes_failed += 1;
         self.events
             .push_back(Event::HandshakeFailed { peer, error });
         let _ = now;
+    }
+
+    /// The anti-amplification rule for `more` bytes to a peer that has not
+    /// proven it owns its address (a responder without keys).
+    fn may_send_handshake(&self, peer: SocketAddr, more: usize) -> bool {
+        self.handshakes.get(&peer).is_some_and(|c| {
+            c.initiator
+                || c.keys_installed
+                || c.sent_bytes + more <= AMPLIFICATION * c.received_bytes
+        })
     }
 
     /// Queues HANDSHAKE packets carrying `sent[start..end]` (or a bare ACK
@@ -316,6 +359,7 @@ impl Endpoint {
         }
         if let Some(c) = self.handshakes.get_mut(&peer) {
             c.owe_ack = false;
+            c.sent_bytes += end - start;
         }
     }
 
@@ -371,7 +415,10 @@ impl Endpoint {
                 }
                 continue;
             }
-            if unacked && silent.is_multiple_of(resend) {
+            if unacked
+                && silent.is_multiple_of(resend)
+                && self.may_send_handshake(peer, sent - acked)
+            {
                 self.queue_handshake_bytes(peer, acked, sent);
             }
         }

@@ -96,6 +96,11 @@ impl<F: FnMut(SocketAddr) -> Option<SessionKeys> + Send> KeyResolver for F {
     }
 }
 
+/// KEY_UPDATE's ID field: an announcement ("I now send with the next
+/// keys") or its confirmation.
+pub(crate) const KEY_UPDATE_ANNOUNCE: u64 = 0;
+pub(crate) const KEY_UPDATE_CONFIRM: u64 = 1;
+
 /// Whether both directions use one key: then a peer's packets reflected
 /// back to it would authenticate. Probed through the control MAC, which
 /// depends only on the key (the null cipher's all-zero MAC is exempt).
@@ -169,6 +174,8 @@ pub struct Endpoint {
     pub(crate) stats: Stats,
     pub(crate) handshakes: BTreeMap<SocketAddr, HandshakeConn>,
     pub(crate) handshake_queue: VecDeque<(SocketAddr, u32, u16)>,
+    /// Datagrams built ahead (a failed handshake's alert).
+    pub(crate) prebuilt: VecDeque<(SocketAddr, Vec<u8>)>,
     pub(crate) acceptor: Option<Box<dyn HandshakeAcceptor>>,
 }
 
@@ -202,6 +209,7 @@ impl Endpoint {
             stats: Stats::default(),
             handshakes: BTreeMap::new(),
             handshake_queue: VecDeque::new(),
+            prebuilt: VecDeque::new(),
             acceptor: None,
         })
     }
@@ -445,7 +453,8 @@ impl Endpoint {
         if (ids_low || records_low) && drained && session.advance() {
             let epoch = session.current.number;
             tracing::debug!(%peer, epoch, "rekeyed: new key epoch, message IDs restart");
-            self.queue_control(peer, epoch, 0, Body::KeyUpdate);
+            session.key_update_unconfirmed = Some(0);
+            self.queue_control(peer, epoch, KEY_UPDATE_ANNOUNCE, Body::KeyUpdate);
         }
         let session = self.sessions.get_mut(&peer).ok_or(SendError::NoSession)?;
         match session.current.ids.allocate() {

@@ -134,16 +134,33 @@ impl Endpoint {
         rx.verify_control_tag(body, tag)
             .map_err(|_| DropReason::BadControlTag)?;
         let packet = Packet::new_checked(body).map_err(|_| DropReason::Malformed)?;
-        if !matches!(Repr::parse(&packet).map(|r| r.body), Ok(Body::KeyUpdate)) {
+        let repr = Repr::parse(&packet).map_err(|_| DropReason::Malformed)?;
+        if repr.body != Body::KeyUpdate {
             return Err(DropReason::Malformed);
         }
+        if repr.id == super::KEY_UPDATE_CONFIRM {
+            if already {
+                if let Some(s) = self.sessions.get_mut(&from) {
+                    s.key_update_unconfirmed = None;
+                }
+            }
+            return Ok(());
+        }
         if already {
+            // A repeated announcement: our confirmation was lost.
+            let epoch = self.sessions.get(&from).map_or(0, |s| s.current.number);
+            self.queue_control(from, epoch, super::KEY_UPDATE_CONFIRM, Body::KeyUpdate);
             return Ok(());
         }
         self.drop_previous_epoch(from);
+        let mut epoch = None;
         if let Some(session) = self.sessions.get_mut(&from) {
             session.advance();
             tracing::debug!(%from, epoch = session.current.number, "peer rekeyed");
+            epoch = Some(session.current.number);
+        }
+        if let Some(epoch) = epoch {
+            self.queue_control(from, epoch, super::KEY_UPDATE_CONFIRM, Body::KeyUpdate);
         }
         Ok(())
     }

@@ -22,6 +22,11 @@ impl Endpoint {
             self.config.max_datagram_size
         );
         self.flush_acks();
+        if let Some((destination, bytes)) = self.prebuilt.pop_front() {
+            let len = bytes.len().min(buf.len());
+            buf[..len].copy_from_slice(&bytes[..len]);
+            return Some(self.count_tx(Transmit { destination, len }));
+        }
         if let Some((destination, len)) = self.write_handshake_packet(buf) {
             return Some(self.count_tx(Transmit { destination, len }));
         }
@@ -68,7 +73,9 @@ impl Endpoint {
     ) -> Option<Transmit> {
         let len = repr.buffer_len();
         repr.emit(&mut Packet::new_unchecked(&mut buf[..len]));
-        let len = if self.config.authenticate_control {
+        // KEY_UPDATE switches keys: it is authenticated even when other
+        // control packets are not.
+        let len = if self.config.authenticate_control || repr.body == Body::KeyUpdate {
             let keys = self.sessions.get(&peer)?.epoch(epoch)?;
             let tag = keys.tx.control_tag(&buf[..len]);
             buf[len..len + TAG_LEN].copy_from_slice(&tag);

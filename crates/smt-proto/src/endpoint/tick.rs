@@ -60,7 +60,16 @@ impl Endpoint {
             self.apply(action);
         }
         self.tick_handshakes(now);
-        if !self.clients.is_empty() || !self.servers.is_empty() || !self.handshakes.is_empty() {
+        self.tick_key_updates();
+        let unconfirmed = self
+            .sessions
+            .values()
+            .any(|s| s.key_update_unconfirmed.is_some());
+        if !self.clients.is_empty()
+            || !self.servers.is_empty()
+            || !self.handshakes.is_empty()
+            || unconfirmed
+        {
             self.timers.set(Timer::Tick, now + self.config.tick);
         }
     }
@@ -68,6 +77,24 @@ impl Endpoint {
     /// A client's first RESEND waits `resend_ticks`, doubled per restart:
     /// a restart means an earlier RESEND overtook its request (a slow path
     /// or a busy host), so the next attempt gives the request longer.
+    /// Announces an unconfirmed key update again every `resend_ticks` (a
+    /// lost KEY_UPDATE would otherwise strand the peer on the old keys).
+    fn tick_key_updates(&mut self) {
+        let resend = self.config.resend_ticks;
+        let mut again = Vec::new();
+        for (peer, s) in self.sessions.iter_mut() {
+            if let Some(ticks) = s.key_update_unconfirmed.as_mut() {
+                *ticks += 1;
+                if ticks.is_multiple_of(resend) {
+                    again.push((*peer, s.current.number));
+                }
+            }
+        }
+        for (peer, epoch) in again {
+            self.queue_control(peer, epoch, super::KEY_UPDATE_ANNOUNCE, Body::KeyUpdate);
+        }
+    }
+
     fn is_client_resend_tick(&self, silent: u32, restarts: u32) -> bool {
         let r = self.config.resend_ticks;
         let first = (r << restarts.min(4))

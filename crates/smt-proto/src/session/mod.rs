@@ -70,6 +70,9 @@ pub(crate) struct Session {
     pub update: Option<Arc<dyn KeyUpdate>>,
     /// (ID limit, replay window) for new epochs.
     limits: (u64, u64),
+    /// Ticks since this side moved to a new epoch and announced it with
+    /// KEY_UPDATE, while the peer has not confirmed (None: confirmed).
+    pub key_update_unconfirmed: Option<u32>,
     pub stats: Stats,
 }
 
@@ -78,6 +81,7 @@ impl Session {
         let limits = (id_limit, replay_window);
         let current = Epoch::new(0, keys.role, keys.tx, keys.rx, limits);
         Self {
+            key_update_unconfirmed: None,
             role: keys.role,
             current,
             previous: None,
