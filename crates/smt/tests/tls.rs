@@ -202,3 +202,13 @@ fn a_client_restarting_on_the_same_address_handshakes_again() {
     assert_eq!(again.call(server.local_addr(), b"two").unwrap(), b"TWO");
     assert_eq!(server.stats(None).unwrap().0.handshakes_completed, 2);
 }
+
+#[test]
+fn silent_peer_fails_the_handshake_with_a_timeout() {
+    let ca = Ca::generate("smt test ca i").unwrap();
+    // A bound UDP socket that never answers.
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let client = tls_client(&ca);
+    let e = handshake_error(client.call(silent.local_addr().unwrap(), b"anyone?"));
+    assert_eq!(e, HandshakeError::Timeout);
+}
