@@ -316,17 +316,8 @@ impl Endpoint {
     /// Removes the session with `peer`; its RPCs fail with
     /// [`RpcError::SessionClosed`] and its server state is freed.
     pub fn remove_session(&mut self, peer: SocketAddr) {
+        self.forget_peer_rpcs(peer);
         self.sessions.remove(&peer);
-        self.servers.retain(|k, _| k.peer != peer);
-        let gone: Vec<RpcHandle> = self
-            .clients
-            .iter()
-            .filter(|(_, c)| c.peer == peer)
-            .map(|(h, _)| *h)
-            .collect();
-        for h in gone {
-            self.fail_client(h, RpcError::SessionClosed);
-        }
     }
 
     /// Starts an RPC: seals `data` as a request to `peer`.

@@ -138,16 +138,11 @@ impl Session {
     /// Switches to a next epoch with the given keys (a handshake's second
     /// keys, e.g. the 0-RTT exchange's fs-key).
     pub fn advance_to(&mut self, keys: SessionKeys) {
-        let next = Epoch::new(
-            self.current.number + 1,
-            self.role,
-            keys.tx,
-            keys.rx,
-            self.limits,
-        );
-        self.previous = Some(std::mem::replace(&mut self.current, next));
-        self.update = keys.update;
-        self.stats.key_epoch = self.current.number;
+        self.install_epoch(NextKeys {
+            tx: keys.tx,
+            rx: keys.rx,
+            update: keys.update,
+        });
     }
 
     /// Switches to the next epoch (the current one becomes previous; the
@@ -156,6 +151,11 @@ impl Session {
         let Some(keys) = self.next_keys() else {
             return false;
         };
+        self.install_epoch(keys);
+        true
+    }
+
+    fn install_epoch(&mut self, keys: NextKeys) {
         let next = Epoch::new(
             self.current.number + 1,
             self.role,
@@ -166,6 +166,5 @@ impl Session {
         self.previous = Some(std::mem::replace(&mut self.current, next));
         self.update = keys.update;
         self.stats.key_epoch = self.current.number;
-        true
     }
 }
