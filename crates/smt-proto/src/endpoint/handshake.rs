@@ -303,22 +303,9 @@ impl Endpoint {
             let alert = &conn.sent[start..];
             let room = self.config.max_datagram_size - HEADER_LEN;
             if !alert.is_empty() && alert.len() <= room {
-                let body = Body::Handshake {
-                    offset: start as u32,
-                    ack: conn.received,
-                    len: alert.len() as u16,
-                    kind: conn.kind,
-                };
-                let repr = Repr {
-                    src_port: self.config.local_port,
-                    dst_port: peer.port(),
-                    key_phase: false,
-                    id: 0,
-                    body,
-                };
                 let mut packet = vec![0u8; HEADER_LEN + alert.len()];
-                repr.emit(&mut Packet::new_unchecked(&mut packet[..HEADER_LEN]));
-                packet[HEADER_LEN..].copy_from_slice(alert);
+                let ports = (self.config.local_port, peer.port());
+                emit_handshake(&mut packet, ports, &conn, start as u32, alert);
                 self.prebuilt.push_back((peer, packet));
             }
             if conn.keys_installed {
@@ -373,21 +360,8 @@ impl Endpoint {
             if o + l > conn.sent.len() {
                 continue;
             }
-            let body = Body::Handshake {
-                offset,
-                ack: conn.received,
-                len,
-                kind: conn.kind,
-            };
-            let repr = Repr {
-                src_port: self.config.local_port,
-                dst_port: peer.port(),
-                key_phase: false,
-                id: 0,
-                body,
-            };
-            repr.emit(&mut Packet::new_unchecked(&mut buf[..HEADER_LEN]));
-            buf[HEADER_LEN..HEADER_LEN + l].copy_from_slice(&conn.sent[o..o + l]);
+            let ports = (self.config.local_port, peer.port());
+            emit_handshake(buf, ports, conn, offset, &conn.sent[o..o + l]);
             self.stats.control_packets_tx += 1;
             return Some((peer, HEADER_LEN + l));
         }
@@ -423,6 +397,32 @@ impl Endpoint {
             }
         }
     }
+}
+
+/// Writes a HANDSHAKE packet carrying `chunk` (stream offset `offset`) of
+/// `conn`'s stream, with its current ACK, into the front of `buf`.
+fn emit_handshake(
+    buf: &mut [u8],
+    ports: (u16, u16),
+    conn: &HandshakeConn,
+    offset: u32,
+    chunk: &[u8],
+) {
+    let body = Body::Handshake {
+        offset,
+        ack: conn.received,
+        len: chunk.len() as u16,
+        kind: conn.kind,
+    };
+    let repr = Repr {
+        src_port: ports.0,
+        dst_port: ports.1,
+        key_phase: false,
+        id: 0,
+        body,
+    };
+    repr.emit(&mut Packet::new_unchecked(&mut buf[..HEADER_LEN]));
+    buf[HEADER_LEN..HEADER_LEN + chunk.len()].copy_from_slice(chunk);
 }
 
 fn conn_owes_ack(ep: &Endpoint, peer: SocketAddr) -> bool {
