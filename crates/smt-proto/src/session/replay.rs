@@ -13,7 +13,8 @@ pub enum ReplayCheck {
 /// IDs of one parity are tracked as `id >> 1`. Everything below `floor` is
 /// treated as seen; `window` IDs from `floor` upwards are tracked one bit
 /// each. Marking an ID beyond the window slides the floor up, forgetting the
-/// oldest bits. Memory is `window / 8` bytes, whatever the peer sends.
+/// oldest bits. Memory is `window / 4` bytes (seen and retired bits),
+/// whatever the peer sends.
 #[derive(Clone, Debug)]
 pub struct ReplayWindow {
     floor: u64,
