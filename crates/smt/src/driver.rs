@@ -19,7 +19,9 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use smt_proto::{
     handshake_kind, Endpoint as Core, Event, HandshakeError, RpcHandle, SendError, ServerRpcHandle,
 };
-use smt_udp::{Mode, RecvBuffers, Socket};
+use smt_udp::Socket;
+
+use crate::io::Io;
 
 use crate::endpoint::{Command, Shared};
 use crate::{Error, IncomingRequest};
@@ -29,32 +31,19 @@ pub(crate) const WAKER: Token = Token(1);
 
 /// Longest a graceful close waits for in-flight RPCs.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
-/// Most bytes one GSO send carries (the UDP length limit over IPv4), so a
-/// batch is always one all-or-nothing system call.
-const MAX_GSO_BYTES: usize = 65_507;
-/// Receive batches handled per loop turn before transmitting (fairness).
-const RECV_BATCHES_PER_TURN: usize = 16;
 
 type Reply = flume::Sender<Result<Vec<u8>, Error>>;
 
 pub(crate) struct Driver {
     pub core: Core,
-    pub socket: Socket,
+    pub io: Io,
     pub poll: Poll,
     pub shared: Arc<Shared>,
     pub commands: flume::Receiver<Command>,
     pub requests: flume::Sender<IncomingRequest>,
     pub busy_poll: bool,
     pub pending: HashMap<RpcHandle, Reply>,
-    pub batch: Batch,
-    pub recv: RecvBuffers,
     pub closing: Option<Instant>,
-    /// The socket refused the pending batch; wait for it to be writable.
-    pub blocked: bool,
-    /// The last receive stopped at its batch limit with data left (the
-    /// socket is edge-triggered: go round again without sleeping).
-    pub more_to_read: bool,
-    pub send_errors_seen: std::collections::HashSet<io::ErrorKind>,
     /// Establishes sessions for calls to unknown peers.
     pub tls_client: Option<smt_tls::TlsClient>,
     /// SMT-tickets for 0-RTT sessions, by peer.
@@ -67,76 +56,21 @@ pub(crate) struct Driver {
     pub deferred: std::collections::VecDeque<(SocketAddr, Vec<u8>, Reply)>,
 }
 
-/// Datagrams waiting to leave in one GSO send: same destination, equal
-/// sizes except possibly the last.
-pub(crate) struct Batch {
-    buf: Vec<u8>,
-    dest: Option<SocketAddr>,
-    segment: usize,
-    count: usize,
-    max_segments: usize,
-    last_short: bool,
-}
-
-impl Batch {
-    pub fn new(max_segments: usize, max_datagram: usize) -> Self {
-        let max_segments = max_segments.max(1);
-        Self {
-            buf: Vec::with_capacity(max_segments * max_datagram),
-            dest: None,
-            segment: 0,
-            count: 0,
-            max_segments,
-            last_short: false,
-        }
-    }
-
-    /// Whether `len` bytes to `dest` can join the batch.
-    fn fits(&self, dest: SocketAddr, len: usize) -> bool {
-        self.count == 0
-            || (self.dest == Some(dest)
-                && !self.last_short
-                && len <= self.segment
-                && self.count < self.max_segments
-                && self.buf.len() + len <= MAX_GSO_BYTES)
-    }
-
-    fn push(&mut self, dest: SocketAddr, datagram: &[u8]) {
-        if self.count == 0 {
-            self.dest = Some(dest);
-            self.segment = datagram.len();
-        }
-        self.last_short = datagram.len() < self.segment;
-        self.buf.extend_from_slice(datagram);
-        self.count += 1;
-    }
-
-    fn clear(&mut self) {
-        self.buf.clear();
-        self.dest = None;
-        self.count = 0;
-        self.last_short = false;
-    }
-}
-
 impl Driver {
     pub fn run(mut self) {
         let span = tracing::debug_span!("smt_driver", local = %self.shared_local_addr());
         let _entered = span.enter();
         let mut events = Events::with_capacity(16);
-        let mut scratch = vec![0u8; self.core.config().max_datagram_size];
         loop {
             let now = Instant::now();
             self.handle_commands(now);
-            self.receive(now);
+            self.io.receive(&mut self.core, now);
             self.expire_timers(Instant::now());
             self.dispatch_events();
             if !self.deferred.is_empty() {
                 self.retry_deferred(Instant::now());
             }
-            if let Err(e) = self.transmit(&mut scratch) {
-                self.report_send_error(&e);
-            }
+            self.io.transmit(&mut self.core);
             if self.finished_closing() {
                 break;
             }
@@ -151,35 +85,21 @@ impl Driver {
                 .iter()
                 .any(|e| e.token() == SOCKET && e.is_writable())
             {
-                self.blocked = false;
+                self.io.blocked = false;
             }
         }
         self.fail_pending();
     }
 
     fn shared_local_addr(&self) -> SocketAddr {
-        self.socket
+        self.io
+            .socket
             .local_addr()
             .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)))
     }
 
-    /// Send errors lose datagrams the protocol will retransmit; say so once
-    /// per kind at warning level (with the fix when there is one), then at
-    /// debug level.
-    fn report_send_error(&mut self, e: &io::Error) {
-        if self.send_errors_seen.insert(e.kind()) {
-            if e.raw_os_error() == Some(libc::EMSGSIZE) {
-                tracing::warn!("send failed: {e}: datagrams exceed the path MTU; lower EndpointConfig::mtu (--mtu)");
-            } else {
-                tracing::warn!("send failed: {e}");
-            }
-        } else {
-            tracing::debug!("send failed: {e}");
-        }
-    }
-
     fn wait_time(&self) -> Option<Duration> {
-        if self.busy_poll || self.more_to_read {
+        if self.busy_poll || self.io.more_to_read {
             return Some(Duration::ZERO);
         }
         let mut deadline = self.core.poll_timeout();
@@ -293,42 +213,6 @@ impl Driver {
         }
     }
 
-    fn receive(&mut self, now: Instant) {
-        let raw = matches!(self.socket.features().mode, Mode::RawIp { .. });
-        self.more_to_read = true;
-        for _ in 0..RECV_BATCHES_PER_TURN {
-            match self.socket.recv(&mut self.recv) {
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.more_to_read = false;
-                    return;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    // ICMP errors (e.g. port unreachable) surface here; the
-                    // protocol's timers handle the consequences.
-                    tracing::debug!("recv error: {e}");
-                    continue;
-                }
-            }
-            let local_port = self.core.config().local_port;
-            for (from, datagram) in self.recv.iter() {
-                let from = if raw {
-                    // A raw socket sees every SMT packet to this host,
-                    // including other endpoints' (and its own outgoing ones
-                    // on loopback): keep only those for our SMT port.
-                    if !addressed_to(datagram, local_port) {
-                        continue;
-                    }
-                    with_smt_source_port(from, datagram)
-                } else {
-                    from
-                };
-                self.core.handle_datagram(now, from, datagram);
-            }
-        }
-    }
-
     fn expire_timers(&mut self, now: Instant) {
         if self.core.poll_timeout().is_some_and(|t| t <= now) {
             self.core.handle_timeout(now);
@@ -374,56 +258,12 @@ impl Driver {
         }
     }
 
-    /// Drains `poll_transmit`, coalescing datagrams into GSO batches.
-    fn transmit(&mut self, scratch: &mut [u8]) -> io::Result<()> {
-        if self.blocked || (self.batch.count > 0 && !self.flush()?) {
-            return Ok(());
-        }
-        let now = Instant::now();
-        while let Some(t) = self.core.poll_transmit(now, scratch) {
-            if !self.batch.fits(t.destination, t.len) && !self.flush()? {
-                // The socket is full: keep this datagram for the next turn.
-                self.batch.push(t.destination, &scratch[..t.len]);
-                return Ok(());
-            }
-            self.batch.push(t.destination, &scratch[..t.len]);
-        }
-        if self.batch.count > 0 {
-            self.flush()?;
-        }
-        Ok(())
-    }
-
-    /// Sends the batch; returns false if the socket buffer is full (the
-    /// batch is kept and retried once the socket is writable).
-    fn flush(&mut self) -> io::Result<bool> {
-        let Some(dest) = self.batch.dest else {
-            return Ok(true);
-        };
-        match self.socket.send(dest, &self.batch.buf, self.batch.segment) {
-            Ok(()) => {
-                self.batch.clear();
-                Ok(true)
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                self.blocked = true;
-                Ok(false)
-            }
-            Err(e) => {
-                // Unreachable destination or similar: the datagrams are
-                // lost; the protocol retransmits what matters.
-                self.batch.clear();
-                Err(e)
-            }
-        }
-    }
-
     fn finished_closing(&mut self) -> bool {
         let Some(since) = self.closing else {
             return false;
         };
         let idle =
-            self.core.client_rpcs() == 0 && self.core.server_rpcs() == 0 && self.batch.count == 0;
+            self.core.client_rpcs() == 0 && self.core.server_rpcs() == 0 && self.io.batch.count == 0;
         idle || since.elapsed() >= CLOSE_GRACE
     }
 
@@ -442,20 +282,6 @@ impl Driver {
         }
         self.shared.mark_closed();
     }
-}
-
-/// In raw-IP mode the kernel gives no ports: the peer's port is the SMT
-/// header's source port (the first two bytes).
-fn with_smt_source_port(mut from: SocketAddr, datagram: &[u8]) -> SocketAddr {
-    if let [a, b, ..] = datagram {
-        from.set_port(u16::from_be_bytes([*a, *b]));
-    }
-    from
-}
-
-/// Whether an SMT packet's destination port (bytes 2..4) is `port`.
-fn addressed_to(datagram: &[u8], port: u16) -> bool {
-    matches!(datagram, [_, _, a, b, ..] if u16::from_be_bytes([*a, *b]) == port)
 }
 
 /// Registers the socket and creates the waker.

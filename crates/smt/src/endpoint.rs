@@ -10,9 +10,10 @@ use std::thread::JoinHandle;
 
 use mio::{Poll, Waker};
 use smt_proto::{Endpoint as Core, KeyResolver, ServerRpcHandle, SessionKeys, Stats};
-use smt_udp::{Features, RecvBuffers, Socket};
+use smt_udp::{Features, Socket};
 
-use crate::driver::{self, Batch, Driver};
+use crate::driver::{self, Driver};
+use crate::io::Io;
 use crate::{EndpointConfig, Error};
 
 /// The SMT port of a raw-IP endpoint: the one asked for, or a random one
@@ -171,10 +172,8 @@ impl Endpoint {
         });
         tracing::info!(%local_addr, "SMT endpoint bound: {features}");
         let driver = Driver {
-            batch: Batch::new(features.gso_max_segments, config.protocol.max_datagram_size),
-            recv: RecvBuffers::new(&features),
+            io: Io::new(socket, config.protocol.max_datagram_size),
             core,
-            socket,
             poll,
             shared: shared.clone(),
             commands: cmd_rx,
@@ -182,14 +181,11 @@ impl Endpoint {
             busy_poll: config.busy_poll,
             pending: Default::default(),
             closing: None,
-            blocked: false,
-            more_to_read: false,
             tls_client: None,
             tickets: Default::default(),
             key_pool: std::sync::Arc::new(smt_ticket::KeyPool::new(16)),
             waiting: Default::default(),
             deferred: Default::default(),
-            send_errors_seen: Default::default(),
         };
         let handle = std::thread::Builder::new()
             .name(format!("smt-driver-{local_addr}"))

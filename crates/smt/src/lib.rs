@@ -28,6 +28,7 @@ mod config;
 mod driver;
 mod endpoint;
 mod error;
+mod io;
 pub mod keys;
 mod request;
 mod zero_rtt;

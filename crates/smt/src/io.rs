@@ -1,0 +1,222 @@
+//! The socket side of an endpoint, shared by the driver thread
+//! ([`crate::Endpoint`]) and the caller-driven [`crate::LocalEndpoint`]:
+//! receive batches into the protocol core, drain its datagrams into GSO
+//! batches, and report send errors once.
+
+use std::collections::HashSet;
+use std::io;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use smt_proto::Endpoint as Core;
+use smt_udp::{Mode, RecvBuffers, Socket};
+
+/// Most bytes one GSO send carries (the UDP length limit over IPv4), so a
+/// batch is always one all-or-nothing system call.
+const MAX_GSO_BYTES: usize = 65_507;
+/// Receive batches handled per call before transmitting (fairness).
+const RECV_BATCHES_PER_TURN: usize = 16;
+
+/// Datagrams waiting to leave in one GSO send: same destination, equal
+/// sizes except possibly the last.
+pub(crate) struct Batch {
+    buf: Vec<u8>,
+    dest: Option<SocketAddr>,
+    segment: usize,
+    pub count: usize,
+    max_segments: usize,
+    last_short: bool,
+}
+
+impl Batch {
+    pub fn new(max_segments: usize, max_datagram: usize) -> Self {
+        let max_segments = max_segments.max(1);
+        Self {
+            buf: Vec::with_capacity(max_segments * max_datagram),
+            dest: None,
+            segment: 0,
+            count: 0,
+            max_segments,
+            last_short: false,
+        }
+    }
+
+    /// Whether `len` bytes to `dest` can join the batch.
+    fn fits(&self, dest: SocketAddr, len: usize) -> bool {
+        self.count == 0
+            || (self.dest == Some(dest)
+                && !self.last_short
+                && len <= self.segment
+                && self.count < self.max_segments
+                && self.buf.len() + len <= MAX_GSO_BYTES)
+    }
+
+    fn push(&mut self, dest: SocketAddr, datagram: &[u8]) {
+        if self.count == 0 {
+            self.dest = Some(dest);
+            self.segment = datagram.len();
+        }
+        self.last_short = datagram.len() < self.segment;
+        self.buf.extend_from_slice(datagram);
+        self.count += 1;
+    }
+
+    fn clear(&mut self) {
+        self.buf.clear();
+        self.dest = None;
+        self.count = 0;
+        self.last_short = false;
+    }
+}
+
+/// The socket with its receive buffers, the pending GSO batch and the
+/// scratch buffer the core writes datagrams into.
+pub(crate) struct Io {
+    pub socket: Socket,
+    pub batch: Batch,
+    recv: RecvBuffers,
+    scratch: Vec<u8>,
+    raw: bool,
+    /// The socket refused the pending batch; wait for it to be writable.
+    pub blocked: bool,
+    /// The last receive stopped at its batch limit with data left (the
+    /// socket is edge-triggered: go round again without sleeping).
+    pub more_to_read: bool,
+    send_errors_seen: HashSet<io::ErrorKind>,
+}
+
+impl Io {
+    pub fn new(socket: Socket, max_datagram: usize) -> Self {
+        let features = socket.features();
+        Self {
+            batch: Batch::new(features.gso_max_segments, max_datagram),
+            recv: RecvBuffers::new(features),
+            scratch: vec![0u8; max_datagram],
+            raw: matches!(features.mode, Mode::RawIp { .. }),
+            blocked: false,
+            more_to_read: false,
+            send_errors_seen: HashSet::new(),
+            socket,
+        }
+    }
+
+    /// Reads up to [`RECV_BATCHES_PER_TURN`] batches into `core`. Returns
+    /// how many datagrams were handed over.
+    pub fn receive(&mut self, core: &mut Core, now: Instant) -> usize {
+        self.more_to_read = true;
+        let mut handed = 0;
+        for _ in 0..RECV_BATCHES_PER_TURN {
+            match self.socket.recv(&mut self.recv) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.more_to_read = false;
+                    return handed;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // ICMP errors (e.g. port unreachable) surface here; the
+                    // protocol's timers handle the consequences.
+                    tracing::debug!("recv error: {e}");
+                    continue;
+                }
+            }
+            let local_port = core.config().local_port;
+            for (from, datagram) in self.recv.iter() {
+                let from = if self.raw {
+                    // A raw socket sees every SMT packet to this host,
+                    // including other endpoints' (and its own outgoing ones
+                    // on loopback): keep only those for our SMT port.
+                    if !addressed_to(datagram, local_port) {
+                        continue;
+                    }
+                    with_smt_source_port(from, datagram)
+                } else {
+                    from
+                };
+                core.handle_datagram(now, from, datagram);
+                handed += 1;
+            }
+        }
+        handed
+    }
+
+    /// Drains the core's datagrams, coalescing them into GSO batches, and
+    /// reports a send error (the protocol retransmits what was lost).
+    pub fn transmit(&mut self, core: &mut Core) {
+        if let Err(e) = self.try_transmit(core) {
+            self.report_send_error(&e);
+        }
+    }
+
+    fn try_transmit(&mut self, core: &mut Core) -> io::Result<()> {
+        if self.blocked || (self.batch.count > 0 && !self.flush()?) {
+            return Ok(());
+        }
+        let now = Instant::now();
+        while let Some(t) = core.poll_transmit(now, &mut self.scratch) {
+            if !self.batch.fits(t.destination, t.len) && !self.flush()? {
+                // The socket is full: keep this datagram for the next turn.
+                self.batch.push(t.destination, &self.scratch[..t.len]);
+                return Ok(());
+            }
+            self.batch.push(t.destination, &self.scratch[..t.len]);
+        }
+        if self.batch.count > 0 {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Sends the batch; returns false if the socket buffer is full (the
+    /// batch is kept and retried once the socket is writable).
+    fn flush(&mut self) -> io::Result<bool> {
+        let Some(dest) = self.batch.dest else {
+            return Ok(true);
+        };
+        match self.socket.send(dest, &self.batch.buf, self.batch.segment) {
+            Ok(()) => {
+                self.batch.clear();
+                Ok(true)
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.blocked = true;
+                Ok(false)
+            }
+            Err(e) => {
+                // Unreachable destination or similar: the datagrams are
+                // lost; the protocol retransmits what matters.
+                self.batch.clear();
+                Err(e)
+            }
+        }
+    }
+
+    /// Send errors lose datagrams the protocol will retransmit; say so once
+    /// per kind at warning level (with the fix when there is one), then at
+    /// debug level.
+    fn report_send_error(&mut self, e: &io::Error) {
+        if self.send_errors_seen.insert(e.kind()) {
+            if e.raw_os_error() == Some(libc::EMSGSIZE) {
+                tracing::warn!("send failed: {e}: datagrams exceed the path MTU; lower EndpointConfig::mtu (--mtu)");
+            } else {
+                tracing::warn!("send failed: {e}");
+            }
+        } else {
+            tracing::debug!("send failed: {e}");
+        }
+    }
+}
+
+/// In raw-IP mode the kernel gives no ports: the peer's port is the SMT
+/// header's source port (the first two bytes).
+fn with_smt_source_port(mut from: SocketAddr, datagram: &[u8]) -> SocketAddr {
+    if let [a, b, ..] = datagram {
+        from.set_port(u16::from_be_bytes([*a, *b]));
+    }
+    from
+}
+
+/// Whether an SMT packet's destination port (bytes 2..4) is `port`.
+fn addressed_to(datagram: &[u8], port: u16) -> bool {
+    matches!(datagram, [_, _, a, b, ..] if u16::from_be_bytes([*a, *b]) == port)
+}
