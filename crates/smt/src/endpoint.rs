@@ -27,6 +27,31 @@ fn raw_port(asked: u16) -> u16 {
     49152 + u16::from_be_bytes(b) % 16384
 }
 
+/// Opens the socket and the protocol core for `addr`: the SMT port, port
+/// checks in raw mode, the datagram size from the MTU.
+pub(crate) fn open(
+    addr: SocketAddr,
+    config: &EndpointConfig,
+) -> Result<(Socket, SocketAddr, Core), Error> {
+    let socket = Socket::bind(addr, &config.socket)?;
+    let local_addr = match config.socket.mode {
+        // Raw IP has no kernel ports: the SMT header's ports demultiplex,
+        // so an endpoint needs one of its own.
+        smt_udp::Mode::RawIp { .. } => SocketAddr::new(addr.ip(), raw_port(addr.port())),
+        smt_udp::Mode::Udp => socket.local_addr()?,
+    };
+    let mut protocol = config.protocol.clone();
+    protocol.local_port = local_addr.port();
+    protocol.verify_ports = matches!(config.socket.mode, smt_udp::Mode::RawIp { .. });
+    if let Some(mtu) = config.mtu {
+        protocol.max_datagram_size =
+            EndpointConfig::datagram_size_for(mtu, local_addr, config.socket.mode);
+    }
+    let core = Core::new(protocol)
+        .map_err(|e| Error::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))?;
+    Ok((socket, local_addr, core))
+}
+
 /// Requests from API handles to the driver thread.
 pub(crate) enum Command {
     Call {
@@ -139,22 +164,8 @@ impl std::fmt::Debug for Endpoint {
 
 impl Endpoint {
     /// Binds a socket and starts the driver thread.
-    pub fn bind(addr: SocketAddr, mut config: EndpointConfig) -> Result<Self, Error> {
-        let socket = Socket::bind(addr, &config.socket)?;
-        let local_addr = match config.socket.mode {
-            // Raw IP has no kernel ports: the SMT header's ports demultiplex,
-            // so an endpoint needs one of its own.
-            smt_udp::Mode::RawIp { .. } => SocketAddr::new(addr.ip(), raw_port(addr.port())),
-            smt_udp::Mode::Udp => socket.local_addr()?,
-        };
-        config.protocol.local_port = local_addr.port();
-        config.protocol.verify_ports = matches!(config.socket.mode, smt_udp::Mode::RawIp { .. });
-        if let Some(mtu) = config.mtu {
-            config.protocol.max_datagram_size =
-                EndpointConfig::datagram_size_for(mtu, local_addr, config.socket.mode);
-        }
-        let core = Core::new(config.protocol.clone())
-            .map_err(|e| Error::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))?;
+    pub fn bind(addr: SocketAddr, config: EndpointConfig) -> Result<Self, Error> {
+        let (socket, local_addr, core) = open(addr, &config)?;
         let poll = Poll::new()?;
         let waker = driver::register(&poll, &socket)?;
         let (cmd_tx, cmd_rx) = flume::unbounded();
@@ -172,7 +183,7 @@ impl Endpoint {
         });
         tracing::info!(%local_addr, "SMT endpoint bound: {features}");
         let driver = Driver {
-            io: Io::new(socket, config.protocol.max_datagram_size),
+            io: Io::new(socket, core.config().max_datagram_size),
             core,
             poll,
             shared: shared.clone(),

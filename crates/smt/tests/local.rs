@@ -1,0 +1,172 @@
+//! The caller-driven endpoint over real loopback UDP: against itself and
+//! against the threaded endpoint, one call at a time and many outstanding.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use smt::keys::{fresh_session_pair, AeadAlgorithm};
+use smt::{Endpoint, EndpointConfig, Error, LocalEndpoint, LocalEvent, SendError};
+
+fn any_port() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+/// A server thread that answers every request with its bytes reversed
+/// until it has served `count`.
+fn spawn_local_server(
+    mut server: LocalEndpoint,
+    count: usize,
+) -> std::thread::JoinHandle<LocalEndpoint> {
+    std::thread::spawn(move || {
+        let mut served = 0;
+        while served < count {
+            match server.poll(Some(Duration::from_secs(10))).unwrap() {
+                Some(LocalEvent::Request { request, mut data }) => {
+                    data.reverse();
+                    server.respond(request, &data).unwrap();
+                    served += 1;
+                }
+                Some(other) => panic!("server got {other:?}"),
+                None => panic!("server timed out after {served} requests"),
+            }
+        }
+        // Let the last responses' acknowledgements come in.
+        let _ = server.poll(Some(Duration::from_millis(50)));
+        server
+    })
+}
+
+fn local_pair() -> (LocalEndpoint, LocalEndpoint) {
+    let mut client = LocalEndpoint::bind(any_port(), EndpointConfig::default()).unwrap();
+    let mut server = LocalEndpoint::bind(any_port(), EndpointConfig::default()).unwrap();
+    let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
+    client.install_session(server.local_addr(), ck).unwrap();
+    server.install_session(client.local_addr(), sk).unwrap();
+    (client, server)
+}
+
+fn request(i: usize) -> Vec<u8> {
+    let len = [1, 64, 1000, 5000, 70_000][i % 5];
+    (0..len).map(|b| (b + i) as u8).collect()
+}
+
+#[test]
+fn one_call_at_a_time_between_local_endpoints() {
+    let (mut client, server) = local_pair();
+    let server_addr = server.local_addr();
+    let server = spawn_local_server(server, 200);
+    for i in 0..200 {
+        let req = request(i);
+        let call = client.call(server_addr, &req).unwrap();
+        match client.poll(Some(Duration::from_secs(10))).unwrap() {
+            Some(LocalEvent::Response { call: c, data }) => {
+                assert_eq!(c, call);
+                let mut expect = req.clone();
+                expect.reverse();
+                assert_eq!(data, expect, "response {i}");
+            }
+            other => panic!("call {i}: {other:?}"),
+        }
+    }
+    let server = server.join().unwrap();
+    assert_eq!(server.in_flight(), (0, 0));
+    assert_eq!(client.stats(None).0.drops.total(), 0);
+}
+
+#[test]
+fn many_outstanding_calls_including_a_megabyte() {
+    let (mut client, server) = local_pair();
+    let server_addr = server.local_addr();
+    let total = 300;
+    let server = spawn_local_server(server, total);
+    let mut pending = HashMap::new();
+    let mut next = 0;
+    let mut done = 0;
+    while done < total {
+        while next < total && pending.len() < 32 {
+            let mut req = request(next);
+            if next == 7 {
+                req = vec![0x5a; 1 << 20];
+            }
+            pending.insert(client.call(server_addr, &req).unwrap(), req);
+            next += 1;
+        }
+        match client.poll(Some(Duration::from_secs(10))).unwrap() {
+            Some(LocalEvent::Response { call, data }) => {
+                let mut expect = pending.remove(&call).expect("a response per call");
+                expect.reverse();
+                assert_eq!(data, expect);
+                done += 1;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    server.join().unwrap();
+}
+
+#[test]
+fn local_client_calls_a_threaded_server() {
+    let mut client = LocalEndpoint::bind(any_port(), EndpointConfig::default()).unwrap();
+    let server = Endpoint::bind(any_port(), EndpointConfig::default()).unwrap();
+    let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes256Gcm);
+    client.install_session(server.local_addr(), ck).unwrap();
+    server.install_session(client.local_addr(), sk).unwrap();
+    let acceptor = server.clone();
+    std::thread::spawn(move || {
+        while let Ok(req) = acceptor.accept() {
+            let reply = req.data().to_ascii_uppercase();
+            let _ = req.respond(&reply);
+        }
+    });
+    for _ in 0..20 {
+        client.call(server.local_addr(), b"hello").unwrap();
+        match client.poll(Some(Duration::from_secs(10))).unwrap() {
+            Some(LocalEvent::Response { data, .. }) => assert_eq!(data, b"HELLO"),
+            other => panic!("{other:?}"),
+        }
+    }
+    server.close();
+}
+
+#[test]
+fn a_call_without_a_session_says_so() {
+    let mut client = LocalEndpoint::bind(any_port(), EndpointConfig::default()).unwrap();
+    let err = client
+        .call("127.0.0.1:9".parse().unwrap(), b"x")
+        .unwrap_err();
+    assert!(matches!(err, Error::Send(SendError::NoSession)), "{err}");
+    assert!(err.to_string().contains("session"), "{err}");
+}
+
+#[test]
+fn poll_with_nothing_to_do_returns_none_after_the_timeout() {
+    let (mut client, _server) = local_pair();
+    assert!(client.poll(Some(Duration::ZERO)).unwrap().is_none());
+    assert!(client
+        .poll(Some(Duration::from_millis(5)))
+        .unwrap()
+        .is_none());
+}
+
+#[test]
+fn a_call_to_a_silent_peer_fails_instead_of_hanging() {
+    let mut config = EndpointConfig::default();
+    config.protocol.tick = Duration::from_millis(2);
+    let mut client = LocalEndpoint::bind(any_port(), config).unwrap();
+    let silent = std::net::UdpSocket::bind(any_port()).unwrap();
+    let (ck, _) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
+    client
+        .install_session(silent.local_addr().unwrap(), ck)
+        .unwrap();
+    let call = client
+        .call(silent.local_addr().unwrap(), b"anyone?")
+        .unwrap();
+    match client.poll(Some(Duration::from_secs(30))).unwrap() {
+        Some(LocalEvent::Failed { call: c, error }) => {
+            assert_eq!(c, call);
+            assert!(matches!(error, Error::Rpc(_)), "{error}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
