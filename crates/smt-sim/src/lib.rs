@@ -5,6 +5,7 @@
 //! same packets, the same drops and the same completion times, so tests can
 //! snapshot behaviour.
 
+pub mod attack;
 mod keys;
 mod link;
 pub mod netsim;
@@ -15,5 +16,7 @@ mod rng;
 pub use keys::{aes_session, null_session, rekeying_session, KeyKind};
 pub use link::{Datagram, Link, Verdict};
 pub use pair::{Outcome, Pair, Side};
-pub use relay::{Captured, Direction, DirectionStats, Impairment, Relay, RelayConfig, RelayStats};
+pub use relay::{
+    Action, Captured, Direction, DirectionStats, Impairment, Relay, RelayConfig, RelayStats, Tamper,
+};
 pub use rng::SplitMix64;

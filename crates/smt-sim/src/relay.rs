@@ -30,6 +30,16 @@
 //!
 //! Network input never panics the relay, and a failed send is counted in
 //! [`DirectionStats::send_errors`], never fatal.
+//!
+//! # Attacks
+//!
+//! The relay is also the on-path attacker of `crate::attack`: a [`Tamper`]
+//! hook ([`Relay::spawn_with_tamper`]) sees every datagram before the
+//! impairment and may pass, drop or replace it, and [`Relay::inject`] sends
+//! any bytes in either direction as if they came from that client's route
+//! (to the server from the client's upstream socket, to a client from the
+//! listening socket), which is how captured packets are replayed, spliced
+//! between clients and directions, or reflected.
 
 use std::collections::{BinaryHeap, HashMap};
 use std::fmt;
@@ -166,6 +176,32 @@ pub struct RelayStats {
     pub to_client: DirectionStats,
 }
 
+/// What a [`Tamper`] hook decides for one datagram.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Forward it (through the direction's impairment).
+    Pass,
+    /// Drop it silently (counted as lost).
+    Drop,
+    /// Forward these bytes instead.
+    Replace(Vec<u8>),
+}
+
+/// An on-path attacker's hook: called on the relay's reader threads for
+/// every datagram, after capture and before the impairment.
+pub trait Tamper: Send + Sync {
+    fn tamper(&self, direction: Direction, client: SocketAddr, bytes: &[u8]) -> Action;
+}
+
+impl<F> Tamper for F
+where
+    F: Fn(Direction, SocketAddr, &[u8]) -> Action + Send + Sync,
+{
+    fn tamper(&self, direction: Direction, client: SocketAddr, bytes: &[u8]) -> Action {
+        self(direction, client, bytes)
+    }
+}
+
 /// A running relay. It stops on [`Relay::stop`] or when dropped.
 pub struct Relay {
     shared: Arc<Shared>,
@@ -180,6 +216,16 @@ impl Relay {
     /// Fails with `InvalidInput` if an impairment is out of range, or with the
     /// socket error if binding fails.
     pub fn spawn(config: RelayConfig) -> io::Result<Relay> {
+        Self::spawn_inner(config, None)
+    }
+
+    /// Like [`Relay::spawn`], with `tamper` deciding the fate of every
+    /// datagram before the impairment.
+    pub fn spawn_with_tamper(config: RelayConfig, tamper: Arc<dyn Tamper>) -> io::Result<Relay> {
+        Self::spawn_inner(config, Some(tamper))
+    }
+
+    fn spawn_inner(config: RelayConfig, tamper: Option<Arc<dyn Tamper>>) -> io::Result<Relay> {
         config.to_server.check("to_server")?;
         config.to_client.check("to_client")?;
         let listen = Arc::new(UdpSocket::bind(config.listen)?);
@@ -197,6 +243,9 @@ impl Relay {
             queue: Mutex::new(HoldQueue::default()),
             wake: Condvar::new(),
             clients: Mutex::new(Vec::new()),
+            routes: Mutex::new(HashMap::new()),
+            listen: Arc::clone(&listen),
+            tamper,
         });
         let mut relay = Relay {
             shared: Arc::clone(&shared),
@@ -231,6 +280,33 @@ impl Relay {
             to_server: self.shared.to_server.counters.snapshot(),
             to_client: self.shared.to_client.counters.snapshot(),
         }
+    }
+
+    /// Sends `bytes` on `client`'s route in `direction`, bypassing tamper,
+    /// impairment and counters: to the server from the upstream socket the
+    /// relay opened for `client` (so the server sees it from that client),
+    /// or to `client` from the listening socket. Fails with `NotFound` if
+    /// `client` has not sent anything through the relay yet.
+    pub fn inject(&self, direction: Direction, client: SocketAddr, bytes: &[u8]) -> io::Result<()> {
+        let route = match direction {
+            Direction::ToServer => lock(&self.shared.routes).get(&client).cloned(),
+            Direction::ToClient => Some(Route {
+                socket: Arc::clone(&self.shared.listen),
+                to: client,
+            }),
+        };
+        let route = route.ok_or_else(|| {
+            io::Error::new(io::ErrorKind::NotFound, format!("no route for {client}"))
+        })?;
+        route.socket.send_to(bytes, route.to).map(|_| ())
+    }
+
+    /// The address the server sees for `client` (its upstream socket's
+    /// port on the upstream's loopback address), once it has sent.
+    pub fn upstream_addr(&self, client: SocketAddr) -> Option<SocketAddr> {
+        let route = lock(&self.shared.routes).get(&client).cloned()?;
+        let port = route.socket.local_addr().ok()?.port();
+        Some(SocketAddr::new(route.to.ip(), port))
     }
 
     /// Copies of the datagrams read so far, in the order the relay read them.
@@ -364,6 +440,10 @@ struct Shared {
     wake: Condvar,
     /// Threads reading the clients' upstream sockets.
     clients: Mutex<Vec<JoinHandle<()>>>,
+    /// Each client's route to the server (its upstream socket).
+    routes: Mutex<HashMap<SocketAddr, Route>>,
+    listen: Arc<UdpSocket>,
+    tamper: Option<Arc<dyn Tamper>>,
 }
 
 /// One direction: its impairment, generator and counters.
@@ -384,14 +464,14 @@ struct Route {
 impl Shared {
     /// Reads datagrams from clients and forwards them upstream.
     fn run_listener(self: Arc<Self>, listen: Arc<UdpSocket>, upstream: SocketAddr) {
-        let mut routes: HashMap<SocketAddr, Route> = HashMap::new();
         let mut buf = vec![0u8; RECV_BUF];
         while let Some((len, client)) = self.recv(&listen, &mut buf) {
             self.capture(Direction::ToServer, client, &buf[..len]);
-            let route = match routes.get(&client) {
-                Some(route) => route.clone(),
+            let known = lock(&self.routes).get(&client).cloned();
+            let route = match known {
+                Some(route) => route,
                 None => match self.open_client(&listen, client, upstream) {
-                    Some(route) => routes.entry(client).or_insert(route).clone(),
+                    Some(route) => lock(&self.routes).entry(client).or_insert(route).clone(),
                     None => {
                         let counters = &self.to_server.counters;
                         counters.received.fetch_add(1, Ordering::SeqCst);
@@ -400,7 +480,7 @@ impl Shared {
                     }
                 },
             };
-            self.handle(&self.to_server, &buf[..len], route);
+            self.handle(&self.to_server, client, &buf[..len], route);
         }
     }
 
@@ -449,15 +529,31 @@ impl Shared {
                 continue;
             }
             self.capture(Direction::ToClient, back.to, &buf[..len]);
-            self.handle(&self.to_client, &buf[..len], back.clone());
+            self.handle(&self.to_client, back.to, &buf[..len], back.clone());
         }
     }
 
     /// Applies `path`'s impairment to one datagram, then sends it now or
     /// queues it for later.
-    fn handle(&self, path: &Path, bytes: &[u8], route: Route) {
+    fn handle(&self, path: &Path, client: SocketAddr, bytes: &[u8], route: Route) {
         let counters = &path.counters;
         counters.received.fetch_add(1, Ordering::SeqCst);
+        let replaced;
+        let bytes = match self
+            .tamper
+            .as_ref()
+            .map(|t| t.tamper(path.direction, client, bytes))
+        {
+            None | Some(Action::Pass) => bytes,
+            Some(Action::Drop) => {
+                counters.lost.fetch_add(1, Ordering::SeqCst);
+                return;
+            }
+            Some(Action::Replace(new)) => {
+                replaced = new;
+                &replaced[..]
+            }
+        };
         let fate = path.impairment.fate(&mut lock(&path.rng), bytes.len());
         if fate.lose {
             counters.lost.fetch_add(1, Ordering::SeqCst);
