@@ -245,6 +245,7 @@ impl Relay {
             clients: Mutex::new(Vec::new()),
             routes: Mutex::new(HashMap::new()),
             listen: Arc::clone(&listen),
+            upstream: config.upstream,
             tamper,
         });
         let mut relay = Relay {
@@ -307,6 +308,21 @@ impl Relay {
         let route = lock(&self.shared.routes).get(&client).cloned()?;
         let port = route.socket.local_addr().ok()?.port();
         Some(SocketAddr::new(route.to.ip(), port))
+    }
+
+    /// Opens `client`'s route now (before it sends) and returns the address
+    /// the server will see for it: tests whose keys depend on the client's
+    /// address (pre-shared-key mode) need it before the first datagram.
+    pub fn open_route(&self, client: SocketAddr) -> io::Result<SocketAddr> {
+        if lock(&self.shared.routes).get(&client).is_none() {
+            let route = self
+                .shared
+                .open_client(&self.shared.listen, client, self.shared.upstream)
+                .ok_or_else(|| io::Error::other("could not open a route"))?;
+            lock(&self.shared.routes).entry(client).or_insert(route);
+        }
+        self.upstream_addr(client)
+            .ok_or_else(|| io::Error::other("route has no local address"))
     }
 
     /// Copies of the datagrams read so far, in the order the relay read them.
@@ -443,6 +459,7 @@ struct Shared {
     /// Each client's route to the server (its upstream socket).
     routes: Mutex<HashMap<SocketAddr, Route>>,
     listen: Arc<UdpSocket>,
+    upstream: SocketAddr,
     tamper: Option<Arc<dyn Tamper>>,
 }
 
