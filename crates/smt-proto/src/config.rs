@@ -64,8 +64,35 @@ pub struct Config {
     /// Message IDs above the replay floor that the replay guard tracks
     /// individually; older ones are rejected wholesale.
     pub replay_window: u64,
-    /// Partially received messages allowed per peer; more are dropped.
+    /// Partially received requests allowed per peer; first packets of
+    /// more are dropped (`DropReason::OverLimit`).
     pub max_incoming_per_peer: usize,
+    /// Partially received requests allowed across all peers.
+    pub max_incoming_total: usize,
+    /// Bytes one peer's partially received messages (requests from it and
+    /// responses from it) may hold: reassembly buffers, the data opened so
+    /// far and bookkeeping. Checked before every allocation; packets that
+    /// would exceed it are dropped (`DropReason::OverLimit`) and asked for
+    /// again later. Must be at least one maximal message to let it through.
+    pub max_buffered_per_peer: usize,
+    /// The same bound across all peers.
+    pub max_buffered_total: usize,
+    /// Wire bytes of one incoming message that may arrive past the part
+    /// already authenticated (opened in order): grants stop there until
+    /// the gap is filled. Bounds what a peer without the keys can make one
+    /// message hold, whatever length it claims; raised to at least
+    /// `unscheduled_bytes` plus one 64 KiB segment. Large enough to ride
+    /// out a retransmission timeout at full speed.
+    pub max_unopened_bytes: u32,
+    /// Sessions the key resolver may create for addresses it has not seen
+    /// (each costs a session and a replay window, before the peer has
+    /// proved anything). Beyond it, packets from new addresses are dropped
+    /// (`DropReason::OverLimit`). Installed and handshake sessions do not
+    /// count against it.
+    pub max_resolved_sessions: usize,
+    /// Handshakes in progress at once. A HANDSHAKE packet that would open
+    /// one more is dropped (`DropReason::OverLimit`).
+    pub max_handshakes: usize,
     /// The local port written into the SMT header's source-port field.
     pub local_port: u16,
     /// Check the SMT header's ports: the destination port must be
@@ -94,6 +121,12 @@ impl Default for Config {
             padding: Padding::None,
             replay_window: 4096,
             max_incoming_per_peer: 1024,
+            max_incoming_total: 16 * 1024,
+            max_buffered_per_peer: 128 << 20,
+            max_buffered_total: 512 << 20,
+            max_unopened_bytes: 16 << 20,
+            max_resolved_sessions: 64 * 1024,
+            max_handshakes: 4096,
             local_port: 0,
             verify_ports: true,
         }
@@ -148,6 +181,14 @@ impl Config {
         }
         if self.replay_window == 0 || self.max_incoming_per_peer == 0 {
             return err("replay_window and max_incoming_per_peer must be at least 1");
+        }
+        if self.max_incoming_total < self.max_incoming_per_peer
+            || self.max_buffered_total < self.max_buffered_per_peer
+        {
+            return err("a total limit (max_incoming_total, max_buffered_total) is below its per-peer limit");
+        }
+        if (self.max_buffered_per_peer as u64) < self.message_len_limit() {
+            return err("max_buffered_per_peer must hold the largest message (max_message_len)");
         }
         if let Padding::Multiple(m) = self.padding {
             if m == 0 {

@@ -36,4 +36,4 @@ pub use endpoint::{
 pub use error::{DropReason, RpcError, SendError};
 pub use handshake::{Handshake, HandshakeAcceptor, HandshakeError};
 pub use session::{Role, SessionKeys};
-pub use stats::{DropCounts, Stats};
+pub use stats::{DropCounts, Stats, Usage};

@@ -67,4 +67,26 @@ pub struct Stats {
     pub key_epoch: u64,
     pub handshakes_failed: u64,
     pub drops: DropCounts,
+    /// Gauges, not counters: what the endpoint (or, for a peer, its
+    /// session) holds now, as of the last event that changed it or the
+    /// last tick. See `docs/resilience.md`.
+    pub usage: Usage,
+}
+
+/// What incoming state holds: the figures `Config::max_buffered_*` and
+/// `Config::max_incoming_*` bound.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Usage {
+    /// Bytes held by partially received messages (reassembly buffers, data
+    /// opened so far, bookkeeping), requests and responses.
+    pub incoming_bytes: u64,
+    /// Partially received requests.
+    pub partial_requests: u64,
+    /// Endpoint only: sessions with keys.
+    pub sessions: u64,
+    /// Endpoint only: handshakes in progress.
+    pub handshakes: u64,
+    /// Endpoint only: the largest `incoming_bytes` seen so far.
+    pub peak_incoming_bytes: u64,
 }

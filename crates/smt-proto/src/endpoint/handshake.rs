@@ -207,6 +207,9 @@ impl Endpoint {
             if offset != 0 || packet.payload().is_empty() {
                 return Err(DropReason::Handshake);
             }
+            if self.handshakes.len() >= self.config.max_handshakes {
+                return Err(DropReason::OverLimit);
+            }
             let hs = self
                 .acceptor
                 .as_mut()

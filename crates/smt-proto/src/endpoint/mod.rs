@@ -17,16 +17,17 @@
 
 mod grants;
 mod handshake;
+mod limits;
 mod recv;
 mod send;
 mod tick;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::time::Instant;
 
 use crate::config::{Config, ConfigError};
-use crate::error::{RpcError, SendError};
+use crate::error::{DropReason, RpcError, SendError};
 use crate::handshake::{HandshakeAcceptor, HandshakeError};
 use crate::record::{seal_message, MessageLayout};
 use crate::rpc::{Incoming, Outgoing};
@@ -177,6 +178,13 @@ pub struct Endpoint {
     /// Datagrams built ahead (a failed handshake's alert).
     pub(crate) prebuilt: VecDeque<(SocketAddr, Vec<u8>)>,
     pub(crate) acceptor: Option<Box<dyn HandshakeAcceptor>>,
+    /// What partially received messages hold, per peer and in total
+    /// (limits.rs): never below the truth, exact after each recount.
+    pub(crate) usage: HashMap<SocketAddr, limits::Charge>,
+    pub(crate) usage_total: limits::Charge,
+    pub(crate) usage_recounted: Option<Instant>,
+    /// Peers whose sessions the key resolver created.
+    pub(crate) resolved: HashSet<SocketAddr>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -211,6 +219,10 @@ impl Endpoint {
             handshake_queue: VecDeque::new(),
             prebuilt: VecDeque::new(),
             acceptor: None,
+            usage: HashMap::new(),
+            usage_total: limits::Charge::default(),
+            usage_recounted: None,
+            resolved: HashSet::new(),
         })
     }
 
@@ -412,12 +424,28 @@ impl Endpoint {
 
     // ---- internals shared by the submodules ----
 
-    pub(crate) fn resolve_session(&mut self, peer: SocketAddr) -> Option<&mut Session> {
+    /// The session with `peer`, asking the key resolver for one if there
+    /// is none and `Config::max_resolved_sessions` allows another.
+    pub(crate) fn resolve_session(&mut self, peer: SocketAddr) -> Result<&mut Session, DropReason> {
         if !self.sessions.contains_key(&peer) {
-            let keys = self.resolver.as_mut()?.resolve(peer)?;
-            self.install_session(peer, keys).ok()?;
+            if self.resolver.is_none() {
+                return Err(DropReason::UnknownSession);
+            }
+            if !self.may_resolve() {
+                return Err(DropReason::OverLimit);
+            }
+            let keys = self
+                .resolver
+                .as_mut()
+                .and_then(|r| r.resolve(peer))
+                .ok_or(DropReason::UnknownSession)?;
+            self.install_session(peer, keys)
+                .map_err(|_| DropReason::UnknownSession)?;
+            self.resolved.insert(peer);
         }
-        self.sessions.get_mut(&peer)
+        self.sessions
+            .get_mut(&peer)
+            .ok_or(DropReason::UnknownSession)
     }
 
     fn check_len(&self, len: usize) -> Result<(), SendError> {

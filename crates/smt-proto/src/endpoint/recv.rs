@@ -4,12 +4,13 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use super::limits::Charge;
 use super::{
     ClientRpc, Endpoint, Event, MsgKey, RpcHandle, ServerRpc, ServerRpcHandle, ServerState,
 };
 use crate::crypto::TAG_LEN;
 use crate::error::{DropReason, RpcError, SendError};
-use crate::rpc::{Accepted, Incoming};
+use crate::rpc::{Accepted, Incoming, MESSAGE_OVERHEAD};
 use crate::session::ReplayCheck;
 use crate::wire::{AckIds, Body, DataHeader, Packet, PacketType, Repr, WireError};
 
@@ -74,9 +75,7 @@ impl Endpoint {
         if !self.sessions.contains_key(&from) && self.stash_early(from, datagram) {
             return Ok(());
         }
-        let session = self
-            .resolve_session(from)
-            .ok_or(DropReason::UnknownSession)?;
+        let session = self.resolve_session(from)?;
         session.stats.datagrams_rx += 1;
         if ty == PacketType::KEY_UPDATE {
             return self.on_key_update(from, phase, datagram);
@@ -212,13 +211,24 @@ impl Endpoint {
             return Err(DropReason::OverLimit);
         }
         let msg = if self.is_local_id(key.peer, key.id) {
-            self.response_key(key, h)?
+            self.response_key(now, key, h)?
         } else {
             self.request_key(now, key, h)?
         };
         let incoming = self.incoming_mut(msg).ok_or(DropReason::Duplicate)?;
+        let (held, more) = (incoming.buffered_bytes(), incoming.allocation_for(h));
+        let charge = Charge {
+            bytes: more,
+            requests: 0,
+        };
+        if more > 0 && !self.admit(now, key.peer, charge) {
+            return Err(DropReason::OverLimit);
+        }
+        let incoming = self.incoming_mut(msg).ok_or(DropReason::Duplicate)?;
         incoming.accept(h, payload)?;
+        self.progressed(msg);
         let opened = self.open_ready(msg, key);
+        self.charge_growth(msg, key.peer, held);
         self.update_grants();
         match opened? {
             Accepted::Stored => Ok(()),
@@ -229,8 +239,42 @@ impl Endpoint {
         }
     }
 
+    /// A packet added bytes to a message: its RPC is not silent. (Only
+    /// progress counts: a peer that repeats packets it already sent, or an
+    /// attacker who copies them, cannot keep a partial message alive.)
+    fn progressed(&mut self, msg: MsgKey) {
+        let silent = match msg {
+            MsgKey::Client(h) => self.clients.get_mut(&h).map(|c| &mut c.silent_ticks),
+            MsgKey::Server(k) => self.servers.get_mut(&k).map(|s| &mut s.silent_ticks),
+        };
+        if let Some(silent) = silent {
+            *silent = 0;
+        }
+    }
+
+    /// Charges what a message's buffers grew by since they held `before`
+    /// bytes (opened data); frees are seen at the next recount.
+    fn charge_growth(&mut self, msg: MsgKey, peer: SocketAddr, before: usize) {
+        let now_held = self.incoming_mut(msg).map_or(0, |inc| inc.buffered_bytes());
+        let grown = now_held.saturating_sub(before);
+        if grown > 0 {
+            self.charge(
+                peer,
+                Charge {
+                    bytes: grown,
+                    requests: 0,
+                },
+            );
+        }
+    }
+
     /// Routes a DATA packet of a response to one of our RPCs.
-    fn response_key(&mut self, key: ServerRpcHandle, h: &DataHeader) -> Result<MsgKey, DropReason> {
+    fn response_key(
+        &mut self,
+        now: Instant,
+        key: ServerRpcHandle,
+        h: &DataHeader,
+    ) -> Result<MsgKey, DropReason> {
         let Some(&handle) = self.client_ids.get(&key) else {
             return Err(if self.was_allocated(key) {
                 DropReason::Replay
@@ -238,15 +282,38 @@ impl Endpoint {
                 DropReason::UnknownRpc
             });
         };
-        let unscheduled = self.config.unscheduled_bytes;
-        let rpc = self
+        let has_response = self
             .clients
-            .get_mut(&handle)
-            .ok_or(DropReason::UnknownRpc)?;
-        rpc.silent_ticks = 0;
-        rpc.response
-            .get_or_insert_with(|| Incoming::new(h, unscheduled));
+            .get(&handle)
+            .ok_or(DropReason::UnknownRpc)?
+            .response
+            .is_some();
+        if !has_response {
+            self.admit_message(now, key.peer, false)?;
+            let incoming = self.new_incoming(h);
+            if let Some(rpc) = self.clients.get_mut(&handle) {
+                rpc.response = Some(incoming);
+            }
+        }
         Ok(MsgKey::Client(handle))
+    }
+
+    /// Admits and charges a new partially received message from `peer`.
+    fn admit_message(
+        &mut self,
+        now: Instant,
+        peer: SocketAddr,
+        request: bool,
+    ) -> Result<(), DropReason> {
+        let charge = Charge {
+            bytes: MESSAGE_OVERHEAD,
+            requests: usize::from(request),
+        };
+        if !self.admit(now, peer, charge) {
+            return Err(DropReason::OverLimit);
+        }
+        self.charge(peer, charge);
+        Ok(())
     }
 
     /// Routes a DATA packet of a request from the peer, creating the server
@@ -259,10 +326,15 @@ impl Endpoint {
         h: &DataHeader,
     ) -> Result<MsgKey, DropReason> {
         if let Some(rpc) = self.servers.get_mut(&key) {
-            rpc.silent_ticks = 0;
             return match rpc.state {
+                // Silence is reset by progress only (`progressed`).
                 ServerState::Receiving(_) => Ok(MsgKey::Server(key)),
-                _ => Err(DropReason::Duplicate),
+                _ => {
+                    // The client is still sending: it has not heard the
+                    // response yet.
+                    rpc.silent_ticks = 0;
+                    Err(DropReason::Duplicate)
+                }
             };
         }
         let session = self
@@ -273,15 +345,8 @@ impl Endpoint {
         if epoch.replay.check(key.id) == ReplayCheck::Replayed {
             return Err(DropReason::Replay);
         }
-        let partial = self
-            .servers
-            .iter()
-            .filter(|(k, s)| k.peer == key.peer && matches!(s.state, ServerState::Receiving(_)))
-            .count();
-        if partial >= self.config.max_incoming_per_peer {
-            return Err(DropReason::OverLimit);
-        }
-        let incoming = Incoming::new(h, self.config.unscheduled_bytes);
+        self.admit_message(now, key.peer, true)?;
+        let incoming = self.new_incoming(h);
         self.servers.insert(
             key,
             ServerRpc {
@@ -291,6 +356,11 @@ impl Endpoint {
         );
         self.arm_tick(now);
         Ok(MsgKey::Server(key))
+    }
+
+    fn new_incoming(&self, h: &DataHeader) -> Incoming {
+        let cfg = &self.config;
+        Incoming::new(h, cfg.unscheduled_bytes, cfg.max_unopened_bytes)
     }
 
     pub(crate) fn incoming_mut(&mut self, key: MsgKey) -> Option<&mut Incoming> {
@@ -314,8 +384,9 @@ impl Endpoint {
             None => return Err(DropReason::KeyPhase),
         };
         let mut opened = 0;
+        let spare = self.spare(key.peer);
         let result = match self.incoming_mut(msg) {
-            Some(inc) => inc.open_ready(&*cipher, layout, key.id, &mut opened),
+            Some(inc) => inc.open_ready(&*cipher, layout, key.id, &mut opened, spare),
             None => return Err(DropReason::Duplicate),
         };
         self.stats.records_opened += opened;

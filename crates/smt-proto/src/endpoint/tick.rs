@@ -38,6 +38,9 @@ impl Endpoint {
     }
 
     fn tick(&mut self, now: Instant) {
+        // Frees since the last tick (completions, ACKs, aborts) are seen
+        // here; between ticks the usage figures only grow.
+        self.recount_usage(now);
         let pending: Vec<RpcHandle> = self
             .clients
             .iter()

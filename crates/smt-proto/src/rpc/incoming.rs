@@ -2,8 +2,22 @@ use std::collections::BTreeMap;
 
 use crate::crypto::PacketCipher;
 use crate::error::DropReason;
-use crate::record::{open_segment, OpenError, SeqLayout};
+use crate::record::{open_segment, OpenError, SeqLayout, MAX_SEGMENT_LEN};
 use crate::wire::DataHeader;
+
+/// Bookkeeping charged per segment buffer besides its bytes: the struct and
+/// its share of a map node (so a flood of one-byte segments is charged for
+/// what it really costs).
+pub(crate) const SEGMENT_OVERHEAD: usize = std::mem::size_of::<SegmentBuf>() + 48;
+/// Bookkeeping charged per message: the state around the buffers.
+pub(crate) const MESSAGE_OVERHEAD: usize = 512;
+
+/// What holding a `len`-byte segment of `mss`-byte packets costs: its
+/// bytes, a flag per packet, bookkeeping.
+fn segment_cost(len: u32, mss: u16) -> usize {
+    let packets = len.div_ceil(u32::from(mss.max(1))) as usize;
+    len as usize + packets + SEGMENT_OVERHEAD
+}
 
 /// What accepting a packet changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,6 +40,8 @@ struct SegmentBuf {
 
 impl SegmentBuf {
     fn new(h: &DataHeader) -> Self {
+        // Parsing bounded segment_len by MAX_SEGMENT_LEN: this allocation
+        // is never a claimed message length.
         let packets = h.segment_len.div_ceil(u32::from(h.mss)) as usize;
         Self {
             len: h.segment_len,
@@ -70,10 +86,18 @@ pub(crate) struct Incoming {
     received: u64,
     /// Highest wire offset this receiver granted.
     granted: u32,
+    /// Grants never run further than this past the authenticated prefix
+    /// (`Config::max_unopened_bytes`).
+    ahead: u32,
+    /// Bytes held, as [`Incoming::buffered_bytes`] reports them.
+    held: usize,
 }
 
 impl Incoming {
-    pub fn new(h: &DataHeader, unscheduled: u32) -> Self {
+    /// A message whose first packet is `h`: `unscheduled` bytes are
+    /// granted from the start, and grants run at most `ahead` bytes past
+    /// what has been authenticated.
+    pub fn new(h: &DataHeader, unscheduled: u32, ahead: u32) -> Self {
         Self {
             message_len: h.message_len,
             wire_len: h.message_wire_len,
@@ -84,6 +108,8 @@ impl Incoming {
             data: Vec::new(),
             received: 0,
             granted: unscheduled.min(h.message_wire_len),
+            ahead: ahead.max(unscheduled.saturating_add(MAX_SEGMENT_LEN as u32)),
+            held: MESSAGE_OVERHEAD,
         }
     }
 
@@ -104,15 +130,30 @@ impl Incoming {
         u64::from(self.wire_len) - self.received
     }
 
-    /// Bytes held in reassembly buffers and delivered data.
+    /// Bytes held: reassembly buffers, data opened so far (its capacity)
+    /// and bookkeeping. Kept as a running total, so this is O(1).
     pub fn buffered_bytes(&self) -> usize {
-        self.segments.values().map(|s| s.buf.len()).sum::<usize>() + self.data.capacity()
+        self.held
+    }
+
+    /// The bytes accepting `h` would allocate: a new segment buffer, or
+    /// nothing if its segment is already being reassembled.
+    pub fn allocation_for(&self, h: &DataHeader) -> usize {
+        match self.segments.contains_key(&h.segment_offset) {
+            true => 0,
+            false => segment_cost(h.segment_len, h.mss),
+        }
     }
 
     /// Raises the grant to `offset` (clamped to the message); returns
-    /// whether it grew.
+    /// whether it grew. Grants run at most `ahead` bytes past the
+    /// authenticated prefix: bytes received but never authenticated (e.g.
+    /// an attacker's, who claims a huge length and never completes the
+    /// first segment) earn grants only that far, so a message holds at most
+    /// `ahead` plus one segment unauthenticated.
     pub fn raise_grant(&mut self, offset: u64) -> bool {
-        let offset = offset.min(u64::from(self.wire_len)) as u32;
+        let ceiling = u64::from(self.next_segment) + u64::from(self.ahead);
+        let offset = offset.min(ceiling).min(u64::from(self.wire_len)) as u32;
         if offset > self.granted {
             self.granted = offset;
             true
@@ -135,6 +176,7 @@ impl Incoming {
             return Err(DropReason::Duplicate);
         }
         self.check_fits(h)?;
+        self.held += self.allocation_for(h);
         let seg = self
             .segments
             .entry(h.segment_offset)
@@ -183,16 +225,20 @@ impl Incoming {
     /// Opens every segment that is complete and next in order. Returns
     /// `Complete` once the whole message is authenticated. Records opened are
     /// added to `*opened`. A segment that fails is discarded so a
-    /// retransmission can replace it.
+    /// retransmission can replace it. `spare` is how many more bytes the
+    /// caller's memory bounds allow the data buffer to take ahead of need.
     pub fn open_ready(
         &mut self,
         cipher: &dyn PacketCipher,
         layout: SeqLayout,
         id: u64,
         opened: &mut u64,
+        spare: usize,
     ) -> Result<Accepted, DropReason> {
         while let Some(mut seg) = self.take_next_complete() {
             *opened += 1;
+            self.held -= segment_cost(seg.len, seg.mss);
+            self.grow_data(seg.len as usize, spare);
             match open_segment(
                 cipher,
                 layout,
@@ -233,6 +279,25 @@ impl Incoming {
         }
     }
 
+    /// Makes room for `more` plaintext bytes (a segment's wire length
+    /// bounds its plaintext). Capacity doubles, as a `Vec`'s would, but
+    /// never past the message length and never by more than `spare`: then
+    /// it grows to exactly what is needed.
+    fn grow_data(&mut self, more: usize, spare: usize) {
+        let (len, cap) = (self.data.len(), self.data.capacity());
+        let needed = len + more;
+        if needed <= cap {
+            return;
+        }
+        let doubled = (cap * 2).min(self.message_len as usize);
+        let target = match doubled > needed && doubled - needed <= spare {
+            true => doubled,
+            false => needed,
+        };
+        self.data.reserve_exact(target - len);
+        self.held += self.data.capacity() - cap;
+    }
+
     fn take_next_complete(&mut self) -> Option<SegmentBuf> {
         let ready = self
             .segments
@@ -247,6 +312,7 @@ impl Incoming {
 
     /// The delivered data (after `Complete`).
     pub fn take_data(&mut self) -> Vec<u8> {
+        self.held -= self.data.capacity();
         std::mem::take(&mut self.data)
     }
 

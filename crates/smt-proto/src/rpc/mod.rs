@@ -5,5 +5,9 @@
 mod incoming;
 mod outgoing;
 
-pub(crate) use incoming::{Accepted, Incoming};
+// The reassembly fuzz harness checks its memory bound with it.
+#[cfg(any(fuzzing, test))]
+#[allow(unused_imports)]
+pub(crate) use incoming::SEGMENT_OVERHEAD;
+pub(crate) use incoming::{Accepted, Incoming, MESSAGE_OVERHEAD};
 pub(crate) use outgoing::Outgoing;

@@ -1,0 +1,145 @@
+//! Resource bounds on what peers can make the endpoint hold (issue #6):
+//! bytes of partially received messages per peer and in total, partial
+//! requests per peer and in total, sessions created by the key resolver,
+//! handshakes in progress. The limits live in [`crate::Config`]; what is
+//! held is published in [`crate::Stats::usage`].
+//!
+//! Accounting is a running total per peer that only grows between ticks
+//! (every allocation is charged before it happens) and is recounted
+//! exactly at every tick, when frees are seen. So the figure is never
+//! below what is really held, a check against it is a hard bound, and the
+//! work stays bounded: a check that fails on a stale figure recounts at
+//! most once per tick.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use super::{Endpoint, ServerState};
+use crate::rpc::Incoming;
+
+/// Incoming state charged to one peer (or to all).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Charge {
+    /// Bytes held by partially received messages from the peer.
+    pub bytes: usize,
+    /// Partially received requests from the peer.
+    pub requests: usize,
+}
+
+impl Charge {
+    fn add(&mut self, other: Charge) {
+        self.bytes += other.bytes;
+        self.requests += other.requests;
+    }
+}
+
+impl Endpoint {
+    /// Whether `more` can be charged to `peer` within every bound,
+    /// recounting first (at most once per tick) if the running figures say
+    /// no.
+    pub(crate) fn admit(&mut self, now: Instant, peer: SocketAddr, more: Charge) -> bool {
+        if self.fits(peer, more) {
+            return true;
+        }
+        let stale = self
+            .usage_recounted
+            .is_none_or(|at| now >= at + self.config.tick);
+        if stale {
+            self.recount_usage(now);
+        }
+        stale && self.fits(peer, more)
+    }
+
+    fn fits(&self, peer: SocketAddr, more: Charge) -> bool {
+        let cfg = &self.config;
+        let mine = self.usage.get(&peer).copied().unwrap_or_default();
+        let all = self.usage_total;
+        mine.bytes + more.bytes <= cfg.max_buffered_per_peer
+            && all.bytes + more.bytes <= cfg.max_buffered_total
+            && mine.requests + more.requests <= cfg.max_incoming_per_peer
+            && all.requests + more.requests <= cfg.max_incoming_total
+    }
+
+    /// Bytes `peer` may still take before a bound is reached.
+    pub(crate) fn spare(&self, peer: SocketAddr) -> usize {
+        let mine = self.usage.get(&peer).map_or(0, |c| c.bytes);
+        let cfg = &self.config;
+        let for_peer = cfg.max_buffered_per_peer.saturating_sub(mine);
+        let for_all = cfg
+            .max_buffered_total
+            .saturating_sub(self.usage_total.bytes);
+        for_peer.min(for_all)
+    }
+
+    /// Adds what was just allocated for `peer`.
+    pub(crate) fn charge(&mut self, peer: SocketAddr, more: Charge) {
+        self.usage.entry(peer).or_default().add(more);
+        self.usage_total.add(more);
+        self.publish_usage(Some(peer));
+    }
+
+    /// Counts exactly what every partially received message holds.
+    pub(crate) fn recount_usage(&mut self, now: Instant) {
+        let mut usage: HashMap<SocketAddr, Charge> = HashMap::new();
+        let mut total = Charge::default();
+        for (peer, inc, request) in self.partial_messages() {
+            let c = Charge {
+                bytes: inc.buffered_bytes(),
+                requests: usize::from(request),
+            };
+            usage.entry(peer).or_default().add(c);
+            total.add(c);
+        }
+        let peers: Vec<SocketAddr> = self.usage.keys().chain(usage.keys()).copied().collect();
+        self.usage = usage;
+        self.usage_total = total;
+        self.usage_recounted = Some(now);
+        for peer in peers {
+            self.publish_usage(Some(peer));
+        }
+        self.publish_usage(None);
+    }
+
+    /// Every message being received: (peer, state, whether a request).
+    fn partial_messages(&self) -> impl Iterator<Item = (SocketAddr, &Incoming, bool)> {
+        let responses = self
+            .clients
+            .values()
+            .filter_map(|c| Some((c.peer, c.response.as_ref()?, false)));
+        let requests = self.servers.iter().filter_map(|(k, s)| match &s.state {
+            ServerState::Receiving(inc) => Some((k.peer, inc, true)),
+            _ => None,
+        });
+        responses.chain(requests)
+    }
+
+    /// Writes the usage gauges into the endpoint's stats, and into the
+    /// peer's if `peer` is given.
+    fn publish_usage(&mut self, peer: Option<SocketAddr>) {
+        if let Some(peer) = peer {
+            let c = self.usage.get(&peer).copied().unwrap_or_default();
+            if let Some(s) = self.sessions.get_mut(&peer) {
+                s.stats.usage.incoming_bytes = c.bytes as u64;
+                s.stats.usage.partial_requests = c.requests as u64;
+            }
+        }
+        let u = &mut self.stats.usage;
+        u.incoming_bytes = self.usage_total.bytes as u64;
+        u.partial_requests = self.usage_total.requests as u64;
+        u.peak_incoming_bytes = u.peak_incoming_bytes.max(u.incoming_bytes);
+        u.sessions = self.sessions.len() as u64;
+        u.handshakes = self.handshakes.len() as u64;
+    }
+
+    /// Whether the key resolver may create one more session. Counts the
+    /// resolver's sessions still alive (pruning those removed since).
+    pub(crate) fn may_resolve(&mut self) -> bool {
+        let max = self.config.max_resolved_sessions;
+        if self.resolved.len() >= max {
+            let sessions = &self.sessions;
+            self.resolved.retain(|p| sessions.contains_key(p));
+        }
+        self.resolved.len() < max
+    }
+}
