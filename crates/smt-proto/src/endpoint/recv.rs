@@ -395,8 +395,27 @@ impl Endpoint {
         }
         if result == Err(DropReason::ProtocolViolation) {
             self.discard_incoming(msg);
+        } else if result == Err(DropReason::AuthFailure)
+            && self
+                .incoming_mut(msg)
+                .is_some_and(|inc| inc.nothing_authenticated())
+        {
+            self.forget_unauthenticated(msg);
         }
         result
+    }
+
+    /// A response whose only state came from a packet that failed to
+    /// authenticate (perhaps forged, with made-up lengths): start over, so
+    /// the genuine packets are not refused as inconsistent with it. (A
+    /// server RPC keeps its state: removing it would turn the client's
+    /// RESENDs into RPC_UNKNOWN and restarts.)
+    fn forget_unauthenticated(&mut self, msg: MsgKey) {
+        if let MsgKey::Client(h) = msg {
+            if let Some(rpc) = self.clients.get_mut(&h) {
+                rpc.response = None;
+            }
+        }
     }
 
     /// Drops a message whose authenticated content breaks the protocol.

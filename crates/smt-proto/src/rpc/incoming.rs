@@ -255,9 +255,17 @@ impl Incoming {
                 }
                 Err(e) => {
                     self.received -= u64::from(seg.len);
+                    // Framing and the record count are checked before the
+                    // AEAD, on bytes anyone can forge: they must not end the
+                    // message (a forged packet would kill a live RPC), only
+                    // discard the segment like a failed tag.
                     return Err(match e {
-                        OpenError::Auth => DropReason::AuthFailure,
-                        _ => DropReason::ProtocolViolation,
+                        OpenError::Auth | OpenError::Framing | OpenError::IndexOverflow => {
+                            DropReason::AuthFailure
+                        }
+                        OpenError::Overflow | OpenError::ContentType => {
+                            DropReason::ProtocolViolation
+                        }
                     });
                 }
             }
@@ -311,6 +319,12 @@ impl Incoming {
     }
 
     /// The delivered data (after `Complete`).
+    /// Whether no segment has been authenticated yet: the message's
+    /// lengths then come only from plaintext headers anyone can forge.
+    pub fn nothing_authenticated(&self) -> bool {
+        self.next_segment == 0
+    }
+
     pub fn take_data(&mut self) -> Vec<u8> {
         self.held -= self.data.capacity();
         std::mem::take(&mut self.data)

@@ -33,18 +33,17 @@ pub fn forge_control(
     out
 }
 
-/// A DATA packet of message `id` with the given header and `payload_len`
-/// random bytes in place of the sealed record.
+/// A DATA packet of message `id` with the given header and as many random
+/// bytes as the header's layout says, in place of the sealed records.
 pub fn forge_data(
     rng: &mut SplitMix64,
     ports: (u16, u16),
     id: u64,
     key_phase: bool,
     header: DataHeader,
-    payload_len: usize,
 ) -> Vec<u8> {
     let mut out = emit(ports, id, key_phase, Body::Data(header));
-    let mut payload = vec![0u8; payload_len];
+    let mut payload = vec![0u8; header.payload_len()];
     rng.fill(&mut payload);
     out.extend_from_slice(&payload);
     out
