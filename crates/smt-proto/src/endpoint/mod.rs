@@ -296,6 +296,7 @@ impl Endpoint {
             self.config.replay_window,
         );
         self.sessions.insert(peer, session);
+        self.stats.usage.sessions = self.sessions.len() as u64;
         Ok(())
     }
 
@@ -330,6 +331,7 @@ impl Endpoint {
     pub fn remove_session(&mut self, peer: SocketAddr) {
         self.forget_peer_rpcs(peer);
         self.sessions.remove(&peer);
+        self.stats.usage.sessions = self.sessions.len() as u64;
     }
 
     /// Starts an RPC: seals `data` as a request to `peer`.

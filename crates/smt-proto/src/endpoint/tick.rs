@@ -38,9 +38,6 @@ impl Endpoint {
     }
 
     fn tick(&mut self, now: Instant) {
-        // Frees since the last tick (completions, ACKs, aborts) are seen
-        // here; between ticks the usage figures only grow.
-        self.recount_usage(now);
         let pending: Vec<RpcHandle> = self
             .clients
             .iter()
@@ -64,6 +61,10 @@ impl Endpoint {
         }
         self.tick_handshakes(now);
         self.tick_key_updates();
+        // Frees since the last tick (completions, ACKs, aborts, this
+        // tick's expiries) are seen here; between ticks the usage figures
+        // only grow.
+        self.recount_usage(now);
         let unconfirmed = self
             .sessions
             .values()
