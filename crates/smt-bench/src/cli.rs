@@ -1,0 +1,173 @@
+//! Command-line options and the measurement plan each mode implies.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+use crate::dist::{SizeDist, W3, W4};
+
+/// Compare SMT with TCP, TLS 1.3/TCP, QUIC and the UDP/TCP floor on
+/// loopback: same workloads, same cipher suite, same socket buffers.
+#[derive(Debug, Parser)]
+#[command(name = "smt-bench", version)]
+pub struct Args {
+    /// How long to measure: smoke (seconds, for CI), quick (< 2 min), full.
+    #[arg(long, value_enum, default_value_t = Mode::Full)]
+    pub mode: Mode,
+    /// Shorthand for --mode quick.
+    #[arg(long, conflicts_with = "smoke")]
+    pub quick: bool,
+    /// Shorthand for --mode smoke.
+    #[arg(long)]
+    pub smoke: bool,
+    /// Systems to run (comma-separated names; default: all). See --list.
+    #[arg(long, value_delimiter = ',')]
+    pub systems: Vec<String>,
+    /// Workloads to run: rtt, throughput, mixed, bulk (default: all).
+    #[arg(long, value_delimiter = ',')]
+    pub workloads: Vec<String>,
+    /// CPU placement: pinned (client, server and driver threads on CPU 0),
+    /// unpinned, or both. Default: both in full mode, pinned otherwise.
+    #[arg(long, value_enum)]
+    pub affinity: Option<AffinityChoice>,
+    /// Output directory (default target/smt-bench/<timestamp>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Start at once instead of waiting for an idle machine.
+    #[arg(long)]
+    pub no_idle_wait: bool,
+    /// Busy fraction of all CPUs below which the machine counts as idle.
+    #[arg(long, default_value_t = 0.10)]
+    pub idle_threshold: f64,
+    /// Longest wait for an idle machine before each system, in seconds.
+    #[arg(long, default_value_t = 60.0)]
+    pub idle_max_wait: f64,
+    /// List the systems and exit.
+    #[arg(long)]
+    pub list: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    Smoke,
+    Quick,
+    Full,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum AffinityChoice {
+    Pinned,
+    Unpinned,
+    Both,
+}
+
+/// Where a run's threads may execute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Affinity {
+    /// Every thread of the run on CPU 0.
+    Pinned,
+    /// The scheduler decides.
+    Unpinned,
+}
+
+impl Affinity {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Pinned => "pinned",
+            Self::Unpinned => "unpinned",
+        }
+    }
+}
+
+impl Args {
+    pub fn mode(&self) -> Mode {
+        match (self.smoke, self.quick) {
+            (true, _) => Mode::Smoke,
+            (_, true) => Mode::Quick,
+            _ => self.mode,
+        }
+    }
+
+    pub fn affinities(&self) -> Vec<Affinity> {
+        let choice = self.affinity.unwrap_or(match self.mode() {
+            Mode::Full => AffinityChoice::Both,
+            _ => AffinityChoice::Pinned,
+        });
+        match choice {
+            AffinityChoice::Pinned => vec![Affinity::Pinned],
+            AffinityChoice::Unpinned => vec![Affinity::Unpinned],
+            AffinityChoice::Both => vec![Affinity::Pinned, Affinity::Unpinned],
+        }
+    }
+
+    pub fn wants(&self, workload: &str) -> bool {
+        self.workloads.is_empty() || self.workloads.iter().any(|w| w == workload)
+    }
+}
+
+/// What to measure and for how long.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub rtt_sizes: Vec<usize>,
+    pub throughput_sizes: Vec<usize>,
+    pub concurrency: Vec<usize>,
+    pub mixed_dists: Vec<SizeDist>,
+    /// Offered load as fractions of the measured capacity.
+    pub mixed_loads: Vec<f64>,
+    /// Slots (most outstanding RPCs) in the mixed workload.
+    pub mixed_slots: usize,
+    pub bulk_size: usize,
+    pub bulk_concurrency: usize,
+    /// Measured time per point, after `warmup`.
+    pub point: Duration,
+    pub warmup: Duration,
+    pub mixed_time: Duration,
+}
+
+impl Plan {
+    pub fn for_mode(mode: Mode) -> Self {
+        let ms = Duration::from_millis;
+        match mode {
+            Mode::Smoke => Self {
+                rtt_sizes: vec![64, 8 << 10, 1 << 20],
+                throughput_sizes: vec![64, 1 << 10],
+                concurrency: vec![1, 8],
+                mixed_dists: vec![W3],
+                mixed_loads: vec![0.5],
+                mixed_slots: 16,
+                bulk_size: 1 << 20,
+                bulk_concurrency: 2,
+                point: ms(20),
+                warmup: ms(5),
+                mixed_time: ms(50),
+            },
+            Mode::Quick => Self {
+                rtt_sizes: vec![64, 1 << 10, 8 << 10, 64 << 10, 1 << 20],
+                throughput_sizes: vec![64, 1 << 10, 64 << 10],
+                concurrency: vec![1, 32, 150],
+                mixed_dists: vec![W3],
+                mixed_loads: vec![0.6],
+                mixed_slots: 150,
+                bulk_size: 1 << 20,
+                bulk_concurrency: 4,
+                point: ms(250),
+                warmup: ms(50),
+                mixed_time: ms(600),
+            },
+            Mode::Full => Self {
+                rtt_sizes: vec![64, 1 << 10, 8 << 10, 64 << 10, 1 << 20],
+                throughput_sizes: vec![64, 1 << 10, 8 << 10, 64 << 10],
+                concurrency: vec![1, 8, 32, 150],
+                mixed_dists: vec![W3, W4],
+                mixed_loads: vec![0.5, 0.8],
+                mixed_slots: 150,
+                bulk_size: 1 << 20,
+                bulk_concurrency: 4,
+                point: ms(1000),
+                warmup: ms(200),
+                mixed_time: ms(3000),
+            },
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! `smt-bench`: see the library's docs and `--help`.
+
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clap::Parser;
+
+use smt_bench::cli::{Args, Plan};
+use smt_bench::report::{self, LoadRow, Report};
+use smt_bench::systems::System;
+use smt_bench::{plot, run, sys};
+
+fn timestamp() -> (String, u64) {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    let s = format!(
+        "{y:04}-{m:02}-{d:02}T{:02}{:02}{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    );
+    (s, secs)
+}
+
+fn selected(args: &Args) -> Result<Vec<System>, String> {
+    if args.systems.is_empty() {
+        return Ok(System::ALL.to_vec());
+    }
+    args.systems
+        .iter()
+        .map(|n| System::by_name(n).ok_or_else(|| format!("unknown system {n:?} (see --list)")))
+        .collect()
+}
+
+fn main() {
+    let args = Args::parse();
+    if args.list {
+        for s in System::ALL {
+            println!("{:<15} {}", s.name(), s.describe());
+        }
+        return;
+    }
+    let systems = match selected(&args) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("smt-bench: {e}");
+            std::process::exit(2);
+        }
+    };
+    let mode = args.mode();
+    let plan = Plan::for_mode(mode);
+    let (started, _) = timestamp();
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("target/smt-bench").join(&started));
+    let affinities = args.affinities();
+    let mut records = Vec::new();
+    let mut notes = Vec::new();
+    let mut loads = Vec::new();
+    eprintln!(
+        "smt-bench {mode:?}: {} systems, output in {}",
+        systems.len(),
+        out.display()
+    );
+    for &aff in &affinities {
+        for &system in &systems {
+            if system == System::SmtBusyPoll && aff == smt_bench::cli::Affinity::Pinned {
+                // Two spinning drivers on one CPU take turns by time slice.
+                continue;
+            }
+            let load = if args.no_idle_wait {
+                sys::LoadSeen {
+                    busy: sys::busy_fraction(Duration::from_millis(100)),
+                    waited_s: 0.0,
+                    idle: false,
+                }
+            } else {
+                sys::wait_for_idle(
+                    args.idle_threshold,
+                    Duration::from_secs_f64(args.idle_max_wait),
+                )
+            };
+            eprintln!(
+                "{} ({}), machine {:.0}% busy before the run",
+                system.name(),
+                aff.name(),
+                load.busy * 100.0
+            );
+            loads.push(LoadRow {
+                system: system.name().into(),
+                affinity: aff.name().into(),
+                load,
+            });
+            let r = run::run_system(system, aff, &plan, &args);
+            for n in &r.notes {
+                eprintln!("  note: {n}");
+            }
+            records.extend(r.records);
+            notes.extend(r.notes);
+        }
+    }
+    let aff_names: Vec<String> = affinities.iter().map(|a| a.name().to_string()).collect();
+    let targets: Vec<report::Target> = aff_names
+        .iter()
+        .flat_map(|a| report::targets(&records, a))
+        .collect();
+    print!("{}", report::tables(&records, &aff_names));
+    print!("{}", report::print_targets(&targets));
+    if let Err(e) = std::fs::create_dir_all(&out) {
+        eprintln!("smt-bench: cannot create {}: {e}", out.display());
+        std::process::exit(1);
+    }
+    let (plots, failed) = plot::all(&out, &records, &aff_names);
+    notes.extend(failed.into_iter().map(|f| format!("plot failed: {f}")));
+    let report = Report {
+        started,
+        mode: format!("{mode:?}").to_lowercase(),
+        machine: sys::cpu_model(),
+        cpus: sys::online_cpus(),
+        systems: systems
+            .iter()
+            .map(|s| (s.name().into(), s.describe().into()))
+            .collect(),
+        loads,
+        notes: &notes,
+        targets,
+        records: &records,
+    };
+    if let Err(e) = report::write_files(&out, &report) {
+        eprintln!(
+            "smt-bench: could not write results to {}: {e}",
+            out.display()
+        );
+        std::process::exit(1);
+    }
+    println!(
+        "\nresults: {}/results.json, results.csv, {} SVG plots",
+        out.display(),
+        plots.len()
+    );
+}

@@ -1,0 +1,237 @@
+//! The systems under test. Each one starts a server on its own thread and
+//! hands the client a set of *slots*: one slot carries one outstanding RPC
+//! at a time (an SMT endpoint handle, a pooled connection, a share of one
+//! pipelined connection, a QUIC stream). Workloads drive slots and never
+//! see the transport.
+
+pub mod floor;
+pub mod framed;
+pub mod quic;
+pub mod smt;
+pub mod tls;
+
+use std::io;
+use std::sync::OnceLock;
+use std::thread::JoinHandle;
+
+/// Socket buffer size for every system (SO_SNDBUF and SO_RCVBUF).
+pub const SOCKET_BUFFER: usize = 8 << 20;
+
+/// The most outstanding RPCs any workload uses: the slots each system opens.
+pub const MAX_SLOTS: usize = 150;
+
+/// One outstanding RPC at a time: send a request, wait for its response.
+#[allow(async_fn_in_trait)] // used with concrete types on one thread
+pub trait Slot: 'static {
+    /// Sends `request` and returns the response's length. The server
+    /// echoes, so a length other than the request's is an error.
+    async fn call(&mut self, request: &[u8]) -> io::Result<usize>;
+}
+
+/// Every system this tool knows, in table order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum System {
+    SmtAes,
+    SmtNull,
+    SmtRaw,
+    SmtAesNoGro,
+    SmtNullNoGro,
+    SmtBusyPoll,
+    TcpPool,
+    TlsPool,
+    TlsPipelined,
+    QuicStreamPerRpc,
+    QuicPersistent,
+    UdpFloor,
+    TcpFloor,
+}
+
+impl System {
+    pub const ALL: [System; 13] = [
+        System::SmtAes,
+        System::SmtNull,
+        System::SmtRaw,
+        System::SmtAesNoGro,
+        System::SmtNullNoGro,
+        System::SmtBusyPoll,
+        System::TcpPool,
+        System::TlsPool,
+        System::TlsPipelined,
+        System::QuicStreamPerRpc,
+        System::QuicPersistent,
+        System::UdpFloor,
+        System::TcpFloor,
+    ];
+
+    /// Short name used in tables, files and `--systems`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::SmtAes => "smt-aes",
+            Self::SmtNull => "smt-null",
+            Self::SmtRaw => "smt-raw",
+            Self::SmtAesNoGro => "smt-aes-nogro",
+            Self::SmtNullNoGro => "smt-null-nogro",
+            Self::SmtBusyPoll => "smt-aes-busy",
+            Self::TcpPool => "tcp-pool",
+            Self::TlsPool => "tls-pool",
+            Self::TlsPipelined => "tls-pipe",
+            Self::QuicStreamPerRpc => "quic-stream",
+            Self::QuicPersistent => "quic-persist",
+            Self::UdpFloor => "udp-floor",
+            Self::TcpFloor => "tcp-floor",
+        }
+    }
+
+    /// One line for the legend.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::SmtAes => "SMT over UDP, AES-128-GCM (keys installed, no handshake)",
+            Self::SmtNull => "SMT over UDP, null cipher (the unencrypted Homa-style baseline)",
+            Self::SmtRaw => "SMT in raw-IP mode (protocol 253), AES-128-GCM; needs CAP_NET_RAW",
+            Self::SmtAesNoGro => "SMT AES-128-GCM with UDP receive offload (GRO) off",
+            Self::SmtNullNoGro => "SMT null cipher with UDP receive offload (GRO) off",
+            Self::SmtBusyPoll => "SMT AES-128-GCM, drivers busy-poll (rtt only, unpinned only)",
+            Self::TcpPool => "plain TCP, a pool of C connections, one request outstanding on each",
+            Self::TlsPool => "TLS 1.3 (rustls) over TCP, pooled like tcp-pool",
+            Self::TlsPipelined => "TLS 1.3 (rustls) over ONE TCP connection, C requests pipelined",
+            Self::QuicStreamPerRpc => "QUIC (quinn), a new bidirectional stream per request",
+            Self::QuicPersistent => "QUIC (quinn), one persistent stream per outstanding slot",
+            Self::UdpFloor => "bare UDP ping-pong, blocking sockets (rtt, ≤ 64 KiB)",
+            Self::TcpFloor => "bare TCP ping-pong, blocking sockets (rtt)",
+        }
+    }
+
+    pub fn by_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    pub fn is_smt(self) -> bool {
+        matches!(
+            self,
+            Self::SmtAes
+                | Self::SmtNull
+                | Self::SmtRaw
+                | Self::SmtAesNoGro
+                | Self::SmtNullNoGro
+                | Self::SmtBusyPoll
+        )
+    }
+
+    /// Latency-only variants: the floors (one socket, blocking) and busy
+    /// polling (it exists to show the best latency, not throughput).
+    pub fn rtt_only(self) -> bool {
+        matches!(self, Self::UdpFloor | Self::TcpFloor | Self::SmtBusyPoll)
+    }
+
+    /// The largest message the system can carry (the UDP floor sends one
+    /// datagram).
+    pub fn max_size(self) -> usize {
+        match self {
+            Self::UdpFloor => floor::MAX_UDP,
+            _ => usize::MAX,
+        }
+    }
+}
+
+/// A server running on its own thread; `stop` ends it and joins it.
+pub struct ServerThread {
+    stop: Option<Box<dyn FnOnce() + Send>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for ServerThread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerThread").finish_non_exhaustive()
+    }
+}
+
+impl ServerThread {
+    pub fn new(stop: Box<dyn FnOnce() + Send>, thread: JoinHandle<()>) -> Self {
+        Self {
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            stop();
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for ServerThread {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Request bytes for every size: one shared buffer, so no request is
+/// allocated or filled during a run.
+pub fn payload(size: usize) -> &'static [u8] {
+    static BUF: OnceLock<Vec<u8>> = OnceLock::new();
+    let buf = BUF.get_or_init(|| {
+        (0..crate::dist::MAX_MESSAGE)
+            .map(|i| (i * 7 + 3) as u8)
+            .collect()
+    });
+    &buf[..size.min(buf.len())]
+}
+
+/// The response had the wrong length: the server or transport misbehaved.
+pub fn check_echo(sent: usize, got: usize) -> io::Result<usize> {
+    if sent == got {
+        return Ok(got);
+    }
+    Err(io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("echo of {sent} bytes came back with {got}"),
+    ))
+}
+
+/// Starts a current-thread tokio runtime on a new thread for a server;
+/// `serve` runs until the returned stop function is called.
+pub fn spawn_server<F, Fut>(name: &str, serve: F) -> io::Result<ServerThread>
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + 'static,
+{
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => return eprintln!("server runtime: {e}"),
+            };
+            let local = tokio::task::LocalSet::new();
+            local.block_on(&rt, async move {
+                tokio::select! {
+                    _ = serve() => {}
+                    _ = rx => {}
+                }
+            });
+        })?;
+    Ok(ServerThread::new(
+        Box::new(move || {
+            let _ = tx.send(());
+        }),
+        thread,
+    ))
+}
+
+/// The socket buffers every system gets (forced past the sysctl cap when
+/// privileged, like SMT's own sockets).
+pub fn size_buffers<S: std::os::fd::AsFd>(socket: &S) -> io::Result<()> {
+    smt_udp::size_buffers(socket, SOCKET_BUFFER, SOCKET_BUFFER).map(|_| ())
+}

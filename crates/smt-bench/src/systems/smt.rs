@@ -1,0 +1,98 @@
+//! SMT: two endpoints in this process, keys installed directly (the
+//! handshake is not what these workloads measure), an echo server on one
+//! thread doing accept + respond.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use smt::{Endpoint, EndpointConfig, Role, SessionKeys};
+use smt_proto::crypto::{NullCipher, PacketCipher};
+
+use super::{check_echo, ServerThread, Slot, System, SOCKET_BUFFER};
+
+/// A handle on the client endpoint; SMT needs no connection per slot.
+#[derive(Debug)]
+pub struct SmtSlot {
+    client: Endpoint,
+    server: SocketAddr,
+}
+
+impl Slot for SmtSlot {
+    async fn call(&mut self, request: &[u8]) -> io::Result<usize> {
+        let response = self
+            .client
+            .call_async(self.server, request)
+            .await
+            .map_err(io::Error::other)?;
+        check_echo(request.len(), response.len())
+    }
+}
+
+fn config(system: System) -> EndpointConfig {
+    let mut c = EndpointConfig {
+        socket: smt::SocketConfig {
+            recv_buffer: SOCKET_BUFFER,
+            send_buffer: SOCKET_BUFFER,
+            enable_gro: !matches!(system, System::SmtAesNoGro | System::SmtNullNoGro),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    if system == System::SmtRaw {
+        c.socket.mode = smt::Mode::RawIp {
+            protocol: smt::DEFAULT_IP_PROTOCOL,
+        };
+    }
+    c.busy_poll = system == System::SmtBusyPoll;
+    c
+}
+
+fn keys(system: System) -> (SessionKeys, SessionKeys) {
+    if matches!(system, System::SmtNull | System::SmtNullNoGro) {
+        let c2s: Arc<dyn PacketCipher> = Arc::new(NullCipher);
+        let s2c: Arc<dyn PacketCipher> = Arc::new(NullCipher);
+        return (
+            SessionKeys::new(Role::Client, c2s.clone(), s2c.clone()),
+            SessionKeys::new(Role::Server, s2c, c2s),
+        );
+    }
+    smt::keys::fresh_session_pair(smt::keys::AeadAlgorithm::Aes128Gcm)
+}
+
+/// Binds both endpoints, installs keys and starts the echo thread.
+pub fn start(system: System, slots: usize) -> io::Result<(ServerThread, Vec<SmtSlot>)> {
+    let any: SocketAddr = "127.0.0.1:0".parse().expect("literal address");
+    let cfg = config(system);
+    let server = Endpoint::bind(any, cfg.clone()).map_err(io::Error::other)?;
+    let client = Endpoint::bind(any, cfg).map_err(io::Error::other)?;
+    let (ck, sk) = keys(system);
+    client
+        .install_session(server.local_addr(), ck)
+        .map_err(io::Error::other)?;
+    server
+        .install_session(client.local_addr(), sk)
+        .map_err(io::Error::other)?;
+    let echo = server.clone();
+    let thread = std::thread::Builder::new()
+        .name("smt-echo".into())
+        .spawn(move || {
+            while let Ok(mut req) = echo.accept() {
+                let data = req.take_data();
+                let _ = req.respond(&data);
+            }
+        })?;
+    let server_addr = server.local_addr();
+    let closing = client.clone();
+    let stop = Box::new(move || {
+        closing.close();
+        server.close();
+    });
+    let slots = (0..slots)
+        .map(|_| SmtSlot {
+            client: client.clone(),
+            server: server_addr,
+        })
+        .collect();
+    Ok((ServerThread::new(stop, thread), slots))
+}
