@@ -409,6 +409,26 @@ impl fmt::Debug for VerifiedTicket {
     }
 }
 
+/// Fuzzing only: decode(encode(x)) == x for tickets.
+#[cfg(fuzzing)]
+impl Ticket {
+    /// The bytes [`Ticket::issue`] would encode for this ticket's fields and
+    /// signature; an error where `issue` would refuse the fields (e.g. a
+    /// ticket too long to leave room for any signature).
+    pub fn reencode_for_fuzzing(&self) -> Result<Vec<u8>, TicketError> {
+        let fields = SignedFields {
+            not_before: self.not_before,
+            not_after: self.not_after,
+            name: &self.name,
+            static_public: &self.static_public,
+            chain: self.chain.iter().map(Vec::as_slice).collect(),
+        };
+        let mut bytes = fields.encode()?;
+        put_vec16(&mut bytes, &self.signature);
+        Ok(bytes)
+    }
+}
+
 /// Whole seconds since the unix epoch (0 for times before it).
 pub(crate) fn unix_seconds(now: SystemTime) -> u64 {
     now.duration_since(SystemTime::UNIX_EPOCH)
