@@ -234,7 +234,7 @@ fn server_frees_every_rpc_after_acks() {
         pair.call(&payload(2000, i));
     }
     assert!(pair.run(LIMIT));
-    pair.run_for(Duration::from_millis(1));
+    pair.run_for(Duration::from_millis(5));
     assert_eq!(pair.server.server_rpcs(), 0);
     assert_eq!(pair.client.client_rpcs(), 0);
     assert_eq!(pair.server.incoming_buffered_bytes(), 0);

@@ -32,7 +32,7 @@ fn replayed_request_packet_is_dropped_before_decryption() {
     let h = pair.call(b"transfer $100");
     assert!(pair.run(LIMIT));
     assert!(matches!(pair.outcomes[&h], Outcome::Response(_)));
-    pair.run_for(Duration::from_millis(1));
+    pair.run_for(Duration::from_millis(5));
     assert_eq!(
         pair.server.server_rpcs(),
         0,
@@ -60,7 +60,7 @@ fn replayed_whole_message_while_rpc_alive_is_a_duplicate() {
     let mut pair = captured_pair(2);
     pair.auto_respond = false;
     pair.call(&[7u8; 5000]);
-    pair.run_for(Duration::from_millis(1));
+    pair.run_for(Duration::from_millis(5));
     let data = packets_of(&pair, PacketType::DATA, pair.server_addr);
     assert_eq!(pair.server.server_rpcs(), 1);
     let opened = pair.server.stats().records_opened;

@@ -170,6 +170,10 @@ pub struct Endpoint {
     pub(crate) next_handle: u64,
     pub(crate) control: VecDeque<(SocketAddr, u64, Repr)>,
     pub(crate) pending_acks: BTreeMap<(SocketAddr, u64), AckIds>,
+    /// When the pending ACKs go out unless they fill a packet first
+    /// (send.rs): delaying them by a tick batches many completions into one
+    /// packet instead of one packet per RPC.
+    pub(crate) ack_deadline: Option<Instant>,
     pub(crate) events: VecDeque<Event>,
     pub(crate) timers: TimerTable,
     pub(crate) stats: Stats,
@@ -212,6 +216,7 @@ impl Endpoint {
             next_handle: 1,
             control: VecDeque::new(),
             pending_acks: BTreeMap::new(),
+            ack_deadline: None,
             events: VecDeque::new(),
             timers: TimerTable::default(),
             stats: Stats::default(),
@@ -421,7 +426,10 @@ impl Endpoint {
 
     /// When [`Endpoint::handle_timeout`] must next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.timers.next()
+        match (self.timers.next(), self.ack_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     // ---- internals shared by the submodules ----

@@ -15,13 +15,13 @@ impl Endpoint {
     /// # Panics
     /// If `buf` is shorter than `Config::max_datagram_size`: a programming
     /// error in the driver, not something the network can cause.
-    pub fn poll_transmit(&mut self, _now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         assert!(
             buf.len() >= self.config.max_datagram_size,
             "poll_transmit needs a buffer of at least Config::max_datagram_size ({} bytes)",
             self.config.max_datagram_size
         );
-        self.flush_acks();
+        self.flush_acks(now);
         if let Some((destination, bytes)) = self.prebuilt.pop_front() {
             let len = bytes.len().min(buf.len());
             buf[..len].copy_from_slice(&bytes[..len]);
@@ -53,9 +53,23 @@ impl Endpoint {
         t
     }
 
-    fn flush_acks(&mut self) {
-        if self.pending_acks.is_empty() {
+    /// Sends the pending ACKs a tick after the first of them was queued
+    /// (a full batch leaves at once, from `queue_ack`). The peer keeps a
+    /// response until it is acknowledged and asks only after several silent
+    /// ticks, so one tick of delay costs nothing but lets completions share
+    /// a packet.
+    fn flush_acks(&mut self, now: Instant) {
+        if self.pending_acks.values().all(|ids| ids.is_empty()) {
+            self.ack_deadline = None;
             return;
+        }
+        match self.ack_deadline {
+            Some(deadline) if now >= deadline => self.ack_deadline = None,
+            Some(_) => return,
+            None => {
+                self.ack_deadline = Some(now + self.config.tick);
+                return;
+            }
         }
         let pending = std::mem::take(&mut self.pending_acks);
         let pending = pending.into_iter().filter(|(_, ids)| !ids.is_empty());

@@ -1,0 +1,138 @@
+//! Unloaded round trip on loopback: a bare UDP ping-pong, the caller-driven
+//! `LocalEndpoint` and the threaded `Endpoint`, side by side.
+//!
+//! `cargo run --release -p smt --example rtt -- [size] [iterations]`
+//! (`taskset -c 0` in front pins everything to one core). The full
+//! comparison with TCP, TLS and QUIC peers is `smt-bench`.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::time::{Duration, Instant};
+
+use smt::keys::{fresh_session_pair, AeadAlgorithm};
+use smt::{Endpoint, EndpointConfig, LocalEndpoint, LocalEvent};
+
+fn main() {
+    // An optional third argument runs one line only: udp, local, busy, threaded.
+    let only = std::env::args().nth(3);
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .take(2)
+        .map(|a| a.parse().expect("size and iterations are numbers"))
+        .collect();
+    let run = |name: &str| only.as_deref().is_none_or(|o| o == name);
+    let size = args.first().copied().unwrap_or(64);
+    let iterations = args.get(1).copied().unwrap_or(20_000);
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    println!("{size} B, {iterations} round trips each");
+    if run("udp") {
+        report("udp ping-pong", udp(any, size, iterations));
+    }
+    if run("local") {
+        report("smt LocalEndpoint", local(any, size, iterations, false));
+    }
+    if run("busy") {
+        report("smt LocalEndpoint busy", local(any, size, iterations, true));
+    }
+    if run("threaded") {
+        report("smt Endpoint", threaded(any, size, iterations));
+    }
+}
+
+fn report(name: &str, mut samples: Vec<Duration>) {
+    samples.sort();
+    let pick = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e6;
+    println!(
+        "{name:<24} p50 {:>7.1} µs  p99 {:>7.1} µs",
+        pick(0.5),
+        pick(0.99)
+    );
+}
+
+fn udp(any: SocketAddr, size: usize, n: usize) -> Vec<Duration> {
+    let server = UdpSocket::bind(any).unwrap();
+    let client = UdpSocket::bind(any).unwrap();
+    let addr = server.local_addr().unwrap();
+    let echo = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 65536];
+        for _ in 0..n {
+            let (len, from) = server.recv_from(&mut buf).unwrap();
+            server.send_to(&buf[..len], from).unwrap();
+        }
+    });
+    let msg = vec![7u8; size.min(65507)];
+    let mut buf = vec![0u8; 65536];
+    let samples = (0..n)
+        .map(|_| {
+            let start = Instant::now();
+            client.send_to(&msg, addr).unwrap();
+            client.recv_from(&mut buf).unwrap();
+            start.elapsed()
+        })
+        .collect();
+    echo.join().unwrap();
+    samples
+}
+
+fn local(any: SocketAddr, size: usize, n: usize, busy_poll: bool) -> Vec<Duration> {
+    let config = EndpointConfig {
+        busy_poll,
+        ..EndpointConfig::default()
+    };
+    let mut client = LocalEndpoint::bind(any, config.clone()).unwrap();
+    let mut server = LocalEndpoint::bind(any, config).unwrap();
+    let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
+    client.install_session(server.local_addr(), ck).unwrap();
+    server.install_session(client.local_addr(), sk).unwrap();
+    let addr = server.local_addr();
+    let echo = std::thread::spawn(move || {
+        let mut served = 0;
+        while served < n {
+            if let Some(LocalEvent::Request { request, data }) = server.poll(None).unwrap() {
+                server.respond(request, &data).unwrap();
+                served += 1;
+            }
+        }
+        let _ = server.poll(Some(Duration::from_millis(20)));
+    });
+    let msg = vec![7u8; size];
+    let samples = (0..n)
+        .map(|_| {
+            let start = Instant::now();
+            client.call(addr, &msg).unwrap();
+            loop {
+                if let Some(LocalEvent::Response { .. }) = client.poll(None).unwrap() {
+                    break;
+                }
+            }
+            start.elapsed()
+        })
+        .collect();
+    echo.join().unwrap();
+    samples
+}
+
+fn threaded(any: SocketAddr, size: usize, n: usize) -> Vec<Duration> {
+    let client = Endpoint::bind(any, EndpointConfig::default()).unwrap();
+    let server = Endpoint::bind(any, EndpointConfig::default()).unwrap();
+    let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
+    client.install_session(server.local_addr(), ck).unwrap();
+    server.install_session(client.local_addr(), sk).unwrap();
+    let acceptor = server.clone();
+    std::thread::spawn(move || {
+        while let Ok(req) = acceptor.accept() {
+            let data = req.data().to_vec();
+            let _ = req.respond(&data);
+        }
+    });
+    let msg = vec![7u8; size];
+    let samples = (0..n)
+        .map(|_| {
+            let start = Instant::now();
+            client.call(server.local_addr(), &msg).unwrap();
+            start.elapsed()
+        })
+        .collect();
+    server.close();
+    client.close();
+    samples
+}
