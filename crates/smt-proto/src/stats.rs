@@ -66,6 +66,10 @@ pub struct Stats {
     /// update or handshake key switch).
     pub key_epoch: u64,
     pub handshakes_failed: u64,
+    /// Partial requests evicted to make room for another peer's when the
+    /// totals were reached (`Config::max_buffered_total`,
+    /// `max_incoming_total`).
+    pub partial_evicted: u64,
     pub drops: DropCounts,
     /// Gauges, not counters: what the endpoint (or, for a peer, its
     /// session) holds now, as of the last event that changed it or the

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use super::{Endpoint, ServerState};
+use super::{Endpoint, ServerRpcHandle, ServerState};
 use crate::rpc::Incoming;
 
 /// Incoming state charged to one peer (or to all).
@@ -47,8 +47,86 @@ impl Endpoint {
             .is_none_or(|at| now >= at + self.config.tick);
         if stale {
             self.recount_usage(now);
+            if self.fits(peer, more) {
+                return true;
+            }
         }
-        stale && self.fits(peer, more)
+        self.evict_for(peer, more)
+    }
+
+    /// When only the totals refuse `peer`, makes room by evicting partial
+    /// requests of the peer holding the most, if that is another peer that
+    /// would still hold more than `peer`: so a few peers (or one attacker
+    /// with many addresses) filling the totals cannot lock everyone else
+    /// out. Only requests with nothing authenticated yet are evicted; their
+    /// clients, if genuine, hear RPC_UNKNOWN and send again under a new ID
+    /// (never executed twice: the request was never delivered). At most
+    /// `EVICTIONS` per call, from one peer's range of the ordered map.
+    fn evict_for(&mut self, peer: SocketAddr, more: Charge) -> bool {
+        const EVICTIONS: usize = 8;
+        let cfg = &self.config;
+        let mine = self.usage.get(&peer).copied().unwrap_or_default();
+        let peer_fits = mine.bytes + more.bytes <= cfg.max_buffered_per_peer
+            && mine.requests + more.requests <= cfg.max_incoming_per_peer;
+        let Some((&heavy, &theirs)) = self.usage.iter().max_by_key(|(_, c)| c.bytes) else {
+            return false;
+        };
+        let heavier = theirs.bytes > mine.bytes + more.bytes;
+        if !peer_fits || heavy == peer || !heavier {
+            return false;
+        }
+        let victims: Vec<(ServerRpcHandle, Charge)> = self
+            .servers
+            .range(Self::peer_range(heavy))
+            .filter_map(|(k, s)| match &s.state {
+                ServerState::Receiving(inc) if inc.authenticated_bytes() == 0 => Some((
+                    *k,
+                    Charge {
+                        bytes: inc.buffered_bytes(),
+                        requests: 1,
+                    },
+                )),
+                _ => None,
+            })
+            .take(EVICTIONS)
+            .collect();
+        for (k, c) in victims {
+            tracing::debug!(peer = %k.peer, id = k.id, "evicting an unauthenticated partial request");
+            self.servers.remove(&k);
+            self.stats.partial_evicted += 1;
+            self.discharge(k.peer, c);
+            if self.fits(peer, more) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The keys of every server RPC of `peer` in the ordered map.
+    fn peer_range(peer: SocketAddr) -> std::ops::RangeInclusive<ServerRpcHandle> {
+        let lo = ServerRpcHandle {
+            peer,
+            epoch: 0,
+            id: 0,
+        };
+        let hi = ServerRpcHandle {
+            peer,
+            epoch: u64::MAX,
+            id: u64::MAX,
+        };
+        lo..=hi
+    }
+
+    /// Takes back what a freed message was charged.
+    fn discharge(&mut self, peer: SocketAddr, less: Charge) {
+        if let Some(c) = self.usage.get_mut(&peer) {
+            c.bytes = c.bytes.saturating_sub(less.bytes);
+            c.requests = c.requests.saturating_sub(less.requests);
+        }
+        let t = &mut self.usage_total;
+        t.bytes = t.bytes.saturating_sub(less.bytes);
+        t.requests = t.requests.saturating_sub(less.requests);
+        self.publish_usage(Some(peer));
     }
 
     fn fits(&self, peer: SocketAddr, more: Charge) -> bool {

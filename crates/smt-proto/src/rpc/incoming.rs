@@ -130,6 +130,11 @@ impl Incoming {
         u64::from(self.wire_len) - self.received
     }
 
+    /// Wire bytes authenticated so far (opened in order).
+    pub fn authenticated_bytes(&self) -> u32 {
+        self.next_segment
+    }
+
     /// Bytes held: reassembly buffers, data opened so far (its capacity)
     /// and bookkeeping. Kept as a running total, so this is O(1).
     pub fn buffered_bytes(&self) -> usize {
