@@ -21,6 +21,8 @@ pub struct RecvBuffers {
     storage: Box<[u8]>,
     meta: Vec<RecvMeta>,
     filled: Vec<Filled>,
+    /// Slots the last receive call filled, before framing dropped any.
+    slots_received: usize,
 }
 
 impl RecvBuffers {
@@ -31,7 +33,16 @@ impl RecvBuffers {
             storage: vec![0; slots * SLOT].into_boxed_slice(),
             meta: vec![RecvMeta::default(); slots],
             filled: Vec::with_capacity(slots),
+            slots_received: 0,
         }
+    }
+
+    /// Whether the last receive filled every slot. If it did not, the
+    /// socket was drained at that moment: a caller woken by edge-triggered
+    /// readiness can sleep without another (empty) receive call, since
+    /// anything arriving later raises a new edge.
+    pub fn was_full(&self) -> bool {
+        self.slots_received >= self.meta.len()
     }
 
     /// The datagrams of the last receive, in arrival order, each with its source address.
@@ -57,10 +68,12 @@ impl RecvBuffers {
         receive: impl FnOnce(&mut [IoSliceMut<'_>], &mut [RecvMeta]) -> std::io::Result<usize>,
     ) -> std::io::Result<usize> {
         self.filled.clear();
+        self.slots_received = 0;
         let mut slots = self.storage.chunks_mut(SLOT);
         let mut bufs: [IoSliceMut<'_>; BATCH_SIZE] =
             array::from_fn(|_| IoSliceMut::new(slots.next().unwrap_or_default()));
         let received = receive(&mut bufs[..self.meta.len()], &mut self.meta)?;
+        self.slots_received = received;
         for (i, meta) in self.meta.iter().take(received).enumerate() {
             let slot = &self.storage[i * SLOT..(i + 1) * SLOT];
             self.filled.extend(framing.frame(meta, slot, i * SLOT));

@@ -71,6 +71,10 @@ impl Driver {
                 self.retry_deferred(Instant::now());
             }
             self.io.transmit(&mut self.core);
+            if let Err(e) = self.io.sync_interest(self.poll.registry(), SOCKET) {
+                tracing::error!("cannot watch the socket, driver stops: {e}");
+                break;
+            }
             if self.finished_closing() {
                 break;
             }
@@ -288,12 +292,10 @@ impl Driver {
 /// Registers the socket and creates the waker.
 pub(crate) fn register(poll: &Poll, socket: &Socket) -> io::Result<Waker> {
     let fd = std::os::fd::AsRawFd::as_raw_fd(socket);
-    // Edge-triggered: the driver drains the socket on every readable edge
-    // and retries a refused batch on the next writable edge.
-    poll.registry().register(
-        &mut SourceFd(&fd),
-        SOCKET,
-        Interest::READABLE | Interest::WRITABLE,
-    )?;
+    // Edge-triggered: the driver drains the socket on every readable edge;
+    // writable edges are added only while a refused batch waits
+    // (`Io::sync_interest`).
+    poll.registry()
+        .register(&mut SourceFd(&fd), SOCKET, Interest::READABLE)?;
     Waker::new(poll.registry(), WAKER)
 }

@@ -6,7 +6,11 @@
 use std::collections::HashSet;
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::time::Instant;
+
+use mio::unix::SourceFd;
+use mio::{Interest, Registry, Token};
 
 use smt_proto::Endpoint as Core;
 use smt_udp::{Mode, RecvBuffers, Socket};
@@ -83,6 +87,8 @@ pub(crate) struct Io {
     /// socket is edge-triggered: go round again without sleeping).
     pub more_to_read: bool,
     send_errors_seen: HashSet<io::ErrorKind>,
+    /// The socket is registered for writable edges too (see `sync_interest`).
+    watching_writable: bool,
 }
 
 impl Io {
@@ -96,6 +102,7 @@ impl Io {
             blocked: false,
             more_to_read: false,
             send_errors_seen: HashSet::new(),
+            watching_writable: false,
             socket,
         }
     }
@@ -136,8 +143,32 @@ impl Io {
                 core.handle_datagram(now, from, datagram);
                 handed += 1;
             }
+            if !self.recv.was_full() {
+                // Drained: no need for the empty receive that would say so.
+                self.more_to_read = false;
+                return handed;
+            }
         }
         handed
+    }
+
+    /// Keeps the socket's readiness interest in step with `blocked`:
+    /// writable edges are wanted only while a batch waits for room, since
+    /// a UDP socket raises one after nearly every send and each would be a
+    /// needless wake-up.
+    pub fn sync_interest(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
+        if self.blocked == self.watching_writable {
+            return Ok(());
+        }
+        let interest = if self.blocked {
+            Interest::READABLE | Interest::WRITABLE
+        } else {
+            Interest::READABLE
+        };
+        let fd = self.socket.as_raw_fd();
+        registry.reregister(&mut SourceFd(&fd), token, interest)?;
+        self.watching_writable = self.blocked;
+        Ok(())
     }
 
     /// Drains the core's datagrams, coalescing them into GSO batches, and

@@ -64,6 +64,9 @@ pub struct LocalEndpoint {
     events: Events,
     local_addr: SocketAddr,
     busy_poll: bool,
+    /// A readable edge (or a fresh socket) since the last receive: without
+    /// one the socket is known to be empty and receiving is skipped.
+    readable: bool,
 }
 
 impl std::fmt::Debug for LocalEndpoint {
@@ -81,13 +84,10 @@ impl LocalEndpoint {
         let (socket, local_addr, core) = open(addr, &config)?;
         let poll = Poll::new()?;
         let fd = std::os::fd::AsRawFd::as_raw_fd(&socket);
-        // Edge-triggered: `poll` drains the socket before it sleeps, and a
-        // batch the full socket refused is retried on the writable edge.
-        poll.registry().register(
-            &mut SourceFd(&fd),
-            SOCKET,
-            Interest::READABLE | Interest::WRITABLE,
-        )?;
+        // Edge-triggered: `poll` drains the socket before it sleeps;
+        // writable edges are added only while a refused batch waits.
+        poll.registry()
+            .register(&mut SourceFd(&fd), SOCKET, Interest::READABLE)?;
         tracing::info!(%local_addr, "SMT local endpoint bound: {}", socket.features());
         Ok(Self {
             io: Io::new(socket, core.config().max_datagram_size),
@@ -96,6 +96,7 @@ impl LocalEndpoint {
             events: Events::with_capacity(4),
             local_addr,
             busy_poll: config.busy_poll,
+            readable: true,
         })
     }
 
@@ -135,7 +136,7 @@ impl LocalEndpoint {
             .core
             .send_request(Instant::now(), peer, request)
             .map_err(Error::Send)?;
-        self.io.transmit(&mut self.core);
+        self.transmit()?;
         Ok(CallId(handle))
     }
 
@@ -145,8 +146,7 @@ impl LocalEndpoint {
         self.core
             .send_response(Instant::now(), request.0, response)
             .map_err(Error::Send)?;
-        self.io.transmit(&mut self.core);
-        Ok(())
+        self.transmit()
     }
 
     /// Drops an unanswered request: the client's call fails with a
@@ -175,11 +175,14 @@ impl LocalEndpoint {
                 return Ok(Some(event));
             }
             let now = Instant::now();
-            self.io.receive(&mut self.core, now);
+            if self.readable || self.busy_poll || self.io.more_to_read {
+                self.readable = false;
+                self.io.receive(&mut self.core, now);
+            }
             if self.core.poll_timeout().is_some_and(|t| t <= now) {
                 self.core.handle_timeout(now);
             }
-            self.io.transmit(&mut self.core);
+            self.transmit()?;
             if let Some(event) = self.next_event() {
                 return Ok(Some(event));
             }
@@ -194,6 +197,13 @@ impl LocalEndpoint {
     pub fn stats(&self, peer: Option<SocketAddr>) -> (Stats, Option<Stats>) {
         let peer_stats = peer.and_then(|p| self.core.peer_stats(p).copied());
         (*self.core.stats(), peer_stats)
+    }
+
+    fn transmit(&mut self) -> Result<(), Error> {
+        self.io.transmit(&mut self.core);
+        self.io
+            .sync_interest(self.poll.registry(), SOCKET)
+            .map_err(Error::Io)
     }
 
     fn next_event(&mut self) -> Option<LocalEvent> {
@@ -241,8 +251,11 @@ impl LocalEndpoint {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(Error::Io(e)),
         }
-        if self.events.iter().any(|e| e.is_writable()) {
-            self.io.blocked = false;
+        for event in self.events.iter() {
+            self.readable |= event.is_readable();
+            if event.is_writable() {
+                self.io.blocked = false;
+            }
         }
         Ok(())
     }
