@@ -15,6 +15,7 @@ use smt_proto::HandshakeError;
 /// [`NotYetValid`](Self::NotYetValid),
 /// [`LifetimeTooLong`](Self::LifetimeTooLong)); the server refuses a hello
 /// ([`UnknownTicket`](Self::UnknownTicket), [`Replayed`](Self::Replayed),
+/// [`NotFresh`](Self::NotFresh), [`SentBeforeStart`](Self::SentBeforeStart),
 /// [`ReplayCacheFull`](Self::ReplayCacheFull)); the client refuses a reply
 /// ([`BadConfirmation`](Self::BadConfirmation)); the local caller handed in
 /// something unusable ([`InvalidInput`](Self::InvalidInput)).
@@ -65,6 +66,23 @@ pub enum TicketError {
     /// The hello's client random was already accepted under this ticket:
     /// a replay of the first flight.
     Replayed,
+    /// The hello's client time is outside the server's freshness window: a
+    /// delayed or replayed hello, or a client clock far off.
+    NotFresh {
+        /// The hello's time (unix milliseconds).
+        client_time: u64,
+        /// The server's clock (unix milliseconds).
+        now: u64,
+    },
+    /// The hello was stamped before this server (its replay cache) started,
+    /// give or take the clock skew bound: the server cannot know whether it
+    /// accepted it before, so it refuses it (a replay across a restart).
+    SentBeforeStart {
+        /// The hello's time (unix milliseconds).
+        client_time: u64,
+        /// The earliest time accepted (start + skew bound, unix ms).
+        earliest: u64,
+    },
     /// The replay cache is at its hard capacity; the server refuses new
     /// 0-RTT hellos rather than risk accepting a replay (fail closed).
     ReplayCacheFull,
@@ -102,6 +120,17 @@ impl fmt::Display for TicketError {
             ),
             Self::UnknownTicket => f.write_str("hello is for a ticket this server does not hold"),
             Self::Replayed => f.write_str("hello replayed: its client random was already used"),
+            Self::NotFresh { client_time, now } => write!(
+                f,
+                "hello is not fresh: stamped {client_time}, server clock {now} (unix ms)"
+            ),
+            Self::SentBeforeStart {
+                client_time,
+                earliest,
+            } => write!(
+                f,
+                "hello stamped {client_time}, before the server's start (accepts from {earliest}, unix ms)"
+            ),
             Self::ReplayCacheFull => {
                 f.write_str("replay cache full: 0-RTT refused until entries expire")
             }

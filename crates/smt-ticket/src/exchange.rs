@@ -2,8 +2,8 @@
 //!
 //! ```text
 //! client                                              server (static key S, ticket)
-//! ZeroRttClient::start(verified ticket, pool, fs)
-//!   ── ClientHello0 { H(ticket), client_random, e_c.pub, flags } ──►
+//! ZeroRttClient::start_at(verified ticket, pool, fs, now)
+//!   ── ClientHello0 { H(ticket), client_random, e_c.pub, flags, time } ──►
 //!   ── 0-RTT data under the SMT-key (epoch 0) ──────────────────────►
 //!                                                     ZeroRttServer::accept(hello, now)
 //!                                                       SMT-key; if fs: e_s, fs-key, MAC
@@ -19,6 +19,7 @@ use std::time::SystemTime;
 use aws_lc_rs::digest;
 use smt_proto::{Role, SessionKeys};
 
+use crate::freshness::{unix_millis, Freshness};
 use crate::keys::{EphemeralKey, KeyPool, StaticKey};
 use crate::message::{ClientHello0, Flags, ServerReply0};
 use crate::replay::ReplayCache;
@@ -39,19 +40,31 @@ pub struct ZeroRttClient {
 }
 
 impl ZeroRttClient {
-    /// Builds a ClientHello0 for `verified` with a key from `pool` and a
-    /// fresh client random, and derives the SMT-key (`Role::Client`).
-    ///
-    /// Cost: one X25519 (plus one key generation if the pool was empty),
-    /// a SHA-256 over the hello's 65 bytes, and four HKDF expansions.
-    ///
-    /// With `fs`, the SMT-key has no key update of its own: its successor is
-    /// the fs-key from [`ZeroRttClient::finish`]. Without, the SMT-key
-    /// carries a TLS-style key update and protects the whole session.
+    /// [`ZeroRttClient::start_at`] stamped with the system clock.
     pub fn start(
         verified: &VerifiedTicket,
         pool: &KeyPool,
         fs: bool,
+    ) -> (Vec<u8>, SessionKeys, ZeroRttClient) {
+        Self::start_at(verified, pool, fs, SystemTime::now())
+    }
+
+    /// Builds a ClientHello0 for `verified` with a key from `pool`, a
+    /// fresh client random and `now` as its client time, and derives the
+    /// SMT-key (`Role::Client`). The server refuses the hello unless `now`
+    /// is within its freshness window ([`Freshness`]).
+    ///
+    /// Cost: one X25519 (plus one key generation if the pool was empty),
+    /// a SHA-256 over the hello's 73 bytes, and four HKDF expansions.
+    ///
+    /// With `fs`, the SMT-key has no key update of its own: its successor is
+    /// the fs-key from [`ZeroRttClient::finish`]. Without, the SMT-key
+    /// carries a TLS-style key update and protects the whole session.
+    pub fn start_at(
+        verified: &VerifiedTicket,
+        pool: &KeyPool,
+        fs: bool,
+        now: SystemTime,
     ) -> (Vec<u8>, SessionKeys, ZeroRttClient) {
         let ephemeral = pool.take();
         let mut client_random = [0; 32];
@@ -61,6 +74,7 @@ impl ZeroRttClient {
             client_random,
             key_share: ephemeral.public_key(),
             flags: Flags::with_forward_secrecy(fs),
+            client_time: unix_millis(now),
         };
         // NOTE(unwrap): `Ticket::verify` refused static keys that are
         // low-order points, the only keys X25519 refuses.
@@ -129,14 +143,15 @@ impl fmt::Debug for ZeroRttClient {
 /// between the handshakes of many peers (the replay cache and the pool lock
 /// internally).
 ///
-/// **Restarts.** The replay cache lives in memory. A restarted server must
-/// not accept hellos sent under a ticket from before the restart, since it
-/// no longer knows which of their randoms it accepted. The rule: issue a new
-/// ticket at every start (and preferably a new [`StaticKey`], never stored)
-/// and publish it; hellos under the old ticket then fail with
-/// [`TicketError::UnknownTicket`], because a hello names its ticket by hash
-/// and the server accepts only its own. Never hand `new` a ticket that an
-/// earlier process served.
+/// **Restarts.** The replay cache lives in memory, so a restarted server
+/// no longer knows which randoms it accepted. Every hello carries its
+/// client's time, bound into the keys; the server refuses hellos stamped
+/// before its start (plus the clock skew bound) or outside its freshness
+/// window ([`Freshness`], [`TicketError::SentBeforeStart`],
+/// [`TicketError::NotFresh`]). A flight captured before a restart is
+/// therefore refused even by a server handed the same ticket and static
+/// key. Issuing a new ticket and static key at every start is still good
+/// practice (old hellos then fail as [`TicketError::UnknownTicket`]).
 pub struct ZeroRttServer {
     static_key: StaticKey,
     ticket: Ticket,
@@ -144,6 +159,7 @@ pub struct ZeroRttServer {
     prefix: digest::Context,
     pool: Arc<KeyPool>,
     replay: ReplayCache,
+    freshness: Freshness,
 }
 
 /// What [`ZeroRttServer::accept`] yields for an accepted hello.
@@ -159,8 +175,11 @@ pub struct Accepted {
 
 impl ZeroRttServer {
     /// A server for `ticket`, which must carry `static_key`'s public key
-    /// ([`TicketError::InvalidInput`] otherwise). See the type's docs on
-    /// restarts.
+    /// ([`TicketError::InvalidInput`] otherwise), with the default
+    /// [`Freshness`] policy and the system clock's *now* as its start (the
+    /// replay cache is assumed to hold nothing from before). See the type's
+    /// docs on restarts; [`ZeroRttServer::with_freshness`] sets another
+    /// policy.
     pub fn new(
         static_key: StaticKey,
         ticket: Ticket,
@@ -179,7 +198,20 @@ impl ZeroRttServer {
             ticket,
             pool,
             replay,
+            freshness: Freshness::new(SystemTime::now()),
         })
+    }
+
+    /// The same server with another freshness policy (its start time,
+    /// window and clock skew bound).
+    pub fn with_freshness(mut self, freshness: Freshness) -> Self {
+        self.freshness = freshness;
+        self
+    }
+
+    /// The freshness policy in force.
+    pub fn freshness(&self) -> &Freshness {
+        &self.freshness
     }
 
     /// Accepts or refuses a ClientHello0 at `now`.
@@ -187,9 +219,12 @@ impl ZeroRttServer {
     /// In order: the bytes parse ([`TicketError::Malformed`]); the hello
     /// names this server's ticket ([`TicketError::UnknownTicket`]); the
     /// ticket is valid at `now` ([`TicketError::NotYetValid`],
-    /// [`TicketError::Expired`]); the client's key share is usable
+    /// [`TicketError::Expired`]); the hello's time is fresh and after the
+    /// server's start ([`TicketError::NotFresh`],
+    /// [`TicketError::SentBeforeStart`]); the client's key share is usable
     /// (`Malformed`); its random is new ([`TicketError::Replayed`],
-    /// [`TicketError::ReplayCacheFull`]). Then the SMT-key, and with forward
+    /// [`TicketError::ReplayCacheFull`]; remembered until the hello would be
+    /// stale anyway). Then the SMT-key, and with forward
     /// secrecy an ephemeral key from the pool, the fs-key and the reply.
     ///
     /// Cost: one X25519 (two with forward secrecy, plus a key generation if
@@ -200,16 +235,17 @@ impl ZeroRttServer {
         if hello.ticket_hash != self.ticket_hash {
             return Err(TicketError::UnknownTicket);
         }
-        let now = unix_seconds(now);
-        self.ticket.check_validity(now)?;
+        self.ticket.check_validity(unix_seconds(now))?;
+        let forget_at = self.freshness.check(hello.client_time, now)?;
         let dh0 = self
             .static_key
             .agree(&hello.key_share)
             .ok_or(TicketError::Malformed(
                 "ClientHello0 key share is a low-order point",
             ))?;
+        let forget_at = forget_at.min(self.ticket.not_after());
         self.replay
-            .check_and_insert(&hello.client_random, self.ticket.not_after(), now)?;
+            .check_and_insert(&hello.client_random, forget_at, unix_seconds(now))?;
         let fs = hello.flags.forward_secrecy();
         let early_secret = schedule::early_secret(&dh0);
         let th0 = th0(self.prefix.clone(), &hello);
@@ -272,12 +308,15 @@ impl fmt::Debug for ZeroRttServer {
     }
 }
 
-/// `th0 = SHA-256(ticket || client_random || e_c.pub || flags)`, from a
-/// hash state already fed with the ticket.
+/// `th0 = SHA-256(ticket || client_random || e_c.pub || flags ||
+/// client_time)`, from a hash state already fed with the ticket: the time
+/// is bound into the keys, so an attacker who changes it to make an old
+/// hello look fresh gets keys that open none of the flight's data.
 fn th0(mut prefix: digest::Context, hello: &ClientHello0) -> TranscriptHash {
     prefix.update(&hello.client_random);
     prefix.update(&hello.key_share);
     prefix.update(&[hello.flags.bits()]);
+    prefix.update(&hello.client_time.to_be_bytes());
     // NOTE(unwrap): SHA-256 digests are 32 bytes.
     prefix
         .finish()

@@ -43,9 +43,16 @@ pub struct ZeroRttClientHandshake {
 }
 
 impl ZeroRttClientHandshake {
-    /// Starts the exchange (see [`ZeroRttClient::start`]).
+    /// Starts the exchange, stamped with the system clock (see
+    /// [`ZeroRttClient::start`]).
     pub fn new(verified: &VerifiedTicket, pool: &KeyPool, fs: bool) -> Self {
-        let (hello, smt_keys, pending) = ZeroRttClient::start(verified, pool, fs);
+        Self::new_at(verified, pool, fs, SystemTime::now())
+    }
+
+    /// Starts the exchange with `now` as the hello's time (see
+    /// [`ZeroRttClient::start_at`]).
+    pub fn new_at(verified: &VerifiedTicket, pool: &KeyPool, fs: bool, now: SystemTime) -> Self {
+        let (hello, smt_keys, pending) = ZeroRttClient::start_at(verified, pool, fs, now);
         Self {
             hello: Some(hello),
             smt_keys: Some(smt_keys),

@@ -6,11 +6,13 @@
 //! once ([`Ticket::verify`] → [`VerifiedTicket`]) and can then open a
 //! session with *encrypted data in its first flight*:
 //!
-//! 1. [`ZeroRttClient::start`] — a [`ClientHello0`](message::ClientHello0)
-//!    with a fresh random and an ephemeral key from a [`KeyPool`], and the
+//! 1. [`ZeroRttClient::start_at`] — a [`ClientHello0`](message::ClientHello0)
+//!    with a fresh random, the client's clock and an ephemeral key from a
+//!    [`KeyPool`], and the
 //!    **SMT-key** (client ephemeral × server static), usable at once;
 //! 2. [`ZeroRttServer::accept`] — checks the hello (ticket, validity,
-//!    replay) and derives the same SMT-key; if the client asked for forward
+//!    freshness against the server's clock and start ([`Freshness`]), replay)
+//!    and derives the same SMT-key; if the client asked for forward
 //!    secrecy, also a [`ServerReply0`](message::ServerReply0) with the
 //!    server's ephemeral key and a confirmation MAC, and the **fs-key**
 //!    (both ephemerals);
@@ -28,7 +30,11 @@
 //! HKDF-Expand-Label, Derive-Secret, SHA-256) with labels of its own; see
 //! the `schedule` section of the docs.
 //!
-//! **No I/O, no clock.** Every check that depends on time takes `now`.
+//! **No I/O; the clock only where asked.** Every check that depends on time
+//! takes `now`. Three conveniences read the system clock: the client's
+//! `start` / `ZeroRttClientHandshake::new` stamp the hello with it (`_at`
+//! variants take the time), and `ZeroRttServer::new` takes it as the
+//! server's start ([`ZeroRttServer::with_freshness`] sets another).
 //! Randomness (client randoms, ephemeral keys, ECDSA nonces) comes from the
 //! operating system's CSPRNG through aws-lc, as key material must; nothing
 //! here is meant to be deterministic.
@@ -41,6 +47,7 @@
 mod codec;
 mod error;
 mod exchange;
+mod freshness;
 mod handshake;
 mod keys;
 pub mod message;
@@ -50,6 +57,7 @@ mod ticket;
 
 pub use error::TicketError;
 pub use exchange::{Accepted, ZeroRttClient, ZeroRttServer};
+pub use freshness::{unix_millis, Freshness};
 pub use handshake::{ZeroRttClientHandshake, ZeroRttServerHandshake};
 pub use keys::{EphemeralKey, KeyPool, PoolStats, StaticKey, KEY_SHARE_LEN};
 pub use replay::{ReplayCache, ReplayStats};

@@ -6,10 +6,10 @@
 //! | Offset | Size | Field | Rule |
 //! |---:|---:|---|---|
 //! | 0 | 1 | type | `0x01` ClientHello0, `0x02` ServerReply0 |
-//! | 1 | 1 | version | `0x01` |
+//! | 1 | 1 | version | `0x02` |
 //! | 2 | 2 | body length | exactly the type's body length |
 //!
-//! ClientHello0 (4 + 97 = [`CLIENT_HELLO_LEN`] bytes):
+//! ClientHello0 (4 + 105 = [`CLIENT_HELLO_LEN`] bytes):
 //!
 //! | Offset | Size | Field |
 //! |---:|---:|---|
@@ -17,6 +17,10 @@
 //! | 36 | 32 | client random |
 //! | 68 | 32 | client ephemeral X25519 public key `e_c.pub` |
 //! | 100 | 1 | flags: bit 0 = forward secrecy requested; other bits 0 |
+//! | 101 | 8 | client time: the client's clock when it built the hello, unix milliseconds, big-endian |
+//!
+//! Version `0x01` had no client time; its messages are refused as an
+//! unsupported version (a server cannot judge their freshness).
 //!
 //! ServerReply0 (4 + 64 = [`SERVER_REPLY_LEN`] bytes; sent only when the
 //! hello asked for forward secrecy):
@@ -34,7 +38,7 @@ use crate::schedule::HASH_LEN;
 use crate::TicketError;
 
 /// The message format version this crate speaks.
-pub const MESSAGE_VERSION: u8 = 0x01;
+pub const MESSAGE_VERSION: u8 = 0x02;
 
 /// Length of the common header.
 pub const HEADER_LEN: usize = 4;
@@ -48,7 +52,10 @@ pub const SERVER_REPLY_LEN: usize = HEADER_LEN + REPLY_BODY_LEN;
 /// Length of the client random.
 pub const CLIENT_RANDOM_LEN: usize = 32;
 
-const HELLO_BODY_LEN: usize = HASH_LEN + CLIENT_RANDOM_LEN + KEY_SHARE_LEN + 1;
+/// Length of the client time (unix milliseconds).
+const CLIENT_TIME_LEN: usize = 8;
+
+const HELLO_BODY_LEN: usize = HASH_LEN + CLIENT_RANDOM_LEN + KEY_SHARE_LEN + 1 + CLIENT_TIME_LEN;
 const REPLY_BODY_LEN: usize = KEY_SHARE_LEN + HASH_LEN;
 
 /// A message type code point. Unknown values survive a round trip and print
@@ -133,6 +140,11 @@ pub struct ClientHello0 {
     pub key_share: [u8; KEY_SHARE_LEN],
     /// Options.
     pub flags: Flags,
+    /// The client's clock when it built the hello (unix milliseconds). Part
+    /// of the transcript `th0`, so changing it changes the keys; the server
+    /// refuses a hello whose time is outside its freshness window or before
+    /// its own start (`docs/handshake.md` § 3).
+    pub client_time: u64,
 }
 
 impl ClientHello0 {
@@ -144,6 +156,7 @@ impl ClientHello0 {
             client_random: r.array("ClientHello0 client random")?,
             key_share: r.array("ClientHello0 key share")?,
             flags: Flags::parse(r.u8("ClientHello0 flags")?)?,
+            client_time: u64::from_be_bytes(r.array("ClientHello0 client time")?),
         };
         r.finish("trailing bytes after ClientHello0")?;
         Ok(hello)
@@ -156,6 +169,7 @@ impl ClientHello0 {
         out.extend_from_slice(&self.client_random);
         out.extend_from_slice(&self.key_share);
         out.push(self.flags.bits());
+        out.extend_from_slice(&self.client_time.to_be_bytes());
     }
 
     /// The encoding.
@@ -173,6 +187,7 @@ impl fmt::Debug for ClientHello0 {
             .field("client_random", &Hex(&self.client_random))
             .field("key_share", &Hex(&self.key_share))
             .field("flags", &self.flags)
+            .field("client_time", &self.client_time)
             .finish()
     }
 }
@@ -282,6 +297,7 @@ mod tests {
             client_random: [0x22; 32],
             key_share: [0x33; 32],
             flags: Flags::FORWARD_SECRECY,
+            client_time: 0x0102_0304_0506_0708,
         }
     }
 
@@ -293,14 +309,15 @@ mod tests {
         hello().emit(&mut out);
         let msg = &out[3..];
         assert_eq!(msg.len(), CLIENT_HELLO_LEN);
-        assert_eq!(CLIENT_HELLO_LEN, 101);
-        assert_eq!(&msg[..4], &[0x01, 0x01, 0x00, 97]);
+        assert_eq!(CLIENT_HELLO_LEN, 109);
+        assert_eq!(&msg[..4], &[0x01, 0x02, 0x00, 105]);
         assert_eq!(&msg[4..36], &[0x11; 32]);
         assert_eq!(&msg[36..68], &[0x22; 32]);
         assert_eq!(&msg[68..100], &[0x33; 32]);
         assert_eq!(msg[100], 0x01);
+        assert_eq!(&msg[101..109], &[1, 2, 3, 4, 5, 6, 7, 8]);
         assert_eq!(ClientHello0::decode(msg).unwrap(), hello());
-        assert_eq!(frame_len(msg).unwrap(), Some(101));
+        assert_eq!(frame_len(msg).unwrap(), Some(109));
     }
 
     #[test]
@@ -314,7 +331,7 @@ mod tests {
         let msg = &out[2..];
         assert_eq!(msg.len(), SERVER_REPLY_LEN);
         assert_eq!(SERVER_REPLY_LEN, 68);
-        assert_eq!(&msg[..4], &[0x02, 0x01, 0x00, 64]);
+        assert_eq!(&msg[..4], &[0x02, 0x02, 0x00, 64]);
         assert_eq!(&msg[4..36], &[0x44; 32]);
         assert_eq!(&msg[36..68], &[0x55; 32]);
         assert_eq!(ServerReply0::decode(msg).unwrap(), reply);
@@ -327,8 +344,8 @@ mod tests {
         let mut longer = good.clone();
         longer.push(0);
         assert!(ClientHello0::decode(&longer).is_err());
-        assert!(ClientHello0::decode(&good[..100]).is_err());
-        for (at, value) in [(0, 0x02), (1, 0x02), (3, 96), (100, 0x02)] {
+        assert!(ClientHello0::decode(&good[..108]).is_err());
+        for (at, value) in [(0, 0x02), (1, 0x01), (3, 104), (100, 0x02)] {
             let mut bad = good.clone();
             bad[at] = value;
             assert!(
@@ -338,8 +355,12 @@ mod tests {
         }
         assert!(ServerReply0::decode(&good).is_err());
         assert_eq!(frame_len(&good[..3]).unwrap(), None);
-        assert!(frame_len(&[0x09, 0x01, 0, 97]).is_err());
-        assert!(frame_len(&[0x01, 0x01, 0xff, 0xff]).is_err());
+        assert!(frame_len(&[0x09, 0x02, 0, 105]).is_err());
+        assert!(frame_len(&[0x01, 0x02, 0xff, 0xff]).is_err());
+        assert!(
+            frame_len(&[0x01, 0x01, 0, 97]).is_err(),
+            "version 1 is refused"
+        );
     }
 
     #[test]

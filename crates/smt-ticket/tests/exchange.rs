@@ -9,15 +9,15 @@ use common::*;
 use smt_proto::{Handshake, HandshakeError, Role};
 use smt_ticket::message::{ClientHello0, CLIENT_HELLO_LEN, SERVER_REPLY_LEN};
 use smt_ticket::{
-    KeyPool, ReplayCache, StaticKey, Ticket, TicketError, ZeroRttClient, ZeroRttClientHandshake,
-    ZeroRttServer, ZeroRttServerHandshake,
+    Freshness, KeyPool, ReplayCache, StaticKey, Ticket, TicketError, ZeroRttClient,
+    ZeroRttClientHandshake, ZeroRttServer, ZeroRttServerHandshake,
 };
 
 #[test]
 fn without_forward_secrecy_the_smt_key_serves_both_directions() {
     let world = World::new();
     let (hello, client_keys, pending) =
-        ZeroRttClient::start(&world.verified, &world.client_pool, false);
+        ZeroRttClient::start_at(&world.verified, &world.client_pool, false, at(NOW + 5));
     assert_eq!(hello.len(), CLIENT_HELLO_LEN);
     assert!(!pending.forward_secrecy());
 
@@ -47,7 +47,7 @@ fn without_forward_secrecy_the_smt_key_serves_both_directions() {
 fn with_forward_secrecy_both_sides_switch_to_a_different_fs_key() {
     let world = World::new();
     let (hello, client_smt, pending) =
-        ZeroRttClient::start(&world.verified, &world.client_pool, true);
+        ZeroRttClient::start_at(&world.verified, &world.client_pool, true, at(NOW + 5));
     let accepted = world.server.accept(&hello, at(NOW + 5)).unwrap();
     assert_interoperate(&client_smt, &accepted.smt_keys);
     assert!(
@@ -76,8 +76,10 @@ fn with_forward_secrecy_both_sides_switch_to_a_different_fs_key() {
 #[test]
 fn every_session_gets_its_own_keys() {
     let world = World::new();
-    let (hello_a, keys_a, _) = ZeroRttClient::start(&world.verified, &world.client_pool, false);
-    let (hello_b, keys_b, _) = ZeroRttClient::start(&world.verified, &world.client_pool, false);
+    let (hello_a, keys_a, _) =
+        ZeroRttClient::start_at(&world.verified, &world.client_pool, false, at(NOW + 5));
+    let (hello_b, keys_b, _) =
+        ZeroRttClient::start_at(&world.verified, &world.client_pool, false, at(NOW + 5));
     assert_ne!(hello_a, hello_b);
     assert_keys_differ(&keys_a, &keys_b);
 }
@@ -85,7 +87,8 @@ fn every_session_gets_its_own_keys() {
 #[test]
 fn a_replayed_hello_is_refused() {
     let world = World::new();
-    let (hello, _, _) = ZeroRttClient::start(&world.verified, &world.client_pool, true);
+    let (hello, _, _) =
+        ZeroRttClient::start_at(&world.verified, &world.client_pool, true, at(NOW + 5));
     world.server.accept(&hello, at(NOW + 5)).unwrap();
     let again = world.server.accept(&hello, at(NOW + 6)).unwrap_err();
     assert_eq!(again, TicketError::Replayed);
@@ -111,10 +114,12 @@ fn a_replayed_hello_is_refused() {
 fn a_full_replay_cache_refuses_new_hellos() {
     let world = World::with_replay_capacity(2);
     for _ in 0..2 {
-        let (hello, _, _) = ZeroRttClient::start(&world.verified, &world.client_pool, false);
+        let (hello, _, _) =
+            ZeroRttClient::start_at(&world.verified, &world.client_pool, false, at(NOW + 5));
         world.server.accept(&hello, at(NOW + 5)).unwrap();
     }
-    let (hello, _, _) = ZeroRttClient::start(&world.verified, &world.client_pool, false);
+    let (hello, _, _) =
+        ZeroRttClient::start_at(&world.verified, &world.client_pool, false, at(NOW + 5));
     assert_eq!(
         world.server.accept(&hello, at(NOW + 5)).unwrap_err(),
         TicketError::ReplayCacheFull
@@ -125,7 +130,8 @@ fn a_full_replay_cache_refuses_new_hellos() {
 fn a_hello_for_another_ticket_is_unknown() {
     let world = World::new();
     let other = World::new();
-    let (hello, _, _) = ZeroRttClient::start(&other.verified, &world.client_pool, false);
+    let (hello, _, _) =
+        ZeroRttClient::start_at(&other.verified, &world.client_pool, false, at(NOW + 5));
     assert_eq!(
         world.server.accept(&hello, at(NOW + 5)).unwrap_err(),
         TicketError::UnknownTicket
@@ -135,7 +141,8 @@ fn a_hello_for_another_ticket_is_unknown() {
 #[test]
 fn a_hello_outside_the_ticket_validity_is_refused() {
     let world = World::new();
-    let (hello, _, _) = ZeroRttClient::start(&world.verified, &world.client_pool, false);
+    let (hello, _, _) =
+        ZeroRttClient::start_at(&world.verified, &world.client_pool, false, at(NOW + 5));
     assert_eq!(
         world.server.accept(&hello, at(NOW + 3600)).unwrap_err(),
         TicketError::Expired {
@@ -158,7 +165,8 @@ fn a_hello_outside_the_ticket_validity_is_refused() {
 fn a_tampered_reply_is_refused_by_the_client() {
     let world = World::new();
     for at_byte in [4, 35, 36, 67] {
-        let (hello, _, pending) = ZeroRttClient::start(&world.verified, &world.client_pool, true);
+        let (hello, _, pending) =
+            ZeroRttClient::start_at(&world.verified, &world.client_pool, true, at(NOW + 5));
         let (mut reply, _) = world
             .server
             .accept(&hello, at(NOW + 5))
@@ -177,8 +185,10 @@ fn a_tampered_reply_is_refused_by_the_client() {
 #[test]
 fn a_reply_to_another_hello_is_refused() {
     let world = World::new();
-    let (_, _, pending) = ZeroRttClient::start(&world.verified, &world.client_pool, true);
-    let (hello, _, _) = ZeroRttClient::start(&world.verified, &world.client_pool, true);
+    let (_, _, pending) =
+        ZeroRttClient::start_at(&world.verified, &world.client_pool, true, at(NOW + 5));
+    let (hello, _, _) =
+        ZeroRttClient::start_at(&world.verified, &world.client_pool, true, at(NOW + 5));
     let (reply, _) = world
         .server
         .accept(&hello, at(NOW + 5))
@@ -196,7 +206,8 @@ fn a_reply_to_another_hello_is_refused() {
 #[test]
 fn the_flags_are_bound_into_the_smt_key() {
     let world = World::new();
-    let (hello, client_keys, _) = ZeroRttClient::start(&world.verified, &world.client_pool, true);
+    let (hello, client_keys, _) =
+        ZeroRttClient::start_at(&world.verified, &world.client_pool, true, at(NOW + 5));
     let mut stripped = ClientHello0::decode(&hello).unwrap();
     stripped.flags = smt_ticket::message::Flags::NONE;
     let accepted = world
@@ -211,7 +222,8 @@ fn the_flags_are_bound_into_the_smt_key() {
 #[test]
 fn low_order_key_shares_are_malformed() {
     let world = World::new();
-    let (hello, _, _) = ZeroRttClient::start(&world.verified, &world.client_pool, false);
+    let (hello, _, _) =
+        ZeroRttClient::start_at(&world.verified, &world.client_pool, false, at(NOW + 5));
     let mut bad = ClientHello0::decode(&hello).unwrap();
     bad.key_share = [0; 32];
     assert!(matches!(
@@ -248,7 +260,7 @@ fn after_a_restart_with_a_new_ticket_old_hellos_are_unknown() {
     let stored = static_key.to_bytes();
     let old = Ticket::issue(&static_key, &chain, &key, NAME, at(NOW), HOUR).unwrap();
     let verified = old.verify(&pki.ca_der, NAME, at(NOW)).unwrap();
-    let (hello, _, _) = ZeroRttClient::start(&verified, &KeyPool::new(1), false);
+    let (hello, _, _) = ZeroRttClient::start_at(&verified, &KeyPool::new(1), false, at(NOW));
 
     let restarted_key = StaticKey::from_bytes(&stored).unwrap();
     let fresh = Ticket::issue(&restarted_key, &chain, &key, NAME, at(NOW + 60), HOUR).unwrap();
@@ -265,10 +277,80 @@ fn after_a_restart_with_a_new_ticket_old_hellos_are_unknown() {
     );
 }
 
+/// Restart reusing the ticket and the static key: the new run refuses
+/// every hello stamped before its start (its replay cache is empty), and
+/// accepts hellos stamped after its start plus the skew bound.
+#[test]
+fn after_a_restart_with_the_same_ticket_old_hellos_are_refused() {
+    let pki = Pki::new("SMT test datacenter CA");
+    let (chain, key) = pki.leaf(&[NAME]);
+    let static_key = StaticKey::generate();
+    let stored = static_key.to_bytes();
+    let ticket = Ticket::issue(&static_key, &chain, &key, NAME, at(NOW), HOUR).unwrap();
+    let verified = ticket.verify(&pki.ca_der, NAME, at(NOW)).unwrap();
+    let (old_hello, _, _) =
+        ZeroRttClient::start_at(&verified, &KeyPool::new(1), false, at(NOW + 30));
+
+    let restarted = ZeroRttServer::new(
+        StaticKey::from_bytes(&stored).unwrap(),
+        ticket,
+        Arc::new(KeyPool::new(1)),
+        ReplayCache::new(16),
+    )
+    .unwrap()
+    .with_freshness(Freshness::new(at(NOW + 31)));
+    assert!(matches!(
+        restarted.accept(&old_hello, at(NOW + 32)).unwrap_err(),
+        TicketError::SentBeforeStart { .. }
+    ));
+    let (new_hello, _, _) =
+        ZeroRttClient::start_at(&verified, &KeyPool::new(1), false, at(NOW + 33));
+    assert!(restarted.accept(&new_hello, at(NOW + 33)).is_ok());
+}
+
+#[test]
+fn a_stale_or_future_hello_is_refused() {
+    let pki = Pki::new("SMT test datacenter CA");
+    let (chain, key) = pki.leaf(&[NAME]);
+    let static_key = StaticKey::generate();
+    let ticket = Ticket::issue(&static_key, &chain, &key, NAME, at(NOW), HOUR).unwrap();
+    let verified = ticket.verify(&pki.ca_der, NAME, at(NOW)).unwrap();
+    let server = ZeroRttServer::new(
+        static_key,
+        ticket,
+        Arc::new(KeyPool::new(1)),
+        ReplayCache::new(16),
+    )
+    .unwrap()
+    .with_freshness(Freshness::new(at(NOW)));
+    let (hello, _, _) = ZeroRttClient::start_at(&verified, &KeyPool::new(1), false, at(NOW + 60));
+    // The default window is 10 s either way.
+    for now in [NOW + 71, NOW + 49] {
+        let err = server.accept(&hello, at(now)).unwrap_err();
+        assert!(matches!(err, TicketError::NotFresh { .. }), "{now}: {err}");
+    }
+    assert!(server.accept(&hello, at(NOW + 69)).is_ok());
+}
+
+/// The client time is in the transcript: a hello whose time was changed
+/// (to pass the freshness check) yields other keys than the client's.
+#[test]
+fn the_client_time_is_bound_into_the_smt_key() {
+    let world = World::new();
+    let (hello, client_keys, _) =
+        ZeroRttClient::start_at(&world.verified, &world.client_pool, false, at(NOW + 5));
+    let mut moved = ClientHello0::decode(&hello).unwrap();
+    moved.client_time += 1000;
+    let accepted = world.server.accept(&moved.to_bytes(), at(NOW + 5)).unwrap();
+    let sealed = seal(client_keys.tx.as_ref(), SEQ, b"data");
+    assert_eq!(open(accepted.smt_keys.rx.as_ref(), SEQ, &sealed), None);
+}
+
 #[test]
 fn handshake_adapters_deliver_smt_keys_at_once_and_fs_keys_after_the_reply() {
     let world = World::new();
-    let mut client = ZeroRttClientHandshake::new(&world.verified, &world.client_pool, true);
+    let mut client =
+        ZeroRttClientHandshake::new_at(&world.verified, &world.client_pool, true, at(NOW + 5));
     let mut server = ZeroRttServerHandshake::new(world.server.clone(), at(NOW + 5));
 
     let client_smt = client.take_keys().expect("0-RTT: keys before any reply");
@@ -312,7 +394,8 @@ fn handshake_adapters_deliver_smt_keys_at_once_and_fs_keys_after_the_reply() {
 #[test]
 fn handshake_adapters_report_ticket_failures_as_bad_ticket() {
     let world = World::new();
-    let mut client = ZeroRttClientHandshake::new(&world.verified, &world.client_pool, false);
+    let mut client =
+        ZeroRttClientHandshake::new_at(&world.verified, &world.client_pool, false, at(NOW + 5));
     assert!(client.is_complete());
     let mut hello = Vec::new();
     client.write(&mut hello);

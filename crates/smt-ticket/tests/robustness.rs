@@ -117,7 +117,8 @@ fn mutated_hellos_never_panic_the_server() {
     let world = World::with_replay_capacity(100_000);
     let mut rng = Rng(SEED ^ 2);
     for i in 0..3_000 {
-        let (hello, _, _) = ZeroRttClient::start(&world.verified, &world.client_pool, i % 2 == 0);
+        let (hello, _, _) =
+            ZeroRttClient::start_at(&world.verified, &world.client_pool, i % 2 == 0, at(NOW + 5));
         // A changed random or key share may well be accepted (it is just
         // another hello); nothing may panic.
         let _ = world.server.accept(&rng.mutate(&hello), at(NOW + 1));
@@ -136,7 +137,8 @@ fn mutated_replies_are_always_refused() {
     let world = World::with_replay_capacity(100_000);
     let mut rng = Rng(SEED ^ 3);
     for _ in 0..1_500 {
-        let (hello, _, pending) = ZeroRttClient::start(&world.verified, &world.client_pool, true);
+        let (hello, _, pending) =
+            ZeroRttClient::start_at(&world.verified, &world.client_pool, true, at(NOW + 5));
         let (reply, _) = world
             .server
             .accept(&hello, at(NOW + 1))
@@ -147,7 +149,8 @@ fn mutated_replies_are_always_refused() {
         assert!(pending.finish(&mutated).is_err(), "{mutated:02x?}");
     }
     for _ in 0..1_500 {
-        let mut client = ZeroRttClientHandshake::new(&world.verified, &world.client_pool, true);
+        let mut client =
+            ZeroRttClientHandshake::new_at(&world.verified, &world.client_pool, true, at(NOW + 5));
         let len = rng.below(200);
         let noise = rng.bytes(len);
         for chunk in noise.chunks(1 + rng.below(70)) {

@@ -53,20 +53,20 @@ fn print_step_timings() {
             "client start, no FS (ECDH + derivations)",
             time(
                 || big_pool.refill(),
-                |_| ZeroRttClient::start(&world.verified, &big_pool, false),
+                |_| ZeroRttClient::start_at(&world.verified, &big_pool, false, at(NOW + 1)),
             ),
         ),
         (
             "client start, FS",
             time(
                 || big_pool.refill(),
-                |_| ZeroRttClient::start(&world.verified, &big_pool, true),
+                |_| ZeroRttClient::start_at(&world.verified, &big_pool, true, at(NOW + 1)),
             ),
         ),
         (
             "server accept, no FS (ECDH, hash check, replay, derivations)",
             time(
-                || ZeroRttClient::start(&world.verified, &big_pool, false).0,
+                || ZeroRttClient::start_at(&world.verified, &big_pool, false, at(NOW + 1)).0,
                 |hello| world.server.accept(&hello, at(NOW + 1)).unwrap(),
             ),
         ),
@@ -75,7 +75,7 @@ fn print_step_timings() {
             time(
                 || {
                     world.server.pool().refill();
-                    ZeroRttClient::start(&world.verified, &big_pool, true).0
+                    ZeroRttClient::start_at(&world.verified, &big_pool, true, at(NOW + 1)).0
                 },
                 |hello| world.server.accept(&hello, at(NOW + 1)).unwrap(),
             ),
@@ -86,7 +86,7 @@ fn print_step_timings() {
                 || {
                     world.server.pool().refill();
                     let (hello, _, pending) =
-                        ZeroRttClient::start(&world.verified, &big_pool, true);
+                        ZeroRttClient::start_at(&world.verified, &big_pool, true, at(NOW + 1));
                     let reply = world
                         .server
                         .accept(&hello, at(NOW + 1))

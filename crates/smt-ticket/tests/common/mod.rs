@@ -12,7 +12,9 @@ use rcgen::{
 };
 use smt_proto::crypto::{PacketCipher, TAG_LEN};
 use smt_proto::SessionKeys;
-use smt_ticket::{KeyPool, ReplayCache, StaticKey, Ticket, VerifiedTicket, ZeroRttServer};
+use smt_ticket::{
+    Freshness, KeyPool, ReplayCache, StaticKey, Ticket, VerifiedTicket, ZeroRttServer,
+};
 
 /// The tests' "now": mid-2025, in unix seconds.
 pub const NOW: u64 = 1_750_000_000;
@@ -112,7 +114,8 @@ impl World {
             Arc::new(KeyPool::new(8)),
             ReplayCache::new(capacity),
         )
-        .unwrap();
+        .unwrap()
+        .with_freshness(wide_freshness());
         Self {
             pki,
             ticket,
@@ -121,6 +124,15 @@ impl World {
             client_pool: KeyPool::new(8),
         }
     }
+}
+
+/// A freshness policy under which hellos stamped `at(NOW + 5)` are fresh
+/// for the ticket's whole hour, so that the tests of other checks can
+/// choose the server's time freely.
+pub fn wide_freshness() -> Freshness {
+    Freshness::new(at(NOW - HOUR.as_secs()))
+        .with_limits(HOUR, Duration::from_secs(1))
+        .unwrap()
 }
 
 /// The composite sequence number of message 2, record 0.
