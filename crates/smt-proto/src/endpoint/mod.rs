@@ -189,6 +189,11 @@ pub struct Endpoint {
     pub(crate) usage_recounted: Option<Instant>,
     /// Peers whose sessions the key resolver created.
     pub(crate) resolved: HashSet<SocketAddr>,
+    /// Peers whose sessions a handshake installed: those can be forgotten
+    /// when the peer goes silent, since a new handshake can replace them.
+    pub(crate) handshaken: HashSet<SocketAddr>,
+    /// When each peer last sent something that authenticated.
+    pub(crate) heard: HashMap<SocketAddr, Instant>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -228,6 +233,8 @@ impl Endpoint {
             usage_total: limits::Charge::default(),
             usage_recounted: None,
             resolved: HashSet::new(),
+            handshaken: HashSet::new(),
+            heard: HashMap::new(),
         })
     }
 
@@ -302,7 +309,28 @@ impl Endpoint {
         );
         self.sessions.insert(peer, session);
         self.stats.usage.sessions = self.sessions.len() as u64;
+        // A handshake installs keys while its connection is still listed.
+        match self.handshakes.contains_key(&peer) {
+            true => self.handshaken.insert(peer),
+            false => self.handshaken.remove(&peer),
+        };
+        self.heard.remove(&peer);
         Ok(())
+    }
+
+    /// After one of our RPCs to `peer` timed out: if a handshake made the
+    /// session and nothing from the peer authenticated for `abort_ticks`,
+    /// the peer has most likely lost the session (a restarted server):
+    /// forget it, so the next call starts a new handshake instead of
+    /// timing out forever under keys the peer no longer holds. Sessions the
+    /// application installed are kept (it alone can replace them).
+    pub(crate) fn forget_silent_session(&mut self, now: Instant, peer: SocketAddr) {
+        let quiet = self.config.tick * self.config.abort_ticks;
+        let silent = self.heard.get(&peer).is_none_or(|t| now >= *t + quiet);
+        if silent && self.handshaken.contains(&peer) && self.sessions.contains_key(&peer) {
+            tracing::debug!(%peer, "peer silent: forgetting the handshake's session");
+            self.remove_session(peer);
+        }
     }
 
     /// New keys for a peer start a new session: RPC state under the old
@@ -336,6 +364,8 @@ impl Endpoint {
     pub fn remove_session(&mut self, peer: SocketAddr) {
         self.forget_peer_rpcs(peer);
         self.sessions.remove(&peer);
+        self.handshaken.remove(&peer);
+        self.heard.remove(&peer);
         self.stats.usage.sessions = self.sessions.len() as u64;
     }
 

@@ -88,6 +88,7 @@ impl Endpoint {
                 .rx
                 .verify_control_tag(body, tag)
                 .map_err(|_| DropReason::BadControlTag)?;
+            self.heard.insert(from, now);
             body
         } else {
             datagram
@@ -225,9 +226,18 @@ impl Endpoint {
             return Err(DropReason::OverLimit);
         }
         let incoming = self.incoming_mut(msg).ok_or(DropReason::Duplicate)?;
-        incoming.accept(h, payload)?;
+        if let Err(e) = incoming.accept(h, payload) {
+            // Lengths that disagree with the first packet's, before anything
+            // authenticated: either header may be the corrupted one, and
+            // keeping the first would refuse every genuine packet until the
+            // timeout. Start over.
+            if e == DropReason::ProtocolViolation && incoming.authenticated_bytes() == 0 {
+                self.discard_incoming(msg);
+            }
+            return Err(e);
+        }
         self.progressed(msg);
-        let opened = self.open_ready(msg, key);
+        let opened = self.open_ready(now, msg, key);
         self.charge_growth(msg, key.peer, held);
         self.update_grants();
         match opened? {
@@ -373,7 +383,12 @@ impl Endpoint {
         }
     }
 
-    fn open_ready(&mut self, msg: MsgKey, key: ServerRpcHandle) -> Result<Accepted, DropReason> {
+    fn open_ready(
+        &mut self,
+        now: Instant,
+        msg: MsgKey,
+        key: ServerRpcHandle,
+    ) -> Result<Accepted, DropReason> {
         let layout = self.config.seq_layout;
         let cipher = match self
             .sessions
@@ -392,6 +407,9 @@ impl Endpoint {
         self.stats.records_opened += opened;
         if let Some(s) = self.sessions.get_mut(&key.peer) {
             s.stats.records_opened += opened;
+        }
+        if result.is_ok() && opened > 0 {
+            self.heard.insert(key.peer, now);
         }
         if result == Err(DropReason::ProtocolViolation) {
             self.discard_incoming(msg);
@@ -418,10 +436,22 @@ impl Endpoint {
         }
     }
 
-    /// Drops a message whose authenticated content breaks the protocol.
+    /// Drops a message whose records disagree with its lengths. The
+    /// lengths travel in plaintext headers, fixed by the first packet that
+    /// arrived, so one corrupted (or forged) header is enough to make the
+    /// genuine records disagree: the message starts over rather than
+    /// failing the RPC (found by the fault soak: 0.1% corruption failed
+    /// ~2 RPCs in 100,000). A response is received again on RESEND; a
+    /// request's client hears RPC_UNKNOWN and restarts it (never delivered,
+    /// so never executed twice). A peer that keeps doing it only delays its
+    /// own RPC until the timeout.
     fn discard_incoming(&mut self, msg: MsgKey) {
         match msg {
-            MsgKey::Client(h) => self.fail_client(h, RpcError::PeerMisbehaved),
+            MsgKey::Client(h) => {
+                if let Some(rpc) = self.clients.get_mut(&h) {
+                    rpc.response = None;
+                }
+            }
             MsgKey::Server(k) => {
                 self.servers.remove(&k);
             }

@@ -57,7 +57,7 @@ impl Endpoint {
             actions.push(self.tick_server(k));
         }
         for action in actions {
-            self.apply(action);
+            self.apply(now, action);
         }
         self.tick_handshakes(now);
         self.tick_key_updates();
@@ -165,7 +165,7 @@ impl Endpoint {
         }
     }
 
-    fn apply(&mut self, action: Action) {
+    fn apply(&mut self, now: Instant, action: Action) {
         match action {
             Action::None => {}
             Action::Resend(k, gaps) => {
@@ -183,7 +183,13 @@ impl Endpoint {
                 }
             }
             Action::NeedAck(k) => self.queue_control(k.peer, k.epoch, k.id, Body::NeedAck),
-            Action::FailClient(h) => self.fail_client(h, RpcError::Timeout),
+            Action::FailClient(h) => {
+                let peer = self.clients.get(&h).map(|c| c.peer);
+                self.fail_client(h, RpcError::Timeout);
+                if let Some(peer) = peer {
+                    self.forget_silent_session(now, peer);
+                }
+            }
             Action::FreeServer(k) => {
                 tracing::debug!(peer = %k.peer, id = k.id, "freeing server RPC after silence");
                 self.servers.remove(&k);
