@@ -40,9 +40,10 @@ pub struct Args {
     /// Busy fraction of all CPUs below which the machine counts as idle.
     #[arg(long, default_value_t = 0.10)]
     pub idle_threshold: f64,
-    /// Longest wait for an idle machine before each system, in seconds.
-    #[arg(long, default_value_t = 60.0)]
-    pub idle_max_wait: f64,
+    /// Longest wait for an idle machine before each system, in seconds
+    /// (default: 60 in full mode, 10 in quick, 2 in smoke).
+    #[arg(long)]
+    pub idle_max_wait: Option<f64>,
     /// List the systems and exit.
     #[arg(long)]
     pub list: bool,
@@ -99,6 +100,15 @@ impl Args {
             AffinityChoice::Unpinned => vec![Affinity::Unpinned],
             AffinityChoice::Both => vec![Affinity::Pinned, Affinity::Unpinned],
         }
+    }
+
+    pub fn idle_max_wait(&self) -> Duration {
+        let default = match self.mode() {
+            Mode::Full => 60.0,
+            Mode::Quick => 10.0,
+            Mode::Smoke => 2.0,
+        };
+        Duration::from_secs_f64(self.idle_max_wait.unwrap_or(default).max(0.0))
     }
 
     pub fn wants(&self, workload: &str) -> bool {

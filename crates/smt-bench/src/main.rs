@@ -88,10 +88,7 @@ fn main() {
                     idle: false,
                 }
             } else {
-                sys::wait_for_idle(
-                    args.idle_threshold,
-                    Duration::from_secs_f64(args.idle_max_wait),
-                )
+                sys::wait_for_idle(args.idle_threshold, args.idle_max_wait())
             };
             eprintln!(
                 "{} ({}), machine {:.0}% busy before the run",

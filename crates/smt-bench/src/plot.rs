@@ -50,6 +50,7 @@ fn series(
 }
 
 fn draw(
+    legend: SeriesLabelPosition,
     path: &Path,
     title: &str,
     xlabel: &str,
@@ -108,7 +109,7 @@ fn draw(
                 .configure_series_labels()
                 .background_style(WHITE.mix(0.8))
                 .border_style(BLACK)
-                .position(SeriesLabelPosition::UpperLeft)
+                .position(legend)
                 .draw()
                 .map_err(|e| err(&e))?;
         }};
@@ -130,12 +131,17 @@ fn draw(
 pub fn all(dir: &Path, records: &[Record], affinities: &[String]) -> (Vec<PathBuf>, Vec<String>) {
     let mut written = Vec::new();
     let mut failed = Vec::new();
-    let mut emit = |name: String, title: String, xl: &str, yl: &str, data: Series, log_y: bool| {
+    let mut emit = |name: String,
+                    title: String,
+                    xl: &str,
+                    yl: &str,
+                    data: Series,
+                    legend: SeriesLabelPosition| {
         if data.is_empty() {
             return;
         }
         let path = dir.join(&name);
-        match draw(&path, &title, xl, yl, &data, log_y) {
+        match draw(legend, &path, &title, xl, yl, &data, true) {
             Ok(()) => written.push(path),
             Err(e) => failed.push(format!("{name}: {e}")),
         }
@@ -150,7 +156,7 @@ pub fn all(dir: &Path, records: &[Record], affinities: &[String]) -> (Vec<PathBu
             "message size (bytes)",
             "RTT (us)",
             data,
-            true,
+            SeriesLabelPosition::UpperLeft,
         );
         let tp: Vec<&Record> = rs
             .iter()
@@ -177,7 +183,7 @@ pub fn all(dir: &Path, records: &[Record], affinities: &[String]) -> (Vec<PathBu
                 "outstanding RPCs",
                 "RPC/s",
                 data,
-                true,
+                SeriesLabelPosition::LowerRight,
             );
         }
         let mixed: Vec<&Record> = rs
@@ -210,7 +216,7 @@ pub fn all(dir: &Path, records: &[Record], affinities: &[String]) -> (Vec<PathBu
                 "message size bucket (bytes, upper bound)",
                 "p99 slowdown",
                 data,
-                true,
+                SeriesLabelPosition::UpperRight,
             );
         }
     }

@@ -19,6 +19,8 @@ pub struct Record {
     /// fraction of capacity, and the size bucket ("<=1024", "all").
     pub dist: Option<String>,
     pub load: Option<f64>,
+    /// Mixed workload: the arrival rate asked for (load × capacity), RPC/s.
+    pub offered_per_s: Option<f64>,
     pub bucket: Option<String>,
     pub rpcs: u64,
     pub errors: u64,

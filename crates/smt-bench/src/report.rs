@@ -442,12 +442,12 @@ pub fn print_targets(ts: &[Target]) -> String {
 
 /// The records as CSV, one line per record.
 pub fn csv(records: &[Record]) -> String {
-    let mut out = String::from("system,affinity,workload,size,concurrency,dist,load,bucket,rpcs,errors,seconds,p50_us,p99_us,mean_us,rpc_per_s,gbit_per_s,slowdown_p50,slowdown_p99\n");
+    let mut out = String::from("system,affinity,workload,size,concurrency,dist,load,offered_per_s,bucket,rpcs,errors,seconds,p50_us,p99_us,mean_us,rpc_per_s,gbit_per_s,slowdown_p50,slowdown_p99\n");
     let o = |v: Option<String>| v.unwrap_or_default();
     for r in records {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{:.4},{:.2},{:.2},{:.2},{:.1},{:.4},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{:.4},{:.2},{:.2},{:.2},{:.1},{:.4},{},{}",
             r.system,
             r.affinity,
             r.workload,
@@ -455,6 +455,7 @@ pub fn csv(records: &[Record]) -> String {
             o(r.concurrency.map(|v| v.to_string())),
             o(r.dist.clone()),
             o(r.load.map(|v| v.to_string())),
+            o(r.offered_per_s.map(|v| format!("{v:.0}"))),
             o(r.bucket.clone()),
             r.rpcs,
             r.errors,

@@ -110,7 +110,9 @@ impl Ctx<'_> {
         sizes: Sizes,
         time: Duration,
     ) -> Samples {
-        let mine: Vec<S> = slots.drain(..c.min(slots.len())).collect();
+        let mut mine: Vec<S> = slots.drain(..c.min(slots.len())).collect();
+        let alone = mine.len() == 1;
+        mine.iter_mut().for_each(|s| s.set_alone(alone));
         let (mine, _) = closed_loop(mine, sizes, self.plan.warmup).await;
         let (mine, samples) = closed_loop(mine, sizes, time).await;
         slots.splice(0..0, mine);
@@ -221,12 +223,14 @@ impl Ctx<'_> {
         self.progress(&format!("capacity {} x{k}", dist.name), &base);
         run.records.push(base);
         for &load in &plan.mixed_loads {
-            let mine: Vec<S> = slots.drain(..k).collect();
+            let mut mine: Vec<S> = slots.drain(..k).collect();
+            mine.iter_mut().for_each(|s| s.set_alone(false));
             let (mine, s) = open_loop(mine, dist, capacity * load, plan.mixed_time, 11).await?;
             slots.splice(0..0, mine);
             let base = Record {
                 dist: Some(dist.name.into()),
                 load: Some(load),
+                offered_per_s: Some(capacity * load),
                 concurrency: Some(k),
                 ..self.record("mixed", &s)
             };
@@ -238,6 +242,15 @@ impl Ctx<'_> {
                 self.progress(
                     &format!("mixed {} at {:.0}% small", dist.name, load * 100.0),
                     small,
+                );
+                eprintln!(
+                    "  {:<14} {:<8} mixed {} at {:.0}%: offered {:.0} RPC/s, completed {:.0} RPC/s",
+                    self.system.name(),
+                    self.affinity.name(),
+                    dist.name,
+                    load * 100.0,
+                    capacity * load,
+                    s.rate()
                 );
             }
             if s.errors > 0 {

@@ -26,6 +26,11 @@ pub trait Slot: 'static {
     /// Sends `request` and returns the response's length. The server
     /// echoes, so a length other than the request's is an error.
     async fn call(&mut self, request: &[u8]) -> io::Result<usize>;
+
+    /// Told before a closed loop whether this slot is the only one in use
+    /// (one RPC at a time). A system may then block the client thread
+    /// instead of waking it through the runtime, if that is faster.
+    fn set_alone(&mut self, _alone: bool) {}
 }
 
 /// Every system this tool knows, in table order.
