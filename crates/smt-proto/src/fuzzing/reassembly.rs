@@ -25,14 +25,15 @@ use crate::rpc::{Accepted, Incoming};
 use crate::wire::{Body, DataHeader, Packet, Repr, DATA_HEADER_LEN};
 
 /// Largest message the harness seals: a few segments, still fast.
-const MAX_DATA_LEN: u32 = 200_000;
+const MAX_DATA_LEN: u32 = 150_000;
 /// Most packets one message is cut into (keeps an execution cheap).
-const MAX_PACKETS: u64 = 4096;
+const MAX_PACKETS: u64 = 1024;
 const LAYOUT: SeqLayout = SeqLayout::DEFAULT;
 
 /// Runs the operations encoded in `data` against one message's reassembly.
 ///
-/// Layout of `data`: a message description (data length: 3 bytes, padding:
+/// Layout of `data`: a message description (data length: 3 bytes, below
+/// 4096 unless the top bit is set; padding:
 /// 1, record size: 2, mss: 2, unscheduled bytes / 16: 2, message ID: 1,
 /// spare data-buffer bytes / 4096: 1),
 /// then operations, each an opcode byte and its arguments (see [`Op`]).
@@ -66,7 +67,13 @@ struct Message {
 
 impl Message {
     fn from_input(input: &mut Input<'_>) -> Option<Self> {
-        let data_len = input.u24()? % (MAX_DATA_LEN + 1);
+        // Mostly small messages (fast executions), large ones when the top
+        // bit is set.
+        let raw = input.u24()?;
+        let data_len = match raw & 0x80_0000 {
+            0 => raw % 4096,
+            _ => raw % (MAX_DATA_LEN + 1),
+        };
         let padded_len = data_len + u32::from(input.u8()?);
         let record_size = 1 + usize::from(input.u16()?) % MAX_RECORD_PLAINTEXT;
         let mss = input.u16()?.max(1);
@@ -228,11 +235,13 @@ impl<'m> Run<'m> {
 
     fn apply(&mut self, op: Op) {
         match op {
-            Op::Deliver { index, retransmit } => self.deliver_valid(index, retransmit),
+            Op::Deliver { index, retransmit } => {
+                let _ = self.deliver_valid(index, retransmit);
+            }
             Op::DeliverRun { index, count } => {
                 let end = (index + count).min(self.message.packets.len());
                 for i in index..end {
-                    self.deliver_valid(i, false);
+                    let _ = self.deliver_valid(i, false);
                 }
             }
             Op::Forge { fields, copy, fill } => self.deliver_forged(fields, copy, fill),
@@ -248,18 +257,21 @@ impl<'m> Run<'m> {
         }
     }
 
-    fn deliver_valid(&mut self, index: usize, retransmit: bool) {
+    /// Offers valid packet `index`; returns whether it was beyond the grant.
+    fn deliver_valid(&mut self, index: usize, retransmit: bool) -> bool {
         if self.done {
-            return;
+            return false;
         }
         let (mut h, range) = self.message.packets[index].clone();
         h.retransmit = retransmit;
         let payload = &self.message.wire[range];
         match self.incoming.accept(&h, payload) {
             Ok(()) => self.open(),
-            Err(DropReason::Duplicate | DropReason::OverLimit) => {}
+            Err(DropReason::OverLimit) => return true,
+            Err(DropReason::Duplicate) => {}
             Err(e) => assert!(self.tainted, "valid packet {index} refused: {e:?}"),
         }
+        false
     }
 
     /// A header from input bytes; only what the wire parser accepts reaches
@@ -319,7 +331,7 @@ impl<'m> Run<'m> {
         for i in 0..self.message.packets.len() {
             let range = &self.message.packets[i].1;
             if range.start < end.max(start + 1) && range.end > start {
-                self.deliver_valid(i, true);
+                let _ = self.deliver_valid(i, true);
             }
         }
     }
@@ -378,24 +390,20 @@ impl<'m> Run<'m> {
         );
     }
 
-    /// Grant as far as the receiver allows (it may cap grants ahead of the
-    /// authenticated prefix) and offer every valid packet in order, until
-    /// nothing changes: an untainted message must complete.
+    /// Offer every valid packet in order, raising the grant as far as the
+    /// receiver allows (it caps grants ahead of the authenticated prefix)
+    /// whenever a packet is beyond it: an untainted message must complete.
     fn finish(mut self) {
-        let mut last = None;
-        while !self.done {
-            self.incoming
-                .raise_grant(u64::from(self.message.wire_len()));
-            let now = (self.incoming.granted(), self.incoming.received());
-            if last == Some(now) {
-                break;
+        let wire_len = u64::from(self.message.wire_len());
+        for i in 0..self.message.packets.len() {
+            if self.deliver_valid(i, true) {
+                self.incoming.raise_grant(wire_len);
+                if self.deliver_valid(i, true) {
+                    break;
+                }
             }
-            last = Some(now);
-            for i in 0..self.message.packets.len() {
-                self.deliver_valid(i, true);
-            }
-            self.check_bounds();
         }
+        self.check_bounds();
         assert!(
             self.done || self.tainted,
             "every packet offered, message incomplete"
