@@ -47,6 +47,33 @@ impl fmt::Display for HandshakeError {
 
 impl std::error::Error for HandshakeError {}
 
+/// What proves that a handshake's peer receives packets at its address
+/// (return routability), which decides whether its keys may replace an
+/// established session with that address.
+///
+/// A responder whose keys come from the peer's first flight alone (the
+/// 0-RTT exchange; anyone can build a hello from a published ticket and
+/// send it from a spoofed address) must not let them replace a session the
+/// address already has: the endpoint holds them aside until a packet
+/// authenticated under the keys named here arrives from the address. Those
+/// keys depend on something only the responder's reply carried, which an
+/// off-path spoofer never sees.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AddressProof {
+    /// The handshake itself proved it (TLS 1.3: the client's Finished
+    /// covers the server's flight), or this side is the initiator.
+    Proven,
+    /// A control packet authenticated under the first keys proves it (they
+    /// depend on the responder's reply, e.g. its nonce).
+    FirstKeys,
+    /// A control packet authenticated under the next epoch's keys proves it
+    /// (the 0-RTT fs-key, which depends on the server's ephemeral key).
+    NextKeys,
+    /// Nothing can: the keys must never replace an established session.
+    Never,
+}
+
 /// One side of a session-establishment protocol, driven with bytes.
 ///
 /// The endpoint calls [`Handshake::write`] to collect bytes to send,
@@ -66,6 +93,13 @@ pub trait Handshake: Send + fmt::Debug {
     /// replacing the SMT-key). Asked after [`Handshake::take_keys`].
     fn take_next_keys(&mut self) -> Option<SessionKeys> {
         None
+    }
+
+    /// What proves the peer's address once keys exist (see
+    /// [`AddressProof`]); asked of responders when the peer already has a
+    /// session. Default: the handshake proved it.
+    fn address_proof(&self) -> AddressProof {
+        AddressProof::Proven
     }
 }
 

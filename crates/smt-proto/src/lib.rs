@@ -34,6 +34,6 @@ pub use endpoint::{
     handshake_kind, Endpoint, Event, KeyResolver, RpcHandle, ServerRpcHandle, Transmit,
 };
 pub use error::{DropReason, RpcError, SendError};
-pub use handshake::{Handshake, HandshakeAcceptor, HandshakeError};
+pub use handshake::{AddressProof, Handshake, HandshakeAcceptor, HandshakeError};
 pub use session::{Role, SessionKeys};
 pub use stats::{DropCounts, Stats, Usage};

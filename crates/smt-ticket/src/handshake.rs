@@ -22,7 +22,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use smt_proto::{Handshake, HandshakeError, SessionKeys};
+use smt_proto::{AddressProof, Handshake, HandshakeError, SessionKeys};
 
 use crate::exchange::{ZeroRttClient, ZeroRttServer};
 use crate::keys::KeyPool;
@@ -141,6 +141,7 @@ pub struct ZeroRttServerHandshake {
     smt_keys: Option<SessionKeys>,
     fs_keys: Option<SessionKeys>,
     accepted: bool,
+    forward_secrecy: bool,
 }
 
 impl ZeroRttServerHandshake {
@@ -156,6 +157,7 @@ impl ZeroRttServerHandshake {
             smt_keys: None,
             fs_keys: None,
             accepted: false,
+            forward_secrecy: false,
         }
     }
 
@@ -192,6 +194,7 @@ impl Handshake for ZeroRttServerHandshake {
         if let Some((reply, fs_keys)) = accepted.reply {
             self.outbox = reply;
             self.fs_keys = Some(fs_keys);
+            self.forward_secrecy = true;
         }
         Ok(())
     }
@@ -210,6 +213,19 @@ impl Handshake for ZeroRttServerHandshake {
             return None;
         }
         self.fs_keys.take()
+    }
+
+    /// The SMT-key comes from the hello alone, which anyone holding the
+    /// (public) ticket can build and send from any address: it proves
+    /// nothing. The fs-key depends on the server's ephemeral key, sent only
+    /// to the address: a packet under it proves the address. Without
+    /// forward secrecy nothing does.
+    fn address_proof(&self) -> AddressProof {
+        if self.forward_secrecy {
+            AddressProof::NextKeys
+        } else {
+            AddressProof::Never
+        }
     }
 }
 

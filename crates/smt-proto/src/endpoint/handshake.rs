@@ -10,10 +10,12 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use super::{Endpoint, Event};
+use super::{Endpoint, Event, KEY_UPDATE_CONFIRM};
+use crate::crypto::TAG_LEN;
 use crate::error::DropReason;
-use crate::handshake::{Handshake, HandshakeAcceptor, HandshakeError};
+use crate::handshake::{AddressProof, Handshake, HandshakeAcceptor, HandshakeError};
 use crate::wire::{Body, Packet, Repr, COMMON_HEADER_LEN};
+use crate::SessionKeys;
 
 /// HANDSHAKE header length (common header + offset, ack, len, kind).
 const HEADER_LEN: usize = COMMON_HEADER_LEN + 12;
@@ -33,6 +35,21 @@ pub mod kind {
     pub const TLS13: u8 = 0;
     /// The 0-RTT SMT-ticket exchange.
     pub const SMT_TICKET: u8 = 1;
+    /// The PSK nonce exchange (session keys from a pre-shared master and
+    /// both sides' fresh nonces).
+    pub const PSK_NONCE: u8 = 2;
+}
+
+/// A responder's keys for a peer that already has a session, held aside
+/// until the peer proves its address ([`AddressProof`]): a spoofed first
+/// flight must not replace the session of the address it claims.
+struct Held {
+    keys: SessionKeys,
+    next: Option<SessionKeys>,
+    proof: AddressProof,
+    /// The peer's datagrams that the established session refused, kept to
+    /// be processed under the new keys once they are proven.
+    stash: Vec<Vec<u8>>,
 }
 
 /// One handshake in progress (or just finished, answering late copies).
@@ -60,6 +77,7 @@ pub(crate) struct HandshakeConn {
     /// The first bytes the peer's stream opened with: a packet at offset 0
     /// with other bytes is a new handshake (the peer restarted), not a copy.
     opening: Vec<u8>,
+    held: Option<Held>,
 }
 
 impl std::fmt::Debug for HandshakeConn {
@@ -91,6 +109,7 @@ impl HandshakeConn {
             received_bytes: 0,
             sent_bytes: 0,
             opening: Vec::new(),
+            held: None,
         }
     }
 
@@ -192,7 +211,7 @@ impl Endpoint {
         };
         let payload = packet.payload();
         let restarted = self.handshakes.get(&from).is_some_and(|c| {
-            c.keys_installed
+            (c.keys_installed || c.held.is_some())
                 && offset == 0
                 && !payload.is_empty()
                 && !payload.starts_with(&c.opening)
@@ -264,16 +283,121 @@ impl Endpoint {
             self.queue_handshake_bytes(peer, fresh.1, fresh.1);
         }
         if let Some(keys) = keys {
+            if self.must_hold(peer) {
+                return self.hold_keys(now, peer, keys, next);
+            }
             self.finish_handshake(now, peer, keys);
+            self.confirm_keys(peer);
         }
         if let Some(keys) = next {
-            // The next key epoch (the 0-RTT fs-key): RPCs already under way
-            // finish in the first epoch.
-            if let Some(session) = self.sessions.get_mut(&peer) {
-                session.advance_to(keys);
-                tracing::debug!(%peer, epoch = session.current.number, "handshake switched keys");
-            }
+            self.switch_to_next_keys(peer, keys);
         }
+    }
+
+    /// The next key epoch (the 0-RTT fs-key): RPCs already under way finish
+    /// in the first epoch.
+    fn switch_to_next_keys(&mut self, peer: SocketAddr, keys: SessionKeys) {
+        if let Some(session) = self.sessions.get_mut(&peer) {
+            session.advance_to(keys);
+            tracing::debug!(%peer, epoch = session.current.number, "handshake switched keys");
+        }
+        self.confirm_keys(peer);
+    }
+
+    /// An initiator tells the responder it holds the keys just installed:
+    /// one authenticated control packet in the new epoch (a KEY_UPDATE
+    /// confirmation, which a responder with those keys ignores). A
+    /// responder holding keys aside for an address with a session takes it
+    /// as the proof of that address ([`AddressProof`]).
+    fn confirm_keys(&mut self, peer: SocketAddr) {
+        let initiator = self.handshakes.get(&peer).is_some_and(|c| c.initiator);
+        let Some(epoch) = self.sessions.get(&peer).map(|s| s.current.number) else {
+            return;
+        };
+        if initiator {
+            self.queue_control(peer, epoch, KEY_UPDATE_CONFIRM, Body::KeyUpdate);
+        }
+    }
+
+    /// Whether a responder's new keys must wait for a proof of the peer's
+    /// address: the peer has a session they would replace, and the
+    /// handshake did not prove the address by itself.
+    fn must_hold(&self, peer: SocketAddr) -> bool {
+        self.sessions.contains_key(&peer)
+            && self
+                .handshakes
+                .get(&peer)
+                .is_some_and(|c| !c.initiator && c.hs.address_proof() != AddressProof::Proven)
+    }
+
+    /// Keeps a responder's keys aside (see [`Held`]); a handshake whose
+    /// keys can never be proven fails instead.
+    fn hold_keys(
+        &mut self,
+        now: Instant,
+        peer: SocketAddr,
+        keys: SessionKeys,
+        next: Option<SessionKeys>,
+    ) {
+        let Some(conn) = self.handshakes.get_mut(&peer) else {
+            return;
+        };
+        let proof = conn.hs.address_proof();
+        if proof == AddressProof::Never || (proof == AddressProof::NextKeys && next.is_none()) {
+            let error = HandshakeError::Protocol(
+                "a first flight that cannot prove its address may not replace the address's session"
+                    .to_owned(),
+            );
+            return self.fail_handshake(now, peer, error);
+        }
+        tracing::debug!(%peer, "new keys held until the peer proves its address");
+        conn.held = Some(Held {
+            keys,
+            next,
+            proof,
+            stash: Vec::new(),
+        });
+    }
+
+    /// A datagram from `from` that its established session refused: if a
+    /// handshake holds new keys for `from`, it is either the proof that
+    /// makes them current (then processed under them) or kept for after
+    /// the proof. Returns whether the datagram was taken.
+    pub(crate) fn offer_to_held_keys(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        datagram: &[u8],
+    ) -> bool {
+        let Some(held) = self.handshakes.get_mut(&from).and_then(|c| c.held.as_mut()) else {
+            return false;
+        };
+        let handshake = Packet::new_checked(datagram).map_or(true, |p| {
+            p.packet_type() == crate::wire::PacketType::HANDSHAKE
+        });
+        if handshake {
+            return false;
+        }
+        if !held.is_proven_by(datagram) {
+            if held.stash.len() >= MAX_EARLY {
+                return false;
+            }
+            held.stash.push(datagram.to_vec());
+            return true;
+        }
+        let Some(held) = self.handshakes.get_mut(&from).and_then(|c| c.held.take()) else {
+            return false;
+        };
+        tracing::debug!(peer = %from, "peer proved its address: new keys replace its session");
+        self.finish_handshake(now, from, held.keys);
+        if let Some(next) = held.next {
+            self.switch_to_next_keys(from, next);
+        }
+        self.handle_datagram(now, from, datagram);
+        for d in held.stash {
+            self.handle_datagram(now, from, &d);
+        }
+        true
     }
 
     fn finish_handshake(&mut self, now: Instant, peer: SocketAddr, keys: crate::SessionKeys) {
@@ -311,9 +435,12 @@ impl Endpoint {
                 emit_handshake(&mut packet, ports, &conn, start as u32, alert);
                 self.prebuilt.push_back((peer, packet));
             }
-            if conn.keys_installed {
+            if conn.keys_installed && conn.kind == kind::TLS13 {
                 // TLS 1.3 gives the client keys before the server has checked
                 // a client certificate: a later alert withdraws the session.
+                // Other handshakes' late bytes are unauthenticated (anyone
+                // can inject them, e.g. a ServerReply0 answering a spoofed
+                // hello): they end the handshake, never the session.
                 self.remove_session(peer);
             }
         }
@@ -399,6 +526,35 @@ impl Endpoint {
                 self.queue_handshake_bytes(peer, acked, sent);
             }
         }
+    }
+}
+
+impl Held {
+    /// Whether `datagram` is a control packet authenticated under the keys
+    /// that prove the peer's address (their epoch's key phase, their MAC).
+    fn is_proven_by(&self, datagram: &[u8]) -> bool {
+        let (keys, phase) = match self.proof {
+            AddressProof::FirstKeys => (Some(&self.keys), false),
+            AddressProof::NextKeys => (self.next.as_ref(), true),
+            _ => (None, false),
+        };
+        let Some(keys) = keys else {
+            return false;
+        };
+        let Ok(packet) = Packet::new_checked(datagram) else {
+            return false;
+        };
+        if !packet.packet_type().is_control() || packet.key_phase() != phase {
+            return false;
+        }
+        let Some(split) = datagram.len().checked_sub(TAG_LEN) else {
+            return false;
+        };
+        let (body, tag) = datagram.split_at(split);
+        let Ok(tag) = <&[u8; TAG_LEN]>::try_from(tag) else {
+            return false;
+        };
+        keys.rx.verify_control_tag(body, tag).is_ok()
     }
 }
 

@@ -41,7 +41,10 @@ impl Endpoint {
         self.stats.datagrams_rx += 1;
         self.stats.bytes_rx += datagram.len() as u64;
         if let Err(reason) = self.process(now, from, datagram) {
-            self.drop_packet(from, reason);
+            // New keys held for this address may take it (handshake.rs).
+            if !self.offer_to_held_keys(now, from, datagram) {
+                self.drop_packet(from, reason);
+            }
         }
     }
 
@@ -68,7 +71,9 @@ impl Endpoint {
             return Err(DropReason::WrongPort);
         }
         if ty == PacketType::HANDSHAKE {
-            return self.on_handshake_packet(now, from, datagram);
+            let result = self.on_handshake_packet(now, from, datagram);
+            self.arm_idle_sweep(now);
+            return result;
         }
         let authenticate = self.config.authenticate_control;
         let phase = packet.key_phase();

@@ -33,6 +33,24 @@ pub fn forge_control(
     out
 }
 
+/// A control packet of type `ty` MAC'd under `tx`: keys the attacker holds
+/// itself (e.g. the SMT-key of a 0-RTT hello it built from a public ticket
+/// and sent from a victim's address).
+pub fn keyed_control(
+    rng: &mut SplitMix64,
+    tx: &dyn smt_proto::crypto::PacketCipher,
+    ty: PacketType,
+    ports: (u16, u16),
+    id: u64,
+    key_phase: bool,
+) -> Vec<u8> {
+    let body = random_control_body(rng, ty, id);
+    let mut out = emit(ports, id, key_phase, body);
+    let tag = tx.control_tag(&out);
+    out.extend_from_slice(&tag);
+    out
+}
+
 /// A DATA packet of message `id` with the given header and as many random
 /// bytes as the header's layout says, in place of the sealed records.
 pub fn forge_data(

@@ -14,7 +14,9 @@ mod forge;
 mod mutate;
 mod tally;
 
-pub use forge::{forge_control, forge_data, forge_handshake, with_random_tail, CONTROL_TYPES};
+pub use forge::{
+    forge_control, forge_data, forge_handshake, keyed_control, with_random_tail, CONTROL_TYPES,
+};
 pub use mutate::{flip_bit, retarget_id, truncate};
 pub use tally::Tally;
 

@@ -220,6 +220,26 @@ pub fn finish(tally: &Tally, before: &Snapshot, after: &Snapshot) {
     assert_eq!(tally.accepted, 0, "{tally}");
 }
 
+/// Control packets of every type, in both key phases, for IDs 0 to 3,
+/// MAC'd under `keys` (keys the attacker derived itself).
+pub fn keyed_control_packets(keys: &SessionKeys) -> Vec<Vec<u8>> {
+    let mut rng = smt_sim::SplitMix64::new(0x5eed);
+    let mut out = Vec::new();
+    for ty in smt_sim::attack::CONTROL_TYPES {
+        for (id, phase) in [(0, false), (1, false), (1, true), (2, true), (3, false)] {
+            out.push(smt_sim::attack::keyed_control(
+                &mut rng,
+                keys.tx.as_ref(),
+                ty,
+                (0, 0),
+                id,
+                phase,
+            ));
+        }
+    }
+    out
+}
+
 /// Injects every datagram of `attempts` (direction, bytes) on the client's
 /// route, waits for the victims, and tallies what they accepted.
 pub fn run_attack(
