@@ -90,6 +90,14 @@ pub struct Config {
     /// (`DropReason::OverLimit`). Installed and handshake sessions do not
     /// count against it.
     pub max_resolved_sessions: usize,
+    /// Sessions made by a handshake are forgotten after this long without
+    /// an authenticated packet from the peer and with no RPC in flight
+    /// (a vanished client's keys would otherwise stay forever); the peer
+    /// re-handshakes if it comes back. `None` keeps them. Sessions from
+    /// `install_session` or the key resolver are never evicted: the
+    /// resolver would derive the same keys again with a fresh replay
+    /// guard, letting old packets be replayed.
+    pub session_idle_timeout: Option<Duration>,
     /// Handshakes in progress at once. A HANDSHAKE packet that would open
     /// one more is dropped (`DropReason::OverLimit`).
     pub max_handshakes: usize,
@@ -127,6 +135,7 @@ impl Default for Config {
             max_unopened_bytes: 16 << 20,
             max_resolved_sessions: 64 * 1024,
             max_handshakes: 4096,
+            session_idle_timeout: Some(Duration::from_secs(600)),
             local_port: 0,
             verify_ports: true,
         }
@@ -189,6 +198,12 @@ impl Config {
         }
         if (self.max_buffered_per_peer as u64) < self.message_len_limit() {
             return err("max_buffered_per_peer must hold the largest message (max_message_len)");
+        }
+        if self
+            .session_idle_timeout
+            .is_some_and(|t| t < self.tick * self.abort_ticks)
+        {
+            return err("session_idle_timeout must be at least abort_ticks ticks");
         }
         if let Padding::Multiple(m) = self.padding {
             if m == 0 {

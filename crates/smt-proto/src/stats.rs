@@ -70,6 +70,9 @@ pub struct Stats {
     /// totals were reached (`Config::max_buffered_total`,
     /// `max_incoming_total`).
     pub partial_evicted: u64,
+    /// Sessions made by a handshake forgotten after
+    /// `Config::session_idle_timeout` of silence.
+    pub sessions_evicted: u64,
     pub drops: DropCounts,
     /// Gauges, not counters: what the endpoint (or, for a peer, its
     /// session) holds now, as of the last event that changed it or the

@@ -11,14 +11,18 @@ pub(crate) enum Timer {
     /// silent ticks per RPC, sends RESEND / NEED_ACK after
     /// `Config::resend_ticks`, aborts after `Config::abort_ticks`.
     Tick,
+    /// Every quarter of `Config::session_idle_timeout` while a handshake's
+    /// session exists: forgets those idle for the whole timeout.
+    IdleSweep,
 }
 
 impl Timer {
-    const ALL: [Self; 1] = [Self::Tick];
+    const ALL: [Self; 2] = [Self::Tick, Self::IdleSweep];
 
     fn slot(self) -> usize {
         match self {
             Self::Tick => 0,
+            Self::IdleSweep => 1,
         }
     }
 }

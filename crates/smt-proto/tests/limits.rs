@@ -13,7 +13,10 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use smt_proto::wire::{Body, DataHeader, Packet, PacketType, Repr, DATA_HEADER_LEN};
-use smt_proto::{Config, DropReason, Endpoint, Event, RpcHandle};
+use smt_proto::{
+    Config, DropReason, Endpoint, Event, Handshake, HandshakeAcceptor, HandshakeError, RpcHandle,
+    SessionKeys,
+};
 use smt_sim::KeyKind;
 
 const SEGMENT: u32 = 65536;
@@ -350,17 +353,22 @@ struct Wire {
 
 impl Wire {
     fn new(server_config: Config) -> Self {
+        let mut wire = Self::without_session(server_config);
+        let (ck, sk) = KeyKind::Aes128(9).session();
+        wire.client.install_session(wire.server_addr, ck).unwrap();
+        wire.server.install_session(wire.client_addr, sk).unwrap();
+        wire
+    }
+
+    fn without_session(server_config: Config) -> Self {
         let client_addr: SocketAddr = "10.0.0.1:4000".parse().unwrap();
         let server_addr: SocketAddr = format!("10.0.0.2:{SERVER_PORT}").parse().unwrap();
-        let mut client = Endpoint::new(Config::default()).unwrap();
-        let mut server = Endpoint::new(Config {
+        let client = Endpoint::new(Config::default()).unwrap();
+        let server = Endpoint::new(Config {
             local_port: SERVER_PORT,
             ..server_config
         })
         .unwrap();
-        let (ck, sk) = KeyKind::Aes128(9).session();
-        client.install_session(server_addr, ck).unwrap();
-        server.install_session(client_addr, sk).unwrap();
         Self {
             client,
             server,
@@ -486,4 +494,133 @@ fn a_legitimate_client_is_served_during_a_flood() {
         "the flood hit the bounds"
     );
     assert!(s.usage.peak_incoming_bytes <= total, "{:?}", s.usage);
+}
+
+/// A toy handshake: each side sends one greeting; keys once it heard the
+/// other's.
+#[derive(Debug)]
+struct Greeting {
+    keys: Option<SessionKeys>,
+    sent: bool,
+    heard: bool,
+}
+
+impl Greeting {
+    fn new(keys: SessionKeys) -> Box<Self> {
+        Box::new(Self {
+            keys: Some(keys),
+            sent: false,
+            heard: false,
+        })
+    }
+}
+
+impl Handshake for Greeting {
+    fn read(&mut self, _data: &[u8]) -> Result<(), HandshakeError> {
+        self.heard = true;
+        Ok(())
+    }
+
+    fn write(&mut self, out: &mut Vec<u8>) {
+        if !self.sent {
+            out.extend_from_slice(b"hello");
+            self.sent = true;
+        }
+    }
+
+    fn take_keys(&mut self) -> Option<SessionKeys> {
+        match self.heard && self.sent {
+            true => self.keys.take(),
+            false => None,
+        }
+    }
+}
+
+struct GreetingAcceptor;
+
+impl HandshakeAcceptor for GreetingAcceptor {
+    fn accept(&mut self, _peer: SocketAddr) -> Option<Box<dyn Handshake>> {
+        Some(Greeting::new(KeyKind::Aes128(21).session().1))
+    }
+}
+
+#[test]
+fn idle_handshake_sessions_are_forgotten_and_installed_ones_kept() {
+    let config = Config {
+        session_idle_timeout: Some(Duration::from_secs(60)),
+        ..Config::default()
+    };
+    let mut wire = Wire::without_session(config);
+    wire.server
+        .set_handshake_acceptor(Box::new(GreetingAcceptor));
+    // An installed session the sweep must leave alone.
+    let (_, keys) = KeyKind::Aes128(3).session();
+    wire.server.install_session(attacker(0), keys).unwrap();
+    let hs = Greeting::new(KeyKind::Aes128(21).session().0);
+    let (now, server_addr) = (wire.now, wire.server_addr);
+    wire.client.connect(now, server_addr, hs, 0);
+    wire.settle();
+    wire.advance(Duration::from_millis(1));
+    assert!(
+        wire.client.peer_stats(wire.server_addr).is_some(),
+        "connected"
+    );
+    let h = wire
+        .client
+        .send_request(wire.now, wire.server_addr, b"ping")
+        .unwrap();
+    wire.settle();
+    assert_eq!(
+        wire.responses.get(&h).map(Vec::as_slice),
+        Some(&b"ping"[..])
+    );
+    // The finished handshakes linger abort_ticks for late copies.
+    for _ in 0..150 {
+        wire.advance(Duration::from_millis(1));
+    }
+    // Ten idle minutes, in steps the sweep (every 15 s) can see.
+    for _ in 0..40 {
+        wire.advance(Duration::from_secs(15));
+    }
+    assert!(
+        wire.server.peer_stats(wire.client_addr).is_none(),
+        "server forgot it"
+    );
+    assert!(
+        wire.client.peer_stats(wire.server_addr).is_none(),
+        "client forgot it"
+    );
+    assert_eq!(wire.server.stats().sessions_evicted, 1);
+    assert!(
+        wire.server.peer_stats(attacker(0)).is_some(),
+        "installed session kept"
+    );
+    assert_eq!(wire.server.stats().usage.sessions, 1);
+}
+
+#[test]
+fn handshakes_in_progress_are_capped() {
+    let config = Config {
+        max_handshakes: 4,
+        ..Config::default()
+    };
+    let mut wire = Wire::without_session(config);
+    wire.server
+        .set_handshake_acceptor(Box::new(GreetingAcceptor));
+    let hs = Greeting::new(KeyKind::Aes128(21).session().0);
+    let (now, server_addr) = (wire.now, wire.server_addr);
+    wire.client.connect(now, server_addr, hs, 0);
+    let mut buf = vec![0; 2048];
+    let t = wire.client.poll_transmit(now, &mut buf).unwrap();
+    for n in 0..10 {
+        wire.server.handle_datagram(now, attacker(n), &buf[..t.len]);
+    }
+    assert_eq!(
+        wire.server.stats().usage.handshakes,
+        0,
+        "gauge set at ticks"
+    );
+    assert_eq!(wire.server.stats().drops.get(DropReason::OverLimit), 6);
+    wire.advance(Duration::from_millis(1));
+    assert_eq!(wire.server.stats().usage.handshakes, 4);
 }

@@ -11,12 +11,13 @@
 //! work stays bounded: a check that fails on a stale figure recounts at
 //! most once per tick.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::time::Instant;
 
 use super::{Endpoint, ServerRpcHandle, ServerState};
 use crate::rpc::Incoming;
+use crate::timer::Timer;
 
 /// Incoming state charged to one peer (or to all).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -219,5 +220,45 @@ impl Endpoint {
             self.resolved.retain(|p| sessions.contains_key(p));
         }
         self.resolved.len() < max
+    }
+
+    /// Arms the idle sweep if a handshake's session exists and it is not
+    /// armed yet.
+    pub(crate) fn arm_idle_sweep(&mut self, now: Instant) {
+        let Some(timeout) = self.config.session_idle_timeout else {
+            return;
+        };
+        if !self.handshaken.is_empty() && !self.timers.is_set(Timer::IdleSweep) {
+            self.timers.set(Timer::IdleSweep, now + timeout / 4);
+        }
+    }
+
+    /// Forgets sessions a handshake made whose peer has sent nothing
+    /// authenticated for `session_idle_timeout` and that hold no RPC or
+    /// handshake. A session never heard from is timed from this sweep.
+    pub(crate) fn sweep_idle_sessions(&mut self, now: Instant) {
+        let Some(timeout) = self.config.session_idle_timeout else {
+            return;
+        };
+        let busy: HashSet<SocketAddr> = self
+            .clients
+            .values()
+            .map(|c| c.peer)
+            .chain(self.servers.keys().map(|k| k.peer))
+            .chain(self.handshakes.keys().copied())
+            .collect();
+        let mut idle = Vec::new();
+        for peer in &self.handshaken {
+            let heard = *self.heard.entry(*peer).or_insert(now);
+            if now >= heard + timeout && !busy.contains(peer) {
+                idle.push(*peer);
+            }
+        }
+        for peer in idle {
+            tracing::debug!(%peer, "forgetting an idle handshake session");
+            self.stats.sessions_evicted += 1;
+            self.remove_session(peer);
+        }
+        self.arm_idle_sweep(now);
     }
 }

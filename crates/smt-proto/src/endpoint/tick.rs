@@ -33,6 +33,7 @@ impl Endpoint {
         while let Some(timer) = self.timers.pop_expired(now) {
             match timer {
                 Timer::Tick => self.tick(now),
+                Timer::IdleSweep => self.sweep_idle_sessions(now),
             }
         }
     }
