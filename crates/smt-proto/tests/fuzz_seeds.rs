@@ -10,18 +10,25 @@ use smt_sim::{KeyKind, Link, Pair};
 
 fn seeds() -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
-    for (name, sizes, loss) in [
-        ("small", vec![10usize, 200], 0.0),
-        ("large", vec![3000, 20_000], 0.05),
+    let lossy = |loss| Link {
+        loss,
+        ..Link::default()
+    };
+    // Deeper states: RESENDs and retransmissions under heavy loss, packets
+    // reordered and duplicated, a multi-segment message.
+    let rough = Link {
+        loss: 0.05,
+        reorder: 0.3,
+        duplicate: 0.1,
+        ..Link::default()
+    };
+    for (name, sizes, link) in [
+        ("small", vec![10usize, 200], lossy(0.0)),
+        ("large", vec![3000, 20_000], lossy(0.05)),
+        ("heavy_loss", vec![5000, 70_000, 100], lossy(0.2)),
+        ("reordered", vec![1, 9000, 300, 40_000], rough),
     ] {
-        let mut pair = Pair::with_keys(
-            KeyKind::Null,
-            Link {
-                loss,
-                ..Link::default()
-            },
-            77,
-        );
+        let mut pair = Pair::with_keys(KeyKind::Null, link, 77);
         pair.capture = Some(Vec::new());
         for (i, len) in sizes.iter().enumerate() {
             pair.call(&vec![i as u8; *len]);
