@@ -27,6 +27,14 @@ pub struct Args {
     /// Workloads to run: rtt, throughput, mixed, bulk (default: all).
     #[arg(long, value_delimiter = ',')]
     pub workloads: Vec<String>,
+    /// Mixed workload: offered loads as fractions of capacity (overrides
+    /// the mode's, e.g. 0.5,0.8).
+    #[arg(long, value_delimiter = ',')]
+    pub loads: Vec<f64>,
+    /// Mixed workload: size distributions, W3 and/or W4 (overrides the
+    /// mode's).
+    #[arg(long, value_delimiter = ',')]
+    pub dists: Vec<String>,
     /// CPU placement: pinned (client, server and driver threads on CPU 0),
     /// unpinned, or both. Default: both in full mode, pinned otherwise.
     #[arg(long, value_enum)]
@@ -109,6 +117,33 @@ impl Args {
             Mode::Smoke => 2.0,
         };
         Duration::from_secs_f64(self.idle_max_wait.unwrap_or(default).max(0.0))
+    }
+
+    /// The mode's plan with the command line's overrides.
+    pub fn plan(&self) -> Result<Plan, String> {
+        let mut plan = Plan::for_mode(self.mode());
+        if !self.loads.is_empty() {
+            if let Some(bad) = self
+                .loads
+                .iter()
+                .find(|l| !(0.0..=2.0).contains(*l) || **l <= 0.0)
+            {
+                return Err(format!(
+                    "--loads {bad}: expected a fraction of capacity in (0, 2]"
+                ));
+            }
+            plan.mixed_loads = self.loads.clone();
+        }
+        if !self.dists.is_empty() {
+            plan.mixed_dists = self
+                .dists
+                .iter()
+                .map(|d| {
+                    SizeDist::by_name(d).ok_or_else(|| format!("--dists {d}: expected W3 or W4"))
+                })
+                .collect::<Result<_, _>>()?;
+        }
+        Ok(plan)
     }
 
     pub fn wants(&self, workload: &str) -> bool {

@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
 
-use smt_bench::cli::{Args, Plan};
+use smt_bench::cli::Args;
 use smt_bench::report::{self, LoadRow, Report};
 use smt_bench::systems::System;
 use smt_bench::{plot, run, sys};
@@ -60,7 +60,13 @@ fn main() {
         }
     };
     let mode = args.mode();
-    let plan = Plan::for_mode(mode);
+    let plan = match args.plan() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("smt-bench: {e}");
+            std::process::exit(2);
+        }
+    };
     let (started, _) = timestamp();
     let out = args
         .out

@@ -30,9 +30,13 @@ pub fn set_affinity(cpus: Option<&[usize]>) -> io::Result<()> {
     Ok(())
 }
 
-/// How many CPUs are online.
+/// How many CPUs are online: the machine's count, not this thread's
+/// affinity mask (which `available_parallelism` reports, and which is one
+/// CPU while a pinned run is being set up or torn down).
 pub fn online_cpus() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    // SAFETY: sysconf only reads a system value.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(1)
 }
 
 /// Aggregate CPU time counters from /proc/stat: (busy, total) jiffies.
