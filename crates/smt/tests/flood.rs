@@ -8,7 +8,7 @@
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use smt::keys::{psk_session, AeadAlgorithm, PskResolver};
@@ -185,12 +185,18 @@ fn flood_rate() -> f64 {
 /// Floods `target` from many sockets until `stop`: for every socket, a new
 /// message ID claiming 1 MiB with the first 27 packets of its window; a
 /// claim past the limit; a garbage datagram.
-fn flood(target: SocketAddr, stop: Arc<AtomicBool>, sent: Arc<AtomicU64>) {
+fn flood(
+    target: SocketAddr,
+    stop: Arc<AtomicBool>,
+    sent: Arc<AtomicU64>,
+    addrs: mpsc::Sender<Vec<SocketAddr>>,
+) {
     let rate = flood_rate();
     let start = Instant::now();
     let sockets: Vec<UdpSocket> = (0..ATTACKER_SOCKETS)
         .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
         .collect();
+    let _ = addrs.send(sockets.iter().map(|s| s.local_addr().unwrap()).collect());
     let mut id = 2u64;
     let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {
@@ -213,6 +219,8 @@ fn flood(target: SocketAddr, stop: Arc<AtomicBool>, sent: Arc<AtomicU64>) {
 #[derive(Default, Debug, Clone, Copy)]
 struct Peak {
     bytes: u64,
+    /// The most one attacker address held.
+    peer_bytes: u64,
     partial: u64,
     sessions: u64,
     samples: u64,
@@ -236,15 +244,24 @@ fn legitimate_calls_are_served_and_memory_stays_bounded_under_a_flood() {
 
     let stop = Arc::new(AtomicBool::new(false));
     let sent = Arc::new(AtomicU64::new(0));
+    let (addrs_tx, addrs_rx) = mpsc::channel();
     let attacker = {
         let (stop, sent) = (stop.clone(), sent.clone());
-        std::thread::spawn(move || flood(target, stop, sent))
+        std::thread::spawn(move || flood(target, stop, sent, addrs_tx))
     };
     let monitor = {
         let (stop, server) = (stop.clone(), server.clone());
+        let attackers: Vec<SocketAddr> = addrs_rx.recv().unwrap();
         std::thread::spawn(move || {
             let mut peak = Peak::default();
             while !stop.load(Ordering::Relaxed) {
+                if peak.samples % 10 == 0 {
+                    for a in &attackers {
+                        if let Ok((_, Some(p))) = server.stats(Some(*a)) {
+                            peak.peer_bytes = peak.peer_bytes.max(p.usage.incoming_bytes);
+                        }
+                    }
+                }
                 let (s, _) = server.stats(None).unwrap();
                 peak.bytes = peak.bytes.max(s.usage.incoming_bytes);
                 peak.partial = peak.partial.max(s.usage.partial_requests);
@@ -269,13 +286,15 @@ fn legitimate_calls_are_served_and_memory_stays_bounded_under_a_flood() {
     let cfg = bounded();
     eprintln!(
         "attacker datagrams: {} ({:.0}/s); server held at most {} bytes in {} partial requests \
-         (sampled {}x), peak gauge {} bytes; bounds {} per peer, {} total; sessions {} (resolver cap {}); \
+         (sampled {}x), one attacker address at most {} bytes, peak gauge {} bytes; bounds {} per peer, \
+         {} total; sessions {} (resolver cap {}); \
          RSS {} KiB at flood start, {} KiB after",
         sent.load(Ordering::Relaxed),
         sent.load(Ordering::Relaxed) as f64 / flood_start.elapsed().as_secs_f64(),
         peak.bytes,
         peak.partial,
         peak.samples,
+        peak.peer_bytes,
         s.usage.peak_incoming_bytes,
         cfg.max_buffered_per_peer,
         cfg.max_buffered_total,
@@ -292,6 +311,8 @@ fn legitimate_calls_are_served_and_memory_stays_bounded_under_a_flood() {
         "every legitimate call succeeds during the flood"
     );
     assert!(peak.bytes <= cfg.max_buffered_total as u64);
+    assert!(peak.peer_bytes <= cfg.max_buffered_per_peer as u64);
+    assert!(peak.peer_bytes > 0, "the per-peer figures were sampled");
     assert!(s.usage.peak_incoming_bytes <= cfg.max_buffered_total as u64);
     assert!(peak.partial <= cfg.max_incoming_total as u64);
     // The client's own session was installed by hand; the resolver made
