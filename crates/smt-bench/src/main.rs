@@ -85,6 +85,7 @@ fn main() {
         for &system in &systems {
             if system == System::SmtBusyPoll && aff == smt_bench::cli::Affinity::Pinned {
                 // Two spinning drivers on one CPU take turns by time slice.
+                notes.push("smt-aes-busy: not run pinned (two busy-polling drivers on one CPU only take turns)".into());
                 continue;
             }
             let load = if args.no_idle_wait {

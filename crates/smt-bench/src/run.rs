@@ -129,6 +129,12 @@ impl Ctx<'_> {
         // Connections close before the server stops.
         drop(slots);
         server.stop();
+        for r in run.records.iter().filter(|r| r.errors > 0) {
+            run.notes.push(format!(
+                "{} {} {} size {:?} x{:?} {:?}: {} RPCs failed or timed out",
+                r.system, r.affinity, r.workload, r.size, r.concurrency, r.bucket, r.errors
+            ));
+        }
         result.map(|()| run)
     }
 
