@@ -3,8 +3,8 @@
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
-use smt::keys::{psk_session, AeadAlgorithm, PskResolver};
-use smt::{Endpoint, Error, Role};
+use smt::keys::{AeadAlgorithm, PskClient};
+use smt::{Endpoint, Error, ServerAcceptor};
 
 use crate::cli::{ClientArgs, ServerArgs};
 use crate::demo::{config, spawn_echo};
@@ -48,9 +48,11 @@ pub fn server(args: ServerArgs) -> Result<(), Error> {
     let server = Endpoint::bind(args.listen, config(&args.transport))?;
     match (&args.psk, tls) {
         (_, Some(tls)) => server.set_tls_server(tls)?,
-        (Some(psk), None) => {
-            server.set_key_resolver(Box::new(PskResolver::new(&parse_psk(psk)?, ALGORITHM)))?
-        }
+        // The PSK nonce exchange: fresh keys per session, so a restarted
+        // server never executes a replayed request.
+        (Some(psk), None) => server.set_handshake_acceptor(Box::new(
+            ServerAcceptor::new(None, None).with_psk(&parse_psk(psk)?, ALGORITHM),
+        ))?,
         (None, None) => return Err(need_keys()),
     }
     println!(
@@ -102,10 +104,7 @@ pub fn client(args: ClientArgs) -> Result<(), Error> {
     };
     let client = Endpoint::bind(bind, config(&args.transport))?;
     match (master, tls) {
-        (Some(master), _) => client.install_session(
-            args.server,
-            psk_session(&master, client.local_addr(), Role::Client, ALGORITHM),
-        )?,
+        (Some(master), _) => client.set_psk_client(PskClient::new(&master, ALGORITHM))?,
         (None, Some(tls)) => client.set_tls_client(tls)?,
         (None, None) => return Err(need_keys()),
     }

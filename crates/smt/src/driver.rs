@@ -46,6 +46,8 @@ pub(crate) struct Driver {
     pub closing: Option<Instant>,
     /// Establishes sessions for calls to unknown peers.
     pub tls_client: Option<smt_tls::TlsClient>,
+    /// Establishes sessions with the PSK nonce exchange (before TLS).
+    pub psk_client: Option<crate::keys::PskClient>,
     /// SMT-tickets for 0-RTT sessions, by peer.
     pub tickets: HashMap<SocketAddr, (Box<smt_ticket::VerifiedTicket>, bool)>,
     /// Pre-generated ephemeral key pairs for 0-RTT hellos (§4.5.1).
@@ -131,6 +133,7 @@ impl Driver {
                 }
                 Command::SetResolver(r) => self.core.set_key_resolver(r),
                 Command::SetTlsClient(c) => self.tls_client = Some(c),
+                Command::SetPskClient(c) => self.psk_client = Some(c),
                 Command::SetTicket {
                     peer,
                     ticket,
@@ -160,7 +163,9 @@ impl Driver {
                 self.pending.insert(handle, reply);
             }
             Err(SendError::NoSession)
-                if self.tls_client.is_some() || self.tickets.contains_key(&peer) =>
+                if self.tls_client.is_some()
+                    || self.psk_client.is_some()
+                    || self.tickets.contains_key(&peer) =>
             {
                 self.connect(now, peer, data, reply)
             }
@@ -187,6 +192,16 @@ impl Driver {
                 // the hello; the pool is refilled off the hot path after.
                 self.dispatch_events();
                 self.key_pool.refill();
+                return;
+            }
+            if let Some(psk) = &self.psk_client {
+                let hs = psk.handshake(self.shared.local_addr);
+                self.core
+                    .connect(now, peer, Box::new(hs), handshake_kind::PSK_NONCE);
+                self.waiting
+                    .entry(peer)
+                    .or_default()
+                    .push((data.to_vec(), reply));
                 return;
             }
             let Some(client) = &self.tls_client else {

@@ -71,6 +71,7 @@ pub(crate) enum Command {
     },
     SetResolver(Box<dyn KeyResolver>),
     SetTlsClient(smt_tls::TlsClient),
+    SetPskClient(crate::keys::PskClient),
     SetAcceptor(Box<dyn smt_proto::HandshakeAcceptor>),
     SetTicket {
         peer: SocketAddr,
@@ -121,7 +122,7 @@ pub(crate) struct Shared {
     waker: Waker,
     requests: flume::Receiver<crate::IncomingRequest>,
     pub ready: Ready,
-    local_addr: SocketAddr,
+    pub local_addr: SocketAddr,
     features: Features,
     closed: AtomicBool,
     driver: Mutex<Option<JoinHandle<()>>>,
@@ -193,6 +194,7 @@ impl Endpoint {
             pending: Default::default(),
             closing: None,
             tls_client: None,
+            psk_client: None,
             tickets: Default::default(),
             key_pool: std::sync::Arc::new(smt_ticket::KeyPool::new(16)),
             waiting: Default::default(),
@@ -239,6 +241,15 @@ impl Endpoint {
     /// them with [`Error::Handshake`].
     pub fn set_tls_client(&self, client: smt_tls::TlsClient) -> Result<(), Error> {
         self.shared.send(Command::SetTlsClient(client))
+    }
+
+    /// Makes this endpoint establish sessions with the PSK nonce exchange:
+    /// a call to a peer without a session first exchanges fresh nonces (one
+    /// round trip) and derives keys from the master, both nonces and this
+    /// client's address. The server side is
+    /// [`ServerAcceptor::with_psk`](crate::ServerAcceptor::with_psk).
+    pub fn set_psk_client(&self, client: crate::keys::PskClient) -> Result<(), Error> {
+        self.shared.send(Command::SetPskClient(client))
     }
 
     /// Makes this endpoint answer TLS 1.3 handshakes from unknown peers

@@ -3,11 +3,16 @@
 //! TLS 1.3 handshake will install keys by itself.
 //!
 //! Every (key, message ID) pair must be used once. Keys from
-//! [`fresh_session_pair`] are new every time. Keys derived from a master
-//! secret ([`psk_session`], [`PskResolver`]) depend on the master and the
-//! client's address: a client that restarts on the *same* address with the
-//! same master would reuse its message IDs under the same key, so give each
-//! client run a fresh port (bind port 0) or a fresh master.
+//! [`fresh_session_pair`] are new every time, and so are keys from the PSK
+//! nonce exchange ([`PskClient`], [`PskServerHandshake`]; one round trip,
+//! see the `psk` module): use it with a pre-shared master.
+//!
+//! The static derivation ([`psk_session`], [`PskResolver`]) has **no replay
+//! protection across server restarts**: its keys depend only on the master
+//! and the client's address, so a restarted server (its replay windows
+//! lost) executes a captured request again, and a client restarting on the
+//! same address reuses its message IDs under the same key. Kept for tests
+//! and for setups that install keys by other means.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,6 +22,10 @@ use smt_crypto::AesGcmCipher;
 pub use smt_crypto::{AeadAlgorithm, TrafficKey};
 use smt_proto::crypto::PacketCipher;
 use smt_proto::{KeyResolver, Role, SessionKeys};
+
+mod psk;
+
+pub use psk::{PskClient, PskClientHandshake, PskServerHandshake, PSK_MESSAGE_LEN};
 
 fn cipher(key: &TrafficKey) -> Arc<dyn PacketCipher> {
     Arc::new(AesGcmCipher::new(key))
@@ -52,7 +61,9 @@ pub fn psk_context(client: SocketAddr) -> Vec<u8> {
 }
 
 /// This side's keys of the session between `client` and the server, derived
-/// from a pre-shared master secret with TLS 1.3's HKDF-Expand-Label.
+/// from a pre-shared master secret with TLS 1.3's HKDF-Expand-Label. The
+/// same in every run: no replay protection across server restarts (see the
+/// module docs); prefer the nonce exchange ([`PskClient`]).
 pub fn psk_session(
     master: &[u8],
     client: SocketAddr,
@@ -64,7 +75,9 @@ pub fn psk_session(
 }
 
 /// A server-side [`KeyResolver`]: any client that knows the master secret
-/// gets its own session keys, derived from its address.
+/// gets its own session keys, derived from its address. No replay
+/// protection across server restarts (see the module docs); prefer
+/// [`ServerAcceptor::with_psk`](crate::ServerAcceptor::with_psk).
 pub struct PskResolver {
     master: Vec<u8>,
     algorithm: AeadAlgorithm,

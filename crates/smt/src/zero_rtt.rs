@@ -5,20 +5,36 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use smt_crypto::AeadAlgorithm;
 use smt_proto::{handshake_kind, Handshake, HandshakeAcceptor};
 use smt_ticket::{ZeroRttServer, ZeroRttServerHandshake};
 use smt_tls::TlsServer;
 
-/// Answers TLS 1.3 handshakes and 0-RTT SMT-ticket hellos.
+use crate::keys::PskServerHandshake;
+
+/// Answers TLS 1.3 handshakes, 0-RTT SMT-ticket hellos and (with a master
+/// secret) the PSK nonce exchange.
 pub struct ServerAcceptor {
     tls: Option<TlsServer>,
     zero_rtt: Option<Arc<ZeroRttServer>>,
+    psk: Option<(Vec<u8>, AeadAlgorithm)>,
 }
 
 impl ServerAcceptor {
     /// An acceptor for either or both kinds of handshake.
     pub fn new(tls: Option<TlsServer>, zero_rtt: Option<Arc<ZeroRttServer>>) -> Self {
-        Self { tls, zero_rtt }
+        Self {
+            tls,
+            zero_rtt,
+            psk: None,
+        }
+    }
+
+    /// Also answers the PSK nonce exchange for clients holding `master`
+    /// (see [`crate::keys::PskClient`]).
+    pub fn with_psk(mut self, master: &[u8], algorithm: AeadAlgorithm) -> Self {
+        self.psk = Some((master.to_vec(), algorithm));
+        self
     }
 }
 
@@ -27,6 +43,7 @@ impl std::fmt::Debug for ServerAcceptor {
         f.debug_struct("ServerAcceptor")
             .field("tls", &self.tls.is_some())
             .field("zero_rtt", &self.zero_rtt.is_some())
+            .field("psk", &self.psk.is_some())
             .finish()
     }
 }
@@ -45,6 +62,10 @@ impl HandshakeAcceptor for ServerAcceptor {
                     server,
                     SystemTime::now(),
                 )))
+            }
+            handshake_kind::PSK_NONCE => {
+                let (master, algorithm) = self.psk.as_ref()?;
+                Some(Box::new(PskServerHandshake::new(master, peer, *algorithm)))
             }
             _ => None,
         }
