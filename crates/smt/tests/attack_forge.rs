@@ -249,3 +249,129 @@ fn forged_control_packets_for_a_live_rpc_change_nothing() {
     finish(&tally, &before, &after);
     let _ = packet_type(&data);
 }
+
+/// The DATA header of a captured packet.
+fn data_header(bytes: &[u8]) -> DataHeader {
+    let packet = smt_proto::wire::Packet::new_checked(bytes).unwrap();
+    match smt_proto::wire::Repr::parse(&packet).unwrap().body {
+        smt_proto::wire::Body::Data(h) => h,
+        other => panic!("not DATA: {other:?}"),
+    }
+}
+
+/// Made-up headers claiming a *multi-packet* segment (so the packet cannot
+/// be opened alone) with lengths unlike the real message's: the first,
+/// a middle or the last packet of it.
+fn multi_packet_header(rng: &mut SplitMix64, mss: u16) -> DataHeader {
+    let mss_len = u32::from(mss);
+    let packets = rng.below(4) as u32 + 2;
+    let segment_len = packets * mss_len - rng.below(u64::from(mss_len) - 1) as u32;
+    let message_len = rng.below(400_000) as u32 + segment_len;
+    let wire = message_len + 22 * (message_len / 16_000 + 1);
+    let segment_offset = (rng.below(u64::from(wire - segment_len) / 16) * 16) as u32;
+    DataHeader {
+        message_len,
+        message_wire_len: wire,
+        segment_offset,
+        segment_len,
+        mss,
+        packet_index: rng.below(u64::from(packets)) as u16,
+        retransmit: false,
+        incoming: wire.min(segment_offset + segment_len + 60_000),
+    }
+}
+
+/// Forged DATA claiming multi-packet segments with made-up lengths, sent
+/// (a) as the response to a request the server holds, before the genuine
+/// response, and (b) as the client's *next* request (its ID is
+/// predictable), before the client sends it. The genuine messages must
+/// still be delivered: unauthenticated state may not block them.
+#[test]
+fn forged_multi_packet_segments_do_not_block_genuine_messages() {
+    let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
+    let server = bind();
+    server
+        .set_key_resolver(Box::new(move |_peer: SocketAddr| Some(sk.clone())))
+        .unwrap();
+    let relay = attack_common::spawn_relay(server.local_addr(), None);
+    let client = bind();
+    client.install_session(relay.local_addr(), ck).unwrap();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let (got_tx, got_rx) = mpsc::channel::<Vec<u8>>();
+    let s = server.clone();
+    std::thread::spawn(move || {
+        while let Ok(mut req) = s.accept() {
+            let data = req.take_data();
+            got_tx.send(data.clone()).unwrap();
+            release_rx.recv().unwrap();
+            let reply: Vec<u8> = data.iter().rev().copied().collect();
+            let _ = req.respond(&reply);
+        }
+    });
+    let mut rng = SplitMix64::new(0xf4);
+    let (mut attempts, mut accepted) = (0u64, 0u64);
+    let client_addr = client.local_addr();
+    for round in 0..10u64 {
+        let req = request(200 + round, 30_000 + 7_000 * round as usize);
+        let (c, target, r) = (client.clone(), relay.local_addr(), req.clone());
+        let call = std::thread::spawn(move || c.call(target, &r));
+        assert_eq!(got_rx.recv_timeout(Duration::from_secs(3)).unwrap(), req);
+        let captured = relay.captured();
+        let last = select(&captured, Direction::ToServer, Some(PacketType::DATA))
+            .last()
+            .unwrap()
+            .bytes
+            .clone();
+        let (id, mss) = (message_id(&last).unwrap(), data_header(&last).mss);
+        let ports = (
+            u16::from_be_bytes([last[0], last[1]]),
+            u16::from_be_bytes([last[2], last[3]]),
+        );
+        // (a) a forged response for the live ID, then the genuine one.
+        for _ in 0..5 {
+            let header = multi_packet_header(&mut rng, mss);
+            let forged = forge_data(&mut rng, (ports.1, ports.0), id, false, header);
+            relay
+                .inject(Direction::ToClient, client_addr, &forged)
+                .unwrap();
+            attempts += 1;
+        }
+        // (b) a forged next request (IDs go up by 2 on this side).
+        for _ in 0..5 {
+            let header = multi_packet_header(&mut rng, mss);
+            let forged = forge_data(&mut rng, ports, id + 2, false, header);
+            relay
+                .inject(Direction::ToServer, client_addr, &forged)
+                .unwrap();
+            attempts += 1;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        release_tx.send(()).unwrap();
+        match call.join().unwrap() {
+            Ok(resp) if resp.iter().eq(req.iter().rev()) => {}
+            other => {
+                println!(
+                    "round {round}: response blocked: {:?}",
+                    other.map(|r| r.len())
+                );
+                accepted += 1;
+            }
+        }
+    }
+    let (ss, cs) = (server.stats(None).unwrap().0, client.stats(None).unwrap().0);
+    let tally = smt_sim::attack::Tally {
+        name: "forge-multi-packet-segment".into(),
+        attempts,
+        accepted,
+    };
+    // protocol_violation counts genuine packets that met forged lengths
+    // (the message then started over): proof the forgeries took hold.
+    let pv = smt::DropReason::ProtocolViolation;
+    println!(
+        "{tally} (accepted = genuine messages blocked); protocol_violation server {} client {}, requests restarted {}",
+        ss.drops.get(pv),
+        cs.drops.get(pv),
+        cs.requests_restarted
+    );
+    assert_eq!(tally.accepted, 0, "{tally}");
+}
