@@ -4,7 +4,7 @@
 //! ```text
 //! dh0          = X25519(e_c, S)                     client ephemeral × server static
 //! early_secret = HKDF-Extract(salt = 0^32, IKM = dh0)
-//! th0          = SHA-256(ticket || client_random || e_c.pub || flags)
+//! th0          = SHA-256(ticket || client_random || e_c.pub || flags || client_time)
 //! smt_c2s      = Derive-Secret(early_secret, "smt0 c ap", th0)   ┐ SMT-key
 //! smt_s2c      = Derive-Secret(early_secret, "smt0 s ap", th0)   ┘ (epoch 0)
 //!
