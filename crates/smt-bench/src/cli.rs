@@ -49,7 +49,7 @@ pub struct Args {
     #[arg(long, default_value_t = 0.10)]
     pub idle_threshold: f64,
     /// Longest wait for an idle machine before each system, in seconds
-    /// (default: 60 in full mode, 10 in quick, 2 in smoke).
+    /// (default: 60 in full mode, 3 in quick, 2 in smoke).
     #[arg(long)]
     pub idle_max_wait: Option<f64>,
     /// List the systems and exit.
@@ -113,7 +113,7 @@ impl Args {
     pub fn idle_max_wait(&self) -> Duration {
         let default = match self.mode() {
             Mode::Full => 60.0,
-            Mode::Quick => 10.0,
+            Mode::Quick => 3.0,
             Mode::Smoke => 2.0,
         };
         Duration::from_secs_f64(self.idle_max_wait.unwrap_or(default).max(0.0))
