@@ -35,7 +35,8 @@ pub struct Args {
     /// mode's).
     #[arg(long, value_delimiter = ',')]
     pub dists: Vec<String>,
-    /// CPU placement: pinned (client, server and driver threads on CPU 0),
+    /// CPU placement: pinned (client, server and driver threads on one CPU,
+    /// the first this process may use),
     /// unpinned, or both. Default: both in full mode, pinned otherwise.
     #[arg(long, value_enum)]
     pub affinity: Option<AffinityChoice>,
@@ -74,7 +75,7 @@ pub enum AffinityChoice {
 /// Where a run's threads may execute.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Affinity {
-    /// Every thread of the run on CPU 0.
+    /// Every thread of the run on one CPU.
     Pinned,
     /// The scheduler decides.
     Unpinned,

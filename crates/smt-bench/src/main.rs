@@ -73,6 +73,8 @@ fn main() {
         .clone()
         .unwrap_or_else(|| PathBuf::from("target/smt-bench").join(&started));
     let affinities = args.affinities();
+    // Read the allowed CPUs before the first run pins this thread.
+    let _ = sys::allowed_cpus();
     let mut records = Vec::new();
     let mut notes = Vec::new();
     let mut loads = Vec::new();

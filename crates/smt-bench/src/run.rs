@@ -20,12 +20,8 @@ pub struct SystemRun {
 /// Runs `system` under `affinity` on a fresh current-thread runtime on
 /// this thread; every thread it creates inherits the CPU mask.
 pub fn run_system(system: System, affinity: Affinity, plan: &Plan, args: &Args) -> SystemRun {
-    let pin: Option<&[usize]> = match affinity {
-        Affinity::Pinned => Some(&[0]),
-        Affinity::Unpinned => None,
-    };
     let mut run = SystemRun::default();
-    if let Err(e) = crate::sys::set_affinity(pin) {
+    if let Err(e) = crate::sys::set_affinity(affinity == Affinity::Pinned) {
         run.notes.push(format!("could not set CPU affinity: {e}"));
     }
     let result = tokio::runtime::Builder::new_current_thread()
@@ -35,7 +31,7 @@ pub fn run_system(system: System, affinity: Affinity, plan: &Plan, args: &Args) 
             let local = tokio::task::LocalSet::new();
             local.block_on(&rt, dispatch(system, affinity, plan, args))
         });
-    let _ = crate::sys::set_affinity(None);
+    let _ = crate::sys::set_affinity(false);
     match result {
         Ok(r) => {
             run = SystemRun {

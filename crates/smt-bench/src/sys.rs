@@ -10,17 +10,44 @@ use std::time::{Duration, Instant};
 
 use tokio::io::unix::AsyncFd;
 
-/// Restricts the calling thread to `cpus` (every CPU when `None`). Threads
-/// created afterwards inherit the mask, so pinning before a run starts
-/// covers its server, client and SMT driver threads.
-pub fn set_affinity(cpus: Option<&[usize]>) -> io::Result<()> {
-    let all: Vec<usize> = (0..online_cpus()).collect();
-    let cpus = cpus.unwrap_or(&all);
+/// The CPUs this process may use, read once before anything is pinned
+/// (a container or `taskset` may exclude CPU 0).
+pub fn allowed_cpus() -> &'static [usize] {
+    static ALLOWED: std::sync::OnceLock<Vec<usize>> = std::sync::OnceLock::new();
+    ALLOWED.get_or_init(|| {
+        // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: pid 0 is the calling thread; the size matches the set.
+        let rc =
+            unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+        let cpus: Vec<usize> = if rc == 0 {
+            // SAFETY: CPU_ISSET reads inside `set` for indices below CPU_SETSIZE.
+            (0..libc::CPU_SETSIZE as usize)
+                .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if cpus.is_empty() {
+            (0..online_cpus()).collect()
+        } else {
+            cpus
+        }
+    })
+}
+
+/// Restricts the calling thread to the first allowed CPU (`pin`) or to
+/// every allowed CPU. Threads created afterwards inherit the mask, so
+/// pinning before a run starts covers its server, client and SMT driver
+/// threads.
+pub fn set_affinity(pin: bool) -> io::Result<()> {
+    let allowed = allowed_cpus();
+    let cpus = if pin { &allowed[..1] } else { allowed };
     // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     for &cpu in cpus {
         // SAFETY: CPU_SET writes inside `set`; cpu < CPU_SETSIZE here.
-        unsafe { libc::CPU_SET(cpu % libc::CPU_SETSIZE as usize, &mut set) };
+        unsafe { libc::CPU_SET(cpu, &mut set) };
     }
     // SAFETY: pid 0 is the calling thread; the size matches the set.
     let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
