@@ -112,9 +112,17 @@ pub struct LoadSeen {
 /// recorded load says how much to trust a run.
 pub fn wait_for_idle(threshold: f64, max_wait: Duration) -> LoadSeen {
     let start = Instant::now();
+    let mut last_report = start;
     loop {
         let busy = busy_fraction(Duration::from_millis(250));
         let waited_s = start.elapsed().as_secs_f64();
+        if last_report.elapsed() >= Duration::from_secs(5) {
+            last_report = Instant::now();
+            eprintln!(
+                "  waiting for an idle machine: {:.0}% busy after {waited_s:.0} s",
+                busy * 100.0
+            );
+        }
         if busy < threshold || start.elapsed() >= max_wait {
             return LoadSeen {
                 busy,
