@@ -31,7 +31,7 @@ for target in $targets; do
     status=0
     cargo +nightly fuzz run "$target" "$work" -- -max_total_time="$secs" >"$log" 2>&1 || status=$?
     # The DONE line has the executions and exec/s (docs/fuzzing.md).
-    grep -E "^#[0-9]+ *DONE|Done [0-9]+ runs" "$log" || true
+    grep -E "^#[0-9]+[[:space:]]+DONE|Done [0-9]+ runs" "$log" || true
     rm -rf "$work"
     if [ "$status" -ne 0 ]; then
         grep -E -A30 "panicked|ERROR|SUMMARY" "$log" | head -60 || tail -40 "$log"

@@ -160,7 +160,16 @@ impl Ticket {
                 "ticket not_after is not after not_before",
             ));
         }
-        let name = parse_name(r.vec8("ticket server name")?)?;
+        let raw_name = r.vec8("ticket server name")?;
+        let name = parse_name(raw_name)?;
+        // One encoding per ticket: `issue` writes the name in lowercase, and
+        // hellos name a ticket by the hash of its bytes (found by fuzzing:
+        // a case variant decoded, with another hash, to the same fields).
+        if name.as_bytes() != raw_name {
+            return Err(TicketError::Malformed(
+                "ticket server name is not in lowercase",
+            ));
+        }
         let static_public = r
             .vec8("ticket static key")?
             .try_into()

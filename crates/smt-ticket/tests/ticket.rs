@@ -291,6 +291,13 @@ fn decode_is_strict() {
     let mut backwards = bytes.to_vec();
     backwards[NOT_AFTER_AT..NOT_AFTER_AT + 8].copy_from_slice(&NOW.to_be_bytes());
     assert!(Ticket::decode(&backwards).is_err());
+    // One encoding per ticket: a name in another case (found by fuzzing).
+    let mut upper = bytes.to_vec();
+    upper[23] = upper[23].to_ascii_uppercase();
+    assert_eq!(
+        Ticket::decode(&upper).unwrap_err(),
+        TicketError::Malformed("ticket server name is not in lowercase")
+    );
     assert!(Ticket::from_base64("not base64 at all!").is_err());
     assert!(Ticket::from_base64(&"A".repeat(100_000)).is_err());
 }
