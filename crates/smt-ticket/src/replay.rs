@@ -1,6 +1,7 @@
 //! Anti-replay for the first flight (seed 001 §6.1 non-replayability,
-//! applied to 0-RTT): the client randoms the server accepted, kept until the
-//! ticket they were sent under expires.
+//! applied to 0-RTT): the client randoms the server accepted, kept until
+//! their hellos would be refused as stale anyway (the freshness window,
+//! [`Freshness`](crate::Freshness)) or their ticket expires.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
@@ -9,12 +10,13 @@ use std::sync::{Mutex, PoisonError};
 use crate::message::CLIENT_RANDOM_LEN;
 use crate::TicketError;
 
-/// Remembers the client random of every accepted ClientHello0 until its
-/// ticket's `not_after`, and refuses a hello whose random it has seen.
+/// Remembers the client random of every accepted ClientHello0 until the
+/// hello leaves the freshness window (or its ticket's `not_after`, if
+/// sooner), and refuses a hello whose random it has seen.
 ///
-/// Entries live in buckets keyed by the expiry they share (a ticket's
-/// `not_after`); a whole bucket is dropped once `now` reaches it. A hello
-/// under an expired ticket is refused anyway, so nothing older is needed.
+/// Entries live in buckets keyed by their expiry (unix seconds); a whole
+/// bucket is dropped once `now` reaches it. A stale hello, or one under an
+/// expired ticket, is refused anyway, so nothing older is needed.
 ///
 /// Memory is bounded: at most `capacity` randoms are held (16 bytes of each,
 /// roughly 20 to 40 bytes an entry with the hash table's slack). When the
@@ -22,11 +24,12 @@ use crate::TicketError;
 /// [`TicketError::ReplayCacheFull`] until entries expire, rather than forget
 /// a random and risk accepting a replay. A client refused that way falls
 /// back to a full handshake. Size the cache for the peak hello rate times
-/// the ticket lifetime, or shorten the lifetime.
+/// the freshness window.
 ///
 /// The cache lives in memory: a restarted server has forgotten every random,
-/// so it must not accept hellos under a ticket it issued before the restart
-/// (see [`ZeroRttServer`](crate::ZeroRttServer)).
+/// so it refuses hellos stamped before its start (see
+/// [`Freshness`](crate::Freshness) and
+/// [`ZeroRttServer`](crate::ZeroRttServer)).
 pub struct ReplayCache {
     capacity: usize,
     inner: Mutex<Inner>,
