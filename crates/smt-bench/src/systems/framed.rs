@@ -2,7 +2,6 @@
 //! a 4-byte little-endian length, then the message. The echo server and
 //! the two ways a client shares streams between slots.
 
-use std::cell::RefCell;
 use std::io;
 use std::rc::Rc;
 
@@ -109,7 +108,7 @@ struct Pipe<R, W> {
 /// the order of the writes and each slot reads exactly its own response.
 pub struct PipelinedSlot<R, W> {
     pipe: Rc<Pipe<R, W>>,
-    scratch: RefCell<Vec<u8>>,
+    scratch: Vec<u8>,
 }
 
 impl<R, W> std::fmt::Debug for PipelinedSlot<R, W> {
@@ -131,14 +130,14 @@ pub fn pipelined<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     (0..n)
         .map(|_| PipelinedSlot {
             pipe: pipe.clone(),
-            scratch: RefCell::new(Vec::new()),
+            scratch: Vec::new(),
         })
         .collect()
 }
 
 impl<R: AsyncRead + Unpin + 'static, W: AsyncWrite + Unpin + 'static> Slot for PipelinedSlot<R, W> {
     async fn call(&mut self, request: &[u8]) -> io::Result<usize> {
-        let scratch = self.scratch.get_mut();
+        let scratch = &mut self.scratch;
         let mut reader = {
             let mut w = self.pipe.write.lock().await;
             write_frame(&mut *w, scratch, request).await?;
