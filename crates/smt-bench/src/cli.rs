@@ -58,6 +58,9 @@ pub struct Args {
     pub list: bool,
 }
 
+/// The workloads, in the order they run.
+pub const WORKLOADS: [&str; 4] = ["rtt", "throughput", "mixed", "bulk"];
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Mode {
     Smoke,
@@ -122,6 +125,16 @@ impl Args {
 
     /// The mode's plan with the command line's overrides.
     pub fn plan(&self) -> Result<Plan, String> {
+        if let Some(w) = self
+            .workloads
+            .iter()
+            .find(|w| !WORKLOADS.contains(&w.as_str()))
+        {
+            return Err(format!(
+                "--workloads {w}: expected one of {}",
+                WORKLOADS.join(", ")
+            ));
+        }
         let mut plan = Plan::for_mode(self.mode());
         if !self.loads.is_empty() {
             if let Some(bad) = self
