@@ -91,10 +91,11 @@ fn main() {
                 continue;
             }
             let load = if args.no_idle_wait {
+                let busy = sys::busy_fraction(Duration::from_millis(100));
                 sys::LoadSeen {
-                    busy: sys::busy_fraction(Duration::from_millis(100)),
+                    busy,
                     waited_s: 0.0,
-                    idle: false,
+                    idle: busy < args.idle_threshold,
                 }
             } else {
                 sys::wait_for_idle(args.idle_threshold, args.idle_max_wait())
@@ -125,6 +126,7 @@ fn main() {
         .collect();
     print!("{}", report::tables(&records, &aff_names));
     print!("{}", report::print_targets(&targets));
+    print!("{}", report::print_loads(&loads));
     if let Err(e) = std::fs::create_dir_all(&out) {
         eprintln!("smt-bench: cannot create {}: {e}", out.display());
         std::process::exit(1);

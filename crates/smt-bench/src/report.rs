@@ -464,6 +464,24 @@ pub fn print_targets(ts: &[Target]) -> String {
     out
 }
 
+/// The machine's load before each run: figures taken on a busy machine
+/// measure the other work as much as the transport.
+pub fn print_loads(loads: &[LoadRow]) -> String {
+    let mut out =
+        String::from("\nCPU busy before each run (all CPUs; idle means below the threshold):\n");
+    for l in loads {
+        let _ = writeln!(
+            out,
+            "  {:<15} {:<8} {:>4.0}%{}",
+            l.system,
+            l.affinity,
+            l.load.busy * 100.0,
+            if l.load.idle { "" } else { "  NOT IDLE" }
+        );
+    }
+    out
+}
+
 /// The records as CSV, one line per record.
 pub fn csv(records: &[Record]) -> String {
     let mut out = String::from("system,affinity,workload,size,concurrency,dist,load,offered_per_s,bucket,rpcs,errors,seconds,p50_us,p99_us,mean_us,rpc_per_s,gbit_per_s,slowdown_p50,slowdown_p99\n");
