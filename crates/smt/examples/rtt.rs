@@ -36,6 +36,12 @@ fn main() {
     if run("threaded") {
         report("smt Endpoint", threaded(any, size, iterations));
     }
+    if run("throughput") {
+        for outstanding in [1, 8, 32, 150] {
+            let rate = throughput(any, size, iterations, outstanding);
+            println!("smt LocalEndpoint throughput, {outstanding:>3} outstanding: {rate:>9.0} RPC/s");
+        }
+    }
 }
 
 fn report(name: &str, mut samples: Vec<Duration>) {
@@ -109,6 +115,50 @@ fn local(any: SocketAddr, size: usize, n: usize, busy_poll: bool) -> Vec<Duratio
         .collect();
     echo.join().unwrap();
     samples
+}
+
+/// Closed loop: `outstanding` calls in flight, a new one as each completes.
+fn throughput(any: SocketAddr, size: usize, n: usize, outstanding: usize) -> f64 {
+    let mut client = LocalEndpoint::bind(any, EndpointConfig::default()).unwrap();
+    let mut server = LocalEndpoint::bind(any, EndpointConfig::default()).unwrap();
+    let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
+    client.install_session(server.local_addr(), ck).unwrap();
+    server.install_session(client.local_addr(), sk).unwrap();
+    let addr = server.local_addr();
+    let echo = std::thread::spawn(move || {
+        let mut served = 0;
+        while served < n {
+            if let Some(LocalEvent::Request { request, data }) = server.poll(None).unwrap() {
+                server.respond(request, &data).unwrap();
+                served += 1;
+            }
+        }
+        let _ = server.poll(Some(Duration::from_millis(20)));
+    });
+    let msg = vec![7u8; size];
+    let start = Instant::now();
+    let (mut sent, mut done) = (0, 0);
+    while done < n {
+        while sent < n && sent - done < outstanding {
+            client.call(addr, &msg).unwrap();
+            sent += 1;
+        }
+        match client.poll(None).unwrap() {
+            Some(LocalEvent::Response { .. }) => done += 1,
+            Some(LocalEvent::Failed { error, .. }) => {
+                eprintln!("call failed: {error}");
+                done += 1;
+            }
+            _ => {}
+        }
+    }
+    let rate = n as f64 / start.elapsed().as_secs_f64();
+    let _ = client.poll(Some(Duration::from_millis(5)));
+    if std::env::var_os("RTT_STATS").is_some() {
+        eprintln!("client {:?}", client.stats(None).0);
+    }
+    echo.join().unwrap();
+    rate
 }
 
 fn threaded(any: SocketAddr, size: usize, n: usize) -> Vec<Duration> {

@@ -38,20 +38,28 @@ impl Endpoint {
         }
     }
 
-    /// Incoming messages that still need grants, keyed by bytes remaining.
-    fn grant_candidates(&self) -> Vec<(u64, MsgKey)> {
-        let clients = self
-            .clients
-            .iter()
-            .filter_map(|(h, c)| c.response.as_ref().map(|inc| (MsgKey::Client(*h), inc)));
-        let servers = self.servers.iter().filter_map(|(k, s)| match &s.state {
-            ServerState::Receiving(inc) => Some((MsgKey::Server(*k), inc)),
-            _ => None,
+    /// Incoming messages that still need grants, keyed by bytes remaining
+    /// (taken from `self.grantable`, pruned of those fully granted or gone).
+    fn grant_candidates(&mut self) -> Vec<(u64, MsgKey)> {
+        let mut keys = std::mem::take(&mut self.grantable);
+        let mut candidates = Vec::new();
+        keys.retain(|&key| {
+            let inc = match key {
+                MsgKey::Client(h) => self.clients.get(&h).and_then(|c| c.response.as_ref()),
+                MsgKey::Server(k) => match &self.servers.get(&k).map(|s| &s.state) {
+                    Some(ServerState::Receiving(inc)) => Some(inc),
+                    _ => None,
+                },
+            };
+            match inc {
+                Some(inc) if inc.granted() < inc.wire_len() => {
+                    candidates.push((inc.remaining(), key));
+                    true
+                }
+                _ => false,
+            }
         });
-        clients
-            .chain(servers)
-            .filter(|(_, inc)| inc.granted() < inc.wire_len())
-            .map(|(key, inc)| (inc.remaining(), key))
-            .collect()
+        self.grantable = keys;
+        candidates
     }
 }

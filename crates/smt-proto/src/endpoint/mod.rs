@@ -22,7 +22,7 @@ mod recv;
 mod send;
 mod tick;
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -174,6 +174,13 @@ pub struct Endpoint {
     /// (send.rs): delaying them by a tick batches many completions into one
     /// packet instead of one packet per RPC.
     pub(crate) ack_deadline: Option<Instant>,
+    /// Outgoing messages that may have packets to send: every sendable one
+    /// is here (stale entries are pruned by `pick_srpt`), so choosing the
+    /// next packet does not scan every RPC.
+    pub(crate) sendable: BTreeSet<MsgKey>,
+    /// Incoming messages that may still need grants (same idea, for
+    /// `update_grants`).
+    pub(crate) grantable: BTreeSet<MsgKey>,
     pub(crate) events: VecDeque<Event>,
     pub(crate) timers: TimerTable,
     pub(crate) stats: Stats,
@@ -222,6 +229,8 @@ impl Endpoint {
             control: VecDeque::new(),
             pending_acks: BTreeMap::new(),
             ack_deadline: None,
+            sendable: BTreeSet::new(),
+            grantable: BTreeSet::new(),
             events: VecDeque::new(),
             timers: TimerTable::default(),
             stats: Stats::default(),
@@ -394,6 +403,7 @@ impl Endpoint {
         };
         self.client_ids.insert(rpc.key(), handle);
         self.clients.insert(handle, rpc);
+        self.sendable.insert(MsgKey::Client(handle));
         self.arm_tick(now);
         Ok(handle)
     }
@@ -416,6 +426,7 @@ impl Endpoint {
             s.state = ServerState::Responding(response);
             s.silent_ticks = 0;
         }
+        self.sendable.insert(MsgKey::Server(rpc));
         self.arm_tick(now);
         Ok(())
     }

@@ -241,6 +241,9 @@ impl Endpoint {
             }
             return Err(e);
         }
+        if incoming.granted() < incoming.wire_len() {
+            self.grantable.insert(msg);
+        }
         self.progressed(msg);
         let opened = self.open_ready(now, msg, key);
         self.charge_growth(msg, key.peer, held);
@@ -587,8 +590,14 @@ impl Endpoint {
         }
         rpc.silent_ticks = 0;
         match body {
-            Body::Grant { offset, .. } => rpc.request.grant(offset),
-            Body::Resend { offset, length, .. } => rpc.request.resend(offset, length),
+            Body::Grant { offset, .. } => {
+                rpc.request.grant(offset);
+                self.sendable.insert(MsgKey::Client(handle));
+            }
+            Body::Resend { offset, length, .. } => {
+                rpc.request.resend(offset, length);
+                self.sendable.insert(MsgKey::Client(handle));
+            }
             Body::RpcUnknown => self.restart(now, handle),
             Body::Busy => {}
             _ => return Err(DropReason::Unsupported),
@@ -624,9 +633,13 @@ impl Endpoint {
         };
         rpc.silent_ticks = 0;
         match (body, &mut rpc.state) {
-            (Body::Grant { offset, .. }, ServerState::Responding(out)) => out.grant(offset),
+            (Body::Grant { offset, .. }, ServerState::Responding(out)) => {
+                out.grant(offset);
+                self.sendable.insert(MsgKey::Server(key));
+            }
             (Body::Resend { offset, length, .. }, ServerState::Responding(out)) => {
-                out.resend(offset, length)
+                out.resend(offset, length);
+                self.sendable.insert(MsgKey::Server(key));
             }
             (Body::Resend { .. }, _) => self.queue_control(key.peer, key.epoch, key.id, Body::Busy),
             (Body::RpcUnknown, _) => {
@@ -692,6 +705,7 @@ impl Endpoint {
             rpc.restart_pending = false;
         }
         self.stats.requests_restarted += 1;
+        self.sendable.insert(MsgKey::Client(handle));
         self.arm_tick(now);
     }
 }

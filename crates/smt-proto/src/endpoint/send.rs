@@ -127,21 +127,58 @@ impl Endpoint {
         })
     }
 
-    fn pick_srpt(&self) -> Option<MsgKey> {
+    /// The sendable message with the fewest bytes left, among the
+    /// candidates in `self.sendable` (pruned of those with nothing to send).
+    fn pick_srpt(&mut self) -> Option<MsgKey> {
+        let mut candidates = std::mem::take(&mut self.sendable);
+        let mut best: Option<(u64, MsgKey)> = None;
+        candidates.retain(|&key| {
+            let Some(out) = self.outgoing(key) else {
+                return false;
+            };
+            if !out.has_sendable() {
+                return false;
+            }
+            let rank = (out.remaining(), key);
+            if best.is_none_or(|b| rank < b) {
+                best = Some(rank);
+            }
+            true
+        });
+        self.sendable = candidates;
+        best.map(|(_, key)| key)
+    }
+
+    /// The outgoing message `key` names, if it is still being sent (a
+    /// client's request until its response starts).
+    fn outgoing(&self, key: MsgKey) -> Option<&Outgoing> {
+        match key {
+            MsgKey::Client(h) => {
+                let c = self.clients.get(&h)?;
+                c.response.is_none().then_some(&c.request)
+            }
+            MsgKey::Server(k) => match &self.servers.get(&k)?.state {
+                ServerState::Responding(out) => Some(out),
+                _ => None,
+            },
+        }
+    }
+
+    /// Puts every message with something to send among the candidates: a
+    /// safety net run each tick, so a path that made a message sendable
+    /// without saying so costs a tick of delay, not a stuck message.
+    pub(crate) fn rescan_sendable(&mut self) {
         let clients = self
             .clients
             .iter()
-            .filter(|(_, c)| c.response.is_none())
-            .map(|(h, c)| (MsgKey::Client(*h), &c.request));
+            .filter(|(_, c)| c.response.is_none() && c.request.has_sendable())
+            .map(|(h, _)| MsgKey::Client(*h));
         let servers = self.servers.iter().filter_map(|(k, s)| match &s.state {
-            ServerState::Responding(out) => Some((MsgKey::Server(*k), out)),
+            ServerState::Responding(out) if out.has_sendable() => Some(MsgKey::Server(*k)),
             _ => None,
         });
-        clients
-            .chain(servers)
-            .filter(|(_, out)| out.has_sendable())
-            .min_by_key(|(key, out)| (out.remaining(), *key))
-            .map(|(key, _)| key)
+        let all: Vec<MsgKey> = clients.chain(servers).collect();
+        self.sendable.extend(all);
     }
 
     fn outgoing_mut(&mut self, key: MsgKey) -> Option<(ServerRpcHandle, &mut Outgoing)> {

@@ -39,6 +39,7 @@ impl Endpoint {
     }
 
     fn tick(&mut self, now: Instant) {
+        self.rescan_sendable();
         let pending: Vec<RpcHandle> = self
             .clients
             .iter()
