@@ -313,11 +313,11 @@ fn worst_ratio(
         .reduce(|a, b| if higher_is_worse { a.max(b) } else { a.min(b) })
 }
 
-/// SMT's 64 B unloaded RTT over the best of `peers`'.
-fn rtt_64_vs(rs: &[Record], aff: &str, peers: &[&str]) -> Option<f64> {
+/// `smt`'s 64 B unloaded RTT over the best of `peers`'.
+fn rtt_64_vs(rs: &[Record], aff: &str, smt: &str, peers: &[&str]) -> Option<f64> {
     let p50 = |r: &Record| r.p50_us;
     ratio(
-        find(rs, SMT, aff, rtt_at(64)).map(p50),
+        find(rs, smt, aff, rtt_at(64)).map(p50),
         best(rs, peers, aff, &rtt_at(64), &p50, true),
     )
 }
@@ -383,18 +383,20 @@ fn target(aff: &str, goal: &str, measured: Option<f64>, limit: f64, at_most: boo
 /// pooled and pipelined TLS systems, "quinn" the better of its two modes.
 pub fn targets(rs: &[Record], aff: &str) -> Vec<Target> {
     let quinn = ["quic-stream", "quic-persist"];
+    let tls = ["tls-pool", "tls-pipe"];
+    let local = "smt-aes-local";
     vec![
         target(
             aff,
             "unloaded 64 B RTT / UDP floor",
-            rtt_64_vs(rs, aff, &["udp-floor"]),
+            rtt_64_vs(rs, aff, SMT, &["udp-floor"]),
             1.25,
             true,
         ),
         target(
             aff,
             "unloaded 64 B RTT / TLS-TCP",
-            rtt_64_vs(rs, aff, &["tls-pool", "tls-pipe"]),
+            rtt_64_vs(rs, aff, SMT, &["tls-pool", "tls-pipe"]),
             0.85,
             true,
         ),
@@ -438,6 +440,20 @@ pub fn targets(rs: &[Record], aff: &str) -> Vec<Target> {
             "SMT AES RTT / SMT null at <= 8 KiB (worst size)",
             aes_vs_null(rs, aff),
             1.10,
+            true,
+        ),
+        target(
+            aff,
+            "unloaded 64 B RTT / UDP floor, smt-aes-local (no driver thread)",
+            rtt_64_vs(rs, aff, local, &["udp-floor"]),
+            1.25,
+            true,
+        ),
+        target(
+            aff,
+            "unloaded 64 B RTT / TLS-TCP, smt-aes-local (no driver thread)",
+            rtt_64_vs(rs, aff, local, &tls),
+            0.85,
             true,
         ),
     ]

@@ -8,6 +8,7 @@ pub mod floor;
 pub mod framed;
 pub mod quic;
 pub mod smt;
+pub mod smt_local;
 pub mod tls;
 
 use std::io;
@@ -42,6 +43,7 @@ pub enum System {
     SmtAesNoGro,
     SmtNullNoGro,
     SmtBusyPoll,
+    SmtLocal,
     TcpPool,
     TlsPool,
     TlsPipelined,
@@ -52,13 +54,14 @@ pub enum System {
 }
 
 impl System {
-    pub const ALL: [System; 13] = [
+    pub const ALL: [System; 14] = [
         System::SmtAes,
         System::SmtNull,
         System::SmtRaw,
         System::SmtAesNoGro,
         System::SmtNullNoGro,
         System::SmtBusyPoll,
+        System::SmtLocal,
         System::TcpPool,
         System::TlsPool,
         System::TlsPipelined,
@@ -77,6 +80,7 @@ impl System {
             Self::SmtAesNoGro => "smt-aes-nogro",
             Self::SmtNullNoGro => "smt-null-nogro",
             Self::SmtBusyPoll => "smt-aes-busy",
+            Self::SmtLocal => "smt-aes-local",
             Self::TcpPool => "tcp-pool",
             Self::TlsPool => "tls-pool",
             Self::TlsPipelined => "tls-pipe",
@@ -96,6 +100,7 @@ impl System {
             Self::SmtAesNoGro => "SMT AES-128-GCM with UDP receive offload (GRO) off",
             Self::SmtNullNoGro => "SMT null cipher with UDP receive offload (GRO) off",
             Self::SmtBusyPoll => "SMT AES-128-GCM, drivers busy-poll (rtt only, unpinned only)",
+            Self::SmtLocal => "SMT AES-128-GCM through the caller-driven LocalEndpoint (no driver thread; rtt only)",
             Self::TcpPool => "plain TCP, a pool of C connections, one request outstanding on each",
             Self::TlsPool => "TLS 1.3 (rustls) over TCP, pooled like tcp-pool",
             Self::TlsPipelined => "TLS 1.3 (rustls) over ONE TCP connection, C requests pipelined",
@@ -119,13 +124,17 @@ impl System {
                 | Self::SmtAesNoGro
                 | Self::SmtNullNoGro
                 | Self::SmtBusyPoll
+                | Self::SmtLocal
         )
     }
 
     /// Latency-only variants: the floors (one socket, blocking) and busy
     /// polling (it exists to show the best latency, not throughput).
     pub fn rtt_only(self) -> bool {
-        matches!(self, Self::UdpFloor | Self::TcpFloor | Self::SmtBusyPoll)
+        matches!(
+            self,
+            Self::UdpFloor | Self::TcpFloor | Self::SmtBusyPoll | Self::SmtLocal
+        )
     }
 
     /// The largest message the system can carry (the UDP floor sends one

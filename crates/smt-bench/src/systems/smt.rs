@@ -46,7 +46,7 @@ impl Slot for SmtSlot {
     }
 }
 
-fn config(system: System) -> EndpointConfig {
+pub(crate) fn config(system: System) -> EndpointConfig {
     let mut c = EndpointConfig {
         socket: smt::SocketConfig {
             recv_buffer: SOCKET_BUFFER,
@@ -65,7 +65,7 @@ fn config(system: System) -> EndpointConfig {
     c
 }
 
-fn keys(system: System) -> (SessionKeys, SessionKeys) {
+pub(crate) fn keys(system: System) -> (SessionKeys, SessionKeys) {
     if matches!(system, System::SmtNull | System::SmtNullNoGro) {
         let c2s: Arc<dyn PacketCipher> = Arc::new(NullCipher);
         let s2c: Arc<dyn PacketCipher> = Arc::new(NullCipher);
