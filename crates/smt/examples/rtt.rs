@@ -37,9 +37,14 @@ fn main() {
         report("smt Endpoint", threaded(any, size, iterations));
     }
     if run("throughput") {
-        for outstanding in [1, 8, 32, 150] {
+        let levels: Vec<usize> = std::env::var("RTT_OUTSTANDING")
+            .map(|v| v.split(',').map(|x| x.parse().expect("a number")).collect())
+            .unwrap_or_else(|_| vec![1, 8, 32, 150]);
+        for outstanding in levels {
             let rate = throughput(any, size, iterations, outstanding);
-            println!("smt LocalEndpoint throughput, {outstanding:>3} outstanding: {rate:>9.0} RPC/s");
+            println!(
+                "smt LocalEndpoint throughput, {outstanding:>3} outstanding: {rate:>9.0} RPC/s"
+            );
         }
     }
 }

@@ -174,10 +174,12 @@ pub struct Endpoint {
     /// (send.rs): delaying them by a tick batches many completions into one
     /// packet instead of one packet per RPC.
     pub(crate) ack_deadline: Option<Instant>,
-    /// Outgoing messages that may have packets to send: every sendable one
-    /// is here (stale entries are pruned by `pick_srpt`), so choosing the
-    /// next packet does not scan every RPC.
-    pub(crate) sendable: BTreeSet<MsgKey>,
+    /// Outgoing messages that may have packets to send, ranked by bytes
+    /// left to send (sender-side SRPT): every sendable message is here, so
+    /// choosing the next packet takes the first entry instead of scanning
+    /// every RPC. Entries may be stale (gone, waiting for a grant, or
+    /// ranked by an old count); `pick_srpt` drops or re-ranks those.
+    pub(crate) sendable: BTreeSet<(u64, MsgKey)>,
     /// Incoming messages that may still need grants (same idea, for
     /// `update_grants`).
     pub(crate) grantable: BTreeSet<MsgKey>,
@@ -403,7 +405,7 @@ impl Endpoint {
         };
         self.client_ids.insert(rpc.key(), handle);
         self.clients.insert(handle, rpc);
-        self.sendable.insert(MsgKey::Client(handle));
+        self.mark_sendable(MsgKey::Client(handle));
         self.arm_tick(now);
         Ok(handle)
     }
@@ -426,7 +428,7 @@ impl Endpoint {
             s.state = ServerState::Responding(response);
             s.silent_ticks = 0;
         }
-        self.sendable.insert(MsgKey::Server(rpc));
+        self.mark_sendable(MsgKey::Server(rpc));
         self.arm_tick(now);
         Ok(())
     }

@@ -592,11 +592,11 @@ impl Endpoint {
         match body {
             Body::Grant { offset, .. } => {
                 rpc.request.grant(offset);
-                self.sendable.insert(MsgKey::Client(handle));
+                self.mark_sendable(MsgKey::Client(handle));
             }
             Body::Resend { offset, length, .. } => {
                 rpc.request.resend(offset, length);
-                self.sendable.insert(MsgKey::Client(handle));
+                self.mark_sendable(MsgKey::Client(handle));
             }
             Body::RpcUnknown => self.restart(now, handle),
             Body::Busy => {}
@@ -635,11 +635,11 @@ impl Endpoint {
         match (body, &mut rpc.state) {
             (Body::Grant { offset, .. }, ServerState::Responding(out)) => {
                 out.grant(offset);
-                self.sendable.insert(MsgKey::Server(key));
+                self.mark_sendable(MsgKey::Server(key));
             }
             (Body::Resend { offset, length, .. }, ServerState::Responding(out)) => {
                 out.resend(offset, length);
-                self.sendable.insert(MsgKey::Server(key));
+                self.mark_sendable(MsgKey::Server(key));
             }
             (Body::Resend { .. }, _) => self.queue_control(key.peer, key.epoch, key.id, Body::Busy),
             (Body::RpcUnknown, _) => {
@@ -705,7 +705,7 @@ impl Endpoint {
             rpc.restart_pending = false;
         }
         self.stats.requests_restarted += 1;
-        self.sendable.insert(MsgKey::Client(handle));
+        self.mark_sendable(MsgKey::Client(handle));
         self.arm_tick(now);
     }
 }

@@ -117,6 +117,7 @@ impl Endpoint {
         let (k, out) = self.outgoing_mut(key)?;
         let p = out.next_packet()?;
         let len = out.write_packet(p, (ports, k.peer.port()), k.epoch & 1 == 1, k.id, buf);
+        self.mark_sendable(key);
         self.stats.data_packets_tx += 1;
         if p.retransmit {
             self.stats.retransmitted_packets += 1;
@@ -127,26 +128,35 @@ impl Endpoint {
         })
     }
 
-    /// The sendable message with the fewest bytes left, among the
-    /// candidates in `self.sendable` (pruned of those with nothing to send).
+    /// The sendable message with the fewest bytes left (ties: the lowest
+    /// key), from the ranked candidates in `self.sendable`.
     fn pick_srpt(&mut self) -> Option<MsgKey> {
-        let mut candidates = std::mem::take(&mut self.sendable);
-        let mut best: Option<(u64, MsgKey)> = None;
-        candidates.retain(|&key| {
+        while let Some((rank, key)) = self.sendable.pop_first() {
             let Some(out) = self.outgoing(key) else {
-                return false;
+                continue;
             };
             if !out.has_sendable() {
-                return false;
+                // Re-added when a grant or resend request arrives.
+                continue;
             }
-            let rank = (out.remaining(), key);
-            if best.is_none_or(|b| rank < b) {
-                best = Some(rank);
+            let remaining = out.remaining();
+            if remaining != rank {
+                self.sendable.insert((remaining, key));
+                continue;
             }
-            true
-        });
-        self.sendable = candidates;
-        best.map(|(_, key)| key)
+            return Some(key);
+        }
+        None
+    }
+
+    /// Ranks `key` among the candidates if it has anything to send.
+    pub(crate) fn mark_sendable(&mut self, key: MsgKey) {
+        if let Some(out) = self.outgoing(key) {
+            if out.has_sendable() {
+                let rank = out.remaining();
+                self.sendable.insert((rank, key));
+            }
+        }
     }
 
     /// The outgoing message `key` names, if it is still being sent (a
@@ -178,7 +188,9 @@ impl Endpoint {
             _ => None,
         });
         let all: Vec<MsgKey> = clients.chain(servers).collect();
-        self.sendable.extend(all);
+        for key in all {
+            self.mark_sendable(key);
+        }
     }
 
     fn outgoing_mut(&mut self, key: MsgKey) -> Option<(ServerRpcHandle, &mut Outgoing)> {
