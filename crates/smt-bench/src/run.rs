@@ -60,7 +60,7 @@ async fn dispatch(
     };
     let slots = MAX_SLOTS.max(plan.mixed_slots);
     match system {
-        System::SmtLocal => ctx.measure(systems::smt_local::start(system)).await,
+        System::SmtLocal => ctx.measure(systems::smt_local::start(system, slots)).await,
         s if s.is_smt() => ctx.measure(systems::smt::start(system, slots)).await,
         System::TcpPool => ctx.measure(tls::start_tcp_pool(slots).await).await,
         System::TlsPool => ctx.measure(tls::start_tls_pool(slots).await).await,

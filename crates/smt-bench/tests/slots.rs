@@ -69,5 +69,8 @@ fn smt_slots_echo_concurrently() {
         let (server, slots) = systems::smt::start(System::SmtNull, SLOTS).expect("smt");
         exercise(slots).await;
         server.stop();
+        let (server, slots) = systems::smt_local::start(System::SmtLocal, SLOTS).expect("local");
+        exercise(slots).await;
+        server.stop();
     });
 }

@@ -100,7 +100,9 @@ impl System {
             Self::SmtAesNoGro => "SMT AES-128-GCM with UDP receive offload (GRO) off",
             Self::SmtNullNoGro => "SMT null cipher with UDP receive offload (GRO) off",
             Self::SmtBusyPoll => "SMT AES-128-GCM, drivers busy-poll (rtt only, unpinned only)",
-            Self::SmtLocal => "SMT AES-128-GCM through the caller-driven LocalEndpoint (no driver thread; rtt only)",
+            Self::SmtLocal => {
+                "SMT AES-128-GCM through the caller-driven LocalEndpoint (no driver thread)"
+            }
             Self::TcpPool => "plain TCP, a pool of C connections, one request outstanding on each",
             Self::TlsPool => "TLS 1.3 (rustls) over TCP, pooled like tcp-pool",
             Self::TlsPipelined => "TLS 1.3 (rustls) over ONE TCP connection, C requests pipelined",
@@ -131,10 +133,7 @@ impl System {
     /// Latency-only variants: the floors (one socket, blocking) and busy
     /// polling (it exists to show the best latency, not throughput).
     pub fn rtt_only(self) -> bool {
-        matches!(
-            self,
-            Self::UdpFloor | Self::TcpFloor | Self::SmtBusyPoll | Self::SmtLocal
-        )
+        matches!(self, Self::UdpFloor | Self::TcpFloor | Self::SmtBusyPoll)
     }
 
     /// The largest message the system can carry (the UDP floor sends one
