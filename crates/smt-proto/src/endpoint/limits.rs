@@ -11,7 +11,7 @@
 //! work stays bounded: a check that fails on a stale figure recounts at
 //! most once per tick.
 
-use std::collections::{HashMap, HashSet};
+use super::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -160,7 +160,7 @@ impl Endpoint {
 
     /// Counts exactly what every partially received message holds.
     pub(crate) fn recount_usage(&mut self, now: Instant) {
-        let mut usage: HashMap<SocketAddr, Charge> = HashMap::new();
+        let mut usage: HashMap<SocketAddr, Charge> = HashMap::default();
         let mut total = Charge::default();
         for (peer, inc, request) in self.partial_messages() {
             let c = Charge {

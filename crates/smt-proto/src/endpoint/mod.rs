@@ -22,7 +22,12 @@ mod recv;
 mod send;
 mod tick;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// Hash maps of the per-packet path: foldhash with a per-process random
+/// key (fast; keys include addresses an attacker may choose, so keyed).
+pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+pub(crate) type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -222,10 +227,10 @@ impl Endpoint {
         config.validate()?;
         Ok(Self {
             config,
-            sessions: HashMap::new(),
+            sessions: HashMap::default(),
             resolver: None,
             clients: BTreeMap::new(),
-            client_ids: HashMap::new(),
+            client_ids: HashMap::default(),
             servers: BTreeMap::new(),
             next_handle: 1,
             control: VecDeque::new(),
@@ -240,12 +245,12 @@ impl Endpoint {
             handshake_queue: VecDeque::new(),
             prebuilt: VecDeque::new(),
             acceptor: None,
-            usage: HashMap::new(),
+            usage: HashMap::default(),
             usage_total: limits::Charge::default(),
             usage_recounted: None,
-            resolved: HashSet::new(),
-            handshaken: HashSet::new(),
-            heard: HashMap::new(),
+            resolved: HashSet::default(),
+            handshaken: HashSet::default(),
+            heard: HashMap::default(),
         })
     }
 
