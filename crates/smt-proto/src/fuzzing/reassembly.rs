@@ -4,14 +4,15 @@
 //!
 //! Invariants checked after every operation:
 //! - nothing panics (no arithmetic overflow, no out-of-range index);
-//! - memory stays bounded by the claimed lengths: reassembly buffers never
-//!   exceed the granted window plus one segment, delivered data never
-//!   exceeds the message length (see [`memory_bound`]);
+//! - memory stays linear in the claimed lengths: reassembly buffers lie
+//!   below the grant plus one segment, delivered data within the message
+//!   length (see [`memory_bound`]);
 //! - a valid packet is only ever refused as a duplicate or as beyond the
 //!   grant, and, while every accepted packet was a valid one, records open
 //!   and the completed message equals what was sealed;
-//! - at the end, once the grant covers the message and every valid packet
-//!   has been offered, an untainted message is complete.
+//! - at the end, once every valid packet has been offered in order (the
+//!   grant raised as far as the receiver allows), an untainted message is
+//!   complete.
 
 use std::ops::Range;
 
@@ -33,11 +34,10 @@ const LAYOUT: SeqLayout = SeqLayout::DEFAULT;
 /// Runs the operations encoded in `data` against one message's reassembly.
 ///
 /// Layout of `data`: a message description (data length: 3 bytes, below
-/// 4096 unless the top bit is set; padding:
-/// 1, record size: 2, mss: 2, unscheduled bytes / 16: 2, message ID: 1,
-/// spare data-buffer bytes / 4096: 1),
-/// then operations, each an opcode byte and its arguments (see [`Op`]).
-/// Must never panic.
+/// 4096 unless the top bit is set; padding: 1; record size: 2; mss: 2;
+/// unscheduled bytes / 16: 2; message ID: 1; spare data-buffer bytes /
+/// 4096: 1), then operations, each an opcode byte and its arguments (see
+/// [`Op`]). Must never panic.
 pub fn reassembly_ops(data: &[u8]) {
     let mut input = Input::new(data);
     let Some(message) = Message::from_input(&mut input) else {
