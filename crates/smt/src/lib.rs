@@ -29,8 +29,8 @@ mod driver;
 mod endpoint;
 mod error;
 mod io;
-mod local;
 pub mod keys;
+mod local;
 mod request;
 mod zero_rtt;
 

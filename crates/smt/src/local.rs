@@ -127,25 +127,31 @@ impl LocalEndpoint {
         self.core.set_handshake_acceptor(acceptor);
     }
 
-    /// Starts a call and sends its first packets before returning. The
-    /// peer needs a session: installed keys (this endpoint does not start
-    /// handshakes; use [`crate::Endpoint`] for that). The outcome arrives
-    /// from [`LocalEndpoint::poll`] as a [`LocalEvent`].
+    /// Starts a call. Its packets leave at the next [`LocalEndpoint::poll`]
+    /// (or [`LocalEndpoint::flush`]), together with everything else queued
+    /// by then: calls made back to back share system calls. The peer needs
+    /// a session: installed keys (this endpoint does not start handshakes;
+    /// use [`crate::Endpoint`] for that). The outcome arrives from `poll` as
+    /// a [`LocalEvent`].
     pub fn call(&mut self, peer: SocketAddr, request: &[u8]) -> Result<CallId, Error> {
         let handle = self
             .core
             .send_request(Instant::now(), peer, request)
             .map_err(Error::Send)?;
-        self.transmit()?;
         Ok(CallId(handle))
     }
 
-    /// Sends the response to `request` before returning (as far as the
-    /// peer's grants allow; the rest leaves from `poll`).
+    /// Answers `request`. Like calls, responses leave at the next `poll`
+    /// or `flush`, batched with whatever else is queued.
     pub fn respond(&mut self, request: RequestId, response: &[u8]) -> Result<(), Error> {
         self.core
             .send_response(Instant::now(), request.0, response)
-            .map_err(Error::Send)?;
+            .map_err(Error::Send)
+    }
+
+    /// Sends what is queued now, as far as the peers' grants and the
+    /// socket allow, without waiting for anything.
+    pub fn flush(&mut self) -> Result<(), Error> {
         self.transmit()
     }
 
@@ -165,15 +171,20 @@ impl LocalEndpoint {
         (self.core.client_rpcs(), self.core.server_rpcs())
     }
 
-    /// The next event, doing the endpoint's work (receive, timers,
-    /// transmit) until one is ready or `timeout` passes (`None`: wait as
-    /// long as it takes; `Some(ZERO)`: only what is ready now).
+    /// The next event, doing the endpoint's work (transmit, receive,
+    /// timers) until one is ready or `timeout` passes (`None`: wait as long
+    /// as it takes; `Some(ZERO)`: only what is ready now). Events already
+    /// received are returned before anything is sent, so a server that
+    /// answers each request as `poll` hands it over sends all the answers
+    /// to one receive batch together.
     pub fn poll(&mut self, timeout: Option<Duration>) -> Result<Option<LocalEvent>, Error> {
         let deadline = timeout.map(|t| Instant::now() + t);
         loop {
             if let Some(event) = self.next_event() {
                 return Ok(Some(event));
             }
+            // What the owner queued (calls, responses) leaves first.
+            self.transmit()?;
             let now = Instant::now();
             if self.readable || self.busy_poll || self.io.more_to_read {
                 self.readable = false;
@@ -182,10 +193,12 @@ impl LocalEndpoint {
             if self.core.poll_timeout().is_some_and(|t| t <= now) {
                 self.core.handle_timeout(now);
             }
-            self.transmit()?;
             if let Some(event) = self.next_event() {
                 return Ok(Some(event));
             }
+            // Grants and acknowledgements the receive produced, and
+            // retransmissions the timers asked for.
+            self.transmit()?;
             if deadline.is_some_and(|d| d <= now) {
                 return Ok(None);
             }
