@@ -90,6 +90,8 @@ pub(crate) enum Command {
 pub(crate) struct Ready {
     read: UnixStream,
     write: UnixStream,
+    /// Someone asked for the descriptor.
+    in_use: AtomicBool,
 }
 
 impl Ready {
@@ -97,17 +99,39 @@ impl Ready {
         let (read, write) = UnixStream::pair()?;
         read.set_nonblocking(true)?;
         write.set_nonblocking(true)?;
-        Ok(Self { read, write })
+        Ok(Self {
+            read,
+            write,
+            in_use: AtomicBool::new(false),
+        })
+    }
+
+    /// Turns the signal on (the first `ready_fd` call): until then nobody
+    /// watches it, and the two system calls per request are skipped.
+    fn enable(&self, queued: usize) {
+        if !self.in_use.swap(true, Ordering::AcqRel) {
+            for _ in 0..queued.max(1) {
+                self.signal();
+            }
+        }
     }
 
     /// One byte per queued request; a full pipe is still readable, so a
     /// dropped byte loses no wake-up.
     pub fn notify(&self) {
+        if self.in_use.load(Ordering::Acquire) {
+            self.signal();
+        }
+    }
+
+    fn signal(&self) {
         let _ = (&self.write).write(&[1]);
     }
 
     fn consume(&self) {
-        let _ = (&self.read).read(&mut [0u8; 1]);
+        if self.in_use.load(Ordering::Acquire) {
+            let _ = (&self.read).read(&mut [0u8; 1]);
+        }
     }
 
     fn drain(&self) {
@@ -140,7 +164,7 @@ impl Shared {
     pub fn mark_closed(&self) {
         self.closed.store(true, Ordering::Release);
         // Wake anyone polling the ready fd so they notice.
-        self.ready.notify();
+        self.ready.signal();
     }
 }
 
@@ -359,6 +383,8 @@ impl Endpoint {
     /// register it with epoll/poll next to your other sockets (the paper's
     /// Redis port), then call [`Endpoint::try_accept`].
     pub fn ready_fd(&self) -> BorrowedFd<'_> {
+        // A spurious first byte is harmless: try_accept resynchronises.
+        self.shared.ready.enable(self.shared.requests.len());
         self.shared.ready.read.as_fd()
     }
 
