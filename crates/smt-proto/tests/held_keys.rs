@@ -1,0 +1,240 @@
+//! Keys from a handshake that does not prove the peer's address
+//! (`Handshake::address_proof`) never replace the session that address
+//! already has until a packet under the proving keys arrives: a spoofed
+//! first flight leaves the session alone, a genuine restarted peer takes
+//! over after one round trip, and keys that can never be proven are
+//! refused. Sans-IO, on one virtual instant.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use smt_proto::{
+    AddressProof, Config, Endpoint, Event, Handshake, HandshakeAcceptor, HandshakeError,
+    SessionKeys,
+};
+use smt_sim::KeyKind;
+
+const SERVER_PORT: u16 = 5000;
+
+fn client_addr() -> SocketAddr {
+    "10.0.0.1:4000".parse().unwrap()
+}
+
+fn server_addr() -> SocketAddr {
+    format!("10.0.0.2:{SERVER_PORT}").parse().unwrap()
+}
+
+/// A scripted exchange: the client says "hi", the server answers "ok";
+/// keys come out once a side has both spoken and heard.
+struct Script {
+    says: &'static [u8],
+    keys: Option<SessionKeys>,
+    said: bool,
+    heard: bool,
+    proof: AddressProof,
+}
+
+impl Script {
+    fn boxed(says: &'static [u8], keys: SessionKeys, proof: AddressProof) -> Box<Self> {
+        Box::new(Self {
+            says,
+            keys: Some(keys),
+            said: false,
+            heard: false,
+            proof,
+        })
+    }
+}
+
+impl std::fmt::Debug for Script {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Script")
+    }
+}
+
+impl Handshake for Script {
+    fn read(&mut self, _data: &[u8]) -> Result<(), HandshakeError> {
+        self.heard = true;
+        Ok(())
+    }
+
+    fn write(&mut self, out: &mut Vec<u8>) {
+        if !self.said && (self.heard || self.says == b"hi") {
+            out.extend_from_slice(self.says);
+            self.said = true;
+        }
+    }
+
+    fn take_keys(&mut self) -> Option<SessionKeys> {
+        match self.said && self.heard {
+            true => self.keys.take(),
+            false => None,
+        }
+    }
+
+    fn address_proof(&self) -> AddressProof {
+        self.proof
+    }
+}
+
+/// The server side of [`Script`] with keys from `seed`.
+struct Acceptor {
+    seed: u64,
+    proof: AddressProof,
+}
+
+impl HandshakeAcceptor for Acceptor {
+    fn accept(&mut self, _peer: SocketAddr) -> Option<Box<dyn Handshake>> {
+        let keys = KeyKind::Aes128(self.seed).session().1;
+        Some(Script::boxed(b"ok", keys, self.proof))
+    }
+}
+
+/// A server with an established session with the client, and the client.
+struct World {
+    server: Endpoint,
+    client: Endpoint,
+    now: Instant,
+    executed: Vec<Vec<u8>>,
+}
+
+impl World {
+    fn new(proof: AddressProof) -> Self {
+        let mut server = Endpoint::new(Config {
+            local_port: SERVER_PORT,
+            ..Config::default()
+        })
+        .unwrap();
+        let mut client = Endpoint::new(Config::default()).unwrap();
+        let (ck, sk) = KeyKind::Aes128(1).session();
+        client.install_session(server_addr(), ck).unwrap();
+        server.install_session(client_addr(), sk).unwrap();
+        server.set_handshake_acceptor(Box::new(Acceptor { seed: 2, proof }));
+        Self {
+            server,
+            client,
+            now: Instant::now(),
+            executed: Vec::new(),
+        }
+    }
+
+    /// Moves datagrams between `client` and the server until quiet (see
+    /// [`settle`]).
+    fn settle(&mut self, client: &mut Endpoint, deliver_to_client: bool) {
+        settle(
+            &mut self.server,
+            client,
+            self.now,
+            deliver_to_client,
+            &mut self.executed,
+        );
+    }
+
+    /// One call from the established client; whether its response came.
+    fn established_call(&mut self, data: &[u8]) -> bool {
+        let h = self
+            .client
+            .send_request(self.now, server_addr(), data)
+            .unwrap();
+        settle(
+            &mut self.server,
+            &mut self.client,
+            self.now,
+            true,
+            &mut self.executed,
+        );
+        std::iter::from_fn(|| self.client.poll_event())
+            .any(|e| matches!(e, Event::Response { rpc, data: ref r } if rpc == h && r == data))
+    }
+}
+
+/// Moves datagrams between `client` and `server` (the server's datagrams
+/// to the client's address reach `client` only if `deliver_to_client`),
+/// answering every request with its bytes, until both are quiet.
+fn settle(
+    server: &mut Endpoint,
+    client: &mut Endpoint,
+    now: Instant,
+    deliver_to_client: bool,
+    executed: &mut Vec<Vec<u8>>,
+) {
+    let mut buf = vec![0; 2048];
+    loop {
+        let mut moved = false;
+        while let Some(t) = client.poll_transmit(now, &mut buf) {
+            server.handle_datagram(now, client_addr(), &buf[..t.len]);
+            moved = true;
+        }
+        while let Some(t) = server.poll_transmit(now, &mut buf) {
+            if deliver_to_client && t.destination == client_addr() {
+                client.handle_datagram(now, server_addr(), &buf[..t.len]);
+            }
+            moved = true;
+        }
+        while let Some(e) = server.poll_event() {
+            if let Event::Request { rpc, data } = e {
+                server.send_response(now, rpc, &data).unwrap();
+                executed.push(data);
+                moved = true;
+            }
+        }
+        if !moved {
+            return;
+        }
+    }
+}
+
+/// A new client at the established client's address that starts the
+/// scripted handshake (its keys from seed 2, as the server's acceptor).
+fn restarted_client(now: Instant) -> Endpoint {
+    let mut ep = Endpoint::new(Config::default()).unwrap();
+    let keys = KeyKind::Aes128(2).session().0;
+    let hs = Script::boxed(b"hi", keys, AddressProof::Proven);
+    ep.connect(now, server_addr(), hs, 0);
+    ep
+}
+
+#[test]
+fn a_spoofed_first_flight_leaves_the_session_alone() {
+    for proof in [AddressProof::FirstKeys, AddressProof::Never] {
+        let mut w = World::new(proof);
+        let now = w.now;
+        // The spoofer sends the hello; the server's answer goes to the
+        // real client's address, which the spoofer never sees.
+        let mut spoofer = restarted_client(now);
+        w.settle(&mut spoofer, false);
+        assert!(w.established_call(b"still here"), "{proof:?}");
+        assert_eq!(w.executed, [b"still here".to_vec()]);
+    }
+}
+
+#[test]
+fn a_restarted_peer_takes_over_once_it_proves_its_address() {
+    let mut w = World::new(AddressProof::FirstKeys);
+    let now = w.now;
+    let mut restarted = restarted_client(now);
+    w.settle(&mut restarted, true);
+    assert!(matches!(
+        restarted.poll_event(),
+        Some(Event::Connected { .. })
+    ));
+    // Its key confirmation proved the address: its calls work now.
+    let h = restarted
+        .send_request(now, server_addr(), b"after")
+        .unwrap();
+    w.settle(&mut restarted, true);
+    let answered = std::iter::from_fn(|| restarted.poll_event())
+        .any(|e| matches!(e, Event::Response { rpc, .. } if rpc == h));
+    assert!(answered);
+    assert_eq!(w.server.stats().handshakes_completed, 1);
+}
+
+#[test]
+fn keys_that_can_never_be_proven_are_refused() {
+    let mut w = World::new(AddressProof::Never);
+    let now = w.now;
+    let mut restarted = restarted_client(now);
+    w.settle(&mut restarted, true);
+    assert_eq!(w.server.stats().handshakes_failed, 1);
+    assert_eq!(w.server.stats().handshakes_completed, 0);
+}
