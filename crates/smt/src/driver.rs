@@ -281,9 +281,8 @@ impl Driver {
         let Some(since) = self.closing else {
             return false;
         };
-        let idle = self.core.client_rpcs() == 0
-            && self.core.server_rpcs() == 0
-            && self.io.batch.count == 0;
+        let idle =
+            self.core.client_rpcs() == 0 && self.core.server_rpcs() == 0 && !self.io.has_pending();
         idle || since.elapsed() >= CLOSE_GRACE
     }
 

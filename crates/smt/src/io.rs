@@ -27,7 +27,7 @@ pub(crate) struct Batch {
     buf: Vec<u8>,
     dest: Option<SocketAddr>,
     segment: usize,
-    pub count: usize,
+    count: usize,
     max_segments: usize,
     last_short: bool,
 }
@@ -89,6 +89,8 @@ pub(crate) struct Io {
     send_errors_seen: HashSet<io::ErrorKind>,
     /// The socket is registered for writable edges too (see `sync_interest`).
     watching_writable: bool,
+    /// A datagram that could not join the batch the full socket refused.
+    held: Option<(SocketAddr, Vec<u8>)>,
 }
 
 impl Io {
@@ -103,6 +105,7 @@ impl Io {
             more_to_read: false,
             send_errors_seen: HashSet::new(),
             watching_writable: false,
+            held: None,
             socket,
         }
     }
@@ -152,6 +155,11 @@ impl Io {
         handed
     }
 
+    /// Whether datagrams wait for room in the socket.
+    pub fn has_pending(&self) -> bool {
+        self.batch.count > 0 || self.held.is_some()
+    }
+
     /// Keeps the socket's readiness interest in step with `blocked`:
     /// writable edges are wanted only while a batch waits for room, since
     /// a UDP socket raises one after nearly every send and each would be a
@@ -183,11 +191,16 @@ impl Io {
         if self.blocked || (self.batch.count > 0 && !self.flush()?) {
             return Ok(());
         }
+        if let Some((dest, datagram)) = self.held.take() {
+            self.batch.push(dest, &datagram);
+        }
         let now = Instant::now();
         while let Some(t) = core.poll_transmit(now, &mut self.scratch) {
             if !self.batch.fits(t.destination, t.len) && !self.flush()? {
-                // The socket is full: keep this datagram for the next turn.
-                self.batch.push(t.destination, &self.scratch[..t.len]);
+                // The socket is full and the datagram cannot join the
+                // waiting batch (another destination or size): hold it
+                // until the batch has left.
+                self.held = Some((t.destination, self.scratch[..t.len].to_vec()));
                 return Ok(());
             }
             self.batch.push(t.destination, &self.scratch[..t.len]);
