@@ -154,11 +154,16 @@ async fn generate(
     let timer = PreciseTimer::new()?;
     let mut rng = Rng::new(seed);
     let mut next = Instant::now();
+    let mut sent = 0u64;
     loop {
         next += Duration::from_secs_f64(rng.exponential(1.0 / rate.max(1.0)));
-        if next >= end {
+        if next >= end && sent > 0 {
             return Ok(());
         }
+        // A run too short for its rate still gets one arrival, so every
+        // system reports something (smoke mode).
+        next = next.min(end);
+        sent += 1;
         if next > Instant::now() {
             timer.sleep_until(next).await?;
         } else {
