@@ -44,6 +44,10 @@ pub struct Config {
     pub max_message_len: u64,
     /// Wire bytes a sender may send before the first GRANT (Homa's
     /// "unscheduled bytes"), and the window each grant keeps open.
+    /// Default 72 000: the bandwidth-delay product of a user-space stack
+    /// (tens of microseconds of wake-ups at 10-20 Gbit/s), and enough for a
+    /// 64 KiB message to go out whole without waiting for a grant. At
+    /// 40 000 a loopback 64 KiB RPC took twice as long (grant round trips).
     pub unscheduled_bytes: u32,
     /// Incoming messages granted at once (Homa's overcommit).
     pub overcommit: usize,
@@ -119,7 +123,7 @@ impl Default for Config {
             max_datagram_size: 1472,
             record_size: MAX_RECORD_PLAINTEXT,
             max_message_len: 64 << 20,
-            unscheduled_bytes: 40_000,
+            unscheduled_bytes: 72_000,
             overcommit: 8,
             tick: Duration::from_millis(1),
             resend_ticks: 5,

@@ -85,10 +85,13 @@ fn udp(any: SocketAddr, size: usize, n: usize) -> Vec<Duration> {
 }
 
 fn local(any: SocketAddr, size: usize, n: usize, busy_poll: bool) -> Vec<Duration> {
-    let config = EndpointConfig {
+    let mut config = EndpointConfig {
         busy_poll,
         ..EndpointConfig::default()
     };
+    if let Ok(v) = std::env::var("RTT_UNSCHEDULED") {
+        config.protocol.unscheduled_bytes = v.parse().expect("a byte count");
+    }
     let mut client = LocalEndpoint::bind(any, config.clone()).unwrap();
     let mut server = LocalEndpoint::bind(any, config).unwrap();
     let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
