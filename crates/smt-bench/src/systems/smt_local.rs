@@ -76,24 +76,31 @@ impl Shared {
         call == mine
     }
 
-    /// Receives what is ready; if nothing is, sleeps up to `BLOCK` for one
-    /// event. Returns whether any call completed.
+    /// Receives what is ready. If nothing is, and no woken slot is still
+    /// to run (it would issue its next call), sleeps up to `BLOCK` for one
+    /// event: sleeping while slots wait to send would keep the pipeline
+    /// from filling. Returns whether any call completed.
     fn drive(&mut self, mine: CallId) -> io::Result<bool> {
         let mut any = false;
-        for wait in [Duration::ZERO, BLOCK] {
-            while let Some(event) = self.client.poll(Some(wait)).map_err(io::Error::other)? {
-                if let Some((call, result)) = outcome(event) {
-                    any = true;
-                    if self.deliver(call, result, mine) {
-                        return Ok(true);
-                    }
-                }
-                if wait > Duration::ZERO {
-                    break;
-                }
+        let mut mine_done = false;
+        while let Some(event) = self
+            .client
+            .poll(Some(Duration::ZERO))
+            .map_err(io::Error::other)?
+        {
+            if let Some((call, result)) = outcome(event) {
+                any = true;
+                mine_done |= self.deliver(call, result, mine);
             }
-            if any {
-                break;
+        }
+        let others_runnable = self.done.keys().any(|c| *c != mine);
+        if any || mine_done || others_runnable {
+            return Ok(any);
+        }
+        if let Some(event) = self.client.poll(Some(BLOCK)).map_err(io::Error::other)? {
+            if let Some((call, result)) = outcome(event) {
+                self.deliver(call, result, mine);
+                any = true;
             }
         }
         Ok(any)
