@@ -94,6 +94,10 @@ pub struct Usage {
     pub sessions: u64,
     /// Endpoint only: handshakes in progress.
     pub handshakes: u64,
+    /// Endpoint only: memory handshakes in progress hold for the peer's
+    /// out-of-order HANDSHAKE bytes (at most one 64 KiB window and its
+    /// bitmap each).
+    pub handshake_bytes: u64,
     /// Endpoint only: the largest `incoming_bytes` seen so far.
     pub peak_incoming_bytes: u64,
 }

@@ -6,10 +6,12 @@
 //! `resend_ticks`; a handshake silent for `abort_ticks` fails. The
 //! [`Handshake`] implementation turns the bytes into session keys.
 
-use std::collections::BTreeMap;
+mod reorder;
+
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use self::reorder::Reassembly;
 use super::{Endpoint, Event, KEY_UPDATE_CONFIRM};
 use crate::crypto::TAG_LEN;
 use crate::error::DropReason;
@@ -19,8 +21,6 @@ use crate::SessionKeys;
 
 /// HANDSHAKE header length (common header + offset, ack, len, kind).
 const HEADER_LEN: usize = COMMON_HEADER_LEN + 12;
-/// Out-of-order handshake bytes buffered per peer.
-const MAX_REORDER: u32 = 64 * 1024;
 /// Bytes of a stream's opening remembered to recognise a new handshake.
 const OPENING: usize = 64;
 /// Before keys exist, a responding handshake sends at most this many times
@@ -60,9 +60,9 @@ pub(crate) struct HandshakeConn {
     sent: Vec<u8>,
     /// The peer has received `sent[..acked]`.
     acked: u32,
-    /// Bytes of the peer's stream given to the handshake, in order.
-    received: u32,
-    reorder: BTreeMap<u32, Vec<u8>>,
+    /// The peer's stream: what the handshake has read of it, and the
+    /// bytes waiting for earlier ones (at most one window's worth).
+    stream: Reassembly,
     owe_ack: bool,
     silent_ticks: u32,
     keys_installed: bool,
@@ -86,7 +86,7 @@ impl std::fmt::Debug for HandshakeConn {
             .field("kind", &self.kind)
             .field("sent", &self.sent.len())
             .field("acked", &self.acked)
-            .field("received", &self.received)
+            .field("received", &self.stream.received())
             .field("keys_installed", &self.keys_installed)
             .finish_non_exhaustive()
     }
@@ -99,8 +99,7 @@ impl HandshakeConn {
             kind,
             sent: Vec::new(),
             acked: 0,
-            received: 0,
-            reorder: BTreeMap::new(),
+            stream: Reassembly::default(),
             owe_ack: false,
             silent_ticks: 0,
             keys_installed: false,
@@ -127,29 +126,7 @@ impl HandshakeConn {
         if offset == 0 && self.opening.is_empty() {
             self.opening = data[..data.len().min(OPENING)].to_vec();
         }
-        let end = offset as u64 + data.len() as u64;
-        if end <= u64::from(self.received) {
-            return Ok(Vec::new()); // a copy of what we already have
-        }
-        if offset > self.received.saturating_add(MAX_REORDER) {
-            return Err(DropReason::Handshake);
-        }
-        self.reorder.insert(offset, data.to_vec());
-        let mut out = Vec::new();
-        while let Some((&off, _)) = self.reorder.first_key_value() {
-            if off > self.received {
-                break;
-            }
-            let Some((off, chunk)) = self.reorder.pop_first() else {
-                break;
-            };
-            let skip = (self.received - off) as usize;
-            if skip < chunk.len() {
-                out.extend_from_slice(&chunk[skip..]);
-                self.received += (chunk.len() - skip) as u32;
-            }
-        }
-        Ok(out)
+        self.stream.take(offset, data)
     }
 }
 
@@ -219,7 +196,7 @@ impl Endpoint {
         if restarted {
             // The peer (or a new peer on the same address) starts over; the
             // old session stays until this handshake produces new keys.
-            self.handshakes.remove(&from);
+            self.remove_handshake(from);
         }
         if !self.handshakes.contains_key(&from) {
             // Only the start of a stream may open a handshake.
@@ -246,7 +223,11 @@ impl Endpoint {
             conn.acked = ack;
             conn.silent_ticks = 0;
         }
+        let held = conn.stream.held_bytes();
         let bytes = conn.take_in_order(offset, packet.payload())?;
+        let now_held = conn.stream.held_bytes();
+        let u = &mut self.stats.usage;
+        u.handshake_bytes = (u.handshake_bytes + now_held as u64).saturating_sub(held as u64);
         if !bytes.is_empty() {
             conn.silent_ticks = 0;
             if let Err(e) = conn.hs.read(&bytes) {
@@ -256,6 +237,23 @@ impl Endpoint {
         }
         self.pump_handshake(now, from);
         Ok(())
+    }
+
+    /// Forgets the handshake with `peer`, and what it held.
+    fn remove_handshake(&mut self, peer: SocketAddr) -> Option<HandshakeConn> {
+        let conn = self.handshakes.remove(&peer)?;
+        let u = &mut self.stats.usage;
+        u.handshake_bytes = u
+            .handshake_bytes
+            .saturating_sub(conn.stream.held_bytes() as u64);
+        Some(conn)
+    }
+
+    /// Counts exactly what handshakes hold for out-of-order bytes (the
+    /// running figure should agree; this keeps an error from lasting).
+    pub(crate) fn recount_handshake_bytes(&mut self) {
+        let held = self.handshakes.values().map(|c| c.stream.held_bytes());
+        self.stats.usage.handshake_bytes = held.sum::<usize>() as u64;
     }
 
     /// Sends whatever the handshake has to say, installs its keys when
@@ -422,7 +420,7 @@ impl Endpoint {
 
     fn fail_handshake(&mut self, now: Instant, peer: SocketAddr, error: HandshakeError) {
         tracing::debug!(%peer, %error, "handshake failed");
-        if let Some(mut conn) = self.handshakes.remove(&peer) {
+        if let Some(mut conn) = self.remove_handshake(peer) {
             // Best effort: let the peer hear the alert. The state goes now,
             // so the packet is built at once rather than queued by offset.
             let start = conn.sent.len();
@@ -513,7 +511,7 @@ impl Endpoint {
             let (acked, sent) = (conn.acked as usize, conn.sent.len());
             if silent >= abort {
                 if done {
-                    self.handshakes.remove(&peer);
+                    self.remove_handshake(peer);
                 } else {
                     self.fail_handshake(now, peer, HandshakeError::Timeout);
                 }
@@ -569,7 +567,7 @@ fn emit_handshake(
 ) {
     let body = Body::Handshake {
         offset,
-        ack: conn.received,
+        ack: conn.stream.received(),
         len: chunk.len() as u16,
         kind: conn.kind,
     };

@@ -174,6 +174,7 @@ impl Endpoint {
         self.usage = usage;
         self.usage_total = total;
         self.usage_recounted = Some(now);
+        self.recount_handshake_bytes();
         for peer in peers {
             self.publish_usage(Some(peer));
         }
