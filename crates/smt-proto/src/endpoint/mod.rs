@@ -188,6 +188,10 @@ pub struct Endpoint {
     /// Incoming messages that may still need grants (same idea, for
     /// `update_grants`).
     pub(crate) grantable: BTreeSet<MsgKey>,
+    /// Data arrived since grants were last computed: `poll_transmit`
+    /// computes them once for everything received in between, so a batch
+    /// of packets yields one GRANT per message, not one per packet.
+    pub(crate) grants_dirty: bool,
     pub(crate) events: VecDeque<Event>,
     pub(crate) timers: TimerTable,
     pub(crate) stats: Stats,
@@ -238,6 +242,7 @@ impl Endpoint {
             ack_deadline: None,
             sendable: BTreeSet::new(),
             grantable: BTreeSet::new(),
+            grants_dirty: false,
             events: VecDeque::new(),
             timers: TimerTable::default(),
             stats: Stats::default(),

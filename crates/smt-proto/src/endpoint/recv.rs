@@ -247,7 +247,7 @@ impl Endpoint {
         self.progressed(msg);
         let opened = self.open_ready(now, msg, key);
         self.charge_growth(msg, key.peer, held);
-        self.update_grants();
+        self.grants_dirty = true;
         match opened? {
             Accepted::Stored => Ok(()),
             Accepted::Complete => {

@@ -22,6 +22,9 @@ impl Endpoint {
             self.config.max_datagram_size
         );
         self.flush_acks(now);
+        if std::mem::take(&mut self.grants_dirty) {
+            self.update_grants();
+        }
         if let Some((destination, bytes)) = self.prebuilt.pop_front() {
             let len = bytes.len().min(buf.len());
             buf[..len].copy_from_slice(&bytes[..len]);
