@@ -22,9 +22,14 @@ const MAX_GSO_BYTES: usize = 65_507;
 const RECV_BATCHES_PER_TURN: usize = 16;
 
 /// Datagrams waiting to leave in one GSO send: same destination, equal
-/// sizes except possibly the last.
+/// sizes except possibly the last. The core writes each datagram straight
+/// into the free space after the batch (no copy through a scratch buffer);
+/// `commit` makes it part of the batch.
 pub(crate) struct Batch {
+    /// `used` bytes of datagrams, then room for one more datagram.
     buf: Vec<u8>,
+    used: usize,
+    max_datagram: usize,
     dest: Option<SocketAddr>,
     segment: usize,
     count: usize,
@@ -36,13 +41,20 @@ impl Batch {
     pub fn new(max_segments: usize, max_datagram: usize) -> Self {
         let max_segments = max_segments.max(1);
         Self {
-            buf: Vec::with_capacity(max_segments * max_datagram),
+            buf: vec![0; MAX_GSO_BYTES + max_datagram],
+            used: 0,
+            max_datagram,
             dest: None,
             segment: 0,
             count: 0,
             max_segments,
             last_short: false,
         }
+    }
+
+    /// Where the core writes the next datagram.
+    fn free_space(&mut self) -> &mut [u8] {
+        &mut self.buf[self.used..self.used + self.max_datagram]
     }
 
     /// Whether `len` bytes to `dest` can join the batch.
@@ -52,34 +64,44 @@ impl Batch {
                 && !self.last_short
                 && len <= self.segment
                 && self.count < self.max_segments
-                && self.buf.len() + len <= MAX_GSO_BYTES)
+                && self.used + len <= MAX_GSO_BYTES)
     }
 
-    fn push(&mut self, dest: SocketAddr, datagram: &[u8]) {
+    /// Adds the `len` bytes written into `free_space` to the batch.
+    fn commit(&mut self, dest: SocketAddr, len: usize) {
         if self.count == 0 {
             self.dest = Some(dest);
-            self.segment = datagram.len();
+            self.segment = len;
         }
-        self.last_short = datagram.len() < self.segment;
-        self.buf.extend_from_slice(datagram);
+        self.last_short = len < self.segment;
+        self.used += len;
         self.count += 1;
     }
 
+    /// Copies a datagram in (one held back while the socket was full).
+    fn push(&mut self, dest: SocketAddr, datagram: &[u8]) {
+        self.free_space()[..datagram.len()].copy_from_slice(datagram);
+        self.commit(dest, datagram.len());
+    }
+
+    /// The datagram just written into `free_space`.
+    fn written(&self, len: usize) -> &[u8] {
+        &self.buf[self.used..self.used + len]
+    }
+
     fn clear(&mut self) {
-        self.buf.clear();
+        self.used = 0;
         self.dest = None;
         self.count = 0;
         self.last_short = false;
     }
 }
 
-/// The socket with its receive buffers, the pending GSO batch and the
-/// scratch buffer the core writes datagrams into.
+/// The socket with its receive buffers and the pending GSO batch.
 pub(crate) struct Io {
     pub socket: Socket,
     pub batch: Batch,
     recv: RecvBuffers,
-    scratch: Vec<u8>,
     raw: bool,
     /// The socket refused the pending batch; wait for it to be writable.
     pub blocked: bool,
@@ -99,7 +121,6 @@ impl Io {
         Self {
             batch: Batch::new(features.gso_max_segments, max_datagram),
             recv: RecvBuffers::new(features),
-            scratch: vec![0u8; max_datagram],
             raw: matches!(features.mode, Mode::RawIp { .. }),
             blocked: false,
             more_to_read: false,
@@ -195,15 +216,21 @@ impl Io {
             self.batch.push(dest, &datagram);
         }
         let now = Instant::now();
-        while let Some(t) = core.poll_transmit(now, &mut self.scratch) {
-            if !self.batch.fits(t.destination, t.len) && !self.flush()? {
-                // The socket is full and the datagram cannot join the
-                // waiting batch (another destination or size): hold it
-                // until the batch has left.
-                self.held = Some((t.destination, self.scratch[..t.len].to_vec()));
-                return Ok(());
+        while let Some(t) = core.poll_transmit(now, self.batch.free_space()) {
+            if !self.batch.fits(t.destination, t.len) {
+                // Another destination or size: the datagram waits while the
+                // batch before it leaves (held aside, since sending the
+                // batch reuses the space it was written into).
+                self.held = Some((t.destination, self.batch.written(t.len).to_vec()));
+                if !self.flush()? {
+                    return Ok(());
+                }
+                if let Some((dest, datagram)) = self.held.take() {
+                    self.batch.push(dest, &datagram);
+                }
+                continue;
             }
-            self.batch.push(t.destination, &self.scratch[..t.len]);
+            self.batch.commit(t.destination, t.len);
         }
         if self.batch.count > 0 {
             self.flush()?;
@@ -217,7 +244,10 @@ impl Io {
         let Some(dest) = self.batch.dest else {
             return Ok(true);
         };
-        match self.socket.send(dest, &self.batch.buf, self.batch.segment) {
+        match self
+            .socket
+            .send(dest, &self.batch.buf[..self.batch.used], self.batch.segment)
+        {
             Ok(()) => {
                 self.batch.clear();
                 Ok(true)
