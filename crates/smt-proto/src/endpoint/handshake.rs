@@ -26,8 +26,18 @@ const OPENING: usize = 64;
 /// Before keys exist, a responding handshake sends at most this many times
 /// the bytes it received (counting retransmissions), like QUIC's limit.
 const AMPLIFICATION: usize = 3;
-/// Datagrams buffered per peer while its keys are not installed yet.
+/// Datagrams buffered per peer while its keys are not installed yet (or
+/// while new keys wait for the peer to prove its address).
 const MAX_EARLY: usize = 64;
+/// ... and their bytes: datagrams may be up to 64 KiB, so the count alone
+/// would let each handshake hold 4 MiB.
+const MAX_EARLY_BYTES: usize = 128 * 1024;
+
+/// Whether one more datagram of `len` bytes fits a buffer of early ones.
+fn early_fits(buffered: &[Vec<u8>], len: usize) -> bool {
+    buffered.len() < MAX_EARLY
+        && buffered.iter().map(Vec::len).sum::<usize>() + len <= MAX_EARLY_BYTES
+}
 
 /// Handshake protocols, as named in the HANDSHAKE packet's kind byte.
 pub mod kind {
@@ -164,7 +174,7 @@ impl Endpoint {
     /// handshake or its buffer is full.
     pub(crate) fn stash_early(&mut self, from: SocketAddr, datagram: &[u8]) -> bool {
         match self.handshakes.get_mut(&from) {
-            Some(c) if !c.keys_installed && c.early.len() < MAX_EARLY => {
+            Some(c) if !c.keys_installed && early_fits(&c.early, datagram.len()) => {
                 c.early.push(datagram.to_vec());
                 true
             }
@@ -377,7 +387,7 @@ impl Endpoint {
             return false;
         }
         if !held.is_proven_by(datagram) {
-            if held.stash.len() >= MAX_EARLY {
+            if !early_fits(&held.stash, datagram.len()) {
                 return false;
             }
             held.stash.push(datagram.to_vec());
@@ -584,4 +594,29 @@ fn emit_handshake(
 
 fn conn_owes_ack(ep: &Endpoint, peer: SocketAddr) -> bool {
     ep.handshakes.get(&peer).is_some_and(|c| c.owe_ack)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{early_fits, MAX_EARLY, MAX_EARLY_BYTES};
+
+    #[test]
+    fn early_datagrams_are_bounded_by_count_and_bytes() {
+        let mut held: Vec<Vec<u8>> = Vec::new();
+        while early_fits(&held, 60_000) {
+            held.push(vec![0; 60_000]);
+        }
+        assert_eq!(
+            held.len(),
+            2,
+            "two 60 kB datagrams fit in 128 KiB, a third does not"
+        );
+        let total: usize = held.iter().map(Vec::len).sum();
+        assert!(total <= MAX_EARLY_BYTES);
+        let mut small: Vec<Vec<u8>> = Vec::new();
+        while early_fits(&small, 100) {
+            small.push(vec![0; 100]);
+        }
+        assert_eq!(small.len(), MAX_EARLY);
+    }
 }
