@@ -399,3 +399,31 @@ fn null_cipher_runs_the_same_protocol() {
         echo_once(&mut pair, len);
     }
 }
+
+/// Many large responses at once: the client grants only `overcommit` of
+/// them, and the rest wait longer than `abort_ticks` for their turn. That
+/// wait is the client's own scheduling, not silence: no RPC may time out
+/// (and the starved responses' servers hear keep-alive grants meanwhile).
+#[test]
+fn responses_starved_by_srpt_do_not_time_out() {
+    let config = Config {
+        overcommit: 2,
+        abort_ticks: 20,
+        ..Config::default()
+    };
+    let link = Link {
+        bandwidth_bps: 1_000_000_000,
+        ..Link::default()
+    };
+    let mut pair = Pair::new(config.clone(), config, AES, link, 12);
+    pair.responder = Box::new(|req| vec![req[0]; 1 << 20]);
+    let calls: Vec<_> = (0..24u8).map(|i| pair.call(&[i; 64])).collect();
+    assert!(pair.run(LIMIT));
+    for (i, h) in calls.iter().enumerate() {
+        assert_eq!(
+            pair.outcomes[h],
+            Outcome::Response(vec![i as u8; 1 << 20]),
+            "RPC {i}"
+        );
+    }
+}

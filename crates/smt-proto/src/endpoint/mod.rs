@@ -192,6 +192,8 @@ pub struct Endpoint {
     /// computes them once for everything received in between, so a batch
     /// of packets yields one GRANT per message, not one per packet.
     pub(crate) grants_dirty: bool,
+    /// Ticks so far (paces keep-alives).
+    pub(crate) ticks: u64,
     pub(crate) events: VecDeque<Event>,
     pub(crate) timers: TimerTable,
     pub(crate) stats: Stats,
@@ -243,6 +245,7 @@ impl Endpoint {
             sendable: BTreeSet::new(),
             grantable: BTreeSet::new(),
             grants_dirty: false,
+            ticks: 0,
             events: VecDeque::new(),
             timers: TimerTable::default(),
             stats: Stats::default(),

@@ -18,9 +18,18 @@ fn is_resend_tick(silent: u32, resend: u32) -> bool {
     silent >= resend && silent.is_multiple_of(resend)
 }
 
+/// Whether an incoming message waits only for a grant we give to others:
+/// everything granted has arrived, more is to come, and more messages want
+/// grants than `overcommit` lets us give.
+fn starved(inc: &crate::rpc::Incoming, crowded: bool) -> bool {
+    crowded && inc.granted() < inc.wire_len() && inc.received() >= u64::from(inc.granted())
+}
+
 /// What a tick decided for one RPC.
 enum Action {
     None,
+    /// Repeat our grant for a response we starve (see `tick_client`).
+    KeepAlive(ServerRpcHandle, u32),
     Resend(ServerRpcHandle, Vec<(u32, u32)>),
     NeedAck(ServerRpcHandle),
     FailClient(RpcHandle),
@@ -39,6 +48,7 @@ impl Endpoint {
     }
 
     fn tick(&mut self, now: Instant) {
+        self.ticks += 1;
         self.rescan_sendable();
         let pending: Vec<RpcHandle> = self
             .clients
@@ -111,6 +121,7 @@ impl Endpoint {
 
     fn tick_client(&mut self, h: RpcHandle) -> Action {
         let max_len = self.config.unscheduled_bytes;
+        let crowded = self.grantable.len() > self.config.overcommit;
         let Some(rpc) = self.clients.get_mut(&h) else {
             return Action::None;
         };
@@ -118,6 +129,20 @@ impl Endpoint {
             // Silence is our own doing: the request still waits for the
             // sender's turn (SRPT), not for the peer (Homa's rule).
             rpc.silent_ticks = 0;
+            return Action::None;
+        }
+        if let Some(inc) = rpc.response.as_ref().filter(|inc| starved(inc, crowded)) {
+            // Also our own doing: every byte we granted has arrived, and
+            // the response waits for a grant that goes to messages with
+            // fewer bytes left. Not silence; but the server, which waits
+            // for that grant, must hear that we are alive: repeat the grant.
+            rpc.silent_ticks = 0;
+            if self
+                .ticks
+                .is_multiple_of(u64::from(self.config.resend_ticks))
+            {
+                return Action::KeepAlive(rpc.key(), inc.granted());
+            }
             return Action::None;
         }
         rpc.silent_ticks += 1;
@@ -139,6 +164,7 @@ impl Endpoint {
     fn tick_server(&mut self, key: ServerRpcHandle) -> Action {
         let (resend, abort) = (self.config.resend_ticks, self.config.abort_ticks);
         let max_len = self.config.unscheduled_bytes;
+        let crowded = self.grantable.len() > self.config.overcommit;
         let Some(rpc) = self.servers.get_mut(&key) else {
             return Action::None;
         };
@@ -146,7 +172,9 @@ impl Endpoint {
             // The application owns the RPC until it answers.
             ServerState::InService => true,
             ServerState::Responding(out) => out.has_sendable(),
-            ServerState::Receiving(_) => false,
+            // We withhold the grant it needs (the client's RESENDs, which
+            // we answer with BUSY, keep both sides from giving up).
+            ServerState::Receiving(inc) => starved(inc, crowded),
         };
         if waiting_on_us {
             rpc.silent_ticks = 0;
@@ -185,6 +213,15 @@ impl Endpoint {
                 }
             }
             Action::NeedAck(k) => self.queue_control(k.peer, k.epoch, k.id, Body::NeedAck),
+            Action::KeepAlive(k, offset) => self.queue_control(
+                k.peer,
+                k.epoch,
+                k.id,
+                Body::Grant {
+                    offset,
+                    priority: u8::MAX,
+                },
+            ),
             Action::FailClient(h) => {
                 let peer = self.clients.get(&h).map(|c| c.peer);
                 self.fail_client(h, RpcError::Timeout);
