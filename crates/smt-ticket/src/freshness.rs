@@ -106,8 +106,7 @@ impl Freshness {
 
 /// `t` in unix milliseconds (0 before 1970).
 pub fn unix_millis(t: SystemTime) -> u64 {
-    t.duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, millis)
+    t.duration_since(SystemTime::UNIX_EPOCH).map_or(0, millis)
 }
 
 fn millis(d: Duration) -> u64 {
