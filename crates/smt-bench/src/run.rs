@@ -138,13 +138,8 @@ impl Ctx<'_> {
     async fn workloads<S: Slot>(&self, slots: &mut Vec<S>, run: &mut SystemRun) -> io::Result<()> {
         let plan = self.plan;
         let want_rtt = self.args.wants("rtt");
-        let mut want_mixed = self.args.wants("mixed") && !self.system.rtt_only();
-        if want_mixed && self.system == System::SmtLocal {
-            // Its slots share one caller-driven endpoint through a polling
-            // hand-off that suits closed loops; the open loop's arrival
-            // timer starves behind it and most arrivals are served late,
-            // which would measure the harness, not SMT.
-            want_mixed = false;
+        let want_mixed = self.args.wants("mixed") && self.system.runs_mixed();
+        if self.args.wants("mixed") && !self.system.rtt_only() && !want_mixed {
             run.notes.push(format!(
                 "{}: mixed skipped (the open-loop harness does not drive a caller-driven endpoint well)",
                 self.system.name()

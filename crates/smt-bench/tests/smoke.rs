@@ -58,6 +58,8 @@ fn smoke_run_measures_every_system_and_writes_json_csv_and_svg() {
         let workloads: Vec<&str> = mine.iter().map(|r| r.workload.as_str()).collect();
         let expected: &[&str] = if system.rtt_only() {
             &["rtt"]
+        } else if !system.runs_mixed() {
+            &["rtt", "throughput", "bulk"]
         } else {
             &["rtt", "throughput", "mixed", "bulk"]
         };

@@ -136,6 +136,15 @@ impl System {
         matches!(self, Self::UdpFloor | Self::TcpFloor | Self::SmtBusyPoll)
     }
 
+    /// Whether the mixed (open-loop) workload runs. Not for the
+    /// caller-driven endpoint: its slots share one endpoint through a
+    /// polling hand-off that suits closed loops, and the open loop's
+    /// arrival timer starves behind it (most arrivals would be served
+    /// late, measuring the harness rather than SMT).
+    pub fn runs_mixed(self) -> bool {
+        !self.rtt_only() && self != Self::SmtLocal
+    }
+
     /// The largest message the system can carry (the UDP floor sends one
     /// datagram).
     pub fn max_size(self) -> usize {
