@@ -105,33 +105,9 @@ impl SizeDist {
     }
 }
 
-/// SplitMix64: small, seeded, good enough for workload generation.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Exponentially distributed with the given mean (Poisson gaps).
-    pub fn exponential(&mut self, mean: f64) -> f64 {
-        -mean * (1.0 - self.unit()).ln()
-    }
-}
+/// The seeded generator for workload sizes and arrival gaps: the
+/// simulator's SplitMix64.
+pub use smt_sim::SplitMix64 as Rng;
 
 #[cfg(test)]
 mod tests {

@@ -20,6 +20,11 @@ impl SplitMix64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 
+    /// Exponentially distributed with the given mean (Poisson gaps).
+    pub fn exponential(&mut self, mean: f64) -> f64 {
+        -mean * (1.0 - self.unit()).ln()
+    }
+
     /// True with probability `p`.
     pub fn chance(&mut self, p: f64) -> bool {
         p > 0.0 && self.unit() < p

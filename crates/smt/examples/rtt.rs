@@ -84,14 +84,13 @@ fn udp(any: SocketAddr, size: usize, n: usize) -> Vec<Duration> {
     samples
 }
 
-fn local(any: SocketAddr, size: usize, n: usize, busy_poll: bool) -> Vec<Duration> {
-    let mut config = EndpointConfig {
-        busy_poll,
-        ..EndpointConfig::default()
-    };
-    if let Ok(v) = std::env::var("RTT_UNSCHEDULED") {
-        config.protocol.unscheduled_bytes = v.parse().expect("a byte count");
-    }
+/// A client and an echo server thread that answers `n` requests, both
+/// `LocalEndpoint`s with fresh AES-128-GCM keys.
+fn local_echo_pair(
+    any: SocketAddr,
+    config: EndpointConfig,
+    n: usize,
+) -> (LocalEndpoint, SocketAddr, std::thread::JoinHandle<()>) {
     let mut client = LocalEndpoint::bind(any, config.clone()).unwrap();
     let mut server = LocalEndpoint::bind(any, config).unwrap();
     let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
@@ -106,18 +105,42 @@ fn local(any: SocketAddr, size: usize, n: usize, busy_poll: bool) -> Vec<Duratio
                 served += 1;
             }
         }
+        // The last responses' ACKs.
         let _ = server.poll(Some(Duration::from_millis(20)));
     });
+    (client, addr, echo)
+}
+
+/// Waits for the outcome of one call: true for a response, false (after
+/// saying why) for a failure.
+fn next_outcome(client: &mut LocalEndpoint) -> bool {
+    loop {
+        match client.poll(None).unwrap() {
+            Some(LocalEvent::Response { .. }) => return true,
+            Some(LocalEvent::Failed { error, .. }) => {
+                eprintln!("call failed: {error}");
+                return false;
+            }
+            _ => {}
+        }
+    }
+}
+
+fn local(any: SocketAddr, size: usize, n: usize, busy_poll: bool) -> Vec<Duration> {
+    let mut config = EndpointConfig {
+        busy_poll,
+        ..EndpointConfig::default()
+    };
+    if let Ok(v) = std::env::var("RTT_UNSCHEDULED") {
+        config.protocol.unscheduled_bytes = v.parse().expect("a byte count");
+    }
+    let (mut client, addr, echo) = local_echo_pair(any, config, n);
     let msg = vec![7u8; size];
     let samples = (0..n)
         .map(|_| {
             let start = Instant::now();
             client.call(addr, &msg).unwrap();
-            loop {
-                if let Some(LocalEvent::Response { .. }) = client.poll(None).unwrap() {
-                    break;
-                }
-            }
+            next_outcome(&mut client);
             start.elapsed()
         })
         .collect();
@@ -127,22 +150,7 @@ fn local(any: SocketAddr, size: usize, n: usize, busy_poll: bool) -> Vec<Duratio
 
 /// Closed loop: `outstanding` calls in flight, a new one as each completes.
 fn throughput(any: SocketAddr, size: usize, n: usize, outstanding: usize) -> f64 {
-    let mut client = LocalEndpoint::bind(any, EndpointConfig::default()).unwrap();
-    let mut server = LocalEndpoint::bind(any, EndpointConfig::default()).unwrap();
-    let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
-    client.install_session(server.local_addr(), ck).unwrap();
-    server.install_session(client.local_addr(), sk).unwrap();
-    let addr = server.local_addr();
-    let echo = std::thread::spawn(move || {
-        let mut served = 0;
-        while served < n {
-            if let Some(LocalEvent::Request { request, data }) = server.poll(None).unwrap() {
-                server.respond(request, &data).unwrap();
-                served += 1;
-            }
-        }
-        let _ = server.poll(Some(Duration::from_millis(20)));
-    });
+    let (mut client, addr, echo) = local_echo_pair(any, EndpointConfig::default(), n);
     let msg = vec![7u8; size];
     let start = Instant::now();
     let (mut sent, mut done) = (0, 0);
@@ -151,14 +159,8 @@ fn throughput(any: SocketAddr, size: usize, n: usize, outstanding: usize) -> f64
             client.call(addr, &msg).unwrap();
             sent += 1;
         }
-        match client.poll(None).unwrap() {
-            Some(LocalEvent::Response { .. }) => done += 1,
-            Some(LocalEvent::Failed { error, .. }) => {
-                eprintln!("call failed: {error}");
-                done += 1;
-            }
-            _ => {}
-        }
+        next_outcome(&mut client);
+        done += 1;
     }
     let rate = n as f64 / start.elapsed().as_secs_f64();
     let _ = client.poll(Some(Duration::from_millis(5)));
