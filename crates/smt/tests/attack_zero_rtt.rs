@@ -155,33 +155,69 @@ fn replay_from_new_addresses(
     tally
 }
 
+/// A 0-RTT server for `ticket` behind the attacker's relay.
+struct Scene {
+    issuer: Issuer,
+    ticket: Ticket,
+    executions: attack_common::Executions,
+    server: Endpoint,
+    relay: Relay,
+}
+
+impl Scene {
+    fn start(issuer: Issuer, key: StaticKey, lifetime: Duration) -> Self {
+        let ticket = issuer.ticket(&key, lifetime);
+        let executions = attack_common::Executions::default();
+        let addr = "127.0.0.1:0".parse().unwrap();
+        let server = zero_rtt_server(addr, key, ticket.clone(), &executions);
+        let relay = attack_common::spawn_relay(server.local_addr(), None);
+        Self {
+            issuer,
+            ticket,
+            executions,
+            server,
+            relay,
+        }
+    }
+
+    /// A genuine client's first flight through the relay (checked).
+    fn first_flight(&self, fs: bool) -> Vec<Vec<u8>> {
+        first_flight(&self.issuer, &self.ticket, &self.relay, fs)
+    }
+
+    /// Stops the server and starts another on its address.
+    fn restart(&mut self, key: StaticKey, ticket: Ticket) {
+        let addr = self.server.local_addr();
+        self.server.close();
+        self.server = zero_rtt_server(addr, key, ticket, &self.executions);
+    }
+
+    fn replay(&self, name: &str, flight: &[Vec<u8>]) -> Tally {
+        let (relay, server) = (&self.relay, &self.server);
+        replay_from_new_addresses(name, relay, server, &self.executions, flight, 20)
+    }
+}
+
 #[test]
 fn first_flight_replayed_within_the_ticket_lifetime_is_refused() {
-    let issuer = Issuer::new();
-    let key = StaticKey::generate();
-    let ticket = issuer.ticket(&key, Duration::from_secs(600));
-    let executions = attack_common::Executions::default();
-    let server = zero_rtt_server(
-        "127.0.0.1:0".parse().unwrap(),
-        key,
-        ticket.clone(),
-        &executions,
+    let scene = Scene::start(
+        Issuer::new(),
+        StaticKey::generate(),
+        Duration::from_secs(600),
     );
-    let relay = attack_common::spawn_relay(server.local_addr(), None);
     for fs in [false, true] {
-        let flight = first_flight(&issuer, &ticket, &relay, fs);
-        let name = format!("zero-rtt-replay-within-lifetime-fs-{fs}");
-        let tally = replay_from_new_addresses(&name, &relay, &server, &executions, &flight, 20);
+        let flight = scene.first_flight(fs);
+        let tally = scene.replay(&format!("zero-rtt-replay-within-lifetime-fs-{fs}"), &flight);
         assert_eq!(tally.accepted, 0, "{tally}");
     }
     // The two genuine calls, nothing more.
-    assert_eq!(executions.lock().unwrap().get(&b"pay once"[..]), Some(&2));
+    let executions = scene.executions.lock().unwrap();
+    assert_eq!(executions.get(&b"pay once"[..]), Some(&2));
 }
 
 #[test]
 fn first_flight_replayed_after_the_ticket_expired_is_refused() {
     let issuer = Issuer::new();
-    let key = StaticKey::generate();
     // A one-second ticket counts from the start of the current second:
     // issue it early in a second so the genuine call fits in its lifetime.
     while SystemTime::now()
@@ -192,56 +228,26 @@ fn first_flight_replayed_after_the_ticket_expired_is_refused() {
     {
         std::thread::sleep(Duration::from_millis(10));
     }
-    let ticket = issuer.ticket(&key, Duration::from_secs(1));
-    let executions = attack_common::Executions::default();
-    let server = zero_rtt_server(
-        "127.0.0.1:0".parse().unwrap(),
-        key,
-        ticket.clone(),
-        &executions,
-    );
-    let relay = attack_common::spawn_relay(server.local_addr(), None);
-    let flight = first_flight(&issuer, &ticket, &relay, false);
+    let scene = Scene::start(issuer, StaticKey::generate(), Duration::from_secs(1));
+    let flight = scene.first_flight(false);
     std::thread::sleep(Duration::from_millis(2100));
-    let tally = replay_from_new_addresses(
-        "zero-rtt-replay-after-expiry",
-        &relay,
-        &server,
-        &executions,
-        &flight,
-        20,
-    );
+    let tally = scene.replay("zero-rtt-replay-after-expiry", &flight);
     assert_eq!(tally.accepted, 0, "{tally}");
 }
 
 #[test]
 fn first_flight_replayed_after_a_restart_with_a_new_ticket_is_refused() {
-    let issuer = Issuer::new();
-    let key = StaticKey::generate();
-    let ticket = issuer.ticket(&key, Duration::from_secs(600));
-    let executions = attack_common::Executions::default();
-    let server = zero_rtt_server(
-        "127.0.0.1:0".parse().unwrap(),
-        key,
-        ticket.clone(),
-        &executions,
+    let mut scene = Scene::start(
+        Issuer::new(),
+        StaticKey::generate(),
+        Duration::from_secs(600),
     );
-    let addr = server.local_addr();
-    let relay = attack_common::spawn_relay(addr, None);
-    let flight = first_flight(&issuer, &ticket, &relay, false);
-    server.close();
+    let flight = scene.first_flight(false);
     // The documented rule: every start issues a new ticket (a new key).
     let key = StaticKey::generate();
-    let ticket = issuer.ticket(&key, Duration::from_secs(600));
-    let server = zero_rtt_server(addr, key, ticket, &executions);
-    let tally = replay_from_new_addresses(
-        "zero-rtt-replay-after-restart-new-ticket",
-        &relay,
-        &server,
-        &executions,
-        &flight,
-        20,
-    );
+    let ticket = scene.issuer.ticket(&key, Duration::from_secs(600));
+    scene.restart(key, ticket);
+    let tally = scene.replay("zero-rtt-replay-after-restart-new-ticket", &flight);
     assert_eq!(tally.accepted, 0, "{tally}");
 }
 
@@ -251,37 +257,20 @@ fn first_flight_replayed_after_a_restart_with_a_new_ticket_is_refused() {
 /// genuine client's new hello is accepted.
 #[test]
 fn first_flight_replayed_after_a_restart_with_the_same_ticket_is_refused() {
-    let issuer = Issuer::new();
     let key = StaticKey::generate();
     let saved = key.to_bytes();
-    let ticket = issuer.ticket(&key, Duration::from_secs(600));
-    let executions = attack_common::Executions::default();
-    let server = zero_rtt_server(
-        "127.0.0.1:0".parse().unwrap(),
-        key,
-        ticket.clone(),
-        &executions,
-    );
-    let addr = server.local_addr();
-    let relay = attack_common::spawn_relay(addr, None);
-    let flight = first_flight(&issuer, &ticket, &relay, false);
-    server.close();
-    let key = StaticKey::from_bytes(&saved).unwrap();
-    let server = zero_rtt_server(addr, key, ticket.clone(), &executions);
-    let tally = replay_from_new_addresses(
-        "zero-rtt-replay-after-restart-same-ticket",
-        &relay,
-        &server,
-        &executions,
-        &flight,
-        20,
-    );
+    let mut scene = Scene::start(Issuer::new(), key, Duration::from_secs(600));
+    let flight = scene.first_flight(false);
+    let ticket = scene.ticket.clone();
+    scene.restart(StaticKey::from_bytes(&saved).unwrap(), ticket);
+    let tally = scene.replay("zero-rtt-replay-after-restart-same-ticket", &flight);
     assert_eq!(tally.accepted, 0, "{tally}");
-    let relay = attack_common::spawn_relay(addr, None);
     // A genuine client's new first flight is accepted (first_flight checks
-    // the response).
-    first_flight(&issuer, &ticket, &relay, false);
-    assert_eq!(executions.lock().unwrap().get(&b"pay once"[..]), Some(&2));
+    // the response), through a fresh route.
+    scene.relay = attack_common::spawn_relay(scene.server.local_addr(), None);
+    scene.first_flight(false);
+    let executions = scene.executions.lock().unwrap();
+    assert_eq!(executions.get(&b"pay once"[..]), Some(&2));
 }
 
 /// An attacker holding the (public) ticket sends its own ClientHello0s
@@ -292,20 +281,16 @@ fn first_flight_replayed_after_a_restart_with_the_same_ticket_is_refused() {
 /// under the fs-key — which needs the reply sent to the victim — arrives.)
 #[test]
 fn a_spoofed_hello_does_not_replace_an_established_session() {
-    let issuer = Issuer::new();
-    let key = StaticKey::generate();
-    let ticket = issuer.ticket(&key, Duration::from_secs(600));
-    let executions = attack_common::Executions::default();
-    let server = zero_rtt_server(
-        "127.0.0.1:0".parse().unwrap(),
-        key,
-        ticket.clone(),
-        &executions,
+    let scene = Scene::start(
+        Issuer::new(),
+        StaticKey::generate(),
+        Duration::from_secs(600),
     );
-    let relay = attack_common::spawn_relay(server.local_addr(), None);
+    let (relay, server) = (&scene.relay, &scene.server);
     let victim = bind();
-    let verified = ticket
-        .verify(issuer.ca.cert_der(), NAME, SystemTime::now())
+    let verified = scene
+        .ticket
+        .verify(scene.issuer.ca.cert_der(), NAME, SystemTime::now())
         .unwrap();
     victim
         .set_zero_rtt_ticket(relay.local_addr(), verified.clone(), false)
