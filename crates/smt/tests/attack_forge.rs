@@ -13,12 +13,13 @@ use std::time::Duration;
 
 use attack_common::{bind, finish, request, run_attack, World};
 use smt::keys::{fresh_session_pair, AeadAlgorithm};
+use smt::Endpoint;
 use smt_proto::wire::{DataHeader, PacketType};
 use smt_sim::attack::{
     forge_control, forge_data, forge_handshake, message_id, packet_type, select, with_random_tail,
     CONTROL_TYPES,
 };
-use smt_sim::{Direction, SplitMix64};
+use smt_sim::{Direction, Relay, SplitMix64};
 
 fn rounds() -> usize {
     if attack_common::long() {
@@ -136,6 +137,50 @@ fn forgeries_with_real_header_fields_are_refused() {
     world.calls(10, &[8]);
 }
 
+/// A client, the attacker's relay and a server whose application holds
+/// each request until released, then answers it reversed.
+struct Held {
+    server: Endpoint,
+    relay: Relay,
+    client: Endpoint,
+    /// One message releases the oldest held request.
+    release: mpsc::Sender<()>,
+    /// Each request as the server application receives it.
+    requests: mpsc::Receiver<Vec<u8>>,
+}
+
+impl Held {
+    fn start() -> Self {
+        let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
+        let server = bind();
+        server
+            .set_key_resolver(Box::new(move |_peer: SocketAddr| Some(sk.clone())))
+            .unwrap();
+        let relay = attack_common::spawn_relay(server.local_addr(), None);
+        let client = bind();
+        client.install_session(relay.local_addr(), ck).unwrap();
+        let (release, release_rx) = mpsc::channel::<()>();
+        let (got_tx, requests) = mpsc::channel::<Vec<u8>>();
+        let s = server.clone();
+        std::thread::spawn(move || {
+            while let Ok(mut req) = s.accept() {
+                let data = req.take_data();
+                got_tx.send(data.clone()).unwrap();
+                release_rx.recv().unwrap();
+                let reply: Vec<u8> = data.iter().rev().copied().collect();
+                let _ = req.respond(&reply);
+            }
+        });
+        Self {
+            server,
+            relay,
+            client,
+            release,
+            requests,
+        }
+    }
+}
+
 /// While the server holds a request (the application has not answered),
 /// forged DATA (a response with a made-up record) and GRANT, RESEND,
 /// RPC_UNKNOWN, BUSY, NEED_ACK, ACK and KEY_UPDATE for that very RPC go to
@@ -144,27 +189,13 @@ fn forgeries_with_real_header_fields_are_refused() {
 /// with the right response, executed once.
 #[test]
 fn forged_control_packets_for_a_live_rpc_change_nothing() {
-    let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
-    let server = bind();
-    server
-        .set_key_resolver(Box::new(move |_peer: SocketAddr| Some(sk.clone())))
-        .unwrap();
-    let relay = attack_common::spawn_relay(server.local_addr(), None);
-    let client = bind();
-    client.install_session(relay.local_addr(), ck).unwrap();
-
-    let (release_tx, release_rx) = mpsc::channel::<()>();
-    let (got_tx, got_rx) = mpsc::channel::<Vec<u8>>();
-    let s = server.clone();
-    std::thread::spawn(move || {
-        while let Ok(mut req) = s.accept() {
-            let data = req.take_data();
-            got_tx.send(data.clone()).unwrap();
-            release_rx.recv().unwrap();
-            let reply: Vec<u8> = data.iter().rev().copied().collect();
-            let _ = req.respond(&reply);
-        }
-    });
+    let Held {
+        server,
+        relay,
+        client,
+        release: release_tx,
+        requests: got_rx,
+    } = Held::start();
     let req = request(7, 30_000);
     let (c, target, r) = (client.clone(), relay.local_addr(), req.clone());
     let call = std::thread::spawn(move || c.call(target, &r));
@@ -288,26 +319,13 @@ fn multi_packet_header(rng: &mut SplitMix64, mss: u16) -> DataHeader {
 /// still be delivered: unauthenticated state may not block them.
 #[test]
 fn forged_multi_packet_segments_do_not_block_genuine_messages() {
-    let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
-    let server = bind();
-    server
-        .set_key_resolver(Box::new(move |_peer: SocketAddr| Some(sk.clone())))
-        .unwrap();
-    let relay = attack_common::spawn_relay(server.local_addr(), None);
-    let client = bind();
-    client.install_session(relay.local_addr(), ck).unwrap();
-    let (release_tx, release_rx) = mpsc::channel::<()>();
-    let (got_tx, got_rx) = mpsc::channel::<Vec<u8>>();
-    let s = server.clone();
-    std::thread::spawn(move || {
-        while let Ok(mut req) = s.accept() {
-            let data = req.take_data();
-            got_tx.send(data.clone()).unwrap();
-            release_rx.recv().unwrap();
-            let reply: Vec<u8> = data.iter().rev().copied().collect();
-            let _ = req.respond(&reply);
-        }
-    });
+    let Held {
+        server,
+        relay,
+        client,
+        release: release_tx,
+        requests: got_rx,
+    } = Held::start();
     let mut rng = SplitMix64::new(0xf4);
     let (mut attempts, mut accepted) = (0u64, 0u64);
     let client_addr = client.local_addr();
