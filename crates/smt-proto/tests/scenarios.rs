@@ -427,3 +427,38 @@ fn responses_starved_by_srpt_do_not_time_out() {
         );
     }
 }
+
+/// The same crowd of large responses, but the server falls silent midway
+/// (every packet it sends from then on is lost): waiting for a grant must
+/// not outlive the peer. Every RPC ends, with a timeout.
+#[test]
+fn starved_responses_of_a_silent_server_still_time_out() {
+    let config = Config {
+        overcommit: 2,
+        abort_ticks: 20,
+        ..Config::default()
+    };
+    let mut pair = Pair::new(config.clone(), config, AES, Link::default(), 13);
+    pair.responder = Box::new(|req| vec![req[0]; 1 << 20]);
+    let server = pair.server_addr;
+    let mut from_server = 0u32;
+    pair.intercept = Some(Box::new(move |d| {
+        if d.to != server {
+            from_server += 1;
+        }
+        if d.to != server && from_server > 300 {
+            smt_sim::Verdict::Drop
+        } else {
+            smt_sim::Verdict::Deliver
+        }
+    }));
+    let calls: Vec<_> = (0..24u8).map(|i| pair.call(&[i; 64])).collect();
+    assert!(pair.run(LIMIT), "every RPC must end");
+    for h in &calls {
+        assert!(
+            matches!(pair.outcomes[h], Outcome::Failed(RpcError::Timeout)),
+            "{:?}",
+            pair.outcomes[h]
+        );
+    }
+}

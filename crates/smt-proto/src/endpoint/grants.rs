@@ -40,7 +40,7 @@ impl Endpoint {
 
     /// Incoming messages that still need grants, keyed by bytes remaining
     /// (taken from `self.grantable`, pruned of those fully granted or gone).
-    fn grant_candidates(&mut self) -> Vec<(u64, MsgKey)> {
+    pub(crate) fn grant_candidates(&mut self) -> Vec<(u64, MsgKey)> {
         let mut keys = std::mem::take(&mut self.grantable);
         let mut candidates = Vec::new();
         keys.retain(|&key| {

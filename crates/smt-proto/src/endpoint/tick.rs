@@ -50,6 +50,12 @@ impl Endpoint {
     fn tick(&mut self, now: Instant) {
         self.ticks += 1;
         self.rescan_sendable();
+        // Counted from live candidates (stale ones pruned), so messages of
+        // a peer that timed out stop making the rest look starved; and
+        // grants are re-ranked at the next transmit, so those freed places
+        // go to waiting messages even if no data arrives.
+        let crowded = self.grant_candidates().len() > self.config.overcommit;
+        self.grants_dirty |= !self.grantable.is_empty();
         let pending: Vec<RpcHandle> = self
             .clients
             .iter()
@@ -62,11 +68,11 @@ impl Endpoint {
         let mut actions = Vec::new();
         let handles: Vec<RpcHandle> = self.clients.keys().copied().collect();
         for h in handles {
-            actions.push(self.tick_client(h));
+            actions.push(self.tick_client(h, crowded));
         }
         let keys: Vec<ServerRpcHandle> = self.servers.keys().copied().collect();
         for k in keys {
-            actions.push(self.tick_server(k));
+            actions.push(self.tick_server(k, crowded));
         }
         for action in actions {
             self.apply(now, action);
@@ -119,9 +125,8 @@ impl Endpoint {
         silent >= first && (silent - first).is_multiple_of(r)
     }
 
-    fn tick_client(&mut self, h: RpcHandle) -> Action {
+    fn tick_client(&mut self, h: RpcHandle, crowded: bool) -> Action {
         let max_len = self.config.unscheduled_bytes;
-        let crowded = self.grantable.len() > self.config.overcommit;
         let Some(rpc) = self.clients.get_mut(&h) else {
             return Action::None;
         };
@@ -161,10 +166,9 @@ impl Endpoint {
         Action::None
     }
 
-    fn tick_server(&mut self, key: ServerRpcHandle) -> Action {
+    fn tick_server(&mut self, key: ServerRpcHandle, crowded: bool) -> Action {
         let (resend, abort) = (self.config.resend_ticks, self.config.abort_ticks);
         let max_len = self.config.unscheduled_bytes;
-        let crowded = self.grantable.len() > self.config.overcommit;
         let Some(rpc) = self.servers.get_mut(&key) else {
             return Action::None;
         };
