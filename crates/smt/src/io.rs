@@ -84,11 +84,6 @@ impl Batch {
         self.commit(dest, datagram.len());
     }
 
-    /// The datagram just written into `free_space`.
-    fn written(&self, len: usize) -> &[u8] {
-        &self.buf[self.used..self.used + len]
-    }
-
     fn clear(&mut self) {
         self.used = 0;
         self.dest = None;
@@ -217,19 +212,21 @@ impl Io {
         }
         let now = Instant::now();
         while let Some(t) = core.poll_transmit(now, self.batch.free_space()) {
-            if !self.batch.fits(t.destination, t.len) {
-                // Another destination or size: the datagram waits while the
-                // batch before it leaves (held aside, since sending the
-                // batch reuses the space it was written into).
-                self.held = Some((t.destination, self.batch.written(t.len).to_vec()));
-                if !self.flush()? {
-                    return Ok(());
-                }
-                if let Some((dest, datagram)) = self.held.take() {
-                    self.batch.push(dest, &datagram);
-                }
+            if self.batch.fits(t.destination, t.len) {
+                self.batch.commit(t.destination, t.len);
                 continue;
             }
+            // Another destination or size: the batch before it leaves
+            // first, then the datagram moves to the front of the buffer.
+            let start = self.batch.used;
+            let flushed = self.flush();
+            if !matches!(flushed, Ok(true)) {
+                // The socket is full (or failed): keep the datagram aside.
+                let datagram = self.batch.buf[start..start + t.len].to_vec();
+                self.held = Some((t.destination, datagram));
+                return flushed.map(|_| ());
+            }
+            self.batch.buf.copy_within(start..start + t.len, 0);
             self.batch.commit(t.destination, t.len);
         }
         if self.batch.count > 0 {
