@@ -105,6 +105,11 @@ pub struct Config {
     /// Handshakes in progress at once. A HANDSHAKE packet that would open
     /// one more is dropped (`DropReason::OverLimit`).
     pub max_handshakes: usize,
+    /// Put several packets to the same peer into one datagram, each
+    /// unchanged (`docs/protocol.md` § 2.1): small messages, their ACKs and
+    /// grants then share system calls and datagrams. Off sends one packet
+    /// per datagram, as seed 001 does. Receivers always accept both.
+    pub coalesce: bool,
     /// The local port written into the SMT header's source-port field.
     pub local_port: u16,
     /// Check the SMT header's ports: the destination port must be
@@ -140,6 +145,7 @@ impl Default for Config {
             max_resolved_sessions: 64 * 1024,
             max_handshakes: 4096,
             session_idle_timeout: Some(Duration::from_secs(600)),
+            coalesce: true,
             local_port: 0,
             verify_ports: true,
         }

@@ -67,6 +67,25 @@ impl DropReason {
         Self::Handshake,
     ];
 
+    /// Whether a packet dropped for this reason takes the rest of its
+    /// datagram with it (coalesced datagrams, `docs/protocol.md` § 2.1):
+    /// a packet that is malformed, forged or corrupted has a length nobody
+    /// vouches for, so what follows it is no packet either (and one damaged
+    /// datagram counts one drop). A packet that is merely stale (a
+    /// duplicate, a replay, an RPC already gone, a limit reached) was
+    /// well-formed: the packets after it are handled.
+    pub fn ends_datagram(self) -> bool {
+        !matches!(
+            self,
+            Self::Replay
+                | Self::Duplicate
+                | Self::UnknownRpc
+                | Self::OverLimit
+                | Self::Unsupported
+                | Self::KeyPhase
+        )
+    }
+
     /// A short stable name for counters and logs.
     pub fn name(self) -> &'static str {
         match self {

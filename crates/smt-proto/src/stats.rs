@@ -61,6 +61,10 @@ pub struct Stats {
     pub rpcs_completed: u64,
     pub rpcs_failed: u64,
     pub requests_restarted: u64,
+    /// Packets that shared a datagram with an earlier packet (coalesced),
+    /// sent and received: `datagrams + coalesced = packets`.
+    pub coalesced_packets_tx: u64,
+    pub coalesced_packets_rx: u64,
     pub handshakes_completed: u64,
     /// For a peer: the session's current key epoch (0 until the first key
     /// update or handshake key switch).

@@ -14,15 +14,22 @@ pub(crate) enum Timer {
     /// Every quarter of `Config::session_idle_timeout` while a handshake's
     /// session exists: forgets those idle for the whole timeout.
     IdleSweep,
+    /// A tick after the first ACK of a batch was queued: sends the pending
+    /// ACKs (a full batch of `ACK_MAX_IDS` leaves at once). The server keeps
+    /// a response until it is acknowledged and asks only after several
+    /// silent ticks, so a tick of delay costs nothing and lets completions
+    /// share a packet.
+    AckDelay,
 }
 
 impl Timer {
-    const ALL: [Self; 2] = [Self::Tick, Self::IdleSweep];
+    const ALL: [Self; 3] = [Self::Tick, Self::IdleSweep, Self::AckDelay];
 
     fn slot(self) -> usize {
         match self {
             Self::Tick => 0,
             Self::IdleSweep => 1,
+            Self::AckDelay => 2,
         }
     }
 }

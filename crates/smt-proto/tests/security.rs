@@ -19,11 +19,25 @@ fn captured_pair(seed: u64) -> Pair {
 fn packets_of(pair: &Pair, ty: PacketType, to: std::net::SocketAddr) -> Vec<Datagram> {
     let all = pair.capture.as_ref().expect("capture on");
     all.iter()
-        .filter(|d| {
-            d.to == to && Packet::new_checked(&d.bytes[..]).is_ok_and(|p| p.packet_type() == ty)
-        })
-        .cloned()
+        .filter(|d| d.to == to)
+        .flat_map(split_coalesced)
+        .filter(|d| Packet::new_checked(&d.bytes[..]).is_ok_and(|p| p.packet_type() == ty))
         .collect()
+}
+
+/// The packets of a (possibly coalesced) datagram, each as a datagram of
+/// its own.
+fn split_coalesced(d: &Datagram) -> Vec<Datagram> {
+    let mut out = Vec::new();
+    let mut rest = &d.bytes[..];
+    while !rest.is_empty() {
+        let len = smt_proto::wire::first_packet_len(rest, true).unwrap_or(rest.len());
+        let mut one = d.clone();
+        one.bytes = rest[..len].to_vec();
+        out.push(one);
+        rest = &rest[len..];
+    }
+    out
 }
 
 #[test]

@@ -175,10 +175,6 @@ pub struct Endpoint {
     pub(crate) next_handle: u64,
     pub(crate) control: VecDeque<(SocketAddr, u64, Repr)>,
     pub(crate) pending_acks: BTreeMap<(SocketAddr, u64), AckIds>,
-    /// When the pending ACKs go out unless they fill a packet first
-    /// (send.rs): delaying them by a tick batches many completions into one
-    /// packet instead of one packet per RPC.
-    pub(crate) ack_deadline: Option<Instant>,
     /// Outgoing messages that may have packets to send, ranked by bytes
     /// left to send (sender-side SRPT): every sendable message is here, so
     /// choosing the next packet takes the first entry instead of scanning
@@ -241,7 +237,6 @@ impl Endpoint {
             next_handle: 1,
             control: VecDeque::new(),
             pending_acks: BTreeMap::new(),
-            ack_deadline: None,
             sendable: BTreeSet::new(),
             grantable: BTreeSet::new(),
             grants_dirty: false,
@@ -482,10 +477,7 @@ impl Endpoint {
 
     /// When [`Endpoint::handle_timeout`] must next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        match (self.timers.next(), self.ack_deadline) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.timers.next()
     }
 
     // ---- internals shared by the submodules ----
@@ -635,6 +627,12 @@ impl Endpoint {
             id,
             body,
         };
-        self.control.push_back((peer, epoch, repr));
+        // KEY_UPDATE goes first: an announcement must precede every packet
+        // of its epoch (the peer cannot check their MACs before it), and a
+        // datagram holds one epoch, so it starts the next datagram.
+        match repr.body {
+            Body::KeyUpdate => self.control.push_front((peer, epoch, repr)),
+            _ => self.control.push_back((peer, epoch, repr)),
+        }
     }
 }

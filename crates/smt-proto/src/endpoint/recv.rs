@@ -12,7 +12,10 @@ use crate::crypto::TAG_LEN;
 use crate::error::{DropReason, RpcError, SendError};
 use crate::rpc::{Accepted, Incoming, MESSAGE_OVERHEAD};
 use crate::session::ReplayCheck;
-use crate::wire::{AckIds, Body, DataHeader, Packet, PacketType, Repr, WireError};
+use crate::timer::Timer;
+use crate::wire::{
+    first_packet_len, AckIds, Body, DataHeader, Packet, PacketType, Repr, WireError,
+};
 
 /// Splits a control packet into the authenticated part and its MAC.
 fn split_tag(datagram: &[u8]) -> Result<(&[u8], &[u8; TAG_LEN]), DropReason> {
@@ -37,15 +40,41 @@ impl Endpoint {
     /// Processes one datagram received from `from`. Malformed, forged,
     /// replayed or unexpected input is dropped and counted in
     /// [`Endpoint::stats`]; it never panics and never fails the endpoint.
+    ///
+    /// A datagram may carry several packets back to back (coalesced, see
+    /// [`crate::wire::first_packet_len`]): each is split off by the length
+    /// its header gives and handled on its own. Bytes whose length cannot
+    /// be told are handled as one last packet, dropped with the reason its
+    /// header earns; a packet dropped as malformed or forged ends the
+    /// datagram ([`DropReason::ends_datagram`]).
     pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
         self.stats.datagrams_rx += 1;
         self.stats.bytes_rx += datagram.len() as u64;
-        if let Err(reason) = self.process(now, from, datagram) {
-            // New keys held for this address may take it (handshake.rs).
-            if !self.offer_to_held_keys(now, from, datagram) {
-                self.drop_packet(from, reason);
+        let tagged = self.config.authenticate_control;
+        let mut rest = datagram;
+        loop {
+            let len = first_packet_len(rest, tagged).unwrap_or(rest.len());
+            let (packet, tail) = rest.split_at(len);
+            if !self.handle_packet(now, from, packet) || tail.is_empty() {
+                return;
             }
+            self.stats.coalesced_packets_rx += 1;
+            rest = tail;
         }
+    }
+
+    /// One packet (the whole datagram, or one of its coalesced packets).
+    /// Returns whether the packets after it may be handled.
+    fn handle_packet(&mut self, now: Instant, from: SocketAddr, packet: &[u8]) -> bool {
+        let Err(reason) = self.process(now, from, packet) else {
+            return true;
+        };
+        // New keys held for this address may take it (handshake.rs).
+        if self.offer_to_held_keys(now, from, packet) {
+            return true;
+        }
+        self.drop_packet(from, reason);
+        !reason.ends_datagram()
     }
 
     pub(crate) fn drop_packet(&mut self, from: SocketAddr, reason: DropReason) {
@@ -136,8 +165,21 @@ impl Endpoint {
             false => session.next_keys().ok_or(DropReason::KeyPhase)?.rx,
         };
         let (body, tag) = split_tag(datagram)?;
-        rx.verify_control_tag(body, tag)
-            .map_err(|_| DropReason::BadControlTag)?;
+        if rx.verify_control_tag(body, tag).is_err() {
+            // A late copy of an announcement or confirmation for the epoch
+            // we already left (its phase is the previous epoch's) is stale,
+            // not forged: counted as a duplicate, so it neither looks like
+            // an attack nor ends a coalesced datagram.
+            let stale = session
+                .previous
+                .as_ref()
+                .filter(|e| !already && e.phase() == phase)
+                .is_some_and(|e| e.rx.verify_control_tag(body, tag).is_ok());
+            return Err(match stale {
+                true => DropReason::Duplicate,
+                false => DropReason::BadControlTag,
+            });
+        }
         let packet = Packet::new_checked(body).map_err(|_| DropReason::Malformed)?;
         let repr = Repr::parse(&packet).map_err(|_| DropReason::Malformed)?;
         if repr.body != Body::KeyUpdate {
@@ -251,7 +293,7 @@ impl Endpoint {
         match opened? {
             Accepted::Stored => Ok(()),
             Accepted::Complete => {
-                self.deliver(msg, key);
+                self.deliver(now, msg, key);
                 Ok(())
             }
         }
@@ -466,10 +508,10 @@ impl Endpoint {
         }
     }
 
-    fn deliver(&mut self, msg: MsgKey, key: ServerRpcHandle) {
+    fn deliver(&mut self, now: Instant, msg: MsgKey, key: ServerRpcHandle) {
         self.stats.messages_received += 1;
         match msg {
-            MsgKey::Client(handle) => self.complete_client(handle, key),
+            MsgKey::Client(handle) => self.complete_client(now, handle, key),
             MsgKey::Server(k) => {
                 let Some(rpc) = self.servers.get_mut(&k) else {
                     return;
@@ -490,7 +532,7 @@ impl Endpoint {
         }
     }
 
-    fn complete_client(&mut self, handle: RpcHandle, key: ServerRpcHandle) {
+    fn complete_client(&mut self, now: Instant, handle: RpcHandle, key: ServerRpcHandle) {
         let Some(ClientRpc {
             response: Some(mut inc),
             ..
@@ -504,19 +546,31 @@ impl Endpoint {
             s.stats.messages_received += 1;
             s.stats.rpcs_completed += 1;
         }
-        self.queue_ack(key);
+        self.queue_ack(now, key);
         self.events.push_back(Event::Response {
             rpc: handle,
             data: inc.take_data(),
         });
     }
 
-    pub(crate) fn queue_ack(&mut self, key: ServerRpcHandle) {
+    /// Acknowledges a completed RPC: a full batch leaves at once, else
+    /// the batch waits for [`Timer::AckDelay`].
+    pub(crate) fn queue_ack(&mut self, now: Instant, key: ServerRpcHandle) {
         let ids = self.pending_acks.entry((key.peer, key.epoch)).or_default();
         ids.push(key.id);
         if ids.is_full() {
             let ids = std::mem::take(ids);
             self.queue_control(key.peer, key.epoch, 0, Body::Ack(ids));
+        } else if !self.timers.is_set(Timer::AckDelay) {
+            self.timers.set(Timer::AckDelay, now + self.config.tick);
+        }
+    }
+
+    /// Sends every pending ACK batch ([`Timer::AckDelay`] expired).
+    pub(crate) fn send_pending_acks(&mut self) {
+        let pending = std::mem::take(&mut self.pending_acks);
+        for ((peer, epoch), ids) in pending.into_iter().filter(|(_, ids)| !ids.is_empty()) {
+            self.queue_control(peer, epoch, 0, Body::Ack(ids));
         }
     }
 
@@ -552,7 +606,7 @@ impl Endpoint {
         let Some(&handle) = self.client_ids.get(&key) else {
             return match body {
                 Body::NeedAck if self.was_allocated(key) => {
-                    self.queue_ack(key);
+                    self.queue_ack(now, key);
                     Ok(())
                 }
                 Body::Resend { .. } => {

@@ -6,44 +6,101 @@ use std::time::Instant;
 use super::{Endpoint, MsgKey, ServerRpcHandle, ServerState, Transmit};
 use crate::crypto::TAG_LEN;
 use crate::rpc::Outgoing;
-use crate::wire::{Body, Packet, Repr};
+use crate::wire::{Body, Packet, Repr, MIN_PACKET_LEN};
 
 impl Endpoint {
     /// Writes the next datagram to send into `buf` and says where it goes.
     /// Call until it returns `None`.
     ///
+    /// With `Config::coalesce`, packets for the same peer that fit after
+    /// the first join it in the datagram (control packets in their queue
+    /// order, then DATA by SRPT), each byte for byte as it would be alone.
+    /// Bounded work: at most one datagram's worth of packets.
+    ///
     /// # Panics
     /// If `buf` is shorter than `Config::max_datagram_size`: a programming
     /// error in the driver, not something the network can cause.
-    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+    pub fn poll_transmit(&mut self, _now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        let limit = self.config.max_datagram_size;
         assert!(
-            buf.len() >= self.config.max_datagram_size,
-            "poll_transmit needs a buffer of at least Config::max_datagram_size ({} bytes)",
-            self.config.max_datagram_size
+            buf.len() >= limit,
+            "poll_transmit needs a buffer of at least Config::max_datagram_size ({limit} bytes)"
         );
-        self.flush_acks(now);
         if std::mem::take(&mut self.grants_dirty) {
             self.update_grants();
         }
+        let (first, epoch) = self.write_first_packet(buf)?;
+        let mut len = first.len;
+        if let Some(epoch) = epoch.filter(|_| self.config.coalesce) {
+            let to = (first.destination, epoch);
+            while let Some(more) = self.write_packet_for(to, &mut buf[len..limit]) {
+                len += more;
+                self.stats.coalesced_packets_tx += 1;
+            }
+        }
+        Some(self.count_tx(Transmit {
+            destination: first.destination,
+            len,
+        }))
+    }
+
+    /// The first packet of the next datagram and its key epoch: a prebuilt
+    /// datagram or a handshake packet (both travel alone: no epoch), else a
+    /// control packet, else DATA.
+    fn write_first_packet(&mut self, buf: &mut [u8]) -> Option<(Transmit, Option<u64>)> {
         if let Some((destination, bytes)) = self.prebuilt.pop_front() {
             let len = bytes.len().min(buf.len());
             buf[..len].copy_from_slice(&bytes[..len]);
-            return Some(self.count_tx(Transmit { destination, len }));
+            return Some((Transmit { destination, len }, None));
         }
         if let Some((destination, len)) = self.write_handshake_packet(buf) {
-            return Some(self.count_tx(Transmit { destination, len }));
+            return Some((Transmit { destination, len }, None));
         }
-        let t = loop {
+        loop {
             match self.control.pop_front() {
                 // A control packet of an epoch already forgotten is dropped.
-                Some((peer, epoch, repr)) => match self.write_control(peer, epoch, &repr, buf) {
-                    Some(t) => break t,
-                    None => continue,
-                },
-                None => break self.write_next_data(buf)?,
+                Some((peer, epoch, repr)) => {
+                    if let Some(t) = self.write_control(peer, epoch, &repr, buf) {
+                        return Some((t, Some(epoch)));
+                    }
+                }
+                None => {
+                    let key = self.pick_srpt()?;
+                    let epoch = self.outgoing_to(key)?.0 .1;
+                    return self.write_data_of(key, buf).map(|t| (t, Some(epoch)));
+                }
             }
-        };
-        Some(self.count_tx(t))
+        }
+    }
+
+    /// One more packet for `peer` in key epoch `epoch` that fits in `buf`:
+    /// the next control packet if it is one, else (with none queued for
+    /// anyone) the next DATA packet by SRPT if it is one. Returns its
+    /// length. One epoch per datagram: a datagram is then wholly current
+    /// or wholly stale for its receiver, and a stale packet (whose MAC the
+    /// receiver can no longer check) cannot take current ones down with
+    /// it.
+    fn write_packet_for(&mut self, to: (SocketAddr, u64), buf: &mut [u8]) -> Option<usize> {
+        if buf.len() < MIN_PACKET_LEN {
+            return None;
+        }
+        while let Some((peer, epoch, repr)) = self.control.front() {
+            if (*peer, *epoch) != to || self.control_len(repr) > buf.len() {
+                return None;
+            }
+            let (to, epoch, repr) = self.control.pop_front()?;
+            if let Some(t) = self.write_control(to, epoch, &repr, buf) {
+                return Some(t.len);
+            }
+        }
+        let t = self.write_next_data_for(to, buf)?;
+        Some(t.len)
+    }
+
+    /// A control packet's length on the wire, with its MAC.
+    fn control_len(&self, repr: &Repr) -> usize {
+        let tagged = self.config.authenticate_control || repr.body == Body::KeyUpdate;
+        repr.buffer_len() + if tagged { TAG_LEN } else { 0 }
     }
 
     fn count_tx(&mut self, t: Transmit) -> Transmit {
@@ -56,31 +113,6 @@ impl Endpoint {
         t
     }
 
-    /// Sends the pending ACKs a tick after the first of them was queued
-    /// (a full batch leaves at once, from `queue_ack`). The peer keeps a
-    /// response until it is acknowledged and asks only after several silent
-    /// ticks, so one tick of delay costs nothing but lets completions share
-    /// a packet.
-    fn flush_acks(&mut self, now: Instant) {
-        if self.pending_acks.values().all(|ids| ids.is_empty()) {
-            self.ack_deadline = None;
-            return;
-        }
-        match self.ack_deadline {
-            Some(deadline) if now >= deadline => self.ack_deadline = None,
-            Some(_) => return,
-            None => {
-                self.ack_deadline = Some(now + self.config.tick);
-                return;
-            }
-        }
-        let pending = std::mem::take(&mut self.pending_acks);
-        let pending = pending.into_iter().filter(|(_, ids)| !ids.is_empty());
-        for ((peer, epoch), ids) in pending {
-            self.queue_control(peer, epoch, 0, Body::Ack(ids));
-        }
-    }
-
     fn write_control(
         &mut self,
         peer: SocketAddr,
@@ -89,17 +121,22 @@ impl Endpoint {
         buf: &mut [u8],
     ) -> Option<Transmit> {
         let len = repr.buffer_len();
+        let total = self.control_len(repr);
+        if total > buf.len() {
+            // Only a datagram size below what the configuration checks
+            // allow could cause it; dropping beats a panic (the peer asks
+            // again).
+            tracing::debug!(%peer, total, "control packet larger than the datagram: dropped");
+            return None;
+        }
         repr.emit(&mut Packet::new_unchecked(&mut buf[..len]));
         // KEY_UPDATE switches keys: it is authenticated even when other
         // control packets are not.
-        let len = if self.config.authenticate_control || repr.body == Body::KeyUpdate {
+        if total > len {
             let keys = self.sessions.get(&peer)?.epoch(epoch)?;
             let tag = keys.tx.control_tag(&buf[..len]);
-            buf[len..len + TAG_LEN].copy_from_slice(&tag);
-            len + TAG_LEN
-        } else {
-            len
-        };
+            buf[len..total].copy_from_slice(&tag);
+        }
         match repr.body {
             Body::Grant { .. } => self.stats.grants_sent += 1,
             Body::Resend { .. } => self.stats.resends_sent += 1,
@@ -108,14 +145,26 @@ impl Endpoint {
         self.stats.control_packets_tx += 1;
         Some(Transmit {
             destination: peer,
-            len,
+            len: total,
         })
     }
 
-    /// Sends one packet of the message with the fewest bytes left to send
-    /// among those allowed to send (sender-side SRPT, as Homa).
-    fn write_next_data(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+    /// The next DATA packet by SRPT (sender-side, as Homa) if it goes to
+    /// `to` (peer, epoch) and fits in `buf`; otherwise nothing is sent and
+    /// the candidate keeps its rank.
+    fn write_next_data_for(&mut self, to: (SocketAddr, u64), buf: &mut [u8]) -> Option<Transmit> {
         let key = self.pick_srpt()?;
+        let fits = self
+            .outgoing_to(key)
+            .is_some_and(|(dest, out)| dest == to && out.next_packet_len() <= buf.len());
+        if !fits {
+            self.mark_sendable(key);
+            return None;
+        }
+        self.write_data_of(key, buf)
+    }
+
+    fn write_data_of(&mut self, key: MsgKey, buf: &mut [u8]) -> Option<Transmit> {
         let ports = self.config.local_port;
         let (k, out) = self.outgoing_mut(key)?;
         let p = out.next_packet()?;
@@ -129,6 +178,16 @@ impl Endpoint {
             destination: k.peer,
             len,
         })
+    }
+
+    /// Where `key`'s packets go (peer, key epoch), and its outgoing
+    /// message.
+    fn outgoing_to(&self, key: MsgKey) -> Option<((SocketAddr, u64), &Outgoing)> {
+        let to = match key {
+            MsgKey::Client(h) => self.clients.get(&h).map(|c| (c.peer, c.epoch))?,
+            MsgKey::Server(k) => (k.peer, k.epoch),
+        };
+        Some((to, self.outgoing(key)?))
     }
 
     /// The sendable message with the fewest bytes left (ties: the lowest

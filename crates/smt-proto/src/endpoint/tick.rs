@@ -43,6 +43,7 @@ impl Endpoint {
             match timer {
                 Timer::Tick => self.tick(now),
                 Timer::IdleSweep => self.sweep_idle_sessions(now),
+                Timer::AckDelay => self.send_pending_acks(),
             }
         }
     }

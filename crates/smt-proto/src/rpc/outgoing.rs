@@ -90,6 +90,20 @@ impl Outgoing {
         }
     }
 
+    /// The wire length of the packet [`Outgoing::next_packet`] would give
+    /// (0 if none).
+    pub fn next_packet_len(&self) -> usize {
+        let (segment, index) = match self.retransmit.first() {
+            Some(&p) => p,
+            None if self.sent() < self.granted => (self.cursor_segment, self.cursor_index),
+            None => return 0,
+        };
+        let seg = self.sealed.layout.segment(segment);
+        let start = u64::from(index) * u64::from(self.mss);
+        let payload = seg.wire_len.saturating_sub(start).min(u64::from(self.mss));
+        DATA_HEADER_LEN + payload as usize
+    }
+
     /// The packet to send next, if any: retransmissions first.
     pub fn next_packet(&mut self) -> Option<PacketRef> {
         if let Some((segment, index)) = self.retransmit.pop_first() {
