@@ -305,7 +305,7 @@ impl Endpoint {
     /// The next key epoch (the 0-RTT fs-key): RPCs already under way finish
     /// in the first epoch.
     fn switch_to_next_keys(&mut self, peer: SocketAddr, keys: SessionKeys) {
-        if let Some(session) = self.sessions.get_mut(&peer) {
+        if let Some(session) = self.peers.get_mut(&peer) {
             session.advance_to(keys);
             tracing::debug!(%peer, epoch = session.current.number, "handshake switched keys");
         }
@@ -319,7 +319,7 @@ impl Endpoint {
     /// as the proof of that address ([`AddressProof`]).
     fn confirm_keys(&mut self, peer: SocketAddr) {
         let initiator = self.handshakes.get(&peer).is_some_and(|c| c.initiator);
-        let Some(epoch) = self.sessions.get(&peer).map(|s| s.current.number) else {
+        let Some(epoch) = self.peers.get(&peer).map(|s| s.current.number) else {
             return;
         };
         if initiator {
@@ -331,7 +331,7 @@ impl Endpoint {
     /// address: the peer has a session they would replace, and the
     /// handshake did not prove the address by itself.
     fn must_hold(&self, peer: SocketAddr) -> bool {
-        self.sessions.contains_key(&peer)
+        self.peers.contains_key(&peer)
             && self
                 .handshakes
                 .get(&peer)

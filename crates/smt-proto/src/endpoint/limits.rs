@@ -66,10 +66,11 @@ impl Endpoint {
     fn evict_for(&mut self, peer: SocketAddr, more: Charge) -> bool {
         const EVICTIONS: usize = 8;
         let cfg = &self.config;
-        let mine = self.usage.get(&peer).copied().unwrap_or_default();
+        let mine = self.usage_of(peer);
         let peer_fits = mine.bytes + more.bytes <= cfg.max_buffered_per_peer
             && mine.requests + more.requests <= cfg.max_incoming_per_peer;
-        let Some((&heavy, &theirs)) = self.usage.iter().max_by_key(|(_, c)| c.bytes) else {
+        let heaviest = self.peers.iter().max_by_key(|(_, p)| p.usage.bytes);
+        let Some((&heavy, theirs)) = heaviest.map(|(a, p)| (a, p.usage)) else {
             return false;
         };
         let heavier = theirs.bytes > mine.bytes + more.bytes;
@@ -120,7 +121,7 @@ impl Endpoint {
 
     /// Takes back what a freed message was charged.
     fn discharge(&mut self, peer: SocketAddr, less: Charge) {
-        if let Some(c) = self.usage.get_mut(&peer) {
+        if let Some(c) = self.peers.get_mut(&peer).map(|p| &mut p.usage) {
             c.bytes = c.bytes.saturating_sub(less.bytes);
             c.requests = c.requests.saturating_sub(less.requests);
         }
@@ -132,7 +133,7 @@ impl Endpoint {
 
     fn fits(&self, peer: SocketAddr, more: Charge) -> bool {
         let cfg = &self.config;
-        let mine = self.usage.get(&peer).copied().unwrap_or_default();
+        let mine = self.usage_of(peer);
         let all = self.usage_total;
         mine.bytes + more.bytes <= cfg.max_buffered_per_peer
             && all.bytes + more.bytes <= cfg.max_buffered_total
@@ -142,7 +143,7 @@ impl Endpoint {
 
     /// Bytes `peer` may still take before a bound is reached.
     pub(crate) fn spare(&self, peer: SocketAddr) -> usize {
-        let mine = self.usage.get(&peer).map_or(0, |c| c.bytes);
+        let mine = self.usage_of(peer).bytes;
         let cfg = &self.config;
         let for_peer = cfg.max_buffered_per_peer.saturating_sub(mine);
         let for_all = cfg
@@ -153,9 +154,14 @@ impl Endpoint {
 
     /// Adds what was just allocated for `peer`.
     pub(crate) fn charge(&mut self, peer: SocketAddr, more: Charge) {
-        self.usage.entry(peer).or_default().add(more);
-        self.usage_total.add(more);
-        self.publish_usage(Some(peer));
+        let peer = self.peers.get_mut(&peer);
+        add_charge(peer, &mut self.usage_total, &mut self.stats.usage, more);
+    }
+
+    /// What `peer`'s partially received messages hold (zero for a peer
+    /// without a session).
+    fn usage_of(&self, peer: SocketAddr) -> Charge {
+        self.peers.get(&peer).map(|p| p.usage).unwrap_or_default()
     }
 
     /// Counts exactly what every partially received message holds.
@@ -170,14 +176,15 @@ impl Endpoint {
             usage.entry(peer).or_default().add(c);
             total.add(c);
         }
-        let peers: Vec<SocketAddr> = self.usage.keys().chain(usage.keys()).copied().collect();
-        self.usage = usage;
+        for (addr, p) in self.peers.iter_mut() {
+            p.usage = usage.get(addr).copied().unwrap_or_default();
+            let u = &mut p.session.stats.usage;
+            u.incoming_bytes = p.usage.bytes as u64;
+            u.partial_requests = p.usage.requests as u64;
+        }
         self.usage_total = total;
         self.usage_recounted = Some(now);
         self.recount_handshake_bytes();
-        for peer in peers {
-            self.publish_usage(Some(peer));
-        }
         self.publish_usage(None);
     }
 
@@ -198,29 +205,24 @@ impl Endpoint {
     /// peer's if `peer` is given.
     fn publish_usage(&mut self, peer: Option<SocketAddr>) {
         if let Some(peer) = peer {
-            let c = self.usage.get(&peer).copied().unwrap_or_default();
-            if let Some(s) = self.sessions.get_mut(&peer) {
-                s.stats.usage.incoming_bytes = c.bytes as u64;
-                s.stats.usage.partial_requests = c.requests as u64;
+            if let Some(p) = self.peers.get_mut(&peer) {
+                let u = &mut p.session.stats.usage;
+                u.incoming_bytes = p.usage.bytes as u64;
+                u.partial_requests = p.usage.requests as u64;
             }
         }
         let u = &mut self.stats.usage;
         u.incoming_bytes = self.usage_total.bytes as u64;
         u.partial_requests = self.usage_total.requests as u64;
         u.peak_incoming_bytes = u.peak_incoming_bytes.max(u.incoming_bytes);
-        u.sessions = self.sessions.len() as u64;
+        u.sessions = self.peers.len() as u64;
         u.handshakes = self.handshakes.len() as u64;
     }
 
     /// Whether the key resolver may create one more session. Counts the
     /// resolver's sessions still alive (pruning those removed since).
     pub(crate) fn may_resolve(&mut self) -> bool {
-        let max = self.config.max_resolved_sessions;
-        if self.resolved.len() >= max {
-            let sessions = &self.sessions;
-            self.resolved.retain(|p| sessions.contains_key(p));
-        }
-        self.resolved.len() < max
+        self.resolved_count < self.config.max_resolved_sessions
     }
 
     /// Arms the idle sweep if a handshake's session exists and it is not
@@ -229,7 +231,7 @@ impl Endpoint {
         let Some(timeout) = self.config.session_idle_timeout else {
             return;
         };
-        if !self.handshaken.is_empty() && !self.timers.is_set(Timer::IdleSweep) {
+        if self.handshake_count > 0 && !self.timers.is_set(Timer::IdleSweep) {
             self.timers.set(Timer::IdleSweep, now + timeout / 4);
         }
     }
@@ -249,10 +251,14 @@ impl Endpoint {
             .chain(self.handshakes.keys().copied())
             .collect();
         let mut idle = Vec::new();
-        for peer in &self.handshaken {
-            let heard = *self.heard.entry(*peer).or_insert(now);
-            if now >= heard + timeout && !busy.contains(peer) {
-                idle.push(*peer);
+        let handshaken = self
+            .peers
+            .iter_mut()
+            .filter(|(_, p)| p.origin == super::Origin::Handshake);
+        for (addr, p) in handshaken {
+            let heard = *p.heard.get_or_insert(now);
+            if now >= heard + timeout && !busy.contains(addr) {
+                idle.push(*addr);
             }
         }
         for peer in idle {
@@ -262,4 +268,25 @@ impl Endpoint {
         }
         self.arm_idle_sweep(now);
     }
+}
+
+/// Charges `more` to a peer (if it has a session) and to the total, and
+/// publishes the gauges: the per-packet form of [`Endpoint::charge`], for
+/// callers that already hold the peer.
+pub(crate) fn add_charge(
+    peer: Option<&mut super::Peer>,
+    total: &mut Charge,
+    usage: &mut crate::stats::Usage,
+    more: Charge,
+) {
+    if let Some(p) = peer {
+        p.usage.add(more);
+        let u = &mut p.session.stats.usage;
+        u.incoming_bytes = p.usage.bytes as u64;
+        u.partial_requests = p.usage.requests as u64;
+    }
+    total.add(more);
+    usage.incoming_bytes = total.bytes as u64;
+    usage.partial_requests = total.requests as u64;
+    usage.peak_incoming_bytes = usage.peak_incoming_bytes.max(usage.incoming_bytes);
 }

@@ -18,6 +18,7 @@
 mod grants;
 mod handshake;
 mod limits;
+mod peer;
 mod recv;
 mod send;
 mod tick;
@@ -42,6 +43,7 @@ use crate::timer::{Timer, TimerTable};
 use crate::wire::{AckIds, Body, Repr};
 pub use handshake::kind as handshake_kind;
 use handshake::HandshakeConn;
+use peer::{Origin, Peer};
 
 /// The client's handle on an RPC it started. Stable across restarts (which
 /// change the wire message ID).
@@ -165,7 +167,8 @@ impl ClientRpc {
 /// An SMT endpoint. See the module docs for the call order.
 pub struct Endpoint {
     pub(crate) config: Config,
-    pub(crate) sessions: HashMap<SocketAddr, Session>,
+    /// Every peer with a session (keys), with its liveness and usage.
+    pub(crate) peers: HashMap<SocketAddr, Peer>,
     pub(crate) resolver: Option<Box<dyn KeyResolver>>,
     // Ordered maps: iteration order (ticks, scheduling ties) must not depend
     // on a hasher's seed, or simulations would not be reproducible.
@@ -198,24 +201,20 @@ pub struct Endpoint {
     /// Datagrams built ahead (a failed handshake's alert).
     pub(crate) prebuilt: VecDeque<(SocketAddr, Vec<u8>)>,
     pub(crate) acceptor: Option<Box<dyn HandshakeAcceptor>>,
-    /// What partially received messages hold, per peer and in total
-    /// (limits.rs): never below the truth, exact after each recount.
-    pub(crate) usage: HashMap<SocketAddr, limits::Charge>,
+    /// What partially received messages hold in total (per peer: in
+    /// [`Peer::usage`]); limits.rs.
     pub(crate) usage_total: limits::Charge,
     pub(crate) usage_recounted: Option<Instant>,
-    /// Peers whose sessions the key resolver created.
-    pub(crate) resolved: HashSet<SocketAddr>,
-    /// Peers whose sessions a handshake installed: those can be forgotten
-    /// when the peer goes silent, since a new handshake can replace them.
-    pub(crate) handshaken: HashSet<SocketAddr>,
-    /// When each peer last sent something that authenticated.
-    pub(crate) heard: HashMap<SocketAddr, Instant>,
+    /// Peers whose sessions the key resolver created, and those a
+    /// handshake installed (counts of `Peer::origin`).
+    pub(crate) resolved_count: usize,
+    pub(crate) handshake_count: usize,
 }
 
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Endpoint")
-            .field("sessions", &self.sessions.len())
+            .field("sessions", &self.peers.len())
             .field("client_rpcs", &self.clients.len())
             .field("server_rpcs", &self.servers.len())
             .field("stats", &self.stats)
@@ -229,7 +228,7 @@ impl Endpoint {
         config.validate()?;
         Ok(Self {
             config,
-            sessions: HashMap::default(),
+            peers: HashMap::default(),
             resolver: None,
             clients: BTreeMap::new(),
             client_ids: HashMap::default(),
@@ -248,12 +247,10 @@ impl Endpoint {
             handshake_queue: VecDeque::new(),
             prebuilt: VecDeque::new(),
             acceptor: None,
-            usage: HashMap::default(),
             usage_total: limits::Charge::default(),
             usage_recounted: None,
-            resolved: HashSet::default(),
-            handshaken: HashSet::default(),
-            heard: HashMap::default(),
+            resolved_count: 0,
+            handshake_count: 0,
         })
     }
 
@@ -271,7 +268,7 @@ impl Endpoint {
 
     /// Counters of one peer's session.
     pub fn peer_stats(&self, peer: SocketAddr) -> Option<&Stats> {
-        self.sessions.get(&peer).map(|s| &s.stats)
+        self.peers.get(&peer).map(|s| &s.stats)
     }
 
     /// RPCs this endpoint started that are still in flight.
@@ -288,12 +285,12 @@ impl Endpoint {
     /// The current key epoch of the session with `peer` (0 until the first
     /// key update).
     pub fn key_epoch(&self, peer: SocketAddr) -> Option<u64> {
-        self.sessions.get(&peer).map(|s| s.current.number)
+        self.peers.get(&peer).map(|s| s.current.number)
     }
 
     /// Message IDs this endpoint can still allocate towards `peer`.
     pub fn ids_remaining(&self, peer: SocketAddr) -> Option<u64> {
-        self.sessions.get(&peer).map(|s| s.current.ids.remaining())
+        self.peers.get(&peer).map(|s| s.current.ids.remaining())
     }
 
     /// Bytes held for incoming messages (reassembly buffers and data not
@@ -326,15 +323,43 @@ impl Endpoint {
             self.config.seq_layout.id_limit(),
             self.config.replay_window,
         );
-        self.sessions.insert(peer, session);
-        self.stats.usage.sessions = self.sessions.len() as u64;
         // A handshake installs keys while its connection is still listed.
-        match self.handshakes.contains_key(&peer) {
-            true => self.handshaken.insert(peer),
-            false => self.handshaken.remove(&peer),
+        let origin = match self.handshakes.contains_key(&peer) {
+            true => Origin::Handshake,
+            false => Origin::Installed,
         };
-        self.heard.remove(&peer);
+        self.put_peer(peer, Peer::new(session, origin));
         Ok(())
+    }
+
+    /// Adds or replaces `addr`'s peer entry, keeping the origin counts.
+    fn put_peer(&mut self, addr: SocketAddr, peer: Peer) {
+        self.count_origin(peer.origin, true);
+        if let Some(old) = self.peers.insert(addr, peer) {
+            self.count_origin(old.origin, false);
+        }
+        self.stats.usage.sessions = self.peers.len() as u64;
+    }
+
+    /// Removes `addr`'s peer entry, keeping the origin counts.
+    fn take_peer(&mut self, addr: SocketAddr) -> Option<Peer> {
+        let old = self.peers.remove(&addr)?;
+        self.count_origin(old.origin, false);
+        self.stats.usage.sessions = self.peers.len() as u64;
+        Some(old)
+    }
+
+    fn count_origin(&mut self, origin: Origin, added: bool) {
+        let count = match origin {
+            Origin::Resolved => &mut self.resolved_count,
+            Origin::Handshake => &mut self.handshake_count,
+            Origin::Installed => return,
+        };
+        *count = if added {
+            *count + 1
+        } else {
+            count.saturating_sub(1)
+        };
     }
 
     /// After one of our RPCs to `peer` timed out: if a handshake made the
@@ -345,8 +370,11 @@ impl Endpoint {
     /// application installed are kept (it alone can replace them).
     pub(crate) fn forget_silent_session(&mut self, now: Instant, peer: SocketAddr) {
         let quiet = self.config.tick * self.config.abort_ticks;
-        let silent = self.heard.get(&peer).is_none_or(|t| now >= *t + quiet);
-        if silent && self.handshaken.contains(&peer) && self.sessions.contains_key(&peer) {
+        let Some(p) = self.peers.get(&peer) else {
+            return;
+        };
+        let silent = p.heard.is_none_or(|t| now >= t + quiet);
+        if silent && p.origin == Origin::Handshake {
             tracing::debug!(%peer, "peer silent: forgetting the handshake's session");
             self.remove_session(peer);
         }
@@ -356,7 +384,7 @@ impl Endpoint {
     /// keys (epoch numbers restart) is dropped; our calls fail with
     /// [`RpcError::SessionClosed`].
     fn forget_peer_rpcs(&mut self, peer: SocketAddr) {
-        if !self.sessions.contains_key(&peer) {
+        if !self.peers.contains_key(&peer) {
             return;
         }
         self.servers.retain(|k, _| k.peer != peer);
@@ -382,10 +410,7 @@ impl Endpoint {
     /// [`RpcError::SessionClosed`] and its server state is freed.
     pub fn remove_session(&mut self, peer: SocketAddr) {
         self.forget_peer_rpcs(peer);
-        self.sessions.remove(&peer);
-        self.handshaken.remove(&peer);
-        self.heard.remove(&peer);
-        self.stats.usage.sessions = self.sessions.len() as u64;
+        self.take_peer(peer);
     }
 
     /// Starts an RPC: seals `data` as a request to `peer`.
@@ -484,8 +509,9 @@ impl Endpoint {
 
     /// The session with `peer`, asking the key resolver for one if there
     /// is none and `Config::max_resolved_sessions` allows another.
-    pub(crate) fn resolve_session(&mut self, peer: SocketAddr) -> Result<&mut Session, DropReason> {
-        if !self.sessions.contains_key(&peer) {
+    /// One lookup when the peer is known (the per-packet case).
+    pub(crate) fn resolve_session(&mut self, peer: SocketAddr) -> Result<&mut Peer, DropReason> {
+        if !self.peers.contains_key(&peer) {
             if self.resolver.is_none() {
                 return Err(DropReason::UnknownSession);
             }
@@ -499,11 +525,12 @@ impl Endpoint {
                 .ok_or(DropReason::UnknownSession)?;
             self.install_session(peer, keys)
                 .map_err(|_| DropReason::UnknownSession)?;
-            self.resolved.insert(peer);
+            if let Some(mut p) = self.take_peer(peer) {
+                p.origin = Origin::Resolved;
+                self.put_peer(peer, p);
+            }
         }
-        self.sessions
-            .get_mut(&peer)
-            .ok_or(DropReason::UnknownSession)
+        self.peers.get_mut(&peer).ok_or(DropReason::UnknownSession)
     }
 
     fn check_len(&self, len: usize) -> Result<(), SendError> {
@@ -523,7 +550,7 @@ impl Endpoint {
     /// usage and its predecessor has drained (KeyUpdate semantics, §4.5.2).
     pub(crate) fn allocate_id(&mut self, peer: SocketAddr) -> Result<(u64, u64), SendError> {
         let drained = self.previous_drained(peer);
-        let session = self.sessions.get_mut(&peer).ok_or(SendError::NoSession)?;
+        let session = self.peers.get_mut(&peer).ok_or(SendError::NoSession)?;
         let cur = &session.current;
         let records_low = cur.records_sealed > cur.tx.record_limit() / 4 * 3;
         let ids_low = cur.ids.remaining() <= cur.ids.capacity() / 4;
@@ -533,7 +560,7 @@ impl Endpoint {
             session.key_update_unconfirmed = Some(0);
             self.queue_control(peer, epoch, KEY_UPDATE_ANNOUNCE, Body::KeyUpdate);
         }
-        let session = self.sessions.get_mut(&peer).ok_or(SendError::NoSession)?;
+        let session = self.peers.get_mut(&peer).ok_or(SendError::NoSession)?;
         match session.current.ids.allocate() {
             Some(id) => Ok((session.current.number, id)),
             None if session.update.is_some() => Err(SendError::RekeyPending),
@@ -544,7 +571,7 @@ impl Endpoint {
     /// Whether no RPC with `peer` still uses the previous key epoch.
     pub(crate) fn previous_drained(&self, peer: SocketAddr) -> bool {
         let Some(prev) = self
-            .sessions
+            .peers
             .get(&peer)
             .and_then(|s| s.previous.as_ref())
             .map(|e| e.number)
@@ -573,7 +600,11 @@ impl Endpoint {
         let cfg = &self.config;
         let padded = cfg.padding.padded_len(data.len() as u64);
         let layout = MessageLayout::new(data.len() as u64, padded, cfg.record_size);
-        let session = self.sessions.get_mut(&peer).ok_or(SendError::NoSession)?;
+        let session = &mut self
+            .peers
+            .get_mut(&peer)
+            .ok_or(SendError::NoSession)?
+            .session;
         let stats = &mut session.stats;
         let keys = match session.current.number == epoch {
             true => &mut session.current,

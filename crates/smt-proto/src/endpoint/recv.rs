@@ -8,7 +8,7 @@ use super::limits::Charge;
 use super::{
     ClientRpc, Endpoint, Event, MsgKey, RpcHandle, ServerRpc, ServerRpcHandle, ServerState,
 };
-use crate::crypto::TAG_LEN;
+use crate::crypto::{PacketCipher, TAG_LEN};
 use crate::error::{DropReason, RpcError, SendError};
 use crate::rpc::{Accepted, Incoming, MESSAGE_OVERHEAD};
 use crate::session::ReplayCheck;
@@ -16,6 +16,20 @@ use crate::timer::Timer;
 use crate::wire::{
     first_packet_len, AckIds, Body, DataHeader, Packet, PacketType, Repr, WireError,
 };
+
+/// What storing one DATA packet led to.
+enum Opened {
+    Stored,
+    Complete,
+    /// A segment failed to authenticate (and whether nothing of the
+    /// message has authenticated yet).
+    Failed {
+        nothing_authenticated: bool,
+    },
+    /// The message's records disagree with its lengths: drop the packet
+    /// and the message (`discard_incoming`).
+    Discard(DropReason),
+}
 
 /// Splits a control packet into the authenticated part and its MAC.
 fn split_tag(datagram: &[u8]) -> Result<(&[u8], &[u8; TAG_LEN]), DropReason> {
@@ -80,7 +94,7 @@ impl Endpoint {
     pub(crate) fn drop_packet(&mut self, from: SocketAddr, reason: DropReason) {
         tracing::debug!(%from, reason = reason.name(), "dropped packet");
         self.stats.drops.add(reason);
-        if let Some(s) = self.sessions.get_mut(&from) {
+        if let Some(s) = self.peers.get_mut(&from) {
             s.stats.drops.add(reason);
         }
     }
@@ -106,44 +120,57 @@ impl Endpoint {
         }
         let authenticate = self.config.authenticate_control;
         let phase = packet.key_phase();
-        if !self.sessions.contains_key(&from) && self.stash_early(from, datagram) {
-            return Ok(());
+        if !self.peers.contains_key(&from) {
+            if self.stash_early(from, datagram) {
+                return Ok(());
+            }
+            self.resolve_session(from)?;
         }
-        let session = self.resolve_session(from)?;
-        session.stats.datagrams_rx += 1;
+        // From here on the peer is resolved once: keys, counters and
+        // liveness come from this one entry.
+        let id_limit = self.config.seq_layout.id_limit();
+        let peer = self
+            .peers
+            .get_mut(&from)
+            .ok_or(DropReason::UnknownSession)?;
+        peer.session.stats.datagrams_rx += 1;
         if ty == PacketType::KEY_UPDATE {
             return self.on_key_update(from, phase, datagram);
         }
-        let session = self.sessions.get(&from).ok_or(DropReason::UnknownSession)?;
-        let epoch = session.epoch_by_phase(phase).ok_or(DropReason::KeyPhase)?;
-        let body = if ty.is_control() && authenticate {
+        let epoch = peer
+            .session
+            .epoch_by_phase(phase)
+            .ok_or(DropReason::KeyPhase)?;
+        let packet = if ty.is_control() && authenticate {
             let (body, tag) = split_tag(datagram)?;
             epoch
                 .rx
                 .verify_control_tag(body, tag)
                 .map_err(|_| DropReason::BadControlTag)?;
-            self.heard.insert(from, now);
-            body
+            peer.heard = Some(now);
+            Packet::new_checked(body).map_err(|_| DropReason::Malformed)?
         } else {
-            datagram
+            packet
         };
-        let epoch = epoch.number;
-        let packet = Packet::new_checked(body).map_err(|_| DropReason::Malformed)?;
         let repr = Repr::parse(&packet).map_err(|e| match e {
             WireError::UnknownType(_) => DropReason::UnknownType,
             _ => DropReason::Malformed,
         })?;
-        if repr.id >= self.config.seq_layout.id_limit() {
+        if repr.id >= id_limit {
             return Err(DropReason::Malformed);
         }
+        let local = peer.session.is_local_id(repr.id);
         let key = ServerRpcHandle {
             peer: from,
-            epoch,
+            epoch: epoch.number,
             id: repr.id,
         };
         match repr.body {
-            Body::Data(h) => self.on_data(now, key, &h, packet.payload()),
-            body => self.on_control(now, key, body),
+            Body::Data(h) => {
+                let rx = epoch.rx.clone();
+                self.on_data(now, key, local, &*rx, &h, packet.payload())
+            }
+            body => self.on_control(now, key, local, body),
         }
     }
 
@@ -156,7 +183,7 @@ impl Endpoint {
         phase: bool,
         datagram: &[u8],
     ) -> Result<(), DropReason> {
-        let session = self.sessions.get(&from).ok_or(DropReason::UnknownSession)?;
+        let session = self.peers.get(&from).ok_or(DropReason::UnknownSession)?;
         // Already there (both sides rekeyed at once, or a copy): it must
         // still authenticate, under the current keys.
         let already = session.current.phase() == phase;
@@ -187,7 +214,7 @@ impl Endpoint {
         }
         if repr.id == super::KEY_UPDATE_CONFIRM {
             if already {
-                if let Some(s) = self.sessions.get_mut(&from) {
+                if let Some(s) = self.peers.get_mut(&from) {
                     s.key_update_unconfirmed = None;
                 }
             }
@@ -195,13 +222,13 @@ impl Endpoint {
         }
         if already {
             // A repeated announcement: our confirmation was lost.
-            let epoch = self.sessions.get(&from).map_or(0, |s| s.current.number);
+            let epoch = self.peers.get(&from).map_or(0, |s| s.current.number);
             self.queue_control(from, epoch, super::KEY_UPDATE_CONFIRM, Body::KeyUpdate);
             return Ok(());
         }
         self.drop_previous_epoch(from);
         let mut epoch = None;
-        if let Some(session) = self.sessions.get_mut(&from) {
+        if let Some(session) = self.peers.get_mut(&from) {
             session.advance();
             tracing::debug!(%from, epoch = session.current.number, "peer rekeyed");
             epoch = Some(session.current.number);
@@ -215,7 +242,7 @@ impl Endpoint {
     /// Forgets the previous key epoch's RPCs (the peer has moved on twice).
     fn drop_previous_epoch(&mut self, peer: SocketAddr) {
         let Some(prev) = self
-            .sessions
+            .peers
             .get(&peer)
             .and_then(|s| s.previous.as_ref())
             .map(|e| e.number)
@@ -236,11 +263,11 @@ impl Endpoint {
     }
 
     fn is_local_id(&self, from: SocketAddr, id: u64) -> bool {
-        self.sessions.get(&from).is_some_and(|s| s.is_local_id(id))
+        self.peers.get(&from).is_some_and(|s| s.is_local_id(id))
     }
 
     fn was_allocated(&self, key: ServerRpcHandle) -> bool {
-        self.sessions
+        self.peers
             .get(&key.peer)
             .and_then(|s| s.epoch(key.epoch))
             .is_some_and(|e| e.ids.was_allocated(key.id))
@@ -252,19 +279,25 @@ impl Endpoint {
         &mut self,
         now: Instant,
         key: ServerRpcHandle,
+        local: bool,
+        rx: &dyn PacketCipher,
         h: &DataHeader,
         payload: &[u8],
     ) -> Result<(), DropReason> {
         if u64::from(h.message_len) > self.config.message_len_limit() {
             return Err(DropReason::OverLimit);
         }
-        let msg = if self.is_local_id(key.peer, key.id) {
+        let msg = if local {
             self.response_key(now, key, h)?
         } else {
             self.request_key(now, key, h)?
         };
-        let incoming = self.incoming_mut(msg).ok_or(DropReason::Duplicate)?;
-        let (held, more) = (incoming.buffered_bytes(), incoming.allocation_for(h));
+        // A new segment buffer must be admitted first (this may recount or
+        // evict, so it runs before the RPC is borrowed below).
+        let more = self
+            .incoming_mut(msg)
+            .ok_or(DropReason::Duplicate)?
+            .allocation_for(h);
         let charge = Charge {
             bytes: more,
             requests: 0,
@@ -272,59 +305,113 @@ impl Endpoint {
         if more > 0 && !self.admit(now, key.peer, charge) {
             return Err(DropReason::OverLimit);
         }
-        let incoming = self.incoming_mut(msg).ok_or(DropReason::Duplicate)?;
-        if let Err(e) = incoming.accept(h, payload) {
-            // Lengths that disagree with the first packet's, before anything
-            // authenticated: either header may be the corrupted one, and
-            // keeping the first would refuse every genuine packet until the
-            // timeout. Start over.
-            if e == DropReason::ProtocolViolation && incoming.authenticated_bytes() == 0 {
-                self.discard_incoming(msg);
-            }
-            return Err(e);
-        }
-        if incoming.granted() < incoming.wire_len() {
-            self.grantable.insert(msg);
-        }
-        self.progressed(msg);
-        let opened = self.open_ready(now, msg, key);
-        self.charge_growth(msg, key.peer, held);
+        let outcome = self.store_and_open(now, msg, key, rx, h, payload);
         self.grants_dirty = true;
-        match opened? {
-            Accepted::Stored => Ok(()),
-            Accepted::Complete => {
+        match outcome {
+            Err(e) => Err(e),
+            Ok(Opened::Discard(e)) => {
+                self.discard_incoming(msg);
+                Err(e)
+            }
+            Ok(Opened::Failed {
+                nothing_authenticated,
+            }) => {
+                if nothing_authenticated {
+                    self.forget_unauthenticated(msg);
+                }
+                Err(DropReason::AuthFailure)
+            }
+            Ok(Opened::Stored) => Ok(()),
+            Ok(Opened::Complete) => {
                 self.deliver(now, msg, key);
                 Ok(())
             }
         }
     }
 
-    /// A packet added bytes to a message: its RPC is not silent. (Only
-    /// progress counts: a peer that repeats packets it already sent, or an
-    /// attacker who copies them, cannot keep a partial message alive.)
-    fn progressed(&mut self, msg: MsgKey) {
-        let silent = match msg {
-            MsgKey::Client(h) => self.clients.get_mut(&h).map(|c| &mut c.silent_ticks),
-            MsgKey::Server(k) => self.servers.get_mut(&k).map(|s| &mut s.silent_ticks),
+    /// The per-packet part of DATA: stores the payload, opens what became
+    /// complete, and does the bookkeeping, with one lookup of the RPC and
+    /// one of the peer (split borrows of the endpoint's fields).
+    /// `Err(ProtocolViolation)` asks the caller to discard the message.
+    fn store_and_open(
+        &mut self,
+        now: Instant,
+        msg: MsgKey,
+        key: ServerRpcHandle,
+        rx: &dyn PacketCipher,
+        h: &DataHeader,
+        payload: &[u8],
+    ) -> Result<Opened, DropReason> {
+        let spare = self.spare(key.peer);
+        let Endpoint {
+            clients,
+            servers,
+            peers,
+            stats,
+            grantable,
+            config,
+            usage_total,
+            ..
+        } = self;
+        let (inc, silent) = match msg {
+            MsgKey::Client(handle) => {
+                let c = clients.get_mut(&handle).ok_or(DropReason::Duplicate)?;
+                let inc = c.response.as_mut().ok_or(DropReason::Duplicate)?;
+                (inc, &mut c.silent_ticks)
+            }
+            MsgKey::Server(k) => {
+                let s = servers.get_mut(&k).ok_or(DropReason::Duplicate)?;
+                match &mut s.state {
+                    ServerState::Receiving(inc) => (inc, &mut s.silent_ticks),
+                    _ => return Err(DropReason::Duplicate),
+                }
+            }
         };
-        if let Some(silent) = silent {
-            *silent = 0;
+        let held = inc.buffered_bytes();
+        if let Err(e) = inc.accept(h, payload) {
+            // Lengths that disagree with the first packet's, before anything
+            // authenticated: either header may be the corrupted one, and
+            // keeping the first would refuse every genuine packet until the
+            // timeout. Start over (the caller discards on this error).
+            if e == DropReason::ProtocolViolation && inc.authenticated_bytes() == 0 {
+                return Ok(Opened::Discard(e));
+            }
+            return Err(e);
         }
-    }
-
-    /// Charges what a message's buffers grew by since they held `before`
-    /// bytes (opened data); frees are seen at the next recount.
-    fn charge_growth(&mut self, msg: MsgKey, peer: SocketAddr, before: usize) {
-        let now_held = self.incoming_mut(msg).map_or(0, |inc| inc.buffered_bytes());
-        let grown = now_held.saturating_sub(before);
+        // Progress, not mere arrival, keeps an RPC alive (see `progressed`).
+        *silent = 0;
+        if inc.granted() < inc.wire_len() {
+            grantable.insert(msg);
+        }
+        let mut opened = 0;
+        let result = inc.open_ready(rx, config.seq_layout, key.id, &mut opened, spare);
+        let nothing_authenticated = inc.nothing_authenticated();
+        let grown = inc.buffered_bytes().saturating_sub(held);
+        stats.records_opened += opened;
+        let mut peer = peers.get_mut(&key.peer);
+        if let Some(p) = peer.as_deref_mut() {
+            p.session.stats.records_opened += opened;
+            if result.is_ok() && opened > 0 {
+                p.heard = Some(now);
+            }
+        }
         if grown > 0 {
-            self.charge(
-                peer,
-                Charge {
-                    bytes: grown,
-                    requests: 0,
-                },
-            );
+            let more = Charge {
+                bytes: grown,
+                requests: 0,
+            };
+            super::limits::add_charge(peer, usage_total, &mut stats.usage, more);
+        }
+        match result {
+            Ok(Accepted::Stored) => Ok(Opened::Stored),
+            Ok(Accepted::Complete) => Ok(Opened::Complete),
+            Err(DropReason::AuthFailure) => Ok(Opened::Failed {
+                nothing_authenticated,
+            }),
+            Err(DropReason::ProtocolViolation) => {
+                Ok(Opened::Discard(DropReason::ProtocolViolation))
+            }
+            Err(e) => Err(e),
         }
     }
 
@@ -398,7 +485,7 @@ impl Endpoint {
             };
         }
         let session = self
-            .sessions
+            .peers
             .get(&key.peer)
             .ok_or(DropReason::UnknownSession)?;
         let epoch = session.epoch(key.epoch).ok_or(DropReason::KeyPhase)?;
@@ -431,46 +518,6 @@ impl Endpoint {
                 _ => None,
             },
         }
-    }
-
-    fn open_ready(
-        &mut self,
-        now: Instant,
-        msg: MsgKey,
-        key: ServerRpcHandle,
-    ) -> Result<Accepted, DropReason> {
-        let layout = self.config.seq_layout;
-        let cipher = match self
-            .sessions
-            .get(&key.peer)
-            .and_then(|s| s.epoch(key.epoch))
-        {
-            Some(e) => e.rx.clone(),
-            None => return Err(DropReason::KeyPhase),
-        };
-        let mut opened = 0;
-        let spare = self.spare(key.peer);
-        let result = match self.incoming_mut(msg) {
-            Some(inc) => inc.open_ready(&*cipher, layout, key.id, &mut opened, spare),
-            None => return Err(DropReason::Duplicate),
-        };
-        self.stats.records_opened += opened;
-        if let Some(s) = self.sessions.get_mut(&key.peer) {
-            s.stats.records_opened += opened;
-        }
-        if result.is_ok() && opened > 0 {
-            self.heard.insert(key.peer, now);
-        }
-        if result == Err(DropReason::ProtocolViolation) {
-            self.discard_incoming(msg);
-        } else if result == Err(DropReason::AuthFailure)
-            && self
-                .incoming_mut(msg)
-                .is_some_and(|inc| inc.nothing_authenticated())
-        {
-            self.forget_unauthenticated(msg);
-        }
-        result
     }
 
     /// A response whose only state came from a packet that failed to
@@ -521,7 +568,7 @@ impl Endpoint {
                 };
                 let data = inc.take_data();
                 rpc.state = ServerState::InService;
-                if let Some(s) = self.sessions.get_mut(&k.peer) {
+                if let Some(s) = self.peers.get_mut(&k.peer) {
                     if let Some(e) = s.epoch_mut(k.epoch) {
                         e.replay.mark(k.id);
                     }
@@ -542,7 +589,7 @@ impl Endpoint {
         };
         self.client_ids.remove(&key);
         self.stats.rpcs_completed += 1;
-        if let Some(s) = self.sessions.get_mut(&key.peer) {
+        if let Some(s) = self.peers.get_mut(&key.peer) {
             s.stats.messages_received += 1;
             s.stats.rpcs_completed += 1;
         }
@@ -580,6 +627,7 @@ impl Endpoint {
         &mut self,
         now: Instant,
         key: ServerRpcHandle,
+        local: bool,
         body: Body,
     ) -> Result<(), DropReason> {
         match body {
@@ -589,7 +637,7 @@ impl Endpoint {
             }
             _ => {}
         }
-        if self.is_local_id(key.peer, key.id) {
+        if local {
             self.on_control_for_client(now, key, body)
         } else {
             self.on_control_for_server(key, body)
@@ -672,7 +720,7 @@ impl Endpoint {
             // execution. A retired ID keeps getting RPC_UNKNOWN: the first
             // answer may have been lost. At most once, even across restarts.
             let Some(epoch) = self
-                .sessions
+                .peers
                 .get_mut(&key.peer)
                 .and_then(|s| s.epoch_mut(key.epoch))
             else {

@@ -106,7 +106,7 @@ impl Endpoint {
     fn count_tx(&mut self, t: Transmit) -> Transmit {
         self.stats.datagrams_tx += 1;
         self.stats.bytes_tx += t.len as u64;
-        if let Some(s) = self.sessions.get_mut(&t.destination) {
+        if let Some(s) = self.peers.get_mut(&t.destination) {
             s.stats.datagrams_tx += 1;
             s.stats.bytes_tx += t.len as u64;
         }
@@ -133,7 +133,7 @@ impl Endpoint {
         // KEY_UPDATE switches keys: it is authenticated even when other
         // control packets are not.
         if total > len {
-            let keys = self.sessions.get(&peer)?.epoch(epoch)?;
+            let keys = self.peers.get(&peer)?.epoch(epoch)?;
             let tag = keys.tx.control_tag(&buf[..len]);
             buf[len..total].copy_from_slice(&tag);
         }

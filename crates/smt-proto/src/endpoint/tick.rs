@@ -85,7 +85,7 @@ impl Endpoint {
         // only grow.
         self.recount_usage(now);
         let unconfirmed = self
-            .sessions
+            .peers
             .values()
             .any(|s| s.key_update_unconfirmed.is_some());
         if !self.clients.is_empty()
@@ -105,7 +105,7 @@ impl Endpoint {
     fn tick_key_updates(&mut self) {
         let resend = self.config.resend_ticks;
         let mut again = Vec::new();
-        for (peer, s) in self.sessions.iter_mut() {
+        for (peer, s) in self.peers.iter_mut() {
             if let Some(ticks) = s.key_update_unconfirmed.as_mut() {
                 *ticks += 1;
                 if ticks.is_multiple_of(resend) {
