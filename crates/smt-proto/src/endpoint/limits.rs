@@ -62,7 +62,9 @@ impl Endpoint {
     /// out. Only requests with nothing authenticated yet are evicted; their
     /// clients, if genuine, hear RPC_UNKNOWN and send again under a new ID
     /// (never executed twice: the request was never delivered). At most
-    /// `EVICTIONS` per call, from one peer's range of the ordered map.
+    /// `EVICTIONS` per call; the scan stops once it has them, and at worst
+    /// reads the whole table (at most `max_incoming_total` partial
+    /// requests, and only when the totals refuse a packet).
     fn evict_for(&mut self, peer: SocketAddr, more: Charge) -> bool {
         const EVICTIONS: usize = 8;
         let cfg = &self.config;
@@ -79,7 +81,8 @@ impl Endpoint {
         }
         let victims: Vec<(ServerRpcHandle, Charge)> = self
             .servers
-            .range(Self::peer_range(heavy))
+            .iter()
+            .filter(|(k, _)| k.peer == heavy)
             .filter_map(|(k, s)| match &s.state {
                 ServerState::Receiving(inc) if inc.authenticated_bytes() == 0 => Some((
                     *k,
@@ -102,21 +105,6 @@ impl Endpoint {
             }
         }
         false
-    }
-
-    /// The keys of every server RPC of `peer` in the ordered map.
-    fn peer_range(peer: SocketAddr) -> std::ops::RangeInclusive<ServerRpcHandle> {
-        let lo = ServerRpcHandle {
-            peer,
-            epoch: 0,
-            id: 0,
-        };
-        let hi = ServerRpcHandle {
-            peer,
-            epoch: u64::MAX,
-            id: u64::MAX,
-        };
-        lo..=hi
     }
 
     /// Takes back what a freed message was charged.

@@ -12,7 +12,7 @@ mod open;
 mod seal;
 
 pub use layout::{MessageLayout, RecordPlan, SegmentPlan};
-pub use open::{open_segment, OpenError, OpenedSegment};
+pub use open::{open_segment, open_segment_in_place, OpenError, OpenedSegment};
 pub use seal::{seal_message, SealedMessage};
 
 use crate::crypto::{RECORD_HEADER_LEN, TAG_LEN};

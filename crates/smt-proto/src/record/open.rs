@@ -56,6 +56,74 @@ pub fn open_segment(
     result
 }
 
+/// Opens a segment's records where they lie: on success `buf` holds the
+/// plaintext (each record's header, tag, content type and padding removed,
+/// the data moved down over them); on error `buf` is left cleared. Saves
+/// the copy into a second buffer when the segment buffer becomes the
+/// message (a one-packet message, opened straight from its payload).
+pub fn open_segment_in_place(
+    cipher: &dyn PacketCipher,
+    seq_layout: SeqLayout,
+    id: u64,
+    first_record: u64,
+    buf: &mut Vec<u8>,
+) -> Result<OpenedSegment, OpenError> {
+    let mut opened = OpenedSegment {
+        records: 0,
+        padded_len: 0,
+    };
+    let (mut read, mut write) = (0, 0);
+    while read < buf.len() {
+        let result = open_one(
+            cipher,
+            seq_layout,
+            id,
+            first_record + opened.records,
+            &mut buf[read..],
+        );
+        let (consumed, data, inner_len) = match result {
+            Ok(r) => r,
+            Err(e) => {
+                buf.clear();
+                return Err(e);
+            }
+        };
+        // The data sits after the record header: moving it down to `write`
+        // (never past `read`) overwrites only bytes already consumed.
+        buf.copy_within(read + data.start..read + data.end, write);
+        write += data.len();
+        read += consumed;
+        opened.records += 1;
+        opened.padded_len += inner_len as u64 - 1;
+    }
+    buf.truncate(write);
+    Ok(opened)
+}
+
+/// Opens the record at the start of `rest` in place: (bytes the record
+/// took, where its data is within `rest`, inner plaintext length).
+fn open_one(
+    cipher: &dyn PacketCipher,
+    seq_layout: SeqLayout,
+    id: u64,
+    index: u64,
+    rest: &mut [u8],
+) -> Result<(usize, std::ops::Range<usize>, usize), OpenError> {
+    let (header, after) = split_record(rest)?;
+    let len = usize::from(u16::from_be_bytes([header[3], header[4]]));
+    let body = &mut after[..len];
+    let seq = seq_layout.seq(id, index).ok_or(OpenError::IndexOverflow)?;
+    let inner_len = cipher
+        .open_in_place(seq, &header, body)
+        .map_err(|_| OpenError::Auth)?;
+    if inner_len > MAX_RECORD_PLAINTEXT + 1 {
+        return Err(OpenError::Overflow);
+    }
+    let data_len = strip_padding(&body[..inner_len])?.len();
+    let start = RECORD_HEADER_LEN;
+    Ok((RECORD_HEADER_LEN + len, start..start + data_len, inner_len))
+}
+
 fn open_records(
     cipher: &dyn PacketCipher,
     seq_layout: SeqLayout,
@@ -147,6 +215,26 @@ mod tests {
         assert_eq!(out, data);
         assert_eq!(o.padded_len, 250);
         assert_eq!(o.records, 4);
+    }
+
+    #[test]
+    fn in_place_open_matches_open_into_a_buffer() {
+        for (len, padded, rs) in [(0, 0, 64), (5, 5, 64), (100, 250, 64), (1000, 1000, 300)] {
+            let data: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
+            let wire = sealed(&data, padded, rs);
+            let (mut copy, mut out) = (wire.clone(), Vec::new());
+            let a = open_segment(&NullCipher, SeqLayout::DEFAULT, 6, 0, &mut copy, &mut out);
+            let mut in_place = wire.clone();
+            let b = open_segment_in_place(&NullCipher, SeqLayout::DEFAULT, 6, 0, &mut in_place);
+            assert_eq!(a, b);
+            assert_eq!(in_place, out);
+            assert_eq!(in_place, data);
+        }
+        let mut cut = sealed(b"hello", 5, 64);
+        cut.pop();
+        let e = open_segment_in_place(&NullCipher, SeqLayout::DEFAULT, 6, 0, &mut cut);
+        assert_eq!(e, Err(OpenError::Framing));
+        assert!(cut.is_empty(), "cleared on error");
     }
 
     #[test]

@@ -2,7 +2,7 @@ use std::collections::BTreeMap;
 
 use crate::crypto::PacketCipher;
 use crate::error::DropReason;
-use crate::record::{open_segment, OpenError, SeqLayout, MAX_SEGMENT_LEN};
+use crate::record::{open_segment, open_segment_in_place, OpenError, SeqLayout, MAX_SEGMENT_LEN};
 use crate::wire::DataHeader;
 
 /// Bookkeeping charged per segment buffer besides its bytes: the struct and
@@ -17,6 +17,16 @@ pub(crate) const MESSAGE_OVERHEAD: usize = 512;
 fn segment_cost(len: u32, mss: u16) -> usize {
     let packets = len.div_ceil(u32::from(mss.max(1))) as usize;
     len as usize + packets + SEGMENT_OVERHEAD
+}
+
+/// Framing and the record count are checked before the AEAD, on bytes
+/// anyone can forge: they must not end the message (a forged packet would
+/// kill a live RPC), only discard the segment like a failed tag.
+fn open_error_reason(e: OpenError) -> DropReason {
+    match e {
+        OpenError::Auth | OpenError::Framing | OpenError::IndexOverflow => DropReason::AuthFailure,
+        OpenError::Overflow | OpenError::ContentType => DropReason::ProtocolViolation,
+    }
 }
 
 /// What accepting a packet changed.
@@ -91,6 +101,10 @@ pub(crate) struct Incoming {
     ahead: u32,
     /// Bytes held, as [`Incoming::buffered_bytes`] reports them.
     held: usize,
+    /// `data` holds the whole message's wire bytes, from one packet, not
+    /// yet opened (the one-packet fast path: no segment buffer, records
+    /// opened in place).
+    whole: bool,
 }
 
 impl Incoming {
@@ -110,6 +124,7 @@ impl Incoming {
             granted: unscheduled.min(h.message_wire_len),
             ahead: ahead.max(unscheduled.saturating_add(MAX_SEGMENT_LEN as u32)),
             held: MESSAGE_OVERHEAD,
+            whole: false,
         }
     }
 
@@ -180,6 +195,9 @@ impl Incoming {
         if h.segment_offset < self.next_segment {
             return Err(DropReason::Duplicate);
         }
+        if self.is_whole(h, payload.len()) {
+            return self.accept_whole(payload);
+        }
         self.check_fits(h)?;
         self.held += self.allocation_for(h);
         let seg = self
@@ -196,6 +214,60 @@ impl Incoming {
         seg.missing -= 1;
         self.received += payload.len() as u64;
         Ok(())
+    }
+
+    /// Whether this packet carries the whole message (one segment of one
+    /// packet, nothing received yet): the common case of a small RPC.
+    fn is_whole(&self, h: &DataHeader, len: usize) -> bool {
+        h.segment_offset == 0
+            && h.segment_len == self.wire_len
+            && len == self.wire_len as usize
+            && self.segments.is_empty()
+    }
+
+    /// Keeps a whole-message packet in `data` itself, to be opened in
+    /// place by `open_ready`.
+    fn accept_whole(&mut self, payload: &[u8]) -> Result<(), DropReason> {
+        if self.whole || self.received > 0 {
+            return Err(DropReason::Duplicate);
+        }
+        let cap = self.data.capacity();
+        self.data.clear();
+        self.data.extend_from_slice(payload);
+        self.held += self.data.capacity() - cap;
+        self.received = payload.len() as u64;
+        self.whole = true;
+        Ok(())
+    }
+
+    /// Opens a whole message kept by `accept_whole`, in place.
+    fn open_whole(
+        &mut self,
+        cipher: &dyn PacketCipher,
+        layout: SeqLayout,
+        id: u64,
+        opened: &mut u64,
+    ) -> Result<Accepted, DropReason> {
+        self.whole = false;
+        match open_segment_in_place(cipher, layout, id, 0, &mut self.data) {
+            Ok(o) => {
+                *opened += o.records;
+                self.next_segment = self.wire_len;
+                self.next_record = o.records;
+                self.padded = o.padded_len;
+            }
+            Err(e) => {
+                *opened += 1;
+                // Cleared: a retransmission can replace it.
+                self.received = 0;
+                return Err(open_error_reason(e));
+            }
+        }
+        if self.padded == u64::from(self.message_len) {
+            Ok(Accepted::Complete)
+        } else {
+            Err(DropReason::ProtocolViolation)
+        }
     }
 
     /// A packet's segment must be the one already known at its offset, or
@@ -240,6 +312,9 @@ impl Incoming {
         opened: &mut u64,
         spare: usize,
     ) -> Result<Accepted, DropReason> {
+        if self.whole {
+            return self.open_whole(cipher, layout, id, opened);
+        }
         while let Some(mut seg) = self.take_next_complete() {
             *opened += 1;
             self.held -= segment_cost(seg.len, seg.mss);
@@ -260,18 +335,7 @@ impl Incoming {
                 }
                 Err(e) => {
                     self.received -= u64::from(seg.len);
-                    // Framing and the record count are checked before the
-                    // AEAD, on bytes anyone can forge: they must not end the
-                    // message (a forged packet would kill a live RPC), only
-                    // discard the segment like a failed tag.
-                    return Err(match e {
-                        OpenError::Auth | OpenError::Framing | OpenError::IndexOverflow => {
-                            DropReason::AuthFailure
-                        }
-                        OpenError::Overflow | OpenError::ContentType => {
-                            DropReason::ProtocolViolation
-                        }
-                    });
+                    return Err(open_error_reason(e));
                 }
             }
             // The records carry exactly the message length: more is a lie,
