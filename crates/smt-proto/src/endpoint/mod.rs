@@ -204,7 +204,7 @@ pub struct Endpoint {
     /// left to send (sender-side SRPT): every sendable message is here, so
     /// choosing the next packet takes the first entry instead of scanning
     /// every RPC. Entries may be stale (gone, waiting for a grant, or
-    /// ranked by an old count); `pick_srpt` drops or re-ranks those.
+    /// ranked by an old count); `write_next_data` drops or re-ranks those.
     pub(crate) sendable: BTreeSet<(u64, MsgKey)>,
     /// Incoming messages that may still need grants (same idea, for
     /// `update_grants`).
@@ -458,9 +458,11 @@ impl Endpoint {
             restarts: 0,
             restart_pending: false,
         };
+        let rank = rpc.request.remaining();
         self.client_ids.insert(rpc.key(), handle);
         self.clients.insert(handle, rpc);
-        self.mark_sendable(MsgKey::Client(handle));
+        // A fresh request always has bytes to send (its unscheduled part).
+        self.sendable.insert((rank, MsgKey::Client(handle)));
         self.arm_tick(now);
         Ok(handle)
     }
@@ -479,11 +481,13 @@ impl Endpoint {
             None => return Err(SendError::UnknownRpc),
         }
         let response = self.seal(rpc.peer, rpc.epoch, rpc.id, data)?;
+        let rank = response.remaining();
         if let Some(s) = self.servers.get_mut(&rpc) {
             s.state = ServerState::Responding(response);
             s.silent_ticks = 0;
         }
-        self.mark_sendable(MsgKey::Server(rpc));
+        // A fresh response always has bytes to send (its unscheduled part).
+        self.sendable.insert((rank, MsgKey::Server(rpc)));
         self.arm_tick(now);
         Ok(())
     }

@@ -65,9 +65,8 @@ impl Endpoint {
                     }
                 }
                 None => {
-                    let key = self.pick_srpt()?;
-                    let epoch = self.outgoing_to(key)?.0 .1;
-                    return self.write_data_of(key, buf).map(|t| (t, Some(epoch)));
+                    let (t, epoch) = self.write_next_data(None, buf)?;
+                    return Some((t, Some(epoch)));
                 }
             }
         }
@@ -93,7 +92,7 @@ impl Endpoint {
                 return Some(t.len);
             }
         }
-        let t = self.write_next_data_for(to, buf)?;
+        let (t, _) = self.write_next_data(Some(to), buf)?;
         Some(t.len)
     }
 
@@ -149,52 +148,31 @@ impl Endpoint {
         })
     }
 
-    /// The next DATA packet by SRPT (sender-side, as Homa) if it goes to
-    /// `to` (peer, epoch) and fits in `buf`; otherwise nothing is sent and
-    /// the candidate keeps its rank.
-    fn write_next_data_for(&mut self, to: (SocketAddr, u64), buf: &mut [u8]) -> Option<Transmit> {
-        let key = self.pick_srpt()?;
-        let fits = self
-            .outgoing_to(key)
-            .is_some_and(|(dest, out)| dest == to && out.next_packet_len() <= buf.len());
-        if !fits {
-            self.mark_sendable(key);
-            return None;
-        }
-        self.write_data_of(key, buf)
-    }
-
-    fn write_data_of(&mut self, key: MsgKey, buf: &mut [u8]) -> Option<Transmit> {
+    /// Writes one packet of the message with the fewest bytes left to send
+    /// among those allowed to send (sender-side SRPT, as Homa), and returns
+    /// it with its key epoch. With `to` (peer, epoch), only if that message
+    /// goes there and its packet fits in `buf`; otherwise nothing is sent
+    /// and the candidate keeps its rank.
+    ///
+    /// Candidates in `sendable` may be stale (gone, waiting for a grant,
+    /// or ranked by an old count): those are dropped or re-ranked here. One
+    /// RPC lookup per candidate; the message is re-ranked from the same
+    /// borrow after its packet is written.
+    fn write_next_data(
+        &mut self,
+        to: Option<(SocketAddr, u64)>,
+        buf: &mut [u8],
+    ) -> Option<(Transmit, u64)> {
         let ports = self.config.local_port;
-        let (k, out) = self.outgoing_mut(key)?;
-        let p = out.next_packet()?;
-        let len = out.write_packet(p, (ports, k.peer.port()), k.epoch & 1 == 1, k.id, buf);
-        self.mark_sendable(key);
-        self.stats.data_packets_tx += 1;
-        if p.retransmit {
-            self.stats.retransmitted_packets += 1;
-        }
-        Some(Transmit {
-            destination: k.peer,
-            len,
-        })
-    }
-
-    /// Where `key`'s packets go (peer, key epoch), and its outgoing
-    /// message.
-    fn outgoing_to(&self, key: MsgKey) -> Option<((SocketAddr, u64), &Outgoing)> {
-        let to = match key {
-            MsgKey::Client(h) => self.clients.get(&h).map(|c| (c.peer, c.epoch))?,
-            MsgKey::Server(k) => (k.peer, k.epoch),
-        };
-        Some((to, self.outgoing(key)?))
-    }
-
-    /// The sendable message with the fewest bytes left (ties: the lowest
-    /// key), from the ranked candidates in `self.sendable`.
-    fn pick_srpt(&mut self) -> Option<MsgKey> {
-        while let Some((rank, key)) = self.sendable.pop_first() {
-            let Some(out) = self.outgoing(key) else {
+        let Endpoint {
+            sendable,
+            clients,
+            servers,
+            stats,
+            ..
+        } = self;
+        while let Some((rank, key)) = sendable.pop_first() {
+            let Some((k, out)) = outgoing_in(clients, servers, key) else {
                 continue;
             };
             if !out.has_sendable() {
@@ -203,10 +181,27 @@ impl Endpoint {
             }
             let remaining = out.remaining();
             if remaining != rank {
-                self.sendable.insert((remaining, key));
+                sendable.insert((remaining, key));
                 continue;
             }
-            return Some(key);
+            if to.is_some_and(|to| to != (k.peer, k.epoch) || out.next_packet_len() > buf.len()) {
+                sendable.insert((rank, key));
+                return None;
+            }
+            let p = out.next_packet()?;
+            let len = out.write_packet(p, (ports, k.peer.port()), k.epoch & 1 == 1, k.id, buf);
+            if out.has_sendable() {
+                sendable.insert((out.remaining(), key));
+            }
+            stats.data_packets_tx += 1;
+            if p.retransmit {
+                stats.retransmitted_packets += 1;
+            }
+            let t = Transmit {
+                destination: k.peer,
+                len,
+            };
+            return Some((t, k.epoch));
         }
         None
     }
@@ -254,17 +249,25 @@ impl Endpoint {
             self.mark_sendable(key);
         }
     }
+}
 
-    fn outgoing_mut(&mut self, key: MsgKey) -> Option<(ServerRpcHandle, &mut Outgoing)> {
-        match key {
-            MsgKey::Client(h) => {
-                let c = self.clients.get_mut(&h)?;
-                Some((c.key(), &mut c.request))
-            }
-            MsgKey::Server(k) => match &mut self.servers.get_mut(&k)?.state {
-                ServerState::Responding(out) => Some((k, out)),
-                _ => None,
-            },
+/// The outgoing message `key` names with its wire key, if it is still
+/// being sent (a client's request until its response starts); a free
+/// function so the caller can hold other fields of the endpoint at once.
+fn outgoing_in<'a>(
+    clients: &'a mut std::collections::BTreeMap<super::RpcHandle, super::ClientRpc>,
+    servers: &'a mut std::collections::BTreeMap<ServerRpcHandle, super::ServerRpc>,
+    key: MsgKey,
+) -> Option<(ServerRpcHandle, &'a mut Outgoing)> {
+    match key {
+        MsgKey::Client(h) => {
+            let c = clients.get_mut(&h)?;
+            let k = c.key();
+            c.response.is_none().then_some((k, &mut c.request))
         }
+        MsgKey::Server(k) => match &mut servers.get_mut(&k)?.state {
+            ServerState::Responding(out) => Some((k, out)),
+            _ => None,
+        },
     }
 }
