@@ -42,13 +42,20 @@ pub struct Config {
     pub record_size: usize,
     /// Largest application message accepted, in bytes before padding.
     pub max_message_len: u64,
-    /// Wire bytes a sender may send before the first GRANT (Homa's
-    /// "unscheduled bytes"), and the window each grant keeps open.
-    /// Default 72 000: the bandwidth-delay product of a user-space stack
-    /// (tens of microseconds of wake-ups at 10-20 Gbit/s), and enough for a
-    /// 64 KiB message to go out whole without waiting for a grant. At
-    /// 40 000 a loopback 64 KiB RPC took twice as long (grant round trips).
+    /// Wire bytes a sender may send of a message before its first GRANT
+    /// (Homa's "unscheduled bytes"); a receiver counts on the same figure
+    /// (both ends must agree). Default 72 000: the bandwidth-delay product
+    /// of a user-space stack (tens of microseconds of wake-ups at 10-20
+    /// Gbit/s), and enough for a 64 KiB message to go out whole without
+    /// waiting for a grant. At 40 000 a loopback 64 KiB RPC took twice as
+    /// long (grant round trips).
     pub unscheduled_bytes: u32,
+    /// Receiver: how far past what has arrived each GRANT lets the sender
+    /// run (default 72 000, as `unscheduled_bytes`, for the same reason).
+    pub grant_window: u32,
+    /// Receiver: the largest byte range one RESEND asks for (at most
+    /// `RESENDS_PER_TICK` ranges per message per tick). Default 72 000.
+    pub max_resend_bytes: u32,
     /// Incoming messages granted at once (Homa's overcommit).
     pub overcommit: usize,
     /// Period of the housekeeping tick.
@@ -129,6 +136,8 @@ impl Default for Config {
             record_size: MAX_RECORD_PLAINTEXT,
             max_message_len: 64 << 20,
             unscheduled_bytes: 72_000,
+            grant_window: 72_000,
+            max_resend_bytes: 72_000,
             overcommit: 8,
             tick: Duration::from_millis(1),
             resend_ticks: 5,
@@ -192,8 +201,14 @@ impl Config {
         if self.record_size == 0 || self.record_size > MAX_RECORD_PLAINTEXT {
             return err("record_size must be between 1 and 16384 bytes (RFC 8446 §5.1)");
         }
-        if self.overcommit == 0 || self.unscheduled_bytes == 0 {
-            return err("overcommit and unscheduled_bytes must be at least 1");
+        if self.overcommit == 0
+            || self.unscheduled_bytes == 0
+            || self.grant_window == 0
+            || self.max_resend_bytes == 0
+        {
+            return err(
+                "overcommit, unscheduled_bytes, grant_window and max_resend_bytes must be at least 1",
+            );
         }
         if self.tick.is_zero() || self.resend_ticks == 0 || self.abort_ticks <= self.resend_ticks {
             return err("tick must be non-zero and abort_ticks > resend_ticks > 0");

@@ -29,6 +29,8 @@ pub fn endpoint_datagrams(start: Instant, data: &[u8]) {
     let config = Config {
         max_incoming_per_peer: 64,
         unscheduled_bytes: 8192,
+        grant_window: 8192,
+        max_resend_bytes: 8192,
         ..Config::default()
     };
     let Ok(mut ep) = Endpoint::new(config) else {

@@ -1,13 +1,13 @@
 //! Receiver-driven scheduling (Homa): the incoming messages with the fewest
 //! bytes left are granted first, `Config::overcommit` at a time, each kept
-//! `Config::unscheduled_bytes` ahead of what has arrived.
+//! `Config::grant_window` ahead of what has arrived.
 
 use super::{Endpoint, MsgKey, ServerState};
 use crate::wire::Body;
 
 impl Endpoint {
     pub(crate) fn update_grants(&mut self) {
-        let window = u64::from(self.config.unscheduled_bytes);
+        let window = u64::from(self.config.grant_window);
         let mut candidates = self.grant_candidates();
         candidates.sort_unstable();
         candidates.truncate(self.config.overcommit);

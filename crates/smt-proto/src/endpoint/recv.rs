@@ -673,8 +673,8 @@ impl Endpoint {
             // still missing some of it: ask for it now rather than on the
             // next silent tick (and NEED_ACK is no sign of progress).
             let gaps = match &rpc.response {
-                None => vec![(0, self.config.unscheduled_bytes)],
-                Some(inc) => inc.gaps(8, self.config.unscheduled_bytes),
+                None => vec![(0, self.config.max_resend_bytes)],
+                Some(inc) => inc.gaps(8, self.config.max_resend_bytes),
             };
             for (offset, length) in gaps {
                 self.queue_control(

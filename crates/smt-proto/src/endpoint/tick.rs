@@ -127,7 +127,7 @@ impl Endpoint {
     }
 
     fn tick_client(&mut self, h: RpcHandle, crowded: bool) -> Action {
-        let max_len = self.config.unscheduled_bytes;
+        let max_len = self.config.max_resend_bytes;
         let Some(rpc) = self.clients.get_mut(&h) else {
             return Action::None;
         };
@@ -169,7 +169,7 @@ impl Endpoint {
 
     fn tick_server(&mut self, key: ServerRpcHandle, crowded: bool) -> Action {
         let (resend, abort) = (self.config.resend_ticks, self.config.abort_ticks);
-        let max_len = self.config.unscheduled_bytes;
+        let max_len = self.config.max_resend_bytes;
         let Some(rpc) = self.servers.get_mut(&key) else {
             return Action::None;
         };
