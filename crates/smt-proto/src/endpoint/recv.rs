@@ -496,10 +496,10 @@ impl Endpoint {
         let incoming = self.new_incoming(h);
         self.servers.insert(
             key,
-            ServerRpc {
+            Box::new(ServerRpc {
                 state: ServerState::Receiving(incoming),
                 silent_ticks: 0,
-            },
+            }),
         );
         self.arm_tick(now);
         Ok(MsgKey::Server(key))
@@ -583,7 +583,7 @@ impl Endpoint {
         let Some(ClientRpc {
             response: Some(mut inc),
             ..
-        }) = self.clients.remove(&handle)
+        }) = self.clients.remove(&handle).map(|b| *b)
         else {
             return;
         };

@@ -255,8 +255,8 @@ impl Endpoint {
 /// being sent (a client's request until its response starts); a free
 /// function so the caller can hold other fields of the endpoint at once.
 fn outgoing_in<'a>(
-    clients: &'a mut std::collections::BTreeMap<super::RpcHandle, super::ClientRpc>,
-    servers: &'a mut std::collections::BTreeMap<ServerRpcHandle, super::ServerRpc>,
+    clients: &'a mut std::collections::BTreeMap<super::RpcHandle, Box<super::ClientRpc>>,
+    servers: &'a mut std::collections::BTreeMap<ServerRpcHandle, Box<super::ServerRpc>>,
     key: MsgKey,
 ) -> Option<(ServerRpcHandle, &'a mut Outgoing)> {
     match key {
