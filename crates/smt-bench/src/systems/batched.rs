@@ -28,9 +28,10 @@ use super::{check_echo, Slot};
 /// one large frame whole.
 const READ_CHUNK: usize = 64 << 10;
 
-/// Reading stops and the batch is processed once this much is buffered,
-/// even if more has arrived.
-const BATCH_BYTES: usize = 256 << 10;
+/// Reading stops and the batch is answered once this much is buffered
+/// (four full TLS records), even if more has arrived, so a stream of large
+/// messages does not hold back the answers to requests read before them.
+const BATCH_BYTES: usize = 64 << 10;
 
 /// A read buffer that yields complete length-prefixed frames.
 #[derive(Debug, Default)]
