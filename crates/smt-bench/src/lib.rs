@@ -3,8 +3,9 @@
 //! "Peer comparison (smt-bench)".
 //!
 //! - [`systems`]: SMT (AES-128-GCM, null cipher, raw IP, GRO off, busy
-//!   poll), TCP and TLS 1.3 pools, pipelined TLS 1.3, quinn, and the bare
-//!   UDP/TCP floor, each behind the same [`systems::Slot`] interface;
+//!   poll), TCP and TLS 1.3 pools, pipelined TLS 1.3 (writes coalesced,
+//!   or one write per request), quinn, and the bare UDP/TCP floor, each
+//!   behind the same [`systems::Slot`] interface;
 //! - [`workload`]: closed loops and a Poisson open loop over slots;
 //! - [`run`]: one system at a time, pinned or not, nothing left running;
 //! - [`report`], [`plot`]: tables with ratios, targets, JSON, CSV, SVG.

@@ -65,6 +65,10 @@ async fn dispatch(
         System::TcpPool => ctx.measure(tls::start_tcp_pool(slots).await).await,
         System::TlsPool => ctx.measure(tls::start_tls_pool(slots).await).await,
         System::TlsPipelined => ctx.measure(tls::start_tls_pipelined(slots).await).await,
+        System::TlsPipelinedNaive => {
+            ctx.measure(tls::start_tls_pipelined_naive(slots).await)
+                .await
+        }
         System::QuicStreamPerRpc => ctx.measure(quic::start_stream_per_rpc(slots).await).await,
         System::QuicPersistent => ctx.measure(quic::start_persistent(slots).await).await,
         System::UdpFloor => ctx.measure(floor::start_udp()).await,

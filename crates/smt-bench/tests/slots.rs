@@ -36,12 +36,37 @@ fn on_local_runtime(f: impl std::future::Future<Output = ()>) {
 }
 
 #[test]
-fn pipelined_tls_matches_responses_to_requests() {
+fn naive_pipelined_tls_matches_responses_to_requests() {
+    on_local_runtime(async {
+        let (server, slots) = systems::tls::start_tls_pipelined_naive(SLOTS)
+            .await
+            .expect("start");
+        exercise(slots).await;
+        server.stop();
+    });
+}
+
+#[test]
+fn coalescing_pipelined_tls_matches_responses_to_requests() {
     on_local_runtime(async {
         let (server, slots) = systems::tls::start_tls_pipelined(SLOTS)
             .await
             .expect("start");
         exercise(slots).await;
+        server.stop();
+    });
+}
+
+#[test]
+fn coalescing_pipelined_tls_carries_large_and_empty_messages() {
+    on_local_runtime(async {
+        let (server, mut slots) = systems::tls::start_tls_pipelined(2).await.expect("start");
+        let mut big = slots.pop().expect("two slots");
+        let mut empty = slots.pop().expect("two slots");
+        let size = 1 << 20;
+        let (a, b) = tokio::join!(big.call(systems::payload(size)), empty.call(&[]));
+        assert_eq!(a.ok(), Some(size));
+        assert_eq!(b.ok(), Some(0));
         server.stop();
     });
 }

@@ -8,6 +8,13 @@ use serde::Serialize;
 use super::{find, SMT};
 use crate::record::Record;
 
+/// Every TLS 1.3 over TCP system: "TLS-TCP" in a goal is the best of them.
+const TLS_TCP: [&str; 3] = ["tls-pool", "tls-pipe", "tls-pipe-naive"];
+
+/// The strongest pipelined TLS peer: one connection, writes coalesced as
+/// HTTP/2 and gRPC clients do.
+const PIPELINED_TLS: &str = "tls-pipe";
+
 /// One of the issue's goals, measured (never asserted).
 #[derive(Debug, Serialize)]
 pub struct Target {
@@ -94,13 +101,13 @@ fn small_throughput_vs(rs: &[Record], aff: &str, peers: &[&str]) -> Option<f64> 
     worst_ratio(rs, aff, &points, &|r| Some(r.rpc_per_s), &peer, false)
 }
 
-/// SMT's small-message p99 slowdown over pipelined TLS's, at each mixed
-/// load: the worst.
+/// SMT's small-message p99 slowdown over coalescing pipelined TLS's, at
+/// each mixed load: the worst.
 fn small_slowdown_vs_pipelined(rs: &[Record], aff: &str) -> Option<f64> {
     let small = |r: &Record| r.workload == "mixed" && r.bucket.as_deref() == Some("small<=1024");
     let peer = |r: &Record| {
         let same = |p: &Record| small(p) && p.dist == r.dist && p.load == r.load;
-        find(rs, "tls-pipe", aff, same).and_then(|p| p.slowdown_p99)
+        find(rs, PIPELINED_TLS, aff, same).and_then(|p| p.slowdown_p99)
     };
     worst_ratio(rs, aff, &small, &|r| r.slowdown_p99, &peer, true)
 }
@@ -111,7 +118,7 @@ fn bulk_vs_tls(rs: &[Record], aff: &str) -> Option<f64> {
     let gbit = |r: &Record| r.gbit_per_s;
     ratio(
         find(rs, SMT, aff, bulk).map(gbit),
-        best(rs, &["tls-pool", "tls-pipe"], aff, &bulk, &gbit, false),
+        best(rs, &TLS_TCP, aff, &bulk, &gbit, false),
     )
 }
 
@@ -134,11 +141,12 @@ fn target(aff: &str, goal: &str, measured: Option<f64>, limit: f64, at_most: boo
     }
 }
 
-/// The issue's targets for one placement. "TLS-TCP" is the better of the
-/// pooled and pipelined TLS systems, "quinn" the better of its two modes.
+/// The issue's targets for one placement. "TLS-TCP" is the best of the
+/// pooled and both pipelined TLS systems, "pipelined TLS-TCP" the
+/// coalescing one, "quinn" the better of its two modes.
 pub fn targets(rs: &[Record], aff: &str) -> Vec<Target> {
     let quinn = ["quic-stream", "quic-persist"];
-    let tls = ["tls-pool", "tls-pipe"];
+    let tls = TLS_TCP;
     let local = "smt-aes-local";
     vec![
         target(
@@ -151,7 +159,7 @@ pub fn targets(rs: &[Record], aff: &str) -> Vec<Target> {
         target(
             aff,
             "unloaded 64 B RTT / TLS-TCP",
-            rtt_64_vs(rs, aff, SMT, &["tls-pool", "tls-pipe"]),
+            rtt_64_vs(rs, aff, SMT, &tls),
             0.85,
             true,
         ),
@@ -169,16 +177,18 @@ pub fn targets(rs: &[Record], aff: &str) -> Vec<Target> {
             2.0,
             false,
         ),
+        // Issue #10: at least half of what the coalescing pipelined TLS
+        // client reaches (it was 1.0x the one-write-per-request client).
         target(
             aff,
-            "64 B/1 KiB throughput at 32-150 outstanding / pipelined TLS-TCP (worst point)",
-            small_throughput_vs(rs, aff, &["tls-pipe"]),
-            1.0,
+            "64 B/1 KiB throughput at 32-150 outstanding / coalescing pipelined TLS-TCP (worst point)",
+            small_throughput_vs(rs, aff, &[PIPELINED_TLS]),
+            0.5,
             false,
         ),
         target(
             aff,
-            "small-message p99 slowdown under mixed load / pipelined TLS-TCP (worst)",
+            "small-message p99 slowdown under mixed load / coalescing pipelined TLS-TCP (worst)",
             small_slowdown_vs_pipelined(rs, aff),
             0.3,
             true,
@@ -225,7 +235,7 @@ pub fn print_targets(ts: &[Target]) -> String {
         };
         let _ = writeln!(
             out,
-            "  [{:<8}] {:<82} {m:>7} {} {:<5} {verdict}",
+            "  [{:<8}] {:<90} {m:>7} {} {:<5} {verdict}",
             t.affinity,
             t.goal,
             if t.at_most { "<=" } else { ">=" },
@@ -286,5 +296,28 @@ mod tests {
         let pass: Vec<_> = ts.iter().map(|t| t.pass).collect();
         assert_eq!(&pass[..2], &[Some(true), Some(true)]);
         assert_eq!(measured(&ts, "1 MiB goodput"), None);
+    }
+
+    #[test]
+    fn the_pipelined_target_takes_the_coalescing_client_and_rtt_takes_any_tls() {
+        let rs = vec![
+            rec(SMT, "rtt", 64, 1, |r| r.p50_us = 10.0),
+            rec("tls-pipe", "rtt", 64, 1, |r| r.p50_us = 20.0),
+            rec("tls-pipe-naive", "rtt", 64, 1, |r| r.p50_us = 8.0),
+            rec(SMT, "throughput", 64, 150, |r| r.rpc_per_s = 100.0),
+            rec("tls-pipe", "throughput", 64, 150, |r| r.rpc_per_s = 400.0),
+            rec("tls-pipe-naive", "throughput", 64, 150, |r| {
+                r.rpc_per_s = 50.0
+            }),
+        ];
+        let ts = targets(&rs, "pinned");
+        assert_eq!(measured(&ts, "unloaded 64 B RTT / TLS"), Some(1.25));
+        assert_eq!(
+            measured(
+                &ts,
+                "64 B/1 KiB throughput at 32-150 outstanding / coalescing"
+            ),
+            Some(0.25)
+        );
     }
 }

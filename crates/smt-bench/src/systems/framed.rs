@@ -13,7 +13,7 @@ use super::{check_echo, Slot};
 /// Longer frames are refused: a corrupt length must not allocate gigabytes.
 const MAX_FRAME: usize = 16 << 20;
 
-fn frame_len(n: u32) -> io::Result<usize> {
+pub(super) fn frame_len(n: u32) -> io::Result<usize> {
     let n = n as usize;
     if n > MAX_FRAME {
         return Err(io::Error::new(io::ErrorKind::InvalidData, "frame too long"));

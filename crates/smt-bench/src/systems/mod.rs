@@ -4,6 +4,7 @@
 //! pipelined connection, a QUIC stream). Workloads drive slots and never
 //! see the transport.
 
+pub mod batched;
 pub mod floor;
 pub mod framed;
 pub mod quic;
@@ -47,6 +48,7 @@ pub enum System {
     TcpPool,
     TlsPool,
     TlsPipelined,
+    TlsPipelinedNaive,
     QuicStreamPerRpc,
     QuicPersistent,
     UdpFloor,
@@ -54,7 +56,7 @@ pub enum System {
 }
 
 impl System {
-    pub const ALL: [System; 14] = [
+    pub const ALL: [System; 15] = [
         System::SmtAes,
         System::SmtNull,
         System::SmtRaw,
@@ -65,6 +67,7 @@ impl System {
         System::TcpPool,
         System::TlsPool,
         System::TlsPipelined,
+        System::TlsPipelinedNaive,
         System::QuicStreamPerRpc,
         System::QuicPersistent,
         System::UdpFloor,
@@ -84,6 +87,7 @@ impl System {
             Self::TcpPool => "tcp-pool",
             Self::TlsPool => "tls-pool",
             Self::TlsPipelined => "tls-pipe",
+            Self::TlsPipelinedNaive => "tls-pipe-naive",
             Self::QuicStreamPerRpc => "quic-stream",
             Self::QuicPersistent => "quic-persist",
             Self::UdpFloor => "udp-floor",
@@ -105,7 +109,12 @@ impl System {
             }
             Self::TcpPool => "plain TCP, a pool of C connections, one request outstanding on each",
             Self::TlsPool => "TLS 1.3 (rustls) over TCP, pooled like tcp-pool",
-            Self::TlsPipelined => "TLS 1.3 (rustls) over ONE TCP connection, C requests pipelined",
+            Self::TlsPipelined => {
+                "TLS 1.3 (rustls) over ONE TCP connection, C requests pipelined, writes coalesced (every ready request in one write, a batch of responses in one write)"
+            }
+            Self::TlsPipelinedNaive => {
+                "TLS 1.3 (rustls) over ONE TCP connection, C requests pipelined, each written and flushed on its own"
+            }
             Self::QuicStreamPerRpc => "QUIC (quinn), a new bidirectional stream per request",
             Self::QuicPersistent => "QUIC (quinn), one persistent stream per outstanding slot",
             Self::UdpFloor => "bare UDP ping-pong, blocking sockets (rtt, ≤ 64 KiB)",

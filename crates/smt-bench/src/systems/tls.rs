@@ -1,5 +1,6 @@
 //! TCP and TLS 1.3 over TCP: a pool of connections, or one pipelined
-//! connection. The server is one thread with a task per connection.
+//! connection (writes coalesced, or one write per request). The server is
+//! one thread with a task per connection.
 
 use std::io;
 use std::net::{SocketAddr, TcpListener as StdListener};
@@ -11,6 +12,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, Server
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
+use super::batched::{batched, serve_batches, BatchedSlot};
 use super::framed::{pipelined, serve_frames, PipelinedSlot, StreamSlot};
 use super::{size_buffers, spawn_server, ServerThread};
 
@@ -70,7 +72,27 @@ async fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
     Ok(s)
 }
 
-fn server(listener: StdListener, tls: Option<TlsAcceptor>) -> io::Result<ServerThread> {
+/// How the server answers the requests of one connection.
+#[derive(Clone, Copy, Debug)]
+enum Serve {
+    /// Frame by frame, flushing when no further request is buffered.
+    Frames,
+    /// Every complete request of a read batch, answered in one write.
+    Batches,
+}
+
+async fn serve<R, W>(how: Serve, r: R, w: W) -> io::Result<()>
+where
+    R: tokio::io::AsyncRead + Unpin,
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    match how {
+        Serve::Frames => serve_frames(r, w).await,
+        Serve::Batches => serve_batches(r, w).await,
+    }
+}
+
+fn server(listener: StdListener, tls: Option<TlsAcceptor>, how: Serve) -> io::Result<ServerThread> {
     spawn_server("tcp-echo", move || async move {
         let Ok(listener) = TcpListener::from_std(listener) else {
             return;
@@ -82,12 +104,12 @@ fn server(listener: StdListener, tls: Option<TlsAcceptor>) -> io::Result<ServerT
                 match tls {
                     None => {
                         let (r, w) = sock.into_split();
-                        let _ = serve_frames(r, w).await;
+                        let _ = serve(how, r, w).await;
                     }
                     Some(acceptor) => {
                         if let Ok(stream) = acceptor.accept(sock).await {
                             let (r, w) = tokio::io::split(stream);
-                            let _ = serve_frames(r, w).await;
+                            let _ = serve(how, r, w).await;
                         }
                     }
                 }
@@ -99,14 +121,15 @@ fn server(listener: StdListener, tls: Option<TlsAcceptor>) -> io::Result<ServerT
 pub type TcpSlot = StreamSlot<tokio::net::tcp::OwnedReadHalf, tokio::net::tcp::OwnedWriteHalf>;
 type TlsStream = tokio_rustls::client::TlsStream<TcpStream>;
 pub type TlsSlot = StreamSlot<tokio::io::ReadHalf<TlsStream>, tokio::io::WriteHalf<TlsStream>>;
-pub type TlsPipeSlot =
+pub type TlsPipeNaiveSlot =
     PipelinedSlot<tokio::io::ReadHalf<TlsStream>, tokio::io::WriteHalf<TlsStream>>;
+pub type TlsPipeSlot = BatchedSlot;
 
 /// Plain TCP, `n` connections.
 pub async fn start_tcp_pool(n: usize) -> io::Result<(ServerThread, Vec<TcpSlot>)> {
     let l = listener()?;
     let addr = l.local_addr()?;
-    let server = server(l, None)?;
+    let server = server(l, None, Serve::Frames)?;
     let mut slots = Vec::with_capacity(n);
     for _ in 0..n {
         let (r, w) = connect(addr).await?.into_split();
@@ -115,11 +138,11 @@ pub async fn start_tcp_pool(n: usize) -> io::Result<(ServerThread, Vec<TcpSlot>)
     Ok((server, slots))
 }
 
-async fn tls_setup() -> io::Result<(ServerThread, TlsConnector, SocketAddr)> {
+async fn tls_setup(how: Serve) -> io::Result<(ServerThread, TlsConnector, SocketAddr)> {
     let (sc, cc) = configs(b"smt-bench")?;
     let l = listener()?;
     let addr = l.local_addr()?;
-    let server = server(l, Some(TlsAcceptor::from(Arc::new(sc))))?;
+    let server = server(l, Some(TlsAcceptor::from(Arc::new(sc))), how)?;
     Ok((server, TlsConnector::from(Arc::new(cc)), addr))
 }
 
@@ -130,7 +153,7 @@ async fn tls_connect(connector: &TlsConnector, addr: SocketAddr) -> io::Result<T
 
 /// TLS 1.3 over TCP, `n` connections.
 pub async fn start_tls_pool(n: usize) -> io::Result<(ServerThread, Vec<TlsSlot>)> {
-    let (server, connector, addr) = tls_setup().await?;
+    let (server, connector, addr) = tls_setup(Serve::Frames).await?;
     let mut slots = Vec::with_capacity(n);
     for _ in 0..n {
         let (r, w) = tokio::io::split(tls_connect(&connector, addr).await?);
@@ -139,9 +162,21 @@ pub async fn start_tls_pool(n: usize) -> io::Result<(ServerThread, Vec<TlsSlot>)
     Ok((server, slots))
 }
 
-/// TLS 1.3 over one TCP connection, `n` slots pipelining on it.
+/// TLS 1.3 over one TCP connection, `n` slots pipelining on it, as an
+/// HTTP/2 or gRPC client does: every request ready at the moment goes out
+/// in one write, and the server answers a batch in one write.
 pub async fn start_tls_pipelined(n: usize) -> io::Result<(ServerThread, Vec<TlsPipeSlot>)> {
-    let (server, connector, addr) = tls_setup().await?;
+    let (server, connector, addr) = tls_setup(Serve::Batches).await?;
+    let (r, w) = tokio::io::split(tls_connect(&connector, addr).await?);
+    Ok((server, batched(r, w, n)))
+}
+
+/// TLS 1.3 over one TCP connection, `n` slots pipelining on it, each
+/// request written and flushed on its own (one record and one send each).
+pub async fn start_tls_pipelined_naive(
+    n: usize,
+) -> io::Result<(ServerThread, Vec<TlsPipeNaiveSlot>)> {
+    let (server, connector, addr) = tls_setup(Serve::Frames).await?;
     let (r, w) = tokio::io::split(tls_connect(&connector, addr).await?);
     Ok((server, pipelined(r, w, n)))
 }
