@@ -43,6 +43,12 @@ use crate::{Error, IncomingRequest};
 
 type Reply = Result<Vec<u8>, Error>;
 
+/// Requests in flight (received, not yet answered and acknowledged)
+/// above which a server counts as busy (see `accepter_may_lead`): a few
+/// accept threads answering one request at a time, each answer awaiting
+/// its acknowledgement, stay below it.
+const BUSY_SERVER_RPCS: usize = 4;
+
 thread_local! {
     /// Each thread parks on its own condition variable (one per thread,
     /// reused across calls and endpoints), so a reply wakes exactly the
@@ -69,6 +75,26 @@ enum Leader {
 struct Sleep {
     until: Option<Instant>,
     writable: bool,
+}
+
+/// A server thread's answer to a request.
+enum Answer {
+    Respond(ServerRpcHandle, Vec<u8>),
+    Abandon(ServerRpcHandle),
+}
+
+impl Answer {
+    fn apply(self, engine: &mut Engine) {
+        match self {
+            Self::Respond(rpc, data) => {
+                // A failure is the client's to see: its call times out.
+                if let Err(e) = engine.respond(rpc, &data) {
+                    tracing::debug!(peer = %rpc.peer, id = rpc.id, "response not sent: {e}");
+                }
+            }
+            Self::Abandon(rpc) => engine.abandon(rpc),
+        }
+    }
 }
 
 /// Whoever waits for a call's outcome.
@@ -99,9 +125,8 @@ pub(crate) struct Inner {
     watch: Option<Arc<OwnedFd>>,
     /// Threads parked in `accept` (each woken at most once per request).
     accepting: Vec<Arc<Condvar>>,
-    /// Set while the background thread is parked (a caller leads): when
-    /// it looks again.
-    background_until: Option<Instant>,
+    /// The background thread is parked (a caller leads).
+    background_parked: bool,
     /// The close finished: every call has failed, nothing drives anymore.
     closed: bool,
 }
@@ -139,7 +164,7 @@ impl Shared {
             readable: true,
             watch: Some(Arc::new(socket)),
             accepting: Vec::new(),
-            background_until: None,
+            background_parked: false,
             closed: false,
         };
         Ok(Arc::new(Self {
@@ -217,7 +242,11 @@ impl Shared {
                 return Err(Error::Closed);
             }
             if g.leader != Some(Leader::Caller) {
-                g = self.lead(g, |g| has_reply(g, call));
+                let (guard, reply) = self.lead(g, |g| take_reply(g, call));
+                if let Some(reply) = reply {
+                    return reply;
+                }
+                g = guard;
                 continue;
             }
             let cond = parker();
@@ -246,8 +275,12 @@ impl Shared {
             if g.closed {
                 return Err(Error::Closed);
             }
-            if g.leader != Some(Leader::Caller) {
-                g = self.lead(g, |_| !self.requests.is_empty());
+            if self.accepter_may_lead(&g) {
+                let (guard, request) = self.lead(g, |_| self.requests.try_recv().ok());
+                if let Some(request) = request {
+                    return Ok(request);
+                }
+                g = guard;
                 continue;
             }
             let cond = parker();
@@ -256,6 +289,20 @@ impl Shared {
             // Still listed: woken by something else than a request or a
             // promotion (or spuriously).
             g.accepting.retain(|c| !Arc::ptr_eq(c, &cond));
+        }
+    }
+
+    /// Whether a thread in `accept` should take the lead. From a busy
+    /// server's background thread it should not: the background thread
+    /// then keeps the socket read continuously while the accepters work
+    /// (each takes queued requests, woken once per request), where
+    /// accepters taking turns would leave it unread between turns. An
+    /// idle server's accepter leads, and answers with no hand-off.
+    fn accepter_may_lead(&self, g: &Inner) -> bool {
+        match g.leader {
+            None => true,
+            Some(Leader::Background) => g.engine.in_flight().1 <= BUSY_SERVER_RPCS,
+            Some(Leader::Caller) => false,
         }
     }
 
@@ -294,19 +341,23 @@ impl Shared {
     /// Sends a response at once (failures are the client's to see: its
     /// call times out).
     pub fn respond(self: &Arc<Self>, rpc: ServerRpcHandle, data: &[u8]) -> Result<(), Error> {
-        self.with_engine(|engine| {
-            if let Err(e) = engine.respond(rpc, data) {
-                tracing::debug!(peer = %rpc.peer, id = rpc.id, "response not sent: {e}");
-            }
-            Ok(())
-        })
+        self.answer(Answer::Respond(rpc, data.to_vec()))
     }
 
     pub fn abandon(self: &Arc<Self>, rpc: ServerRpcHandle) {
-        let _ = self.with_engine(|engine| {
-            engine.abandon(rpc);
-            Ok(())
-        });
+        let _ = self.answer(Answer::Abandon(rpc));
+    }
+
+    /// Applies an answer and sends what it queued at once (from this
+    /// thread).
+    fn answer(self: &Arc<Self>, answer: Answer) -> Result<(), Error> {
+        let mut g = self.lock();
+        if g.closed {
+            return Err(Error::Closed);
+        }
+        answer.apply(&mut g.engine);
+        self.settle(&mut g);
+        Ok(())
     }
 
     /// Counts an async waiter for as long as the guard lives, and makes
@@ -349,28 +400,32 @@ impl Shared {
         lock_ignoring_poison(&self.inner)
     }
 
-    /// Leads until `done` or the close ends, then resigns. Takes over from
-    /// the background thread without waiting for it.
-    fn lead<'a>(
+    /// Leads until `take` yields what this thread waits for (taken before
+    /// resigning, so the successor sees only what is left) or the close
+    /// ends. Takes over from the background thread without waiting for it.
+    fn lead<'a, T>(
         self: &'a Arc<Self>,
         mut g: MutexGuard<'a, Inner>,
-        done: impl Fn(&mut Inner) -> bool,
-    ) -> MutexGuard<'a, Inner> {
+        mut take: impl FnMut(&mut Inner) -> Option<T>,
+    ) -> (MutexGuard<'a, Inner>, Option<T>) {
         if g.leader == Some(Leader::Background) {
             // It may still sleep on the socket; it steps back when it
             // wakes. Wake-ups are now for the new leader.
             g.sleep = None;
         }
         g.leader = Some(Leader::Caller);
-        loop {
+        let taken = loop {
             self.turn(&mut g);
-            if done(&mut g) || g.closed {
-                break;
+            if let Some(value) = take(&mut g) {
+                break Some(value);
+            }
+            if g.closed {
+                break None;
             }
             g = self.sleep(g);
-        }
+        };
         self.resign(&mut g);
-        g
+        (g, taken)
     }
 
     /// One turn of the engine, its outcomes handed out, and the end of a
@@ -511,14 +566,16 @@ impl Shared {
     }
 
     /// Wakes the background thread (parked while a caller led) if it has
-    /// work that cannot wait for its next look, or a timer due before it.
+    /// work that cannot wait for its next look, or a timer is due already.
+    /// A timer due later can wait: it looks every tick, the timers' own
+    /// granularity, and waking it after every call would cost the
+    /// hand-off this design avoids.
     fn wake_background_if_needed(&self, g: &Inner) {
-        let Some(until) = g.background_until else {
+        if !g.background_parked {
             return;
-        };
-        let deadline = g.engine.deadline();
-        let timers_earlier = deadline.is_some_and(|d| d < until);
-        if timers_earlier || self.background_has_work(g) {
+        }
+        let due = g.engine.deadline().is_some_and(|d| d <= g.engine.now());
+        if due || self.background_has_work(g) {
             self.background_cond.notify_one();
         }
     }
@@ -550,9 +607,9 @@ impl Shared {
 
     // ---- the background thread ----
 
-    /// Leads whenever no caller does; while one does, looks again every
-    /// protocol tick, and at once when told of work no caller waits for
-    /// or of a timer due before its next look. A caller that stops driving is thus
+    /// Leads whenever no caller does; while one does, looks again at the
+    /// next deadline (at least every protocol tick), and at once when told
+    /// of work no caller waits for. A caller that stops driving is thus
     /// relieved within a tick without having to wake this thread, which
     /// would cost a hand-off per RPC.
     fn background(self: Arc<Self>) {
@@ -564,16 +621,22 @@ impl Shared {
                 g = self.lead_in_background(g);
                 continue;
             }
-            // The leader runs the timers; look again a tick from now in
-            // case it stops leading without a successor.
+            // The leader runs the timers; look again at the next deadline
+            // (at most a tick from now) in case it stops leading without a
+            // successor. A deadline already past is the leader's to run.
+            let now = g.engine.now();
             let tick = g.engine.tick();
-            g.background_until = Some(g.engine.now() + tick);
+            let look = match g.engine.deadline() {
+                Some(d) if d > now => tick.min(d - now),
+                _ => tick,
+            };
+            g.background_parked = true;
             g = self
                 .background_cond
-                .wait_timeout(g, tick)
+                .wait_timeout(g, look)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
-            g.background_until = None;
+            g.background_parked = false;
         }
         drop(g);
         // Requests nobody took: abandoned (each locks the engine).
@@ -630,18 +693,15 @@ fn deliver_reply(g: &mut Inner, call: CallToken, result: Reply) {
     }
 }
 
-fn has_reply(g: &mut Inner, call: CallToken) -> bool {
-    matches!(
+fn take_reply(g: &mut Inner, call: CallToken) -> Option<Reply> {
+    let arrived = matches!(
         g.calls.get(&call),
         Some(Waiter::Thread {
             outcome: Some(_),
             ..
         })
-    )
-}
-
-fn take_reply(g: &mut Inner, call: CallToken) -> Option<Reply> {
-    if !has_reply(g, call) {
+    );
+    if !arrived {
         return None;
     }
     match g.calls.remove(&call) {

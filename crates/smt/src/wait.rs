@@ -68,9 +68,7 @@ fn ppoll(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> io::Result<usiz
         // Below one billion: fits every platform's `c_long`.
         tv_nsec: t.subsec_nanos() as libc::c_long,
     });
-    let spec_ptr = spec
-        .as_ref()
-        .map_or(std::ptr::null(), std::ptr::from_ref);
+    let spec_ptr = spec.as_ref().map_or(std::ptr::null(), std::ptr::from_ref);
     // SAFETY: `fds` is a live, exclusively borrowed array of exactly
     // `fds.len()` pollfd structs for the whole call (ppoll writes only their
     // `revents`); its descriptors are borrowed from open files by `wait`'s
