@@ -18,9 +18,11 @@
 //! - the background thread leads whenever no caller does: timers, and
 //!   receiving what no caller waits for (async calls and accepts,
 //!   `ready_fd` users, acknowledgements and grants for responses sent
-//!   earlier). Any caller takes the lead from it without waiting; it looks
-//!   again every protocol tick, or at once when told of work no caller
-//!   waits for (an async call, a close).
+//!   earlier). Any caller takes the lead from it without waiting, except
+//!   an accepter of a busy server (see `accepter_may_lead`); while a
+//!   caller leads it looks again at the next deadline (at most a tick
+//!   away), or at once when told of work no caller waits for (an async
+//!   call, a close, input piling up).
 //!
 //! One thread making blocking calls therefore sends, sleeps on the socket
 //! and receives its reply itself, like a UDP ping-pong: no thread hand-off
@@ -224,7 +226,12 @@ impl Shared {
             parked: None,
         };
         g.calls.insert(call, waiter);
-        self.settle(&mut g);
+        if self.leader_will_send(&g) {
+            self.route(&mut g);
+            self.wake_leader_if_late(&mut g);
+        } else {
+            self.settle(&mut g);
+        }
         self.wait_for_reply(g, call)
     }
 
@@ -509,20 +516,39 @@ impl Shared {
         }
     }
 
+    /// Whether a new call's request may wait for the leader's next turn
+    /// instead of leaving now: the leader sleeps on the socket while other
+    /// calls are in flight, so a reply (or their timers, at most a tick
+    /// away) wakes it soon, and it then sends every request queued
+    /// meanwhile in one batch. Many callers thus share system calls; one
+    /// caller alone always sends at once.
+    fn leader_will_send(&self, g: &Inner) -> bool {
+        g.sleep.is_some() && g.engine.in_flight().0 > 1
+    }
+
     /// After a command: sends and hands out what it produced, and wakes
     /// whoever must look again (a leader sleeping past the new deadline,
     /// the background thread if it has work and nobody leads).
     fn settle(self: &Arc<Self>, g: &mut Inner) {
         g.engine.flush();
         self.route(g);
-        if let Some(sleep) = g.sleep {
-            let deadline = g.engine.deadline();
-            let earlier = deadline.is_some_and(|d| sleep.until.is_none_or(|u| d < u));
-            if earlier || (g.engine.wants_writable() && !sleep.writable) {
-                self.wake_leader(g);
-            }
+        if g.sleep.is_some() {
+            self.wake_leader_if_late(g);
         } else if g.leader.is_none() {
             self.wake_background_if_needed(g);
+        }
+    }
+
+    /// Wakes the sleeping leader if the engine's deadline moved before its
+    /// wake-up, or it must watch for room in the socket.
+    fn wake_leader_if_late(&self, g: &mut Inner) {
+        let Some(sleep) = g.sleep else {
+            return;
+        };
+        let deadline = g.engine.deadline();
+        let earlier = deadline.is_some_and(|d| sleep.until.is_none_or(|u| d < u));
+        if earlier || (g.engine.wants_writable() && !sleep.writable) {
+            self.wake_leader(g);
         }
     }
 
