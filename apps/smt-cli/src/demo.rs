@@ -1,6 +1,15 @@
-//! `smt demo`: a server and a client in one process on loopback.
+//! `smt demo`: a server and a client in one process on loopback, next to
+//! the floor under them: a plain UDP ping-pong with the same threads.
+//!
+//! The demo uses the threaded [`Endpoint`]: its blocking calls drive the
+//! endpoint from the calling thread (no hand-off to another thread per
+//! RPC), so it is as fast as the caller-driven `LocalEndpoint` for one
+//! caller and, unlike it, can be shared by the throughput phase's threads.
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use smt::keys::{fresh_session_pair, AeadAlgorithm};
 use smt::{Endpoint, EndpointConfig, Error};
@@ -32,6 +41,50 @@ pub fn spawn_echo(server: &Endpoint, threads: usize) {
                 let _ = req.respond(&data);
             }
         });
+    }
+}
+
+/// The floor: a plain UDP ping-pong of `size` bytes on loopback for
+/// `time`, with the demo's thread structure (the calling thread sends and
+/// waits; `threads` echo threads share the server socket). Returns the
+/// median round trip.
+fn udp_floor(size: usize, time: Duration, threads: usize) -> std::io::Result<Duration> {
+    let server = UdpSocket::bind("127.0.0.1:0")?;
+    // Lets the echo threads notice the end.
+    server.set_read_timeout(Some(Duration::from_millis(50)))?;
+    let to = server.local_addr()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let echoes = (0..threads.max(1))
+        .map(|_| {
+            let (socket, stop) = (server.try_clone()?, stop.clone());
+            Ok(std::thread::spawn(move || udp_echo(&socket, &stop)))
+        })
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let client = UdpSocket::bind("127.0.0.1:0")?;
+    client.set_read_timeout(Some(Duration::from_secs(1)))?;
+    let (msg, mut buf) = (vec![7u8; size], vec![0u8; 65_536]);
+    let mut rtts = Vec::new();
+    let end = Instant::now() + time;
+    while Instant::now() < end && rtts.len() < 100_000 {
+        let start = Instant::now();
+        client.send_to(&msg, to)?;
+        client.recv_from(&mut buf)?;
+        rtts.push(start.elapsed());
+    }
+    stop.store(true, Ordering::Relaxed);
+    for echo in echoes {
+        let _ = echo.join();
+    }
+    rtts.sort();
+    Ok(rtts.get(rtts.len() / 2).copied().unwrap_or_default())
+}
+
+fn udp_echo(socket: &UdpSocket, stop: &AtomicBool) {
+    let mut buf = vec![0u8; 65_536];
+    while !stop.load(Ordering::Relaxed) {
+        if let Ok((len, from)) = socket.recv_from(&mut buf) {
+            let _ = socket.send_to(&buf[..len], from);
+        }
     }
 }
 
@@ -87,7 +140,9 @@ pub fn run(args: DemoArgs) -> Result<(), Error> {
         throwaway_tls(&client, &server)?;
         "TLS 1.3 handshake on the first call (throwaway CA, ECDSA P-256, X25519MLKEM768)"
     };
-    spawn_echo(&server, 2);
+    const ECHO_THREADS: usize = 2;
+    const FLOOR_SIZE: usize = 64;
+    spawn_echo(&server, ECHO_THREADS);
 
     println!(
         "SMT demo: client {} -> server {}, AES-128-GCM, {how}",
@@ -101,8 +156,16 @@ pub fn run(args: DemoArgs) -> Result<(), Error> {
         args.seconds / 2.0,
         args.concurrency
     );
+    // Measured first, in the same run: the machine's state now is what
+    // SMT's figures below are compared with.
+    let floor = udp_floor(
+        FLOOR_SIZE,
+        Duration::from_secs_f64(args.seconds / 2.0),
+        ECHO_THREADS,
+    )?;
     report::print_header();
     let mut failed = 0;
+    let mut smt_floor_size_p50 = None;
     for &size in &args.sizes {
         let row = report::measure(
             &client,
@@ -113,7 +176,11 @@ pub fn run(args: DemoArgs) -> Result<(), Error> {
         )?;
         failed += row.errors;
         report::print_row(&row);
+        if size == FLOOR_SIZE {
+            smt_floor_size_p50 = Some(row.p50);
+        }
     }
+    print_floor(FLOOR_SIZE, floor, smt_floor_size_p50);
     let (cs, _) = client.stats(None)?;
     let (ss, _) = server.stats(None)?;
     println!(
@@ -130,4 +197,21 @@ pub fn run(args: DemoArgs) -> Result<(), Error> {
         ))));
     }
     Ok(())
+}
+
+/// The UDP floor and, if that size ran, SMT's median as a multiple of it.
+fn print_floor(size: usize, floor: Duration, smt: Option<Duration>) {
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    print!(
+        "UDP floor ({size} B plain UDP ping-pong, same threads, this run): p50 {:.1} us",
+        us(floor)
+    );
+    match smt {
+        Some(p50) if !floor.is_zero() => println!(
+            "; SMT {size} B p50 {:.1} us = {:.2}x the floor",
+            us(p50),
+            p50.as_secs_f64() / floor.as_secs_f64()
+        ),
+        _ => println!(),
+    }
 }

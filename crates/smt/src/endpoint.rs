@@ -1,101 +1,31 @@
-//! The public endpoint handle: bind, call, accept, respond.
+//! The public endpoint handle: bind, call, accept, respond. A thin face
+//! over the engine ([`crate::engine`]); who drives it when is `drive.rs`.
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::sync::Arc;
 
-use mio::{Poll, Waker};
-use smt_proto::{Endpoint as Core, KeyResolver, ServerRpcHandle, SessionKeys, Stats};
-use smt_udp::{Features, Socket};
+use smt_proto::{KeyResolver, SessionKeys, Stats};
+use smt_udp::Features;
 
-use crate::driver::{self, Driver};
-use crate::io::Io;
+use crate::drive::Shared;
+use crate::engine::{Engine, SystemClock};
 use crate::{EndpointConfig, Error};
-
-/// The SMT port of a raw-IP endpoint: the one asked for, or a random one
-/// from the dynamic range.
-fn raw_port(asked: u16) -> u16 {
-    if asked != 0 {
-        return asked;
-    }
-    let mut b = [0u8; 2];
-    smt_crypto::fill_random(&mut b);
-    49152 + u16::from_be_bytes(b) % 16384
-}
-
-/// Opens the socket and the protocol core for `addr`: the SMT port, port
-/// checks in raw mode, the datagram size from the MTU.
-pub(crate) fn open(
-    addr: SocketAddr,
-    config: &EndpointConfig,
-) -> Result<(Socket, SocketAddr, Core), Error> {
-    let socket = Socket::bind(addr, &config.socket)?;
-    let local_addr = match config.socket.mode {
-        // Raw IP has no kernel ports: the SMT header's ports demultiplex,
-        // so an endpoint needs one of its own.
-        smt_udp::Mode::RawIp { .. } => SocketAddr::new(addr.ip(), raw_port(addr.port())),
-        smt_udp::Mode::Udp => socket.local_addr()?,
-    };
-    let mut protocol = config.protocol.clone();
-    protocol.local_port = local_addr.port();
-    protocol.verify_ports = matches!(config.socket.mode, smt_udp::Mode::RawIp { .. });
-    if let Some(mtu) = config.mtu {
-        protocol.max_datagram_size =
-            EndpointConfig::datagram_size_for(mtu, local_addr, config.socket.mode);
-    }
-    let core = Core::new(protocol)
-        .map_err(|e| Error::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))?;
-    Ok((socket, local_addr, core))
-}
-
-/// Requests from API handles to the driver thread.
-pub(crate) enum Command {
-    Call {
-        peer: SocketAddr,
-        data: Vec<u8>,
-        reply: flume::Sender<Result<Vec<u8>, Error>>,
-    },
-    Respond {
-        rpc: ServerRpcHandle,
-        data: Vec<u8>,
-    },
-    Abandon(ServerRpcHandle),
-    InstallSession {
-        peer: SocketAddr,
-        keys: SessionKeys,
-        reply: flume::Sender<Result<(), Error>>,
-    },
-    SetResolver(Box<dyn KeyResolver>),
-    SetTlsClient(smt_tls::TlsClient),
-    SetPskClient(crate::keys::PskClient),
-    SetAcceptor(Box<dyn smt_proto::HandshakeAcceptor>),
-    SetTicket {
-        peer: SocketAddr,
-        ticket: Box<smt_ticket::VerifiedTicket>,
-        forward_secrecy: bool,
-    },
-    Stats {
-        peer: Option<SocketAddr>,
-        reply: flume::Sender<(Stats, Option<Stats>)>,
-    },
-    Close,
-}
 
 /// A readiness signal the application can poll (epoll, poll, select):
 /// readable while requests wait in the queue.
 pub(crate) struct Ready {
-    read: UnixStream,
+    pub read: UnixStream,
     write: UnixStream,
     /// Someone asked for the descriptor.
     in_use: AtomicBool,
 }
 
 impl Ready {
-    fn new() -> std::io::Result<Self> {
+    pub fn new() -> std::io::Result<Self> {
         let (read, write) = UnixStream::pair()?;
         read.set_nonblocking(true)?;
         write.set_nonblocking(true)?;
@@ -108,7 +38,7 @@ impl Ready {
 
     /// Turns the signal on (the first `ready_fd` call): until then nobody
     /// watches it, and the two system calls per request are skipped.
-    fn enable(&self, queued: usize) {
+    pub fn enable(&self, queued: usize) {
         if !self.in_use.swap(true, Ordering::AcqRel) {
             for _ in 0..queued.max(1) {
                 self.signal();
@@ -124,138 +54,117 @@ impl Ready {
         }
     }
 
+    /// Whether an application watches the signal (then requests must be
+    /// received even while no thread waits in `accept`).
+    pub fn in_use(&self) -> bool {
+        self.in_use.load(Ordering::Acquire)
+    }
+
+    /// Wakes anyone polling the descriptor, so they notice the close.
+    pub fn mark_closed(&self) {
+        self.signal();
+    }
+
     fn signal(&self) {
         let _ = (&self.write).write(&[1]);
     }
 
-    fn consume(&self) {
+    pub fn consume(&self) {
         if self.in_use.load(Ordering::Acquire) {
             let _ = (&self.read).read(&mut [0u8; 1]);
         }
     }
 
-    fn drain(&self) {
+    pub fn drain(&self) {
         let mut buf = [0u8; 64];
         while matches!((&self.read).read(&mut buf), Ok(n) if n > 0) {}
     }
 }
 
-/// State shared by every handle and the driver.
-pub(crate) struct Shared {
-    commands: flume::Sender<Command>,
-    waker: Waker,
-    requests: flume::Receiver<crate::IncomingRequest>,
-    pub ready: Ready,
-    pub local_addr: SocketAddr,
+/// The handles' common part: dropping the last one begins a graceful
+/// close (the background thread finishes it and exits).
+struct Handle {
+    shared: Arc<Shared>,
+    local_addr: SocketAddr,
     features: Features,
-    closed: AtomicBool,
-    driver: Mutex<Option<JoinHandle<()>>>,
 }
 
-impl Shared {
-    pub fn send(&self, cmd: Command) -> Result<(), Error> {
-        if self.closed.load(Ordering::Acquire) {
-            return Err(Error::Closed);
-        }
-        self.commands.send(cmd).map_err(|_| Error::Closed)?;
-        self.waker.wake().map_err(Error::Io)
-    }
-
-    pub fn mark_closed(&self) {
-        self.closed.store(true, Ordering::Release);
-        // Wake anyone polling the ready fd so they notice.
-        self.ready.signal();
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.shared.begin_close();
     }
 }
 
 /// An SMT endpoint bound to one socket: a client, a server, or both.
 ///
-/// Cheap to clone; every clone talks to the same driver thread. Calls from
-/// many threads (or tasks) run concurrently, and requests from one peer are
-/// handed to whichever thread calls [`Endpoint::accept`] next, so one
-/// peer's messages are processed on several cores (seed 001 §2.2).
+/// Cheap to clone; every clone shares one engine. Calls from many threads
+/// (or tasks) run concurrently, and requests from one peer are handed to
+/// whichever thread calls [`Endpoint::accept`] next, so one peer's
+/// messages are processed on several cores (seed 001 §2.2).
+///
+/// A thread blocked in [`Endpoint::call`] or [`Endpoint::accept`] drives
+/// the endpoint itself while it waits (or lets another waiting thread do
+/// it), so a blocking RPC costs no hand-off between threads; a background
+/// thread covers async callers, `ready_fd` users and timers while nobody
+/// waits. Dropping the last clone closes the endpoint without waiting.
 #[derive(Clone)]
 pub struct Endpoint {
-    shared: Arc<Shared>,
+    handle: Arc<Handle>,
 }
 
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Endpoint")
-            .field("local_addr", &self.shared.local_addr)
+            .field("local_addr", &self.handle.local_addr)
             .finish_non_exhaustive()
     }
 }
 
 impl Endpoint {
-    /// Binds a socket and starts the driver thread.
+    /// Binds a socket and starts the background thread.
     pub fn bind(addr: SocketAddr, config: EndpointConfig) -> Result<Self, Error> {
-        let (socket, local_addr, core) = open(addr, &config)?;
-        let poll = Poll::new()?;
-        let waker = driver::register(&poll, &socket)?;
-        let (cmd_tx, cmd_rx) = flume::unbounded();
-        let (req_tx, req_rx) = flume::unbounded();
-        let features = socket.features().clone();
-        let shared = Arc::new(Shared {
-            commands: cmd_tx,
-            waker,
-            requests: req_rx,
-            ready: Ready::new()?,
-            local_addr,
-            features: features.clone(),
-            closed: AtomicBool::new(false),
-            driver: Mutex::new(None),
-        });
+        let engine = Engine::bind(addr, &config, Box::new(SystemClock))?;
+        let local_addr = engine.local_addr();
+        let features = engine.features().clone();
         tracing::info!(%local_addr, "SMT endpoint bound: {features}");
-        let driver = Driver {
-            io: Io::new(socket, core.config().max_datagram_size),
-            core,
-            poll,
-            shared: shared.clone(),
-            commands: cmd_rx,
-            requests: req_tx,
-            busy_poll: config.busy_poll,
-            pending: Default::default(),
-            closing: None,
-            tls_client: None,
-            psk_client: None,
-            tickets: Default::default(),
-            key_pool: std::sync::Arc::new(smt_ticket::KeyPool::new(16)),
-            waiting: Default::default(),
-            deferred: Default::default(),
+        let shared = Shared::new(engine, config.busy_poll)?;
+        shared.spawn_background(format!("smt-{local_addr}"))?;
+        let handle = Handle {
+            shared,
+            local_addr,
+            features,
         };
-        let handle = std::thread::Builder::new()
-            .name(format!("smt-driver-{local_addr}"))
-            .spawn(move || driver.run())?;
-        *shared.driver.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
-        Ok(Self { shared })
+        Ok(Self {
+            handle: Arc::new(handle),
+        })
+    }
+
+    fn shared(&self) -> &Arc<Shared> {
+        &self.handle.shared
     }
 
     /// The bound address.
     pub fn local_addr(&self) -> SocketAddr {
-        self.shared.local_addr
+        self.handle.local_addr
     }
 
     /// What the socket layer uses (GSO/GRO, batching, buffer sizes).
     pub fn features(&self) -> &Features {
-        &self.shared.features
+        &self.handle.features
     }
 
     /// Installs the session keys for `peer` (the paper's `setsockopt` after
     /// a handshake). Both endpoints need matching keys with opposite roles.
     pub fn install_session(&self, peer: SocketAddr, keys: SessionKeys) -> Result<(), Error> {
-        let (tx, rx) = flume::bounded(1);
-        self.shared.send(Command::InstallSession {
-            peer,
-            keys,
-            reply: tx,
-        })?;
-        rx.recv().map_err(|_| Error::Closed)?
+        self.shared().with_engine(|e| e.install_session(peer, keys))
     }
 
     /// Sets the resolver asked for keys when an unknown peer sends.
     pub fn set_key_resolver(&self, resolver: Box<dyn KeyResolver>) -> Result<(), Error> {
-        self.shared.send(Command::SetResolver(resolver))
+        self.shared().with_engine(|e| {
+            e.set_key_resolver(resolver);
+            Ok(())
+        })
     }
 
     /// Makes this endpoint establish sessions itself: a call to a peer
@@ -264,7 +173,10 @@ impl Endpoint {
     /// address); concurrent first calls share it; a failed handshake fails
     /// them with [`Error::Handshake`].
     pub fn set_tls_client(&self, client: smt_tls::TlsClient) -> Result<(), Error> {
-        self.shared.send(Command::SetTlsClient(client))
+        self.shared().with_engine(|e| {
+            e.set_tls_client(client);
+            Ok(())
+        })
     }
 
     /// Makes this endpoint establish sessions with the PSK nonce exchange:
@@ -273,13 +185,16 @@ impl Endpoint {
     /// client's address. The server side is
     /// [`ServerAcceptor::with_psk`](crate::ServerAcceptor::with_psk).
     pub fn set_psk_client(&self, client: crate::keys::PskClient) -> Result<(), Error> {
-        self.shared.send(Command::SetPskClient(client))
+        self.shared().with_engine(|e| {
+            e.set_psk_client(client);
+            Ok(())
+        })
     }
 
     /// Makes this endpoint answer TLS 1.3 handshakes from unknown peers
     /// (the server side; with a client CA it requires client certificates).
     pub fn set_tls_server(&self, server: smt_tls::TlsServer) -> Result<(), Error> {
-        self.shared.send(Command::SetAcceptor(Box::new(server)))
+        self.set_handshake_acceptor(Box::new(server))
     }
 
     /// Answers handshakes with any acceptor (e.g. one combining TLS and
@@ -288,7 +203,10 @@ impl Endpoint {
         &self,
         acceptor: Box<dyn smt_proto::HandshakeAcceptor>,
     ) -> Result<(), Error> {
-        self.shared.send(Command::SetAcceptor(acceptor))
+        self.shared().with_engine(|e| {
+            e.set_handshake_acceptor(acceptor);
+            Ok(())
+        })
     }
 
     /// Uses a verified SMT-ticket (e.g. looked up in DNS with `smt-dns`)
@@ -301,76 +219,75 @@ impl Endpoint {
         ticket: smt_ticket::VerifiedTicket,
         forward_secrecy: bool,
     ) -> Result<(), Error> {
-        self.shared.send(Command::SetTicket {
-            peer,
-            ticket: Box::new(ticket),
-            forward_secrecy,
+        self.shared().with_engine(|e| {
+            e.set_zero_rtt_ticket(peer, ticket, forward_secrecy);
+            Ok(())
         })
     }
 
-    /// Sends `request` to `peer` and waits for the response.
+    /// Sends `request` to `peer` and waits for the response. The request
+    /// leaves from this thread, and this thread receives the response
+    /// (unless another waiting thread is receiving for everyone).
     pub fn call(&self, peer: SocketAddr, request: &[u8]) -> Result<Vec<u8>, Error> {
-        self.start_call(peer, request)?
-            .recv()
-            .map_err(|_| Error::Closed)?
+        self.shared().call(peer, request)
     }
 
-    /// Sends `request` to `peer`; the future resolves to the response.
+    /// Sends `request` to `peer`; the future resolves to the response. The
+    /// request leaves at once; the response is received by the background
+    /// thread or by any thread blocked in `call` or `accept`.
     pub async fn call_async(&self, peer: SocketAddr, request: &[u8]) -> Result<Vec<u8>, Error> {
-        let rx = self.start_call(peer, request)?;
-        rx.recv_async().await.map_err(|_| Error::Closed)?
-    }
-
-    fn start_call(
-        &self,
-        peer: SocketAddr,
-        request: &[u8],
-    ) -> Result<flume::Receiver<Result<Vec<u8>, Error>>, Error> {
         let (tx, rx) = flume::bounded(1);
-        self.shared.send(Command::Call {
-            peer,
-            data: request.to_vec(),
-            reply: tx,
-        })?;
-        Ok(rx)
+        let _waiting = self.shared().async_waiter();
+        self.shared().call_detached(peer, request, tx)?;
+        rx.recv_async().await.map_err(|_| Error::Closed)?
     }
 
     /// Waits for the next request. Several threads may wait at once; each
     /// request goes to one of them.
     pub fn accept(&self) -> Result<crate::IncomingRequest, Error> {
-        let req = self.shared.requests.recv().map_err(|_| Error::Closed)?;
-        self.shared.ready.consume();
+        let req = self.shared().accept()?;
+        self.shared().ready.consume();
         Ok(req)
     }
 
     /// Waits for the next request, asynchronously.
     pub async fn accept_async(&self) -> Result<crate::IncomingRequest, Error> {
-        let req = self
-            .shared
+        let shared = self.shared();
+        if let Ok(req) = shared.requests.try_recv() {
+            shared.ready.consume();
+            return Ok(req);
+        }
+        let _waiting = shared.async_waiter();
+        shared.poke();
+        let req = shared
             .requests
             .recv_async()
             .await
             .map_err(|_| Error::Closed)?;
-        self.shared.ready.consume();
+        shared.ready.consume();
         Ok(req)
     }
 
     /// The next request if one is waiting (for event loops that poll
     /// [`Endpoint::ready_fd`]).
     pub fn try_accept(&self) -> Result<Option<crate::IncomingRequest>, Error> {
-        match self.shared.requests.try_recv() {
+        let shared = self.shared();
+        if shared.requests.is_empty() {
+            shared.drive_once();
+        }
+        match shared.requests.try_recv() {
             Ok(req) => {
-                self.shared.ready.consume();
+                shared.ready.consume();
                 Ok(Some(req))
             }
             Err(flume::TryRecvError::Empty) => {
                 // Resynchronise the signal with the queue: drain, then
                 // re-arm if a request slipped in meanwhile.
-                self.shared.ready.drain();
-                if !self.shared.requests.is_empty() {
-                    self.shared.ready.notify();
+                shared.ready.drain();
+                if !shared.requests.is_empty() {
+                    shared.ready.notify();
                 }
-                if self.shared.closed.load(Ordering::Acquire) {
+                if shared.is_closed() {
                     return Err(Error::Closed);
                 }
                 Ok(None)
@@ -383,33 +300,24 @@ impl Endpoint {
     /// register it with epoll/poll next to your other sockets (the paper's
     /// Redis port), then call [`Endpoint::try_accept`].
     pub fn ready_fd(&self) -> BorrowedFd<'_> {
+        let shared = self.shared();
         // A spurious first byte is harmless: try_accept resynchronises.
-        self.shared.ready.enable(self.shared.requests.len());
-        self.shared.ready.read.as_fd()
+        shared.ready.enable(shared.requests.len());
+        // From now on requests must be received while nobody waits.
+        shared.poke();
+        shared.ready.read.as_fd()
     }
 
     /// Endpoint-wide counters, and those of `peer`'s session if given.
     pub fn stats(&self, peer: Option<SocketAddr>) -> Result<(Stats, Option<Stats>), Error> {
-        let (tx, rx) = flume::bounded(1);
-        self.shared.send(Command::Stats { peer, reply: tx })?;
-        rx.recv().map_err(|_| Error::Closed)
+        self.shared().with_engine(|e| Ok(e.stats(peer)))
     }
 
     /// Closes gracefully: no new RPCs start; in-flight ones get up to two
     /// seconds to finish (responses sent and acknowledged); calls still
-    /// pending then fail with [`Error::Closed`]. Returns when the driver
+    /// pending then fail with [`Error::Closed`]. Returns when the endpoint
     /// has stopped.
     pub fn close(&self) {
-        if self.shared.send(Command::Close).is_ok() {
-            let handle = self
-                .shared
-                .driver
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take();
-            if let Some(h) = handle {
-                let _ = h.join();
-            }
-        }
+        self.shared().close();
     }
 }

@@ -1,16 +1,11 @@
-//! The socket side of an endpoint, shared by the driver thread
-//! ([`crate::Endpoint`]) and the caller-driven [`crate::LocalEndpoint`]:
-//! receive batches into the protocol core, drain its datagrams into GSO
-//! batches, and report send errors once.
+//! The socket side of the engine ([`crate::engine`]): receive batches into
+//! the protocol core, drain its datagrams into GSO batches, and report send
+//! errors once. Sleeping on the socket is not done here (see `wait.rs`).
 
 use std::collections::HashSet;
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::time::Instant;
-
-use mio::unix::SourceFd;
-use mio::{Interest, Registry, Token};
 
 use smt_proto::Endpoint as Core;
 use smt_udp::{Mode, RecvBuffers, Socket};
@@ -94,18 +89,18 @@ impl Batch {
 
 /// The socket with its receive buffers and the pending GSO batch.
 pub(crate) struct Io {
-    pub socket: Socket,
+    /// `None` once closed ([`Io::close`]): the port is free again.
+    socket: Option<Socket>,
     pub batch: Batch,
     recv: RecvBuffers,
     raw: bool,
     /// The socket refused the pending batch; wait for it to be writable.
     pub blocked: bool,
-    /// The last receive stopped at its batch limit with data left (the
-    /// socket is edge-triggered: go round again without sleeping).
+    /// The last receive stopped at its batch limit with data left: go
+    /// round again without sleeping (fairness, not readiness: the socket
+    /// would report readable anyway).
     pub more_to_read: bool,
     send_errors_seen: HashSet<io::ErrorKind>,
-    /// The socket is registered for writable edges too (see `sync_interest`).
-    watching_writable: bool,
     /// A datagram that could not join the batch the full socket refused.
     held: Option<(SocketAddr, Vec<u8>)>,
 }
@@ -120,19 +115,35 @@ impl Io {
             blocked: false,
             more_to_read: false,
             send_errors_seen: HashSet::new(),
-            watching_writable: false,
             held: None,
-            socket,
+            socket: Some(socket),
         }
+    }
+
+    /// The socket, unless closed.
+    pub fn socket(&self) -> Option<&Socket> {
+        self.socket.as_ref()
+    }
+
+    /// Closes the socket (freeing its port) and drops what waited to be
+    /// sent; receiving and transmitting do nothing afterwards.
+    pub fn close(&mut self) {
+        self.socket = None;
+        self.batch.clear();
+        self.held = None;
     }
 
     /// Reads up to [`RECV_BATCHES_PER_TURN`] batches into `core`. Returns
     /// how many datagrams were handed over.
     pub fn receive(&mut self, core: &mut Core, now: Instant) -> usize {
+        self.more_to_read = false;
+        let Some(socket) = &self.socket else {
+            return 0;
+        };
         self.more_to_read = true;
         let mut handed = 0;
         for _ in 0..RECV_BATCHES_PER_TURN {
-            match self.socket.recv(&mut self.recv) {
+            match socket.recv(&mut self.recv) {
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.more_to_read = false;
@@ -176,41 +187,21 @@ impl Io {
         self.batch.count > 0 || self.held.is_some()
     }
 
-    /// Keeps the socket's readiness interest in step with `blocked`:
-    /// writable edges are wanted only while a batch waits for room, since
-    /// a UDP socket raises one after nearly every send and each would be a
-    /// needless wake-up.
-    pub fn sync_interest(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
-        if self.blocked == self.watching_writable {
-            return Ok(());
-        }
-        let interest = if self.blocked {
-            Interest::READABLE | Interest::WRITABLE
-        } else {
-            Interest::READABLE
-        };
-        let fd = self.socket.as_raw_fd();
-        registry.reregister(&mut SourceFd(&fd), token, interest)?;
-        self.watching_writable = self.blocked;
-        Ok(())
-    }
-
     /// Drains the core's datagrams, coalescing them into GSO batches, and
     /// reports a send error (the protocol retransmits what was lost).
-    pub fn transmit(&mut self, core: &mut Core) {
-        if let Err(e) = self.try_transmit(core) {
+    pub fn transmit(&mut self, core: &mut Core, now: Instant) {
+        if let Err(e) = self.try_transmit(core, now) {
             self.report_send_error(&e);
         }
     }
 
-    fn try_transmit(&mut self, core: &mut Core) -> io::Result<()> {
+    fn try_transmit(&mut self, core: &mut Core, now: Instant) -> io::Result<()> {
         if self.blocked || (self.batch.count > 0 && !self.flush()?) {
             return Ok(());
         }
         if let Some((dest, datagram)) = self.held.take() {
             self.batch.push(dest, &datagram);
         }
-        let now = Instant::now();
         while let Some(t) = core.poll_transmit(now, self.batch.free_space()) {
             if self.batch.fits(t.destination, t.len) {
                 self.batch.commit(t.destination, t.len);
@@ -238,13 +229,11 @@ impl Io {
     /// Sends the batch; returns false if the socket buffer is full (the
     /// batch is kept and retried once the socket is writable).
     fn flush(&mut self) -> io::Result<bool> {
-        let Some(dest) = self.batch.dest else {
+        let (Some(dest), Some(socket)) = (self.batch.dest, &self.socket) else {
+            self.batch.clear();
             return Ok(true);
         };
-        match self
-            .socket
-            .send(dest, &self.batch.buf[..self.batch.used], self.batch.segment)
-        {
+        match socket.send(dest, &self.batch.buf[..self.batch.used], self.batch.segment) {
             Ok(()) => {
                 self.batch.clear();
                 Ok(true)

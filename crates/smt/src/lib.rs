@@ -19,19 +19,23 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Architecture: a driver thread per endpoint owns the socket (UDP with
-//! GSO/GRO and batched receive, or raw IP), the clock and the sans-IO
-//! protocol core (`smt-proto`); API handles talk to it through channels.
-//! See `docs/architecture.md`.
+//! Architecture: one engine per endpoint owns the socket (UDP with GSO/GRO
+//! and batched receive, or raw IP), the clock, the session-establishment
+//! policy and the sans-IO protocol core (`smt-proto`). Two faces drive it:
+//! [`Endpoint`], shared by threads that drive it themselves while they
+//! wait (a background thread covers the rest), and [`LocalEndpoint`],
+//! owned and driven by one thread. See `docs/architecture.md`.
 
 mod config;
-mod driver;
+mod drive;
 mod endpoint;
+mod engine;
 mod error;
 mod io;
 pub mod keys;
 mod local;
 mod request;
+mod wait;
 mod zero_rtt;
 
 pub use config::{EndpointConfig, Mode, ProtocolConfig, SocketConfig, DEFAULT_IP_PROTOCOL};

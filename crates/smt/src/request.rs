@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use smt_proto::ServerRpcHandle;
 
-use crate::endpoint::{Command, Shared};
+use crate::drive::Shared;
 use crate::Error;
 
 /// A complete, authenticated request. Answer it with
@@ -51,20 +51,18 @@ impl IncomingRequest {
         std::mem::take(&mut self.data)
     }
 
-    /// Sends the response.
+    /// Sends the response: it leaves from this thread before `respond`
+    /// returns (as far as the client's grants allow).
     pub fn respond(mut self, response: &[u8]) -> Result<(), Error> {
         let shared = self.shared.take().ok_or(Error::Closed)?;
-        shared.send(Command::Respond {
-            rpc: self.rpc,
-            data: response.to_vec(),
-        })
+        shared.respond(self.rpc, response)
     }
 }
 
 impl Drop for IncomingRequest {
     fn drop(&mut self) {
         if let Some(shared) = self.shared.take() {
-            let _ = shared.send(Command::Abandon(self.rpc));
+            shared.abandon(self.rpc);
         }
     }
 }

@@ -172,3 +172,110 @@ fn a_call_to_a_silent_peer_fails_instead_of_hanging() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A threaded server that answers with the request upper-cased, with
+/// `acceptor` answering handshakes.
+fn handshaking_server(acceptor: Box<dyn smt_proto::HandshakeAcceptor>) -> Endpoint {
+    let server = Endpoint::bind(any_port(), EndpointConfig::default()).unwrap();
+    server.set_handshake_acceptor(acceptor).unwrap();
+    let s = server.clone();
+    std::thread::spawn(move || {
+        while let Ok(req) = s.accept() {
+            let up = req.data().to_ascii_uppercase();
+            let _ = req.respond(&up);
+        }
+    });
+    server
+}
+
+/// Calls `to` `n` times one at a time; every call must succeed.
+fn call_upper(client: &mut LocalEndpoint, to: SocketAddr, n: usize) {
+    for i in 0..n {
+        let msg = format!("call {i}");
+        let call = client.call(to, msg.as_bytes()).unwrap();
+        match client.poll(Some(Duration::from_secs(20))).unwrap() {
+            Some(LocalEvent::Response { call: c, data }) => {
+                assert_eq!(c, call);
+                assert_eq!(data, msg.to_ascii_uppercase().as_bytes());
+            }
+            other => panic!("call {i}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_local_endpoint_starts_a_tls_handshake_on_its_first_call() {
+    let ca = smt_tls::certs::Ca::generate("smt local tls ca").unwrap();
+    let cert = ca.issue(&["127.0.0.1"], false).unwrap();
+    let tls = smt_tls::TlsServer::new(cert.chain_pem().as_bytes(), cert.key_pem().as_bytes(), None)
+        .unwrap();
+    let server = handshaking_server(Box::new(tls));
+    let mut client = LocalEndpoint::bind(any_port(), EndpointConfig::default()).unwrap();
+    client.set_tls_client(smt_tls::TlsClient::new(ca.cert_pem().as_bytes(), None).unwrap());
+    call_upper(&mut client, server.local_addr(), 10);
+    assert_eq!(client.stats(None).0.handshakes_completed, 1);
+    assert_eq!(server.stats(None).unwrap().0.handshakes_completed, 1);
+}
+
+#[test]
+fn calls_made_before_the_tls_handshake_ends_all_leave_once_it_does() {
+    let ca = smt_tls::certs::Ca::generate("smt local tls ca 2").unwrap();
+    let cert = ca.issue(&["127.0.0.1"], false).unwrap();
+    let tls = smt_tls::TlsServer::new(cert.chain_pem().as_bytes(), cert.key_pem().as_bytes(), None)
+        .unwrap();
+    let server = handshaking_server(Box::new(tls));
+    let mut client = LocalEndpoint::bind(any_port(), EndpointConfig::default()).unwrap();
+    client.set_tls_client(smt_tls::TlsClient::new(ca.cert_pem().as_bytes(), None).unwrap());
+    let calls: HashMap<_, _> = (0..8)
+        .map(|i| {
+            let msg = format!("early {i}");
+            (
+                client.call(server.local_addr(), msg.as_bytes()).unwrap(),
+                msg,
+            )
+        })
+        .collect();
+    let mut done = 0;
+    while done < calls.len() {
+        match client.poll(Some(Duration::from_secs(20))).unwrap() {
+            Some(LocalEvent::Response { call, data }) => {
+                assert_eq!(data, calls[&call].to_ascii_uppercase().as_bytes());
+                done += 1;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(client.stats(None).0.handshakes_completed, 1);
+}
+
+#[test]
+fn a_failed_tls_handshake_fails_the_local_call() {
+    let server_ca = smt_tls::certs::Ca::generate("smt local server ca").unwrap();
+    let other_ca = smt_tls::certs::Ca::generate("smt local other ca").unwrap();
+    let cert = server_ca.issue(&["127.0.0.1"], false).unwrap();
+    let tls = smt_tls::TlsServer::new(cert.chain_pem().as_bytes(), cert.key_pem().as_bytes(), None)
+        .unwrap();
+    let server = handshaking_server(Box::new(tls));
+    let mut client = LocalEndpoint::bind(any_port(), EndpointConfig::default()).unwrap();
+    client.set_tls_client(smt_tls::TlsClient::new(other_ca.cert_pem().as_bytes(), None).unwrap());
+    let call = client.call(server.local_addr(), b"x").unwrap();
+    match client.poll(Some(Duration::from_secs(20))).unwrap() {
+        Some(LocalEvent::Failed { call: c, error }) => {
+            assert_eq!(c, call);
+            assert!(matches!(error, Error::Handshake(_)), "{error}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_local_endpoint_starts_a_psk_handshake_on_its_first_call() {
+    const MASTER: &[u8] = b"a local endpoint's pre-shared master secret";
+    let acceptor = smt::ServerAcceptor::new(None, None).with_psk(MASTER, AeadAlgorithm::Aes128Gcm);
+    let server = handshaking_server(Box::new(acceptor));
+    let mut client = LocalEndpoint::bind(any_port(), EndpointConfig::default()).unwrap();
+    client.set_psk_client(smt::keys::PskClient::new(MASTER, AeadAlgorithm::Aes128Gcm));
+    call_upper(&mut client, server.local_addr(), 10);
+    assert_eq!(client.stats(None).0.handshakes_completed, 1);
+    assert_eq!(server.stats(None).unwrap().0.handshakes_completed, 1);
+}

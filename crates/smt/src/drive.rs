@@ -1,0 +1,747 @@
+//! Who drives the threaded [`crate::Endpoint`]'s engine, and when.
+//!
+//! The engine sits behind one lock. A thread that needs something from the
+//! network — a blocking `call` waiting for its reply, an `accept` waiting
+//! for a request — drives the engine itself instead of asking another
+//! thread to (leader/follower):
+//!
+//! - commands (`call`, `respond`, abandoning a request) lock, submit and
+//!   transmit at once: a request or response leaves from the thread that
+//!   made it;
+//! - a waiting thread becomes the *leader* if nobody leads: it turns the
+//!   engine (receive, timers, outcomes, transmit) and sleeps on the socket
+//!   *without* the lock until it is readable, the next protocol deadline
+//!   or a wake-up, until its own reply or a request has arrived;
+//! - other waiting threads *follow*: each parks on its own condition
+//!   variable until the leader hands it its reply or a request, or resigns
+//!   and promotes it;
+//! - the background thread leads whenever no caller does: timers, and
+//!   receiving what no caller waits for (async calls and accepts,
+//!   `ready_fd` users, acknowledgements and grants for responses sent
+//!   earlier). Any caller takes the lead from it without waiting, except
+//!   an accepter of a busy server (see `accepter_may_lead`); while a
+//!   caller leads it looks again at the next deadline (at most a tick
+//!   away), or at once when told of work no caller waits for (an async
+//!   call, a close, input piling up).
+//!
+//! One thread making blocking calls therefore sends, sleeps on the socket
+//! and receives its reply itself, like a UDP ping-pong: no thread hand-off
+//! per RPC.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use smt_proto::ServerRpcHandle;
+
+use crate::endpoint::Ready;
+use crate::engine::{CallToken, Engine, Outcome};
+use crate::wait::{wait, WakePipe};
+use crate::{Error, IncomingRequest};
+
+type Reply = Result<Vec<u8>, Error>;
+
+/// Requests in flight (received, not yet answered and acknowledged)
+/// above which a server counts as busy (see `accepter_may_lead`): a few
+/// accept threads answering one request at a time, each answer awaiting
+/// its acknowledgement, stay below it.
+const BUSY_SERVER_RPCS: usize = 4;
+
+thread_local! {
+    /// Each thread parks on its own condition variable (one per thread,
+    /// reused across calls and endpoints), so a reply wakes exactly the
+    /// thread that waits for it.
+    static PARKER: Arc<Condvar> = Arc::new(Condvar::new());
+}
+
+fn parker() -> Arc<Condvar> {
+    PARKER.with(Arc::clone)
+}
+
+/// Who holds the lead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Leader {
+    /// A thread blocked in `call`, `accept` or `try_accept`.
+    Caller,
+    /// The background thread; any caller may take over at once.
+    Background,
+}
+
+/// What the sleeping leader waits for, so that commands can tell whether
+/// it must be woken to look again.
+#[derive(Clone, Copy, Debug)]
+struct Sleep {
+    until: Option<Instant>,
+    writable: bool,
+}
+
+/// A server thread's answer to a request.
+enum Answer {
+    Respond(ServerRpcHandle, Vec<u8>),
+    Abandon(ServerRpcHandle),
+}
+
+impl Answer {
+    fn apply(self, engine: &mut Engine) {
+        match self {
+            Self::Respond(rpc, data) => {
+                // A failure is the client's to see: its call times out.
+                if let Err(e) = engine.respond(rpc, &data) {
+                    tracing::debug!(peer = %rpc.peer, id = rpc.id, "response not sent: {e}");
+                }
+            }
+            Self::Abandon(rpc) => engine.abandon(rpc),
+        }
+    }
+}
+
+/// Whoever waits for a call's outcome.
+enum Waiter {
+    /// A thread blocked in `call`: the outcome waits here until it looks;
+    /// `parked` is set while it sleeps as a follower.
+    Thread {
+        outcome: Option<Reply>,
+        parked: Option<Arc<Condvar>>,
+    },
+    /// An async caller: the outcome is sent at once.
+    Task(flume::Sender<Reply>),
+}
+
+/// The engine and the leader/follower bookkeeping, behind one lock.
+pub(crate) struct Inner {
+    engine: Engine,
+    calls: HashMap<CallToken, Waiter>,
+    leader: Option<Leader>,
+    /// Set while the leader sleeps on the socket.
+    sleep: Option<Sleep>,
+    /// A wake-up byte is in the pipe (so another one is not needed).
+    wake_sent: bool,
+    /// The socket reported readable since the last receive.
+    readable: bool,
+    /// A duplicate of the socket's descriptor, to sleep on without the
+    /// lock (dropped at the end of a close; a sleeper holds a reference).
+    watch: Option<Arc<OwnedFd>>,
+    /// Threads parked in `accept` (each woken at most once per request).
+    accepting: Vec<Arc<Condvar>>,
+    /// The background thread is parked (a caller leads).
+    background_parked: bool,
+    /// The close finished: every call has failed, nothing drives anymore.
+    closed: bool,
+}
+
+/// State shared by every handle, every request and the background thread.
+pub(crate) struct Shared {
+    inner: Mutex<Inner>,
+    background_cond: Condvar,
+    wake: WakePipe,
+    requests_tx: flume::Sender<IncomingRequest>,
+    pub requests: flume::Receiver<IncomingRequest>,
+    pub ready: Ready,
+    /// Async calls and accepts being awaited (the background thread drives
+    /// for them).
+    async_waiters: AtomicUsize,
+    busy_poll: bool,
+    /// Mirrors `Inner::closed` for lock-free checks.
+    closed: AtomicBool,
+    background: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Shared {
+    pub fn new(engine: Engine, busy_poll: bool) -> std::io::Result<Arc<Self>> {
+        let socket = engine
+            .socket()
+            .ok_or_else(|| std::io::Error::other("socket closed"))?
+            .try_clone_to_owned()?;
+        let (requests_tx, requests) = flume::unbounded();
+        let inner = Inner {
+            engine,
+            calls: HashMap::new(),
+            leader: None,
+            sleep: None,
+            wake_sent: false,
+            readable: true,
+            watch: Some(Arc::new(socket)),
+            accepting: Vec::new(),
+            background_parked: false,
+            closed: false,
+        };
+        Ok(Arc::new(Self {
+            inner: Mutex::new(inner),
+            background_cond: Condvar::new(),
+            wake: WakePipe::new()?,
+            requests_tx,
+            requests,
+            ready: Ready::new()?,
+            async_waiters: AtomicUsize::new(0),
+            busy_poll,
+            closed: AtomicBool::new(false),
+            background: Mutex::new(None),
+        }))
+    }
+
+    /// Starts the background thread.
+    pub fn spawn_background(self: &Arc<Self>, name: String) -> std::io::Result<()> {
+        let shared = self.clone();
+        let handle = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || shared.background())?;
+        *lock_ignoring_poison(&self.background) = Some(handle);
+        Ok(())
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Runs `f` on the engine (setters, getters), then sends what it
+    /// queued and hands out what it produced.
+    pub fn with_engine<T>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&mut Engine) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let mut g = self.lock();
+        if g.closed {
+            return Err(Error::Closed);
+        }
+        let value = f(&mut g.engine)?;
+        self.settle(&mut g);
+        Ok(value)
+    }
+
+    // ---- blocking calls and accepts ----
+
+    /// Sends a request and drives (or follows) until its reply is here.
+    pub fn call(self: &Arc<Self>, peer: SocketAddr, data: &[u8]) -> Reply {
+        let mut g = self.lock();
+        if g.closed {
+            return Err(Error::Closed);
+        }
+        let call = g.engine.call(peer, data)?;
+        let waiter = Waiter::Thread {
+            outcome: None,
+            parked: None,
+        };
+        g.calls.insert(call, waiter);
+        if self.leader_will_send(&g) {
+            self.route(&mut g);
+            self.wake_leader_if_late(&mut g);
+        } else {
+            self.settle(&mut g);
+        }
+        self.wait_for_reply(g, call)
+    }
+
+    fn wait_for_reply<'a>(
+        self: &'a Arc<Self>,
+        mut g: MutexGuard<'a, Inner>,
+        call: CallToken,
+    ) -> Reply {
+        loop {
+            if let Some(reply) = take_reply(&mut g, call) {
+                return reply;
+            }
+            if g.closed {
+                g.calls.remove(&call);
+                return Err(Error::Closed);
+            }
+            if g.leader != Some(Leader::Caller) {
+                let (guard, reply) = self.lead(g, |g| take_reply(g, call));
+                if let Some(reply) = reply {
+                    return reply;
+                }
+                g = guard;
+                continue;
+            }
+            let cond = parker();
+            if let Some(Waiter::Thread { parked, .. }) = g.calls.get_mut(&call) {
+                *parked = Some(cond.clone());
+            }
+            g = wait_on(&cond, g);
+            if let Some(Waiter::Thread { parked, .. }) = g.calls.get_mut(&call) {
+                *parked = None;
+            }
+        }
+    }
+
+    /// Takes the next request, driving (or following) until one is here.
+    pub fn accept(self: &Arc<Self>) -> Result<IncomingRequest, Error> {
+        // A queued request needs no lock: the engine stays free for
+        // whoever is receiving meanwhile.
+        if let Ok(request) = self.requests.try_recv() {
+            return Ok(request);
+        }
+        let mut g = self.lock();
+        loop {
+            if let Ok(request) = self.requests.try_recv() {
+                return Ok(request);
+            }
+            if g.closed {
+                return Err(Error::Closed);
+            }
+            if self.accepter_may_lead(&g) {
+                let (guard, request) = self.lead(g, |_| self.requests.try_recv().ok());
+                if let Some(request) = request {
+                    return Ok(request);
+                }
+                g = guard;
+                continue;
+            }
+            let cond = parker();
+            g.accepting.push(cond.clone());
+            g = wait_on(&cond, g);
+            // Still listed: woken by something else than a request or a
+            // promotion (or spuriously).
+            g.accepting.retain(|c| !Arc::ptr_eq(c, &cond));
+        }
+    }
+
+    /// Whether a thread in `accept` should take the lead. From a busy
+    /// server's background thread it should not: the background thread
+    /// then keeps the socket read continuously while the accepters work
+    /// (each takes queued requests, woken once per request), where
+    /// accepters taking turns would leave it unread between turns. An
+    /// idle server's accepter leads, and answers with no hand-off.
+    fn accepter_may_lead(&self, g: &Inner) -> bool {
+        match g.leader {
+            None => true,
+            Some(Leader::Background) => g.engine.in_flight().1 <= BUSY_SERVER_RPCS,
+            Some(Leader::Caller) => false,
+        }
+    }
+
+    /// Receives what is ready without waiting, if nobody else is driving.
+    pub fn drive_once(self: &Arc<Self>) {
+        let mut g = self.lock();
+        if g.closed || g.leader.is_some() {
+            return;
+        }
+        g.leader = Some(Leader::Caller);
+        g.readable = true;
+        self.turn(&mut g);
+        self.resign(&mut g);
+    }
+
+    // ---- commands that need no waiting ----
+
+    /// Starts a call whose reply is sent to `reply` (for async callers,
+    /// driven by the background thread or any blocking caller).
+    pub fn call_detached(
+        self: &Arc<Self>,
+        peer: SocketAddr,
+        data: &[u8],
+        reply: flume::Sender<Reply>,
+    ) -> Result<(), Error> {
+        let mut g = self.lock();
+        if g.closed {
+            return Err(Error::Closed);
+        }
+        let call = g.engine.call(peer, data)?;
+        g.calls.insert(call, Waiter::Task(reply));
+        self.settle(&mut g);
+        Ok(())
+    }
+
+    /// Sends a response at once (failures are the client's to see: its
+    /// call times out).
+    pub fn respond(self: &Arc<Self>, rpc: ServerRpcHandle, data: &[u8]) -> Result<(), Error> {
+        self.answer(Answer::Respond(rpc, data.to_vec()))
+    }
+
+    pub fn abandon(self: &Arc<Self>, rpc: ServerRpcHandle) {
+        let _ = self.answer(Answer::Abandon(rpc));
+    }
+
+    /// Applies an answer and sends what it queued at once (from this
+    /// thread).
+    fn answer(self: &Arc<Self>, answer: Answer) -> Result<(), Error> {
+        let mut g = self.lock();
+        if g.closed {
+            return Err(Error::Closed);
+        }
+        answer.apply(&mut g.engine);
+        self.settle(&mut g);
+        Ok(())
+    }
+
+    /// Counts an async waiter for as long as the guard lives, and makes
+    /// sure someone drives meanwhile.
+    pub fn async_waiter(self: &Arc<Self>) -> AsyncWaiter {
+        self.async_waiters.fetch_add(1, Ordering::AcqRel);
+        AsyncWaiter(self.clone())
+    }
+
+    /// Makes sure someone drives after a change in who needs driving
+    /// (`ready_fd` enabled).
+    pub fn poke(self: &Arc<Self>) {
+        let mut g = self.lock();
+        self.settle(&mut g);
+    }
+
+    /// Begins a graceful close; the background thread (or a caller) ends it.
+    pub fn begin_close(self: &Arc<Self>) {
+        let mut g = self.lock();
+        if g.closed || g.engine.is_closing() {
+            return;
+        }
+        g.engine.close();
+        self.wake_leader(&mut g);
+        self.background_cond.notify_one();
+    }
+
+    /// Closes gracefully and waits for the background thread to stop.
+    pub fn close(self: &Arc<Self>) {
+        self.begin_close();
+        let handle = lock_ignoring_poison(&self.background).take();
+        if let Some(h) = handle {
+            let _ = h.join();
+        }
+    }
+
+    // ---- driving ----
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        lock_ignoring_poison(&self.inner)
+    }
+
+    /// Leads until `take` yields what this thread waits for (taken before
+    /// resigning, so the successor sees only what is left) or the close
+    /// ends. Takes over from the background thread without waiting for it.
+    fn lead<'a, T>(
+        self: &'a Arc<Self>,
+        mut g: MutexGuard<'a, Inner>,
+        mut take: impl FnMut(&mut Inner) -> Option<T>,
+    ) -> (MutexGuard<'a, Inner>, Option<T>) {
+        if g.leader == Some(Leader::Background) {
+            // It may still sleep on the socket; it steps back when it
+            // wakes. Wake-ups are now for the new leader.
+            g.sleep = None;
+        }
+        g.leader = Some(Leader::Caller);
+        let taken = loop {
+            self.turn(&mut g);
+            if let Some(value) = take(&mut g) {
+                break Some(value);
+            }
+            if g.closed {
+                break None;
+            }
+            g = self.sleep(g);
+        };
+        self.resign(&mut g);
+        (g, taken)
+    }
+
+    /// One turn of the engine, its outcomes handed out, and the end of a
+    /// graceful close if it is due.
+    fn turn(self: &Arc<Self>, g: &mut Inner) {
+        let readable = std::mem::take(&mut g.readable) || self.busy_poll;
+        g.engine.turn(readable);
+        self.route(g);
+        if g.engine.finished_closing() {
+            self.finish_close(g);
+        }
+    }
+
+    /// Sleeps on the socket without the lock, until it is readable, the
+    /// engine's deadline or a wake-up (spins in busy-poll mode, and when
+    /// the last receive left datagrams).
+    fn sleep<'a>(&'a self, mut g: MutexGuard<'a, Inner>) -> MutexGuard<'a, Inner> {
+        if g.engine.more_to_read() {
+            // Let commands from other threads in between batches.
+            drop(g);
+            return self.lock();
+        }
+        let Some(watch) = g.watch.clone() else {
+            return g;
+        };
+        if self.busy_poll {
+            // Spin, but let commands from other threads in.
+            drop(g);
+            return self.lock();
+        }
+        let sleep = Sleep {
+            until: g.engine.deadline(),
+            writable: g.engine.wants_writable(),
+        };
+        let timeout = sleep
+            .until
+            .map(|t| t.saturating_duration_since(g.engine.now()));
+        g.sleep = Some(sleep);
+        let leader = g.leader;
+        drop(g);
+        let ready = wait(watch.as_fd(), sleep.writable, Some(self.wake.fd()), timeout);
+        let mut g = self.lock();
+        if g.leader != leader {
+            // The background thread was replaced while it slept.
+            return g;
+        }
+        g.sleep = None;
+        match ready {
+            Ok(ready) => {
+                g.readable |= ready.readable;
+                if ready.writable {
+                    g.engine.writable();
+                }
+                if ready.woken {
+                    self.wake.drain();
+                    g.wake_sent = false;
+                }
+            }
+            Err(e) => tracing::warn!("waiting on the socket failed: {e}"),
+        }
+        g
+    }
+
+    /// Gives up the lead: promotes a parked caller, else a parked
+    /// accepter, else lets the background thread know if it has work.
+    fn resign(&self, g: &mut Inner) {
+        g.leader = None;
+        let parked_caller = g.calls.values().find_map(|w| match w {
+            Waiter::Thread {
+                outcome: None,
+                parked: Some(cond),
+            } => Some(cond.clone()),
+            _ => None,
+        });
+        if let Some(cond) = parked_caller {
+            cond.notify_one();
+        } else if let Some(cond) = g.accepting.pop() {
+            cond.notify_one();
+        } else {
+            self.wake_background_if_needed(g);
+        }
+    }
+
+    /// Whether a new call's request may wait for the leader's next turn
+    /// instead of leaving now: the leader sleeps on the socket while other
+    /// calls are in flight, so a reply (or their timers, at most a tick
+    /// away) wakes it soon, and it then sends every request queued
+    /// meanwhile in one batch. Many callers thus share system calls; one
+    /// caller alone always sends at once.
+    fn leader_will_send(&self, g: &Inner) -> bool {
+        g.sleep.is_some() && g.engine.in_flight().0 > 1
+    }
+
+    /// After a command: sends and hands out what it produced, and wakes
+    /// whoever must look again (a leader sleeping past the new deadline,
+    /// the background thread if it has work and nobody leads).
+    fn settle(self: &Arc<Self>, g: &mut Inner) {
+        g.engine.flush();
+        self.route(g);
+        if g.sleep.is_some() {
+            self.wake_leader_if_late(g);
+        } else if g.leader.is_none() {
+            self.wake_background_if_needed(g);
+        }
+    }
+
+    /// Wakes the sleeping leader if the engine's deadline moved before its
+    /// wake-up, or it must watch for room in the socket.
+    fn wake_leader_if_late(&self, g: &mut Inner) {
+        let Some(sleep) = g.sleep else {
+            return;
+        };
+        let deadline = g.engine.deadline();
+        let earlier = deadline.is_some_and(|d| sleep.until.is_none_or(|u| d < u));
+        if earlier || (g.engine.wants_writable() && !sleep.writable) {
+            self.wake_leader(g);
+        }
+    }
+
+    /// Hands out the engine's outcomes: replies to their waiters, requests
+    /// to the queue (waking one parked accepter each).
+    fn route(self: &Arc<Self>, g: &mut Inner) {
+        while let Some(outcome) = g.engine.poll_outcome() {
+            match outcome {
+                Outcome::Reply { call, result } => deliver_reply(g, call, result),
+                Outcome::Request { rpc, data } => {
+                    let request = IncomingRequest::new(rpc, data, self.clone());
+                    // The receiver lives in `self`: sending cannot fail.
+                    let _ = self.requests_tx.send(request);
+                    self.ready.notify();
+                    if let Some(cond) = g.accepting.pop() {
+                        cond.notify_one();
+                    }
+                }
+            }
+        }
+    }
+
+    fn wake_leader(&self, g: &mut Inner) {
+        if !g.wake_sent {
+            g.wake_sent = true;
+            self.wake.wake();
+        }
+    }
+
+    /// Whether the background thread must take over at once when no
+    /// caller drives: someone waits without driving, or input is piling up
+    /// (requests queued faster than the accepters take them, datagrams
+    /// left in the socket) while the accepters are busy.
+    fn background_has_work(&self, g: &Inner) -> bool {
+        self.async_waiters.load(Ordering::Acquire) > 0
+            || self.ready.in_use()
+            || g.engine.has_parked_calls()
+            || g.engine.is_closing()
+            || g.engine.more_to_read()
+            || !self.requests.is_empty()
+    }
+
+    /// Wakes the background thread (parked while a caller led) if it has
+    /// work that cannot wait for its next look, or a timer is due already.
+    /// A timer due later can wait: it looks every tick, the timers' own
+    /// granularity, and waking it after every call would cost the
+    /// hand-off this design avoids.
+    fn wake_background_if_needed(&self, g: &Inner) {
+        if !g.background_parked {
+            return;
+        }
+        let due = g.engine.deadline().is_some_and(|d| d <= g.engine.now());
+        if due || self.background_has_work(g) {
+            self.background_cond.notify_one();
+        }
+    }
+
+    /// Ends the close: every waiting call fails with [`Error::Closed`],
+    /// and every parked or sleeping thread wakes to see it.
+    fn finish_close(self: &Arc<Self>, g: &mut Inner) {
+        g.engine.fail_all_calls();
+        self.route(g);
+        g.engine.close_socket();
+        g.watch = None;
+        g.closed = true;
+        self.closed.store(true, Ordering::Release);
+        for waiter in g.calls.values() {
+            if let Waiter::Thread {
+                parked: Some(cond), ..
+            } = waiter
+            {
+                cond.notify_one();
+            }
+        }
+        for cond in g.accepting.drain(..) {
+            cond.notify_one();
+        }
+        self.wake_leader(g);
+        self.background_cond.notify_one();
+        self.ready.mark_closed();
+    }
+
+    // ---- the background thread ----
+
+    /// Leads whenever no caller does; while one does, looks again at the
+    /// next deadline (at least every protocol tick), and at once when told
+    /// of work no caller waits for. A caller that stops driving is thus
+    /// relieved within a tick without having to wake this thread, which
+    /// would cost a hand-off per RPC.
+    fn background(self: Arc<Self>) {
+        let span = tracing::debug_span!("smt_background");
+        let _entered = span.enter();
+        let mut g = self.lock();
+        while !g.closed {
+            if g.leader.is_none() {
+                g = self.lead_in_background(g);
+                continue;
+            }
+            // The leader runs the timers; look again at the next deadline
+            // (at most a tick from now) in case it stops leading without a
+            // successor. A deadline already past is the leader's to run.
+            let now = g.engine.now();
+            let tick = g.engine.tick();
+            let look = match g.engine.deadline() {
+                Some(d) if d > now => tick.min(d - now),
+                _ => tick,
+            };
+            g.background_parked = true;
+            g = self
+                .background_cond
+                .wait_timeout(g, look)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+            g.background_parked = false;
+        }
+        drop(g);
+        // Requests nobody took: abandoned (each locks the engine).
+        while let Ok(request) = self.requests.try_recv() {
+            drop(request);
+        }
+    }
+
+    /// Drives until a caller takes over or the close ends: timers, and
+    /// receiving what arrives while nobody waits (async callers, ready_fd
+    /// users, acknowledgements and grants for responses sent earlier).
+    fn lead_in_background<'a>(
+        self: &'a Arc<Self>,
+        mut g: MutexGuard<'a, Inner>,
+    ) -> MutexGuard<'a, Inner> {
+        g.leader = Some(Leader::Background);
+        loop {
+            self.turn(&mut g);
+            if g.closed || g.leader != Some(Leader::Background) {
+                return g;
+            }
+            g = self.sleep(g);
+            if g.leader != Some(Leader::Background) {
+                return g;
+            }
+        }
+    }
+}
+
+/// Decrements the async waiter count when the awaiting future ends or is
+/// dropped.
+pub(crate) struct AsyncWaiter(Arc<Shared>);
+
+impl Drop for AsyncWaiter {
+    fn drop(&mut self) {
+        self.0.async_waiters.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+fn deliver_reply(g: &mut Inner, call: CallToken, result: Reply) {
+    match g.calls.get_mut(&call) {
+        Some(Waiter::Thread { outcome, parked }) => {
+            *outcome = Some(result);
+            if let Some(cond) = parked {
+                cond.notify_one();
+            }
+        }
+        Some(Waiter::Task(_)) => {
+            if let Some(Waiter::Task(tx)) = g.calls.remove(&call) {
+                let _ = tx.send(result);
+            }
+        }
+        None => {}
+    }
+}
+
+fn take_reply(g: &mut Inner, call: CallToken) -> Option<Reply> {
+    let arrived = matches!(
+        g.calls.get(&call),
+        Some(Waiter::Thread {
+            outcome: Some(_),
+            ..
+        })
+    );
+    if !arrived {
+        return None;
+    }
+    match g.calls.remove(&call) {
+        Some(Waiter::Thread { outcome, .. }) => outcome,
+        _ => None,
+    }
+}
+
+fn wait_on<'a>(cond: &Condvar, g: MutexGuard<'a, Inner>) -> MutexGuard<'a, Inner> {
+    cond.wait(g).unwrap_or_else(|e| e.into_inner())
+}
+
+/// A panic while holding a lock leaves data this module keeps consistent
+/// between statements; carrying on is better than poisoning every handle.
+fn lock_ignoring_poison<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

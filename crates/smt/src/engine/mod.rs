@@ -1,0 +1,543 @@
+//! The engine: one endpoint's protocol core, socket, clock and
+//! session-establishment policy, driven in turns by whichever thread holds
+//! it. Both API faces are thin layers over it: [`crate::LocalEndpoint`]
+//! owns one, and [`crate::Endpoint`] shares one between its callers
+//! behind a lock.
+//!
+//! Call order (each call does bounded work and never sleeps; sleeping is
+//! the face's business, on [`Engine::socket`] until [`Engine::deadline`]):
+//!
+//! 1. commands: [`Engine::call`], [`Engine::respond`], [`Engine::abandon`],
+//!    [`Engine::cancel`], [`Engine::close`], setters;
+//! 2. [`Engine::turn`]: receive (if the socket may hold datagrams) → expire
+//!    timers → turn the core's events into outcomes (starting calls that
+//!    waited for a handshake or a key epoch) → transmit;
+//!    [`Engine::flush`] transmits only;
+//! 3. [`Engine::poll_outcome`]: replies to calls (by [`CallToken`]) and
+//!    requests, in the order they completed.
+//!
+//! The clock is read once at the start of each command or turn, from the
+//! [`Clock`] given at bind time.
+
+mod sessions;
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::time::{Duration, Instant};
+
+use smt_proto::{
+    Endpoint as Core, Event, HandshakeError, KeyResolver, RpcHandle, SendError, ServerRpcHandle,
+    SessionKeys, Stats,
+};
+use smt_udp::{Features, Socket};
+
+use self::sessions::{Parked, Sessions, Started};
+use crate::io::Io;
+use crate::{EndpointConfig, Error};
+
+/// Longest a graceful close waits for in-flight RPCs.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+/// Where the engine reads the time. Injectable so that tests can step
+/// time instead of waiting for it.
+pub(crate) trait Clock: Send {
+    fn now(&self) -> Instant;
+}
+
+/// The operating system's monotonic clock.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+}
+
+/// Names a call from the moment it is submitted, before it has an RPC (it
+/// may wait for a handshake or for a key epoch to drain).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct CallToken(u64);
+
+/// What the engine hands to whoever waits.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// The end of a call: its response or why there is none.
+    Reply {
+        call: CallToken,
+        result: Result<Vec<u8>, Error>,
+    },
+    /// A complete, authenticated request.
+    Request { rpc: ServerRpcHandle, data: Vec<u8> },
+}
+
+/// One endpoint's state and socket. See the module docs for the call order.
+pub(crate) struct Engine {
+    core: Core,
+    io: Io,
+    clock: Box<dyn Clock>,
+    sessions: Sessions,
+    /// Calls with an RPC in the core.
+    calls: HashMap<RpcHandle, CallToken>,
+    next_call: u64,
+    outcomes: VecDeque<Outcome>,
+    /// When a graceful close began.
+    closing: Option<Instant>,
+    local_addr: SocketAddr,
+    features: Features,
+}
+
+impl Engine {
+    /// Opens the socket and the protocol core for `addr`.
+    pub fn bind(
+        addr: SocketAddr,
+        config: &EndpointConfig,
+        clock: Box<dyn Clock>,
+    ) -> Result<Self, Error> {
+        let (socket, local_addr, core) = open(addr, config)?;
+        let features = socket.features().clone();
+        Ok(Self {
+            io: Io::new(socket, core.config().max_datagram_size),
+            core,
+            clock,
+            sessions: Sessions::new(),
+            calls: HashMap::new(),
+            next_call: 0,
+            outcomes: VecDeque::new(),
+            closing: None,
+            local_addr,
+            features,
+        })
+    }
+
+    // ---- getters ----
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    pub fn features(&self) -> &Features {
+        &self.features
+    }
+
+    /// The socket, to sleep on until it is readable (`None` once closed).
+    pub fn socket(&self) -> Option<BorrowedFd<'_>> {
+        self.io.socket().map(|s| s.as_fd())
+    }
+
+    /// Endpoint-wide counters, and `peer`'s if given.
+    pub fn stats(&self, peer: Option<SocketAddr>) -> (Stats, Option<Stats>) {
+        let peer_stats = peer.and_then(|p| self.core.peer_stats(p).copied());
+        (*self.core.stats(), peer_stats)
+    }
+
+    /// Client and server RPCs in the core.
+    pub fn in_flight(&self) -> (usize, usize) {
+        (self.core.client_rpcs(), self.core.server_rpcs())
+    }
+
+    /// Whether calls wait for a handshake or a key epoch (someone must keep
+    /// turning for them to leave).
+    pub fn has_parked_calls(&self) -> bool {
+        self.sessions.has_parked()
+    }
+
+    /// When [`Engine::turn`] must next run even if nothing arrives: the
+    /// core's next timer, or the end of a graceful close.
+    pub fn deadline(&self) -> Option<Instant> {
+        let core = self.core.poll_timeout();
+        let close = self.closing.map(|c| c + CLOSE_GRACE);
+        match (core, close) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Whether the last receive stopped with datagrams left: turn again
+    /// before sleeping.
+    pub fn more_to_read(&self) -> bool {
+        self.io.more_to_read
+    }
+
+    /// Whether a batch waits for room in the socket: sleep on writability
+    /// too.
+    pub fn wants_writable(&self) -> bool {
+        self.io.blocked
+    }
+
+    /// The socket reported room again.
+    pub fn writable(&mut self) {
+        self.io.blocked = false;
+    }
+
+    /// The protocol's housekeeping period.
+    pub fn tick(&self) -> Duration {
+        self.core.config().tick
+    }
+
+    pub fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
+    // ---- commands ----
+
+    pub fn install_session(&mut self, peer: SocketAddr, keys: SessionKeys) -> Result<(), Error> {
+        self.core.install_session(peer, keys).map_err(Error::Send)
+    }
+
+    pub fn set_key_resolver(&mut self, resolver: Box<dyn KeyResolver>) {
+        self.core.set_key_resolver(resolver);
+    }
+
+    pub fn set_handshake_acceptor(&mut self, acceptor: Box<dyn smt_proto::HandshakeAcceptor>) {
+        self.core.set_handshake_acceptor(acceptor);
+    }
+
+    pub fn set_tls_client(&mut self, client: smt_tls::TlsClient) {
+        self.sessions.set_tls_client(client);
+    }
+
+    pub fn set_psk_client(&mut self, client: crate::keys::PskClient) {
+        self.sessions.set_psk_client(client);
+    }
+
+    pub fn set_zero_rtt_ticket(
+        &mut self,
+        peer: SocketAddr,
+        ticket: smt_ticket::VerifiedTicket,
+        forward_secrecy: bool,
+    ) {
+        self.sessions.set_ticket(peer, ticket, forward_secrecy);
+    }
+
+    /// Starts a call: its request is queued in the core, or the call waits
+    /// for a handshake (started now if none runs with `peer`) or for a key
+    /// epoch to drain. Nothing is transmitted. An error means the call did
+    /// not start and no outcome will follow.
+    pub fn call(&mut self, peer: SocketAddr, data: &[u8]) -> Result<CallToken, Error> {
+        if self.closing.is_some() {
+            return Err(Error::Closed);
+        }
+        let now = self.clock.now();
+        let call = CallToken(self.next_call);
+        self.next_call += 1;
+        self.start(now, peer, call, data)?;
+        Ok(call)
+    }
+
+    /// Queues the response to `rpc` (transmitted by the next turn or flush).
+    pub fn respond(&mut self, rpc: ServerRpcHandle, data: &[u8]) -> Result<(), Error> {
+        let now = self.clock.now();
+        self.core.send_response(now, rpc, data).map_err(Error::Send)
+    }
+
+    /// Drops an unanswered request (the client's call times out; the
+    /// request is never executed twice).
+    pub fn abandon(&mut self, rpc: ServerRpcHandle) {
+        self.core.abandon_request(rpc);
+    }
+
+    /// Gives up on a call; no outcome will report it.
+    pub fn cancel(&mut self, call: CallToken) {
+        if let Some(rpc) = self
+            .calls
+            .iter()
+            .find_map(|(r, c)| (*c == call).then_some(*r))
+        {
+            self.calls.remove(&rpc);
+            self.core.abort(rpc);
+        } else {
+            self.sessions.cancel(call);
+        }
+        self.outcomes
+            .retain(|o| !matches!(o, Outcome::Reply { call: c, .. } if *c == call));
+    }
+
+    /// Begins a graceful close: new calls fail, new requests are dropped,
+    /// in-flight RPCs get [`CLOSE_GRACE`] to finish (see
+    /// [`Engine::finished_closing`]).
+    pub fn close(&mut self) {
+        let now = self.clock.now();
+        self.closing.get_or_insert(now);
+    }
+
+    pub fn is_closing(&self) -> bool {
+        self.closing.is_some()
+    }
+
+    /// Whether a close may end now: nothing is in flight or left to send,
+    /// or the grace period is over.
+    pub fn finished_closing(&self) -> bool {
+        let Some(since) = self.closing else {
+            return false;
+        };
+        let idle =
+            self.core.client_rpcs() == 0 && self.core.server_rpcs() == 0 && !self.io.has_pending();
+        idle || self.clock.now() >= since + CLOSE_GRACE
+    }
+
+    /// Closes the socket (its port is free again); nothing is received or
+    /// sent afterwards.
+    pub fn close_socket(&mut self) {
+        self.io.close();
+    }
+
+    /// Ends every call still waiting with [`Error::Closed`].
+    pub fn fail_all_calls(&mut self) {
+        let sent = self.calls.drain().map(|(_, call)| call);
+        let parked = self.sessions.drain();
+        let closed = sent.chain(parked).map(|call| Outcome::Reply {
+            call,
+            result: Err(Error::Closed),
+        });
+        self.outcomes.extend(closed);
+    }
+
+    // ---- turns ----
+
+    /// Moves everything that is ready: receives (when `readable`, or when
+    /// the last receive left datagrams), expires due timers, turns events
+    /// into outcomes and transmits.
+    pub fn turn(&mut self, readable: bool) {
+        let now = self.clock.now();
+        if readable || self.io.more_to_read {
+            self.io.receive(&mut self.core, now);
+        }
+        if self.core.poll_timeout().is_some_and(|t| t <= now) {
+            self.core.handle_timeout(now);
+        }
+        self.dispatch(now);
+        self.retry_deferred(now);
+        self.io.transmit(&mut self.core, now);
+    }
+
+    /// Transmits what is queued, as far as grants and the socket allow.
+    pub fn flush(&mut self) {
+        let now = self.clock.now();
+        self.dispatch(now);
+        self.io.transmit(&mut self.core, now);
+    }
+
+    /// The next reply or request.
+    pub fn poll_outcome(&mut self) -> Option<Outcome> {
+        self.outcomes.pop_front()
+    }
+
+    // ---- internals ----
+
+    /// Sends the call's request, or parks it, or says why it cannot start.
+    fn start(
+        &mut self,
+        now: Instant,
+        peer: SocketAddr,
+        call: CallToken,
+        data: &[u8],
+    ) -> Result<(), Error> {
+        match self.core.send_request(now, peer, data) {
+            Ok(rpc) => {
+                self.calls.insert(rpc, call);
+                Ok(())
+            }
+            Err(SendError::NoSession) if self.sessions.can_connect(peer) => {
+                self.connect(now, peer, call, data)
+            }
+            Err(SendError::RekeyPending) => {
+                let parked = Parked {
+                    call,
+                    data: data.to_vec(),
+                };
+                self.sessions.defer(peer, parked);
+                Ok(())
+            }
+            Err(e) => Err(Error::Send(e)),
+        }
+    }
+
+    /// Parks a call until a handshake with `peer` (started now if none is
+    /// running) installs keys.
+    fn connect(
+        &mut self,
+        now: Instant,
+        peer: SocketAddr,
+        call: CallToken,
+        data: &[u8],
+    ) -> Result<(), Error> {
+        let started = if self.core.is_connecting(peer) {
+            Started::Later
+        } else {
+            self.sessions
+                .start_handshake(&mut self.core, now, peer, self.local_addr)
+                .map_err(Error::Handshake)?
+        };
+        let parked = Parked {
+            call,
+            data: data.to_vec(),
+        };
+        self.sessions.wait_for_handshake(peer, parked);
+        if started == Started::ZeroRtt {
+            // The keys exist already, so the call leaves with the hello;
+            // the pool is refilled off the hot path after.
+            self.dispatch(now);
+            self.sessions.refill_key_pool();
+        }
+        Ok(())
+    }
+
+    /// Turns the core's events into outcomes.
+    fn dispatch(&mut self, now: Instant) {
+        while let Some(event) = self.core.poll_event() {
+            match event {
+                Event::Response { rpc, data } => self.finish(rpc, Ok(data)),
+                Event::Failed { rpc, error } => self.finish(rpc, Err(Error::Rpc(error))),
+                Event::Request { rpc, data } => self.deliver_request(rpc, data),
+                Event::Connected { peer } => self.handshake_succeeded(now, peer),
+                Event::HandshakeFailed { peer, error } => self.handshake_failed(peer, &error),
+                // Server-side handshakes need nothing from the engine.
+                _ => {}
+            }
+        }
+    }
+
+    fn finish(&mut self, rpc: RpcHandle, result: Result<Vec<u8>, Error>) {
+        if let Some(call) = self.calls.remove(&rpc) {
+            self.outcomes.push_back(Outcome::Reply { call, result });
+        }
+    }
+
+    fn deliver_request(&mut self, rpc: ServerRpcHandle, data: Vec<u8>) {
+        if self.closing.is_some() {
+            self.core.abandon_request(rpc);
+            return;
+        }
+        self.outcomes.push_back(Outcome::Request { rpc, data });
+    }
+
+    /// Starts the calls that waited for keys with `peer`.
+    fn handshake_succeeded(&mut self, now: Instant, peer: SocketAddr) {
+        for parked in self.sessions.handshake_ended(peer) {
+            self.restart(now, peer, parked);
+        }
+    }
+
+    fn handshake_failed(&mut self, peer: SocketAddr, error: &HandshakeError) {
+        for parked in self.sessions.handshake_ended(peer) {
+            self.outcomes.push_back(Outcome::Reply {
+                call: parked.call,
+                result: Err(Error::Handshake(error.clone())),
+            });
+        }
+    }
+
+    /// Retries calls that waited for a key epoch to drain.
+    fn retry_deferred(&mut self, now: Instant) {
+        for (peer, parked) in self.sessions.take_deferred() {
+            self.restart(now, peer, parked);
+        }
+    }
+
+    /// Starts a parked call; a failure is its outcome.
+    fn restart(&mut self, now: Instant, peer: SocketAddr, parked: Parked) {
+        if let Err(e) = self.start(now, peer, parked.call, &parked.data) {
+            self.outcomes.push_back(Outcome::Reply {
+                call: parked.call,
+                result: Err(e),
+            });
+        }
+    }
+}
+
+/// The SMT port of a raw-IP endpoint: the one asked for, or a random one
+/// from the dynamic range.
+fn raw_port(asked: u16) -> u16 {
+    if asked != 0 {
+        return asked;
+    }
+    let mut b = [0u8; 2];
+    smt_crypto::fill_random(&mut b);
+    49152 + u16::from_be_bytes(b) % 16384
+}
+
+/// Opens the socket and the protocol core for `addr`: the SMT port, port
+/// checks in raw mode, the datagram size from the MTU.
+fn open(addr: SocketAddr, config: &EndpointConfig) -> Result<(Socket, SocketAddr, Core), Error> {
+    let socket = Socket::bind(addr, &config.socket)?;
+    let local_addr = match config.socket.mode {
+        // Raw IP has no kernel ports: the SMT header's ports demultiplex,
+        // so an endpoint needs one of its own.
+        smt_udp::Mode::RawIp { .. } => SocketAddr::new(addr.ip(), raw_port(addr.port())),
+        smt_udp::Mode::Udp => socket.local_addr()?,
+    };
+    let mut protocol = config.protocol.clone();
+    protocol.local_port = local_addr.port();
+    protocol.verify_ports = matches!(config.socket.mode, smt_udp::Mode::RawIp { .. });
+    if let Some(mtu) = config.mtu {
+        protocol.max_datagram_size =
+            EndpointConfig::datagram_size_for(mtu, local_addr, config.socket.mode);
+    }
+    let core = Core::new(protocol)
+        .map_err(|e| Error::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))?;
+    Ok((socket, local_addr, core))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::keys::{fresh_session_pair, AeadAlgorithm};
+
+    /// A clock the test moves by hand.
+    #[derive(Clone)]
+    struct ManualClock(Arc<Mutex<Instant>>);
+
+    impl Clock for ManualClock {
+        fn now(&self) -> Instant {
+            *self.0.lock().unwrap()
+        }
+    }
+
+    impl ManualClock {
+        fn advance(&self, by: Duration) {
+            *self.0.lock().unwrap() += by;
+        }
+    }
+
+    #[test]
+    fn a_call_to_a_silent_peer_times_out_on_the_injected_clock() {
+        let clock = ManualClock(Arc::new(Mutex::new(Instant::now())));
+        let config = EndpointConfig::default();
+        let any = "127.0.0.1:0".parse().unwrap();
+        let mut engine = Engine::bind(any, &config, Box::new(clock.clone())).unwrap();
+        let silent = std::net::UdpSocket::bind(any).unwrap();
+        let peer = silent.local_addr().unwrap();
+        let (keys, _) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
+        engine.install_session(peer, keys).unwrap();
+        let call = engine.call(peer, b"anyone?").unwrap();
+        engine.flush();
+        let mut datagram = [0u8; 2048];
+        assert!(silent.recv_from(&mut datagram).is_ok(), "the request left");
+        // Step time to each deadline: no real waiting.
+        let tick = config.protocol.tick;
+        for _ in 0..config.protocol.abort_ticks * 2 {
+            let next = engine
+                .deadline()
+                .expect("a timer while the call is pending");
+            clock.advance(next.saturating_duration_since(clock.now()).max(tick));
+            engine.turn(false);
+            if let Some(outcome) = engine.poll_outcome() {
+                match outcome {
+                    Outcome::Reply {
+                        call: c,
+                        result: Err(Error::Rpc(_)),
+                    } => {
+                        assert_eq!(c, call);
+                        return;
+                    }
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+        }
+        panic!("no timeout after {} ticks", config.protocol.abort_ticks * 2);
+    }
+}
