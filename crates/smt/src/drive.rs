@@ -341,7 +341,16 @@ impl Shared {
         }
         let call = g.engine.call(peer, data)?;
         g.calls.insert(call, Waiter::Task(reply));
-        self.settle(&mut g);
+        if g.leader == Some(Leader::Background) && g.sleep.is_some() {
+            // Async callers issue many calls between the background
+            // leader's turns: it sends them together in its next turn
+            // (one batch, coalesced datagrams) instead of one system call
+            // per call from here.
+            self.route(&mut g);
+            self.wake_leader(&mut g);
+        } else {
+            self.settle(&mut g);
+        }
         Ok(())
     }
 
@@ -363,7 +372,14 @@ impl Shared {
             return Err(Error::Closed);
         }
         answer.apply(&mut g.engine);
-        self.settle(&mut g);
+        if self.requests.is_empty() {
+            self.settle(&mut g);
+        } else {
+            // More requests wait to be answered: this answer leaves with
+            // theirs (the last answer of a batch, or the leader's next
+            // turn, sends them all in one batch of coalesced datagrams).
+            self.route(&mut g);
+        }
         Ok(())
     }
 
