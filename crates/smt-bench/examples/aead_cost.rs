@@ -89,22 +89,13 @@ fn mac_cost(tx: &dyn PacketCipher, rx: &dyn PacketCipher, len: usize) -> (f64, f
     (sign, verify)
 }
 
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into())
-}
-
 fn main() {
     let (client, server) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
     let cipher = &*client.tx;
-    println!("AES-128-GCM and HMAC-SHA-256 (aws-lc-rs), {}", cpu_model());
+    println!(
+        "AES-128-GCM and HMAC-SHA-256 (aws-lc-rs), {}",
+        smt_bench::sys::cpu_model()
+    );
     println!("\nns per call (best of {ROUNDS} rounds):");
     println!("{:<34} {:>9} {:>9}", "record payload", "seal", "open");
     let mut cost = std::collections::HashMap::new();

@@ -59,6 +59,15 @@ fn drain(ep: &mut Endpoint, now: Instant) -> Vec<Vec<u8>> {
     out
 }
 
+/// Two requests, `abc` (ID 2) and `xyz` (ID 4), queued at `now`.
+fn send_abc_xyz(client: &mut Endpoint, now: Instant) {
+    for text in [b"abc", b"xyz"] {
+        client
+            .send_request(now, addr(SERVER_PORT), text)
+            .expect("session");
+    }
+}
+
 /// A one-packet DATA packet of a 3-byte message, sealed by the NullCipher.
 #[rustfmt::skip]
 fn data_packet(sport: u16, dport: u16, id: u8, text: &[u8; 3]) -> Vec<u8> {
@@ -127,11 +136,7 @@ fn two_requests_share_one_datagram_byte_for_byte() {
 fn responses_and_the_ack_batch_come_back_coalesced() {
     let (mut client, mut server) = pair(true);
     let now = Instant::now();
-    for text in [b"abc", b"xyz"] {
-        client
-            .send_request(now, addr(SERVER_PORT), text)
-            .expect("session");
-    }
+    send_abc_xyz(&mut client, now);
     for d in drain(&mut client, now) {
         server.handle_datagram(now, addr(CLIENT_PORT), &d);
     }
@@ -180,11 +185,7 @@ fn responses_and_the_ack_batch_come_back_coalesced() {
 fn coalescing_off_sends_one_packet_per_datagram() {
     let (mut client, _server) = pair(false);
     let now = Instant::now();
-    for text in [b"abc", b"xyz"] {
-        client
-            .send_request(now, addr(SERVER_PORT), text)
-            .expect("session");
-    }
+    send_abc_xyz(&mut client, now);
     let sent = drain(&mut client, now);
     assert_eq!(sent.len(), 2);
     assert_eq!(client.stats().coalesced_packets_tx, 0);
@@ -194,11 +195,7 @@ fn coalescing_off_sends_one_packet_per_datagram() {
 fn a_corrupt_packet_ends_its_datagram() {
     let (mut client, mut server) = pair(true);
     let now = Instant::now();
-    for text in [b"abc", b"xyz"] {
-        client
-            .send_request(now, addr(SERVER_PORT), text)
-            .expect("session");
-    }
+    send_abc_xyz(&mut client, now);
     let mut d = drain(&mut client, now).remove(0);
     // Corrupt the first packet's reserved byte (31): its length can no
     // longer be trusted, so the datagram ends there, one drop.
