@@ -188,6 +188,21 @@ fn handshaking_server(acceptor: Box<dyn smt_proto::HandshakeAcceptor>) -> Endpoi
     server
 }
 
+/// A TLS server for 127.0.0.1 with a certificate from `ca`.
+fn tls_server(ca: &smt_tls::certs::Ca) -> Endpoint {
+    let cert = ca.issue(&["127.0.0.1"], false).unwrap();
+    let tls = smt_tls::TlsServer::new(cert.chain_pem().as_bytes(), cert.key_pem().as_bytes(), None)
+        .unwrap();
+    handshaking_server(Box::new(tls))
+}
+
+/// A local client that starts TLS handshakes trusting `ca`.
+fn tls_client(ca: &smt_tls::certs::Ca) -> LocalEndpoint {
+    let mut client = LocalEndpoint::bind(any_port(), EndpointConfig::default()).unwrap();
+    client.set_tls_client(smt_tls::TlsClient::new(ca.cert_pem().as_bytes(), None).unwrap());
+    client
+}
+
 /// Calls `to` `n` times one at a time; every call must succeed.
 fn call_upper(client: &mut LocalEndpoint, to: SocketAddr, n: usize) {
     for i in 0..n {
@@ -206,12 +221,8 @@ fn call_upper(client: &mut LocalEndpoint, to: SocketAddr, n: usize) {
 #[test]
 fn a_local_endpoint_starts_a_tls_handshake_on_its_first_call() {
     let ca = smt_tls::certs::Ca::generate("smt local tls ca").unwrap();
-    let cert = ca.issue(&["127.0.0.1"], false).unwrap();
-    let tls = smt_tls::TlsServer::new(cert.chain_pem().as_bytes(), cert.key_pem().as_bytes(), None)
-        .unwrap();
-    let server = handshaking_server(Box::new(tls));
-    let mut client = LocalEndpoint::bind(any_port(), EndpointConfig::default()).unwrap();
-    client.set_tls_client(smt_tls::TlsClient::new(ca.cert_pem().as_bytes(), None).unwrap());
+    let server = tls_server(&ca);
+    let mut client = tls_client(&ca);
     call_upper(&mut client, server.local_addr(), 10);
     assert_eq!(client.stats(None).0.handshakes_completed, 1);
     assert_eq!(server.stats(None).unwrap().0.handshakes_completed, 1);
@@ -220,12 +231,8 @@ fn a_local_endpoint_starts_a_tls_handshake_on_its_first_call() {
 #[test]
 fn calls_made_before_the_tls_handshake_ends_all_leave_once_it_does() {
     let ca = smt_tls::certs::Ca::generate("smt local tls ca 2").unwrap();
-    let cert = ca.issue(&["127.0.0.1"], false).unwrap();
-    let tls = smt_tls::TlsServer::new(cert.chain_pem().as_bytes(), cert.key_pem().as_bytes(), None)
-        .unwrap();
-    let server = handshaking_server(Box::new(tls));
-    let mut client = LocalEndpoint::bind(any_port(), EndpointConfig::default()).unwrap();
-    client.set_tls_client(smt_tls::TlsClient::new(ca.cert_pem().as_bytes(), None).unwrap());
+    let server = tls_server(&ca);
+    let mut client = tls_client(&ca);
     let calls: HashMap<_, _> = (0..8)
         .map(|i| {
             let msg = format!("early {i}");
@@ -252,12 +259,8 @@ fn calls_made_before_the_tls_handshake_ends_all_leave_once_it_does() {
 fn a_failed_tls_handshake_fails_the_local_call() {
     let server_ca = smt_tls::certs::Ca::generate("smt local server ca").unwrap();
     let other_ca = smt_tls::certs::Ca::generate("smt local other ca").unwrap();
-    let cert = server_ca.issue(&["127.0.0.1"], false).unwrap();
-    let tls = smt_tls::TlsServer::new(cert.chain_pem().as_bytes(), cert.key_pem().as_bytes(), None)
-        .unwrap();
-    let server = handshaking_server(Box::new(tls));
-    let mut client = LocalEndpoint::bind(any_port(), EndpointConfig::default()).unwrap();
-    client.set_tls_client(smt_tls::TlsClient::new(other_ca.cert_pem().as_bytes(), None).unwrap());
+    let server = tls_server(&server_ca);
+    let mut client = tls_client(&other_ca);
     let call = client.call(server.local_addr(), b"x").unwrap();
     match client.poll(Some(Duration::from_secs(20))).unwrap() {
         Some(LocalEvent::Failed { call: c, error }) => {

@@ -74,10 +74,3 @@ fn handshake_payload_len(buf: &[u8]) -> Result<usize, WireError> {
         None => Err(WireError::Truncated),
     }
 }
-
-/// Whether a packet of this type may share a datagram with others. The
-/// handshake's packets travel alone: they come before the session and its
-/// address checks, and the amplification bound counts them per datagram.
-pub fn may_coalesce(ty: PacketType) -> bool {
-    ty != PacketType::HANDSHAKE
-}

@@ -19,7 +19,7 @@ mod packet;
 mod repr;
 mod types;
 
-pub use coalesce::{first_packet_len, may_coalesce, MIN_PACKET_LEN};
+pub use coalesce::{first_packet_len, MIN_PACKET_LEN};
 pub use packet::Packet;
 pub use repr::{AckIds, Body, DataHeader, Repr, ACK_MAX_IDS};
 pub use types::{DataFlags, PacketType};
