@@ -14,6 +14,7 @@
 //! Clippy bans `Instant::now`, `SystemTime::now`, sockets and threads here
 //! (see `clippy.toml`). Crypto is reached only through [`crypto::PacketCipher`].
 
+mod buffers;
 pub mod config;
 pub mod crypto;
 pub mod endpoint;

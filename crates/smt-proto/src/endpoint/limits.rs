@@ -97,7 +97,7 @@ impl Endpoint {
             .collect();
         for (k, c) in victims {
             tracing::debug!(peer = %k.peer, id = k.id, "evicting an unauthenticated partial request");
-            self.servers.remove(&k);
+            self.drop_server(&k);
             self.stats.partial_evicted += 1;
             self.discharge(k.peer, c);
             if self.fits(peer, more) {

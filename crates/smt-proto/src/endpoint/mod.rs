@@ -32,10 +32,11 @@ pub(crate) type HashSet<K> = std::collections::HashSet<K, foldhash::fast::Random
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use crate::buffers::BufferPool;
 use crate::config::{Config, ConfigError};
 use crate::error::{DropReason, RpcError, SendError};
 use crate::handshake::{HandshakeAcceptor, HandshakeError};
-use crate::record::{seal_message, MessageLayout};
+use crate::record::{seal_message_into, MessageLayout};
 use crate::rpc::{Incoming, Outgoing};
 use crate::session::{Session, SessionKeys};
 use crate::stats::Stats;
@@ -234,7 +235,19 @@ pub struct Endpoint {
     /// handshake installed (counts of `Peer::origin`).
     pub(crate) resolved_count: usize,
     pub(crate) handshake_count: usize,
+    /// Spare message buffers and RPC boxes: a steady stream of RPCs reuses
+    /// those of the RPCs before it (no allocation per message).
+    pub(crate) buffers: BufferPool,
+    // Boxes kept as boxes: reusing the allocation is the point.
+    #[allow(clippy::vec_box)]
+    pub(crate) spare_clients: Vec<Box<ClientRpc>>,
+    #[allow(clippy::vec_box)]
+    pub(crate) spare_servers: Vec<Box<ServerRpc>>,
 }
+
+/// RPC boxes kept for reuse, per side: more than a burst of small RPCs
+/// needs, little memory (a few hundred bytes each).
+const MAX_SPARE_RPCS: usize = 256;
 
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -276,6 +289,9 @@ impl Endpoint {
             usage_recounted: None,
             resolved_count: 0,
             handshake_count: 0,
+            buffers: BufferPool::default(),
+            spare_clients: Vec::new(),
+            spare_servers: Vec::new(),
         })
     }
 
@@ -450,11 +466,13 @@ impl Endpoint {
         let request = self.seal(peer, epoch, id, data)?;
         let handle = RpcHandle(self.next_handle);
         self.next_handle += 1;
+        let mut request_data = self.buffers.take(data.len());
+        request_data.extend_from_slice(data);
         let rpc = ClientRpc {
             peer,
             epoch,
             id,
-            request_data: data.to_vec(),
+            request_data,
             request,
             response: None,
             silent_ticks: 0,
@@ -463,7 +481,8 @@ impl Endpoint {
         };
         let rank = rpc.request.remaining();
         self.client_ids.insert(rpc.key(), handle);
-        self.clients.insert(handle, Box::new(rpc));
+        let rpc = self.boxed_client(rpc);
+        self.clients.insert(handle, rpc);
         // A fresh request always has bytes to send (its unscheduled part).
         self.sendable.insert((rank, MsgKey::Client(handle)));
         self.arm_tick(now);
@@ -501,6 +520,7 @@ impl Endpoint {
         match self.clients.remove(&rpc) {
             Some(c) => {
                 self.client_ids.remove(&c.key());
+                self.recycle_client(c);
                 true
             }
             None => false,
@@ -516,10 +536,18 @@ impl Endpoint {
             self.servers.get(&key).map(|s| &s.state),
             Some(ServerState::InService)
         ) {
-            self.servers.remove(&key);
+            self.drop_server(&key);
             return true;
         }
         false
+    }
+
+    /// Hands back a buffer the endpoint delivered (an [`Event::Request`]'s
+    /// or [`Event::Response`]'s data, once the application is done with
+    /// it), so a later message reuses it instead of allocating. Optional:
+    /// a buffer never handed back is simply freed by its owner.
+    pub fn recycle(&mut self, buf: Vec<u8>) {
+        self.buffers.give(buf);
     }
 
     // ---- outputs ----
@@ -629,6 +657,7 @@ impl Endpoint {
         let cfg = &self.config;
         let padded = cfg.padding.padded_len(data.len() as u64);
         let layout = MessageLayout::new(data.len() as u64, padded, cfg.record_size);
+        let wire = self.buffers.take(layout.wire_len() as usize);
         let session = &mut self
             .peers
             .get_mut(&peer)
@@ -647,11 +676,10 @@ impl Endpoint {
         if keys.records_sealed.saturating_add(layout.records()) > limit {
             return Err(SendError::KeyExhausted);
         }
-        let sealed = seal_message(&*keys.tx, cfg.seq_layout, id, data, layout).map_err(|_| {
-            SendError::MessageTooLarge {
-                len: data.len() as u64,
-                max: cfg.message_len_limit(),
-            }
+        let sealed = seal_message_into(&*keys.tx, cfg.seq_layout, id, data, layout, wire);
+        let sealed = sealed.map_err(|_| SendError::MessageTooLarge {
+            len: data.len() as u64,
+            max: cfg.message_len_limit(),
         })?;
         keys.records_sealed += layout.records();
         stats.records_sealed += layout.records();
@@ -673,9 +701,61 @@ impl Endpoint {
     pub(crate) fn fail_client(&mut self, rpc: RpcHandle, error: RpcError) {
         if let Some(c) = self.clients.remove(&rpc) {
             self.client_ids.remove(&c.key());
+            self.recycle_client(c);
             self.stats.rpcs_failed += 1;
             self.events.push_back(Event::Failed { rpc, error });
         }
+    }
+
+    /// `rpc` in a box, reusing a spare one if there is one.
+    pub(crate) fn boxed_client(&mut self, rpc: ClientRpc) -> Box<ClientRpc> {
+        match self.spare_clients.pop() {
+            Some(mut spare) => {
+                *spare = rpc;
+                spare
+            }
+            None => Box::new(rpc),
+        }
+    }
+
+    /// `rpc` in a box, reusing a spare one if there is one.
+    pub(crate) fn boxed_server(&mut self, rpc: ServerRpc) -> Box<ServerRpc> {
+        match self.spare_servers.pop() {
+            Some(mut spare) => {
+                *spare = rpc;
+                spare
+            }
+            None => Box::new(rpc),
+        }
+    }
+
+    /// Keeps a finished client RPC's buffers and box for later RPCs.
+    pub(crate) fn recycle_client(&mut self, mut rpc: Box<ClientRpc>) {
+        self.buffers.give(std::mem::take(&mut rpc.request_data));
+        self.buffers.give(rpc.request.take_wire());
+        if let Some(inc) = rpc.response.take() {
+            inc.recycle(&mut self.buffers);
+        }
+        if self.spare_clients.len() < MAX_SPARE_RPCS {
+            self.spare_clients.push(rpc);
+        }
+    }
+
+    /// Frees the server RPC `key`, keeping its buffers and box for later
+    /// RPCs; returns whether it existed.
+    pub(crate) fn drop_server(&mut self, key: &ServerRpcHandle) -> bool {
+        let Some(mut rpc) = self.servers.remove(key) else {
+            return false;
+        };
+        match std::mem::replace(&mut rpc.state, ServerState::InService) {
+            ServerState::Receiving(inc) => inc.recycle(&mut self.buffers),
+            ServerState::Responding(mut out) => self.buffers.give(out.take_wire()),
+            ServerState::InService => {}
+        }
+        if self.spare_servers.len() < MAX_SPARE_RPCS {
+            self.spare_servers.push(rpc);
+        }
+        true
     }
 
     /// Queues a control packet about an RPC of key epoch `epoch`.

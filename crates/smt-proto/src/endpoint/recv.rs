@@ -5,9 +5,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use super::limits::Charge;
-use super::{
-    ClientRpc, Endpoint, Event, MsgKey, RpcHandle, ServerRpc, ServerRpcHandle, ServerState,
-};
+use super::{Endpoint, Event, MsgKey, RpcHandle, ServerRpc, ServerRpcHandle, ServerState};
 use crate::crypto::{PacketCipher, TAG_LEN};
 use crate::error::{DropReason, RpcError, SendError};
 use crate::rpc::{Accepted, Incoming, MESSAGE_OVERHEAD};
@@ -351,6 +349,7 @@ impl Endpoint {
             grantable,
             config,
             usage_total,
+            buffers,
             ..
         } = self;
         let (inc, silent) = match msg {
@@ -368,7 +367,7 @@ impl Endpoint {
             }
         };
         let held = inc.buffered_bytes();
-        if let Err(e) = inc.accept(h, payload) {
+        if let Err(e) = inc.accept(h, payload, buffers) {
             // Lengths that disagree with the first packet's, before anything
             // authenticated: either header may be the corrupted one, and
             // keeping the first would refuse every genuine packet until the
@@ -384,7 +383,7 @@ impl Endpoint {
             grantable.insert(msg);
         }
         let mut opened = 0;
-        let result = inc.open_ready(rx, config.seq_layout, key.id, &mut opened, spare);
+        let result = inc.open_ready(rx, config.seq_layout, key.id, &mut opened, spare, buffers);
         let nothing_authenticated = inc.nothing_authenticated();
         let grown = inc.buffered_bytes().saturating_sub(held);
         stats.records_opened += opened;
@@ -494,13 +493,11 @@ impl Endpoint {
         }
         self.admit_message(now, key.peer, true)?;
         let incoming = self.new_incoming(h);
-        self.servers.insert(
-            key,
-            Box::new(ServerRpc {
-                state: ServerState::Receiving(incoming),
-                silent_ticks: 0,
-            }),
-        );
+        let rpc = self.boxed_server(ServerRpc {
+            state: ServerState::Receiving(incoming),
+            silent_ticks: 0,
+        });
+        self.servers.insert(key, rpc);
         self.arm_tick(now);
         Ok(MsgKey::Server(key))
     }
@@ -550,7 +547,7 @@ impl Endpoint {
                 }
             }
             MsgKey::Server(k) => {
-                self.servers.remove(&k);
+                self.drop_server(&k);
             }
         }
     }
@@ -580,13 +577,15 @@ impl Endpoint {
     }
 
     fn complete_client(&mut self, now: Instant, handle: RpcHandle, key: ServerRpcHandle) {
-        let Some(ClientRpc {
-            response: Some(mut inc),
-            ..
-        }) = self.clients.remove(&handle).map(|b| *b)
-        else {
+        let Some(mut rpc) = self.clients.remove(&handle) else {
             return;
         };
+        let Some(mut inc) = rpc.response.take() else {
+            return;
+        };
+        let data = inc.take_data();
+        inc.recycle(&mut self.buffers);
+        self.recycle_client(rpc);
         self.client_ids.remove(&key);
         self.stats.rpcs_completed += 1;
         if let Some(s) = self.peers.get_mut(&key.peer) {
@@ -594,10 +593,7 @@ impl Endpoint {
             s.stats.rpcs_completed += 1;
         }
         self.queue_ack(now, key);
-        self.events.push_back(Event::Response {
-            rpc: handle,
-            data: inc.take_data(),
-        });
+        self.events.push_back(Event::Response { rpc: handle, data });
     }
 
     /// Acknowledges a completed RPC: a full batch leaves at once, else
@@ -745,7 +741,7 @@ impl Endpoint {
             }
             (Body::Resend { .. }, _) => self.queue_control(key.peer, key.epoch, key.id, Body::Busy),
             (Body::RpcUnknown, _) => {
-                self.servers.remove(&key);
+                self.drop_server(&key);
             }
             (Body::Busy | Body::Grant { .. }, _) => {}
             _ => return Err(DropReason::Unsupported),
@@ -756,7 +752,7 @@ impl Endpoint {
     fn on_ack(&mut self, key: ServerRpcHandle, ids: &AckIds) -> Result<(), DropReason> {
         for &id in ids.as_slice() {
             if !self.is_local_id(key.peer, id) {
-                self.servers.remove(&ServerRpcHandle { id, ..key });
+                self.drop_server(&ServerRpcHandle { id, ..key });
             }
         }
         Ok(())
@@ -785,7 +781,9 @@ impl Endpoint {
             }
             Err(_) => return self.fail_client(handle, RpcError::IdSpaceExhausted),
         };
-        let Ok(request) = self.seal(old.peer, epoch, id, &data) else {
+        let sealed = self.seal(old.peer, epoch, id, &data);
+        self.buffers.give(data);
+        let Ok(request) = sealed else {
             return self.fail_client(handle, RpcError::IdSpaceExhausted);
         };
         self.client_ids.remove(&old);
@@ -800,8 +798,11 @@ impl Endpoint {
         if let Some(rpc) = self.clients.get_mut(&handle) {
             rpc.epoch = epoch;
             rpc.id = id;
-            rpc.request = request;
-            rpc.response = None;
+            let mut old = std::mem::replace(&mut rpc.request, request);
+            self.buffers.give(old.take_wire());
+            if let Some(inc) = rpc.response.take() {
+                inc.recycle(&mut self.buffers);
+            }
             rpc.restarts += 1;
             rpc.silent_ticks = 0;
             rpc.restart_pending = false;

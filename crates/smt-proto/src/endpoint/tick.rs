@@ -50,6 +50,7 @@ impl Endpoint {
 
     fn tick(&mut self, now: Instant) {
         self.ticks += 1;
+        self.stats.usage.spare_buffer_bytes = self.buffers.pooled_bytes() as u64;
         self.rescan_sendable();
         // Counted from live candidates (stale ones pruned), so messages of
         // a peer that timed out stop making the rest look starved; and
@@ -236,7 +237,7 @@ impl Endpoint {
             }
             Action::FreeServer(k) => {
                 tracing::debug!(peer = %k.peer, id = k.id, "freeing server RPC after silence");
-                self.servers.remove(&k);
+                self.drop_server(&k);
             }
         }
     }

@@ -17,6 +17,7 @@
 use std::ops::Range;
 
 use super::Input;
+use crate::buffers::BufferPool;
 use crate::crypto::NullCipher;
 use crate::error::DropReason;
 use crate::record::{
@@ -215,6 +216,9 @@ impl Op {
 struct Run<'m> {
     message: &'m Message,
     incoming: Incoming,
+    /// Reused buffers, as the endpoint's (the reassembly must not care
+    /// where its buffers came from).
+    pool: BufferPool,
     /// A packet that is not one of the valid ones was accepted: the message
     /// may now legitimately fail, but must still not panic.
     tainted: bool,
@@ -228,6 +232,7 @@ impl<'m> Run<'m> {
         Self {
             message,
             incoming,
+            pool: BufferPool::default(),
             tainted: false,
             done: false,
         }
@@ -265,7 +270,7 @@ impl<'m> Run<'m> {
         let (mut h, range) = self.message.packets[index].clone();
         h.retransmit = retransmit;
         let payload = &self.message.wire[range];
-        match self.incoming.accept(&h, payload) {
+        match self.incoming.accept(&h, payload, &mut self.pool) {
             Ok(()) => self.open(),
             Err(DropReason::OverLimit) => return true,
             Err(DropReason::Duplicate) => {}
@@ -303,7 +308,7 @@ impl<'m> Run<'m> {
             return;
         };
         let valid = self.message.is_valid(&h, &payload);
-        if self.incoming.accept(&h, &payload).is_ok() {
+        if self.incoming.accept(&h, &payload, &mut self.pool).is_ok() {
             self.tainted |= !valid;
             self.open();
         }
@@ -347,6 +352,7 @@ impl<'m> Run<'m> {
             self.message.id,
             &mut opened,
             self.message.spare,
+            &mut self.pool,
         );
         match result {
             Ok(Accepted::Stored) => {}

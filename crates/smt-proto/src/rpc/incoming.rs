@@ -1,5 +1,6 @@
 use std::collections::BTreeMap;
 
+use crate::buffers::{BufferPool, MAX_CLASS, MIN_CLASS};
 use crate::crypto::PacketCipher;
 use crate::error::DropReason;
 use crate::record::{open_segment, open_segment_in_place, OpenError, SeqLayout, MAX_SEGMENT_LEN};
@@ -44,22 +45,29 @@ struct SegmentBuf {
     len: u32,
     mss: u16,
     buf: Vec<u8>,
-    have: Vec<bool>,
+    /// Per packet: 1 once it arrived (bytes, so the buffer pool can keep
+    /// it).
+    have: Vec<u8>,
     missing: usize,
 }
 
 impl SegmentBuf {
-    fn new(h: &DataHeader) -> Self {
+    fn new(h: &DataHeader, pool: &mut BufferPool) -> Self {
         // Parsing bounded segment_len by MAX_SEGMENT_LEN: this allocation
         // is never a claimed message length.
         let packets = h.segment_len.div_ceil(u32::from(h.mss)) as usize;
         Self {
             len: h.segment_len,
             mss: h.mss,
-            buf: vec![0; h.segment_len as usize],
-            have: vec![false; packets],
+            buf: pool.take_zeroed(h.segment_len as usize),
+            have: pool.take_zeroed(packets),
             missing: packets,
         }
+    }
+
+    fn recycle(self, pool: &mut BufferPool) {
+        pool.give(self.buf);
+        pool.give(self.have);
     }
 
     fn is_complete(&self) -> bool {
@@ -72,7 +80,7 @@ impl SegmentBuf {
         self.have
             .iter()
             .enumerate()
-            .filter(|(_, h)| !**h)
+            .filter(|(_, h)| **h == 0)
             .map(move |(i, _)| {
                 let start = i as u32 * mss;
                 (start, mss.min(self.len - start))
@@ -185,7 +193,12 @@ impl Incoming {
     /// Stores one DATA packet's payload. The sender may only send what it
     /// was granted, so anything beyond the grant is refused: that bounds
     /// reassembly memory whatever lengths a forged header claims.
-    pub fn accept(&mut self, h: &DataHeader, payload: &[u8]) -> Result<(), DropReason> {
+    pub fn accept(
+        &mut self,
+        h: &DataHeader,
+        payload: &[u8],
+        pool: &mut BufferPool,
+    ) -> Result<(), DropReason> {
         if h.message_len != self.message_len || h.message_wire_len != self.wire_len {
             return Err(DropReason::ProtocolViolation);
         }
@@ -196,21 +209,21 @@ impl Incoming {
             return Err(DropReason::Duplicate);
         }
         if self.is_whole(h, payload.len()) {
-            return self.accept_whole(payload);
+            return self.accept_whole(payload, pool);
         }
         self.check_fits(h)?;
         self.held += self.allocation_for(h);
         let seg = self
             .segments
             .entry(h.segment_offset)
-            .or_insert_with(|| SegmentBuf::new(h));
+            .or_insert_with(|| SegmentBuf::new(h, pool));
         let index = usize::from(h.packet_index);
-        if seg.have[index] {
+        if seg.have[index] != 0 {
             return Err(DropReason::Duplicate);
         }
         let at = index * usize::from(seg.mss);
         seg.buf[at..at + payload.len()].copy_from_slice(payload);
-        seg.have[index] = true;
+        seg.have[index] = 1;
         seg.missing -= 1;
         self.received += payload.len() as u64;
         Ok(())
@@ -227,11 +240,14 @@ impl Incoming {
 
     /// Keeps a whole-message packet in `data` itself, to be opened in
     /// place by `open_ready`.
-    fn accept_whole(&mut self, payload: &[u8]) -> Result<(), DropReason> {
+    fn accept_whole(&mut self, payload: &[u8], pool: &mut BufferPool) -> Result<(), DropReason> {
         if self.whole || self.received > 0 {
             return Err(DropReason::Duplicate);
         }
         let cap = self.data.capacity();
+        if cap == 0 {
+            self.data = pool.take(payload.len());
+        }
         self.data.clear();
         self.data.extend_from_slice(payload);
         self.held += self.data.capacity() - cap;
@@ -311,6 +327,7 @@ impl Incoming {
         id: u64,
         opened: &mut u64,
         spare: usize,
+        pool: &mut BufferPool,
     ) -> Result<Accepted, DropReason> {
         if self.whole {
             return self.open_whole(cipher, layout, id, opened);
@@ -318,23 +335,26 @@ impl Incoming {
         while let Some(mut seg) = self.take_next_complete() {
             *opened += 1;
             self.held -= segment_cost(seg.len, seg.mss);
-            self.grow_data(seg.len as usize, spare);
-            match open_segment(
+            self.grow_data(seg.len as usize, spare, pool);
+            let result = open_segment(
                 cipher,
                 layout,
                 id,
                 self.next_record,
                 &mut seg.buf,
                 &mut self.data,
-            ) {
+            );
+            let seg_len = seg.len;
+            seg.recycle(pool);
+            match result {
                 Ok(o) => {
                     *opened += o.records.saturating_sub(1);
-                    self.next_segment += seg.len;
+                    self.next_segment += seg_len;
                     self.next_record += o.records;
                     self.padded += o.padded_len;
                 }
                 Err(e) => {
-                    self.received -= u64::from(seg.len);
+                    self.received -= u64::from(seg_len);
                     return Err(open_error_reason(e));
                 }
             }
@@ -360,10 +380,18 @@ impl Incoming {
     /// bounds its plaintext). Capacity doubles, as a `Vec`'s would, but
     /// never past the message length and never by more than `spare`: then
     /// it grows to exactly what is needed.
-    fn grow_data(&mut self, more: usize, spare: usize) {
+    fn grow_data(&mut self, more: usize, spare: usize, pool: &mut BufferPool) {
         let (len, cap) = (self.data.len(), self.data.capacity());
         let needed = len + more;
         if needed <= cap {
+            return;
+        }
+        // A first buffer from the pool when its size class stays within
+        // what the bounds allow (the class may round up to twice `needed`).
+        let class = needed.max(MIN_CLASS).next_power_of_two();
+        if cap == 0 && class <= MAX_CLASS && class - needed <= spare {
+            self.data = pool.take(needed);
+            self.held += self.data.capacity();
             return;
         }
         let doubled = (cap * 2).min(self.message_len as usize);
@@ -392,6 +420,15 @@ impl Incoming {
     /// lengths then come only from plaintext headers anyone can forge.
     pub fn nothing_authenticated(&self) -> bool {
         self.next_segment == 0
+    }
+
+    /// Hands every buffer still held to `pool` (a message dropped or
+    /// delivered: then only the reassembly leftovers remain).
+    pub fn recycle(self, pool: &mut BufferPool) {
+        pool.give(self.data);
+        for (_, seg) in self.segments {
+            seg.recycle(pool);
+        }
     }
 
     pub fn take_data(&mut self) -> Vec<u8> {

@@ -38,6 +38,12 @@ impl Outgoing {
         }
     }
 
+    /// The sealed bytes' buffer, for reuse once the message is done (the
+    /// message has nothing left to send afterwards).
+    pub fn take_wire(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.sealed.wire)
+    }
+
     pub fn wire_len(&self) -> u64 {
         self.sealed.layout.wire_len()
     }

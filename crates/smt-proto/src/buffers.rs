@@ -1,0 +1,147 @@
+//! Spare byte buffers, so a steady stream of messages reuses the buffers of
+//! the messages before it instead of allocating and freeing per message:
+//! sealed messages, kept request plaintext, reassembly and delivered data.
+//!
+//! Buffers are kept by size class (powers of two from [`MIN_CLASS`] to
+//! [`MAX_CLASS`] bytes); a buffer taken for `len` bytes has the capacity of
+//! `len`'s class, so it returns to the same class. The pool holds at most
+//! [`MAX_POOLED_BYTES`] in total and [`MAX_PER_CLASS`] buffers per class:
+//! what a flood or a burst of large messages leaves behind goes back to the
+//! allocator instead of staying pooled.
+
+/// Smallest class: anything smaller is rounded up to it.
+pub(crate) const MIN_CLASS: usize = 256;
+/// Largest pooled class (a full segment's worth); larger buffers are
+/// allocated exactly and freed when done.
+pub(crate) const MAX_CLASS: usize = 128 * 1024;
+const CLASSES: usize = (MAX_CLASS / MIN_CLASS).trailing_zeros() as usize + 1;
+/// Total bytes the pool may hold.
+pub(crate) const MAX_POOLED_BYTES: usize = 4 << 20;
+/// Buffers per class: bounds the bookkeeping of the small classes.
+pub(crate) const MAX_PER_CLASS: usize = 1024;
+
+/// Spare buffers by size class. See the module docs.
+#[derive(Debug, Default)]
+pub(crate) struct BufferPool {
+    classes: [Vec<Vec<u8>>; CLASSES],
+    pooled_bytes: usize,
+}
+
+/// The class index holding buffers of at least `len` bytes, if pooled.
+fn class_for_len(len: usize) -> Option<usize> {
+    let size = len.max(MIN_CLASS).checked_next_power_of_two()?;
+    (size <= MAX_CLASS).then(|| (size / MIN_CLASS).trailing_zeros() as usize)
+}
+
+/// The class a buffer of capacity `cap` can serve (every request of its
+/// class fits), if any.
+fn class_for_capacity(cap: usize) -> Option<usize> {
+    if !(MIN_CLASS..=MAX_CLASS * 2 - 1).contains(&cap) {
+        return None;
+    }
+    let class = (cap / MIN_CLASS).ilog2() as usize;
+    Some(class.min(CLASSES - 1))
+}
+
+impl BufferPool {
+    /// An empty buffer with room for at least `len` bytes: a spare one if
+    /// its class has one, else a new one of the class's size.
+    pub fn take(&mut self, len: usize) -> Vec<u8> {
+        let Some(class) = class_for_len(len) else {
+            return Vec::with_capacity(len);
+        };
+        match self.classes[class].pop() {
+            Some(buf) => {
+                self.pooled_bytes -= buf.capacity();
+                buf
+            }
+            None => Vec::with_capacity(MIN_CLASS << class),
+        }
+    }
+
+    /// A buffer of exactly `len` zero bytes (see [`BufferPool::take`]).
+    pub fn take_zeroed(&mut self, len: usize) -> Vec<u8> {
+        let mut buf = self.take(len);
+        buf.resize(len, 0);
+        buf
+    }
+
+    /// Keeps `buf` for reuse if its class and the pool have room; frees it
+    /// otherwise.
+    pub fn give(&mut self, mut buf: Vec<u8>) {
+        let Some(class) = class_for_capacity(buf.capacity()) else {
+            return;
+        };
+        let full = self.classes[class].len() >= MAX_PER_CLASS
+            || self.pooled_bytes + buf.capacity() > MAX_POOLED_BYTES;
+        if full {
+            return;
+        }
+        buf.clear();
+        self.pooled_bytes += buf.capacity();
+        self.classes[class].push(buf);
+    }
+
+    /// Bytes held by spare buffers.
+    pub fn pooled_bytes(&self) -> usize {
+        self.pooled_bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_returned_buffer_is_reused_for_its_class() {
+        let mut pool = BufferPool::default();
+        let buf = pool.take(100);
+        assert_eq!(buf.capacity(), MIN_CLASS);
+        let ptr = buf.as_ptr();
+        pool.give(buf);
+        assert_eq!(pool.pooled_bytes(), MIN_CLASS);
+        let again = pool.take(200);
+        assert_eq!(again.as_ptr(), ptr);
+        assert!(again.is_empty());
+        assert_eq!(pool.pooled_bytes(), 0);
+    }
+
+    #[test]
+    fn every_taken_buffer_fits_its_request() {
+        let mut pool = BufferPool::default();
+        for len in [0, 1, 255, 256, 257, 4096, 70_000, MAX_CLASS, MAX_CLASS + 1] {
+            let buf = pool.take_zeroed(len);
+            assert_eq!(buf.len(), len);
+            pool.give(buf);
+        }
+        for len in [0, 1, 255, 256, 257, 4096, 70_000, MAX_CLASS] {
+            assert!(pool.take(len).capacity() >= len);
+        }
+    }
+
+    #[test]
+    fn foreign_buffers_serve_the_class_below_their_capacity() {
+        let mut pool = BufferPool::default();
+        pool.give(Vec::with_capacity(1000));
+        // 1000 bytes serve requests up to 512 (class 512), not up to 1024.
+        assert_eq!(pool.take(512).capacity(), 1000);
+        assert_eq!(pool.take(600).capacity(), 1024);
+        // Too small or too large to pool.
+        pool.give(Vec::with_capacity(10));
+        pool.give(Vec::with_capacity(MAX_CLASS * 2));
+        assert_eq!(pool.pooled_bytes(), 0);
+    }
+
+    #[test]
+    fn the_pool_is_bounded() {
+        let mut pool = BufferPool::default();
+        for _ in 0..2 * MAX_PER_CLASS {
+            pool.give(Vec::with_capacity(MIN_CLASS));
+        }
+        assert_eq!(pool.pooled_bytes(), MAX_PER_CLASS * MIN_CLASS);
+        for _ in 0..100 {
+            pool.give(Vec::with_capacity(MAX_CLASS));
+        }
+        assert!(pool.pooled_bytes() <= MAX_POOLED_BYTES);
+    }
+}
