@@ -21,9 +21,12 @@ mod limits;
 mod peer;
 mod recv;
 mod send;
+mod table;
 mod tick;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use table::{ClientTable, ServerTable};
 
 /// Hash maps of the per-packet path: foldhash with a per-process random
 /// key (fast; keys include addresses an attacker may choose, so keyed).
@@ -193,15 +196,13 @@ pub struct Endpoint {
     /// Every peer with a session (keys), with its liveness and usage.
     pub(crate) peers: HashMap<SocketAddr, Peer>,
     pub(crate) resolver: Option<Box<dyn KeyResolver>>,
-    // Ordered maps: iteration order (ticks, scheduling ties) must not depend
-    // on a hasher's seed, or simulations would not be reproducible. Values
-    // are boxed: an RPC holds its messages' state inline (hundreds of
-    // bytes), and a B-tree moves values within its nodes on every insert
-    // and removal (that memmove was the top of the 64 B profile).
-    pub(crate) clients: BTreeMap<RpcHandle, Box<ClientRpc>>,
+    // Slabs iterated in slot order (table.rs): iteration order (ticks,
+    // scheduling ties) must not depend on a hasher's seed, or simulations
+    // would not be reproducible.
+    pub(crate) clients: ClientTable,
+    /// A response's wire key to the RPC it answers.
     pub(crate) client_ids: HashMap<ServerRpcHandle, RpcHandle>,
-    pub(crate) servers: BTreeMap<ServerRpcHandle, Box<ServerRpc>>,
-    pub(crate) next_handle: u64,
+    pub(crate) servers: ServerTable,
     pub(crate) control: VecDeque<(SocketAddr, u64, Repr)>,
     pub(crate) pending_acks: BTreeMap<(SocketAddr, u64), AckIds>,
     /// Outgoing messages that may have packets to send, ranked by bytes
@@ -235,19 +236,10 @@ pub struct Endpoint {
     /// handshake installed (counts of `Peer::origin`).
     pub(crate) resolved_count: usize,
     pub(crate) handshake_count: usize,
-    /// Spare message buffers and RPC boxes: a steady stream of RPCs reuses
-    /// those of the RPCs before it (no allocation per message).
+    /// Spare message buffers: a steady stream of RPCs reuses those of the
+    /// RPCs before it (no allocation per message).
     pub(crate) buffers: BufferPool,
-    // Boxes kept as boxes: reusing the allocation is the point.
-    #[allow(clippy::vec_box)]
-    pub(crate) spare_clients: Vec<Box<ClientRpc>>,
-    #[allow(clippy::vec_box)]
-    pub(crate) spare_servers: Vec<Box<ServerRpc>>,
 }
-
-/// RPC boxes kept for reuse, per side: more than a burst of small RPCs
-/// needs, little memory (a few hundred bytes each).
-const MAX_SPARE_RPCS: usize = 256;
 
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -268,10 +260,9 @@ impl Endpoint {
             config,
             peers: HashMap::default(),
             resolver: None,
-            clients: BTreeMap::new(),
+            clients: ClientTable::default(),
             client_ids: HashMap::default(),
-            servers: BTreeMap::new(),
-            next_handle: 1,
+            servers: ServerTable::default(),
             control: VecDeque::new(),
             pending_acks: BTreeMap::new(),
             sendable: BTreeSet::new(),
@@ -290,8 +281,6 @@ impl Endpoint {
             resolved_count: 0,
             handshake_count: 0,
             buffers: BufferPool::default(),
-            spare_clients: Vec::new(),
-            spare_servers: Vec::new(),
         })
     }
 
@@ -434,7 +423,7 @@ impl Endpoint {
             .clients
             .iter()
             .filter(|(_, c)| c.peer == peer)
-            .map(|(h, _)| *h)
+            .map(|(h, _)| h)
             .collect();
         for h in gone {
             self.fail_client(h, RpcError::SessionClosed);
@@ -464,8 +453,6 @@ impl Endpoint {
         self.check_len(data.len())?;
         let (epoch, id) = self.allocate_id(peer)?;
         let request = self.seal(peer, epoch, id, data)?;
-        let handle = RpcHandle(self.next_handle);
-        self.next_handle += 1;
         let mut request_data = self.buffers.take(data.len());
         request_data.extend_from_slice(data);
         let rpc = ClientRpc {
@@ -479,10 +466,9 @@ impl Endpoint {
             restarts: 0,
             restart_pending: false,
         };
-        let rank = rpc.request.remaining();
-        self.client_ids.insert(rpc.key(), handle);
-        let rpc = self.boxed_client(rpc);
-        self.clients.insert(handle, rpc);
+        let (rank, key) = (rpc.request.remaining(), rpc.key());
+        let handle = self.clients.insert(rpc);
+        self.client_ids.insert(key, handle);
         // A fresh request always has bytes to send (its unscheduled part).
         self.sendable.insert((rank, MsgKey::Client(handle)));
         self.arm_tick(now);
@@ -707,53 +693,25 @@ impl Endpoint {
         }
     }
 
-    /// `rpc` in a box, reusing a spare one if there is one.
-    pub(crate) fn boxed_client(&mut self, rpc: ClientRpc) -> Box<ClientRpc> {
-        match self.spare_clients.pop() {
-            Some(mut spare) => {
-                *spare = rpc;
-                spare
-            }
-            None => Box::new(rpc),
-        }
-    }
-
-    /// `rpc` in a box, reusing a spare one if there is one.
-    pub(crate) fn boxed_server(&mut self, rpc: ServerRpc) -> Box<ServerRpc> {
-        match self.spare_servers.pop() {
-            Some(mut spare) => {
-                *spare = rpc;
-                spare
-            }
-            None => Box::new(rpc),
-        }
-    }
-
-    /// Keeps a finished client RPC's buffers and box for later RPCs.
-    pub(crate) fn recycle_client(&mut self, mut rpc: Box<ClientRpc>) {
+    /// Keeps a finished client RPC's buffers for later RPCs.
+    pub(crate) fn recycle_client(&mut self, mut rpc: ClientRpc) {
         self.buffers.give(std::mem::take(&mut rpc.request_data));
         self.buffers.give(rpc.request.take_wire());
         if let Some(inc) = rpc.response.take() {
             inc.recycle(&mut self.buffers);
         }
-        if self.spare_clients.len() < MAX_SPARE_RPCS {
-            self.spare_clients.push(rpc);
-        }
     }
 
-    /// Frees the server RPC `key`, keeping its buffers and box for later
-    /// RPCs; returns whether it existed.
+    /// Frees the server RPC `key`, keeping its buffers for later RPCs;
+    /// returns whether it existed.
     pub(crate) fn drop_server(&mut self, key: &ServerRpcHandle) -> bool {
-        let Some(mut rpc) = self.servers.remove(key) else {
+        let Some(rpc) = self.servers.remove(key) else {
             return false;
         };
-        match std::mem::replace(&mut rpc.state, ServerState::InService) {
+        match rpc.state {
             ServerState::Receiving(inc) => inc.recycle(&mut self.buffers),
             ServerState::Responding(mut out) => self.buffers.give(out.take_wire()),
             ServerState::InService => {}
-        }
-        if self.spare_servers.len() < MAX_SPARE_RPCS {
-            self.spare_servers.push(rpc);
         }
         true
     }

@@ -253,7 +253,7 @@ impl Endpoint {
             .clients
             .iter()
             .filter(|(_, c)| c.peer == peer && c.epoch == prev)
-            .map(|(h, _)| *h)
+            .map(|(h, _)| h)
             .collect();
         for h in gone {
             self.fail_client(h, RpcError::SessionClosed);
@@ -493,10 +493,10 @@ impl Endpoint {
         }
         self.admit_message(now, key.peer, true)?;
         let incoming = self.new_incoming(h);
-        let rpc = self.boxed_server(ServerRpc {
+        let rpc = ServerRpc {
             state: ServerState::Receiving(incoming),
             silent_ticks: 0,
-        });
+        };
         self.servers.insert(key, rpc);
         self.arm_tick(now);
         Ok(MsgKey::Server(key))

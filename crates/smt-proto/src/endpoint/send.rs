@@ -239,7 +239,7 @@ impl Endpoint {
             .clients
             .iter()
             .filter(|(_, c)| c.response.is_none() && c.request.has_sendable())
-            .map(|(h, _)| MsgKey::Client(*h));
+            .map(|(h, _)| MsgKey::Client(h));
         let servers = self.servers.iter().filter_map(|(k, s)| match &s.state {
             ServerState::Responding(out) if out.has_sendable() => Some(MsgKey::Server(*k)),
             _ => None,
@@ -255,8 +255,8 @@ impl Endpoint {
 /// being sent (a client's request until its response starts); a free
 /// function so the caller can hold other fields of the endpoint at once.
 fn outgoing_in<'a>(
-    clients: &'a mut std::collections::BTreeMap<super::RpcHandle, Box<super::ClientRpc>>,
-    servers: &'a mut std::collections::BTreeMap<ServerRpcHandle, Box<super::ServerRpc>>,
+    clients: &'a mut super::table::ClientTable,
+    servers: &'a mut super::table::ServerTable,
     key: MsgKey,
 ) -> Option<(ServerRpcHandle, &'a mut Outgoing)> {
     match key {

@@ -62,13 +62,13 @@ impl Endpoint {
             .clients
             .iter()
             .filter(|(_, c)| c.restart_pending)
-            .map(|(h, _)| *h)
+            .map(|(h, _)| h)
             .collect();
         for h in pending {
             self.restart(now, h);
         }
         let mut actions = Vec::new();
-        let handles: Vec<RpcHandle> = self.clients.keys().copied().collect();
+        let handles: Vec<RpcHandle> = self.clients.keys().collect();
         for h in handles {
             actions.push(self.tick_client(h, crowded));
         }
