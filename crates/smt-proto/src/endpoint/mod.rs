@@ -24,7 +24,8 @@ mod send;
 mod table;
 mod tick;
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 
 use table::{ClientTable, ServerTable};
 
@@ -40,7 +41,7 @@ use crate::config::{Config, ConfigError};
 use crate::error::{DropReason, RpcError, SendError};
 use crate::handshake::{HandshakeAcceptor, HandshakeError};
 use crate::record::{seal_message_into, MessageLayout};
-use crate::rpc::{Incoming, Outgoing};
+use crate::rpc::{Incoming, Outgoing, SegmentBuf};
 use crate::session::{Session, SessionKeys};
 use crate::stats::Stats;
 use crate::timer::{Timer, TimerTable};
@@ -207,10 +208,12 @@ pub struct Endpoint {
     pub(crate) pending_acks: BTreeMap<(SocketAddr, u64), AckIds>,
     /// Outgoing messages that may have packets to send, ranked by bytes
     /// left to send (sender-side SRPT): every sendable message is here, so
-    /// choosing the next packet takes the first entry instead of scanning
-    /// every RPC. Entries may be stale (gone, waiting for a grant, or
-    /// ranked by an old count); `write_next_data` drops or re-ranks those.
-    pub(crate) sendable: BTreeSet<(u64, MsgKey)>,
+    /// choosing the next packet takes the smallest entry instead of
+    /// scanning every RPC. A heap (its vector is reused: no allocation per
+    /// message); `Outgoing::queued` keeps a message from being in it
+    /// twice. Entries may be stale (gone, waiting for a grant, or ranked by
+    /// an old count); `write_next_data` drops or re-ranks those.
+    pub(crate) sendable: BinaryHeap<Reverse<(u64, MsgKey)>>,
     /// Incoming messages that may still need grants (same idea, for
     /// `update_grants`).
     pub(crate) grantable: BTreeSet<MsgKey>,
@@ -239,7 +242,13 @@ pub struct Endpoint {
     /// Spare message buffers: a steady stream of RPCs reuses those of the
     /// RPCs before it (no allocation per message).
     pub(crate) buffers: BufferPool,
+    /// Segment lists of finished incoming messages, for the next ones.
+    pub(crate) spare_segment_lists: Vec<Vec<(u32, SegmentBuf)>>,
 }
+
+/// Segment lists kept for reuse: one per message being received at once
+/// covers a burst; each is a few dozen bytes per entry of capacity.
+const MAX_SPARE_SEGMENT_LISTS: usize = 256;
 
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -265,7 +274,7 @@ impl Endpoint {
             servers: ServerTable::default(),
             control: VecDeque::new(),
             pending_acks: BTreeMap::new(),
-            sendable: BTreeSet::new(),
+            sendable: BinaryHeap::new(),
             grantable: BTreeSet::new(),
             grants_dirty: false,
             ticks: 0,
@@ -281,6 +290,7 @@ impl Endpoint {
             resolved_count: 0,
             handshake_count: 0,
             buffers: BufferPool::default(),
+            spare_segment_lists: Vec::new(),
         })
     }
 
@@ -466,11 +476,11 @@ impl Endpoint {
             restarts: 0,
             restart_pending: false,
         };
-        let (rank, key) = (rpc.request.remaining(), rpc.key());
+        let key = rpc.key();
         let handle = self.clients.insert(rpc);
         self.client_ids.insert(key, handle);
         // A fresh request always has bytes to send (its unscheduled part).
-        self.sendable.insert((rank, MsgKey::Client(handle)));
+        self.mark_sendable(MsgKey::Client(handle));
         self.arm_tick(now);
         Ok(handle)
     }
@@ -489,13 +499,12 @@ impl Endpoint {
             None => return Err(SendError::UnknownRpc),
         }
         let response = self.seal(rpc.peer, rpc.epoch, rpc.id, data)?;
-        let rank = response.remaining();
         if let Some(s) = self.servers.get_mut(&rpc) {
             s.state = ServerState::Responding(response);
             s.silent_ticks = 0;
         }
         // A fresh response always has bytes to send (its unscheduled part).
-        self.sendable.insert((rank, MsgKey::Server(rpc)));
+        self.mark_sendable(MsgKey::Server(rpc));
         self.arm_tick(now);
         Ok(())
     }
@@ -698,7 +707,15 @@ impl Endpoint {
         self.buffers.give(std::mem::take(&mut rpc.request_data));
         self.buffers.give(rpc.request.take_wire());
         if let Some(inc) = rpc.response.take() {
-            inc.recycle(&mut self.buffers);
+            self.recycle_incoming(inc);
+        }
+    }
+
+    /// Keeps a finished incoming message's buffers and segment list.
+    pub(crate) fn recycle_incoming(&mut self, inc: Incoming) {
+        let list = inc.recycle(&mut self.buffers);
+        if list.capacity() > 0 && self.spare_segment_lists.len() < MAX_SPARE_SEGMENT_LISTS {
+            self.spare_segment_lists.push(list);
         }
     }
 
@@ -709,7 +726,7 @@ impl Endpoint {
             return false;
         };
         match rpc.state {
-            ServerState::Receiving(inc) => inc.recycle(&mut self.buffers),
+            ServerState::Receiving(inc) => self.recycle_incoming(inc),
             ServerState::Responding(mut out) => self.buffers.give(out.take_wire()),
             ServerState::InService => {}
         }

@@ -502,9 +502,10 @@ impl Endpoint {
         Ok(MsgKey::Server(key))
     }
 
-    fn new_incoming(&self, h: &DataHeader) -> Incoming {
+    fn new_incoming(&mut self, h: &DataHeader) -> Incoming {
         let cfg = &self.config;
-        Incoming::new(h, cfg.unscheduled_bytes, cfg.max_unopened_bytes)
+        let list = self.spare_segment_lists.pop().unwrap_or_default();
+        Incoming::reuse(list, h, cfg.unscheduled_bytes, cfg.max_unopened_bytes)
     }
 
     pub(crate) fn incoming_mut(&mut self, key: MsgKey) -> Option<&mut Incoming> {
@@ -560,11 +561,16 @@ impl Endpoint {
                 let Some(rpc) = self.servers.get_mut(&k) else {
                     return;
                 };
-                let ServerState::Receiving(inc) = &mut rpc.state else {
+                if !matches!(rpc.state, ServerState::Receiving(_)) {
+                    return;
+                }
+                let ServerState::Receiving(mut inc) =
+                    std::mem::replace(&mut rpc.state, ServerState::InService)
+                else {
                     return;
                 };
                 let data = inc.take_data();
-                rpc.state = ServerState::InService;
+                self.recycle_incoming(inc);
                 if let Some(s) = self.peers.get_mut(&k.peer) {
                     if let Some(e) = s.epoch_mut(k.epoch) {
                         e.replay.mark(k.id);
@@ -584,7 +590,7 @@ impl Endpoint {
             return;
         };
         let data = inc.take_data();
-        inc.recycle(&mut self.buffers);
+        self.recycle_incoming(inc);
         self.recycle_client(rpc);
         self.client_ids.remove(&key);
         self.stats.rpcs_completed += 1;
@@ -610,11 +616,17 @@ impl Endpoint {
     }
 
     /// Sends every pending ACK batch ([`Timer::AckDelay`] expired).
+    /// An entry stays (emptied) while its peer and epoch keep completing
+    /// RPCs, so a steady stream does not allocate a map node per batch;
+    /// entries with nothing to send since the last batch are removed.
     pub(crate) fn send_pending_acks(&mut self) {
-        let pending = std::mem::take(&mut self.pending_acks);
-        for ((peer, epoch), ids) in pending.into_iter().filter(|(_, ids)| !ids.is_empty()) {
+        let mut pending = std::mem::take(&mut self.pending_acks);
+        pending.retain(|_, ids| !ids.is_empty());
+        for (&(peer, epoch), ids) in pending.iter_mut() {
+            let ids = std::mem::take(ids);
             self.queue_control(peer, epoch, 0, Body::Ack(ids));
         }
+        self.pending_acks = pending;
     }
 
     // ---- control ----
@@ -795,17 +807,21 @@ impl Endpoint {
             },
             handle,
         );
+        let mut leftovers = None;
         if let Some(rpc) = self.clients.get_mut(&handle) {
             rpc.epoch = epoch;
             rpc.id = id;
-            let mut old = std::mem::replace(&mut rpc.request, request);
-            self.buffers.give(old.take_wire());
-            if let Some(inc) = rpc.response.take() {
-                inc.recycle(&mut self.buffers);
-            }
+            let old = std::mem::replace(&mut rpc.request, request);
+            leftovers = Some((old, rpc.response.take()));
             rpc.restarts += 1;
             rpc.silent_ticks = 0;
             rpc.restart_pending = false;
+        }
+        if let Some((mut old, response)) = leftovers {
+            self.buffers.give(old.take_wire());
+            if let Some(inc) = response {
+                self.recycle_incoming(inc);
+            }
         }
         self.stats.requests_restarted += 1;
         self.mark_sendable(MsgKey::Client(handle));

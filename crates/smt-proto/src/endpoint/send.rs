@@ -1,5 +1,6 @@
 //! `poll_transmit`: control packets first, then DATA by SRPT.
 
+use std::cmp::Reverse;
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -171,27 +172,33 @@ impl Endpoint {
             stats,
             ..
         } = self;
-        while let Some((rank, key)) = sendable.pop_first() {
-            let Some((k, out)) = outgoing_in(clients, servers, key) else {
+        while let Some(Reverse((rank, key))) = sendable.pop() {
+            let Some((k, out, sending)) = outgoing_in(clients, servers, key) else {
                 continue;
             };
-            if !out.has_sendable() {
-                // Re-added when a grant or resend request arrives.
+            // This entry is gone; the message is queued again below if it
+            // still has something to send, else when a grant or resend
+            // request arrives (or by the tick's rescan).
+            out.queued = false;
+            if !sending || !out.has_sendable() {
                 continue;
             }
             let remaining = out.remaining();
             if remaining != rank {
-                sendable.insert((remaining, key));
+                out.queued = true;
+                sendable.push(Reverse((remaining, key)));
                 continue;
             }
             if to.is_some_and(|to| to != (k.peer, k.epoch) || out.next_packet_len() > buf.len()) {
-                sendable.insert((rank, key));
+                out.queued = true;
+                sendable.push(Reverse((rank, key)));
                 return None;
             }
             let p = out.next_packet()?;
             let len = out.write_packet(p, (ports, k.peer.port()), k.epoch & 1 == 1, k.id, buf);
             if out.has_sendable() {
-                sendable.insert((out.remaining(), key));
+                out.queued = true;
+                sendable.push(Reverse((out.remaining(), key)));
             }
             stats.data_packets_tx += 1;
             if p.retransmit {
@@ -206,28 +213,15 @@ impl Endpoint {
         None
     }
 
-    /// Ranks `key` among the candidates if it has anything to send.
+    /// Ranks `key` among the candidates if it has anything to send and is
+    /// not ranked already.
     pub(crate) fn mark_sendable(&mut self, key: MsgKey) {
-        if let Some(out) = self.outgoing(key) {
-            if out.has_sendable() {
-                let rank = out.remaining();
-                self.sendable.insert((rank, key));
-            }
-        }
-    }
-
-    /// The outgoing message `key` names, if it is still being sent (a
-    /// client's request until its response starts).
-    fn outgoing(&self, key: MsgKey) -> Option<&Outgoing> {
-        match key {
-            MsgKey::Client(h) => {
-                let c = self.clients.get(&h)?;
-                c.response.is_none().then_some(&c.request)
-            }
-            MsgKey::Server(k) => match &self.servers.get(&k)?.state {
-                ServerState::Responding(out) => Some(out),
-                _ => None,
-            },
+        let Some((_, out, true)) = outgoing_in(&mut self.clients, &mut self.servers, key) else {
+            return;
+        };
+        if out.has_sendable() && !out.queued {
+            out.queued = true;
+            self.sendable.push(Reverse((out.remaining(), key)));
         }
     }
 
@@ -251,22 +245,23 @@ impl Endpoint {
     }
 }
 
-/// The outgoing message `key` names with its wire key, if it is still
-/// being sent (a client's request until its response starts); a free
-/// function so the caller can hold other fields of the endpoint at once.
+/// The outgoing message `key` names with its wire key, and whether it is
+/// still being sent (a client's request until its response starts); a
+/// free function so the caller can hold other fields of the endpoint at
+/// once.
 fn outgoing_in<'a>(
     clients: &'a mut super::table::ClientTable,
     servers: &'a mut super::table::ServerTable,
     key: MsgKey,
-) -> Option<(ServerRpcHandle, &'a mut Outgoing)> {
+) -> Option<(ServerRpcHandle, &'a mut Outgoing, bool)> {
     match key {
         MsgKey::Client(h) => {
             let c = clients.get_mut(&h)?;
-            let k = c.key();
-            c.response.is_none().then_some((k, &mut c.request))
+            let (k, sending) = (c.key(), c.response.is_none());
+            Some((k, &mut c.request, sending))
         }
         MsgKey::Server(k) => match &mut servers.get_mut(&k)?.state {
-            ServerState::Responding(out) => Some((k, out)),
+            ServerState::Responding(out) => Some((k, out, true)),
             _ => None,
         },
     }

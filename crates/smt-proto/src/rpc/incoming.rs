@@ -1,5 +1,3 @@
-use std::collections::BTreeMap;
-
 use crate::buffers::{BufferPool, MAX_CLASS, MIN_CLASS};
 use crate::crypto::PacketCipher;
 use crate::error::DropReason;
@@ -41,7 +39,7 @@ pub(crate) enum Accepted {
 
 /// One segment being reassembled from packets.
 #[derive(Debug)]
-struct SegmentBuf {
+pub(crate) struct SegmentBuf {
     len: u32,
     mss: u16,
     buf: Vec<u8>,
@@ -95,7 +93,9 @@ impl SegmentBuf {
 pub(crate) struct Incoming {
     message_len: u32,
     wire_len: u32,
-    segments: BTreeMap<u32, SegmentBuf>,
+    /// Segments being reassembled, by offset (few: the grant window's
+    /// worth). A vector, so a reused `Incoming` keeps its capacity.
+    segments: Vec<(u32, SegmentBuf)>,
     next_segment: u32,
     next_record: u64,
     padded: u64,
@@ -119,11 +119,24 @@ impl Incoming {
     /// A message whose first packet is `h`: `unscheduled` bytes are
     /// granted from the start, and grants run at most `ahead` bytes past
     /// what has been authenticated.
+    #[cfg(any(fuzzing, test))]
     pub fn new(h: &DataHeader, unscheduled: u32, ahead: u32) -> Self {
+        Self::reuse(Vec::new(), h, unscheduled, ahead)
+    }
+
+    /// [`Incoming::new`] in the storage of a finished one (see
+    /// [`Incoming::recycle`]).
+    pub fn reuse(
+        mut segments: Vec<(u32, SegmentBuf)>,
+        h: &DataHeader,
+        unscheduled: u32,
+        ahead: u32,
+    ) -> Self {
+        segments.clear();
         Self {
             message_len: h.message_len,
             wire_len: h.message_wire_len,
-            segments: BTreeMap::new(),
+            segments,
             next_segment: 0,
             next_record: 0,
             padded: 0,
@@ -167,7 +180,7 @@ impl Incoming {
     /// The bytes accepting `h` would allocate: a new segment buffer, or
     /// nothing if its segment is already being reassembled.
     pub fn allocation_for(&self, h: &DataHeader) -> usize {
-        match self.segments.contains_key(&h.segment_offset) {
+        match self.segment_at(h.segment_offset).is_ok() {
             true => 0,
             false => segment_cost(h.segment_len, h.mss),
         }
@@ -213,10 +226,15 @@ impl Incoming {
         }
         self.check_fits(h)?;
         self.held += self.allocation_for(h);
-        let seg = self
-            .segments
-            .entry(h.segment_offset)
-            .or_insert_with(|| SegmentBuf::new(h, pool));
+        let at = match self.segment_at(h.segment_offset) {
+            Ok(at) => at,
+            Err(at) => {
+                let seg = SegmentBuf::new(h, pool);
+                self.segments.insert(at, (h.segment_offset, seg));
+                at
+            }
+        };
+        let seg = &mut self.segments[at].1;
         let index = usize::from(h.packet_index);
         if seg.have[index] != 0 {
             return Err(DropReason::Duplicate);
@@ -289,25 +307,24 @@ impl Incoming {
     /// A packet's segment must be the one already known at its offset, or
     /// fit between its neighbours.
     fn check_fits(&self, h: &DataHeader) -> Result<(), DropReason> {
-        if let Some(seg) = self.segments.get(&h.segment_offset) {
-            let same = seg.len == h.segment_len && seg.mss == h.mss;
-            return if same {
-                Ok(())
-            } else {
-                Err(DropReason::ProtocolViolation)
-            };
-        }
+        let at = match self.segment_at(h.segment_offset) {
+            Ok(at) => {
+                let seg = &self.segments[at].1;
+                let same = seg.len == h.segment_len && seg.mss == h.mss;
+                return if same {
+                    Ok(())
+                } else {
+                    Err(DropReason::ProtocolViolation)
+                };
+            }
+            Err(at) => at,
+        };
         let end = h.segment_offset + h.segment_len;
-        let prev_ok = self
-            .segments
-            .range(..h.segment_offset)
-            .next_back()
+        let prev_ok = at
+            .checked_sub(1)
+            .map(|i| &self.segments[i])
             .is_none_or(|(o, s)| o + s.len <= h.segment_offset);
-        let next_ok = self
-            .segments
-            .range(h.segment_offset..)
-            .next()
-            .is_none_or(|(o, _)| *o >= end);
+        let next_ok = self.segments.get(at).is_none_or(|(o, _)| *o >= end);
         if prev_ok && next_ok {
             Ok(())
         } else {
@@ -403,13 +420,16 @@ impl Incoming {
         self.held += self.data.capacity() - cap;
     }
 
+    /// Where the segment at wire offset `offset` is (`Ok`), or would go.
+    fn segment_at(&self, offset: u32) -> Result<usize, usize> {
+        self.segments.binary_search_by_key(&offset, |(o, _)| *o)
+    }
+
     fn take_next_complete(&mut self) -> Option<SegmentBuf> {
-        let ready = self
-            .segments
-            .get(&self.next_segment)
-            .is_some_and(SegmentBuf::is_complete);
-        if ready {
-            self.segments.remove(&self.next_segment)
+        // Segments open in order, so the next one is the first.
+        let (offset, seg) = self.segments.first()?;
+        if *offset == self.next_segment && seg.is_complete() {
+            Some(self.segments.remove(0).1)
         } else {
             None
         }
@@ -423,12 +443,14 @@ impl Incoming {
     }
 
     /// Hands every buffer still held to `pool` (a message dropped or
-    /// delivered: then only the reassembly leftovers remain).
-    pub fn recycle(self, pool: &mut BufferPool) {
+    /// delivered: then only the reassembly leftovers remain) and returns
+    /// the segment list's storage for [`Incoming::reuse`].
+    pub fn recycle(mut self, pool: &mut BufferPool) -> Vec<(u32, SegmentBuf)> {
         pool.give(self.data);
-        for (_, seg) in self.segments {
+        for (_, seg) in self.segments.drain(..) {
             seg.recycle(pool);
         }
+        self.segments
     }
 
     pub fn take_data(&mut self) -> Vec<u8> {
@@ -445,7 +467,7 @@ impl Incoming {
             _ => out.push((start, len.min(max_len))),
         };
         let mut pos = self.next_segment;
-        for (&off, seg) in &self.segments {
+        for &(off, ref seg) in &self.segments {
             if off > pos {
                 push(pos, off - pos);
             }

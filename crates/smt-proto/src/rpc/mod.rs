@@ -9,5 +9,5 @@ mod outgoing;
 #[cfg(any(fuzzing, test))]
 #[allow(unused_imports)]
 pub(crate) use incoming::SEGMENT_OVERHEAD;
-pub(crate) use incoming::{Accepted, Incoming, MESSAGE_OVERHEAD};
+pub(crate) use incoming::{Accepted, Incoming, SegmentBuf, MESSAGE_OVERHEAD};
 pub(crate) use outgoing::Outgoing;

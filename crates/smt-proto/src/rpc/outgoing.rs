@@ -23,6 +23,9 @@ pub(crate) struct Outgoing {
     cursor_segment: u64,
     cursor_index: u32,
     retransmit: BTreeSet<(u64, u32)>,
+    /// Whether the endpoint's send queue holds an entry for this message
+    /// (so it is not queued twice).
+    pub queued: bool,
 }
 
 impl Outgoing {
@@ -35,6 +38,7 @@ impl Outgoing {
             cursor_segment: 0,
             cursor_index: 0,
             retransmit: BTreeSet::new(),
+            queued: false,
         }
     }
 
