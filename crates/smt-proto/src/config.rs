@@ -4,8 +4,15 @@
 
 use std::time::Duration;
 
+use crate::crypto::TAG_LEN;
 use crate::record::{SeqLayout, MAX_RECORD_PLAINTEXT};
-use crate::wire::DATA_HEADER_LEN;
+use crate::wire::{ACK_MAX_IDS, COMMON_HEADER_LEN, DATA_HEADER_LEN};
+
+/// The smallest `max_datagram_size` the protocol works with: its largest
+/// control packet, a full ACK batch (common header, count, 16 IDs) with its
+/// MAC, must fit in one datagram. (A DATA packet needs 45 bytes; handshake
+/// bytes are cut to fit.)
+pub const MIN_DATAGRAM_SIZE: usize = COMMON_HEADER_LEN + 4 + 8 * ACK_MAX_IDS + TAG_LEN;
 
 /// Length concealment (seed 001 §6.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -195,8 +202,14 @@ impl Config {
     /// Checks that the values can work together.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let err = |s: &str| Err(ConfigError(s.to_string()));
-        if !(DATA_HEADER_LEN + 1..=65535).contains(&self.max_datagram_size) {
-            return err("max_datagram_size must be between 45 and 65535 bytes");
+        if !(MIN_DATAGRAM_SIZE..=65535).contains(&self.max_datagram_size) {
+            return Err(ConfigError(format!(
+                "max_datagram_size is {} bytes; it must be between {MIN_DATAGRAM_SIZE} (the largest \
+                 control packet, a full ACK batch with its MAC) and 65535 bytes; over UDP/IPv4 \
+                 that is an MTU of at least {}",
+                self.max_datagram_size,
+                MIN_DATAGRAM_SIZE + 28
+            )));
         }
         if self.record_size == 0 || self.record_size > MAX_RECORD_PLAINTEXT {
             return err("record_size must be between 1 and 16384 bytes (RFC 8446 §5.1)");

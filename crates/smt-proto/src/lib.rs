@@ -30,7 +30,7 @@ pub mod stats;
 mod timer;
 pub mod wire;
 
-pub use config::{Config, ConfigError, Padding};
+pub use config::{Config, ConfigError, Padding, MIN_DATAGRAM_SIZE};
 pub use endpoint::{
     handshake_kind, Endpoint, Event, KeyResolver, RpcHandle, ServerRpcHandle, Transmit,
 };
