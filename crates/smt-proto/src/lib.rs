@@ -13,6 +13,10 @@
 //! [`Endpoint::handle_datagram`] and come out of [`Endpoint::poll_transmit`].
 //! Clippy bans `Instant::now`, `SystemTime::now`, sockets and threads here
 //! (see `clippy.toml`). Crypto is reached only through [`crypto::PacketCipher`].
+//!
+//! The `sim` feature adds `sim`, the deterministic two-endpoint test
+//! harness (`Pair`) on a virtual clock; this crate's own tests always have
+//! it.
 
 pub mod config;
 pub mod crypto;
@@ -25,6 +29,8 @@ pub mod handshake;
 pub mod record;
 mod rpc;
 pub mod session;
+#[cfg(any(test, feature = "sim"))]
+pub mod sim;
 pub mod stats;
 mod timer;
 pub mod wire;
