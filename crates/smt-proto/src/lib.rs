@@ -43,3 +43,6 @@ pub use error::{DropReason, RpcError, SendError};
 pub use handshake::{AddressProof, Handshake, HandshakeAcceptor, HandshakeError};
 pub use session::{Role, SessionKeys};
 pub use stats::{DropCounts, Stats, Usage};
+
+#[cfg(test)]
+mod tests;
