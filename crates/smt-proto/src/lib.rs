@@ -13,6 +13,10 @@
 //! [`Endpoint::handle_datagram`] and come out of [`Endpoint::poll_transmit`].
 //! Clippy bans `Instant::now`, `SystemTime::now`, sockets and threads here
 //! (see `clippy.toml`). Crypto is reached only through [`crypto::PacketCipher`].
+//!
+//! The `sim` feature adds `sim`, the deterministic two-endpoint test
+//! harness (`Pair`) on a virtual clock; this crate's own tests always have
+//! it.
 
 mod buffers;
 pub mod config;
@@ -26,6 +30,8 @@ pub mod handshake;
 pub mod record;
 mod rpc;
 pub mod session;
+#[cfg(any(test, feature = "sim"))]
+pub mod sim;
 pub mod stats;
 mod timer;
 pub mod wire;
@@ -38,3 +44,6 @@ pub use error::{DropReason, RpcError, SendError};
 pub use handshake::{AddressProof, Handshake, HandshakeAcceptor, HandshakeError};
 pub use session::{Role, SessionKeys};
 pub use stats::{DropCounts, Stats, Usage};
+
+#[cfg(test)]
+mod tests;

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use smt_sim::{KeyKind, Link, Pair};
+use smt_proto::sim::{Link, Pair, TestKeys};
 
 fn seeds() -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
@@ -28,7 +28,7 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
         ("heavy_loss", vec![5000, 70_000, 100], lossy(0.2)),
         ("reordered", vec![1, 9000, 300, 40_000], rough),
     ] {
-        let mut pair = Pair::with_keys(KeyKind::Null, link, 77);
+        let mut pair = Pair::with_keys(TestKeys::Null, link, 77);
         pair.capture = Some(Vec::new());
         for (i, len) in sizes.iter().enumerate() {
             pair.call(&vec![i as u8; *len]);

@@ -2,11 +2,13 @@
 //! many key epochs; IDs restart in each, in-flight RPCs under the old keys
 //! still complete, and nothing is delivered twice.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use smt_proto::record::SeqLayout;
-use smt_proto::{Config, DropReason, SendError};
-use smt_sim::{KeyKind, Link, Outcome, Pair};
+use smt_proto::sim::{Datagram, Link, Outcome, Pair, Verdict};
+use smt_proto::{Config, DropReason, Endpoint, SendError};
+use smt_sim::KeyKind;
 
 /// 8 bits of message ID: 127 client IDs per key epoch.
 fn tiny_ids() -> Config {
@@ -14,6 +16,11 @@ fn tiny_ids() -> Config {
         seq_layout: SeqLayout::new(56).unwrap(),
         ..Config::default()
     }
+}
+
+/// The key epoch of `ep`'s session with `peer`, from its counters.
+fn key_epoch(ep: &Endpoint, peer: SocketAddr) -> Option<u64> {
+    ep.peer_stats(peer).map(|s| s.key_epoch)
 }
 
 fn request(i: u64, len: usize) -> Vec<u8> {
@@ -37,13 +44,13 @@ fn sequential_rpcs_walk_through_many_key_epochs() {
         assert!(pair.run(Duration::from_secs(5)));
         assert_eq!(pair.outcomes[&h], Outcome::Response(req), "RPC {i}");
     }
-    let epoch = pair.client.key_epoch(pair.server_addr).unwrap();
+    let epoch = key_epoch(&pair.client, pair.server_addr).unwrap();
     assert!(
         epoch >= 8,
         "1000 RPCs over 127-ID epochs need several key updates, got {epoch}"
     );
     assert_eq!(
-        pair.server.key_epoch(pair.client_addr),
+        key_epoch(&pair.server, pair.client_addr),
         Some(epoch),
         "both sides agree"
     );
@@ -94,7 +101,7 @@ fn concurrent_rpcs_straddle_key_updates_and_all_complete() {
         assert_eq!(pair.outcomes.get(h), Some(&Outcome::Response(req.clone())));
     }
     assert!(pair.executions.values().all(|&n| n == 1));
-    assert!(pair.client.key_epoch(pair.server_addr).unwrap() >= 20);
+    assert!(key_epoch(&pair.client, pair.server_addr).unwrap() >= 20);
     eprintln!("{pending} sends waited for the previous epoch to drain");
 }
 
@@ -117,14 +124,14 @@ fn forged_key_update_is_rejected() {
     b[12] = (7 << 4) | 1;
     b[13] = 0x19;
     b[28..].fill(0x5a);
-    let d = smt_sim::Datagram {
+    let d = Datagram {
         from: pair.client_addr,
         to: pair.server_addr,
         bytes: b,
     };
     pair.deliver_now(&d);
     assert_eq!(
-        pair.server.key_epoch(pair.client_addr),
+        key_epoch(&pair.server, pair.client_addr),
         Some(0),
         "a forgery must not rekey"
     );
@@ -166,9 +173,9 @@ fn lost_key_updates_are_announced_again() {
     pair.intercept = Some(Box::new(move |d| {
         let p = Packet::new_checked(&d.bytes[..]).unwrap();
         if p.packet_type() == PacketType::KEY_UPDATE && p.id() == 0 && seen.insert(p.key_phase()) {
-            smt_sim::Verdict::Drop
+            Verdict::Drop
         } else {
-            smt_sim::Verdict::Deliver
+            Verdict::Deliver
         }
     }));
     for i in 1..=400u64 {
@@ -177,10 +184,10 @@ fn lost_key_updates_are_announced_again() {
         assert!(pair.run(Duration::from_secs(5)));
         assert_eq!(pair.outcomes[&h], Outcome::Response(req), "RPC {i}");
     }
-    assert!(pair.client.key_epoch(pair.server_addr).unwrap() >= 3);
+    assert!(key_epoch(&pair.client, pair.server_addr).unwrap() >= 3);
     assert_eq!(
-        pair.server.key_epoch(pair.client_addr),
-        pair.client.key_epoch(pair.server_addr)
+        key_epoch(&pair.server, pair.client_addr),
+        key_epoch(&pair.client, pair.server_addr)
     );
 }
 
@@ -203,5 +210,5 @@ fn rekeying_works_with_plaintext_control_packets() {
         assert!(pair.run(Duration::from_secs(5)));
         assert_eq!(pair.outcomes[&h], Outcome::Response(req), "RPC {i}");
     }
-    assert!(pair.server.key_epoch(pair.client_addr).unwrap() >= 3);
+    assert!(key_epoch(&pair.server, pair.client_addr).unwrap() >= 3);
 }

@@ -1,10 +1,12 @@
 //! Scenario tests: one behaviour each, on the deterministic two-endpoint
-//! harness with real AES-GCM keys unless the test says otherwise.
+//! harness with real AES-GCM keys unless the test says otherwise. Those
+//! that read the endpoints' internal state are in `src/tests/scenarios.rs`.
 
 use std::time::Duration;
 
+use smt_proto::sim::{Link, Outcome, Pair, Verdict};
 use smt_proto::{Config, DropReason, RpcError};
-use smt_sim::{KeyKind, Link, Outcome, Pair};
+use smt_sim::KeyKind;
 
 const AES: KeyKind = KeyKind::Aes128(7);
 const LIMIT: Duration = Duration::from_secs(30);
@@ -177,9 +179,9 @@ fn lost_request_is_restarted_under_a_fresh_id() {
         let p = Packet::new_checked(&d.bytes[..]).unwrap();
         if d.to == server && p.packet_type() == PacketType::DATA && p.id() == 2 {
             hold.borrow_mut().push(d.clone());
-            smt_sim::Verdict::Drop
+            Verdict::Drop
         } else {
-            smt_sim::Verdict::Deliver
+            Verdict::Deliver
         }
     }));
     let req = payload(500, 42);
@@ -211,9 +213,9 @@ fn lost_ack_is_recovered_with_need_ack() {
         let p = Packet::new_checked(&d.bytes[..]).unwrap();
         if p.packet_type() == PacketType::ACK && !dropped {
             dropped = true;
-            smt_sim::Verdict::Drop
+            Verdict::Drop
         } else {
-            smt_sim::Verdict::Deliver
+            Verdict::Deliver
         }
     }));
     pair.call(b"ack me");
@@ -225,19 +227,6 @@ fn lost_ack_is_recovered_with_need_ack() {
     );
     pair.run_for(Duration::from_millis(20));
     assert_eq!(pair.server.server_rpcs(), 0, "NEED_ACK brought a fresh ACK");
-}
-
-#[test]
-fn server_frees_every_rpc_after_acks() {
-    let mut pair = Pair::with_keys(AES, Link::default(), 10);
-    for i in 0..100u64 {
-        pair.call(&payload(2000, i));
-    }
-    assert!(pair.run(LIMIT));
-    pair.run_for(Duration::from_millis(5));
-    assert_eq!(pair.server.server_rpcs(), 0);
-    assert_eq!(pair.client.client_rpcs(), 0);
-    assert_eq!(pair.server.incoming_buffered_bytes(), 0);
 }
 
 #[test]
@@ -447,9 +436,9 @@ fn starved_responses_of_a_silent_server_still_time_out() {
             from_server += 1;
         }
         if d.to != server && from_server > 300 {
-            smt_sim::Verdict::Drop
+            Verdict::Drop
         } else {
-            smt_sim::Verdict::Deliver
+            Verdict::Deliver
         }
     }));
     let calls: Vec<_> = (0..24u8).map(|i| pair.call(&[i; 64])).collect();

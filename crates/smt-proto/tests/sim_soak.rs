@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use smt_sim::{KeyKind, Link, Outcome, Pair};
+use smt_proto::sim::{Link, Outcome, Pair};
+use smt_sim::KeyKind;
 
 #[test]
 fn ten_thousand_rpcs_with_loss_and_reordering_all_complete_once() {

@@ -1,9 +1,11 @@
-//! Session keys for simulated pairs.
+//! AES-GCM session keys for simulated pairs (`smt_proto::sim` has only the
+//! null cipher and a test stand-in: the AEAD backend is smt-crypto's).
 
 use std::sync::Arc;
 
 use smt_crypto::{AeadAlgorithm, AesGcmCipher, TrafficKey};
-use smt_proto::crypto::{NullCipher, PacketCipher};
+use smt_proto::crypto::PacketCipher;
+use smt_proto::sim::{null_session, KeySource};
 use smt_proto::{Role, SessionKeys};
 
 use crate::SplitMix64;
@@ -39,16 +41,6 @@ pub fn rekeying_session(seed: u64) -> (SessionKeys, SessionKeys) {
     )
 }
 
-/// Client and server keys of one session with the null cipher.
-pub fn null_session() -> (SessionKeys, SessionKeys) {
-    let a: Arc<dyn PacketCipher> = Arc::new(NullCipher);
-    let b: Arc<dyn PacketCipher> = Arc::new(NullCipher);
-    (
-        SessionKeys::new(Role::Client, a.clone(), b.clone()),
-        SessionKeys::new(Role::Server, b, a),
-    )
-}
-
 /// Client and server keys of one AES-GCM session drawn from `seed`.
 pub fn aes_session(algorithm: AeadAlgorithm, seed: u64) -> (SessionKeys, SessionKeys) {
     let mut rng = SplitMix64::new(seed);
@@ -78,5 +70,11 @@ impl KeyKind {
             Self::Aes256(seed) => aes_session(AeadAlgorithm::Aes256Gcm, seed),
             Self::Aes128Rekeying(seed) => rekeying_session(seed),
         }
+    }
+}
+
+impl KeySource for KeyKind {
+    fn session(&self) -> (SessionKeys, SessionKeys) {
+        KeyKind::session(*self)
     }
 }

@@ -1,5 +1,7 @@
-//! Deterministic simulation for SMT: a two-endpoint harness ([`Pair`]) on a
-//! virtual clock with a seeded, impairable link ([`Link`]), and key helpers.
+//! Deterministic simulation for SMT: the two-endpoint harness ([`Pair`]) on a
+//! virtual clock with a seeded, impairable link ([`Link`]), re-exported from
+//! `smt_proto::sim` where it lives next to the core; AES-GCM keys for it
+//! ([`KeyKind`]); the netsim sweep; a fault-injecting relay for real sockets.
 //!
 //! Everything here is deterministic for a given seed: the same run gives the
 //! same packets, the same drops and the same completion times, so tests can
@@ -7,16 +9,13 @@
 
 pub mod attack;
 mod keys;
-mod link;
 pub mod netsim;
-mod pair;
 pub mod relay;
-mod rng;
 
-pub use keys::{aes_session, null_session, rekeying_session, KeyKind};
-pub use link::{Datagram, Link, Verdict};
-pub use pair::{Outcome, Pair, Side};
+pub use keys::{aes_session, rekeying_session, KeyKind};
 pub use relay::{
     Action, Captured, Direction, DirectionStats, Impairment, Relay, RelayConfig, RelayStats, Tamper,
 };
-pub use rng::SplitMix64;
+pub use smt_proto::sim::{
+    null_session, Datagram, KeySource, Link, LinkStats, Outcome, Pair, Side, SplitMix64, Verdict,
+};

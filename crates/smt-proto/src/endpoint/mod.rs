@@ -322,20 +322,10 @@ impl Endpoint {
         self.servers.len()
     }
 
-    /// The current key epoch of the session with `peer` (0 until the first
-    /// key update).
-    pub fn key_epoch(&self, peer: SocketAddr) -> Option<u64> {
-        self.peers.get(&peer).map(|s| s.current.number)
-    }
-
-    /// Message IDs this endpoint can still allocate towards `peer`.
-    pub fn ids_remaining(&self, peer: SocketAddr) -> Option<u64> {
-        self.peers.get(&peer).map(|s| s.current.ids.remaining())
-    }
-
     /// Bytes held for incoming messages (reassembly buffers and data not
-    /// yet delivered): bounded by the grant window per message.
-    pub fn incoming_buffered_bytes(&self) -> usize {
+    /// yet delivered), counted exactly: tests check `Stats::usage` against it.
+    #[cfg(test)]
+    pub(crate) fn incoming_buffered_bytes(&self) -> usize {
         let client = self.clients.values().filter_map(|c| c.response.as_ref());
         let server = self.servers.values().filter_map(|s| match &s.state {
             ServerState::Receiving(inc) => Some(inc),

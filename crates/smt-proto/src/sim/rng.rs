@@ -1,3 +1,5 @@
+//! The seeded generator behind every random choice of a simulation.
+
 /// SplitMix64: tiny, fast, seedable, good enough to drive a simulation.
 #[derive(Clone, Debug)]
 pub struct SplitMix64(u64);

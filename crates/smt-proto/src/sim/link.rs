@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::SplitMix64;
+use super::SplitMix64;
 
 /// One datagram on the simulated network.
 #[derive(Clone, Debug, PartialEq, Eq)]

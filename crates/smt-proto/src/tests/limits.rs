@@ -3,7 +3,9 @@
 //! floods the server with new message IDs, huge length claims, partial
 //! messages it never completes and packets from new addresses. Each test
 //! checks the bound from `Config`, the drop counter that enforced it and
-//! what `Stats::usage` reports against an exact count.
+//! what `Stats::usage` reports against an exact count, summed from the
+//! endpoint's RPC tables (hence a test inside the crate). The keys are
+//! [`TestKeys::Keyed`]: the attacker cannot make a packet that opens.
 
 // The tests drive a virtual clock; `Instant::now` only picks its origin.
 #![allow(clippy::disallowed_methods)]
@@ -12,12 +14,12 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use smt_proto::wire::{Body, DataHeader, Packet, PacketType, Repr, DATA_HEADER_LEN};
-use smt_proto::{
+use crate::sim::{KeySource, TestKeys};
+use crate::wire::{Body, DataHeader, Packet, PacketType, Repr, DATA_HEADER_LEN};
+use crate::{
     Config, DropReason, Endpoint, Event, Handshake, HandshakeAcceptor, HandshakeError, RpcHandle,
     SessionKeys,
 };
-use smt_sim::KeyKind;
 
 const SEGMENT: u32 = 65536;
 const MSS: u16 = 1428;
@@ -55,7 +57,7 @@ fn forged(id: u64, message_len: u32, segment_offset: u32, segment_len: u32, inde
     buf
 }
 
-/// A server holding AES session keys for `peers` attacker addresses (keys
+/// A server holding session keys for `peers` attacker addresses (keys
 /// the attacker never sees).
 fn server(config: Config, peers: u16) -> Endpoint {
     let config = Config {
@@ -64,7 +66,7 @@ fn server(config: Config, peers: u16) -> Endpoint {
     };
     let mut server = Endpoint::new(config).unwrap();
     for n in 0..peers {
-        let (_, keys) = KeyKind::Aes128(u64::from(n) + 1).session();
+        let (_, keys) = TestKeys::Keyed(u64::from(n) + 1).session();
         server.install_session(attacker(n), keys).unwrap();
     }
     server
@@ -324,7 +326,7 @@ fn resolver_sessions_are_capped() {
     })
     .unwrap();
     server.set_key_resolver(Box::new(|peer: SocketAddr| {
-        Some(KeyKind::Aes128(u64::from(peer.port())).session().1)
+        Some(TestKeys::Keyed(u64::from(peer.port())).session().1)
     }));
     let now = Instant::now();
     for n in 0..20 {
@@ -354,7 +356,7 @@ struct Wire {
 impl Wire {
     fn new(server_config: Config) -> Self {
         let mut wire = Self::without_session(server_config);
-        let (ck, sk) = KeyKind::Aes128(9).session();
+        let (ck, sk) = TestKeys::Keyed(9).session();
         wire.client.install_session(wire.server_addr, ck).unwrap();
         wire.server.install_session(wire.client_addr, sk).unwrap();
         wire
@@ -445,7 +447,7 @@ fn a_legitimate_client_is_served_during_a_flood() {
     let total = config.max_buffered_total as u64;
     let mut wire = Wire::new(config);
     for n in 0..4 {
-        let (_, keys) = KeyKind::Aes128(100 + u64::from(n)).session();
+        let (_, keys) = TestKeys::Keyed(100 + u64::from(n)).session();
         wire.server.install_session(attacker(n), keys).unwrap();
     }
     let mut calls = Vec::new();
@@ -540,7 +542,7 @@ struct GreetingAcceptor;
 
 impl HandshakeAcceptor for GreetingAcceptor {
     fn accept(&mut self, _peer: SocketAddr) -> Option<Box<dyn Handshake>> {
-        Some(Greeting::new(KeyKind::Aes128(21).session().1))
+        Some(Greeting::new(TestKeys::Keyed(21).session().1))
     }
 }
 
@@ -554,9 +556,9 @@ fn idle_handshake_sessions_are_forgotten_and_installed_ones_kept() {
     wire.server
         .set_handshake_acceptor(Box::new(GreetingAcceptor));
     // An installed session the sweep must leave alone.
-    let (_, keys) = KeyKind::Aes128(3).session();
+    let (_, keys) = TestKeys::Keyed(3).session();
     wire.server.install_session(attacker(0), keys).unwrap();
-    let hs = Greeting::new(KeyKind::Aes128(21).session().0);
+    let hs = Greeting::new(TestKeys::Keyed(21).session().0);
     let (now, server_addr) = (wire.now, wire.server_addr);
     wire.client.connect(now, server_addr, hs, 0);
     wire.settle();
@@ -607,7 +609,7 @@ fn handshakes_in_progress_are_capped() {
     let mut wire = Wire::without_session(config);
     wire.server
         .set_handshake_acceptor(Box::new(GreetingAcceptor));
-    let hs = Greeting::new(KeyKind::Aes128(21).session().0);
+    let hs = Greeting::new(TestKeys::Keyed(21).session().0);
     let (now, server_addr) = (wire.now, wire.server_addr);
     wire.client.connect(now, server_addr, hs, 0);
     let mut buf = vec![0; 2048];

@@ -1,0 +1,7 @@
+//! Scenario tests that read the endpoint's internal state, on the
+//! [`Pair`](crate::sim::Pair) harness or a hand-driven endpoint. Tests that
+//! need only the public API (and real AES-GCM keys from smt-sim) are
+//! integration tests in `crates/smt-proto/tests/`.
+
+mod limits;
+mod scenarios;
