@@ -211,6 +211,7 @@ impl ServerTable {
         self.iter().map(|(k, _)| k)
     }
 
+    #[cfg(test)]
     pub fn values(&self) -> impl Iterator<Item = &ServerRpc> {
         self.iter().map(|(_, s)| s)
     }
