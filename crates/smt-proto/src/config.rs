@@ -119,6 +119,15 @@ pub struct Config {
     /// Handshakes in progress at once. A HANDSHAKE packet that would open
     /// one more is dropped (`DropReason::OverLimit`).
     pub max_handshakes: usize,
+    /// Sessions a responder's handshake made whose address nothing
+    /// authenticated has validated yet (a PSK hello, which anyone can send
+    /// from any source, makes one at once). Past it the oldest such
+    /// session is forgotten; and one that stays unvalidated is forgotten
+    /// with its handshake, `abort_ticks` after the handshake's last packet.
+    /// A genuine client validates within a round trip (its first
+    /// authenticated packet), so a flood of spoofed hellos holds at most
+    /// this many sessions and cannot push genuine ones out.
+    pub max_unvalidated_sessions: usize,
     /// Put several packets to the same peer into one datagram, each
     /// unchanged (`docs/protocol.md` § 2.1): small messages, their ACKs and
     /// grants then share system calls and datagrams. Off sends one packet
@@ -160,6 +169,7 @@ impl Default for Config {
             max_unopened_bytes: 16 << 20,
             max_resolved_sessions: 64 * 1024,
             max_handshakes: 4096,
+            max_unvalidated_sessions: 1024,
             session_idle_timeout: Some(Duration::from_secs(600)),
             coalesce: true,
             local_port: 0,
@@ -226,8 +236,13 @@ impl Config {
         if self.tick.is_zero() || self.resend_ticks == 0 || self.abort_ticks <= self.resend_ticks {
             return err("tick must be non-zero and abort_ticks > resend_ticks > 0");
         }
-        if self.replay_window == 0 || self.max_incoming_per_peer == 0 {
-            return err("replay_window and max_incoming_per_peer must be at least 1");
+        if self.replay_window == 0
+            || self.max_incoming_per_peer == 0
+            || self.max_unvalidated_sessions == 0
+        {
+            return err(
+                "replay_window, max_incoming_per_peer and max_unvalidated_sessions must be at least 1",
+            );
         }
         if self.max_incoming_total < self.max_incoming_per_peer
             || self.max_buffered_total < self.max_buffered_per_peer

@@ -53,6 +53,14 @@ pub struct Stats {
     pub retransmitted_packets: u64,
     pub resends_sent: u64,
     pub grants_sent: u64,
+    /// Control packets not sent because their address is not validated
+    /// and its amplification budget (3x the bytes received from it) is
+    /// spent.
+    pub amplification_limited: u64,
+    /// Sessions made by a responder's handshake and forgotten before
+    /// anything authenticated validated their address (expired with their
+    /// handshake, or the oldest past `Config::max_unvalidated_sessions`).
+    pub unvalidated_sessions_dropped: u64,
     pub records_sealed: u64,
     /// Records whose AEAD open was *attempted* (successful or not).
     pub records_opened: u64,

@@ -23,9 +23,10 @@ use crate::SessionKeys;
 const HEADER_LEN: usize = COMMON_HEADER_LEN + 12;
 /// Bytes of a stream's opening remembered to recognise a new handshake.
 const OPENING: usize = 64;
-/// Before keys exist, a responding handshake sends at most this many times
-/// the bytes it received (counting retransmissions), like QUIC's limit.
-const AMPLIFICATION: usize = 3;
+/// Before the peer's address is validated, a responding handshake sends
+/// at most this many times the bytes it received (counting
+/// retransmissions), like QUIC's limit.
+const AMPLIFICATION: usize = super::peer::AMPLIFICATION as usize;
 /// Datagrams buffered per peer while its keys are not installed yet (or
 /// while new keys wait for the peer to prove its address).
 const MAX_EARLY: usize = 64;
@@ -421,6 +422,7 @@ impl Endpoint {
             None => Vec::new(),
         };
         tracing::debug!(%peer, "handshake complete, session keys installed");
+        self.track_unvalidated(peer);
         self.stats.handshakes_completed += 1;
         self.events.push_back(Event::Connected { peer });
         for d in early {
@@ -458,20 +460,63 @@ impl Endpoint {
         let _ = now;
     }
 
+    /// Counts a session a responder's handshake just made, if its address
+    /// is not validated yet, forgetting the oldest such session past
+    /// `Config::max_unvalidated_sessions`.
+    fn track_unvalidated(&mut self, peer: SocketAddr) {
+        let responder = self.handshakes.get(&peer).is_some_and(|c| !c.initiator);
+        if !responder || self.peers.get(&peer).is_none_or(|p| p.validated) {
+            return;
+        }
+        self.unvalidated.push_back(peer);
+        while self.unvalidated.len() > self.config.max_unvalidated_sessions {
+            // Only responders' sessions are queued.
+            if let Some(oldest) = self.unvalidated.pop_front() {
+                self.drop_if_unvalidated(oldest);
+            }
+        }
+    }
+
+    /// Forgets `peer`'s session, which a responder's handshake made, if
+    /// nothing authenticated has come from the address since.
+    fn drop_if_unvalidated(&mut self, peer: SocketAddr) {
+        let unvalidated = self
+            .peers
+            .get(&peer)
+            .is_some_and(|p| !p.validated && p.origin == super::peer::Origin::Handshake);
+        // A newer handshake from this address, as initiator, owns it now.
+        let initiator = self.handshakes.get(&peer).is_some_and(|c| c.initiator);
+        if unvalidated && !initiator {
+            tracing::debug!(%peer, "forgetting a session whose address was never validated");
+            self.remove_session(peer);
+            self.stats.unvalidated_sessions_dropped += 1;
+        }
+    }
+
     /// The anti-amplification rule for `more` bytes to a peer that has not
     /// proven it owns its address (a responder without keys).
+    /// Keys alone do not exempt a responder: a PSK hello installs keys at
+    /// once, from a packet anyone can send with a spoofed source; only an
+    /// authenticated packet from the address does (`Peer::validated`).
     fn may_send_handshake(&self, peer: SocketAddr, more: usize) -> bool {
+        let validated = self.peers.get(&peer).is_some_and(|p| p.validated);
         self.handshakes.get(&peer).is_some_and(|c| {
             c.initiator
-                || c.keys_installed
-                || c.sent_bytes + more <= AMPLIFICATION * c.received_bytes
+                || (c.keys_installed && validated)
+                || c.sent_bytes + wire_bytes(more, self.chunk_len())
+                    <= AMPLIFICATION * c.received_bytes
         })
+    }
+
+    /// Handshake bytes per HANDSHAKE packet.
+    fn chunk_len(&self) -> usize {
+        self.config.max_datagram_size - HEADER_LEN
     }
 
     /// Queues HANDSHAKE packets carrying `sent[start..end]` (or a bare ACK
     /// when the range is empty).
     fn queue_handshake_bytes(&mut self, peer: SocketAddr, start: usize, end: usize) {
-        let chunk = self.config.max_datagram_size - HEADER_LEN;
+        let chunk = self.chunk_len();
         let mut at = start;
         loop {
             let len = (end - at).min(chunk);
@@ -484,7 +529,7 @@ impl Endpoint {
         }
         if let Some(c) = self.handshakes.get_mut(&peer) {
             c.owe_ack = false;
-            c.sent_bytes += end - start;
+            c.sent_bytes += wire_bytes(end - start, chunk);
         }
     }
 
@@ -521,7 +566,10 @@ impl Endpoint {
             let (acked, sent) = (conn.acked as usize, conn.sent.len());
             if silent >= abort {
                 if done {
-                    self.remove_handshake(peer);
+                    let responder = self.remove_handshake(peer).is_some_and(|c| !c.initiator);
+                    if responder {
+                        self.drop_if_unvalidated(peer);
+                    }
                 } else {
                     self.fail_handshake(now, peer, HandshakeError::Timeout);
                 }
@@ -590,6 +638,12 @@ fn emit_handshake(
     };
     repr.emit(&mut Packet::new_unchecked(&mut buf[..HEADER_LEN]));
     buf[HEADER_LEN..HEADER_LEN + chunk.len()].copy_from_slice(chunk);
+}
+
+/// Datagram bytes that carry `len` handshake bytes in `chunk`-byte
+/// packets (a bare ACK when `len` is 0).
+fn wire_bytes(len: usize, chunk: usize) -> usize {
+    len + HEADER_LEN * len.div_ceil(chunk).max(1)
 }
 
 fn conn_owes_ack(ep: &Endpoint, peer: SocketAddr) -> bool {

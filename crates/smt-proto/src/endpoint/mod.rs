@@ -244,6 +244,10 @@ pub struct Endpoint {
     pub(crate) buffers: BufferPool,
     /// Segment lists of finished incoming messages, for the next ones.
     pub(crate) spare_segment_lists: Vec<Vec<(u32, SegmentBuf)>>,
+    /// Addresses of sessions a responder's handshake made, oldest first,
+    /// for `Config::max_unvalidated_sessions` (entries whose session has
+    /// since been validated or replaced are skipped when they come up).
+    pub(crate) unvalidated: VecDeque<SocketAddr>,
 }
 
 /// Segment lists kept for reuse: one per message being received at once
@@ -291,6 +295,7 @@ impl Endpoint {
             handshake_count: 0,
             buffers: BufferPool::default(),
             spare_segment_lists: Vec::new(),
+            unvalidated: VecDeque::new(),
         })
     }
 

@@ -35,7 +35,24 @@ pub(crate) struct Peer {
     /// What its partially received messages hold (limits.rs): never below
     /// the truth, exact after each recount.
     pub usage: Charge,
+    /// Something authenticated under this session arrived from the
+    /// address: whoever sends from it holds the keys, so it is not a
+    /// spoofed victim. Until then, what we send it in reaction to its
+    /// packets is bounded by [`AMPLIFICATION`] times what it sent.
+    pub validated: bool,
+    /// Datagram bytes received from the address (authenticated or not),
+    /// and bytes of reactive control packets sent to it, while it is not
+    /// validated.
+    pub rx_bytes: u64,
+    pub reactive_tx_bytes: u64,
 }
+
+/// Before a peer's address is validated, reactive packets to it (RESEND,
+/// GRANT, BUSY, RPC_UNKNOWN, NEED_ACK, handshake retransmissions) carry at
+/// most this many times the bytes received from it, as QUIC limits a
+/// server before address validation (RFC 9000 §8): a spoofed source cannot
+/// use us as an amplifier.
+pub(crate) const AMPLIFICATION: u64 = 3;
 
 impl Peer {
     pub fn new(session: Session, origin: Origin) -> Self {
@@ -44,7 +61,32 @@ impl Peer {
             origin,
             heard: None,
             usage: Charge::default(),
+            validated: false,
+            rx_bytes: 0,
+            reactive_tx_bytes: 0,
         }
+    }
+}
+
+impl Peer {
+    /// Records that something authenticated arrived at `now`.
+    pub fn authenticated(&mut self, now: Instant) {
+        self.heard = Some(now);
+        self.validated = true;
+    }
+
+    /// Whether a reactive packet of `len` bytes may go to the peer, and
+    /// if so counts it.
+    pub fn may_react(&mut self, len: usize) -> bool {
+        if self.validated {
+            return true;
+        }
+        let after = self.reactive_tx_bytes + len as u64;
+        if after > AMPLIFICATION * self.rx_bytes {
+            return false;
+        }
+        self.reactive_tx_bytes = after;
+        true
     }
 }
 

@@ -132,8 +132,11 @@ impl Endpoint {
             .get_mut(&from)
             .ok_or(DropReason::UnknownSession)?;
         peer.session.stats.datagrams_rx += 1;
+        if !peer.validated {
+            peer.rx_bytes += datagram.len() as u64;
+        }
         if ty == PacketType::KEY_UPDATE {
-            return self.on_key_update(from, phase, datagram);
+            return self.on_key_update(now, from, phase, datagram);
         }
         let epoch = peer
             .session
@@ -145,7 +148,9 @@ impl Endpoint {
                 .rx
                 .verify_control_tag(body, tag)
                 .map_err(|_| DropReason::BadControlTag)?;
-            peer.heard = Some(now);
+            // `Peer::authenticated`, field by field: `epoch` borrows the
+            // session.
+            (peer.heard, peer.validated) = (Some(now), true);
             Packet::new_checked(body).map_err(|_| DropReason::Malformed)?
         } else {
             packet
@@ -177,6 +182,7 @@ impl Endpoint {
     /// make us drop the previous epoch.
     fn on_key_update(
         &mut self,
+        now: Instant,
         from: SocketAddr,
         phase: bool,
         datagram: &[u8],
@@ -204,6 +210,9 @@ impl Endpoint {
                 true => DropReason::Duplicate,
                 false => DropReason::BadControlTag,
             });
+        }
+        if let Some(p) = self.peers.get_mut(&from) {
+            p.authenticated(now);
         }
         let packet = Packet::new_checked(body).map_err(|_| DropReason::Malformed)?;
         let repr = Repr::parse(&packet).map_err(|_| DropReason::Malformed)?;
@@ -391,7 +400,7 @@ impl Endpoint {
         if let Some(p) = peer.as_deref_mut() {
             p.session.stats.records_opened += opened;
             if result.is_ok() && opened > 0 {
-                p.heard = Some(now);
+                p.authenticated(now);
             }
         }
         if grown > 0 {

@@ -113,6 +113,21 @@ impl Endpoint {
         t
     }
 
+    /// Whether a control packet may go to `peer`: reactive packets about
+    /// its requests (or about IDs we do not know) to an address not yet
+    /// validated are bounded by the amplification budget (peer.rs). ACKs
+    /// and packets about our own calls go to a server the application
+    /// chose to call, and KEY_UPDATE answers an authenticated packet.
+    fn may_react(&mut self, peer: SocketAddr, repr: &Repr, len: usize) -> bool {
+        if matches!(repr.body, Body::Ack(_) | Body::KeyUpdate) {
+            return true;
+        }
+        let Some(p) = self.peers.get_mut(&peer) else {
+            return true;
+        };
+        p.session.is_local_id(repr.id) || p.may_react(len)
+    }
+
     fn write_control(
         &mut self,
         peer: SocketAddr,
@@ -122,6 +137,11 @@ impl Endpoint {
     ) -> Option<Transmit> {
         let len = repr.buffer_len();
         let total = self.control_len(repr);
+        if !self.may_react(peer, repr, total) {
+            tracing::debug!(%peer, "control packet to an unvalidated address over its amplification budget: dropped");
+            self.stats.amplification_limited += 1;
+            return None;
+        }
         if total > buf.len() {
             // Only a datagram size below what the configuration checks
             // allow could cause it; dropping beats a panic (the peer asks

@@ -1,0 +1,349 @@
+//! What a sender without keys can make a server send to an address it
+//! spoofs, and hold for it (issue #11). A PSK-style responder installs
+//! keys as soon as a hello arrives, from a packet anyone can send; until
+//! something authenticated comes from the address, everything sent there
+//! in reaction (handshake retransmissions, RESEND, GRANT, BUSY,
+//! RPC_UNKNOWN, NEED_ACK) carries at most 3x the bytes received from it,
+//! and such sessions are capped and expire. A genuine client, which
+//! validates its address with its first authenticated packet, is not
+//! slowed. Sans-IO, virtual clock.
+
+// Tests pick their own starting instant; the core still takes `now`.
+#![allow(clippy::disallowed_methods)]
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use smt_crypto::AeadAlgorithm;
+use smt_proto::wire::{Body, DataHeader, Packet, Repr, COMMON_HEADER_LEN, DATA_HEADER_LEN};
+use smt_proto::{
+    AddressProof, Config, Endpoint, Event, Handshake, HandshakeAcceptor, HandshakeError,
+    SessionKeys,
+};
+
+const SERVER_PORT: u16 = 5000;
+const HELLO: &[u8] = b"a 24-byte psk-like hello";
+const REPLY_LEN: usize = 60;
+
+fn server_addr() -> SocketAddr {
+    format!("10.0.0.2:{SERVER_PORT}").parse().unwrap()
+}
+
+/// The `i`th spoofed victim address.
+fn victim(i: u32) -> SocketAddr {
+    SocketAddr::from(([10, 9, (i >> 8) as u8, i as u8], 7000 + (i % 1000) as u16))
+}
+
+/// Session keys both sides of `client` derive (as a PSK exchange would
+/// from the master secret and both nonces).
+fn keys_for(client: SocketAddr, server: bool) -> SessionKeys {
+    let seed = match client {
+        SocketAddr::V4(a) => u64::from(u32::from(*a.ip())) << 16 | u64::from(a.port()),
+        SocketAddr::V6(a) => u64::from(a.port()),
+    };
+    let (c, s) = smt_sim::aes_session(AeadAlgorithm::Aes128Gcm, seed);
+    if server {
+        s
+    } else {
+        c
+    }
+}
+
+/// A PSK-like exchange: the initiator says `HELLO`, the responder answers
+/// `REPLY_LEN` bytes and installs keys at once (so its address is proven
+/// only by the first authenticated packet, as PSK's is).
+#[derive(Debug)]
+struct Psk {
+    peer: SocketAddr,
+    responder: bool,
+    heard: bool,
+    said: bool,
+    keys: Option<SessionKeys>,
+}
+
+impl Handshake for Psk {
+    fn read(&mut self, data: &[u8]) -> Result<(), HandshakeError> {
+        if !self.heard && !data.is_empty() {
+            self.heard = true;
+            self.keys = Some(keys_for(self.peer, self.responder));
+        }
+        Ok(())
+    }
+    fn write(&mut self, out: &mut Vec<u8>) {
+        if self.said || (self.responder && !self.heard) {
+            return;
+        }
+        self.said = true;
+        match self.responder {
+            true => out.extend_from_slice(&[0x5a; REPLY_LEN]),
+            false => out.extend_from_slice(HELLO),
+        }
+    }
+    fn take_keys(&mut self) -> Option<SessionKeys> {
+        self.keys.take()
+    }
+    fn address_proof(&self) -> AddressProof {
+        AddressProof::FirstKeys
+    }
+}
+
+struct Acceptor;
+
+impl HandshakeAcceptor for Acceptor {
+    fn accept(&mut self, peer: SocketAddr) -> Option<Box<dyn Handshake>> {
+        Some(Box::new(Psk {
+            peer,
+            responder: true,
+            heard: false,
+            said: false,
+            keys: None,
+        }))
+    }
+}
+
+fn server(max_unvalidated: usize) -> Endpoint {
+    let config = Config {
+        local_port: SERVER_PORT,
+        max_unvalidated_sessions: max_unvalidated,
+        ..Config::default()
+    };
+    let mut ep = Endpoint::new(config).expect("valid config");
+    ep.set_handshake_acceptor(Box::new(Acceptor));
+    ep
+}
+
+fn hello_from(from: SocketAddr) -> Vec<u8> {
+    let repr = Repr {
+        src_port: from.port(),
+        dst_port: SERVER_PORT,
+        key_phase: false,
+        id: 0,
+        body: Body::Handshake {
+            offset: 0,
+            ack: 0,
+            len: HELLO.len() as u16,
+            kind: 0,
+        },
+    };
+    let mut buf = vec![0; COMMON_HEADER_LEN + 12];
+    repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
+    buf.extend_from_slice(HELLO);
+    buf
+}
+
+/// The first packet of message `id`, claiming `message_len` bytes, with
+/// garbage where its record would be (the sender has no keys).
+fn first_data_packet(from: SocketAddr, id: u64, message_len: u32) -> Vec<u8> {
+    // Tiny packets: the most reaction per byte sent.
+    let mss = 16u16;
+    let h = DataHeader {
+        message_len,
+        message_wire_len: message_len + message_len / 16_384 * 22 + 22,
+        segment_offset: 0,
+        segment_len: 16_406,
+        mss,
+        packet_index: 0,
+        retransmit: false,
+        incoming: 72_000,
+    };
+    let repr = Repr {
+        src_port: from.port(),
+        dst_port: SERVER_PORT,
+        key_phase: false,
+        id,
+        body: Body::Data(h),
+    };
+    let mut buf = vec![0; DATA_HEADER_LEN + usize::from(mss)];
+    repr.emit(&mut Packet::new_unchecked(&mut buf[..DATA_HEADER_LEN]));
+    buf
+}
+
+/// Bytes the server sent, by destination, from now until `until`, ticking
+/// every millisecond.
+fn run(
+    server: &mut Endpoint,
+    now: &mut Instant,
+    until: Instant,
+    out: &mut HashMap<SocketAddr, u64>,
+) {
+    let mut buf = vec![0; 65_536];
+    loop {
+        while let Some(t) = server.poll_transmit(*now, &mut buf) {
+            *out.entry(t.destination).or_default() += t.len as u64;
+        }
+        if *now >= until {
+            return;
+        }
+        *now += Duration::from_millis(1);
+        server.handle_timeout(*now);
+    }
+}
+
+fn assert_amplification_at_most_3x(
+    sent: &HashMap<SocketAddr, u64>,
+    received: &HashMap<SocketAddr, u64>,
+) {
+    for (addr, &rx) in received {
+        let tx = sent.get(addr).copied().unwrap_or(0);
+        assert!(
+            tx <= 3 * rx,
+            "{addr}: sent {tx} bytes for {rx} received ({:.1}x)",
+            tx as f64 / rx as f64
+        );
+    }
+}
+
+#[test]
+fn spoofed_hellos_get_at_most_three_times_their_bytes_back() {
+    let mut server = server(1024);
+    let mut now = Instant::now();
+    let start = now;
+    let (mut sent, mut received) = (HashMap::new(), HashMap::new());
+    for i in 0..200 {
+        let hello = hello_from(victim(i));
+        server.handle_datagram(now, victim(i), &hello);
+        *received.entry(victim(i)).or_default() += hello.len() as u64;
+    }
+    // The replies are never acknowledged: retransmissions until the
+    // handshakes give up.
+    run(
+        &mut server,
+        &mut now,
+        start + Duration::from_millis(500),
+        &mut sent,
+    );
+    assert_amplification_at_most_3x(&sent, &received);
+    assert_eq!(
+        server.stats().usage.sessions,
+        0,
+        "expired with their handshakes"
+    );
+}
+
+#[test]
+fn spoofed_data_after_a_hello_gets_at_most_three_times_its_bytes_back() {
+    let mut server = server(1024);
+    let mut now = Instant::now();
+    let start = now;
+    let (mut sent, mut received) = (HashMap::new(), HashMap::new());
+    let v = victim(1);
+    let mut offer = |server: &mut Endpoint, now: Instant, d: Vec<u8>| {
+        server.handle_datagram(now, v, &d);
+        *received.entry(v).or_default() += d.len() as u64;
+    };
+    offer(&mut server, now, hello_from(v));
+    // 200 first packets of 64 MiB messages: each would want RESENDs for
+    // the rest of its first segment, every few ticks, until it expires.
+    for n in 0..200u64 {
+        offer(&mut server, now, first_data_packet(v, 2 * n + 2, 64 << 20));
+    }
+    run(
+        &mut server,
+        &mut now,
+        start + Duration::from_millis(1_000),
+        &mut sent,
+    );
+    assert_amplification_at_most_3x(&sent, &received);
+    assert!(
+        server.stats().amplification_limited > 0,
+        "the budget was what held it back: {:?}",
+        server.stats()
+    );
+}
+
+#[test]
+fn sessions_of_spoofed_hellos_are_capped_and_expire() {
+    let mut server = server(100);
+    let mut now = Instant::now();
+    let start = now;
+    let mut sent = HashMap::new();
+    for i in 0..1_000 {
+        server.handle_datagram(now, victim(i), &hello_from(victim(i)));
+        assert!(
+            server.stats().usage.sessions <= 100,
+            "capped while the flood lasts"
+        );
+    }
+    assert_eq!(server.stats().unvalidated_sessions_dropped, 900);
+    run(
+        &mut server,
+        &mut now,
+        start + Duration::from_millis(300),
+        &mut sent,
+    );
+    assert_eq!(
+        server.stats().usage.sessions,
+        0,
+        "expired with their handshakes"
+    );
+    assert_eq!(server.stats().unvalidated_sessions_dropped, 1_000);
+}
+
+/// A genuine PSK client during a flood of spoofed hellos: it validates
+/// its address with its first authenticated packet, keeps its session
+/// whatever the flood does to the cap, and its calls complete.
+#[test]
+fn a_genuine_client_gets_in_and_stays_during_a_hello_flood() {
+    let mut server = server(50);
+    let client_addr: SocketAddr = "10.0.0.1:4000".parse().unwrap();
+    let config = Config {
+        local_port: client_addr.port(),
+        ..Config::default()
+    };
+    let mut client = Endpoint::new(config).expect("valid config");
+    let mut now = Instant::now();
+    client.connect(
+        now,
+        server_addr(),
+        Box::new(Psk {
+            peer: client_addr,
+            responder: false,
+            heard: false,
+            said: false,
+            keys: None,
+        }),
+        0,
+    );
+    let mut buf = vec![0; 65_536];
+    let mut flood = 0u32;
+    let mut done = 0;
+    let mut calls = 0;
+    for _ in 0..400 {
+        for _ in 0..20 {
+            server.handle_datagram(now, victim(flood), &hello_from(victim(flood)));
+            flood += 1;
+        }
+        while let Some(t) = client.poll_transmit(now, &mut buf) {
+            server.handle_datagram(now, client_addr, &buf[..t.len]);
+        }
+        while let Some(t) = server.poll_transmit(now, &mut buf) {
+            if t.destination == client_addr {
+                client.handle_datagram(now, server_addr(), &buf[..t.len]);
+            }
+        }
+        while let Some(e) = server.poll_event() {
+            if let Event::Request { rpc, data } = e {
+                server.send_response(now, rpc, &data).expect("in service");
+            }
+        }
+        while let Some(e) = client.poll_event() {
+            match e {
+                Event::Connected { .. } => {}
+                Event::Response { .. } => done += 1,
+                other => panic!("genuine client: {other:?}"),
+            }
+        }
+        if client.peer_stats(server_addr()).is_some() && calls < 100 {
+            client
+                .send_request(now, server_addr(), b"genuine")
+                .expect("session");
+            calls += 1;
+        }
+        now += Duration::from_millis(1);
+        client.handle_timeout(now);
+        server.handle_timeout(now);
+    }
+    assert_eq!((calls, done), (100, 100), "every genuine call completed");
+    assert!(server.stats().unvalidated_sessions_dropped > 7_000);
+}
