@@ -212,6 +212,8 @@ fn run(args: &Args) -> Result<ExitCode, String> {
     } else {
         args.classes.clone()
     };
+    // The order, each class once.
+    wanted.sort();
     wanted.dedup();
     println!("{}", preamble(&env, &plan, args.long));
     let mut floods = Vec::new();
