@@ -1,0 +1,157 @@
+//! The `smt server` process under attack: started fresh for each class,
+//! watched through `/proc/<pid>/status`, killed when dropped.
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How the server authenticates clients.
+#[derive(Clone, Debug)]
+pub enum ServerKeys {
+    /// The PSK nonce exchange with this master (hex), given through the
+    /// environment (`SMT_PSK`) so it stays out of the process list.
+    Psk(String),
+    /// TLS 1.3 with this certificate chain and key (PEM files).
+    Tls { cert: PathBuf, key: PathBuf },
+}
+
+/// Resident memory of the server process, from `/proc/<pid>/status`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Memory {
+    /// `VmRSS`: resident now, KiB.
+    pub rss_kib: u64,
+    /// `VmHWM`: the peak resident size so far, KiB.
+    pub hwm_kib: u64,
+}
+
+/// A running `smt server` child process.
+#[derive(Debug)]
+pub struct Server {
+    child: Child,
+    addr: SocketAddr,
+    last_line: Arc<Mutex<String>>,
+}
+
+impl Server {
+    /// Starts `smt server` on a free loopback port and waits (at most 10 s)
+    /// until it says it is listening.
+    pub fn start(smt: &Path, keys: &ServerKeys) -> Result<Self, String> {
+        let addr = free_port()?;
+        let mut cmd = Command::new(smt);
+        cmd.args(["server", "--listen", &addr.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        match keys {
+            ServerKeys::Psk(hex) => {
+                cmd.env("SMT_PSK", hex);
+            }
+            ServerKeys::Tls { cert, key } => {
+                cmd.env_remove("SMT_PSK")
+                    .arg("--cert")
+                    .arg(cert)
+                    .arg("--key")
+                    .arg(key);
+            }
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {} server: {e}", smt.display()))?;
+        let Some(stdout) = child.stdout.take() else {
+            let _ = child.kill();
+            return Err("no stdout pipe from the server".into());
+        };
+        let last_line = Arc::new(Mutex::new(String::new()));
+        let ready = drain_output(stdout, last_line.clone());
+        let server = Self {
+            child,
+            addr,
+            last_line,
+        };
+        match ready.recv_timeout(Duration::from_secs(10)) {
+            Ok(line) if line.starts_with("smt server on") => Ok(server),
+            Ok(line) => Err(format!("unexpected first line from the server: {line:?}")),
+            Err(_) => Err(format!(
+                "the server ({}) did not report listening within 10 s",
+                smt.display()
+            )),
+        }
+    }
+
+    /// The address the server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The process ID.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the process is still running.
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Resident memory now and at its peak, if the process can be read.
+    pub fn memory(&self) -> Option<Memory> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).ok()?;
+        let field = |name: &str| -> Option<u64> {
+            let line = status.lines().find(|l| l.starts_with(name))?;
+            line.split_whitespace().nth(1)?.parse().ok()
+        };
+        Some(Memory {
+            rss_kib: field("VmRSS:")?,
+            hwm_kib: field("VmHWM:")?,
+        })
+    }
+
+    /// The last counter line the server printed (it prints one a second).
+    pub fn last_stats(&self) -> String {
+        self.last_line.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Reads the server's stdout until it closes: the first line goes to the
+/// returned channel, every line to `last` (the pipe must keep draining or
+/// the server would block on its once-a-second report).
+fn drain_output(
+    stdout: std::process::ChildStdout,
+    last: Arc<Mutex<String>>,
+) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut first = true;
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if first {
+                let _ = tx.send(line.clone());
+                first = false;
+            }
+            if let Ok(mut slot) = last.lock() {
+                *slot = line;
+            }
+        }
+    });
+    rx
+}
+
+/// A loopback UDP port nobody uses at the moment of asking.
+fn free_port() -> Result<SocketAddr, String> {
+    let probe =
+        UdpSocket::bind("127.0.0.1:0").map_err(|e| format!("cannot bind a probe socket: {e}"))?;
+    probe
+        .local_addr()
+        .map_err(|e| format!("cannot read the probe socket's address: {e}"))
+}
