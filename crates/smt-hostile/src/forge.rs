@@ -50,6 +50,7 @@ pub fn handshake(dst_port: u16, kind: u8, offset: u32, data: &[u8]) -> Vec<u8> {
         ack: 0,
         len,
         kind,
+        flags: 0,
     };
     emit(dst_port, 0, false, body, &data[..usize::from(len)])
 }

@@ -128,6 +128,12 @@ pub struct Config {
     /// authenticated packet), so a flood of spoofed hellos holds at most
     /// this many sessions and cannot push genuine ones out.
     pub max_unvalidated_sessions: usize,
+    /// With a retry key set (`Endpoint::set_retry_key`): once this many
+    /// handshakes are in progress (or just finished), a handshake opening
+    /// without a valid token is answered with a stateless RETRY instead of
+    /// being processed, so spoofed openings cost one MAC and no state, and
+    /// a genuine client pays one round trip more. 0 retries every opening.
+    pub retry_above_handshakes: usize,
     /// Put several packets to the same peer into one datagram, each
     /// unchanged (`docs/protocol.md` § 2.1): small messages, their ACKs and
     /// grants then share system calls and datagrams. Off sends one packet
@@ -170,6 +176,7 @@ impl Default for Config {
             max_resolved_sessions: 64 * 1024,
             max_handshakes: 4096,
             max_unvalidated_sessions: 1024,
+            retry_above_handshakes: 64,
             session_idle_timeout: Some(Duration::from_secs(600)),
             coalesce: true,
             local_port: 0,

@@ -46,11 +46,14 @@ pub enum DropReason {
     /// A handshake packet this side cannot use (no handshake configured,
     /// or outside the handshake's stream).
     Handshake,
+    /// A handshake opening whose retry token is forged, expired or for
+    /// another address or kind.
+    BadToken,
 }
 
 impl DropReason {
     /// Every reason, in counter order.
-    pub const ALL: [Self; 14] = [
+    pub const ALL: [Self; 15] = [
         Self::Malformed,
         Self::UnknownType,
         Self::WrongPort,
@@ -65,6 +68,7 @@ impl DropReason {
         Self::Unsupported,
         Self::KeyPhase,
         Self::Handshake,
+        Self::BadToken,
     ];
 
     /// Whether a packet dropped for this reason takes the rest of its
@@ -103,6 +107,7 @@ impl DropReason {
             Self::Unsupported => "unsupported",
             Self::KeyPhase => "key_phase",
             Self::Handshake => "handshake",
+            Self::BadToken => "bad_token",
         }
     }
 

@@ -61,6 +61,10 @@ pub struct Stats {
     /// anything authenticated validated their address (expired with their
     /// handshake, or the oldest past `Config::max_unvalidated_sessions`).
     pub unvalidated_sessions_dropped: u64,
+    /// Handshake openings answered with a stateless RETRY, and openings
+    /// whose retry token was accepted.
+    pub retries_sent: u64,
+    pub retry_tokens_accepted: u64,
     pub records_sealed: u64,
     /// Records whose AEAD open was *attempted* (successful or not).
     pub records_opened: u64,

@@ -6,7 +6,9 @@
 //! RPC_UNKNOWN, NEED_ACK) carries at most 3x the bytes received from it,
 //! and such sessions are capped and expire. A genuine client, which
 //! validates its address with its first authenticated packet, is not
-//! slowed. Sans-IO, virtual clock.
+//! slowed. With a retry key, openings past a threshold get a stateless
+//! RETRY instead (no state at all); a genuine client opens again with its
+//! token. Sans-IO, virtual clock.
 
 // Tests pick their own starting instant; the core still takes `now`.
 #![allow(clippy::disallowed_methods)]
@@ -16,10 +18,11 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use smt_crypto::AeadAlgorithm;
+use smt_proto::sim::KeyedCipher;
 use smt_proto::wire::{Body, DataHeader, Packet, Repr, COMMON_HEADER_LEN, DATA_HEADER_LEN};
 use smt_proto::{
-    AddressProof, Config, Endpoint, Event, Handshake, HandshakeAcceptor, HandshakeError,
-    SessionKeys,
+    AddressProof, Config, DropReason, Endpoint, Event, Handshake, HandshakeAcceptor,
+    HandshakeError, SessionKeys,
 };
 
 const SERVER_PORT: u16 = 5000;
@@ -113,6 +116,19 @@ fn server(max_unvalidated: usize) -> Endpoint {
     ep
 }
 
+/// A server that retries openings once `above` handshakes are in progress.
+fn retrying_server(above: usize) -> Endpoint {
+    let config = Config {
+        local_port: SERVER_PORT,
+        retry_above_handshakes: above,
+        ..Config::default()
+    };
+    let mut ep = Endpoint::new(config).expect("valid config");
+    ep.set_handshake_acceptor(Box::new(Acceptor));
+    ep.set_retry_key(std::sync::Arc::new(KeyedCipher::new(99)));
+    ep
+}
+
 fn hello_from(from: SocketAddr) -> Vec<u8> {
     let repr = Repr {
         src_port: from.port(),
@@ -124,6 +140,7 @@ fn hello_from(from: SocketAddr) -> Vec<u8> {
             ack: 0,
             len: HELLO.len() as u16,
             kind: 0,
+            flags: 0,
         },
     };
     let mut buf = vec![0; COMMON_HEADER_LEN + 12];
@@ -286,6 +303,27 @@ fn sessions_of_spoofed_hellos_are_capped_and_expire() {
 #[test]
 fn a_genuine_client_gets_in_and_stays_during_a_hello_flood() {
     let mut server = server(50);
+    genuine_client_during_flood(&mut server);
+    assert!(server.stats().unvalidated_sessions_dropped > 7_000);
+}
+
+/// The same with stateless retry past 20 handshakes: the flood holds at
+/// most that many handshakes, the rest get a RETRY and nothing else, and
+/// the genuine client opens again with its token.
+#[test]
+fn a_genuine_client_gets_in_through_a_retry_during_a_hello_flood() {
+    let mut server = retrying_server(20);
+    genuine_client_during_flood(&mut server);
+    let s = server.stats();
+    assert!(s.retries_sent > 7_000, "{s:?}");
+    assert!(s.usage.sessions <= 21, "{s:?}");
+    assert_eq!(
+        s.retry_tokens_accepted, 1,
+        "the genuine client came back with its token"
+    );
+}
+
+fn genuine_client_during_flood(server: &mut Endpoint) {
     let client_addr: SocketAddr = "10.0.0.1:4000".parse().unwrap();
     let config = Config {
         local_port: client_addr.port(),
@@ -345,5 +383,58 @@ fn a_genuine_client_gets_in_and_stays_during_a_hello_flood() {
         server.handle_timeout(now);
     }
     assert_eq!((calls, done), (100, 100), "every genuine call completed");
-    assert!(server.stats().unvalidated_sessions_dropped > 7_000);
+}
+
+#[test]
+fn retried_openings_leave_no_state_and_small_answers() {
+    let mut server = retrying_server(0);
+    let mut now = Instant::now();
+    let start = now;
+    let (mut sent, mut received) = (HashMap::new(), HashMap::new());
+    for i in 0..1_000 {
+        let hello = hello_from(victim(i));
+        server.handle_datagram(now, victim(i), &hello);
+        *received.entry(victim(i)).or_default() += hello.len() as u64;
+    }
+    assert_eq!(server.stats().usage.handshakes, 0);
+    run(
+        &mut server,
+        &mut now,
+        start + Duration::from_millis(300),
+        &mut sent,
+    );
+    assert_amplification_at_most_3x(&sent, &received);
+    let s = server.stats();
+    assert_eq!(
+        (s.retries_sent, s.usage.sessions, s.datagrams_tx),
+        (1_000, 0, 1_000)
+    );
+}
+
+#[test]
+fn forged_or_foreign_tokens_open_nothing() {
+    let mut server = retrying_server(0);
+    let now = Instant::now();
+    let v = victim(3);
+    // A token for another address: take the RETRY victim(4) got.
+    server.handle_datagram(now, victim(4), &hello_from(victim(4)));
+    let mut buf = vec![0; 65_536];
+    let t = server.poll_transmit(now, &mut buf).expect("a RETRY");
+    let token = buf[COMMON_HEADER_LEN + 12..t.len].to_vec();
+    for token in [token.clone(), vec![0; token.len()], vec![]] {
+        let mut opening = hello_from(v);
+        let data_at = COMMON_HEADER_LEN + 12;
+        opening[COMMON_HEADER_LEN + 11] = smt_proto::wire::HANDSHAKE_TOKEN;
+        let mut data = vec![token.len() as u8];
+        data.extend_from_slice(&token);
+        data.extend_from_slice(HELLO);
+        opening.truncate(data_at);
+        opening.extend_from_slice(&data);
+        let len = (data.len() as u16).to_be_bytes();
+        opening[COMMON_HEADER_LEN + 8..COMMON_HEADER_LEN + 10].copy_from_slice(&len);
+        server.handle_datagram(now, v, &opening);
+    }
+    let s = server.stats();
+    assert_eq!(s.drops.get(DropReason::BadToken), 3, "{s:?}");
+    assert_eq!((s.usage.handshakes, s.usage.sessions), (0, 0));
 }

@@ -144,6 +144,7 @@ fn chunk(offset: u32, len: usize) -> Vec<u8> {
             ack: 0,
             len: len as u16,
             kind: 0,
+            flags: 0,
         },
     };
     let mut buf = vec![0; header];

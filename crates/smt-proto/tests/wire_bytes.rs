@@ -225,6 +225,7 @@ fn handshake_body(len: u16) -> Body {
         ack: 128,
         len,
         kind: 0,
+        flags: 0,
     }
 }
 
@@ -951,14 +952,34 @@ fn reserved_data_bits_are_rejected() {
     }
 }
 
+/// HANDSHAKE byte 39 holds the retry flags (`docs/protocol.md` § 4):
+/// RETRY (0x01) and TOKEN (0x02) parse, any other bit is refused.
+#[test]
+fn handshake_flags_other_than_retry_and_token_are_rejected() {
+    for (flags, want) in [(0x01, 0x01), (0x02, 0x02), (0x03, 0x03)] {
+        let ok = edited(&HANDSHAKE, |b| b[39] = flags);
+        match parse(&ok).expect("known flags parse").body {
+            Body::Handshake { flags, .. } => assert_eq!(flags, want),
+            other => panic!("{other:?}"),
+        }
+    }
+    for bit in 2..8 {
+        let bad = edited(&HANDSHAKE, |b| b[39] = 1 << bit);
+        assert_eq!(
+            parse(&bad),
+            Err(WireError::BadField("handshake flags")),
+            "flag bit {bit}"
+        );
+    }
+}
+
 #[test]
 fn reserved_body_bytes_are_rejected() {
-    let cases: [(&str, &[u8], &[usize]); 5] = [
+    let cases: [(&str, &[u8], &[usize]); 4] = [
         ("GRANT", &GRANT, &[33, 34, 35]),
         ("RESEND", &RESEND, &[37, 38, 39]),
         ("ACK 1", &ACK_ONE, &[30, 31]),
         ("ACK 3", &ACK_THREE, &[30, 31]),
-        ("HANDSHAKE", &HANDSHAKE, &[39]),
     ];
     for (name, bytes, offsets) in cases {
         for &at in offsets {
@@ -1395,6 +1416,7 @@ fn random_repr(rng: &mut XorShift) -> (Repr, Vec<u8>) {
                 ack: rng.next() as u32,
                 len,
                 kind: rng.next() as u8,
+                flags: 0,
             };
             (body, rng.bytes(usize::from(len)))
         }

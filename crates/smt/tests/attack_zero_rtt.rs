@@ -343,6 +343,7 @@ fn handshake_packet(hello: &[u8]) -> Vec<u8> {
             ack: 0,
             len: hello.len() as u16,
             kind: smt_proto::handshake_kind::SMT_TICKET,
+            flags: 0,
         },
     };
     repr.emit(&mut smt_proto::wire::Packet::new_unchecked(&mut packet[..]));

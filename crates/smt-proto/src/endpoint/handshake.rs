@@ -12,11 +12,12 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use self::reorder::Reassembly;
+use super::retry::{self, Retry};
 use super::{Endpoint, Event, KEY_UPDATE_CONFIRM};
 use crate::crypto::TAG_LEN;
 use crate::error::DropReason;
 use crate::handshake::{AddressProof, Handshake, HandshakeAcceptor, HandshakeError};
-use crate::wire::{Body, Packet, Repr, COMMON_HEADER_LEN};
+use crate::wire::{Body, Packet, Repr, COMMON_HEADER_LEN, HANDSHAKE_RETRY, HANDSHAKE_TOKEN};
 use crate::SessionKeys;
 
 /// HANDSHAKE header length (common header + offset, ack, len, kind).
@@ -33,6 +34,10 @@ const MAX_EARLY: usize = 64;
 /// ... and their bytes: datagrams may be up to 64 KiB, so the count alone
 /// would let each handshake hold 4 MiB.
 const MAX_EARLY_BYTES: usize = 128 * 1024;
+
+/// RETRY packets waiting to leave, at most: past it, openings are dropped
+/// (a flood faster than the socket drains them).
+const MAX_PREBUILT: usize = 4096;
 
 /// Whether one more datagram of `len` bytes fits a buffer of early ones.
 fn early_fits(buffered: &[Vec<u8>], len: usize) -> bool {
@@ -89,6 +94,12 @@ pub(crate) struct HandshakeConn {
     /// with other bytes is a new handshake (the peer restarted), not a copy.
     opening: Vec<u8>,
     held: Option<Held>,
+    /// Initiator: the token of the responder's RETRY, sent in front of the
+    /// stream's first bytes from then on.
+    retry_token: Option<Vec<u8>>,
+    /// Responder: the opening carried a valid retry token, so the peer
+    /// owns its address (no amplification limit, no held keys needed).
+    address_validated: bool,
 }
 
 impl std::fmt::Debug for HandshakeConn {
@@ -120,6 +131,8 @@ impl HandshakeConn {
             sent_bytes: 0,
             opening: Vec::new(),
             held: None,
+            retry_token: None,
+            address_validated: false,
         }
     }
 
@@ -192,12 +205,27 @@ impl Endpoint {
         let packet = Packet::new_checked(datagram).map_err(|_| DropReason::Malformed)?;
         let repr = Repr::parse(&packet).map_err(|_| DropReason::Malformed)?;
         let Body::Handshake {
-            offset, ack, kind, ..
+            offset,
+            ack,
+            kind,
+            flags,
+            ..
         } = repr.body
         else {
             return Err(DropReason::Malformed);
         };
-        let payload = packet.payload();
+        if flags & HANDSHAKE_RETRY != 0 {
+            return self.on_retry(now, from, packet.payload());
+        }
+        let (token, payload) = match flags & HANDSHAKE_TOKEN != 0 {
+            true if offset == 0 => {
+                let (t, rest) =
+                    retry::split_token(packet.payload()).ok_or(DropReason::Malformed)?;
+                (Some(t), rest)
+            }
+            true => return Err(DropReason::Malformed),
+            false => (None, packet.payload()),
+        };
         let restarted = self.handshakes.get(&from).is_some_and(|c| {
             (c.keys_installed || c.held.is_some())
                 && offset == 0
@@ -211,9 +239,16 @@ impl Endpoint {
         }
         if !self.handshakes.contains_key(&from) {
             // Only the start of a stream may open a handshake.
-            if offset != 0 || packet.payload().is_empty() {
+            if offset != 0 || payload.is_empty() {
                 return Err(DropReason::Handshake);
             }
+            let validated = match token {
+                Some(t) => self.check_token(now, from, kind, t)?,
+                None if self.must_retry() => {
+                    return self.send_retry(now, from, kind, datagram.len())
+                }
+                None => false,
+            };
             if self.handshakes.len() >= self.config.max_handshakes {
                 return Err(DropReason::OverLimit);
             }
@@ -222,7 +257,9 @@ impl Endpoint {
                 .as_mut()
                 .and_then(|a| a.accept_kind(from, kind))
                 .ok_or(DropReason::Handshake)?;
-            self.handshakes.insert(from, HandshakeConn::new(hs, kind));
+            let mut conn = HandshakeConn::new(hs, kind);
+            conn.address_validated = validated;
+            self.handshakes.insert(from, conn);
             self.arm_tick(now);
         }
         let conn = self
@@ -235,7 +272,7 @@ impl Endpoint {
             conn.silent_ticks = 0;
         }
         let held = conn.stream.held_bytes();
-        let bytes = conn.take_in_order(offset, packet.payload())?;
+        let bytes = conn.take_in_order(offset, payload)?;
         let now_held = conn.stream.held_bytes();
         let u = &mut self.stats.usage;
         u.handshake_bytes = (u.handshake_bytes + now_held as u64).saturating_sub(held as u64);
@@ -247,6 +284,97 @@ impl Endpoint {
             }
         }
         self.pump_handshake(now, from);
+        Ok(())
+    }
+
+    /// Enables stateless retry (`Config::retry_above_handshakes`): tokens
+    /// are MACed with `key`'s control MAC. Use a key only this endpoint
+    /// holds, e.g. fresh random bytes at start-up (tokens then die with
+    /// the endpoint, which is what they are for).
+    pub fn set_retry_key(&mut self, key: std::sync::Arc<dyn crate::crypto::PacketCipher>) {
+        self.retry = Some(Retry::new(key));
+    }
+
+    /// Whether an opening without a token gets a RETRY instead of state.
+    fn must_retry(&self) -> bool {
+        self.retry.is_some() && self.handshakes.len() >= self.config.retry_above_handshakes
+    }
+
+    /// Answers an opening from `peer` with a RETRY carrying a token, and
+    /// keeps nothing. The RETRY is smaller than three openings of
+    /// `received` bytes (a HANDSHAKE header and one data byte at least).
+    fn send_retry(
+        &mut self,
+        now: Instant,
+        peer: SocketAddr,
+        kind: u8,
+        received: usize,
+    ) -> Result<(), DropReason> {
+        let Some(retry) = self.retry.as_mut() else {
+            return Err(DropReason::Handshake);
+        };
+        if self.prebuilt.len() >= MAX_PREBUILT {
+            return Err(DropReason::OverLimit);
+        }
+        let token = retry.mint(now, peer, kind);
+        let len = HEADER_LEN + token.len();
+        debug_assert!(len <= AMPLIFICATION * received.max(HEADER_LEN + 1));
+        let mut packet = vec![0; len];
+        let repr = Repr {
+            src_port: self.config.local_port,
+            dst_port: peer.port(),
+            key_phase: false,
+            id: 0,
+            body: Body::Handshake {
+                offset: 0,
+                ack: 0,
+                len: token.len() as u16,
+                kind,
+                flags: HANDSHAKE_RETRY,
+            },
+        };
+        repr.emit(&mut Packet::new_unchecked(&mut packet[..HEADER_LEN]));
+        packet[HEADER_LEN..].copy_from_slice(&token);
+        self.prebuilt.push_back((peer, packet));
+        self.stats.retries_sent += 1;
+        Ok(())
+    }
+
+    /// Checks an opening's retry token; `Ok(true)` if it proves `peer`'s
+    /// address.
+    fn check_token(
+        &mut self,
+        now: Instant,
+        peer: SocketAddr,
+        kind: u8,
+        token: &[u8],
+    ) -> Result<bool, DropReason> {
+        let retry = self.retry.as_mut().ok_or(DropReason::BadToken)?;
+        if !retry.verify(now, peer, kind, token) {
+            return Err(DropReason::BadToken);
+        }
+        self.stats.retry_tokens_accepted += 1;
+        Ok(true)
+    }
+
+    /// A RETRY for a handshake we opened: open it again with the token,
+    /// once (a second RETRY, or one after the peer's bytes arrived, is
+    /// stale or forged and ignored).
+    fn on_retry(&mut self, now: Instant, from: SocketAddr, token: &[u8]) -> Result<(), DropReason> {
+        let Some(conn) = self.handshakes.get_mut(&from) else {
+            return Err(DropReason::Handshake);
+        };
+        let fresh = conn.initiator && conn.retry_token.is_none() && conn.stream.received() == 0;
+        if !fresh || token.is_empty() || token.len() > usize::from(u8::MAX) {
+            return Err(DropReason::Handshake);
+        }
+        tracing::debug!(peer = %from, "handshake retried: opening again with the token");
+        conn.retry_token = Some(token.to_vec());
+        conn.silent_ticks = 0;
+        conn.acked = 0;
+        let sent = conn.sent.len();
+        self.queue_handshake_bytes(from, 0, sent);
+        let _ = now;
         Ok(())
     }
 
@@ -422,6 +550,13 @@ impl Endpoint {
             None => Vec::new(),
         };
         tracing::debug!(%peer, "handshake complete, session keys installed");
+        let by_token = self
+            .handshakes
+            .get(&peer)
+            .is_some_and(|c| c.address_validated);
+        if let Some(p) = self.peers.get_mut(&peer).filter(|_| by_token) {
+            p.validated = true;
+        }
         self.track_unvalidated(peer);
         self.stats.handshakes_completed += 1;
         self.events.push_back(Event::Connected { peer });
@@ -502,6 +637,7 @@ impl Endpoint {
         let validated = self.peers.get(&peer).is_some_and(|p| p.validated);
         self.handshakes.get(&peer).is_some_and(|c| {
             c.initiator
+                || c.address_validated
                 || (c.keys_installed && validated)
                 || c.sent_bytes + wire_bytes(more, self.chunk_len())
                     <= AMPLIFICATION * c.received_bytes
@@ -517,9 +653,20 @@ impl Endpoint {
     /// when the range is empty).
     fn queue_handshake_bytes(&mut self, peer: SocketAddr, start: usize, end: usize) {
         let chunk = self.chunk_len();
+        // After a RETRY the first packet also carries the token.
+        let token = self
+            .handshakes
+            .get(&peer)
+            .and_then(|c| c.retry_token.as_ref())
+            .map_or(0, |t| 1 + t.len());
         let mut at = start;
         loop {
-            let len = (end - at).min(chunk);
+            let room = if at == 0 {
+                chunk.saturating_sub(token).max(1)
+            } else {
+                chunk
+            };
+            let len = (end - at).min(room);
             self.handshake_queue
                 .push_back((peer, at as u32, len as u16));
             at += len;
@@ -544,9 +691,9 @@ impl Endpoint {
                 continue;
             }
             let ports = (self.config.local_port, peer.port());
-            emit_handshake(buf, ports, conn, offset, &conn.sent[o..o + l]);
+            let len = emit_handshake(buf, ports, conn, offset, &conn.sent[o..o + l]);
             self.stats.control_packets_tx += 1;
-            return Some((peer, HEADER_LEN + l));
+            return Some((peer, len));
         }
         None
     }
@@ -615,19 +762,27 @@ impl Held {
 }
 
 /// Writes a HANDSHAKE packet carrying `chunk` (stream offset `offset`) of
-/// `conn`'s stream, with its current ACK, into the front of `buf`.
+/// `conn`'s stream, with its current ACK, into the front of `buf`, the
+/// retry token in front of the stream's first bytes if there is one;
+/// returns its length.
 fn emit_handshake(
     buf: &mut [u8],
     ports: (u16, u16),
     conn: &HandshakeConn,
     offset: u32,
     chunk: &[u8],
-) {
+) -> usize {
+    let token = conn
+        .retry_token
+        .as_deref()
+        .filter(|_| offset == 0 && !chunk.is_empty());
+    let prefix = token.map_or(0, |t| 1 + t.len());
     let body = Body::Handshake {
         offset,
         ack: conn.stream.received(),
-        len: chunk.len() as u16,
+        len: (prefix + chunk.len()) as u16,
         kind: conn.kind,
+        flags: if token.is_some() { HANDSHAKE_TOKEN } else { 0 },
     };
     let repr = Repr {
         src_port: ports.0,
@@ -637,7 +792,14 @@ fn emit_handshake(
         body,
     };
     repr.emit(&mut Packet::new_unchecked(&mut buf[..HEADER_LEN]));
-    buf[HEADER_LEN..HEADER_LEN + chunk.len()].copy_from_slice(chunk);
+    let mut at = HEADER_LEN;
+    if let Some(t) = token {
+        buf[at] = t.len() as u8;
+        buf[at + 1..at + prefix].copy_from_slice(t);
+        at += prefix;
+    }
+    buf[at..at + chunk.len()].copy_from_slice(chunk);
+    at + chunk.len()
 }
 
 /// Datagram bytes that carry `len` handshake bytes in `chunk`-byte

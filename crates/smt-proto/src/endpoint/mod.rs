@@ -20,6 +20,7 @@ mod handshake;
 mod limits;
 mod peer;
 mod recv;
+mod retry;
 mod send;
 mod table;
 mod tick;
@@ -248,6 +249,8 @@ pub struct Endpoint {
     /// for `Config::max_unvalidated_sessions` (entries whose session has
     /// since been validated or replaced are skipped when they come up).
     pub(crate) unvalidated: VecDeque<SocketAddr>,
+    /// The stateless-retry key, if set (`set_retry_key`).
+    pub(crate) retry: Option<retry::Retry>,
 }
 
 /// Segment lists kept for reuse: one per message being received at once
@@ -296,6 +299,7 @@ impl Endpoint {
             buffers: BufferPool::default(),
             spare_segment_lists: Vec::new(),
             unvalidated: VecDeque::new(),
+            retry: None,
         })
     }
 

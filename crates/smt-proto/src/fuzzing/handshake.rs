@@ -174,6 +174,7 @@ fn handshake(from: SocketAddr, offset: u32, ack: u32, kind: u8, chunk: &[u8]) ->
             ack,
             len: chunk.len() as u16,
             kind,
+            flags: 0,
         },
     };
     let mut buf = vec![0u8; HEADER_LEN + chunk.len()];

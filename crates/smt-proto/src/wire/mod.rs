@@ -21,7 +21,7 @@ mod types;
 
 pub use coalesce::{first_packet_len, MIN_PACKET_LEN};
 pub use packet::Packet;
-pub use repr::{AckIds, Body, DataHeader, Repr, ACK_MAX_IDS};
+pub use repr::{AckIds, Body, DataHeader, Repr, ACK_MAX_IDS, HANDSHAKE_RETRY, HANDSHAKE_TOKEN};
 pub use types::{DataFlags, PacketType};
 
 /// Length of the common header (TCP header + 8-byte message ID).

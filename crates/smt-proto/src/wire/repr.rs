@@ -6,6 +6,12 @@ use super::{DataFlags, Packet, PacketType, WireError, COMMON_HEADER_LEN, DATA_HE
 
 /// Most message IDs one ACK packet carries.
 pub const ACK_MAX_IDS: usize = 16;
+/// HANDSHAKE flag: a responder's stateless retry; the data is an
+/// address-validation token to open the handshake again with.
+pub const HANDSHAKE_RETRY: u8 = 0x01;
+/// HANDSHAKE flag: an opening packet whose data starts with a token from a
+/// retry (one length byte, then the token), before the stream bytes.
+pub const HANDSHAKE_TOKEN: u8 = 0x02;
 
 const GRANT_LEN: usize = COMMON_HEADER_LEN + 8;
 const RESEND_LEN: usize = COMMON_HEADER_LEN + 12;
@@ -165,12 +171,15 @@ pub enum Body {
     /// `len` bytes of the sender's handshake stream, starting at stream
     /// offset `offset`, follow the header; `ack` is how many bytes of the
     /// receiver's stream the sender has received in order; `kind` names the
-    /// handshake protocol (0: TLS 1.3, 1: SMT-ticket 0-RTT).
+    /// handshake protocol (0: TLS 1.3, 1: SMT-ticket 0-RTT, 2: PSK);
+    /// `flags` mark a stateless retry ([`HANDSHAKE_RETRY`],
+    /// [`HANDSHAKE_TOKEN`]; `docs/protocol.md` § 4, HANDSHAKE).
     Handshake {
         offset: u32,
         ack: u32,
         len: u16,
         kind: u8,
+        flags: u8,
     },
 }
 
@@ -408,7 +417,10 @@ fn parse_handshake<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Body, WireError
     let ack = be32_at(buf, b + 4);
     let len = u16::from_be_bytes([buf[b + 8], buf[b + 9]]);
     let kind = buf[b + 10];
-    reserved_zero(&buf[b + 11..b + 12])?;
+    let flags = buf[b + 11];
+    if flags & !(HANDSHAKE_RETRY | HANDSHAKE_TOKEN) != 0 {
+        return Err(WireError::BadField("handshake flags"));
+    }
     if packet.payload().len() != usize::from(len) {
         return Err(WireError::BadField("handshake length"));
     }
@@ -420,6 +432,7 @@ fn parse_handshake<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Body, WireError
         ack,
         len,
         kind,
+        flags,
     })
 }
 
@@ -482,12 +495,13 @@ fn emit_control_body<T: AsRef<[u8]> + AsMut<[u8]>>(body: &Body, packet: &mut Pac
             ack,
             len,
             kind,
+            flags,
         } => {
             buf[b..b + 4].copy_from_slice(&offset.to_be_bytes());
             buf[b + 4..b + 8].copy_from_slice(&ack.to_be_bytes());
             buf[b + 8..b + 10].copy_from_slice(&len.to_be_bytes());
             buf[b + 10] = *kind;
-            buf[b + 11] = 0;
+            buf[b + 11] = *flags;
         }
         Body::RpcUnknown | Body::Busy | Body::NeedAck | Body::KeyUpdate | Body::Data(_) => {}
     }

@@ -80,6 +80,7 @@ pub fn forge_handshake(
         ack: rng.next_u64() as u32 % 4096,
         len,
         kind,
+        flags: 0,
     };
     let mut out = emit(ports, 0, false, body);
     let mut payload = vec![0u8; usize::from(len)];
