@@ -475,8 +475,12 @@ fn open(addr: SocketAddr, config: &EndpointConfig) -> Result<(Socket, SocketAddr
         protocol.max_datagram_size =
             EndpointConfig::datagram_size_for(mtu, local_addr, config.socket.mode);
     }
-    let core = Core::new(protocol)
+    let mut core = Core::new(protocol)
         .map_err(|e| Error::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))?;
+    // Stateless retry under handshake floods (docs/protocol.md § 4): a
+    // fresh random key per endpoint, so tokens die with it.
+    let retry_key = smt_crypto::TrafficKey::random(smt_crypto::AeadAlgorithm::Aes128Gcm);
+    core.set_retry_key(std::sync::Arc::new(smt_crypto::AesGcmCipher::new(&retry_key)));
     Ok((socket, local_addr, core))
 }
 
