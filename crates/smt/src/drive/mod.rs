@@ -72,18 +72,20 @@ struct Sleep {
     writable: bool,
 }
 
-/// A server thread's answer to a request.
-enum Answer {
-    Respond(ServerRpcHandle, Vec<u8>),
+/// A server thread's answer to a request. The response is borrowed, not
+/// copied: a megabyte copy was a megabyte of fresh pages to fault in
+/// whenever the allocator had just given memory back.
+enum Answer<'a> {
+    Respond(ServerRpcHandle, &'a [u8]),
     Abandon(ServerRpcHandle),
 }
 
-impl Answer {
+impl Answer<'_> {
     fn apply(self, engine: &mut Engine) {
         match self {
             Self::Respond(rpc, data) => {
                 // A failure is the client's to see: its call times out.
-                if let Err(e) = engine.respond(rpc, &data) {
+                if let Err(e) = engine.respond(rpc, data) {
                     tracing::debug!(peer = %rpc.peer, id = rpc.id, "response not sent: {e}");
                 }
             }
@@ -360,7 +362,7 @@ impl Shared {
     /// Sends a response at once (failures are the client's to see: its
     /// call times out).
     pub fn respond(self: &Arc<Self>, rpc: ServerRpcHandle, data: &[u8]) -> Result<(), Error> {
-        self.answer(Answer::Respond(rpc, data.to_vec()))
+        self.answer(Answer::Respond(rpc, data))
     }
 
     pub fn abandon(self: &Arc<Self>, rpc: ServerRpcHandle) {
@@ -369,7 +371,7 @@ impl Shared {
 
     /// Applies an answer and sends what it queued at once (from this
     /// thread).
-    fn answer(self: &Arc<Self>, answer: Answer) -> Result<(), Error> {
+    fn answer(self: &Arc<Self>, answer: Answer<'_>) -> Result<(), Error> {
         let mut g = self.lock();
         if g.closed {
             return Err(Error::Closed);
