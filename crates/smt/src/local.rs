@@ -86,6 +86,10 @@ pub struct LocalEndpoint {
     /// without that, receiving is skipped (the system call would find
     /// nothing).
     readable: bool,
+    /// A receive emptied the socket, and no `poll` has returned `None`
+    /// since: a zero-timeout `poll` finding no outcome then returns
+    /// without reading (see `poll`).
+    drained: bool,
 }
 
 impl std::fmt::Debug for LocalEndpoint {
@@ -106,6 +110,7 @@ impl LocalEndpoint {
             engine,
             busy_poll: config.busy_poll,
             readable: true,
+            drained: false,
         })
     }
 
@@ -209,9 +214,17 @@ impl LocalEndpoint {
     /// to one receive batch together.
     pub fn poll(&mut self, timeout: Option<Duration>) -> Result<Option<LocalEvent>, Error> {
         let deadline = timeout.map(|t| self.engine.now() + t);
-        // Even a zero timeout looks at the socket once, so an application
-        // polling after its own epoll said "readable" gets the datagrams.
-        let mut looked = false;
+        // A zero timeout looks at the socket once (by reading it), so an
+        // application polling after its own epoll said "readable" gets
+        // the datagrams; except right after a receive emptied it, when
+        // the caller has just taken the outcomes that receive produced:
+        // a read now would almost always find nothing, and whatever
+        // arrived since raises the application's readiness again (the
+        // next zero-timeout `poll` reads).
+        let zero = timeout == Some(Duration::ZERO);
+        let skip = zero && std::mem::take(&mut self.drained);
+        let mut looked = zero;
+        self.readable |= zero && !skip;
         loop {
             if let Some(outcome) = self.engine.poll_outcome() {
                 return Ok(Some(outcome.into()));
@@ -221,9 +234,11 @@ impl LocalEndpoint {
             let readable = std::mem::take(&mut self.readable) || self.busy_poll;
             self.engine.turn(readable);
             if let Some(outcome) = self.engine.poll_outcome() {
+                self.drained = readable && !self.engine.more_to_read();
                 return Ok(Some(outcome.into()));
             }
             if looked && deadline.is_some_and(|d| d <= self.engine.now()) {
+                self.drained = false;
                 return Ok(None);
             }
             self.wait(deadline)?;

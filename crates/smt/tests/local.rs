@@ -282,3 +282,54 @@ fn a_local_endpoint_starts_a_psk_handshake_on_its_first_call() {
     assert_eq!(client.stats(None).0.handshakes_completed, 1);
     assert_eq!(server.stats(None).unwrap().0.handshakes_completed, 1);
 }
+
+/// An application with its own readiness loop (here mio, edge-triggered)
+/// polls with a zero timeout until `None` whenever the socket says
+/// readable: every response still arrives.
+#[test]
+fn an_application_driving_from_its_own_epoll_gets_every_response() {
+    use std::os::fd::{AsFd, AsRawFd};
+
+    let (mut client, server) = local_pair();
+    let server_addr = server.local_addr();
+    let server = spawn_local_server(server, 300);
+    let mut events = mio::Events::with_capacity(8);
+    let mut readiness = mio::Poll::new().unwrap();
+    let fd = client.as_fd().as_raw_fd();
+    readiness
+        .registry()
+        .register(
+            &mut mio::unix::SourceFd(&fd),
+            mio::Token(0),
+            mio::Interest::READABLE,
+        )
+        .unwrap();
+    let mut answered = 0;
+    for round in 0..10 {
+        for i in 0..30 {
+            client
+                .call(server_addr, &request(round * 30 + i % 3))
+                .unwrap();
+        }
+        client.flush().unwrap();
+        let goal = answered + 30;
+        let mut quiet = 0;
+        while answered < goal {
+            // The protocol's timers need a turn now and then (the 100 ms),
+            // and a lost response must fail the test, not hang it.
+            readiness
+                .poll(&mut events, Some(Duration::from_millis(100)))
+                .unwrap();
+            quiet = if events.is_empty() { quiet + 1 } else { 0 };
+            assert!(quiet < 100, "{answered} of {goal} responses, then silence");
+            while let Some(event) = client.poll(Some(Duration::ZERO)).unwrap() {
+                match event {
+                    LocalEvent::Response { .. } => answered += 1,
+                    other => panic!("client got {other:?}"),
+                }
+            }
+        }
+    }
+    let _ = client.poll(Some(Duration::from_millis(10)));
+    server.join().unwrap();
+}

@@ -12,9 +12,10 @@
 //!   engine (receive, timers, outcomes, transmit) and sleeps on the socket
 //!   *without* the lock until it is readable, the next protocol deadline
 //!   or a wake-up, until its own reply or a request has arrived;
-//! - other waiting threads *follow*: each parks on its own condition
-//!   variable until the leader hands it its reply or a request, or resigns
-//!   and promotes it;
+//! - other waiting threads *follow*: each parks (without the lock) until
+//!   the leader leaves its reply in its slot or hands it a request, or
+//!   resigns and promotes it; threads are woken only once the lock is
+//!   released (`handoff`);
 //! - the background thread leads whenever no caller does: timers, and
 //!   receiving what no caller waits for (async calls and accepts,
 //!   `ready_fd` users, acknowledgements and grants for responses sent
@@ -28,39 +29,31 @@
 //! and receives its reply itself, like a UDP ping-pong: no thread hand-off
 //! per RPC.
 
+mod handoff;
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex};
+use std::thread::{JoinHandle, Thread};
 use std::time::Instant;
 
 use smt_proto::ServerRpcHandle;
 
+use self::handoff::{lock_ignoring_poison, HasWakes, Reply, Slot, Wakes};
 use crate::endpoint::Ready;
 use crate::engine::{CallToken, Engine, Outcome};
 use crate::wait::{wait, WakePipe};
 use crate::{Error, IncomingRequest};
 
-type Reply = Result<Vec<u8>, Error>;
+type Locked<'a> = handoff::Locked<'a, Inner>;
 
 /// Requests in flight (received, not yet answered and acknowledged)
 /// above which a server counts as busy (see `accepter_may_lead`): a few
 /// accept threads answering one request at a time, each answer awaiting
 /// its acknowledgement, stay below it.
 const BUSY_SERVER_RPCS: usize = 4;
-
-thread_local! {
-    /// Each thread parks on its own condition variable (one per thread,
-    /// reused across calls and endpoints), so a reply wakes exactly the
-    /// thread that waits for it.
-    static PARKER: Arc<Condvar> = Arc::new(Condvar::new());
-}
-
-fn parker() -> Arc<Condvar> {
-    PARKER.with(Arc::clone)
-}
 
 /// Who holds the lead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,18 +72,20 @@ struct Sleep {
     writable: bool,
 }
 
-/// A server thread's answer to a request.
-enum Answer {
-    Respond(ServerRpcHandle, Vec<u8>),
+/// A server thread's answer to a request. The response is borrowed, not
+/// copied: a megabyte copy was a megabyte of fresh pages to fault in
+/// whenever the allocator had just given memory back.
+enum Answer<'a> {
+    Respond(ServerRpcHandle, &'a [u8]),
     Abandon(ServerRpcHandle),
 }
 
-impl Answer {
+impl Answer<'_> {
     fn apply(self, engine: &mut Engine) {
         match self {
             Self::Respond(rpc, data) => {
                 // A failure is the client's to see: its call times out.
-                if let Err(e) = engine.respond(rpc, &data) {
+                if let Err(e) = engine.respond(rpc, data) {
                     tracing::debug!(peer = %rpc.peer, id = rpc.id, "response not sent: {e}");
                 }
             }
@@ -101,12 +96,10 @@ impl Answer {
 
 /// Whoever waits for a call's outcome.
 enum Waiter {
-    /// A thread blocked in `call`: the outcome waits here until it looks;
-    /// `parked` is set while it sleeps as a follower.
-    Thread {
-        outcome: Option<Reply>,
-        parked: Option<Arc<Condvar>>,
-    },
+    /// A thread blocked in `call`: the outcome is left in its slot;
+    /// `parked` is set while it sleeps as a follower (then it must be
+    /// woken).
+    Thread { slot: Arc<Slot>, parked: bool },
     /// An async caller: the outcome is sent at once.
     Task(flume::Sender<Reply>),
 }
@@ -126,17 +119,24 @@ pub(crate) struct Inner {
     /// lock (dropped at the end of a close; a sleeper holds a reference).
     watch: Option<Arc<OwnedFd>>,
     /// Threads parked in `accept` (each woken at most once per request).
-    accepting: Vec<Arc<Condvar>>,
-    /// The background thread is parked (a caller leads).
-    background_parked: bool,
+    accepting: Vec<Thread>,
+    /// The background thread, while it is parked (a caller leads).
+    background_parked: Option<Thread>,
     /// The close finished: every call has failed, nothing drives anymore.
     closed: bool,
+    /// Threads to wake once the lock is released.
+    wakes: Wakes,
+}
+
+impl HasWakes for Inner {
+    fn wakes(&mut self) -> &mut Wakes {
+        &mut self.wakes
+    }
 }
 
 /// State shared by every handle, every request and the background thread.
 pub(crate) struct Shared {
     inner: Mutex<Inner>,
-    background_cond: Condvar,
     wake: WakePipe,
     requests_tx: flume::Sender<IncomingRequest>,
     pub requests: flume::Receiver<IncomingRequest>,
@@ -166,12 +166,12 @@ impl Shared {
             readable: true,
             watch: Some(Arc::new(socket)),
             accepting: Vec::new(),
-            background_parked: false,
+            background_parked: None,
             closed: false,
+            wakes: Wakes::default(),
         };
         Ok(Arc::new(Self {
             inner: Mutex::new(inner),
-            background_cond: Condvar::new(),
             wake: WakePipe::new()?,
             requests_tx,
             requests,
@@ -221,9 +221,10 @@ impl Shared {
             return Err(Error::Closed);
         }
         let call = g.engine.call(peer, data)?;
+        let slot = Slot::mine();
         let waiter = Waiter::Thread {
-            outcome: None,
-            parked: None,
+            slot: slot.clone(),
+            parked: false,
         };
         g.calls.insert(call, waiter);
         if self.leader_will_send(&g) {
@@ -232,16 +233,19 @@ impl Shared {
         } else {
             self.settle(&mut g);
         }
-        self.wait_for_reply(g, call)
+        self.wait_for_reply(g, call, &slot)
     }
 
+    /// Leads, or follows (parked, without the lock) until the leader
+    /// leaves the reply in `slot` or promotes this thread.
     fn wait_for_reply<'a>(
         self: &'a Arc<Self>,
-        mut g: MutexGuard<'a, Inner>,
+        mut g: Locked<'a>,
         call: CallToken,
+        slot: &Slot,
     ) -> Reply {
         loop {
-            if let Some(reply) = take_reply(&mut g, call) {
+            if let Some(reply) = slot.take() {
                 return reply;
             }
             if g.closed {
@@ -249,21 +253,20 @@ impl Shared {
                 return Err(Error::Closed);
             }
             if g.leader != Some(Leader::Caller) {
-                let (guard, reply) = self.lead(g, |g| take_reply(g, call));
+                let (guard, reply) = self.lead(g, |_| slot.take());
                 if let Some(reply) = reply {
                     return reply;
                 }
                 g = guard;
                 continue;
             }
-            let cond = parker();
-            if let Some(Waiter::Thread { parked, .. }) = g.calls.get_mut(&call) {
-                *parked = Some(cond.clone());
+            set_parked(&mut g, call, true);
+            drop(g);
+            if let Some(reply) = slot.follow() {
+                return reply;
             }
-            g = wait_on(&cond, g);
-            if let Some(Waiter::Thread { parked, .. }) = g.calls.get_mut(&call) {
-                *parked = None;
-            }
+            g = self.lock();
+            set_parked(&mut g, call, false);
         }
     }
 
@@ -290,12 +293,14 @@ impl Shared {
                 g = guard;
                 continue;
             }
-            let cond = parker();
-            g.accepting.push(cond.clone());
-            g = wait_on(&cond, g);
+            let me = std::thread::current();
+            g.accepting.push(me.clone());
+            drop(g);
+            std::thread::park();
+            g = self.lock();
             // Still listed: woken by something else than a request or a
             // promotion (or spuriously).
-            g.accepting.retain(|c| !Arc::ptr_eq(c, &cond));
+            g.accepting.retain(|t| t.id() != me.id());
         }
     }
 
@@ -357,7 +362,7 @@ impl Shared {
     /// Sends a response at once (failures are the client's to see: its
     /// call times out).
     pub fn respond(self: &Arc<Self>, rpc: ServerRpcHandle, data: &[u8]) -> Result<(), Error> {
-        self.answer(Answer::Respond(rpc, data.to_vec()))
+        self.answer(Answer::Respond(rpc, data))
     }
 
     pub fn abandon(self: &Arc<Self>, rpc: ServerRpcHandle) {
@@ -366,7 +371,7 @@ impl Shared {
 
     /// Applies an answer and sends what it queued at once (from this
     /// thread).
-    fn answer(self: &Arc<Self>, answer: Answer) -> Result<(), Error> {
+    fn answer(self: &Arc<Self>, answer: Answer<'_>) -> Result<(), Error> {
         let mut g = self.lock();
         if g.closed {
             return Err(Error::Closed);
@@ -405,7 +410,7 @@ impl Shared {
         }
         g.engine.close();
         self.wake_leader(&mut g);
-        self.background_cond.notify_one();
+        wake_background(&mut g);
     }
 
     /// Closes gracefully and waits for the background thread to stop.
@@ -419,8 +424,8 @@ impl Shared {
 
     // ---- driving ----
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        lock_ignoring_poison(&self.inner)
+    fn lock(&self) -> Locked<'_> {
+        Locked::new(lock_ignoring_poison(&self.inner))
     }
 
     /// Leads until `take` yields what this thread waits for (taken before
@@ -428,9 +433,9 @@ impl Shared {
     /// ends. Takes over from the background thread without waiting for it.
     fn lead<'a, T>(
         self: &'a Arc<Self>,
-        mut g: MutexGuard<'a, Inner>,
+        mut g: Locked<'a>,
         mut take: impl FnMut(&mut Inner) -> Option<T>,
-    ) -> (MutexGuard<'a, Inner>, Option<T>) {
+    ) -> (Locked<'a>, Option<T>) {
         if g.leader == Some(Leader::Background) {
             // It may still sleep on the socket; it steps back when it
             // wakes. Wake-ups are now for the new leader.
@@ -465,7 +470,7 @@ impl Shared {
     /// Sleeps on the socket without the lock, until it is readable, the
     /// engine's deadline or a wake-up (spins in busy-poll mode, and when
     /// the last receive left datagrams).
-    fn sleep<'a>(&'a self, mut g: MutexGuard<'a, Inner>) -> MutexGuard<'a, Inner> {
+    fn sleep<'a>(&'a self, mut g: Locked<'a>) -> Locked<'a> {
         if g.engine.more_to_read() {
             // Let commands from other threads in between batches.
             drop(g);
@@ -516,17 +521,18 @@ impl Shared {
     /// accepter, else lets the background thread know if it has work.
     fn resign(&self, g: &mut Inner) {
         g.leader = None;
-        let parked_caller = g.calls.values().find_map(|w| match w {
-            Waiter::Thread {
-                outcome: None,
-                parked: Some(cond),
-            } => Some(cond.clone()),
+        let parked_caller = g.calls.values_mut().find_map(|w| match w {
+            Waiter::Thread { slot, parked } if *parked => {
+                *parked = false;
+                Some(slot.clone())
+            }
             _ => None,
         });
-        if let Some(cond) = parked_caller {
-            cond.notify_one();
-        } else if let Some(cond) = g.accepting.pop() {
-            cond.notify_one();
+        if let Some(slot) = parked_caller {
+            slot.promote();
+            g.wakes.push(slot.thread().clone());
+        } else if let Some(thread) = g.accepting.pop() {
+            g.wakes.push(thread);
         } else {
             self.wake_background_if_needed(g);
         }
@@ -579,8 +585,8 @@ impl Shared {
                     // The receiver lives in `self`: sending cannot fail.
                     let _ = self.requests_tx.send(request);
                     self.ready.notify();
-                    if let Some(cond) = g.accepting.pop() {
-                        cond.notify_one();
+                    if let Some(thread) = g.accepting.pop() {
+                        g.wakes.push(thread);
                     }
                 }
             }
@@ -612,13 +618,13 @@ impl Shared {
     /// A timer due later can wait: it looks every tick, the timers' own
     /// granularity, and waking it after every call would cost the
     /// hand-off this design avoids.
-    fn wake_background_if_needed(&self, g: &Inner) {
-        if !g.background_parked {
+    fn wake_background_if_needed(&self, g: &mut Inner) {
+        if g.background_parked.is_none() {
             return;
         }
         let due = g.engine.deadline().is_some_and(|d| d <= g.engine.now());
         if due || self.background_has_work(g) {
-            self.background_cond.notify_one();
+            wake_background(g);
         }
     }
 
@@ -631,19 +637,20 @@ impl Shared {
         g.watch = None;
         g.closed = true;
         self.closed.store(true, Ordering::Release);
-        for waiter in g.calls.values() {
-            if let Waiter::Thread {
-                parked: Some(cond), ..
-            } = waiter
-            {
-                cond.notify_one();
-            }
-        }
-        for cond in g.accepting.drain(..) {
-            cond.notify_one();
+        let parked: Vec<Thread> = g
+            .calls
+            .values()
+            .filter_map(|w| match w {
+                Waiter::Thread { slot, parked: true } => Some(slot.thread().clone()),
+                _ => None,
+            })
+            .collect();
+        let accepting = std::mem::take(&mut g.accepting);
+        for thread in parked.into_iter().chain(accepting) {
+            g.wakes.push(thread);
         }
         self.wake_leader(g);
-        self.background_cond.notify_one();
+        wake_background(g);
         self.ready.mark_closed();
     }
 
@@ -672,13 +679,11 @@ impl Shared {
                 Some(d) if d > now => tick.min(d - now),
                 _ => tick,
             };
-            g.background_parked = true;
-            g = self
-                .background_cond
-                .wait_timeout(g, look)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-            g.background_parked = false;
+            g.background_parked = Some(std::thread::current());
+            drop(g);
+            std::thread::park_timeout(look);
+            g = self.lock();
+            g.background_parked = None;
         }
         drop(g);
         // Requests nobody took: abandoned (each locks the engine).
@@ -690,10 +695,7 @@ impl Shared {
     /// Drives until a caller takes over or the close ends: timers, and
     /// receiving what arrives while nobody waits (async callers, ready_fd
     /// users, acknowledgements and grants for responses sent earlier).
-    fn lead_in_background<'a>(
-        self: &'a Arc<Self>,
-        mut g: MutexGuard<'a, Inner>,
-    ) -> MutexGuard<'a, Inner> {
+    fn lead_in_background<'a>(self: &'a Arc<Self>, mut g: Locked<'a>) -> Locked<'a> {
         g.leader = Some(Leader::Background);
         loop {
             self.turn(&mut g);
@@ -718,46 +720,33 @@ impl Drop for AsyncWaiter {
     }
 }
 
+/// Hands a reply to its waiter: a blocking caller's slot (waking it if
+/// it sleeps, once the lock is released) or an async caller's channel.
 fn deliver_reply(g: &mut Inner, call: CallToken, result: Reply) {
-    match g.calls.get_mut(&call) {
-        Some(Waiter::Thread { outcome, parked }) => {
-            *outcome = Some(result);
-            if let Some(cond) = parked {
-                cond.notify_one();
+    match g.calls.remove(&call) {
+        Some(Waiter::Thread { slot, parked }) => {
+            slot.put(result);
+            if parked {
+                g.wakes.push(slot.thread().clone());
             }
         }
-        Some(Waiter::Task(_)) => {
-            if let Some(Waiter::Task(tx)) = g.calls.remove(&call) {
-                let _ = tx.send(result);
-            }
+        Some(Waiter::Task(tx)) => {
+            let _ = tx.send(result);
         }
         None => {}
     }
 }
 
-fn take_reply(g: &mut Inner, call: CallToken) -> Option<Reply> {
-    let arrived = matches!(
-        g.calls.get(&call),
-        Some(Waiter::Thread {
-            outcome: Some(_),
-            ..
-        })
-    );
-    if !arrived {
-        return None;
-    }
-    match g.calls.remove(&call) {
-        Some(Waiter::Thread { outcome, .. }) => outcome,
-        _ => None,
+fn set_parked(g: &mut Inner, call: CallToken, value: bool) {
+    if let Some(Waiter::Thread { parked, .. }) = g.calls.get_mut(&call) {
+        *parked = value;
     }
 }
 
-fn wait_on<'a>(cond: &Condvar, g: MutexGuard<'a, Inner>) -> MutexGuard<'a, Inner> {
-    cond.wait(g).unwrap_or_else(|e| e.into_inner())
-}
-
-/// A panic while holding a lock leaves data this module keeps consistent
-/// between statements; carrying on is better than poisoning every handle.
-fn lock_ignoring_poison<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+/// Wakes the background thread if it is parked (once the lock is
+/// released).
+fn wake_background(g: &mut Inner) {
+    if let Some(thread) = g.background_parked.take() {
+        g.wakes.push(thread);
+    }
 }
