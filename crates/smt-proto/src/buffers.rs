@@ -11,12 +11,14 @@
 
 /// Smallest class: anything smaller is rounded up to it.
 pub(crate) const MIN_CLASS: usize = 256;
-/// Largest pooled class (a full segment's worth); larger buffers are
-/// allocated exactly and freed when done.
-pub(crate) const MAX_CLASS: usize = 128 * 1024;
+/// Largest pooled class: a 1 MiB message with its record overhead (whose
+/// buffers, freed, the allocator would hand back to the kernel and fault
+/// in again for the next one); larger buffers are allocated exactly and
+/// freed when done.
+pub(crate) const MAX_CLASS: usize = 2 << 20;
 const CLASSES: usize = (MAX_CLASS / MIN_CLASS).trailing_zeros() as usize + 1;
 /// Total bytes the pool may hold.
-pub(crate) const MAX_POOLED_BYTES: usize = 4 << 20;
+pub(crate) const MAX_POOLED_BYTES: usize = 8 << 20;
 /// Buffers per class: bounds the bookkeeping of the small classes.
 pub(crate) const MAX_PER_CLASS: usize = 1024;
 

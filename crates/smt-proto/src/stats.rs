@@ -117,6 +117,6 @@ pub struct Usage {
     /// Endpoint only: the largest `incoming_bytes` seen so far.
     pub peak_incoming_bytes: u64,
     /// Endpoint only: bytes of spare message buffers kept for reuse (at
-    /// most 4 MiB), as of the last tick.
+    /// most 8 MiB), as of the last tick.
     pub spare_buffer_bytes: u64,
 }

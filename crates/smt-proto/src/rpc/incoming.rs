@@ -404,12 +404,19 @@ impl Incoming {
             return;
         }
         // A first buffer from the pool when its size class stays within
-        // what the bounds allow (the class may round up to twice `needed`).
-        let class = needed.max(MIN_CLASS).next_power_of_two();
-        if cap == 0 && class <= MAX_CLASS && class - needed <= spare {
-            self.data = pool.take(needed);
-            self.held += self.data.capacity();
-            return;
+        // what the bounds allow (the class may round up to twice what is
+        // asked): room for the whole message if the bounds allow that too,
+        // so a large message fills one reused buffer instead of growing
+        // (and faulting in) fresh ones.
+        if cap == 0 {
+            let whole = (self.message_len as usize).max(needed);
+            let want = if whole - needed <= spare { whole } else { needed };
+            let class = want.max(MIN_CLASS).next_power_of_two();
+            if class <= MAX_CLASS && class - needed <= spare {
+                self.data = pool.take(want);
+                self.held += self.data.capacity();
+                return;
+            }
         }
         let doubled = (cap * 2).min(self.message_len as usize);
         let target = match doubled > needed && doubled - needed <= spare {
