@@ -405,18 +405,23 @@ impl Incoming {
         }
         // A first buffer from the pool when its size class stays within
         // what the bounds allow (the class may round up to twice what is
-        // asked): room for the whole message if the bounds allow that too,
-        // so a large message fills one reused buffer instead of growing
-        // (and faulting in) fresh ones.
-        if cap == 0 {
-            let whole = (self.message_len as usize).max(needed);
-            let want = if whole - needed <= spare { whole } else { needed };
-            let class = want.max(MIN_CLASS).next_power_of_two();
-            if class <= MAX_CLASS && class - needed <= spare {
-                self.data = pool.take(want);
-                self.held += self.data.capacity();
-                return;
-            }
+        // asked). Once a segment has authenticated, the claimed length is
+        // the word of a key holder: room for the whole message then, from
+        // the pool too, so a large message fills one reused buffer instead
+        // of growing (and faulting in) fresh ones. Before that, only what
+        // the segment needs: its records may be forged.
+        let want = match len > 0 {
+            true => (self.message_len as usize).max(needed),
+            false => needed,
+        };
+        let class = want.max(MIN_CLASS).next_power_of_two();
+        if class <= MAX_CLASS && class - needed <= spare {
+            let mut buf = pool.take(want);
+            buf.extend_from_slice(&self.data);
+            let old = std::mem::replace(&mut self.data, buf);
+            self.held = self.held - old.capacity() + self.data.capacity();
+            pool.give(old);
+            return;
         }
         let doubled = (cap * 2).min(self.message_len as usize);
         let target = match doubled > needed && doubled - needed <= spare {
