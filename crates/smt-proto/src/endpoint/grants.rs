@@ -39,9 +39,9 @@ impl Endpoint {
     }
 
     /// Incoming messages that still need grants, keyed by bytes remaining
-    /// (taken from `self.grantable`, pruned of those fully granted or gone).
+    /// (taken from `self.scheduler.grantable`, pruned of those fully granted or gone).
     pub(crate) fn grant_candidates(&mut self) -> Vec<(u64, MsgKey)> {
-        let mut keys = std::mem::take(&mut self.grantable);
+        let mut keys = std::mem::take(&mut self.scheduler.grantable);
         let mut candidates = Vec::new();
         keys.retain(|&key| {
             let inc = match key {
@@ -59,7 +59,7 @@ impl Endpoint {
                 _ => false,
             }
         });
-        self.grantable = keys;
+        self.scheduler.grantable = keys;
         candidates
     }
 }

@@ -313,7 +313,7 @@ impl Endpoint {
         let Some(retry) = self.retry.as_mut() else {
             return Err(DropReason::Handshake);
         };
-        if self.prebuilt.len() >= MAX_PREBUILT {
+        if self.outbox.prebuilt.len() >= MAX_PREBUILT {
             return Err(DropReason::OverLimit);
         }
         let token = retry.mint(now, peer, kind);
@@ -335,7 +335,7 @@ impl Endpoint {
         };
         repr.emit(&mut Packet::new_unchecked(&mut packet[..HEADER_LEN]));
         packet[HEADER_LEN..].copy_from_slice(&token);
-        self.prebuilt.push_back((peer, packet));
+        self.outbox.prebuilt.push_back((peer, packet));
         self.stats.retries_sent += 1;
         Ok(())
     }
@@ -559,7 +559,7 @@ impl Endpoint {
         }
         self.track_unvalidated(peer);
         self.stats.handshakes_completed += 1;
-        self.events.push_back(Event::Connected { peer });
+        self.outbox.events.push_back(Event::Connected { peer });
         for d in early {
             self.handle_datagram(now, peer, &d);
         }
@@ -578,7 +578,7 @@ impl Endpoint {
                 let mut packet = vec![0u8; HEADER_LEN + alert.len()];
                 let ports = (self.config.local_port, peer.port());
                 emit_handshake(&mut packet, ports, &conn, start as u32, alert);
-                self.prebuilt.push_back((peer, packet));
+                self.outbox.prebuilt.push_back((peer, packet));
             }
             if conn.keys_installed && conn.kind == kind::TLS13 {
                 // TLS 1.3 gives the client keys before the server has checked
@@ -590,7 +590,8 @@ impl Endpoint {
             }
         }
         self.stats.handshakes_failed += 1;
-        self.events
+        self.outbox
+            .events
             .push_back(Event::HandshakeFailed { peer, error });
         let _ = now;
     }

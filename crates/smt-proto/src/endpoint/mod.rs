@@ -18,16 +18,19 @@
 mod grants;
 mod handshake;
 mod limits;
+mod outbox;
 mod peer;
 mod recv;
 mod retry;
+mod scheduler;
 mod send;
 mod table;
 mod tick;
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
+use outbox::Outbox;
+use scheduler::Scheduler;
 use table::{ClientTable, ServerTable};
 
 /// Hash maps of the per-packet path: foldhash with a per-process random
@@ -46,7 +49,7 @@ use crate::rpc::{Incoming, Outgoing, SegmentBuf};
 use crate::session::{Session, SessionKeys};
 use crate::stats::Stats;
 use crate::timer::{Timer, TimerTable};
-use crate::wire::{AckIds, Body, Repr};
+use crate::wire::{Body, Repr};
 pub use handshake::kind as handshake_kind;
 use handshake::HandshakeConn;
 use peer::{Origin, Peer};
@@ -205,32 +208,17 @@ pub struct Endpoint {
     /// A response's wire key to the RPC it answers.
     pub(crate) client_ids: HashMap<ServerRpcHandle, RpcHandle>,
     pub(crate) servers: ServerTable,
-    pub(crate) control: VecDeque<(SocketAddr, u64, Repr)>,
-    pub(crate) pending_acks: BTreeMap<(SocketAddr, u64), AckIds>,
-    /// Outgoing messages that may have packets to send, ranked by bytes
-    /// left to send (sender-side SRPT): every sendable message is here, so
-    /// choosing the next packet takes the smallest entry instead of
-    /// scanning every RPC. A heap (its vector is reused: no allocation per
-    /// message); `Outgoing::queued` keeps a message from being in it
-    /// twice. Entries may be stale (gone, waiting for a grant, or ranked by
-    /// an old count); `write_next_data` drops or re-ranks those.
-    pub(crate) sendable: BinaryHeap<Reverse<(u64, MsgKey)>>,
-    /// Incoming messages that may still need grants (same idea, for
-    /// `update_grants`).
-    pub(crate) grantable: BTreeSet<MsgKey>,
-    /// Data arrived since grants were last computed: `poll_transmit`
-    /// computes them once for everything received in between, so a batch
-    /// of packets yields one GRANT per message, not one per packet.
-    pub(crate) grants_dirty: bool,
+    /// Control packets, ACK batches, prebuilt datagrams and events on
+    /// their way out.
+    pub(crate) outbox: Outbox,
+    /// The send order and grant candidates.
+    pub(crate) scheduler: Scheduler,
     /// Ticks so far (paces keep-alives).
     pub(crate) ticks: u64,
-    pub(crate) events: VecDeque<Event>,
     pub(crate) timers: TimerTable,
     pub(crate) stats: Stats,
     pub(crate) handshakes: BTreeMap<SocketAddr, HandshakeConn>,
     pub(crate) handshake_queue: VecDeque<(SocketAddr, u32, u16)>,
-    /// Datagrams built ahead (a failed handshake's alert).
-    pub(crate) prebuilt: VecDeque<(SocketAddr, Vec<u8>)>,
     pub(crate) acceptor: Option<Box<dyn HandshakeAcceptor>>,
     /// What partially received messages hold in total (per peer: in
     /// [`Peer::usage`]); limits.rs.
@@ -279,18 +267,13 @@ impl Endpoint {
             clients: ClientTable::default(),
             client_ids: HashMap::default(),
             servers: ServerTable::default(),
-            control: VecDeque::new(),
-            pending_acks: BTreeMap::new(),
-            sendable: BinaryHeap::new(),
-            grantable: BTreeSet::new(),
-            grants_dirty: false,
+            outbox: Outbox::default(),
+            scheduler: Scheduler::default(),
             ticks: 0,
-            events: VecDeque::new(),
             timers: TimerTable::default(),
             stats: Stats::default(),
             handshakes: BTreeMap::new(),
             handshake_queue: VecDeque::new(),
-            prebuilt: VecDeque::new(),
             acceptor: None,
             usage_total: limits::Charge::default(),
             usage_recounted: None,
@@ -427,7 +410,7 @@ impl Endpoint {
             return;
         }
         self.servers.retain(|k, _| k.peer != peer);
-        self.pending_acks.retain(|(p, _), _| *p != peer);
+        self.outbox.pending_acks.retain(|(p, _), _| *p != peer);
         let gone: Vec<RpcHandle> = self
             .clients
             .iter()
@@ -548,7 +531,7 @@ impl Endpoint {
 
     /// The next event for the application.
     pub fn poll_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
+        self.outbox.events.pop_front()
     }
 
     /// When [`Endpoint::handle_timeout`] must next be called.
@@ -697,7 +680,7 @@ impl Endpoint {
             self.client_ids.remove(&c.key());
             self.recycle_client(c);
             self.stats.rpcs_failed += 1;
-            self.events.push_back(Event::Failed { rpc, error });
+            self.outbox.events.push_back(Event::Failed { rpc, error });
         }
     }
 
@@ -745,8 +728,8 @@ impl Endpoint {
         // of its epoch (the peer cannot check their MACs before it), and a
         // datagram holds one epoch, so it starts the next datagram.
         match repr.body {
-            Body::KeyUpdate => self.control.push_front((peer, epoch, repr)),
-            _ => self.control.push_back((peer, epoch, repr)),
+            Body::KeyUpdate => self.outbox.control.push_front((peer, epoch, repr)),
+            _ => self.outbox.control.push_back((peer, epoch, repr)),
         }
     }
 }

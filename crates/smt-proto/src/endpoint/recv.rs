@@ -313,7 +313,7 @@ impl Endpoint {
             return Err(DropReason::OverLimit);
         }
         let outcome = self.store_and_open(now, msg, key, rx, h, payload);
-        self.grants_dirty = true;
+        self.scheduler.grants_dirty = true;
         match outcome {
             Err(e) => Err(e),
             Ok(Opened::Discard(e)) => {
@@ -355,7 +355,7 @@ impl Endpoint {
             servers,
             peers,
             stats,
-            grantable,
+            scheduler,
             config,
             usage_total,
             buffers,
@@ -389,7 +389,7 @@ impl Endpoint {
         // Progress, not mere arrival, keeps an RPC alive (see `progressed`).
         *silent = 0;
         if inc.granted() < inc.wire_len() {
-            grantable.insert(msg);
+            scheduler.grantable.insert(msg);
         }
         let mut opened = 0;
         let result = inc.open_ready(rx, config.seq_layout, key.id, &mut opened, spare, buffers);
@@ -586,7 +586,9 @@ impl Endpoint {
                     }
                     s.stats.messages_received += 1;
                 }
-                self.events.push_back(Event::Request { rpc: k, data });
+                self.outbox
+                    .events
+                    .push_back(Event::Request { rpc: k, data });
             }
         }
     }
@@ -608,13 +610,19 @@ impl Endpoint {
             s.stats.rpcs_completed += 1;
         }
         self.queue_ack(now, key);
-        self.events.push_back(Event::Response { rpc: handle, data });
+        self.outbox
+            .events
+            .push_back(Event::Response { rpc: handle, data });
     }
 
     /// Acknowledges a completed RPC: a full batch leaves at once, else
     /// the batch waits for [`Timer::AckDelay`].
     pub(crate) fn queue_ack(&mut self, now: Instant, key: ServerRpcHandle) {
-        let ids = self.pending_acks.entry((key.peer, key.epoch)).or_default();
+        let ids = self
+            .outbox
+            .pending_acks
+            .entry((key.peer, key.epoch))
+            .or_default();
         ids.push(key.id);
         if ids.is_full() {
             let ids = std::mem::take(ids);
@@ -629,13 +637,13 @@ impl Endpoint {
     /// RPCs, so a steady stream does not allocate a map node per batch;
     /// entries with nothing to send since the last batch are removed.
     pub(crate) fn send_pending_acks(&mut self) {
-        let mut pending = std::mem::take(&mut self.pending_acks);
+        let mut pending = std::mem::take(&mut self.outbox.pending_acks);
         pending.retain(|_, ids| !ids.is_empty());
         for (&(peer, epoch), ids) in pending.iter_mut() {
             let ids = std::mem::take(ids);
             self.queue_control(peer, epoch, 0, Body::Ack(ids));
         }
-        self.pending_acks = pending;
+        self.outbox.pending_acks = pending;
     }
 
     // ---- control ----

@@ -27,7 +27,7 @@ impl Endpoint {
             buf.len() >= limit,
             "poll_transmit needs a buffer of at least Config::max_datagram_size ({limit} bytes)"
         );
-        if std::mem::take(&mut self.grants_dirty) {
+        if std::mem::take(&mut self.scheduler.grants_dirty) {
             self.update_grants();
         }
         let (first, epoch) = self.write_first_packet(buf)?;
@@ -49,7 +49,7 @@ impl Endpoint {
     /// datagram or a handshake packet (both travel alone: no epoch), else a
     /// control packet, else DATA.
     fn write_first_packet(&mut self, buf: &mut [u8]) -> Option<(Transmit, Option<u64>)> {
-        if let Some((destination, bytes)) = self.prebuilt.pop_front() {
+        if let Some((destination, bytes)) = self.outbox.prebuilt.pop_front() {
             let len = bytes.len().min(buf.len());
             buf[..len].copy_from_slice(&bytes[..len]);
             return Some((Transmit { destination, len }, None));
@@ -58,7 +58,7 @@ impl Endpoint {
             return Some((Transmit { destination, len }, None));
         }
         loop {
-            match self.control.pop_front() {
+            match self.outbox.control.pop_front() {
                 // A control packet of an epoch already forgotten is dropped.
                 Some((peer, epoch, repr)) => {
                     if let Some(t) = self.write_control(peer, epoch, &repr, buf) {
@@ -84,11 +84,11 @@ impl Endpoint {
         if buf.len() < MIN_PACKET_LEN {
             return None;
         }
-        while let Some((peer, epoch, repr)) = self.control.front() {
+        while let Some((peer, epoch, repr)) = self.outbox.control.front() {
             if (*peer, *epoch) != to || self.control_len(repr) > buf.len() {
                 return None;
             }
-            let (to, epoch, repr) = self.control.pop_front()?;
+            let (to, epoch, repr) = self.outbox.control.pop_front()?;
             if let Some(t) = self.write_control(to, epoch, &repr, buf) {
                 return Some(t.len);
             }
@@ -186,13 +186,13 @@ impl Endpoint {
     ) -> Option<(Transmit, u64)> {
         let ports = self.config.local_port;
         let Endpoint {
-            sendable,
+            scheduler,
             clients,
             servers,
             stats,
             ..
         } = self;
-        while let Some(Reverse((rank, key))) = sendable.pop() {
+        while let Some(Reverse((rank, key))) = scheduler.sendable.pop() {
             let Some((k, out, sending)) = outgoing_in(clients, servers, key) else {
                 continue;
             };
@@ -206,19 +206,19 @@ impl Endpoint {
             let remaining = out.remaining();
             if remaining != rank {
                 out.queued = true;
-                sendable.push(Reverse((remaining, key)));
+                scheduler.sendable.push(Reverse((remaining, key)));
                 continue;
             }
             if to.is_some_and(|to| to != (k.peer, k.epoch) || out.next_packet_len() > buf.len()) {
                 out.queued = true;
-                sendable.push(Reverse((rank, key)));
+                scheduler.sendable.push(Reverse((rank, key)));
                 return None;
             }
             let p = out.next_packet()?;
             let len = out.write_packet(p, (ports, k.peer.port()), k.epoch & 1 == 1, k.id, buf);
             if out.has_sendable() {
                 out.queued = true;
-                sendable.push(Reverse((out.remaining(), key)));
+                scheduler.sendable.push(Reverse((out.remaining(), key)));
             }
             stats.data_packets_tx += 1;
             if p.retransmit {
@@ -241,7 +241,9 @@ impl Endpoint {
         };
         if out.has_sendable() && !out.queued {
             out.queued = true;
-            self.sendable.push(Reverse((out.remaining(), key)));
+            self.scheduler
+                .sendable
+                .push(Reverse((out.remaining(), key)));
         }
     }
 

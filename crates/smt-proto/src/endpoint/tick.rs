@@ -57,7 +57,7 @@ impl Endpoint {
         // grants are re-ranked at the next transmit, so those freed places
         // go to waiting messages even if no data arrives.
         let crowded = self.grant_candidates().len() > self.config.overcommit;
-        self.grants_dirty |= !self.grantable.is_empty();
+        self.scheduler.grants_dirty |= !self.scheduler.grantable.is_empty();
         let pending: Vec<RpcHandle> = self
             .clients
             .iter()
