@@ -480,7 +480,9 @@ fn open(addr: SocketAddr, config: &EndpointConfig) -> Result<(Socket, SocketAddr
     // Stateless retry under handshake floods (docs/protocol.md § 4): a
     // fresh random key per endpoint, so tokens die with it.
     let retry_key = smt_crypto::TrafficKey::random(smt_crypto::AeadAlgorithm::Aes128Gcm);
-    core.set_retry_key(std::sync::Arc::new(smt_crypto::AesGcmCipher::new(&retry_key)));
+    core.set_retry_key(std::sync::Arc::new(smt_crypto::AesGcmCipher::new(
+        &retry_key,
+    )));
     Ok((socket, local_addr, core))
 }
 
