@@ -214,8 +214,18 @@ impl Endpoint {
                 sendable.push(Reverse((rank, key)));
                 return None;
             }
+            if out.seal_next().is_err() {
+                // Cannot happen (the sequence numbers were checked and the
+                // record budget reserved when the message was framed); the
+                // message sends nothing more and its RPC times out.
+                tracing::error!(peer = %k.peer, id = k.id, "sealing a record failed");
+                continue;
+            }
             let p = out.next_packet()?;
-            let len = out.write_packet(p, (ports, k.peer.port()), k.epoch & 1 == 1, k.id, buf);
+            let ports = (ports, k.peer.port());
+            let Some(len) = out.write_packet(p, ports, k.epoch & 1 == 1, k.id, buf) else {
+                continue;
+            };
             if out.has_sendable() {
                 out.queued = true;
                 sendable.push(Reverse((out.remaining(), key)));

@@ -11,9 +11,11 @@ pub(crate) struct PacketRef {
     pub retransmit: bool,
 }
 
-/// A sealed message being sent. Packets go out in order up to what the
-/// receiver granted; RESENDs queue earlier packets again, with their
-/// original ciphertext.
+/// A message being sent. Packets go out in order up to what the receiver
+/// granted; RESENDs queue earlier packets again, with their original
+/// ciphertext. Records are sealed as their first packet leaves
+/// ([`Outgoing::seal_next`]), so sending a large message costs one copy up
+/// front and the encryption is spread over the transmissions.
 #[derive(Debug)]
 pub(crate) struct Outgoing {
     sealed: SealedMessage,
@@ -23,6 +25,8 @@ pub(crate) struct Outgoing {
     cursor_segment: u64,
     cursor_index: u32,
     retransmit: BTreeSet<(u64, u32)>,
+    /// The tick of the last RESEND that queued retransmissions.
+    resent_at: Option<u64>,
     /// Whether the endpoint's send queue holds an entry for this message
     /// (so it is not queued twice).
     pub queued: bool,
@@ -38,6 +42,7 @@ impl Outgoing {
             cursor_segment: 0,
             cursor_index: 0,
             retransmit: BTreeSet::new(),
+            resent_at: None,
             queued: false,
         }
     }
@@ -79,15 +84,27 @@ impl Outgoing {
         self.granted = self.granted.max(u64::from(offset).min(self.wire_len()));
     }
 
-    /// Queues every already-sent packet overlapping `[offset, offset + len)`.
-    /// A RESEND also implies a grant up to its end.
-    pub fn resend(&mut self, offset: u32, len: u32) {
+    /// Queues every already-sent packet overlapping `[offset, offset + len)`,
+    /// unless an earlier tick's RESEND did less than `interval` ticks ago
+    /// (it is `tick` now): what that one queued is still on its way, and a
+    /// receiver asks at most once per `interval`, so a second request so
+    /// soon is a copy or was overtaken, and honouring every one would
+    /// multiply the retransmissions (the RESENDs of one tick, one per
+    /// gap, are all honoured). A RESEND also implies a grant up to its end.
+    pub fn resend(&mut self, offset: u32, len: u32, tick: u64, interval: u64) {
         let start = u64::from(offset);
         let end = (start + u64::from(len)).min(self.sent());
         self.grant(offset.saturating_add(len));
         if start >= end {
             return;
         }
+        if self
+            .resent_at
+            .is_some_and(|at| at != tick && tick < at + interval)
+        {
+            return;
+        }
+        self.resent_at = Some(tick);
         let layout = &self.sealed.layout;
         let mss = u64::from(self.mss);
         for s in layout.segment_index_at(start)..=layout.segment_index_at(end - 1) {
@@ -100,18 +117,36 @@ impl Outgoing {
         }
     }
 
-    /// The wire length of the packet [`Outgoing::next_packet`] would give
-    /// (0 if none).
-    pub fn next_packet_len(&self) -> usize {
+    /// The wire range `[start, end)` of the packet [`Outgoing::next_packet`]
+    /// would give, if any.
+    fn next_range(&self) -> Option<(u64, u64)> {
         let (segment, index) = match self.retransmit.first() {
             Some(&p) => p,
             None if self.sent() < self.granted => (self.cursor_segment, self.cursor_index),
-            None => return 0,
+            None => return None,
         };
         let seg = self.sealed.layout.segment(segment);
         let start = u64::from(index) * u64::from(self.mss);
         let payload = seg.wire_len.saturating_sub(start).min(u64::from(self.mss));
-        DATA_HEADER_LEN + payload as usize
+        let start = seg.wire_offset + start;
+        Some((start, start + payload))
+    }
+
+    /// The wire length of the packet [`Outgoing::next_packet`] would give
+    /// (0 if none).
+    pub fn next_packet_len(&self) -> usize {
+        self.next_range()
+            .map_or(0, |(start, end)| DATA_HEADER_LEN + (end - start) as usize)
+    }
+
+    /// Seals the records the next packet carries, if not sealed yet
+    /// (at most a packet's worth of records). Call before
+    /// [`Outgoing::next_packet`]: unsealed bytes never leave.
+    pub fn seal_next(&mut self) -> Result<(), crate::crypto::CryptoError> {
+        match self.next_range() {
+            Some((_, end)) => self.sealed.seal_through(end),
+            None => Ok(()),
+        }
     }
 
     /// The packet to send next, if any: retransmissions first.
@@ -140,7 +175,9 @@ impl Outgoing {
         Some(p)
     }
 
-    /// Writes packet `p` of message `id` into `buf`; returns its length.
+    /// Writes packet `p` of message `id` into `buf`; returns its length,
+    /// or `None` if its records are not sealed yet (see
+    /// [`Outgoing::seal_next`]).
     pub fn write_packet(
         &self,
         p: PacketRef,
@@ -148,7 +185,7 @@ impl Outgoing {
         key_phase: bool,
         id: u64,
         buf: &mut [u8],
-    ) -> usize {
+    ) -> Option<usize> {
         let seg = self.sealed.layout.segment(p.segment);
         let start = seg.wire_offset + u64::from(p.index) * u64::from(self.mss);
         let end = (start + u64::from(self.mss)).min(seg.wire_offset + seg.wire_len);
@@ -171,10 +208,16 @@ impl Outgoing {
             id,
             body: Body::Data(header),
         };
+        let sealed = &self.sealed;
+        if sealed.sealed_records() < sealed.layout.records()
+            && end > sealed.layout.record_wire_offset(sealed.sealed_records())
+        {
+            return None;
+        }
         let payload = &self.sealed.wire[start as usize..end as usize];
         let total = DATA_HEADER_LEN + payload.len();
         repr.emit(&mut Packet::new_unchecked(&mut buf[..total]));
         buf[DATA_HEADER_LEN..total].copy_from_slice(payload);
-        total
+        Some(total)
     }
 }
