@@ -67,6 +67,9 @@ fn ten_thousand_rpcs_with_the_endpoints_starved_of_cpu() {
     run.check_executions();
     let dropped = run.relay.to_server.lost + run.relay.to_client.lost;
     let retransmitted = run.client.retransmitted_packets + run.server.retransmitted_packets;
+    // Issue #11 asks for at most twice the relay's drops; not met yet
+    // (about 8x with one spinning thread per core on 2 vCPUs, 5-20x before
+    // the fixes): reported, not asserted.
     eprintln!("{retransmitted} packets retransmitted for {dropped} the relay dropped");
 }
 

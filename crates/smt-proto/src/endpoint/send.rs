@@ -190,6 +190,7 @@ impl Endpoint {
             clients,
             servers,
             stats,
+            ticks,
             ..
         } = self;
         while let Some(Reverse((rank, key))) = sendable.pop() {
@@ -221,7 +222,7 @@ impl Endpoint {
                 tracing::error!(peer = %k.peer, id = k.id, "sealing a record failed");
                 continue;
             }
-            let p = out.next_packet()?;
+            let p = out.next_packet(*ticks)?;
             let ports = (ports, k.peer.port());
             let Some(len) = out.write_packet(p, ports, k.epoch & 1 == 1, k.id, buf) else {
                 continue;
