@@ -4,13 +4,15 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use smt::keys::{fresh_session_pair, AeadAlgorithm};
 use smt::{Endpoint, EndpointConfig, SessionKeys};
 use smt_proto::wire::{Packet, PacketType};
-use smt_sim::relay::{Direction, Impairment, Relay, RelayConfig};
+use smt_proto::Stats;
+use smt_sim::relay::{Direction, Impairment, Relay, RelayConfig, RelayStats};
 
 type Executions = Arc<Mutex<HashMap<u64, u32>>>;
 
@@ -45,6 +47,60 @@ fn request(tag: u64, size: usize) -> Vec<u8> {
 
 #[test]
 fn ten_thousand_rpcs_through_loss_and_reordering() {
+    let run = ten_thousand_rpcs(0);
+    assert_eq!(run.failures, 0, "every RPC completes");
+    run.check_executions();
+}
+
+/// Issue #11 item 6: with the machine busy, RPCs failed ("the peer stopped
+/// answering") while the server retransmitted two thirds of its data
+/// packets: every silent RPC asked for everything missing every 5 ticks, a
+/// busy sender honoured each request, and the endpoints counted as the
+/// peer's silence time in which they had not read what had arrived. Here
+/// the test itself starves the endpoints' threads: one busy thread per
+/// core. A slow peer is not a dead one, and retransmissions follow losses.
+#[test]
+fn ten_thousand_rpcs_with_the_endpoints_starved_of_cpu() {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let run = ten_thousand_rpcs(cores);
+    assert_eq!(run.failures, 0, "every RPC completes");
+    run.check_executions();
+    let dropped = run.relay.to_server.lost + run.relay.to_client.lost;
+    let retransmitted = run.client.retransmitted_packets + run.server.retransmitted_packets;
+    // Issue #11 asks for at most twice the relay's drops; not met yet
+    // (about 8x with one spinning thread per core on 2 vCPUs, 5-20x before
+    // the fixes): reported, not asserted.
+    eprintln!("{retransmitted} packets retransmitted for {dropped} the relay dropped");
+}
+
+/// What one run of [`ten_thousand_rpcs`] saw.
+struct Run {
+    failures: u64,
+    relay: RelayStats,
+    client: Stats,
+    server: Stats,
+    executions: Executions,
+}
+
+impl Run {
+    fn check_executions(&self) {
+        let ex = self.executions.lock().unwrap();
+        assert_eq!(ex.len() as u64, RPCS, "every request executed");
+        let twice: Vec<_> = ex.iter().filter(|(_, n)| **n != 1).collect();
+        assert!(twice.is_empty(), "executed more than once: {twice:?}");
+        assert!(
+            self.relay.to_server.lost > 0 && self.relay.to_client.reordered > 0,
+            "the relay impaired the traffic"
+        );
+    }
+}
+
+const RPCS: u64 = 10_000;
+
+/// 10,000 RPCs of several sizes, 128 at a time, through 5 % loss and 10 %
+/// reordering each way (`LOSS`, `REORDER` override), with `hogs` threads
+/// spinning meanwhile.
+fn ten_thousand_rpcs(hogs: usize) -> Run {
     let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
     let (server, executions) = echo_server(sk);
     let loss: f64 = std::env::var("LOSS")
@@ -65,8 +121,18 @@ fn ten_thousand_rpcs_through_loss_and_reordering() {
     let client = Endpoint::bind("127.0.0.1:0".parse().unwrap(), EndpointConfig::default()).unwrap();
     client.install_session(relay.local_addr(), ck).unwrap();
 
-    const RPCS: u64 = 10_000;
     const SIZES: [usize; 6] = [8, 64, 1024, 3000, 16_384, 40_000];
+    let stop = Arc::new(AtomicBool::new(false));
+    let hog_threads: Vec<_> = (0..hogs)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        })
+        .collect();
     let started = Instant::now();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -99,22 +165,26 @@ fn ten_thousand_rpcs_through_loss_and_reordering() {
         }
         failed
     });
-    let stats = relay.stop();
-    eprintln!("client: {:?}", client.stats(None).unwrap().0);
-    eprintln!("server: {:?}", server.stats(None).unwrap().0);
+    stop.store(true, Ordering::Relaxed);
+    for h in hog_threads {
+        h.join().unwrap();
+    }
+    let relay_stats = relay.stop();
+    let client_stats = client.stats(None).unwrap().0;
+    let server_stats = server.stats(None).unwrap().0;
+    eprintln!("client: {client_stats:?}");
+    eprintln!("server: {server_stats:?}");
     eprintln!(
-        "{RPCS} RPCs in {:.1} s through the relay: {stats:?}",
+        "{RPCS} RPCs in {:.1} s through the relay, {hogs} busy threads: {relay_stats:?}",
         started.elapsed().as_secs_f64()
     );
-    assert_eq!(failures, 0, "every RPC completes");
-    let ex = executions.lock().unwrap();
-    assert_eq!(ex.len() as u64, RPCS, "every request executed");
-    let twice: Vec<_> = ex.iter().filter(|(_, n)| **n != 1).collect();
-    assert!(twice.is_empty(), "executed more than once: {twice:?}");
-    assert!(
-        stats.to_server.lost > 0 && stats.to_client.reordered > 0,
-        "the relay impaired the traffic"
-    );
+    Run {
+        failures,
+        relay: relay_stats,
+        client: client_stats,
+        server: server_stats,
+        executions,
+    }
 }
 
 #[test]

@@ -2,8 +2,9 @@
 //! SMT-ticket exchange) in HANDSHAKE packets: each side's handshake bytes
 //! are one ordered stream; every packet carries a chunk of the sender's
 //! stream and how much of the other stream it has received in order (a
-//! cumulative ACK). Unacknowledged bytes are sent again every
-//! `resend_ticks`; a handshake silent for `abort_ticks` fails. The
+//! cumulative ACK). Unacknowledged bytes are sent again after
+//! `resend_ticks`, then after intervals that double up to eight times that
+//! (tick.rs); a handshake silent for `handshake_abort_ticks` fails. The
 //! [`Handshake`] implementation turns the bytes into session keys.
 
 mod reorder;
@@ -702,7 +703,7 @@ impl Endpoint {
     /// The tick's share: retransmit unacknowledged handshake bytes, give up
     /// on silent handshakes, forget finished ones once quiet.
     pub(crate) fn tick_handshakes(&mut self, now: Instant) {
-        let (resend, abort) = (self.config.resend_ticks, self.config.abort_ticks);
+        let (resend, abort) = (self.config.resend_ticks, self.config.handshake_abort_ticks);
         let peers: Vec<SocketAddr> = self.handshakes.keys().copied().collect();
         for peer in peers {
             let Some(conn) = self.handshakes.get_mut(&peer) else {
@@ -724,7 +725,7 @@ impl Endpoint {
                 continue;
             }
             if unacked
-                && silent.is_multiple_of(resend)
+                && super::tick::is_resend_tick(silent, resend, resend)
                 && self.may_send_handshake(peer, sent - acked)
             {
                 self.queue_handshake_bytes(peer, acked, sent);

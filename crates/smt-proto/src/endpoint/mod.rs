@@ -44,7 +44,7 @@ use crate::buffers::BufferPool;
 use crate::config::{Config, ConfigError};
 use crate::error::{DropReason, RpcError, SendError};
 use crate::handshake::{HandshakeAcceptor, HandshakeError};
-use crate::record::{seal_message_into, MessageLayout};
+use crate::record::{frame_message_into, MessageLayout};
 use crate::rpc::{Incoming, Outgoing, SegmentBuf};
 use crate::session::{Session, SessionKeys};
 use crate::stats::Stats;
@@ -623,7 +623,11 @@ impl Endpoint {
         !clients && !servers
     }
 
-    /// Seals `data` as message `id` of key epoch `epoch` towards `peer`.
+    /// Frames `data` as message `id` of key epoch `epoch` towards `peer`,
+    /// to be sealed record by record as its packets leave (one copy here;
+    /// the encryption is spread over `poll_transmit`, see
+    /// `record::frame_message_into`). The records' key budget is reserved
+    /// now.
     pub(crate) fn seal(
         &mut self,
         peer: SocketAddr,
@@ -653,7 +657,7 @@ impl Endpoint {
         if keys.records_sealed.saturating_add(layout.records()) > limit {
             return Err(SendError::KeyExhausted);
         }
-        let sealed = seal_message_into(&*keys.tx, cfg.seq_layout, id, data, layout, wire);
+        let sealed = frame_message_into(keys.tx.clone(), cfg.seq_layout, id, data, layout, wire);
         let sealed = sealed.map_err(|_| SendError::MessageTooLarge {
             len: data.len() as u64,
             max: cfg.message_len_limit(),

@@ -689,6 +689,7 @@ impl Endpoint {
                 _ => Err(DropReason::UnknownRpc),
             };
         };
+        let (ticks, interval) = (self.ticks, u64::from(self.config.resend_ticks));
         let rpc = self
             .clients
             .get_mut(&handle)
@@ -722,7 +723,7 @@ impl Endpoint {
                 self.mark_sendable(MsgKey::Client(handle));
             }
             Body::Resend { offset, length, .. } => {
-                rpc.request.resend(offset, length);
+                rpc.request.resend(offset, length, ticks, interval);
                 self.mark_sendable(MsgKey::Client(handle));
             }
             Body::RpcUnknown => self.restart(now, handle),
@@ -738,6 +739,7 @@ impl Endpoint {
         key: ServerRpcHandle,
         body: Body,
     ) -> Result<(), DropReason> {
+        let (ticks, interval) = (self.ticks, u64::from(self.config.resend_ticks));
         let Some(rpc) = self.servers.get_mut(&key) else {
             // RPC_UNKNOWN makes the client resend the request under a new
             // ID, so it is only said for IDs never delivered, and the ID is
@@ -765,7 +767,7 @@ impl Endpoint {
                 self.mark_sendable(MsgKey::Server(key));
             }
             (Body::Resend { offset, length, .. }, ServerState::Responding(out)) => {
-                out.resend(offset, length);
+                out.resend(offset, length, ticks, interval);
                 self.mark_sendable(MsgKey::Server(key));
             }
             (Body::Resend { .. }, _) => self.queue_control(key.peer, key.epoch, key.id, Body::Busy),

@@ -190,6 +190,7 @@ impl Endpoint {
             clients,
             servers,
             stats,
+            ticks,
             ..
         } = self;
         while let Some(Reverse((rank, key))) = scheduler.sendable.pop() {
@@ -214,8 +215,18 @@ impl Endpoint {
                 scheduler.sendable.push(Reverse((rank, key)));
                 return None;
             }
-            let p = out.next_packet()?;
-            let len = out.write_packet(p, (ports, k.peer.port()), k.epoch & 1 == 1, k.id, buf);
+            if out.seal_next().is_err() {
+                // Cannot happen (the sequence numbers were checked and the
+                // record budget reserved when the message was framed); the
+                // message sends nothing more and its RPC times out.
+                tracing::error!(peer = %k.peer, id = k.id, "sealing a record failed");
+                continue;
+            }
+            let p = out.next_packet(*ticks)?;
+            let ports = (ports, k.peer.port());
+            let Some(len) = out.write_packet(p, ports, k.epoch & 1 == 1, k.id, buf) else {
+                continue;
+            };
             if out.has_sendable() {
                 out.queued = true;
                 scheduler.sendable.push(Reverse((out.remaining(), key)));

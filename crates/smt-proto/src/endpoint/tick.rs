@@ -1,6 +1,9 @@
 //! `handle_timeout`: the housekeeping tick. Each RPC counts the ticks its
-//! peer stayed silent; at `resend_ticks` (and every `resend_ticks` after)
-//! it asks for what is missing, at `abort_ticks` it gives up.
+//! peer stayed silent; at `resend_ticks` it asks for what is missing, then
+//! again after intervals that double up to [`MAX_BACKOFF`] × `resend_ticks`
+//! (a slow or busy peer is not flooded with requests it will answer
+//! anyway, each of which would make it retransmit); at `abort_ticks` it
+//! gives up.
 
 use std::time::Instant;
 
@@ -12,10 +15,20 @@ use crate::wire::Body;
 /// RESEND packets one message sends per tick.
 const RESENDS_PER_TICK: usize = 8;
 
-/// Whether a server RPC silent for `silent` ticks asks again now: after
-/// `resend` ticks, then every `resend` ticks.
-fn is_resend_tick(silent: u32, resend: u32) -> bool {
-    silent >= resend && silent.is_multiple_of(resend)
+/// The longest interval between two requests of one silent RPC or
+/// handshake, in `resend_ticks`.
+pub(crate) const MAX_BACKOFF: u32 = 8;
+
+/// Whether something silent for `silent` ticks asks again now: first after
+/// `first` ticks, then after `resend` ticks, `2 × resend`, `4 × resend`,
+/// ... up to `MAX_BACKOFF × resend` between requests.
+pub(crate) fn is_resend_tick(silent: u32, first: u32, resend: u32) -> bool {
+    let (mut at, mut gap) = (first, resend.max(1));
+    while at < silent {
+        at = at.saturating_add(gap);
+        gap = (gap * 2).min(resend * MAX_BACKOFF);
+    }
+    at == silent
 }
 
 /// Whether an incoming message waits only for a grant we give to others:
@@ -124,7 +137,7 @@ impl Endpoint {
         let first = (r << restarts.min(4))
             .min(self.config.abort_ticks / 2)
             .max(r);
-        silent >= first && (silent - first).is_multiple_of(r)
+        is_resend_tick(silent, first, r)
     }
 
     fn tick_client(&mut self, h: RpcHandle, crowded: bool) -> Action {
@@ -160,6 +173,17 @@ impl Endpoint {
             Some(inc) => inc.gaps(RESENDS_PER_TICK, max_len),
         };
         if silent >= self.config.abort_ticks {
+            tracing::debug!(
+                peer = %key.peer,
+                id = key.id,
+                request_sent = rpc.request.sent(),
+                request_len = rpc.request.wire_len(),
+                response_received = rpc.response.as_ref().map(|i| i.received()),
+                response_granted = rpc.response.as_ref().map(|i| i.granted()),
+                response_len = rpc.response.as_ref().map(|i| i.wire_len()),
+                ticks = self.ticks,
+                "client RPC timed out"
+            );
             return Action::FailClient(h);
         }
         if self.is_client_resend_tick(silent, restarts) && !gaps.is_empty() {
@@ -188,10 +212,29 @@ impl Endpoint {
         }
         rpc.silent_ticks += 1;
         let silent = rpc.silent_ticks;
+        // A request nothing of which has authenticated may be anyone's
+        // (its lengths are plaintext): it gets a handshake's short budget,
+        // so unauthenticated state does not linger.
+        let abort = match &rpc.state {
+            ServerState::Receiving(inc) if inc.nothing_authenticated() => {
+                self.config.handshake_abort_ticks
+            }
+            _ => abort,
+        };
         if silent >= abort {
+            if let ServerState::Receiving(inc) = &rpc.state {
+                tracing::debug!(
+                    peer = %key.peer,
+                    id = key.id,
+                    received = inc.received(),
+                    granted = inc.granted(),
+                    len = inc.wire_len(),
+                    "server RPC silent while receiving"
+                );
+            }
             return Action::FreeServer(key);
         }
-        if !is_resend_tick(silent, resend) {
+        if !is_resend_tick(silent, resend, resend) {
             return Action::None;
         }
         match &rpc.state {
@@ -240,5 +283,23 @@ impl Endpoint {
                 self.drop_server(&k);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{is_resend_tick, MAX_BACKOFF};
+
+    #[test]
+    fn requests_back_off_from_the_first_to_the_longest_interval() {
+        let at: Vec<u32> = (0..=400).filter(|&t| is_resend_tick(t, 5, 5)).collect();
+        assert_eq!(
+            at,
+            [5, 10, 20, 40, 80, 120, 160, 200, 240, 280, 320, 360, 400]
+        );
+        let later: Vec<u32> = (0..=60).filter(|&t| is_resend_tick(t, 20, 5)).collect();
+        assert_eq!(later, [20, 25, 35, 55]);
+        let gaps: Vec<u32> = at.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(gaps.iter().all(|&g| g <= 5 * MAX_BACKOFF));
     }
 }

@@ -46,6 +46,7 @@ pub fn handshake_packets(start: Instant, data: &[u8]) {
         local_port: SERVER_PORT,
         resend_ticks: 3,
         abort_ticks: 12,
+        handshake_abort_ticks: 12,
         ..Config::default()
     };
     let Ok(mut ep) = Endpoint::new(config) else {

@@ -100,6 +100,17 @@ impl MessageLayout {
         (wire_offset / full_segment).min(self.segments() - 1)
     }
 
+    /// Wire offset of record `index`'s first byte (records lie back to
+    /// back, segment after segment).
+    pub fn record_wire_offset(&self, index: u64) -> u64 {
+        index * (self.record_size + RECORD_OVERHEAD as u64)
+    }
+
+    /// The record holding wire offset `wire_offset` (clamped to the last).
+    pub fn record_at(&self, wire_offset: u64) -> u64 {
+        (wire_offset / (self.record_size + RECORD_OVERHEAD as u64)).min(self.records - 1)
+    }
+
     /// Record `index` (< [`Self::records`]).
     pub fn record(&self, index: u64) -> RecordPlan {
         let padded_start = index * self.record_size;

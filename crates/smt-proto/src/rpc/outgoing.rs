@@ -3,6 +3,12 @@ use std::collections::BTreeSet;
 use crate::record::SealedMessage;
 use crate::wire::{Body, DataHeader, Packet, Repr, DATA_HEADER_LEN};
 
+/// Ticks remembered in [`Outgoing`]'s send marks: enough to look back
+/// `resend_ticks` ticks up to 9 (default 5); with a longer `resend_ticks`
+/// a RESEND may retransmit less than it could (never more) until asked
+/// again.
+const MARKS: usize = 8;
+
 /// Which packet of a message to send.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct PacketRef {
@@ -11,9 +17,11 @@ pub(crate) struct PacketRef {
     pub retransmit: bool,
 }
 
-/// A sealed message being sent. Packets go out in order up to what the
-/// receiver granted; RESENDs queue earlier packets again, with their
-/// original ciphertext.
+/// A message being sent. Packets go out in order up to what the receiver
+/// granted; RESENDs queue earlier packets again, with their original
+/// ciphertext. Records are sealed as their first packet leaves
+/// ([`Outgoing::seal_next`]), so sending a large message costs one copy up
+/// front and the encryption is spread over the transmissions.
 #[derive(Debug)]
 pub(crate) struct Outgoing {
     sealed: SealedMessage,
@@ -23,6 +31,17 @@ pub(crate) struct Outgoing {
     cursor_segment: u64,
     cursor_index: u32,
     retransmit: BTreeSet<(u64, u32)>,
+    /// The tick of the last RESEND that queued retransmissions.
+    resent_at: Option<u64>,
+    /// For each of the last [`MARKS`] ticks in which a packet was first
+    /// sent: (tick, [`Outgoing::sent`] before that tick's first packet),
+    /// a ring. Tells a RESEND which packets are still on their way. Both
+    /// in 32 bits, to keep the RPC small: wire offsets are 32-bit, and
+    /// ticks are compared by wrapping difference.
+    marks: [(u32, u32); MARKS],
+    /// Next slot of `marks` to write; `marked` of them are filled.
+    mark_at: usize,
+    marked: usize,
     /// Whether the endpoint's send queue holds an entry for this message
     /// (so it is not queued twice).
     pub queued: bool,
@@ -38,6 +57,10 @@ impl Outgoing {
             cursor_segment: 0,
             cursor_index: 0,
             retransmit: BTreeSet::new(),
+            resent_at: None,
+            marks: [(0, 0); MARKS],
+            mark_at: 0,
+            marked: 0,
             queued: false,
         }
     }
@@ -79,15 +102,36 @@ impl Outgoing {
         self.granted = self.granted.max(u64::from(offset).min(self.wire_len()));
     }
 
-    /// Queues every already-sent packet overlapping `[offset, offset + len)`.
-    /// A RESEND also implies a grant up to its end.
-    pub fn resend(&mut self, offset: u32, len: u32) {
-        let start = u64::from(offset);
-        let end = (start + u64::from(len)).min(self.sent());
+    /// Queues every packet overlapping `[offset, offset + len)` that was
+    /// first sent at least `interval - 1` ticks ago (it is `tick` now): one
+    /// sent since is still on its way, not known to be lost (a receiver
+    /// that is slow to read asks for it all the same); the receiver asks
+    /// again if it really was. Nothing is queued if an earlier tick's
+    /// RESEND did less than `interval` ticks ago: what that one queued is
+    /// still on its way too, and a receiver asks at most once per
+    /// `interval`, so a second request so soon is a copy or was overtaken
+    /// (the RESENDs of one tick, one per gap, are all honoured). A RESEND
+    /// also implies a grant up to its end.
+    pub fn resend(&mut self, offset: u32, len: u32, tick: u64, interval: u64) {
         self.grant(offset.saturating_add(len));
+        if self
+            .resent_at
+            .is_some_and(|at| at != tick && tick < at + interval)
+        {
+            return;
+        }
+        // `interval - 1`: the receiver's ticks are not ours, and its
+        // request after `interval` of its ticks may come in our
+        // `interval - 1`-th tick after the packet left.
+        let Some(old) = tick.checked_sub(interval.saturating_sub(1)) else {
+            return;
+        };
+        let start = u64::from(offset);
+        let end = (start + u64::from(len)).min(self.sent_by(old));
         if start >= end {
             return;
         }
+        self.resent_at = Some(tick);
         let layout = &self.sealed.layout;
         let mss = u64::from(self.mss);
         for s in layout.segment_index_at(start)..=layout.segment_index_at(end - 1) {
@@ -100,22 +144,68 @@ impl Outgoing {
         }
     }
 
-    /// The wire length of the packet [`Outgoing::next_packet`] would give
-    /// (0 if none).
-    pub fn next_packet_len(&self) -> usize {
+    /// The wire range `[start, end)` of the packet [`Outgoing::next_packet`]
+    /// would give, if any.
+    fn next_range(&self) -> Option<(u64, u64)> {
         let (segment, index) = match self.retransmit.first() {
             Some(&p) => p,
             None if self.sent() < self.granted => (self.cursor_segment, self.cursor_index),
-            None => return 0,
+            None => return None,
         };
         let seg = self.sealed.layout.segment(segment);
         let start = u64::from(index) * u64::from(self.mss);
         let payload = seg.wire_len.saturating_sub(start).min(u64::from(self.mss));
-        DATA_HEADER_LEN + payload as usize
+        let start = seg.wire_offset + start;
+        Some((start, start + payload))
     }
 
-    /// The packet to send next, if any: retransmissions first.
-    pub fn next_packet(&mut self) -> Option<PacketRef> {
+    /// The wire length of the packet [`Outgoing::next_packet`] would give
+    /// (0 if none).
+    pub fn next_packet_len(&self) -> usize {
+        self.next_range()
+            .map_or(0, |(start, end)| DATA_HEADER_LEN + (end - start) as usize)
+    }
+
+    /// Seals the records the next packet carries, if not sealed yet
+    /// (at most a packet's worth of records). Call before
+    /// [`Outgoing::next_packet`]: unsealed bytes never leave.
+    pub fn seal_next(&mut self) -> Result<(), crate::crypto::CryptoError> {
+        match self.next_range() {
+            Some((_, end)) => self.sealed.seal_through(end),
+            None => Ok(()),
+        }
+    }
+
+    /// How far packets had been first sent by the end of tick `t` (a lower
+    /// bound if the marks do not reach back that far).
+    fn sent_by(&self, t: u64) -> u64 {
+        let mut by = self.sent();
+        for k in 1..=self.marked {
+            let (tick, before) = self.marks[(self.mark_at + MARKS - k) % MARKS];
+            // `tick <= t`, modulo 2^32.
+            if (t as u32).wrapping_sub(tick) < 1 << 31 {
+                break;
+            }
+            by = u64::from(before);
+        }
+        by
+    }
+
+    /// Notes that a packet is first sent in tick `tick`.
+    fn mark(&mut self, tick: u64) {
+        let last = (self.mark_at + MARKS - 1) % MARKS;
+        if self.marked > 0 && self.marks[last].0 == tick as u32 {
+            return;
+        }
+        // Wire lengths fit 32 bits (the DATA header's field).
+        self.marks[self.mark_at] = (tick as u32, self.sent() as u32);
+        self.mark_at = (self.mark_at + 1) % MARKS;
+        self.marked = (self.marked + 1).min(MARKS);
+    }
+
+    /// The packet to send next, if any (retransmissions first), sent in
+    /// tick `tick`.
+    pub fn next_packet(&mut self, tick: u64) -> Option<PacketRef> {
         if let Some((segment, index)) = self.retransmit.pop_first() {
             return Some(PacketRef {
                 segment,
@@ -126,6 +216,7 @@ impl Outgoing {
         if self.sent() >= self.granted {
             return None;
         }
+        self.mark(tick);
         let p = PacketRef {
             segment: self.cursor_segment,
             index: self.cursor_index,
@@ -140,7 +231,9 @@ impl Outgoing {
         Some(p)
     }
 
-    /// Writes packet `p` of message `id` into `buf`; returns its length.
+    /// Writes packet `p` of message `id` into `buf`; returns its length,
+    /// or `None` if its records are not sealed yet (see
+    /// [`Outgoing::seal_next`]).
     pub fn write_packet(
         &self,
         p: PacketRef,
@@ -148,7 +241,7 @@ impl Outgoing {
         key_phase: bool,
         id: u64,
         buf: &mut [u8],
-    ) -> usize {
+    ) -> Option<usize> {
         let seg = self.sealed.layout.segment(p.segment);
         let start = seg.wire_offset + u64::from(p.index) * u64::from(self.mss);
         let end = (start + u64::from(self.mss)).min(seg.wire_offset + seg.wire_len);
@@ -171,10 +264,64 @@ impl Outgoing {
             id,
             body: Body::Data(header),
         };
+        let sealed = &self.sealed;
+        if sealed.sealed_records() < sealed.layout.records()
+            && end > sealed.layout.record_wire_offset(sealed.sealed_records())
+        {
+            return None;
+        }
         let payload = &self.sealed.wire[start as usize..end as usize];
         let total = DATA_HEADER_LEN + payload.len();
         repr.emit(&mut Packet::new_unchecked(&mut buf[..total]));
         buf[DATA_HEADER_LEN..total].copy_from_slice(payload);
-        total
+        Some(total)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Outgoing;
+    use crate::crypto::NullCipher;
+    use crate::record::{seal_message, MessageLayout, SeqLayout};
+
+    /// A 10 000-byte message, 1000-byte packets, everything granted.
+    fn message() -> Outgoing {
+        let data = vec![7u8; 10_000];
+        let layout = MessageLayout::new(10_000, 10_000, 16384);
+        let sealed = seal_message(&NullCipher, SeqLayout::DEFAULT, 2, &data, layout).unwrap();
+        Outgoing::new(sealed, 1000, 1 << 20)
+    }
+
+    fn send_all(out: &mut Outgoing, tick: u64) -> usize {
+        std::iter::from_fn(|| out.next_packet(tick)).count()
+    }
+
+    #[test]
+    fn a_resend_for_packets_still_on_their_way_retransmits_nothing() {
+        let mut out = message();
+        assert_eq!(send_all(&mut out, 10), 11);
+        out.resend(0, 20_000, 12, 5);
+        assert_eq!(send_all(&mut out, 12), 0, "sent two ticks ago: in flight");
+        out.resend(0, 20_000, 14, 5);
+        assert_eq!(
+            send_all(&mut out, 14),
+            11,
+            "sent four ticks ago: asked again"
+        );
+    }
+
+    #[test]
+    fn resends_of_several_ticks_in_a_row_retransmit_once() {
+        let mut out = message();
+        send_all(&mut out, 0);
+        out.resend(0, 2000, 20, 5);
+        out.resend(5000, 2000, 20, 5);
+        assert_eq!(send_all(&mut out, 20), 4, "both gaps of one tick");
+        for tick in 21..25 {
+            out.resend(0, 20_000, tick, 5);
+            assert_eq!(send_all(&mut out, tick), 0, "tick {tick}: a copy");
+        }
+        out.resend(0, 2000, 25, 5);
+        assert_eq!(send_all(&mut out, 25), 2, "an interval later");
     }
 }

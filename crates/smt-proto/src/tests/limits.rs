@@ -217,7 +217,8 @@ fn one_byte_segments_are_charged_their_bookkeeping() {
 #[test]
 fn a_partial_message_expires_even_if_its_packets_keep_coming_again() {
     let config = Config::default();
-    let abort = u64::from(config.abort_ticks);
+    // Nothing of it authenticates: a handshake's budget, not an RPC's.
+    let abort = u64::from(config.handshake_abort_ticks);
     let tick = config.tick;
     let mut server = server(config, 1);
     let start = Instant::now();
@@ -239,7 +240,7 @@ fn a_partial_message_expires_even_if_its_packets_keep_coming_again() {
     assert_eq!(
         freed_at,
         Some(abort),
-        "freed after abort_ticks despite the repeats"
+        "freed after handshake_abort_ticks despite the repeats"
     );
     now += tick;
     server.handle_timeout(now);
@@ -576,8 +577,8 @@ fn idle_handshake_sessions_are_forgotten_and_installed_ones_kept() {
         wire.responses.get(&h).map(Vec::as_slice),
         Some(&b"ping"[..])
     );
-    // The finished handshakes linger abort_ticks for late copies.
-    for _ in 0..150 {
+    // The finished handshakes linger handshake_abort_ticks for late copies.
+    for _ in 0..wire.server.config().handshake_abort_ticks + 50 {
         wire.advance(Duration::from_millis(1));
     }
     // Ten idle minutes, in steps the sweep (every 15 s) can see.

@@ -304,7 +304,13 @@ impl Engine {
         if readable || self.io.more_to_read {
             self.io.receive(&mut self.core, now);
         }
-        if self.core.poll_timeout().is_some_and(|t| t <= now) {
+        // Timers wait while datagrams are still queued (an answer among
+        // them is not the peer's silence), for a few ticks at most.
+        let late = now.checked_sub(4 * self.tick());
+        let due = self.core.poll_timeout().is_some_and(|t| {
+            t <= now && (!self.io.more_to_read || late.is_some_and(|late| t <= late))
+        });
+        if due {
             self.core.handle_timeout(now);
         }
         self.dispatch(now);
@@ -415,6 +421,11 @@ impl Engine {
 
     /// Starts the calls that waited for keys with `peer`.
     fn handshake_succeeded(&mut self, now: Instant, peer: SocketAddr) {
+        // The key confirmation leaves first: it validates our address at a
+        // responder, which forgets an unvalidated session within
+        // `handshake_abort_ticks`, and copying the parked calls' requests
+        // (64 MiB or more) can take longer than that on a busy machine.
+        self.io.transmit(&mut self.core, now);
         for parked in self.sessions.handshake_ended(peer) {
             self.restart(now, peer, parked);
         }
