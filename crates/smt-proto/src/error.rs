@@ -195,6 +195,10 @@ pub enum RpcError {
     /// The peer sent an authenticated response that breaks the protocol
     /// (e.g. more data than its length field announced).
     PeerMisbehaved,
+    /// The network reported the peer unreachable (an ICMP port or host
+    /// unreachable for a datagram to it) before anything authenticated
+    /// came from it: nothing speaks SMT there.
+    Unreachable,
 }
 
 impl fmt::Display for RpcError {
@@ -206,6 +210,9 @@ impl fmt::Display for RpcError {
             Self::SessionClosed => "the session was closed",
             Self::IdSpaceExhausted => "no message IDs left to restart the request; rekey",
             Self::PeerMisbehaved => "the peer sent a response that violates the protocol",
+            Self::Unreachable => {
+                "the peer is unreachable (ICMP): nothing answers SMT at that address and port"
+            }
         })
     }
 }

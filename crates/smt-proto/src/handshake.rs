@@ -28,6 +28,8 @@ pub enum HandshakeError {
     Timeout,
     /// No handshake is configured for this kind of peer.
     NotConfigured,
+    /// The network reported the peer unreachable (ICMP) before it answered.
+    Unreachable,
 }
 
 impl fmt::Display for HandshakeError {
@@ -40,6 +42,9 @@ impl fmt::Display for HandshakeError {
             Self::Timeout => f.write_str("handshake failed: the peer did not answer in time"),
             Self::NotConfigured => f.write_str(
                 "no session with this peer and no handshake configured: install keys or configure TLS",
+            ),
+            Self::Unreachable => f.write_str(
+                "handshake failed: the peer is unreachable (ICMP): nothing answers SMT at that address and port",
             ),
         }
     }

@@ -65,6 +65,8 @@ pub struct Stats {
     /// whose retry token was accepted.
     pub retries_sent: u64,
     pub retry_tokens_accepted: u64,
+    /// ICMP errors the driver reported (`Endpoint::peer_unreachable`).
+    pub unreachable_reports: u64,
     pub records_sealed: u64,
     /// Records whose AEAD open was *attempted* (successful or not).
     pub records_opened: u64,

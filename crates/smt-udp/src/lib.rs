@@ -44,10 +44,12 @@
 //!
 //! # Errors from the network
 //!
-//! Sockets are not connected and `IP_RECVERR` is not enabled, so Linux discards ICMP errors (port
-//! or host unreachable) for them: sending to a closed port succeeds and nothing surfaces later. On
-//! platforms that do report them, they surface as an [`std::io::Error`] from a later
-//! [`Socket::send`] or [`Socket::recv`]; neither panics.
+//! Sockets are not connected; in UDP mode on Linux they enable `IP_RECVERR` (`IPV6_RECVERR`), so
+//! an ICMP error (port or host unreachable) for a datagram they sent makes the next
+//! [`Socket::recv`] fail once with it (`ConnectionRefused`, ...), and [`Socket::take_error`] then
+//! reads the queued details: which destination could not be reached, and why. The socket polls
+//! as failed (`POLLERR`) until that queue is drained. Without `IP_RECVERR` (raw-IP mode, other
+//! platforms) Linux discards such errors. Nothing here panics on them.
 //!
 //! Datagrams are sent with the don't-fragment bit (quinn-udp sets `IP_PMTUDISC_PROBE`): a datagram
 //! larger than the interface MTU fails with `EMSGSIZE` instead of being fragmented.

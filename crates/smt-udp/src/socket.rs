@@ -56,6 +56,13 @@ impl Socket {
     /// In raw-IP mode the port of `addr` is ignored.
     pub fn bind(addr: SocketAddr, config: &SocketConfig) -> Result<Self, SocketError> {
         let inner = open_bound(addr, config.mode)?;
+        if config.mode == Mode::Udp {
+            // Best effort: without it, ICMP errors are simply not seen.
+            #[cfg(any(target_os = "linux", target_os = "android"))]
+            if let Err(e) = crate::sys::enable_recv_errors(inner.as_fd(), addr.is_ipv6()) {
+                tracing::debug!("IP_RECVERR not available: {e}");
+            }
+        }
         // Also makes the socket non-blocking and enables GRO where it can.
         let state = UdpSocketState::new((&inner).into())?;
         let features = probe(&inner, &state, config)?;
@@ -148,6 +155,19 @@ impl Socket {
         bufs.fill(self.framing, |slots, meta| {
             self.state.recv((&self.inner).into(), slots, meta)
         })
+    }
+
+    /// The next ICMP error queued for a datagram this socket sent (UDP mode, Linux: the socket
+    /// has `IP_RECVERR` on): the destination that could not be reached and the error, e.g.
+    /// `ConnectionRefused` for a closed port. `Ok(None)` when none is queued. A receive that
+    /// fails with an error other than `WouldBlock` means one is; drain them then, since the
+    /// socket polls as failed (`POLLERR`) while any is queued. Entries the crate does not
+    /// recognise come back with the unspecified address.
+    pub fn take_error(&self) -> io::Result<Option<(SocketAddr, io::Error)>> {
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        return crate::sys::recv_error(self.inner.as_fd());
+        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        return Ok(None);
     }
 
     /// Sends `contents` in as few system calls as the socket allows.

@@ -32,3 +32,109 @@ pub(crate) fn set_int_option(
         _ => Err(io::Error::last_os_error()),
     }
 }
+
+/// Asks the kernel to queue ICMP errors for this datagram socket (`IP_RECVERR` /
+/// `IPV6_RECVERR`), so port and host unreachables for datagrams it sent can be read back with
+/// [`recv_error`] instead of being discarded (unconnected sockets get none otherwise).
+pub(crate) fn enable_recv_errors(fd: BorrowedFd<'_>, ipv6: bool) -> io::Result<()> {
+    match ipv6 {
+        false => set_int_option(fd, libc::SOL_IP, libc::IP_RECVERR, 1),
+        true => set_int_option(fd, libc::SOL_IPV6, libc::IPV6_RECVERR, 1),
+    }
+}
+
+/// One queued ICMP error: the destination of the datagram that caused it and the error it
+/// reports (`ECONNREFUSED` for port unreachable, `EHOSTUNREACH`, `ENETUNREACH`...). `Ok(None)`
+/// when the queue is empty.
+pub(crate) fn recv_error(
+    fd: BorrowedFd<'_>,
+) -> io::Result<Option<(std::net::SocketAddr, io::Error)>> {
+    // SAFETY: all-zero is a valid `sockaddr_storage`, `iovec`, `msghdr`.
+    let mut name: libc::sockaddr_storage = unsafe { mem::zeroed() };
+    // The error queue returns the offending datagram's head; 64 bytes are enough to keep (and
+    // ignore); the control buffer holds one `sock_extended_err` and the offender's address.
+    let mut head = [0u8; 64];
+    let mut control = [0u64; 16];
+    let mut iov = libc::iovec {
+        iov_base: head.as_mut_ptr().cast(),
+        iov_len: head.len(),
+    };
+    // SAFETY: as above.
+    let mut msg: libc::msghdr = unsafe { mem::zeroed() };
+    msg.msg_name = ptr::from_mut(&mut name).cast();
+    msg.msg_namelen = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = mem::size_of_val(&control) as _;
+    // SAFETY: every pointer in `msg` points to a live buffer of the length it states, for the
+    // duration of the call; the kernel writes at most those lengths.
+    let rc = unsafe {
+        libc::recvmsg(
+            fd.as_raw_fd(),
+            &mut msg,
+            libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
+        )
+    };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        return match e.kind() {
+            io::ErrorKind::WouldBlock => Ok(None),
+            _ => Err(e),
+        };
+    }
+    let mut errno = None;
+    // SAFETY: `msg` was filled by a successful recvmsg; CMSG_FIRSTHDR/NXTHDR walk its control
+    // buffer within `msg_controllen`, and each header's data is read only if its level and type
+    // say it holds a `sock_extended_err` (read unaligned: the buffer gives no alignment promise).
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            let (level, kind) = ((*cmsg).cmsg_level, (*cmsg).cmsg_type);
+            let ours = (level == libc::SOL_IP && kind == libc::IP_RECVERR)
+                || (level == libc::SOL_IPV6 && kind == libc::IPV6_RECVERR);
+            if ours {
+                let err: libc::sock_extended_err =
+                    ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast());
+                errno = Some(err.ee_errno as i32);
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    let addr = socket_addr(&name);
+    match (addr, errno) {
+        (Some(addr), Some(errno)) => Ok(Some((addr, io::Error::from_raw_os_error(errno)))),
+        // Not an ICMP report we understand: skip it.
+        _ => Ok(Some((
+            std::net::SocketAddr::from(([0, 0, 0, 0], 0)),
+            io::Error::other("unrecognised error-queue entry"),
+        ))),
+    }
+}
+
+/// The IPv4 or IPv6 address in `name`, if it holds one.
+fn socket_addr(name: &libc::sockaddr_storage) -> Option<std::net::SocketAddr> {
+    use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6};
+    match libc::c_int::from(name.ss_family) {
+        libc::AF_INET => {
+            // SAFETY: the family says `name` holds a `sockaddr_in`, which fits in (and is no
+            // more aligned than) `sockaddr_storage`.
+            let a: libc::sockaddr_in = unsafe { ptr::read(ptr::from_ref(name).cast()) };
+            let ip = Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr));
+            Some(SocketAddr::from((ip, u16::from_be(a.sin_port))))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: as above, for `sockaddr_in6`.
+            let a: libc::sockaddr_in6 = unsafe { ptr::read(ptr::from_ref(name).cast()) };
+            let ip = Ipv6Addr::from(a.sin6_addr.s6_addr);
+            let port = u16::from_be(a.sin6_port);
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                ip,
+                port,
+                a.sin6_flowinfo,
+                a.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    }
+}

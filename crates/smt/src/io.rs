@@ -151,9 +151,11 @@ impl Io {
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    // ICMP errors (e.g. port unreachable) surface here; the
-                    // protocol's timers handle the consequences.
+                    // An ICMP error (port or host unreachable) for a
+                    // datagram we sent surfaces here once; the socket
+                    // queued the details (IP_RECVERR).
                     tracing::debug!("recv error: {e}");
+                    report_unreachable(socket, core, now);
                     continue;
                 }
             }
@@ -279,4 +281,27 @@ fn with_smt_source_port(mut from: SocketAddr, datagram: &[u8]) -> SocketAddr {
 /// Whether an SMT packet's destination port (bytes 2..4) is `port`.
 fn addressed_to(datagram: &[u8], port: u16) -> bool {
     matches!(datagram, [_, _, a, b, ..] if u16::from_be_bytes([*a, *b]) == port)
+}
+
+/// ICMP reports read per call at most: the rest wait for the next error.
+const MAX_ERRORS_PER_TURN: usize = 64;
+
+/// Hands the socket's queued ICMP errors to the core: calls to a peer that
+/// never answered fail at once instead of timing out (`Core::peer_unreachable`
+/// decides; a peer that has authenticated is left to its timers).
+fn report_unreachable(socket: &Socket, core: &mut Core, now: Instant) {
+    for _ in 0..MAX_ERRORS_PER_TURN {
+        match socket.take_error() {
+            Ok(Some((peer, error))) => {
+                if core.peer_unreachable(now, peer) {
+                    tracing::debug!(%peer, %error, "peer unreachable: its calls fail");
+                }
+            }
+            Ok(None) => return,
+            Err(e) => {
+                tracing::debug!("reading the socket's error queue: {e}");
+                return;
+            }
+        }
+    }
 }

@@ -379,6 +379,41 @@ impl Endpoint {
         Ok(())
     }
 
+    /// The network says `peer` cannot be reached: an ICMP port or host
+    /// unreachable came back for a datagram we sent it (the driver reads
+    /// them with `IP_RECVERR`). Acted on only while nothing authenticated
+    /// has come from the peer: then nothing speaks SMT there (a closed
+    /// port, a host that is down, another service), and our calls to it
+    /// fail at once with [`RpcError::Unreachable`] instead of each timing
+    /// out, and a handshake we started with it fails with
+    /// [`HandshakeError::Unreachable`] instead of retrying. A peer that has
+    /// authenticated before may be restarting, and anyone who can forge
+    /// ICMP could otherwise end its calls: its timers decide. Returns
+    /// whether anything failed.
+    pub fn peer_unreachable(&mut self, now: Instant, peer: SocketAddr) -> bool {
+        if self.peers.get(&peer).is_some_and(|p| p.validated) {
+            return false;
+        }
+        let calls: Vec<super::RpcHandle> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| c.peer == peer)
+            .map(|(h, _)| h)
+            .collect();
+        for &h in &calls {
+            self.fail_client(h, crate::error::RpcError::Unreachable);
+        }
+        let handshake = self
+            .handshakes
+            .get(&peer)
+            .is_some_and(|c| c.initiator && !c.keys_installed);
+        if handshake {
+            self.fail_handshake(now, peer, HandshakeError::Unreachable);
+        }
+        self.stats.unreachable_reports += 1;
+        !calls.is_empty() || handshake
+    }
+
     /// Forgets the handshake with `peer`, and what it held.
     fn remove_handshake(&mut self, peer: SocketAddr) -> Option<HandshakeConn> {
         let conn = self.handshakes.remove(&peer)?;
