@@ -90,6 +90,20 @@ fn local_towards(server: SocketAddr) -> Result<SocketAddr, Error> {
     Ok(SocketAddr::new(probe.local_addr()?.ip(), 0))
 }
 
+/// One call before measuring: a server that cannot be reached (nothing
+/// speaks SMT there, a failed handshake) ends the run with that reason,
+/// instead of a measurement made of failures hammering the address.
+fn reach(client: &Endpoint, server: SocketAddr) -> Result<(), Error> {
+    client
+        .call(server, b"smt client: hello")
+        .map(drop)
+        .map_err(|e| {
+            Error::Io(std::io::Error::other(format!(
+                "cannot reach an SMT server at {server}: {e}"
+            )))
+        })
+}
+
 pub fn client(args: ClientArgs) -> Result<(), Error> {
     let tls = crate::pki::tls_client(&args.tls)?;
     let master = match (&args.psk, &tls) {
@@ -114,6 +128,7 @@ pub fn client(args: ClientArgs) -> Result<(), Error> {
         args.server,
         client.features()
     );
+    reach(&client, args.server)?;
     report::print_header();
     let row = report::measure(
         &client,
