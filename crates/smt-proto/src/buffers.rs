@@ -45,6 +45,14 @@ fn class_for_capacity(cap: usize) -> Option<usize> {
     Some(class.min(CLASSES - 1))
 }
 
+/// The capacity [`BufferPool::take`] gives a buffer for `len` bytes.
+pub(crate) fn capacity_for(len: usize) -> usize {
+    match class_for_len(len) {
+        Some(class) => MIN_CLASS << class,
+        None => len,
+    }
+}
+
 impl BufferPool {
     /// An empty buffer with room for at least `len` bytes: a spare one if
     /// its class has one, else a new one of the class's size.
@@ -69,11 +77,17 @@ impl BufferPool {
     }
 
     /// Keeps `buf` for reuse if its class and the pool have room; frees it
-    /// otherwise.
+    /// otherwise. Only buffers of exactly a class size are kept (those
+    /// [`BufferPool::take`] made), so a buffer taken for `len` bytes has
+    /// exactly [`capacity_for`]`(len)`: the memory limits charge what they
+    /// admitted.
     pub fn give(&mut self, mut buf: Vec<u8>) {
         let Some(class) = class_for_capacity(buf.capacity()) else {
             return;
         };
+        if buf.capacity() != MIN_CLASS << class {
+            return;
+        }
         let full = self.classes[class].len() >= MAX_PER_CLASS
             || self.pooled_bytes + buf.capacity() > MAX_POOLED_BYTES;
         if full {
@@ -122,16 +136,19 @@ mod tests {
     }
 
     #[test]
-    fn foreign_buffers_serve_the_class_below_their_capacity() {
+    fn only_class_sized_buffers_are_kept() {
         let mut pool = BufferPool::default();
+        // Not a class size (a buffer the application grew): freed, so a
+        // taken buffer's capacity is always what `capacity_for` says.
         pool.give(Vec::with_capacity(1000));
-        // 1000 bytes serve requests up to 512 (class 512), not up to 1024.
-        assert_eq!(pool.take(512).capacity(), 1000);
-        assert_eq!(pool.take(600).capacity(), 1024);
-        // Too small or too large to pool.
         pool.give(Vec::with_capacity(10));
         pool.give(Vec::with_capacity(MAX_CLASS * 2));
         assert_eq!(pool.pooled_bytes(), 0);
+        pool.give(Vec::with_capacity(1024));
+        assert_eq!(pool.take(600).capacity(), capacity_for(600));
+        for len in [0, 1, 300, 5000, MAX_CLASS] {
+            assert_eq!(pool.take(len).capacity(), capacity_for(len));
+        }
     }
 
     #[test]

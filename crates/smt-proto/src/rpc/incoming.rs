@@ -1,4 +1,4 @@
-use crate::buffers::{BufferPool, MAX_CLASS, MIN_CLASS};
+use crate::buffers::{capacity_for, BufferPool, MAX_CLASS, MIN_CLASS};
 use crate::crypto::PacketCipher;
 use crate::error::DropReason;
 use crate::record::{open_segment, open_segment_in_place, OpenError, SeqLayout, MAX_SEGMENT_LEN};
@@ -179,7 +179,16 @@ impl Incoming {
 
     /// The bytes accepting `h` would allocate: a new segment buffer, or
     /// nothing if its segment is already being reassembled.
+    /// A packet that is the whole message goes straight into a data
+    /// buffer from the pool instead (`accept_whole`): that buffer's
+    /// capacity.
     pub fn allocation_for(&self, h: &DataHeader) -> usize {
+        if self.is_whole(h, h.payload_len()) {
+            return match self.whole || self.received > 0 {
+                true => 0,
+                false => capacity_for(self.wire_len as usize),
+            };
+        }
         match self.segment_at(h.segment_offset).is_ok() {
             true => 0,
             false => segment_cost(h.segment_len, h.mss),
