@@ -304,3 +304,44 @@ fn ticket_issue_and_show() {
     assert!(!out.status.success(), "a lifetime over one hour is refused");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Against a host that does not speak SMT the client stops at once with
+/// the reason (issue #11, item 7): a closed port answers with ICMP port
+/// unreachable, an echo service reflects the client's own hello. Neither
+/// may turn into a stream of retries toward the address.
+#[test]
+fn a_client_against_a_non_smt_host_stops_with_the_reason() {
+    let closed = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let closed_addr = closed.local_addr().unwrap();
+    drop(closed);
+    let echo = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let echo_addr = echo.local_addr().unwrap();
+    let echoed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = echoed.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 65_536];
+        while let Ok((n, from)) = echo.recv_from(&mut buf) {
+            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let _ = echo.send_to(&buf[..n], from);
+        }
+    });
+    for (addr, what) in [(closed_addr, "unreachable"), (echo_addr, "PSK")] {
+        let out = Command::new(BIN)
+            .args(["client", "--server", &addr.to_string(), "--psk", &psk()])
+            .args(["--seconds", "2"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{addr}: {stderr}");
+        assert!(
+            stderr.contains(&format!("cannot reach an SMT server at {addr}"))
+                && stderr.contains(what),
+            "{addr}: {stderr}"
+        );
+    }
+    let echoed = echoed.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        echoed < 100,
+        "the client sent the echo service {echoed} datagrams"
+    );
+}
