@@ -43,12 +43,25 @@ pub(crate) fn enable_recv_errors(fd: BorrowedFd<'_>, ipv6: bool) -> io::Result<(
     }
 }
 
+/// An ICMP report: the destination that could not be reached, and why.
+pub(crate) type Report = (std::net::SocketAddr, io::Error);
+
 /// One queued ICMP error: the destination of the datagram that caused it and the error it
 /// reports (`ECONNREFUSED` for port unreachable, `EHOSTUNREACH`, `ENETUNREACH`...). `Ok(None)`
-/// when the queue is empty.
-pub(crate) fn recv_error(
-    fd: BorrowedFd<'_>,
-) -> io::Result<Option<(std::net::SocketAddr, io::Error)>> {
+/// when the queue is empty. Entries that carry no address or no extended error are skipped.
+pub(crate) fn recv_error(fd: BorrowedFd<'_>) -> io::Result<Option<Report>> {
+    loop {
+        match recv_error_entry(fd)? {
+            None => return Ok(None),
+            Some(Some(report)) => return Ok(Some(report)),
+            Some(None) => continue,
+        }
+    }
+}
+
+/// One error-queue entry: `None` when the queue is empty, `Some(None)` for
+/// an entry without an address or an extended error.
+fn recv_error_entry(fd: BorrowedFd<'_>) -> io::Result<Option<Option<Report>>> {
     // SAFETY: all-zero is a valid `sockaddr_storage`, `iovec`, `msghdr`.
     let mut name: libc::sockaddr_storage = unsafe { mem::zeroed() };
     // The error queue returns the offending datagram's head; 64 bytes are enough to keep (and
@@ -102,14 +115,11 @@ pub(crate) fn recv_error(
         }
     }
     let addr = socket_addr(&name);
-    match (addr, errno) {
-        (Some(addr), Some(errno)) => Ok(Some((addr, io::Error::from_raw_os_error(errno)))),
-        // Not an ICMP report we understand: skip it.
-        _ => Ok(Some((
-            std::net::SocketAddr::from(([0, 0, 0, 0], 0)),
-            io::Error::other("unrecognised error-queue entry"),
-        ))),
-    }
+    let entry = match (addr, errno) {
+        (Some(addr), Some(errno)) => Some((addr, io::Error::from_raw_os_error(errno))),
+        _ => None,
+    };
+    Ok(Some(entry))
 }
 
 /// The IPv4 or IPv6 address in `name`, if it holds one.

@@ -216,7 +216,7 @@ impl Endpoint {
             return Err(DropReason::Malformed);
         };
         if flags & HANDSHAKE_RETRY != 0 {
-            return self.on_retry(now, from, packet.payload());
+            return self.on_retry(from, packet.payload());
         }
         let (token, payload) = match flags & HANDSHAKE_TOKEN != 0 {
             true if offset == 0 => {
@@ -361,7 +361,7 @@ impl Endpoint {
     /// A RETRY for a handshake we opened: open it again with the token,
     /// once (a second RETRY, or one after the peer's bytes arrived, is
     /// stale or forged and ignored).
-    fn on_retry(&mut self, now: Instant, from: SocketAddr, token: &[u8]) -> Result<(), DropReason> {
+    fn on_retry(&mut self, from: SocketAddr, token: &[u8]) -> Result<(), DropReason> {
         let Some(conn) = self.handshakes.get_mut(&from) else {
             return Err(DropReason::Handshake);
         };
@@ -375,7 +375,6 @@ impl Endpoint {
         conn.acked = 0;
         let sent = conn.sent.len();
         self.queue_handshake_bytes(from, 0, sent);
-        let _ = now;
         Ok(())
     }
 

@@ -570,13 +570,14 @@ impl Endpoint {
                 let Some(rpc) = self.servers.get_mut(&k) else {
                     return;
                 };
-                if !matches!(rpc.state, ServerState::Receiving(_)) {
-                    return;
-                }
-                let ServerState::Receiving(mut inc) =
-                    std::mem::replace(&mut rpc.state, ServerState::InService)
-                else {
-                    return;
+                // Only a request being received completes; the swap puts
+                // back any other state untouched.
+                let mut inc = match std::mem::replace(&mut rpc.state, ServerState::InService) {
+                    ServerState::Receiving(inc) => inc,
+                    other => {
+                        rpc.state = other;
+                        return;
+                    }
                 };
                 let data = inc.take_data();
                 self.recycle_incoming(inc);

@@ -129,23 +129,9 @@ pub fn seal_message(
     data: &[u8],
     layout: MessageLayout,
 ) -> Result<SealedMessage, CryptoError> {
-    seal_message_into(cipher, seq_layout, id, data, layout, Vec::new())
-}
-
-/// [`seal_message`] into `wire`, a reused buffer (its contents are
-/// replaced; its capacity is kept if large enough).
-pub fn seal_message_into(
-    cipher: &dyn PacketCipher,
-    seq_layout: SeqLayout,
-    id: u64,
-    data: &[u8],
-    layout: MessageLayout,
-    mut wire: Vec<u8>,
-) -> Result<SealedMessage, CryptoError> {
     debug_assert_eq!(data.len() as u64, layout.data_len());
     // Zero-filled: padding after each record's content type stays zero.
-    wire.clear();
-    wire.resize(layout.wire_len() as usize, 0);
+    let mut wire = vec![0u8; layout.wire_len() as usize];
     let mut at = 0usize;
     for index in 0..layout.records() {
         let plan = layout.record(index);
