@@ -354,30 +354,26 @@ fn amplification(plan: &Plan, env: &Env) -> Result<Vec<amplify::ProbeResult>, St
         n = n.wrapping_add(1).max(1);
         SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(127, 0, 3, n), 0))
     };
-    let server = Server::start(&env.smt, &env.server_keys(false))?;
-    for probe in amplify::psk_probes(&mut rng, server.addr().port()) {
+    let mut probe = |server: &Server, probe: &amplify::Probe| -> Result<(), String> {
         eprintln!("smt-hostile:   probe: {}", probe.name);
         results.push(amplify::run(
             server.addr(),
             from(),
-            &probe,
+            probe,
             plan.quiet,
             plan.limit,
         )?);
+        Ok(())
+    };
+    let server = Server::start(&env.smt, &env.server_keys(false))?;
+    for p in amplify::psk_probes(&mut rng, server.addr().port()) {
+        probe(&server, &p)?;
     }
     drop(server);
     let server = Server::start(&env.smt, &env.server_keys(true))?;
     let hello = classes::client_hellos(&env.tls_client, "127.0.0.1", server.addr().port(), 1)?;
     if let Some(hello) = hello.into_iter().next() {
-        let probe = amplify::tls_probe(hello);
-        eprintln!("smt-hostile:   probe: {}", probe.name);
-        results.push(amplify::run(
-            server.addr(),
-            from(),
-            &probe,
-            plan.quiet,
-            plan.limit,
-        )?);
+        probe(&server, &amplify::tls_probe(hello))?;
     }
     Ok(results)
 }
@@ -409,15 +405,7 @@ fn locate_smt(given: Option<&Path>) -> Result<PathBuf, String> {
 
 /// The run's circumstances, as a few markdown lines.
 fn preamble(env: &Env, plan: &Plan, long: bool) -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into());
+    let cpu = smt_bench::sys::cpu_model();
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let command: Vec<String> = std::env::args().collect();
     format!(
