@@ -42,6 +42,33 @@ fn a_call_to_a_closed_port_fails_fast_as_unreachable() {
     );
 }
 
+/// Calling again at once does not send again: the report holds for a
+/// moment (`handshake_abort_ticks`), so a retrying application does not
+/// turn it into a stream of packets toward the address.
+#[test]
+fn calls_right_after_an_unreachable_report_fail_without_sending() {
+    // A hold of 5 s instead of 100 ms: a descheduled test thread must not
+    // outlive it.
+    let mut config = EndpointConfig::default();
+    config.protocol.handshake_abort_ticks = 5_000;
+    let client = Endpoint::bind("127.0.0.1:0".parse().unwrap(), config).unwrap();
+    let peer = closed_port();
+    let (keys, _) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
+    client.install_session(peer, keys).unwrap();
+    let err = client.call(peer, b"first").expect_err("nothing listens");
+    assert!(matches!(err, Error::Rpc(RpcError::Unreachable)), "{err:?}");
+    let (before, _) = client.stats(None).unwrap();
+    for _ in 0..100 {
+        let err = client.call(peer, b"again").expect_err("still nothing");
+        assert!(matches!(err, Error::Rpc(RpcError::Unreachable)), "{err:?}");
+    }
+    let (after, _) = client.stats(None).unwrap();
+    assert_eq!(
+        after.datagrams_tx, before.datagrams_tx,
+        "calls within the report's hold sent nothing"
+    );
+}
+
 #[test]
 fn many_calls_to_a_closed_port_all_end_unreachable() {
     let client = client();

@@ -36,6 +36,9 @@ const MAX_EARLY: usize = 64;
 /// would let each handshake hold 4 MiB.
 const MAX_EARLY_BYTES: usize = 128 * 1024;
 
+/// Peers remembered as unreachable at once (`Endpoint::quarantine`).
+const MAX_UNREACHABLE: usize = 1024;
+
 /// RETRY packets waiting to leave, at most: past it, openings are dropped
 /// (a flood faster than the socket drains them).
 const MAX_PREBUILT: usize = 4096;
@@ -162,6 +165,14 @@ impl Endpoint {
     /// protocol for the server's acceptor (see [`kind`]).
     pub fn connect(&mut self, now: Instant, peer: SocketAddr, hs: Box<dyn Handshake>, kind: u8) {
         if self.handshakes.contains_key(&peer) {
+            return;
+        }
+        if self.is_quarantined(now, peer) {
+            self.stats.handshakes_failed += 1;
+            let error = HandshakeError::Unreachable;
+            self.outbox
+                .events
+                .push_back(Event::HandshakeFailed { peer, error });
             return;
         }
         let mut conn = HandshakeConn::new(hs, kind);
@@ -388,11 +399,15 @@ impl Endpoint {
     /// [`HandshakeError::Unreachable`] instead of retrying. A peer that has
     /// authenticated before may be restarting, and anyone who can forge
     /// ICMP could otherwise end its calls: its timers decide. Returns
-    /// whether anything failed.
+    /// whether anything failed. For `handshake_abort_ticks` afterwards,
+    /// new calls and handshakes to the peer fail the same way without
+    /// sending: an application that calls again at once does not turn the
+    /// report into a stream of packets toward the address.
     pub fn peer_unreachable(&mut self, now: Instant, peer: SocketAddr) -> bool {
         if self.peers.get(&peer).is_some_and(|p| p.validated) {
             return false;
         }
+        self.quarantine(now, peer);
         let calls: Vec<super::RpcHandle> = self
             .clients
             .iter()
@@ -411,6 +426,33 @@ impl Endpoint {
         }
         self.stats.unreachable_reports += 1;
         !calls.is_empty() || handshake
+    }
+
+    /// Remembers `peer` as unreachable for `handshake_abort_ticks`; at
+    /// most [`MAX_UNREACHABLE`] at once (forged ICMP cannot grow it).
+    fn quarantine(&mut self, now: Instant, peer: SocketAddr) {
+        if self.unreachable.len() >= MAX_UNREACHABLE {
+            self.unreachable.retain(|_, until| *until > now);
+        }
+        if self.unreachable.len() < MAX_UNREACHABLE {
+            let until = now + self.config.tick * self.config.handshake_abort_ticks;
+            self.unreachable.insert(peer, until);
+        }
+    }
+
+    /// Whether `peer` was reported unreachable a moment ago.
+    pub(crate) fn is_quarantined(&mut self, now: Instant, peer: SocketAddr) -> bool {
+        if self.unreachable.is_empty() {
+            return false; // the per-call case: no hashing
+        }
+        match self.unreachable.get(&peer) {
+            Some(&until) if until > now => true,
+            Some(_) => {
+                self.unreachable.remove(&peer);
+                false
+            }
+            None => false,
+        }
     }
 
     /// Forgets the handshake with `peer`, and what it held.

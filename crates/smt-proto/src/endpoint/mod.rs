@@ -239,6 +239,9 @@ pub struct Endpoint {
     pub(crate) unvalidated: VecDeque<SocketAddr>,
     /// The stateless-retry key, if set (`set_retry_key`).
     pub(crate) retry: Option<retry::Retry>,
+    /// Peers the network reported unreachable, and until when calls and
+    /// handshakes to them fail without sending (`peer_unreachable`).
+    pub(crate) unreachable: HashMap<SocketAddr, Instant>,
 }
 
 /// Segment lists kept for reuse: one per message being received at once
@@ -283,6 +286,7 @@ impl Endpoint {
             spare_segment_lists: Vec::new(),
             unvalidated: VecDeque::new(),
             retry: None,
+            unreachable: HashMap::default(),
         })
     }
 
@@ -462,6 +466,12 @@ impl Endpoint {
         let handle = self.clients.insert(rpc);
         self.client_ids.insert(key, handle);
         // A fresh request always has bytes to send (its unscheduled part).
+        if self.is_quarantined(now, peer) {
+            // The network said nothing answers there, a moment ago: fail
+            // without sending (Endpoint::peer_unreachable).
+            self.fail_client(handle, RpcError::Unreachable);
+            return Ok(handle);
+        }
         self.mark_sendable(MsgKey::Client(handle));
         self.arm_tick(now);
         Ok(handle)
