@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use super::limits::Charge;
+use super::tick::missing;
 use super::{Endpoint, Event, MsgKey, RpcHandle, ServerRpc, ServerRpcHandle, ServerState};
 use crate::crypto::{PacketCipher, TAG_LEN};
 use crate::error::{DropReason, RpcError, SendError};
@@ -699,11 +700,7 @@ impl Endpoint {
             // The server believes it sent the whole response, but we are
             // still missing some of it: ask for it now rather than on the
             // next silent tick (and NEED_ACK is no sign of progress).
-            let gaps = match &rpc.response {
-                None => vec![(0, self.config.max_resend_bytes)],
-                Some(inc) => inc.gaps(8, self.config.max_resend_bytes),
-            };
-            for (offset, length) in gaps {
+            for (offset, length) in missing(rpc.response.as_ref(), self.config.max_resend_bytes) {
                 self.queue_control(
                     key.peer,
                     key.epoch,
@@ -768,8 +765,13 @@ impl Endpoint {
                 self.mark_sendable(MsgKey::Server(key));
             }
             (Body::Resend { offset, length, .. }, ServerState::Responding(out)) => {
-                out.resend(offset, length, ticks, interval);
-                self.mark_sendable(MsgKey::Server(key));
+                if out.resend(offset, length, ticks, interval) {
+                    self.mark_sendable(MsgKey::Server(key));
+                } else {
+                    // What was asked for is still on its way (or not sent
+                    // yet): say we are alive rather than send it twice.
+                    self.queue_control(key.peer, key.epoch, key.id, Body::Busy);
+                }
             }
             (Body::Resend { .. }, _) => self.queue_control(key.peer, key.epoch, key.id, Body::Busy),
             (Body::RpcUnknown, _) => {

@@ -31,6 +31,19 @@ pub(crate) fn is_resend_tick(silent: u32, first: u32, resend: u32) -> bool {
     at == silent
 }
 
+/// What a client's RESEND asks for of a response: its gaps, or, while
+/// nothing of it has arrived, only the packet holding its first byte. That
+/// one is a probe: the response may be queued behind others at the server
+/// or on the path, and asking for all of it would have the server send it
+/// twice; a server with nothing old enough to resend answers BUSY, and once
+/// the first packet is in, the receiver knows the length and asks for gaps.
+pub(crate) fn missing(response: Option<&crate::rpc::Incoming>, max_len: u32) -> Vec<(u32, u32)> {
+    match response {
+        None => vec![(0, 1)],
+        Some(inc) => inc.gaps(RESENDS_PER_TICK, max_len),
+    }
+}
+
 /// Whether an incoming message waits only for a grant we give to others:
 /// everything granted has arrived, more is to come, and more messages want
 /// grants than `overcommit` lets us give.
@@ -168,10 +181,7 @@ impl Endpoint {
         rpc.silent_ticks += 1;
         let (silent, restarts) = (rpc.silent_ticks, rpc.restarts);
         let key = rpc.key();
-        let gaps = match &rpc.response {
-            None => vec![(0, max_len)],
-            Some(inc) => inc.gaps(RESENDS_PER_TICK, max_len),
-        };
+        let gaps = missing(rpc.response.as_ref(), max_len);
         if silent >= self.config.abort_ticks {
             tracing::debug!(
                 peer = %key.peer,

@@ -111,25 +111,26 @@ impl Outgoing {
     /// still on its way too, and a receiver asks at most once per
     /// `interval`, so a second request so soon is a copy or was overtaken
     /// (the RESENDs of one tick, one per gap, are all honoured). A RESEND
-    /// also implies a grant up to its end.
-    pub fn resend(&mut self, offset: u32, len: u32, tick: u64, interval: u64) {
+    /// also implies a grant up to its end. Returns whether anything was
+    /// queued (if not, the sender tells the receiver it is busy).
+    pub fn resend(&mut self, offset: u32, len: u32, tick: u64, interval: u64) -> bool {
         self.grant(offset.saturating_add(len));
         if self
             .resent_at
             .is_some_and(|at| at != tick && tick < at + interval)
         {
-            return;
+            return false;
         }
         // `interval - 1`: the receiver's ticks are not ours, and its
         // request after `interval` of its ticks may come in our
         // `interval - 1`-th tick after the packet left.
         let Some(old) = tick.checked_sub(interval.saturating_sub(1)) else {
-            return;
+            return false;
         };
         let start = u64::from(offset);
         let end = (start + u64::from(len)).min(self.sent_by(old));
         if start >= end {
-            return;
+            return false;
         }
         self.resent_at = Some(tick);
         let layout = &self.sealed.layout;
@@ -142,6 +143,7 @@ impl Outgoing {
                 self.retransmit.insert((s, i as u32));
             }
         }
+        true
     }
 
     /// The wire range `[start, end)` of the packet [`Outgoing::next_packet`]
