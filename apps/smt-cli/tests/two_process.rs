@@ -345,3 +345,43 @@ fn a_client_against_a_non_smt_host_stops_with_the_reason() {
         "the client sent the echo service {echoed} datagrams"
     );
 }
+
+/// A stopped server is a slow peer, not a dead one (issue #11, item 7):
+/// `smt server` is stopped with SIGSTOP for 200 ms five times while a
+/// client keeps 16 calls outstanding. Every call completes, and the
+/// client's own retransmissions stay few (nothing was lost: the datagrams
+/// wait in the stopped server's socket buffer).
+#[test]
+fn a_server_stopped_for_200_ms_loses_no_calls() {
+    let key = psk();
+    let server = start_server("127.0.0.1:47813", &key, &[]);
+    let pid = server.0.id().to_string();
+    let client = Command::new(BIN)
+        .args(["client", "--server", "127.0.0.1:47813", "--psk", &key])
+        .args(["--seconds", "3", "--size", "3000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn smt client");
+    let signal = |sig: &str| {
+        let status = Command::new("kill").args([sig, &pid]).status().unwrap();
+        assert!(status.success(), "kill {sig} {pid}");
+    };
+    for _ in 0..5 {
+        std::thread::sleep(Duration::from_millis(300));
+        signal("-STOP");
+        std::thread::sleep(Duration::from_millis(200));
+        signal("-CONT");
+    }
+    let out = client.wait_with_output().unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "client failed:\n{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (rpcs, errors) = rpcs_and_errors(&report);
+    assert_eq!(errors, 0, "{report}");
+    assert!(rpcs > 100, "{report}");
+    eprintln!("{report}");
+}
