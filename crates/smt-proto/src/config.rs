@@ -145,6 +145,16 @@ pub struct Config {
     /// being processed, so spoofed openings cost one MAC and no state, and
     /// a genuine client pays one round trip more. 0 retries every opening.
     pub retry_above_handshakes: usize,
+    /// Of one receive batch (`Endpoint::handle_batch`), datagrams from
+    /// addresses nothing vouches for yet (no validated session, no
+    /// handshake opened by us or with a retry token) are handled after the
+    /// others, at most this many, each sender's first datagram before the
+    /// rest of its run; the others are dropped unread
+    /// (`DropReason::OverBudget`) and their senders retransmit. Default 32,
+    /// a `recvmmsg` batch's slots: every sender's first datagram is
+    /// handled, and what is cut is the tail of GRO trains from unvalidated
+    /// senders (up to 64 segments per slot).
+    pub unvalidated_per_batch: usize,
     /// Put several packets to the same peer into one datagram, each
     /// unchanged (`docs/protocol.md` § 2.1): small messages, their ACKs and
     /// grants then share system calls and datagrams. Off sends one packet
@@ -189,6 +199,7 @@ impl Default for Config {
             max_handshakes: 4096,
             max_unvalidated_sessions: 1024,
             retry_above_handshakes: 64,
+            unvalidated_per_batch: 32,
             session_idle_timeout: Some(Duration::from_secs(600)),
             coalesce: true,
             local_port: 0,
@@ -247,9 +258,11 @@ impl Config {
             || self.unscheduled_bytes == 0
             || self.grant_window == 0
             || self.max_resend_bytes == 0
+            || self.unvalidated_per_batch == 0
         {
             return err(
-                "overcommit, unscheduled_bytes, grant_window and max_resend_bytes must be at least 1",
+                "overcommit, unscheduled_bytes, grant_window, max_resend_bytes and \
+                 unvalidated_per_batch must be at least 1",
             );
         }
         if self.tick.is_zero()

@@ -49,11 +49,15 @@ pub enum DropReason {
     /// A handshake opening whose retry token is forged, expired or for
     /// another address or kind.
     BadToken,
+    /// From an address that has proved nothing yet, past the receive
+    /// batch's budget for such datagrams (`Config::unvalidated_per_batch`):
+    /// dropped unread so a flood cannot crowd out validated peers.
+    OverBudget,
 }
 
 impl DropReason {
     /// Every reason, in counter order.
-    pub const ALL: [Self; 15] = [
+    pub const ALL: [Self; 16] = [
         Self::Malformed,
         Self::UnknownType,
         Self::WrongPort,
@@ -69,6 +73,7 @@ impl DropReason {
         Self::KeyPhase,
         Self::Handshake,
         Self::BadToken,
+        Self::OverBudget,
     ];
 
     /// Whether a packet dropped for this reason takes the rest of its
@@ -108,6 +113,7 @@ impl DropReason {
             Self::KeyPhase => "key_phase",
             Self::Handshake => "handshake",
             Self::BadToken => "bad_token",
+            Self::OverBudget => "over_budget",
         }
     }
 

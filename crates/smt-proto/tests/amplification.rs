@@ -438,3 +438,99 @@ fn forged_or_foreign_tokens_open_nothing() {
     assert_eq!(s.drops.get(DropReason::BadToken), 3, "{s:?}");
     assert_eq!((s.usage.handshakes, s.usage.sessions), (0, 0));
 }
+
+/// A genuine PSK client with a validated session on `server`.
+fn connected_client(server: &mut Endpoint, now: &mut Instant) -> (Endpoint, SocketAddr) {
+    let client_addr: SocketAddr = "10.0.0.1:4000".parse().unwrap();
+    let config = Config {
+        local_port: client_addr.port(),
+        ..Config::default()
+    };
+    let mut client = Endpoint::new(config).expect("valid config");
+    client.connect(
+        *now,
+        server_addr(),
+        Box::new(Psk {
+            peer: client_addr,
+            responder: false,
+            heard: false,
+            said: false,
+            keys: None,
+        }),
+        0,
+    );
+    let mut buf = vec![0; 65_536];
+    let mut answered = false;
+    for _ in 0..50 {
+        while let Some(t) = client.poll_transmit(*now, &mut buf) {
+            server.handle_datagram(*now, client_addr, &buf[..t.len]);
+        }
+        while let Some(t) = server.poll_transmit(*now, &mut buf) {
+            client.handle_datagram(*now, server_addr(), &buf[..t.len]);
+        }
+        while let Some(e) = server.poll_event() {
+            if let Event::Request { rpc, data } = e {
+                server.send_response(*now, rpc, &data).expect("in service");
+            }
+        }
+        while let Some(e) = client.poll_event() {
+            answered |= matches!(e, Event::Response { .. });
+        }
+        if client.peer_stats(server_addr()).is_some() && client.client_rpcs() == 0 && !answered {
+            client
+                .send_request(*now, server_addr(), b"hi")
+                .expect("session");
+        }
+        *now += Duration::from_millis(1);
+        client.handle_timeout(*now);
+        server.handle_timeout(*now);
+    }
+    assert!(answered, "the genuine client's first call completed");
+    (client, client_addr)
+}
+
+/// Issue #11 item 2: of one receive batch, a validated peer's datagrams
+/// are handled first and pay no budget; senders nothing vouches for share
+/// `unvalidated_per_batch` (32), each sender's first datagram before the
+/// rest of its run, so one sender's train of 200 cannot crowd out a new
+/// client's hello.
+#[test]
+fn receive_batches_serve_validated_peers_first_and_keyless_senders_within_a_budget() {
+    let mut server = server(1024);
+    let mut now = Instant::now();
+    let (mut client, client_addr) = connected_client(&mut server, &mut now);
+    let newcomer: SocketAddr = "10.0.0.3:4001".parse().unwrap();
+    let mut batch: Vec<(SocketAddr, Vec<u8>)> = (0..20)
+        .map(|i| (victim(i), hello_from(victim(i))))
+        .collect();
+    batch.extend((0..200).map(|_| (victim(500), hello_from(victim(500)))));
+    batch.push((newcomer, hello_from(newcomer)));
+    server.handle_batch(now, batch.iter().map(|(a, d)| (*a, &d[..])));
+    let mut buf = vec![0; 65_536];
+    let mut to_newcomer = 0;
+    while let Some(t) = server.poll_transmit(now, &mut buf) {
+        to_newcomer += usize::from(t.destination == newcomer);
+    }
+    assert_eq!(to_newcomer, 1, "the newcomer's hello was answered");
+    let s = server.stats();
+    // 22 heads and 10 of the train's 199 tails fit in 32.
+    assert_eq!(s.drops.get(DropReason::OverBudget), 189, "{s:?}");
+
+    // 100 keyless hellos, then the validated client's request.
+    client
+        .send_request(now, server_addr(), b"validated")
+        .expect("session");
+    let t = client.poll_transmit(now, &mut buf).expect("the request");
+    let request = buf[..t.len].to_vec();
+    let mut batch: Vec<(SocketAddr, Vec<u8>)> = (100..200)
+        .map(|i| (victim(i), hello_from(victim(i))))
+        .collect();
+    batch.push((client_addr, request));
+    server.handle_batch(now, batch.iter().map(|(a, d)| (*a, &d[..])));
+    let first = std::iter::from_fn(|| server.poll_event())
+        .find(|e| matches!(e, Event::Request { .. }))
+        .expect("the validated request was handled");
+    assert!(matches!(first, Event::Request { data, .. } if data == b"validated"));
+    let s = server.stats();
+    assert_eq!(s.drops.get(DropReason::OverBudget), 189 + 68, "{s:?}");
+}

@@ -49,7 +49,7 @@ impl RecvBuffers {
     ///
     /// GRO buffers are already split: every item is one datagram as its sender sent it. In
     /// raw-IP mode items are IP payloads (the IPv4 header is stripped) and addresses have port 0.
-    pub fn iter(&self) -> impl Iterator<Item = (SocketAddr, &[u8])> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = (SocketAddr, &[u8])> + Clone + '_ {
         self.filled.iter().flat_map(move |filled| {
             let bytes = &self.storage[filled.start..filled.end];
             let stride = filled.stride;

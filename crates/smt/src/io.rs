@@ -133,21 +133,19 @@ impl Io {
         self.held = None;
     }
 
-    /// Reads up to [`RECV_BATCHES_PER_TURN`] batches into `core`. Returns
-    /// how many datagrams were handed over.
-    pub fn receive(&mut self, core: &mut Core, now: Instant) -> usize {
+    /// Reads up to [`RECV_BATCHES_PER_TURN`] batches into `core`.
+    pub fn receive(&mut self, core: &mut Core, now: Instant) {
         self.more_to_read = false;
         let Some(socket) = &self.socket else {
-            return 0;
+            return;
         };
         self.more_to_read = true;
-        let mut handed = 0;
         for _ in 0..RECV_BATCHES_PER_TURN {
             match socket.recv(&mut self.recv) {
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.more_to_read = false;
-                    return handed;
+                    return;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
@@ -159,29 +157,25 @@ impl Io {
                     continue;
                 }
             }
-            let local_port = core.config().local_port;
-            for (from, datagram) in self.recv.iter() {
-                let from = if self.raw {
-                    // A raw socket sees every SMT packet to this host,
-                    // including other endpoints' (and its own outgoing ones
-                    // on loopback): keep only those for our SMT port.
-                    if !addressed_to(datagram, local_port) {
-                        continue;
-                    }
-                    with_smt_source_port(from, datagram)
-                } else {
-                    from
-                };
-                core.handle_datagram(now, from, datagram);
-                handed += 1;
-            }
+            let (raw, local_port) = (self.raw, core.config().local_port);
+            let batch = self.recv.iter().filter_map(move |(from, datagram)| {
+                if !raw {
+                    return Some((from, datagram));
+                }
+                // A raw socket sees every SMT packet to this host,
+                // including other endpoints' (and its own outgoing ones on
+                // loopback): keep only those for our SMT port.
+                addressed_to(datagram, local_port)
+                    .then(|| (with_smt_source_port(from, datagram), datagram))
+            });
+            // Validated peers' datagrams first, the rest within a budget.
+            core.handle_batch(now, batch);
             if !self.recv.was_full() {
                 // Drained: no need for the empty receive that would say so.
                 self.more_to_read = false;
-                return handed;
+                return;
             }
         }
-        handed
     }
 
     /// Whether datagrams wait for room in the socket.

@@ -106,6 +106,15 @@ pub(crate) struct HandshakeConn {
     address_validated: bool,
 }
 
+impl HandshakeConn {
+    /// Its peer's address is vouched for: we opened the handshake (we
+    /// chose to talk to that address), or its opening carried a valid
+    /// retry token.
+    pub(crate) fn vouched_for(&self) -> bool {
+        self.initiator || self.address_validated
+    }
+}
+
 impl std::fmt::Debug for HandshakeConn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HandshakeConn")

@@ -15,6 +15,7 @@
 //! Every call does bounded work: one datagram in, one datagram out, one
 //! tick over the live RPCs.
 
+mod admission;
 mod grants;
 mod handshake;
 mod limits;
@@ -242,6 +243,9 @@ pub struct Endpoint {
     /// Peers the network reported unreachable, and until when calls and
     /// handshakes to them fail without sending (`peer_unreachable`).
     pub(crate) unreachable: HashMap<SocketAddr, Instant>,
+    /// Per datagram of the batch being handled, when it is handled
+    /// (`handle_batch`); kept to reuse its capacity.
+    pub(crate) batch_turns: Vec<admission::Turn>,
 }
 
 /// Segment lists kept for reuse: one per message being received at once
@@ -287,6 +291,7 @@ impl Endpoint {
             unvalidated: VecDeque::new(),
             retry: None,
             unreachable: HashMap::default(),
+            batch_turns: Vec::new(),
         })
     }
 

@@ -1,0 +1,85 @@
+//! Validated peers first (issue #11). Of one receive batch, datagrams from
+//! addresses that have proved themselves are handled before the others;
+//! the others share a budget per batch (`Config::unvalidated_per_batch`),
+//! and past it they are dropped unread (`DropReason::OverBudget`). Anyone
+//! can send from any address, so only what keys or a retry token vouch for
+//! goes first.
+//!
+//! Within the budget, the first datagram of each run from one address (a
+//! single datagram, or the head of a GRO train, which the kernel builds
+//! from one sender) goes before the rest of the runs: a new client's hello
+//! is not crowded out by one sender's train of thousands, and with a
+//! budget at least the receive batch's slots (32), no sender's first
+//! datagram is ever dropped. What the budget cuts is the tails of trains
+//! from senders nothing vouches for.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use super::Endpoint;
+use crate::error::DropReason;
+
+/// Where a datagram of the batch is handled.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Turn {
+    /// From a validated address: handled first.
+    Validated,
+    /// First of a run from an address nothing vouches for.
+    Head,
+    /// The rest of such a run.
+    Tail,
+}
+
+impl Endpoint {
+    /// Handles one receive batch (what one `recvmmsg` returned, GRO
+    /// segments split, in order): validated addresses' datagrams first,
+    /// then the heads of the other runs, then their tails, each in order,
+    /// the last two within `Config::unvalidated_per_batch`. A datagram
+    /// whose address authenticated earlier in the batch is handled
+    /// whatever the budget.
+    pub fn handle_batch<'a, I>(&mut self, now: Instant, batch: I)
+    where
+        I: Iterator<Item = (SocketAddr, &'a [u8])> + Clone,
+    {
+        let mut turns = std::mem::take(&mut self.batch_turns);
+        turns.clear();
+        let mut previous = None;
+        for (from, datagram) in batch.clone() {
+            let turn = if self.is_validated_address(from) {
+                self.handle_datagram(now, from, datagram);
+                Turn::Validated
+            } else if previous == Some(from) {
+                Turn::Tail
+            } else {
+                Turn::Head
+            };
+            turns.push(turn);
+            previous = Some(from);
+        }
+        let mut budget = self.config.unvalidated_per_batch;
+        for pass in [Turn::Head, Turn::Tail] {
+            let mine = batch.clone().zip(&turns).filter(|(_, t)| **t == pass);
+            for ((from, datagram), _) in mine {
+                if self.is_validated_address(from) {
+                    self.handle_datagram(now, from, datagram);
+                } else if budget > 0 {
+                    budget -= 1;
+                    self.handle_datagram(now, from, datagram);
+                } else {
+                    self.stats.datagrams_rx += 1;
+                    self.stats.bytes_rx += datagram.len() as u64;
+                    self.drop_packet(from, DropReason::OverBudget);
+                }
+            }
+        }
+        self.batch_turns = turns;
+    }
+
+    /// Whether what comes from `from` is vouched for: its session has
+    /// authenticated a packet from it, or a handshake with it was opened
+    /// by us or with a valid retry token.
+    fn is_validated_address(&self, from: SocketAddr) -> bool {
+        self.peers.get(&from).is_some_and(|p| p.validated)
+            || self.handshakes.get(&from).is_some_and(|c| c.vouched_for())
+    }
+}
