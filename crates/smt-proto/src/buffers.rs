@@ -3,8 +3,11 @@
 //! sealed messages, kept request plaintext, reassembly and delivered data.
 //!
 //! Buffers are kept by size class (powers of two from [`MIN_CLASS`] to
-//! [`MAX_CLASS`] bytes); a buffer taken for `len` bytes has the capacity of
-//! `len`'s class, so it returns to the same class. The pool holds at most
+//! [`MAX_CLASS`] bytes, each with 1/32 more room: a message of a
+//! power-of-two length plus its record headers and tags still fits the
+//! class of its length instead of taking one twice as large); a buffer
+//! taken for `len` bytes has the capacity of `len`'s class, so it returns
+//! to the same class. The pool holds at most
 //! [`MAX_POOLED_BYTES`] in total and [`MAX_PER_CLASS`] buffers per class:
 //! what a flood or a burst of large messages leaves behind goes back to the
 //! allocator instead of staying pooled.
@@ -17,8 +20,10 @@ pub(crate) const MIN_CLASS: usize = 256;
 /// freed when done.
 pub(crate) const MAX_CLASS: usize = 2 << 20;
 const CLASSES: usize = (MAX_CLASS / MIN_CLASS).trailing_zeros() as usize + 1;
-/// Total bytes the pool may hold.
-pub(crate) const MAX_POOLED_BYTES: usize = 8 << 20;
+/// Total bytes the pool may hold: enough for a few 1 MiB messages each
+/// way in flight (each a 1 MiB class buffer), so a steady stream of them
+/// takes no fresh memory.
+pub(crate) const MAX_POOLED_BYTES: usize = 16 << 20;
 /// Buffers per class: bounds the bookkeeping of the small classes.
 pub(crate) const MAX_PER_CLASS: usize = 1024;
 
@@ -29,26 +34,44 @@ pub(crate) struct BufferPool {
     pooled_bytes: usize,
 }
 
-/// The class index holding buffers of at least `len` bytes, if pooled.
-fn class_for_len(len: usize) -> Option<usize> {
-    let size = len.max(MIN_CLASS).checked_next_power_of_two()?;
-    (size <= MAX_CLASS).then(|| (size / MIN_CLASS).trailing_zeros() as usize)
+/// The capacity of buffers of class `class`.
+const fn class_size(class: usize) -> usize {
+    let base = MIN_CLASS << class;
+    base + base / 32
 }
 
-/// The class a buffer of capacity `cap` can serve (every request of its
-/// class fits), if any.
-fn class_for_capacity(cap: usize) -> Option<usize> {
-    if !(MIN_CLASS..=MAX_CLASS * 2 - 1).contains(&cap) {
+/// The smallest class holding buffers of at least `len` bytes, if pooled.
+fn class_for_len(len: usize) -> Option<usize> {
+    let size = len.max(MIN_CLASS).checked_next_power_of_two()?;
+    let class = (size / MIN_CLASS).trailing_zeros() as usize;
+    // The class below has 1/32 more than half of `size`: enough for a
+    // length just past a power of two.
+    let class = match class > 0 && class_size(class - 1) >= len {
+        true => class - 1,
+        false => class,
+    };
+    (class < CLASSES).then_some(class)
+}
+
+/// The class whose buffers have exactly capacity `cap`, if any.
+fn class_of_capacity(cap: usize) -> Option<usize> {
+    if cap < MIN_CLASS {
         return None;
     }
     let class = (cap / MIN_CLASS).ilog2() as usize;
-    Some(class.min(CLASSES - 1))
+    (class < CLASSES && class_size(class) == cap).then_some(class)
+}
+
+/// The capacity of a pooled buffer for `len` bytes; `None` if buffers
+/// that large are not pooled.
+pub(crate) fn pooled_capacity(len: usize) -> Option<usize> {
+    class_for_len(len).map(class_size)
 }
 
 /// The capacity [`BufferPool::take`] gives a buffer for `len` bytes.
 pub(crate) fn capacity_for(len: usize) -> usize {
     match class_for_len(len) {
-        Some(class) => MIN_CLASS << class,
+        Some(class) => class_size(class),
         None => len,
     }
 }
@@ -65,7 +88,7 @@ impl BufferPool {
                 self.pooled_bytes -= buf.capacity();
                 buf
             }
-            None => Vec::with_capacity(MIN_CLASS << class),
+            None => Vec::with_capacity(class_size(class)),
         }
     }
 
@@ -82,12 +105,9 @@ impl BufferPool {
     /// exactly [`capacity_for`]`(len)`: the memory limits charge what they
     /// admitted.
     pub fn give(&mut self, mut buf: Vec<u8>) {
-        let Some(class) = class_for_capacity(buf.capacity()) else {
+        let Some(class) = class_of_capacity(buf.capacity()) else {
             return;
         };
-        if buf.capacity() != MIN_CLASS << class {
-            return;
-        }
         let full = self.classes[class].len() >= MAX_PER_CLASS
             || self.pooled_bytes + buf.capacity() > MAX_POOLED_BYTES;
         if full {
@@ -112,10 +132,10 @@ mod tests {
     fn a_returned_buffer_is_reused_for_its_class() {
         let mut pool = BufferPool::default();
         let buf = pool.take(100);
-        assert_eq!(buf.capacity(), MIN_CLASS);
+        assert_eq!(buf.capacity(), class_size(0));
         let ptr = buf.as_ptr();
         pool.give(buf);
-        assert_eq!(pool.pooled_bytes(), MIN_CLASS);
+        assert_eq!(pool.pooled_bytes(), class_size(0));
         let again = pool.take(200);
         assert_eq!(again.as_ptr(), ptr);
         assert!(again.is_empty());
@@ -144,7 +164,8 @@ mod tests {
         pool.give(Vec::with_capacity(10));
         pool.give(Vec::with_capacity(MAX_CLASS * 2));
         assert_eq!(pool.pooled_bytes(), 0);
-        pool.give(Vec::with_capacity(1024));
+        pool.give(Vec::with_capacity(class_size(2)));
+        assert_eq!(pool.pooled_bytes(), class_size(2));
         assert_eq!(pool.take(600).capacity(), capacity_for(600));
         for len in [0, 1, 300, 5000, MAX_CLASS] {
             assert_eq!(pool.take(len).capacity(), capacity_for(len));
@@ -152,14 +173,23 @@ mod tests {
     }
 
     #[test]
+    fn a_megabyte_message_with_its_record_overhead_fits_the_megabyte_class() {
+        let wire = (1 << 20) + 64 * 22;
+        assert_eq!(capacity_for(wire), class_size(12));
+        assert!(capacity_for(wire) < 2 << 20);
+        assert_eq!(capacity_for(MAX_CLASS + 1), class_size(CLASSES - 1));
+        assert_eq!(class_for_len(class_size(CLASSES - 1) + 1), None);
+    }
+
+    #[test]
     fn the_pool_is_bounded() {
         let mut pool = BufferPool::default();
         for _ in 0..2 * MAX_PER_CLASS {
-            pool.give(Vec::with_capacity(MIN_CLASS));
+            pool.give(Vec::with_capacity(class_size(0)));
         }
-        assert_eq!(pool.pooled_bytes(), MAX_PER_CLASS * MIN_CLASS);
+        assert_eq!(pool.pooled_bytes(), MAX_PER_CLASS * class_size(0));
         for _ in 0..100 {
-            pool.give(Vec::with_capacity(MAX_CLASS));
+            pool.give(Vec::with_capacity(class_size(CLASSES - 1)));
         }
         assert!(pool.pooled_bytes() <= MAX_POOLED_BYTES);
     }

@@ -8,6 +8,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use bytes::Bytes;
 use smt_proto::{KeyResolver, SessionKeys, Stats};
 use smt_udp::Features;
 
@@ -228,14 +229,14 @@ impl Endpoint {
     /// Sends `request` to `peer` and waits for the response. The request
     /// leaves from this thread, and this thread receives the response
     /// (unless another waiting thread is receiving for everyone).
-    pub fn call(&self, peer: SocketAddr, request: &[u8]) -> Result<Vec<u8>, Error> {
+    pub fn call(&self, peer: SocketAddr, request: &[u8]) -> Result<Bytes, Error> {
         self.shared().call(peer, request)
     }
 
     /// Sends `request` to `peer`; the future resolves to the response. The
     /// request leaves at once; the response is received by the background
     /// thread or by any thread blocked in `call` or `accept`.
-    pub async fn call_async(&self, peer: SocketAddr, request: &[u8]) -> Result<Vec<u8>, Error> {
+    pub async fn call_async(&self, peer: SocketAddr, request: &[u8]) -> Result<Bytes, Error> {
         let (tx, rx) = flume::bounded(1);
         let _waiting = self.shared().async_waiter();
         self.shared().call_detached(peer, request, tx)?;

@@ -19,6 +19,11 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Responses and requests arrive as [`Bytes`], the buffer the message was
+//! assembled in (no copy); dropping it gives a large buffer back to the
+//! endpoint for a later message, so a stream of megabyte messages reuses
+//! memory instead of faulting fresh pages in.
+//!
 //! Architecture: one engine per endpoint owns the socket (UDP with GSO/GRO
 //! and batched receive, or raw IP), the clock, the session-establishment
 //! policy and the sans-IO protocol core (`smt-proto`). Two faces drive it:
@@ -34,10 +39,12 @@ mod error;
 mod io;
 pub mod keys;
 mod local;
+mod recycle;
 mod request;
 mod wait;
 mod zero_rtt;
 
+pub use bytes::Bytes;
 pub use config::{EndpointConfig, Mode, ProtocolConfig, SocketConfig, DEFAULT_IP_PROTOCOL};
 pub use endpoint::Endpoint;
 pub use error::{Error, HandshakeError, RpcError, SendError, SocketError};

@@ -18,6 +18,7 @@ use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use smt_proto::{KeyResolver, ServerRpcHandle, SessionKeys};
 use smt_udp::Features;
 
@@ -46,11 +47,11 @@ impl RequestId {
 #[non_exhaustive]
 pub enum LocalEvent {
     /// The response to one of our calls.
-    Response { call: CallId, data: Vec<u8> },
+    Response { call: CallId, data: Bytes },
     /// One of our calls failed (timeout, peer lost it, handshake failed).
     Failed { call: CallId, error: Error },
     /// A complete, authenticated request.
-    Request { request: RequestId, data: Vec<u8> },
+    Request { request: RequestId, data: Bytes },
 }
 
 impl From<Outcome> for LocalEvent {

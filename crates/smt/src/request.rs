@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use smt_proto::ServerRpcHandle;
 
 use crate::drive::Shared;
@@ -13,7 +14,7 @@ use crate::Error;
 /// the client's call fails with a timeout (never a second execution).
 pub struct IncomingRequest {
     rpc: ServerRpcHandle,
-    data: Vec<u8>,
+    data: Bytes,
     shared: Option<Arc<Shared>>,
 }
 
@@ -28,7 +29,7 @@ impl std::fmt::Debug for IncomingRequest {
 }
 
 impl IncomingRequest {
-    pub(crate) fn new(rpc: ServerRpcHandle, data: Vec<u8>, shared: Arc<Shared>) -> Self {
+    pub(crate) fn new(rpc: ServerRpcHandle, data: Bytes, shared: Arc<Shared>) -> Self {
         Self {
             rpc,
             data,
@@ -46,8 +47,9 @@ impl IncomingRequest {
         &self.data
     }
 
-    /// Takes the request bytes.
-    pub fn take_data(&mut self) -> Vec<u8> {
+    /// Takes the request bytes (no copy; dropping them returns a large
+    /// buffer to the endpoint's pool).
+    pub fn take_data(&mut self) -> Bytes {
         std::mem::take(&mut self.data)
     }
 

@@ -164,7 +164,7 @@ impl Held {
         let s = server.clone();
         std::thread::spawn(move || {
             while let Ok(mut req) = s.accept() {
-                let data = req.take_data();
+                let data = req.take_data().to_vec();
                 got_tx.send(data.clone()).unwrap();
                 release_rx.recv().unwrap();
                 let reply: Vec<u8> = data.iter().rev().copied().collect();

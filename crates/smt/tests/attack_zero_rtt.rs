@@ -108,7 +108,7 @@ fn first_flight(issuer: &Issuer, ticket: &Ticket, relay: &Relay, fs: bool) -> Ve
         .unwrap();
     assert_eq!(
         client.call(relay.local_addr(), b"pay once").unwrap(),
-        b"done"
+        &b"done"[..]
     );
     relay
         .captured()
@@ -295,7 +295,10 @@ fn a_spoofed_hello_does_not_replace_an_established_session() {
     victim
         .set_zero_rtt_ticket(relay.local_addr(), verified.clone(), false)
         .unwrap();
-    assert_eq!(victim.call(relay.local_addr(), b"call 0").unwrap(), b"done");
+    assert_eq!(
+        victim.call(relay.local_addr(), b"call 0").unwrap(),
+        &b"done"[..]
+    );
     let pool = KeyPool::new(1);
     let (mut attempts, mut failed) = (0, 0);
     for k in 1..=20u32 {
@@ -314,7 +317,7 @@ fn a_spoofed_hello_does_not_replace_an_established_session() {
         std::thread::sleep(Duration::from_millis(5));
         let call = format!("call {k}");
         match victim.call(relay.local_addr(), call.as_bytes()) {
-            Ok(r) if r == b"done" => {}
+            Ok(r) if r == b"done"[..] => {}
             _ => failed += 1,
         }
     }

@@ -31,7 +31,7 @@ fn pair(threads: usize) -> (Endpoint, Endpoint) {
         let s = server.clone();
         std::thread::spawn(move || {
             while let Ok(mut req) = s.accept() {
-                let mut data = req.take_data();
+                let mut data = req.take_data().to_vec();
                 data.reverse();
                 let _ = req.respond(&data);
             }
@@ -184,7 +184,7 @@ fn a_caller_whose_peer_never_answers_times_out_while_others_complete() {
     // The others kept completing meanwhile and still do.
     assert_eq!(
         client.call(server.local_addr(), b"after").unwrap(),
-        b"after"
+        &b"after"[..]
     );
     stop.store(true, Ordering::Relaxed);
     for t in busy {
@@ -255,7 +255,10 @@ fn close_fails_calls_that_a_silent_peer_never_answers() {
 #[test]
 fn the_port_is_free_again_after_close() {
     let (client, server) = pair(1);
-    assert_eq!(client.call(server.local_addr(), b"abc").unwrap(), b"cba");
+    assert_eq!(
+        client.call(server.local_addr(), b"abc").unwrap(),
+        &b"cba"[..]
+    );
     let addr = client.local_addr();
     client.close();
     let again = Endpoint::bind(addr, EndpointConfig::default()).expect("the port is free");
@@ -265,7 +268,10 @@ fn the_port_is_free_again_after_close() {
 #[test]
 fn dropping_every_handle_does_not_hang() {
     let (client, server) = pair(1);
-    assert_eq!(client.call(server.local_addr(), b"abc").unwrap(), b"cba");
+    assert_eq!(
+        client.call(server.local_addr(), b"abc").unwrap(),
+        &b"cba"[..]
+    );
     drop(client);
     drop(server);
 }

@@ -22,7 +22,8 @@ fn spawn_local_server(
         let mut served = 0;
         while served < count {
             match server.poll(Some(Duration::from_secs(10))).unwrap() {
-                Some(LocalEvent::Request { request, mut data }) => {
+                Some(LocalEvent::Request { request, data }) => {
+                    let mut data = data.to_vec();
                     data.reverse();
                     server.respond(request, &data).unwrap();
                     served += 1;
@@ -124,7 +125,7 @@ fn local_client_calls_a_threaded_server() {
     for _ in 0..20 {
         client.call(server.local_addr(), b"hello").unwrap();
         match client.poll(Some(Duration::from_secs(10))).unwrap() {
-            Some(LocalEvent::Response { data, .. }) => assert_eq!(data, b"HELLO"),
+            Some(LocalEvent::Response { data, .. }) => assert_eq!(data, &b"HELLO"[..]),
             other => panic!("{other:?}"),
         }
     }

@@ -37,7 +37,7 @@ fn call_and_respond_over_udp_v4() {
     let (client, server) = pair("127.0.0.1:0");
     serve_upper(&server, 1);
     let resp = client.call(server.local_addr(), b"hello smt").unwrap();
-    assert_eq!(resp, b"HELLO SMT");
+    assert_eq!(resp, &b"HELLO SMT"[..]);
     let big: Vec<u8> = (0..(1 << 20)).map(|i| b'a' + (i % 26) as u8).collect();
     let resp = client.call(server.local_addr(), &big).unwrap();
     assert_eq!(resp, big.to_ascii_uppercase());
@@ -57,7 +57,7 @@ fn call_and_respond_over_udp_v6() {
     client.install_session(server.local_addr(), ck).unwrap();
     server.install_session(client.local_addr(), sk).unwrap();
     serve_upper(&server, 1);
-    assert_eq!(client.call(server.local_addr(), b"v6").unwrap(), b"V6");
+    assert_eq!(client.call(server.local_addr(), b"v6").unwrap(), &b"V6"[..]);
 }
 
 #[test]
@@ -137,7 +137,7 @@ fn ready_fd_works_with_an_event_loop() {
     }
     assert_eq!(
         caller.join().unwrap().unwrap(),
-        b"answered from an event loop"
+        &b"answered from an event loop"[..]
     );
     assert!(server.try_accept().unwrap().is_none());
 }

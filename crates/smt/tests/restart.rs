@@ -43,7 +43,7 @@ fn start(addr: SocketAddr, cert: &IssuedCert, executions: &Executions, life: u32
                 let data = req.take_data();
                 let id = u64::from_le_bytes(data[..8].try_into().unwrap());
                 *ex.lock().unwrap().entry(id).or_default() += 1;
-                let mut reply = data;
+                let mut reply = data.to_vec();
                 reply.extend_from_slice(&life.to_le_bytes());
                 let _ = req.respond(&reply);
             }

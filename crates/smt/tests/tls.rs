@@ -80,7 +80,7 @@ fn concurrent_first_calls_share_one_handshake() {
     assert_eq!(client.stats(None).unwrap().0.handshakes_completed, 1);
 }
 
-fn handshake_error(result: Result<Vec<u8>, Error>) -> HandshakeError {
+fn handshake_error(result: Result<smt::Bytes, Error>) -> HandshakeError {
     match result {
         Err(Error::Handshake(e)) => e,
         other => panic!("expected a handshake error, got {other:?}"),
@@ -127,7 +127,7 @@ fn mutual_tls_requires_a_client_certificate() {
     with_cert.set_tls_client(tls).unwrap();
     assert_eq!(
         with_cert.call(server.local_addr(), b"mesh").unwrap(),
-        b"MESH"
+        &b"MESH"[..]
     );
     // Without: the server refuses the handshake; the call fails (the client
     // may hold keys briefly, but no request is ever executed).
@@ -192,14 +192,20 @@ fn a_client_restarting_on_the_same_address_handshakes_again() {
     let server = tls_server(&ca, &["127.0.0.1"], None);
     let first = tls_client(&ca);
     let addr = first.local_addr();
-    assert_eq!(first.call(server.local_addr(), b"one").unwrap(), b"ONE");
+    assert_eq!(
+        first.call(server.local_addr(), b"one").unwrap(),
+        &b"ONE"[..]
+    );
     first.close();
     drop(first);
     let again = Endpoint::bind(addr, EndpointConfig::default()).unwrap();
     again
         .set_tls_client(TlsClient::new(ca.cert_pem().as_bytes(), None).unwrap())
         .unwrap();
-    assert_eq!(again.call(server.local_addr(), b"two").unwrap(), b"TWO");
+    assert_eq!(
+        again.call(server.local_addr(), b"two").unwrap(),
+        &b"TWO"[..]
+    );
     assert_eq!(server.stats(None).unwrap().0.handshakes_completed, 2);
 }
 

@@ -110,7 +110,7 @@ fn zero_rtt_with_forward_secrecy_switches_to_the_fs_key() {
         .unwrap();
     assert_eq!(
         c.call(s.server.local_addr(), b"first flight").unwrap(),
-        b"FIRST FLIGHT"
+        &b"FIRST FLIGHT"[..]
     );
     // After the server's reply, new RPCs use the fs-key (key epoch 1).
     for i in 0..10 {
@@ -140,7 +140,7 @@ fn replayed_first_flight_executes_nothing() {
         .unwrap();
     assert_eq!(
         c.call(relay.local_addr(), b"pay once").unwrap(),
-        b"PAY ONCE"
+        &b"PAY ONCE"[..]
     );
     let flight: Vec<Vec<u8>> = relay
         .captured()
@@ -182,7 +182,7 @@ fn ticket_published_in_dns_gives_a_zero_rtt_session() {
     c.set_zero_rtt_ticket(to, verified, true).unwrap();
     assert_eq!(
         c.call(to, b"found you in dns").unwrap(),
-        b"FOUND YOU IN DNS"
+        &b"FOUND YOU IN DNS"[..]
     );
 }
 
@@ -198,7 +198,7 @@ fn a_client_restarting_on_the_same_address_gets_a_new_session() {
         first
             .call(s.server.local_addr(), b"before restart")
             .unwrap(),
-        b"BEFORE RESTART"
+        &b"BEFORE RESTART"[..]
     );
     first.close();
     drop(first);
@@ -209,7 +209,7 @@ fn a_client_restarting_on_the_same_address_gets_a_new_session() {
         .unwrap();
     assert_eq!(
         again.call(s.server.local_addr(), b"after restart").unwrap(),
-        b"AFTER RESTART"
+        &b"AFTER RESTART"[..]
     );
     assert_eq!(s.server.stats(None).unwrap().0.handshakes_completed, 2);
 }

@@ -1,4 +1,4 @@
-use crate::buffers::{capacity_for, BufferPool, MAX_CLASS, MIN_CLASS};
+use crate::buffers::{capacity_for, pooled_capacity, BufferPool};
 use crate::crypto::PacketCipher;
 use crate::error::DropReason;
 use crate::record::{open_segment, open_segment_in_place, OpenError, SeqLayout, MAX_SEGMENT_LEN};
@@ -423,8 +423,7 @@ impl Incoming {
             true => (self.message_len as usize).max(needed),
             false => needed,
         };
-        let class = want.max(MIN_CLASS).next_power_of_two();
-        if class <= MAX_CLASS && class - needed <= spare {
+        if pooled_capacity(want).is_some_and(|cap| cap - needed <= spare) {
             let mut buf = pool.take(want);
             buf.extend_from_slice(&self.data);
             let old = std::mem::replace(&mut self.data, buf);

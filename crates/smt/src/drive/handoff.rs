@@ -16,7 +16,7 @@ use std::thread::Thread;
 
 use crate::Error;
 
-pub(crate) type Reply = Result<Vec<u8>, Error>;
+pub(crate) type Reply = Result<bytes::Bytes, Error>;
 
 /// Threads to wake once the engine lock is released.
 #[derive(Default)]

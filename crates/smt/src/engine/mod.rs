@@ -24,7 +24,10 @@ mod sessions;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use bytes::Bytes;
 
 use smt_proto::{
     Endpoint as Core, Event, HandshakeError, KeyResolver, RpcHandle, SendError, ServerRpcHandle,
@@ -34,6 +37,7 @@ use smt_udp::{Features, Socket};
 
 use self::sessions::{Parked, Sessions, Started};
 use crate::io::Io;
+use crate::recycle::Recycler;
 use crate::{EndpointConfig, Error};
 
 /// Longest a graceful close waits for in-flight RPCs.
@@ -66,10 +70,10 @@ pub(crate) enum Outcome {
     /// The end of a call: its response or why there is none.
     Reply {
         call: CallToken,
-        result: Result<Vec<u8>, Error>,
+        result: Result<Bytes, Error>,
     },
     /// A complete, authenticated request.
-    Request { rpc: ServerRpcHandle, data: Vec<u8> },
+    Request { rpc: ServerRpcHandle, data: Bytes },
 }
 
 /// One endpoint's state and socket. See the module docs for the call order.
@@ -82,6 +86,8 @@ pub(crate) struct Engine {
     calls: HashMap<RpcHandle, CallToken>,
     next_call: u64,
     outcomes: VecDeque<Outcome>,
+    /// Delivered buffers the application has dropped, for the core's pool.
+    recycler: Arc<Recycler>,
     /// When a graceful close began.
     closing: Option<Instant>,
     local_addr: SocketAddr,
@@ -105,6 +111,7 @@ impl Engine {
             calls: HashMap::new(),
             next_call: 0,
             outcomes: VecDeque::new(),
+            recycler: Arc::default(),
             closing: None,
             local_addr,
             features,
@@ -301,6 +308,7 @@ impl Engine {
     /// into outcomes and transmits.
     pub fn turn(&mut self, readable: bool) {
         let now = self.clock.now();
+        self.recycler.drain_into(&mut self.core);
         if readable || self.io.more_to_read {
             self.io.receive(&mut self.core, now);
         }
@@ -406,16 +414,27 @@ impl Engine {
     }
 
     fn finish(&mut self, rpc: RpcHandle, result: Result<Vec<u8>, Error>) {
-        if let Some(call) = self.calls.remove(&rpc) {
-            self.outcomes.push_back(Outcome::Reply { call, result });
+        match self.calls.remove(&rpc) {
+            Some(call) => {
+                let result = result.map(|data| self.recycler.wrap(data));
+                self.outcomes.push_back(Outcome::Reply { call, result });
+            }
+            // Cancelled: nobody wants the data, the pool does.
+            None => {
+                if let Ok(data) = result {
+                    self.core.recycle(data);
+                }
+            }
         }
     }
 
     fn deliver_request(&mut self, rpc: ServerRpcHandle, data: Vec<u8>) {
         if self.closing.is_some() {
             self.core.abandon_request(rpc);
+            self.core.recycle(data);
             return;
         }
+        let data = self.recycler.wrap(data);
         self.outcomes.push_back(Outcome::Request { rpc, data });
     }
 

@@ -38,7 +38,7 @@ pub fn serve_echo(server: &Endpoint) -> Executions {
     let (s, ex) = (server.clone(), executions.clone());
     std::thread::spawn(move || {
         while let Ok(mut req) = s.accept() {
-            let data = req.take_data();
+            let data = req.take_data().to_vec();
             *ex.lock().unwrap().entry(data.clone()).or_default() += 1;
             let reply: Vec<u8> = data.iter().rev().copied().collect();
             let _ = req.respond(&reply);
