@@ -43,18 +43,22 @@ impl Endpoint {
     {
         let mut turns = std::mem::take(&mut self.batch_turns);
         turns.clear();
-        let mut previous = None;
+        let mut previous: Option<(SocketAddr, Turn)> = None;
         for (from, datagram) in batch.clone() {
-            let turn = if self.is_validated_address(from) {
-                self.handle_datagram(now, from, datagram);
-                Turn::Validated
-            } else if previous == Some(from) {
-                Turn::Tail
-            } else {
-                Turn::Head
+            // A GRO train is one sender's: its address is looked up once.
+            let turn = match previous {
+                Some((addr, turn)) if addr == from => match turn {
+                    Turn::Validated => Turn::Validated,
+                    _ => Turn::Tail,
+                },
+                _ if self.is_validated_address(from) => Turn::Validated,
+                _ => Turn::Head,
             };
+            if turn == Turn::Validated {
+                self.handle_datagram(now, from, datagram);
+            }
             turns.push(turn);
-            previous = Some(from);
+            previous = Some((from, turn));
         }
         let mut budget = self.config.unvalidated_per_batch;
         for pass in [Turn::Head, Turn::Tail] {
