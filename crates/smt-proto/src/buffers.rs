@@ -1,6 +1,6 @@
 //! Spare byte buffers, so a steady stream of messages reuses the buffers of
 //! the messages before it instead of allocating and freeing per message:
-//! sealed messages, kept request plaintext, reassembly and delivered data.
+//! sealed messages, reassembly and delivered data.
 //!
 //! Buffers are kept by size class (powers of two from [`MIN_CLASS`] to
 //! [`MAX_CLASS`] bytes, each with 1/32 more room: a message of a

@@ -155,7 +155,8 @@ pub(crate) struct ClientRpc {
     pub peer: SocketAddr,
     pub epoch: u64,
     pub id: u64,
-    pub request_data: Vec<u8>,
+    /// The request in its wire form; a restart recovers the plaintext
+    /// from it (`Outgoing::recover_plaintext`).
     pub request: Outgoing,
     pub response: Option<Incoming>,
     pub silent_ticks: u32,
@@ -454,13 +455,10 @@ impl Endpoint {
         self.check_len(data.len())?;
         let (epoch, id) = self.allocate_id(peer)?;
         let request = self.seal(peer, epoch, id, data)?;
-        let mut request_data = self.buffers.take(data.len());
-        request_data.extend_from_slice(data);
         let rpc = ClientRpc {
             peer,
             epoch,
             id,
-            request_data,
             request,
             response: None,
             silent_ticks: 0,
@@ -705,7 +703,6 @@ impl Endpoint {
 
     /// Keeps a finished client RPC's buffers for later RPCs.
     pub(crate) fn recycle_client(&mut self, mut rpc: ClientRpc) {
-        self.buffers.give(std::mem::take(&mut rpc.request_data));
         self.buffers.give(rpc.request.take_wire());
         if let Some(inc) = rpc.response.take() {
             self.recycle_incoming(inc);

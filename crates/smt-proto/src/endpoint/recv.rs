@@ -798,7 +798,7 @@ impl Endpoint {
         let Some(rpc) = self.clients.get(&handle) else {
             return;
         };
-        let (old, restarts, data) = (rpc.key(), rpc.restarts, rpc.request_data.clone());
+        let (old, restarts) = (rpc.key(), rpc.restarts);
         if restarts >= self.config.max_restarts {
             return self.fail_client(handle, RpcError::PeerLostRequest);
         }
@@ -815,6 +815,16 @@ impl Endpoint {
             }
             Err(_) => return self.fail_client(handle, RpcError::IdSpaceExhausted),
         };
+        let Some(rpc) = self.clients.get_mut(&handle) else {
+            return;
+        };
+        let mut data = self.buffers.take(rpc.request.data_len() as usize);
+        let recovered = rpc.request.recover_plaintext(&mut data);
+        if recovered.is_err() {
+            // Cannot happen: the request was framed lazily with its key.
+            tracing::error!(peer = %old.peer, id = old.id, "request plaintext not recoverable");
+            return self.fail_client(handle, RpcError::PeerLostRequest);
+        }
         let sealed = self.seal(old.peer, epoch, id, &data);
         self.buffers.give(data);
         let Ok(request) = sealed else {

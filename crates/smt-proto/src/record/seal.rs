@@ -25,7 +25,9 @@ pub struct SealedMessage {
     /// Where the records and segments are.
     pub layout: MessageLayout,
     sealed: u64,
-    /// What seals the remaining records (lazy sealing only).
+    /// What sealed the records and seals the rest (lazy sealing only):
+    /// kept after the last record, to open them again if the message must
+    /// be re-sent under another ID ([`SealedMessage::recover_plaintext`]).
     sealer: Option<Sealer>,
 }
 
@@ -50,6 +52,9 @@ impl SealedMessage {
             return Ok(());
         };
         let layout = self.layout;
+        if self.sealed == layout.records() {
+            return Ok(());
+        }
         let last = match end {
             0 => return Ok(()),
             end => layout.record_at(end - 1),
@@ -66,8 +71,30 @@ impl SealedMessage {
             sealer.cipher.seal_in_place(seq, header, body)?;
             self.sealed += 1;
         }
-        if self.sealed == layout.records() {
-            self.sealer = None;
+        Ok(())
+    }
+
+    /// Appends the message's data to `out`, opening the records sealed so
+    /// far with the key that sealed them (the wire buffer is used up). For
+    /// a request the server lost, which goes again under a new ID: keeping
+    /// a plaintext copy of every request for that rare case cost a copy of
+    /// every request. Fails for an eagerly sealed message (no key kept) or
+    /// if a record does not open (it always does: we sealed it).
+    pub fn recover_plaintext(&mut self, out: &mut Vec<u8>) -> Result<(), CryptoError> {
+        let sealer = self.sealer.as_ref().ok_or(CryptoError)?;
+        out.reserve(self.layout.data_len() as usize);
+        for index in 0..self.layout.records() {
+            let at = self.layout.record_wire_offset(index) as usize;
+            let plan = self.layout.record(index);
+            let record = &mut self.wire[at..at + plan.wire_len() as usize];
+            let (header, body) = record.split_at_mut(RECORD_HEADER_LEN);
+            if index < self.sealed {
+                let header: &[u8; RECORD_HEADER_LEN] =
+                    (&*header).try_into().map_err(|_| CryptoError)?;
+                let seq = sealer.seq_layout.seq(sealer.id, index).ok_or(CryptoError)?;
+                sealer.cipher.open_in_place(seq, header, body)?;
+            }
+            out.extend_from_slice(&body[..plan.data_len as usize]);
         }
         Ok(())
     }
@@ -202,6 +229,29 @@ mod tests {
         let mut expected = vec![0x17, 0x03, 0x03, 0x00, 20, b'a', b'b', b'c', 0x17];
         expected.extend_from_slice(&[0; 16]);
         assert_eq!(m.wire, expected);
+    }
+
+    /// A partly sealed message gives back exactly its data.
+    #[test]
+    fn plaintext_is_recovered_from_a_partly_sealed_message() {
+        let data: Vec<u8> = (0..40_000u32).map(|i| (i * 7) as u8).collect();
+        let layout = MessageLayout::new(40_000, 40_000, 16384);
+        let cipher: Arc<dyn PacketCipher> = Arc::new(crate::sim::KeyedCipher::new(3));
+        for through in [0, 1, 20_000, layout.wire_len()] {
+            let mut m = frame_message_into(
+                cipher.clone(),
+                SeqLayout::DEFAULT,
+                9,
+                &data,
+                layout,
+                Vec::new(),
+            )
+            .unwrap();
+            m.seal_through(through).unwrap();
+            let mut out = Vec::new();
+            m.recover_plaintext(&mut out).unwrap();
+            assert_eq!(out, data, "sealed through {through}");
+        }
     }
 
     /// A message framed and then sealed record by record (in any number of

@@ -65,6 +65,20 @@ impl Outgoing {
         }
     }
 
+    /// The message's length (its plaintext, without padding).
+    pub fn data_len(&self) -> u64 {
+        self.sealed.layout.data_len()
+    }
+
+    /// The message's data, recovered from its wire form (see
+    /// `SealedMessage::recover_plaintext`), appended to `out`.
+    pub fn recover_plaintext(
+        &mut self,
+        out: &mut Vec<u8>,
+    ) -> Result<(), crate::crypto::CryptoError> {
+        self.sealed.recover_plaintext(out)
+    }
+
     /// The sealed bytes' buffer, for reuse once the message is done (the
     /// message has nothing left to send afterwards).
     pub fn take_wire(&mut self) -> Vec<u8> {
