@@ -323,14 +323,15 @@ fn a_genuine_client_gets_in_through_a_retry_during_a_hello_flood() {
     );
 }
 
-fn genuine_client_during_flood(server: &mut Endpoint) {
+/// A PSK client at 10.0.0.1:4000 that has opened its exchange with the
+/// server.
+fn opening_client(now: Instant) -> (Endpoint, SocketAddr) {
     let client_addr: SocketAddr = "10.0.0.1:4000".parse().unwrap();
     let config = Config {
         local_port: client_addr.port(),
         ..Config::default()
     };
     let mut client = Endpoint::new(config).expect("valid config");
-    let mut now = Instant::now();
     client.connect(
         now,
         server_addr(),
@@ -343,6 +344,12 @@ fn genuine_client_during_flood(server: &mut Endpoint) {
         }),
         0,
     );
+    (client, client_addr)
+}
+
+fn genuine_client_during_flood(server: &mut Endpoint) {
+    let mut now = Instant::now();
+    let (mut client, client_addr) = opening_client(now);
     let mut buf = vec![0; 65_536];
     let mut flood = 0u32;
     let mut done = 0;
@@ -441,24 +448,7 @@ fn forged_or_foreign_tokens_open_nothing() {
 
 /// A genuine PSK client with a validated session on `server`.
 fn connected_client(server: &mut Endpoint, now: &mut Instant) -> (Endpoint, SocketAddr) {
-    let client_addr: SocketAddr = "10.0.0.1:4000".parse().unwrap();
-    let config = Config {
-        local_port: client_addr.port(),
-        ..Config::default()
-    };
-    let mut client = Endpoint::new(config).expect("valid config");
-    client.connect(
-        *now,
-        server_addr(),
-        Box::new(Psk {
-            peer: client_addr,
-            responder: false,
-            heard: false,
-            said: false,
-            keys: None,
-        }),
-        0,
-    );
+    let (mut client, client_addr) = opening_client(*now);
     let mut buf = vec![0; 65_536];
     let mut answered = false;
     for _ in 0..50 {
