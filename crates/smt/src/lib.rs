@@ -36,6 +36,7 @@ pub mod keys;
 mod local;
 mod request;
 mod wait;
+pub mod workers;
 mod zero_rtt;
 
 pub use config::{EndpointConfig, Mode, ProtocolConfig, SocketConfig, DEFAULT_IP_PROTOCOL};
