@@ -71,9 +71,20 @@ fn main() {
     let stats = server.close();
     let secs = seconds.as_secs_f64();
     let per_shard: Vec<u64> = stats.shards.iter().map(|s| s.requests).collect();
+    let resent: u64 = stats
+        .shards
+        .iter()
+        .map(|s| s.core.retransmitted_packets)
+        .sum();
+    let asked: u64 = stats.shards.iter().map(|s| s.core.resends_sent).sum();
+    let client = client.stats(None).map(|s| s.0).unwrap_or_default();
     println!(
         "{shards} shards, {size} B x{outstanding}: {:.0} rpc/s, {:.2} Gbit/s, {failed} failed; requests per shard {per_shard:?}",
         calls as f64 / secs,
         calls as f64 * size as f64 * 8.0 / secs / 1e9,
+    );
+    println!(
+        "  server: {resent} packets retransmitted, {asked} RESENDs sent; client: {} retransmitted, {} RESENDs; dispatcher {:?}",
+        client.retransmitted_packets, client.resends_sent, stats.dispatch
     );
 }

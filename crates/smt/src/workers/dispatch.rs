@@ -98,9 +98,12 @@ impl Dispatcher {
                 routed += 1;
                 match route(packet, n) {
                     Route::One(i) => filling[i].push(from, packet),
-                    Route::All => {
+                    Route::All { session } => {
                         broadcast += 1;
-                        filling.iter_mut().for_each(|b| b.push(from, packet));
+                        for b in filling.iter_mut() {
+                            b.push(from, packet);
+                            b.essential |= session;
+                        }
                     }
                 }
             }
@@ -121,6 +124,12 @@ impl Dispatcher {
             let next = self.spare.try_recv().unwrap_or_default();
             let batch = std::mem::replace(slot, next);
             let count = batch.len() as u64;
+            if batch.essential {
+                // Rare (a key update); waiting a moment beats a shard left
+                // in the old epoch.
+                let _ = self.shards[i].send(ToShard::Packets(batch));
+                continue;
+            }
             if let Err(e) = self.shards[i].try_send(ToShard::Packets(batch)) {
                 self.counters.dropped.fetch_add(count, Ordering::Relaxed);
                 tracing::debug!(shard = i, "shard inbox full: {count} packets dropped");

@@ -29,6 +29,9 @@ pub(crate) enum ToShard {
 pub(crate) struct Batch {
     bytes: Vec<u8>,
     packets: Vec<(SocketAddr, Range<usize>)>,
+    /// Holds a packet the shard must not miss (KEY_UPDATE): the
+    /// dispatcher waits for room instead of dropping the batch.
+    pub essential: bool,
 }
 
 impl Batch {
@@ -59,6 +62,7 @@ impl Batch {
     pub fn clear(&mut self) {
         self.bytes.clear();
         self.packets.clear();
+        self.essential = false;
     }
 }
 

@@ -13,8 +13,10 @@ pub(crate) enum Route {
     /// To the shard that owns the packet's message ID.
     One(usize),
     /// To every shard: the packet concerns several messages (an ACK batch)
-    /// or the whole session (KEY_UPDATE).
-    All,
+    /// or the whole session (KEY_UPDATE, `session`: a shard that missed it
+    /// could not follow the peer into its next key epoch, so it is never
+    /// dropped for a full inbox).
+    All { session: bool },
 }
 
 /// The shard that owns message `id` out of `shards`.
@@ -41,7 +43,8 @@ pub(crate) fn route(packet: &[u8], shards: usize) -> Route {
         return Route::One(0);
     };
     match view.packet_type() {
-        PacketType::ACK | PacketType::KEY_UPDATE => Route::All,
+        PacketType::ACK => Route::All { session: false },
+        PacketType::KEY_UPDATE => Route::All { session: true },
         PacketType::HANDSHAKE => Route::One(0),
         _ => Route::One(shard_of(view.id(), shards)),
     }
@@ -123,8 +126,10 @@ mod tests {
         let mut ids = AckIds::new();
         ids.push(4);
         ids.push(6);
-        assert_eq!(route(&emit(0, Body::Ack(ids), 0), 2), Route::All);
-        assert_eq!(route(&emit(0, Body::KeyUpdate, 0), 2), Route::All);
+        let ack = route(&emit(0, Body::Ack(ids), 0), 2);
+        assert_eq!(ack, Route::All { session: false });
+        let update = route(&emit(0, Body::KeyUpdate, 0), 2);
+        assert_eq!(update, Route::All { session: true });
     }
 
     #[test]

@@ -18,10 +18,11 @@ use super::inbox::{Batch, ToShard};
 use super::tx::{Tx, Wire};
 use super::Handler;
 
-/// Batches taken from the inbox per turn before the shard transmits:
-/// enough to share a turn's grants and ACKs, few enough that responses do
-/// not wait behind a long queue.
-const BATCHES_PER_TURN: usize = 16;
+/// Batches taken from the inbox per turn at most (the inbox's bound, so
+/// the shard drains it): timers fire only after what has arrived is read,
+/// or a shard starved of CPU would count as the peer's silence the time
+/// its packets waited in the inbox and ask for them again (issue #11).
+const BATCHES_PER_TURN: usize = super::INBOX_BATCHES;
 
 /// Longest sleep with no timer armed (the inbox wakes the shard anyway).
 const IDLE_WAIT: Duration = Duration::from_secs(1);
