@@ -47,7 +47,7 @@ fn selected(args: &Args) -> Result<Vec<System>, String> {
 fn main() {
     let args = Args::parse();
     if args.list {
-        for s in System::ALL {
+        for s in System::ALL.into_iter().chain(System::OPT_IN) {
             println!("{:<15} {}", s.name(), s.describe());
         }
         return;

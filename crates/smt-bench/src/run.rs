@@ -61,6 +61,8 @@ async fn dispatch(
     let slots = MAX_SLOTS.max(plan.mixed_slots);
     match system {
         System::SmtLocal => ctx.measure(systems::smt_local::start(system, slots)).await,
+        System::SmtWorkers1 => ctx.measure(systems::workers::start(1, slots)).await,
+        System::SmtWorkers2 => ctx.measure(systems::workers::start(2, slots)).await,
         s if s.is_smt() => ctx.measure(systems::smt::start(system, slots)).await,
         System::TcpPool => ctx.measure(tls::start_tcp_pool(slots).await).await,
         System::TlsPool => ctx.measure(tls::start_tls_pool(slots).await).await,

@@ -42,7 +42,18 @@ pub fn allowed_cpus() -> &'static [usize] {
 /// threads.
 pub fn set_affinity(pin: bool) -> io::Result<()> {
     let allowed = allowed_cpus();
-    let cpus = if pin { &allowed[..1] } else { allowed };
+    set_affinity_to(if pin { &allowed[..1] } else { allowed })
+}
+
+/// Restricts the calling thread (and threads it creates afterwards) to
+/// `cpus`, e.g. a server on some cores and its client on others.
+pub fn set_affinity_to(cpus: &[usize]) -> io::Result<()> {
+    if cpus.iter().any(|&c| c >= libc::CPU_SETSIZE as usize) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("CPU numbers must be below {}", libc::CPU_SETSIZE),
+        ));
+    }
     // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     for &cpu in cpus {

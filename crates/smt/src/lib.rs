@@ -42,6 +42,7 @@ mod local;
 mod recycle;
 mod request;
 mod wait;
+pub mod workers;
 mod zero_rtt;
 
 pub use bytes::Bytes;

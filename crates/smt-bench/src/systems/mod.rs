@@ -11,6 +11,7 @@ pub mod quic;
 pub mod smt;
 pub mod smt_local;
 pub mod tls;
+pub mod workers;
 
 use std::io;
 use std::sync::OnceLock;
@@ -53,6 +54,8 @@ pub enum System {
     QuicPersistent,
     UdpFloor,
     TcpFloor,
+    SmtWorkers1,
+    SmtWorkers2,
 }
 
 impl System {
@@ -74,6 +77,11 @@ impl System {
         System::TcpFloor,
     ];
 
+    /// Systems run only when named in `--systems`: the worker shape
+    /// (`systems/workers.rs`) measures scaling over cores, which the
+    /// default run's one pinned CPU cannot show.
+    pub const OPT_IN: [System; 2] = [System::SmtWorkers1, System::SmtWorkers2];
+
     /// Short name used in tables, files and `--systems`.
     pub fn name(self) -> &'static str {
         match self {
@@ -92,6 +100,8 @@ impl System {
             Self::QuicPersistent => "quic-persist",
             Self::UdpFloor => "udp-floor",
             Self::TcpFloor => "tcp-floor",
+            Self::SmtWorkers1 => "smt-workers-1",
+            Self::SmtWorkers2 => "smt-workers-2",
         }
     }
 
@@ -119,11 +129,20 @@ impl System {
             Self::QuicPersistent => "QUIC (quinn), one persistent stream per outstanding slot",
             Self::UdpFloor => "bare UDP ping-pong, blocking sockets (rtt, ≤ 64 KiB)",
             Self::TcpFloor => "bare TCP ping-pong, blocking sockets (rtt)",
+            Self::SmtWorkers1 => {
+                "SMT AES-128-GCM, worker server with 1 shard thread behind a dispatcher (opt-in)"
+            }
+            Self::SmtWorkers2 => {
+                "SMT AES-128-GCM, worker server: one peer's messages over 2 shard threads (opt-in)"
+            }
         }
     }
 
     pub fn by_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.name() == name)
+        Self::ALL
+            .into_iter()
+            .chain(Self::OPT_IN)
+            .find(|s| s.name() == name)
     }
 
     pub fn is_smt(self) -> bool {
@@ -136,6 +155,8 @@ impl System {
                 | Self::SmtNullNoGro
                 | Self::SmtBusyPoll
                 | Self::SmtLocal
+                | Self::SmtWorkers1
+                | Self::SmtWorkers2
         )
     }
 

@@ -1,0 +1,154 @@
+//! The dispatcher: the one thread that reads the socket (`recvmmsg`, GRO),
+//! splits each datagram into its packets and hands each packet to the
+//! shard that owns its message ID (`route`). It opens nothing and keeps no
+//! protocol state: routing reads the plaintext header only.
+//!
+//! A shard that falls behind does not stall the others: its inbox is
+//! bounded, and a batch that finds it full is dropped and counted, as a
+//! full socket receive queue would drop it (the protocol asks again).
+
+use std::io;
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use smt_udp::{RecvBuffers, Socket};
+
+use super::inbox::{Batch, ToShard};
+use super::route::{packets, route, Route};
+
+/// How long the dispatcher sleeps on a silent socket before it looks at
+/// the closing flag again.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Dispatcher counters, shared with the server handle.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    datagrams: AtomicU64,
+    packets: AtomicU64,
+    broadcast: AtomicU64,
+    dropped: AtomicU64,
+}
+
+/// What the dispatcher did, read with [`super::WorkerServer::dispatch_stats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DispatchStats {
+    /// Datagrams read from the socket (GRO buffers count as the datagrams
+    /// they hold).
+    pub datagrams: u64,
+    /// Packets routed (a coalesced datagram holds several).
+    pub packets: u64,
+    /// Packets sent to every shard (ACK batches, KEY_UPDATE).
+    pub broadcast: u64,
+    /// Packets dropped because their shard's inbox was full.
+    pub dropped_inbox_full: u64,
+}
+
+impl Counters {
+    pub fn snapshot(&self) -> DispatchStats {
+        DispatchStats {
+            datagrams: self.datagrams.load(Ordering::Relaxed),
+            packets: self.packets.load(Ordering::Relaxed),
+            broadcast: self.broadcast.load(Ordering::Relaxed),
+            dropped_inbox_full: self.dropped.load(Ordering::Relaxed),
+        }
+    }
+}
+
+pub(crate) struct Dispatcher {
+    pub socket: Arc<Socket>,
+    pub shards: Vec<flume::Sender<ToShard>>,
+    /// Batches the shards have handled, for reuse.
+    pub spare: flume::Receiver<Batch>,
+    /// Whether control packets carry a MAC (to find packet lengths).
+    pub tagged_control: bool,
+    pub closing: Arc<AtomicBool>,
+    pub counters: Arc<Counters>,
+}
+
+impl Dispatcher {
+    /// Reads and routes until the server closes.
+    pub fn run(self) {
+        let mut recv = RecvBuffers::new(self.socket.features());
+        let mut filling: Vec<Batch> = self.shards.iter().map(|_| Batch::default()).collect();
+        while !self.closing.load(Ordering::Relaxed) {
+            match self.socket.recv(&mut recv) {
+                Ok(_) => {
+                    self.route_all(&recv, &mut filling);
+                    self.hand_over(&mut filling);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let _ = crate::wait::wait(self.socket.as_fd(), false, None, Some(POLL));
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => self.drain_errors(&e),
+            }
+        }
+    }
+
+    /// Sorts one receive call's packets into the shards' batches.
+    fn route_all(&self, recv: &RecvBuffers, filling: &mut [Batch]) {
+        let n = filling.len();
+        let (mut datagrams, mut routed, mut broadcast) = (0, 0, 0);
+        for (from, datagram) in recv.iter() {
+            datagrams += 1;
+            for packet in packets(datagram, self.tagged_control) {
+                routed += 1;
+                match route(packet, n) {
+                    Route::One(i) => filling[i].push(from, packet),
+                    Route::All { session } => {
+                        broadcast += 1;
+                        for b in filling.iter_mut() {
+                            b.push(from, packet);
+                            b.essential |= session;
+                        }
+                    }
+                }
+            }
+        }
+        let c = &self.counters;
+        c.datagrams.fetch_add(datagrams, Ordering::Relaxed);
+        c.packets.fetch_add(routed, Ordering::Relaxed);
+        c.broadcast.fetch_add(broadcast, Ordering::Relaxed);
+    }
+
+    /// Sends every non-empty batch to its shard and takes a spare one (or
+    /// a new one) in its place.
+    fn hand_over(&self, filling: &mut [Batch]) {
+        for (i, slot) in filling.iter_mut().enumerate() {
+            if slot.is_empty() {
+                continue;
+            }
+            let next = self.spare.try_recv().unwrap_or_default();
+            let batch = std::mem::replace(slot, next);
+            let count = batch.len() as u64;
+            if batch.essential {
+                // Rare (a key update); waiting a moment beats a shard left
+                // in the old epoch.
+                let _ = self.shards[i].send(ToShard::Packets(batch));
+                continue;
+            }
+            if let Err(e) = self.shards[i].try_send(ToShard::Packets(batch)) {
+                self.counters.dropped.fetch_add(count, Ordering::Relaxed);
+                tracing::debug!(shard = i, "shard inbox full: {count} packets dropped");
+                if let ToShard::Packets(mut b) = e.into_inner() {
+                    b.clear();
+                    *slot = b;
+                }
+            }
+        }
+    }
+
+    /// A receive failed with something other than "nothing to read": an
+    /// ICMP error for a datagram a shard sent. A server has no calls to
+    /// fail, so the errors are read (the socket polls as failed until they
+    /// are) and logged.
+    fn drain_errors(&self, e: &io::Error) {
+        tracing::debug!("worker socket receive error: {e}");
+        while let Ok(Some((peer, error))) = self.socket.take_error() {
+            tracing::debug!(%peer, "unreachable: {error}");
+        }
+    }
+}

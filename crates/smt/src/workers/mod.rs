@@ -1,0 +1,380 @@
+//! Message-level parallelism: one peer's messages processed on several
+//! cores at once (seed 001 §2.2, §4.4; issue #12 item 2).
+//!
+//! ```text
+//!            socket (UDP, GRO/GSO) ◄──────────── sendmsg from every shard
+//!               │ recvmmsg
+//!          dispatcher thread: split datagrams into packets, route each by
+//!               │ its plaintext message ID: shard = (id >> 1) mod N;
+//!               │ ACK batches and KEY_UPDATE to every shard
+//!     ┌─────────┼──────────┐
+//!  shard 0   shard 1 …  shard N-1     each: its own smt_proto::Endpoint
+//!  (thread)  (thread)   (thread)      (same session keys), opens, calls
+//!                                     the handler, seals, sends
+//! ```
+//!
+//! Every message ID belongs to exactly one shard, and every packet naming
+//! it goes there, so each shard's RPC tables, replay windows (which see
+//! every ID the shard owns and no other) and reassembly buffers are its
+//! own: no lock is shared across messages. The client is an ordinary SMT
+//! endpoint; it cannot tell.
+//!
+//! What this shape does not do (see `docs/architecture.md`):
+//! - **Keys are installed or resolved** ([`WorkerServer::install_session`],
+//!   [`WorkerServer::set_key_resolver`]); no handshake runs here
+//!   (HANDSHAKE packets reach shard 0, which has no acceptor and drops
+//!   them).
+//! - **Shards only serve.** They start no RPCs: IDs a server allocates
+//!   would need an allocator per residue class.
+//! - **Rekeying** is followed (KEY_UPDATE reaches every shard) but the
+//!   records a key sealed are counted per shard, so a server-side rekey
+//!   for the record limit is not triggered by the sum.
+//! - Limits (`max_incoming_per_peer`, buffers) apply per shard.
+
+mod dispatch;
+mod inbox;
+mod reuseport;
+mod route;
+mod shard;
+mod tx;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use smt_proto::{KeyResolver, SessionKeys};
+use smt_udp::Socket;
+
+use crate::wait::WakePipe;
+use crate::{EndpointConfig, Error};
+use dispatch::{Counters, Dispatcher};
+use inbox::ToShard;
+use shard::Shard;
+use tx::{Tx, Wire};
+
+pub use dispatch::DispatchStats;
+pub use route::shard_of;
+pub use shard::ShardStats;
+
+/// Batches one shard's inbox holds before the dispatcher drops more (a
+/// receive call's worth of packets per batch).
+const INBOX_BATCHES: usize = 1024;
+
+/// The application: answers one request. Runs on the shard's thread,
+/// several at once for different messages of the same peer.
+pub trait Handler: Send + Sync + 'static {
+    /// The response to `request` from `peer`. The returned buffer goes
+    /// back to the shard's buffer pool once sealed.
+    fn handle(&self, peer: SocketAddr, request: Vec<u8>) -> Vec<u8>;
+}
+
+impl<F: Fn(SocketAddr, Vec<u8>) -> Vec<u8> + Send + Sync + 'static> Handler for F {
+    fn handle(&self, peer: SocketAddr, request: Vec<u8>) -> Vec<u8> {
+        self(peer, request)
+    }
+}
+
+/// How a [`WorkerServer`] is built.
+#[derive(Clone, Debug)]
+pub struct WorkerConfig {
+    /// Socket, MTU and protocol settings, as for [`crate::Endpoint`]. UDP
+    /// mode only.
+    pub endpoint: EndpointConfig,
+    /// Worker threads (shards), one per core you give the server.
+    pub shards: usize,
+    /// How work is spread over the shards.
+    pub spread: Spread,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        Self {
+            endpoint: EndpointConfig::default(),
+            shards: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            spread: Spread::Messages,
+        }
+    }
+}
+
+/// How a [`WorkerServer`] spreads work over its shards.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Spread {
+    /// One socket; a dispatcher thread routes every packet by its message
+    /// ID, so one peer's messages run on every shard at once.
+    #[default]
+    Messages,
+    /// One `SO_REUSEPORT` socket per shard and no dispatcher: the kernel
+    /// keeps each peer on one shard (by its addresses), so this spreads
+    /// many peers, not one peer's messages. One datagram per system call
+    /// (no GRO/GSO on these sockets yet).
+    ReusePort,
+}
+
+/// What a closed server's threads report.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct WorkerStats {
+    pub dispatch: DispatchStats,
+    /// One entry per shard, in shard order.
+    pub shards: Vec<ShardStats>,
+}
+
+/// A server spreading one socket's messages over worker threads (module
+/// docs). Closing it (or dropping it) stops and joins every thread.
+#[derive(Debug)]
+pub struct WorkerServer {
+    local_addr: SocketAddr,
+    inboxes: Vec<flume::Sender<ToShard>>,
+    closing: Arc<AtomicBool>,
+    counters: Arc<Counters>,
+    dispatcher: Option<JoinHandle<()>>,
+    shards: Vec<JoinHandle<ShardStats>>,
+    /// Wake-ups of `ReusePort` shards (they sleep on their own sockets).
+    wakes: Vec<Arc<WakePipe>>,
+}
+
+impl std::fmt::Debug for ToShard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Packets(_) => "Packets",
+            Self::Install(..) => "Install",
+            Self::Resolver(_) => "Resolver",
+        })
+    }
+}
+
+impl WorkerServer {
+    /// Binds `addr` and starts `config.shards` worker threads (and, for
+    /// [`Spread::Messages`], the dispatcher), each running `handler` on the
+    /// requests it owns.
+    pub fn bind(
+        addr: SocketAddr,
+        config: WorkerConfig,
+        handler: impl Handler,
+    ) -> Result<Self, Error> {
+        let protocol = check(&config)?;
+        let handler: Arc<dyn Handler> = Arc::new(handler);
+        match config.spread {
+            Spread::Messages => Self::bind_messages(addr, &config, protocol, handler),
+            Spread::ReusePort => Self::bind_reuseport(addr, &config, protocol, handler),
+        }
+    }
+
+    fn bind_messages(
+        addr: SocketAddr,
+        config: &WorkerConfig,
+        protocol: smt_proto::Config,
+        handler: Arc<dyn Handler>,
+    ) -> Result<Self, Error> {
+        let socket = Arc::new(Socket::bind(addr, &config.endpoint.socket)?);
+        let local_addr = socket.local_addr()?;
+        let protocol = for_address(protocol, config, local_addr);
+        let (spare_tx, spare_rx) = flume::unbounded();
+        let mut inboxes = Vec::new();
+        let mut shards = Vec::new();
+        for i in 0..config.shards {
+            let (tx, rx) = flume::bounded(INBOX_BATCHES);
+            let wire = Wire::Shared(socket.clone());
+            let shard = Shard {
+                core: smt_proto::Endpoint::new(protocol.clone()).map_err(invalid)?,
+                tx: Tx::new(&wire, protocol.max_datagram_size),
+                wire,
+                inbox: rx,
+                spare: spare_tx.clone(),
+                handler: handler.clone(),
+            };
+            let name = format!("smt-shard-{i}");
+            shards.push(
+                std::thread::Builder::new()
+                    .name(name)
+                    .spawn(move || shard.run())?,
+            );
+            inboxes.push(tx);
+        }
+        let closing = Arc::new(AtomicBool::new(false));
+        let counters = Arc::new(Counters::default());
+        let dispatcher = Dispatcher {
+            socket,
+            shards: inboxes.clone(),
+            spare: spare_rx,
+            tagged_control: protocol.authenticate_control,
+            closing: closing.clone(),
+            counters: counters.clone(),
+        };
+        let dispatcher = std::thread::Builder::new()
+            .name("smt-dispatch".into())
+            .spawn(move || dispatcher.run())?;
+        tracing::info!(%local_addr, shards = config.shards, "SMT worker server bound (spread by message)");
+        Ok(Self {
+            local_addr,
+            inboxes,
+            closing,
+            counters,
+            dispatcher: Some(dispatcher),
+            shards,
+            wakes: Vec::new(),
+        })
+    }
+
+    fn bind_reuseport(
+        addr: SocketAddr,
+        config: &WorkerConfig,
+        protocol: smt_proto::Config,
+        handler: Arc<dyn Handler>,
+    ) -> Result<Self, Error> {
+        let sockets = reuseport::bind_group(addr, config.shards, &config.endpoint.socket)?;
+        let local_addr = sockets[0].local_addr()?;
+        let protocol = for_address(protocol, config, local_addr);
+        let closing = Arc::new(AtomicBool::new(false));
+        let (spare_tx, _) = flume::unbounded();
+        let (mut inboxes, mut shards, mut wakes) = (Vec::new(), Vec::new(), Vec::new());
+        for (i, socket) in sockets.into_iter().enumerate() {
+            let (tx, rx) = flume::bounded(INBOX_BATCHES);
+            let wire = reuseport::sender(&socket)?;
+            let shard = Shard {
+                core: smt_proto::Endpoint::new(protocol.clone()).map_err(invalid)?,
+                tx: Tx::new(&wire, protocol.max_datagram_size),
+                wire,
+                inbox: rx,
+                spare: spare_tx.clone(),
+                handler: handler.clone(),
+            };
+            let wake = Arc::new(WakePipe::new()?);
+            let (w, c) = (wake.clone(), closing.clone());
+            let name = format!("smt-shard-{i}");
+            shards.push(
+                std::thread::Builder::new()
+                    .name(name)
+                    .spawn(move || shard.run_own_socket(socket, w, c))?,
+            );
+            inboxes.push(tx);
+            wakes.push(wake);
+        }
+        tracing::info!(%local_addr, shards = config.shards, "SMT worker server bound (SO_REUSEPORT)");
+        Ok(Self {
+            local_addr,
+            inboxes,
+            closing,
+            counters: Arc::default(),
+            dispatcher: None,
+            shards,
+            wakes,
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Installs `peer`'s session keys in every shard (each keeps its own
+    /// copy of the session: keys, replay windows, counters). Waits until
+    /// every shard has them, so packets read afterwards find them.
+    pub fn install_session(&self, peer: SocketAddr, keys: SessionKeys) -> Result<(), Error> {
+        let (reply_tx, reply_rx) = flume::bounded(self.inboxes.len());
+        for inbox in &self.inboxes {
+            let message = ToShard::Install(peer, keys.clone(), reply_tx.clone());
+            inbox.send(message).map_err(|_| Error::Closed)?;
+        }
+        self.wakes.iter().for_each(|w| w.wake());
+        for _ in &self.inboxes {
+            reply_rx.recv().map_err(|_| Error::Closed)??;
+        }
+        Ok(())
+    }
+
+    /// Gives every shard its own resolver from `make`, asked for keys when
+    /// an unknown peer sends. Every shard must derive the same keys for a
+    /// peer (e.g. [`crate::keys::PskResolver`]).
+    pub fn set_key_resolver<F>(&self, make: F) -> Result<(), Error>
+    where
+        F: Fn() -> Box<dyn KeyResolver>,
+    {
+        for inbox in &self.inboxes {
+            inbox
+                .send(ToShard::Resolver(make()))
+                .map_err(|_| Error::Closed)?;
+        }
+        self.wakes.iter().for_each(|w| w.wake());
+        Ok(())
+    }
+
+    /// The dispatcher's counters so far.
+    pub fn dispatch_stats(&self) -> DispatchStats {
+        self.counters.snapshot()
+    }
+
+    /// Stops the dispatcher, lets every shard finish what it has read, and
+    /// returns their counters.
+    pub fn close(mut self) -> WorkerStats {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> WorkerStats {
+        self.closing.store(true, Ordering::Relaxed);
+        self.wakes.iter().for_each(|w| w.wake());
+        if let Some(d) = self.dispatcher.take() {
+            let _ = d.join();
+        }
+        // The dispatcher's senders are gone; these are the last: each
+        // shard stops when its inbox is empty and closed.
+        self.inboxes.clear();
+        let shards = self
+            .shards
+            .drain(..)
+            .map(|t| t.join().unwrap_or_default())
+            .collect();
+        WorkerStats {
+            dispatch: self.counters.snapshot(),
+            shards,
+        }
+    }
+}
+
+impl Drop for WorkerServer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// The protocol configuration for a socket bound to `local_addr`, as the
+/// engine derives it: our port in the header, the datagram size from the
+/// MTU. Ports are not checked (over UDP the kernel demultiplexed already).
+fn for_address(
+    mut protocol: smt_proto::Config,
+    config: &WorkerConfig,
+    local_addr: SocketAddr,
+) -> smt_proto::Config {
+    protocol.local_port = local_addr.port();
+    protocol.verify_ports = false;
+    if let Some(mtu) = config.endpoint.mtu {
+        protocol.max_datagram_size =
+            EndpointConfig::datagram_size_for(mtu, local_addr, config.endpoint.socket.mode);
+    }
+    protocol
+}
+
+/// The protocol configuration, if the worker configuration can work.
+fn check(config: &WorkerConfig) -> Result<smt_proto::Config, Error> {
+    if config.shards == 0 {
+        return Err(invalid(
+            "WorkerConfig::shards is 0; give the server at least one worker thread",
+        ));
+    }
+    if !matches!(config.endpoint.socket.mode, smt_udp::Mode::Udp) {
+        return Err(invalid(
+            "the worker server runs over UDP only; set EndpointConfig::socket.mode to Mode::Udp",
+        ));
+    }
+    config.endpoint.protocol.validate().map_err(invalid)?;
+    Ok(config.endpoint.protocol.clone())
+}
+
+fn invalid(e: impl std::fmt::Display) -> Error {
+    Error::Io(std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        e.to_string(),
+    ))
+}

@@ -1,0 +1,128 @@
+//! One shard: a whole `smt_proto::Endpoint` on its own thread, owning the
+//! message IDs the dispatcher routes to it (`route::shard_of`). Its RPC
+//! tables, replay windows, buffers and timers are its own; nothing in it
+//! is shared with another shard, so no lock is taken per message.
+//!
+//! Call order per turn (the core's, `docs/architecture.md`): wait for the
+//! inbox until the core's deadline → handle every packet and command
+//! received (a bounded number of batches) → `handle_timeout` if due →
+//! run the application handler on each new request and seal its response →
+//! drain `poll_transmit` onto the shared socket.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use smt_proto::{Endpoint as Core, Event, Stats};
+
+use super::inbox::{Batch, ToShard};
+use super::tx::{Tx, Wire};
+use super::Handler;
+
+/// Batches taken from the inbox per turn at most (the inbox's bound, so
+/// the shard drains it): timers fire only after what has arrived is read,
+/// or a shard starved of CPU would count as the peer's silence the time
+/// its packets waited in the inbox and ask for them again (issue #11).
+const BATCHES_PER_TURN: usize = super::INBOX_BATCHES;
+
+/// Longest sleep with no timer armed (the inbox wakes the shard anyway).
+const IDLE_WAIT: Duration = Duration::from_secs(1);
+
+/// A shard and what it needs to run.
+pub(crate) struct Shard {
+    pub core: Core,
+    pub wire: Wire,
+    pub inbox: flume::Receiver<ToShard>,
+    /// Handled batches go back to the dispatcher for reuse.
+    pub spare: flume::Sender<Batch>,
+    pub handler: Arc<dyn Handler>,
+    pub tx: Tx,
+}
+
+/// What a shard reports when it stops.
+#[derive(Clone, Copy, Debug, Default)]
+#[non_exhaustive]
+pub struct ShardStats {
+    /// The shard's protocol counters.
+    pub core: Stats,
+    /// Requests handed to the handler.
+    pub requests: u64,
+    /// Datagrams lost to send errors (the protocol retransmitted them).
+    pub send_lost: u64,
+}
+
+impl Shard {
+    /// Runs until the inbox is closed (the server is closing).
+    pub fn run(mut self) -> ShardStats {
+        let mut requests = 0;
+        loop {
+            let deadline = self.core.poll_timeout();
+            let wait = deadline.unwrap_or_else(|| Instant::now() + IDLE_WAIT);
+            let first = match self.inbox.recv_deadline(wait) {
+                Ok(m) => Some(m),
+                Err(flume::RecvTimeoutError::Timeout) => None,
+                Err(flume::RecvTimeoutError::Disconnected) => break,
+            };
+            let now = Instant::now();
+            if let Some(m) = first {
+                self.take(now, m);
+                for _ in 1..BATCHES_PER_TURN {
+                    let Ok(m) = self.inbox.try_recv() else { break };
+                    self.take(now, m);
+                }
+            }
+            if deadline.is_some_and(|d| now >= d) {
+                self.core.handle_timeout(now);
+            }
+            requests += self.serve(now);
+            self.tx.transmit(&mut self.core, &self.wire, now);
+        }
+        self.stats(requests)
+    }
+
+    pub(super) fn stats(&self, requests: u64) -> ShardStats {
+        ShardStats {
+            core: *self.core.stats(),
+            requests,
+            send_lost: self.tx.lost,
+        }
+    }
+
+    pub(super) fn take(&mut self, now: Instant, message: ToShard) {
+        match message {
+            ToShard::Packets(mut batch) => {
+                for (from, packet) in batch.iter() {
+                    self.core.handle_datagram(now, from, packet);
+                }
+                batch.clear();
+                // The dispatcher may be gone (closing): the batch is freed.
+                let _ = self.spare.send(batch);
+            }
+            ToShard::Install(peer, keys, reply) => {
+                let _ = reply.send(self.core.install_session(peer, keys));
+            }
+            ToShard::Resolver(resolver) => self.core.set_key_resolver(resolver),
+        }
+    }
+
+    /// Runs the handler on every complete request and seals the responses.
+    /// Returns how many requests it handled.
+    pub(super) fn serve(&mut self, now: Instant) -> u64 {
+        let mut served = 0;
+        while let Some(event) = self.core.poll_event() {
+            let Event::Request { rpc, data } = event else {
+                // A shard starts no RPCs and no handshakes: nothing else
+                // concerns it.
+                continue;
+            };
+            served += 1;
+            let response = self.handler.handle(rpc.peer, data);
+            if let Err(e) = self.core.send_response(now, rpc, &response) {
+                // Too large for the configuration, or the session was
+                // replaced meanwhile: the client's call fails or restarts.
+                tracing::debug!(peer = %rpc.peer, id = rpc.id, "response not sent: {e}");
+            }
+            self.core.recycle(response);
+        }
+        served
+    }
+}

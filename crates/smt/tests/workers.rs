@@ -1,0 +1,375 @@
+//! The worker shape (`smt::workers`) over real UDP sockets on loopback:
+//! one client endpoint, one peer, its messages spread over 2-3 shards,
+//! with and without loss. Every RPC completes, every request runs once,
+//! and the shards run one peer's handlers at the same time.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use smt::keys::{fresh_session_pair, AeadAlgorithm};
+use smt::workers::{WorkerConfig, WorkerServer, WorkerStats};
+use smt::{Endpoint, EndpointConfig, SessionKeys};
+use smt_sim::relay::{Impairment, Relay, RelayConfig};
+
+type Executions = Arc<Mutex<HashMap<u64, u32>>>;
+
+/// The tests that push thousands of RPCs run one at a time: each starts a
+/// dispatcher, shards, a client and perhaps a relay, and several at once
+/// on a small machine starve each other's threads (the loss test then sees
+/// retransmissions for packets that only waited for a CPU).
+static HEAVY: Mutex<()> = Mutex::new(());
+
+fn heavy() -> std::sync::MutexGuard<'static, ()> {
+    HEAVY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+const SIZES: [usize; 6] = [8, 64, 1024, 3000, 16_384, 100_000];
+/// Sizes through the lossy relay: those of `tests/relay.rs`, so its bound
+/// on retransmissions (at most twice the drops) applies as it stands.
+const LOSSY_SIZES: [usize; 6] = [8, 64, 1024, 3000, 16_384, 40_000];
+
+fn request(tag: u64, size: usize) -> Vec<u8> {
+    let mut v: Vec<u8> = (0..size.max(8)).map(|i| (i as u64 ^ tag) as u8).collect();
+    v[..8].copy_from_slice(&tag.to_le_bytes());
+    v
+}
+
+/// An echo server on `shards` workers that counts executions by the
+/// request's first 8 bytes, giving every peer `keys` (the relay's
+/// per-client address is not known in advance).
+fn echo_workers(shards: usize, keys: SessionKeys) -> (WorkerServer, Executions) {
+    let executions: Executions = Arc::default();
+    let ex = executions.clone();
+    let config = WorkerConfig {
+        shards,
+        ..WorkerConfig::default()
+    };
+    let handler = move |_peer: SocketAddr, data: Vec<u8>| {
+        let tag = u64::from_le_bytes(data[..8].try_into().unwrap());
+        *ex.lock().unwrap().entry(tag).or_default() += 1;
+        data
+    };
+    let server = WorkerServer::bind("127.0.0.1:0".parse().unwrap(), config, handler).unwrap();
+    server
+        .set_key_resolver(|| {
+            let keys = keys.clone();
+            Box::new(move |_peer: SocketAddr| Some(keys.clone()))
+        })
+        .unwrap();
+    (server, executions)
+}
+
+/// `rpcs` echo RPCs of [`SIZES`] from one client to `target`, `window` at a
+/// time. Returns the number that failed; panics on a wrong response.
+fn run_rpcs(client: &Endpoint, target: SocketAddr, rpcs: u64, window: usize) -> u64 {
+    run_sized(client, target, rpcs, window, &SIZES)
+}
+
+fn run_sized(
+    client: &Endpoint,
+    target: SocketAddr,
+    rpcs: u64,
+    window: usize,
+    sizes: &'static [usize],
+) -> u64 {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let sem = Arc::new(tokio::sync::Semaphore::new(window));
+        let mut tasks = Vec::new();
+        for tag in 1..=rpcs {
+            let permit = sem.clone().acquire_owned().await.unwrap();
+            let c = client.clone();
+            tasks.push(tokio::spawn(async move {
+                let req = request(tag, sizes[tag as usize % sizes.len()]);
+                let resp = c.call_async(target, &req).await;
+                drop(permit);
+                match resp {
+                    Ok(r) => {
+                        assert!(r == req, "RPC {tag}: response differs from request");
+                        0
+                    }
+                    Err(e) => {
+                        eprintln!("RPC {tag} failed: {e}");
+                        1
+                    }
+                }
+            }));
+        }
+        let mut failed = 0;
+        for t in tasks {
+            failed += t.await.unwrap();
+        }
+        failed
+    })
+}
+
+fn check_once(executions: &Executions, rpcs: u64) {
+    let ex = executions.lock().unwrap();
+    assert_eq!(ex.len() as u64, rpcs, "every request executed");
+    let twice: Vec<_> = ex.iter().filter(|(_, n)| **n != 1).collect();
+    assert!(twice.is_empty(), "executed more than once: {twice:?}");
+}
+
+/// Every shard served a share of the one peer's requests.
+fn check_spread(stats: &WorkerStats, rpcs: u64) {
+    let served: Vec<u64> = stats.shards.iter().map(|s| s.requests).collect();
+    eprintln!(
+        "requests per shard: {served:?}; dispatcher: {:?}",
+        stats.dispatch
+    );
+    for s in &stats.shards {
+        eprintln!("shard: {:?}", s.core);
+    }
+    assert!(served.iter().sum::<u64>() >= rpcs);
+    let fair = rpcs / served.len() as u64;
+    assert!(
+        served.iter().all(|&n| n >= fair / 2),
+        "one peer's requests spread over every shard: {served:?}"
+    );
+}
+
+#[test]
+fn thousands_of_rpcs_of_one_peer_spread_over_three_shards() {
+    let _one_at_a_time = heavy();
+    let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
+    let (server, executions) = echo_workers(3, sk);
+    let client = Endpoint::bind("127.0.0.1:0".parse().unwrap(), EndpointConfig::default()).unwrap();
+    client.install_session(server.local_addr(), ck).unwrap();
+    const RPCS: u64 = 6000;
+    let started = Instant::now();
+    let failures = run_rpcs(&client, server.local_addr(), RPCS, 64);
+    eprintln!("{RPCS} RPCs in {:.2} s", started.elapsed().as_secs_f64());
+    assert_eq!(failures, 0, "every RPC completes");
+    let stats = server.close();
+    check_once(&executions, RPCS);
+    check_spread(&stats, RPCS);
+    assert_eq!(stats.dispatch.dropped_inbox_full, 0);
+}
+
+#[test]
+fn thousands_of_rpcs_through_loss_and_reordering_on_two_shards() {
+    let _one_at_a_time = heavy();
+    let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
+    let (server, executions) = echo_workers(2, sk);
+    let impair = Impairment {
+        loss: 0.05,
+        reorder: 0.10,
+        reorder_delay: Duration::from_micros(300),
+        ..Impairment::default()
+    };
+    let relay = Relay::spawn(RelayConfig::new(server.local_addr()).both_ways(impair)).unwrap();
+    let client = Endpoint::bind("127.0.0.1:0".parse().unwrap(), EndpointConfig::default()).unwrap();
+    client.install_session(relay.local_addr(), ck).unwrap();
+    const RPCS: u64 = 4000;
+    let started = Instant::now();
+    let failures = run_sized(&client, relay.local_addr(), RPCS, 64, &LOSSY_SIZES);
+    let relay_stats = relay.stop();
+    eprintln!(
+        "{RPCS} RPCs in {:.2} s through {relay_stats:?}",
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(failures, 0, "every RPC completes");
+    let stats = server.close();
+    check_once(&executions, RPCS);
+    check_spread(&stats, RPCS);
+    assert!(
+        relay_stats.to_server.lost > 0 && relay_stats.to_client.lost > 0,
+        "the relay impaired the traffic"
+    );
+    // Retransmissions follow losses (as in tests/relay.rs): shards that
+    // each see a share of the packets do not retransmit spuriously.
+    let dropped = relay_stats.to_server.lost + relay_stats.to_client.lost;
+    let client_rexmit = client.stats(None).unwrap().0.retransmitted_packets;
+    let server_rexmit: u64 = stats
+        .shards
+        .iter()
+        .map(|s| s.core.retransmitted_packets)
+        .sum();
+    eprintln!(
+        "retransmitted: client {client_rexmit}, shards {server_rexmit}; relay dropped {dropped}"
+    );
+    assert!(client_rexmit + server_rexmit <= 2 * dropped);
+    let replays: u64 = stats
+        .shards
+        .iter()
+        .map(|s| s.core.drops.get(smt::DropReason::Replay))
+        .sum();
+    eprintln!("replayed packets dropped by the shards' guards: {replays}");
+}
+
+/// The point of the shape: two messages of the same peer are worked on at
+/// the same moment, on different threads.
+#[test]
+fn one_peers_handlers_run_at_the_same_time_on_different_shards() {
+    let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
+    let running = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let (r, m) = (running.clone(), most.clone());
+    let handler = move |_peer: SocketAddr, data: Vec<u8>| {
+        let now = r.fetch_add(1, Ordering::SeqCst) + 1;
+        m.fetch_max(now, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(30));
+        r.fetch_sub(1, Ordering::SeqCst);
+        data
+    };
+    let config = WorkerConfig {
+        shards: 2,
+        ..WorkerConfig::default()
+    };
+    let server = WorkerServer::bind("127.0.0.1:0".parse().unwrap(), config, handler).unwrap();
+    let client = Endpoint::bind("127.0.0.1:0".parse().unwrap(), EndpointConfig::default()).unwrap();
+    server.install_session(client.local_addr(), sk).unwrap();
+    client.install_session(server.local_addr(), ck).unwrap();
+    let failures = run_rpcs(&client, server.local_addr(), 20, 4);
+    assert_eq!(failures, 0);
+    assert_eq!(
+        most.load(Ordering::SeqCst),
+        2,
+        "two handlers at once, one per shard"
+    );
+}
+
+#[test]
+fn a_server_without_workers_is_refused_with_the_fix() {
+    let config = WorkerConfig {
+        shards: 0,
+        ..WorkerConfig::default()
+    };
+    let err = WorkerServer::bind("127.0.0.1:0".parse().unwrap(), config, |_, d| d).unwrap_err();
+    assert!(err.to_string().contains("at least one worker"), "{err}");
+}
+
+#[test]
+fn installing_reflectable_keys_in_the_shards_is_refused() {
+    let (_, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
+    let server = WorkerServer::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        WorkerConfig {
+            shards: 2,
+            ..WorkerConfig::default()
+        },
+        |_, d| d,
+    )
+    .unwrap();
+    let peer: SocketAddr = "127.0.0.1:9".parse().unwrap();
+    server.install_session(peer, sk.clone()).unwrap();
+    // The same cipher both ways would let a packet be reflected back.
+    let reflect = SessionKeys::new(sk.role, sk.tx.clone(), sk.tx.clone());
+    assert!(server.install_session(peer, reflect).is_err());
+}
+
+/// The socket-per-core option: many peers, each kept on one shard by the
+/// kernel's `SO_REUSEPORT` hash; every peer's calls complete.
+#[test]
+fn many_peers_on_reuseport_sockets_all_get_answers() {
+    let _one_at_a_time = heavy();
+    let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
+    let executions: Executions = Arc::default();
+    let ex = executions.clone();
+    let config = WorkerConfig {
+        shards: 2,
+        spread: smt::workers::Spread::ReusePort,
+        ..WorkerConfig::default()
+    };
+    let handler = move |_peer: SocketAddr, data: Vec<u8>| {
+        let tag = u64::from_le_bytes(data[..8].try_into().unwrap());
+        *ex.lock().unwrap().entry(tag).or_default() += 1;
+        data
+    };
+    let server = WorkerServer::bind("127.0.0.1:0".parse().unwrap(), config, handler).unwrap();
+    // One session for every peer, as in the relay test: the key resolver.
+    server
+        .set_key_resolver(|| {
+            let keys = sk.clone();
+            Box::new(move |_peer: SocketAddr| Some(keys.clone()))
+        })
+        .unwrap();
+    const PEERS: u64 = 8;
+    const PER_PEER: u64 = 250;
+    let threads: Vec<_> = (0..PEERS)
+        .map(|p| {
+            let (ck, to) = (ck.clone(), server.local_addr());
+            std::thread::spawn(move || {
+                let any = "127.0.0.1:0".parse().unwrap();
+                let client = Endpoint::bind(any, EndpointConfig::default()).unwrap();
+                client.install_session(to, ck).unwrap();
+                for i in 0..PER_PEER {
+                    let tag = p * PER_PEER + i + 1;
+                    let req = request(tag, SIZES[i as usize % SIZES.len()]);
+                    assert_eq!(client.call(to, &req).unwrap(), req);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let stats = server.close();
+    let served: Vec<u64> = stats.shards.iter().map(|s| s.requests).collect();
+    eprintln!("requests per shard (by the kernel's hash of 8 peers): {served:?}");
+    check_once(&executions, PEERS * PER_PEER);
+}
+
+/// The client runs out of message IDs (10-bit IDs here) and rekeys several
+/// times: every shard follows each KEY_UPDATE (it reaches all of them) and
+/// every call completes, each request executed once.
+#[test]
+fn shards_follow_the_clients_key_updates() {
+    let _one_at_a_time = heavy();
+    use smt_crypto::secrets::session_keys;
+    use smt_crypto::{TlsHash, TrafficSecrets};
+    let secrets = TrafficSecrets::new(
+        TlsHash::Sha256,
+        AeadAlgorithm::Aes128Gcm,
+        &[0x11; 32],
+        &[0x22; 32],
+    )
+    .unwrap();
+    let (ck, sk) = (
+        session_keys(smt::Role::Client, &secrets),
+        session_keys(smt::Role::Server, &secrets),
+    );
+    let mut endpoint = EndpointConfig::default();
+    // 10 bits of message ID: 512 client IDs per epoch.
+    endpoint.protocol.seq_layout = smt_proto::record::SeqLayout::new(54).unwrap();
+    let executions: Executions = Arc::default();
+    let ex = executions.clone();
+    let handler = move |_peer: SocketAddr, data: Vec<u8>| {
+        let tag = u64::from_le_bytes(data[..8].try_into().unwrap());
+        *ex.lock().unwrap().entry(tag).or_default() += 1;
+        data
+    };
+    let config = WorkerConfig {
+        endpoint: endpoint.clone(),
+        shards: 2,
+        ..WorkerConfig::default()
+    };
+    let server = WorkerServer::bind("127.0.0.1:0".parse().unwrap(), config, handler).unwrap();
+    let client = Endpoint::bind("127.0.0.1:0".parse().unwrap(), endpoint).unwrap();
+    server.install_session(client.local_addr(), sk).unwrap();
+    client.install_session(server.local_addr(), ck).unwrap();
+    const RPCS: u64 = 2000;
+    let failures = run_rpcs(&client, server.local_addr(), RPCS, 32);
+    let epoch = client
+        .stats(Some(server.local_addr()))
+        .unwrap()
+        .1
+        .unwrap()
+        .key_epoch;
+    let stats = server.close();
+    assert_eq!(failures, 0, "every RPC completes");
+    check_once(&executions, RPCS);
+    assert!(
+        epoch >= 3,
+        "the client rekeyed several times (epoch {epoch})"
+    );
+    for s in &stats.shards {
+        eprintln!("shard at epoch {}: {:?}", s.core.key_epoch, s.core.drops);
+    }
+}
