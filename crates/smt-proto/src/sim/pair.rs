@@ -294,10 +294,9 @@ impl Pair {
                 self.backlogged[i] = false;
                 return any;
             };
-            if self.pace[i] > 0 {
-                let bits = t.len as u64 * 8;
-                let gap = Duration::from_nanos(bits * 1_000_000_000 / self.pace[i]);
-                self.tx_free[i] = self.tx_free[i].max(self.now) + gap;
+            // No pace (0) leaves the side free at once.
+            if let Some(ns) = (t.len as u64 * 8 * 1_000_000_000).checked_div(self.pace[i]) {
+                self.tx_free[i] = self.tx_free[i].max(self.now) + Duration::from_nanos(ns);
             }
             debug_assert_eq!(t.destination, to);
             any = true;
