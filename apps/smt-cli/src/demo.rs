@@ -170,6 +170,7 @@ pub fn run(args: DemoArgs) -> Result<(), Error> {
         let row = report::measure(
             &client,
             server.local_addr(),
+            Some(&server),
             size,
             args.seconds,
             args.concurrency,

@@ -18,10 +18,38 @@ pub struct Row {
     pub rpc_per_s: f64,
     pub gbit_per_s: f64,
     pub packets: u64,
-    pub retransmits: u64,
-    pub replay_drops: u64,
-    pub other_drops: u64,
+    pub client: SideCounts,
+    /// The server's, when it runs in this process (`smt demo`).
+    pub server: Option<SideCounts>,
     pub errors: u64,
+}
+
+/// What one endpoint retransmitted and dropped during one size's run.
+/// With nothing lost on the way, every count here should be 0: a
+/// retransmission is then spurious, and its copy arrives as a duplicate.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SideCounts {
+    /// DATA packets this side sent again.
+    pub retransmits: u64,
+    /// Packets this side dropped as already received: copies of a packet
+    /// of a message in progress (`duplicate`) or of one already delivered
+    /// (`replay`).
+    pub duplicates: u64,
+    /// Every other drop.
+    pub other_drops: u64,
+}
+
+impl SideCounts {
+    /// The counts between two readings of one endpoint's stats.
+    pub fn between(before: &Stats, after: &Stats) -> Self {
+        let dups = |s: &Stats| s.drops.get(DropReason::Duplicate) + s.drops.get(DropReason::Replay);
+        let duplicates = dups(after) - dups(before);
+        Self {
+            retransmits: after.retransmitted_packets - before.retransmitted_packets,
+            duplicates,
+            other_drops: (after.drops.total() - before.drops.total()) - duplicates,
+        }
+    }
 }
 
 fn request(size: usize, n: u64) -> Vec<u8> {
@@ -113,15 +141,21 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
-/// Measures one size: latency first, then throughput.
+/// Measures one size: latency first, then throughput. `server_side` is
+/// the server's endpoint when it runs in this process: its counters are
+/// reported too (a server's spurious retransmissions show only there and
+/// as the client's duplicates).
 pub fn measure(
     client: &Endpoint,
     server: SocketAddr,
+    server_side: Option<&Endpoint>,
     size: usize,
     seconds: f64,
     concurrency: usize,
 ) -> Result<Row, Error> {
-    let before = client.stats(Some(server))?.0;
+    let stats = |e: &Endpoint| e.stats(None).map(|(s, _)| s);
+    let before = stats(client)?;
+    let server_before = server_side.map(stats).transpose()?;
     let half = Duration::from_secs_f64(seconds / 2.0);
     let (mut rtts, lat_errors) = latency_phase(client, server, size, half, 100_000);
     // Keep memory sane for big messages: each outstanding RPC holds copies.
@@ -131,7 +165,11 @@ pub fn measure(
         concurrency
     };
     let (done, tp_errors, elapsed) = throughput_phase(client, server, size, half, conc);
-    let after = client.stats(Some(server))?.0;
+    let after = stats(client)?;
+    let server_counts = match (server_side, server_before) {
+        (Some(e), Some(b)) => Some(SideCounts::between(&b, &stats(e)?)),
+        _ => None,
+    };
     rtts.sort();
     let mean = if rtts.is_empty() {
         Duration::ZERO
@@ -149,10 +187,8 @@ pub fn measure(
         gbit_per_s: rpc_per_s * size as f64 * 2.0 * 8.0 / 1e9,
         packets: (after.datagrams_tx + after.datagrams_rx)
             - (before.datagrams_tx + before.datagrams_rx),
-        retransmits: after.retransmitted_packets - before.retransmitted_packets,
-        replay_drops: after.drops.get(DropReason::Replay) - before.drops.get(DropReason::Replay),
-        other_drops: (after.drops.total() - before.drops.total())
-            - (after.drops.get(DropReason::Replay) - before.drops.get(DropReason::Replay)),
+        client: SideCounts::between(&before, &after),
+        server: server_counts,
         errors: lat_errors + tp_errors,
     })
 }
@@ -165,9 +201,12 @@ fn size_name(size: usize) -> String {
     }
 }
 
+/// Columns after the figures: each side's retransmitted packets, packets
+/// dropped as duplicates or replays, and other drops, as `client/server`
+/// (`-` for a server in another process), then failed RPCs.
 pub fn print_header() {
     println!(
-        "{:>8} {:>8} {:>9} {:>9} {:>9} {:>10} {:>8} {:>9} {:>7} {:>7} {:>6} {:>6}",
+        "{:>8} {:>8} {:>9} {:>9} {:>9} {:>10} {:>8} {:>9} {:>13} {:>13} {:>11} {:>6}",
         "size",
         "rpcs",
         "p50_us",
@@ -176,16 +215,23 @@ pub fn print_header() {
         "rpc/s",
         "Gbit/s",
         "packets",
-        "rexmit",
-        "replay",
-        "drops",
+        "rexmit c/s",
+        "dup c/s",
+        "drops c/s",
         "errors"
     );
 }
 
 pub fn print_row(r: &Row) {
+    let both = |f: fn(&SideCounts) -> u64| {
+        let server = r
+            .server
+            .as_ref()
+            .map_or("-".to_string(), |s| f(s).to_string());
+        format!("{}/{server}", f(&r.client))
+    };
     println!(
-        "{:>8} {:>8} {:>9.1} {:>9.1} {:>9.1} {:>10.0} {:>8.2} {:>9} {:>7} {:>7} {:>6} {:>6}",
+        "{:>8} {:>8} {:>9.1} {:>9.1} {:>9.1} {:>10.0} {:>8.2} {:>9} {:>13} {:>13} {:>11} {:>6}",
         size_name(r.size),
         r.rpcs,
         r.p50.as_secs_f64() * 1e6,
@@ -194,9 +240,9 @@ pub fn print_row(r: &Row) {
         r.rpc_per_s,
         r.gbit_per_s,
         r.packets,
-        r.retransmits,
-        r.replay_drops,
-        r.other_drops,
+        both(|c| c.retransmits),
+        both(|c| c.duplicates),
+        both(|c| c.other_drops),
         r.errors
     );
 }
@@ -210,12 +256,13 @@ pub fn print_stats(label: &str, s: &Stats) {
         .map(|(r, n)| format!("{}={n}", r.name()))
         .collect();
     println!(
-        "{label}: {} datagrams out, {} in, {} records sealed, {} opened, {} retransmitted, drops: {}",
+        "{label}: {} datagrams out, {} in, {} records sealed, {} opened, {} retransmitted, {} RESENDs sent, drops: {}",
         s.datagrams_tx,
         s.datagrams_rx,
         s.records_sealed,
         s.records_opened,
         s.retransmitted_packets,
+        s.resends_sent,
         if drops.is_empty() { "none".to_string() } else { drops.join(" ") }
     );
 }

@@ -133,6 +133,7 @@ pub fn client(args: ClientArgs) -> Result<(), Error> {
     let row = report::measure(
         &client,
         args.server,
+        None,
         args.size,
         args.seconds,
         args.concurrency,

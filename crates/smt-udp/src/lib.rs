@@ -17,6 +17,7 @@
 //! | GRO (`UDP_GRO`): the kernel hands over runs of same-size datagrams as one buffer | UDP mode, Linux 5.0+, [`SocketConfig::enable_gro`] | one datagram per receive slot |
 //! | `recvmmsg`: up to 32 receive slots per system call | Linux, Android, FreeBSD | one datagram per call |
 //! | Large socket buffers | `SO_RCVBUF`/`SO_SNDBUF`, then `SO_RCVBUFFORCE`/`SO_SNDBUFFORCE` if `net.core.rmem_max`/`wmem_max` capped the size (needs `CAP_NET_ADMIN`) | whatever the kernel granted; a warning is logged below 2 MiB |
+//! | A kernel port filter (classic BPF, `SO_ATTACH_FILTER`) | raw-IP mode, Linux, bound with a non-zero port | every packet of the protocol to the address is queued, and the driver drops the others' |
 //!
 //! With GRO the kernel may coalesce up to 64 datagrams into one buffer; [`RecvBuffers::iter`]
 //! splits them again, so the driver always sees the datagrams as sent. On loopback a GSO batch is
@@ -34,11 +35,18 @@
 //! `CAP_NET_RAW`; without it [`Socket::bind`] fails with [`SocketError::PermissionDenied`], whose
 //! message explains the fix. In this mode:
 //!
-//! - The socket is bound to an IP address; the port of the address given to `bind` is ignored and
-//!   every address this crate returns has port 0. Ports, if any, are the driver's business.
-//! - A raw socket receives **every** packet of its protocol addressed to its IP address (to any
-//!   address if bound to the unspecified one), whichever process or peer it belongs to, including
-//!   packets sent by other raw sockets of this host. The driver must filter.
+//! - The socket is bound to an IP address, and every address this crate returns has port 0.
+//!   Ports are the driver's business, with one exception: a non-zero port in the address given to
+//!   `bind` makes the kernel queue only packets whose destination port field (bytes 2-3 of the IP
+//!   payload, where TCP, UDP and SMT keep it) holds it.
+//! - Without that filter a raw socket receives **every** packet of its protocol addressed to its
+//!   IP address (to any address if bound to the unspecified one), whichever process or peer it
+//!   belongs to, including packets sent by other raw sockets of this host (on loopback, both
+//!   directions of every exchange). The driver must filter, and the others' packets share the
+//!   socket's receive buffer.
+//! - The receive buffer is at least 16 MiB (32 MiB granted) whatever the configuration asks:
+//!   without receive offload the kernel charges every datagram a whole buffer (2 304 bytes for a
+//!   1 500-byte packet), and 150 outstanding 64 KiB messages overflowed 16 MiB on loopback.
 //! - Sending makes one system call per datagram: the kernel has no segmentation offload for raw
 //!   sockets, and no receive offload either.
 //!
@@ -108,7 +116,8 @@ impl fmt::Display for Mode {
 pub struct SocketConfig {
     /// UDP or raw IP. Default: [`Mode::Udp`].
     pub mode: Mode,
-    /// Requested `SO_RCVBUF` in bytes. Default: 4 MiB. Linux reports (and grants) double.
+    /// Requested `SO_RCVBUF` in bytes. Default: 4 MiB, at least 16 MiB in raw-IP mode (see the
+    /// crate docs). Linux reports (and grants) double.
     pub recv_buffer: usize,
     /// Requested `SO_SNDBUF` in bytes. Default: 4 MiB. Linux reports (and grants) double.
     pub send_buffer: usize,

@@ -132,6 +132,50 @@ fn raw_send_splits_contents_into_datagrams() {
     }
 }
 
+/// A datagram whose bytes 2..4 (where TCP, UDP and SMT keep the destination port) say `port`,
+/// followed by `mark`.
+fn to_port(port: u16, mark: &[u8]) -> Vec<u8> {
+    [&[0, 0], &port.to_be_bytes()[..], mark].concat()
+}
+
+#[test]
+fn a_raw_socket_bound_with_a_port_queues_only_packets_to_that_port() {
+    for family in families() {
+        let (Some(a), Some(b)) = (
+            bind_raw(family),
+            bind_raw(SocketAddr::new(family.ip(), 47_001)),
+        ) else {
+            return;
+        };
+        let mark = nonce("port");
+        let (theirs, ours) = (to_port(47_002, &mark), to_port(47_001, &mark));
+        let dest = b.local_addr().unwrap();
+        a.send(dest, &theirs, theirs.len()).unwrap();
+        a.send(dest, &ours, ours.len()).unwrap();
+
+        // Loopback delivers in order: by the time `ours` is read, `theirs` was queued or dropped.
+        let mut bufs = RecvBuffers::new(b.features());
+        let deadline = Instant::now() + PATIENCE;
+        let mut got = Vec::new();
+        while !got.contains(&ours) && Instant::now() < deadline {
+            match b.recv(&mut bufs) {
+                Ok(_) => got.extend(
+                    bufs.iter()
+                        .filter(|(_, d)| d.ends_with(&mark))
+                        .map(|(_, d)| d.to_vec()),
+                ),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    thread::sleep(Duration::from_millis(1))
+                }
+                Err(e) => panic!("recv: {e}"),
+            }
+        }
+        assert_eq!(got, [ours], "{family}: only the packet to port 47001");
+        // Unfiltered, `a` saw both.
+        assert_eq!(recv_marked(&a, &theirs, 1).len(), 1, "{family}");
+    }
+}
+
 #[test]
 fn raw_features_report_no_offloads() {
     for family in families() {

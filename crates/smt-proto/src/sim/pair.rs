@@ -40,6 +40,8 @@ pub struct LinkStats {
 ///
 /// The server answers every request with `responder` (echo by default) as
 /// soon as it is delivered; client outcomes land in [`Pair::outcomes`].
+/// An endpoint's output is taken as fast as it comes unless
+/// [`Pair::pace`] limits it.
 pub struct Pair {
     pub client: Endpoint,
     pub server: Endpoint,
@@ -66,6 +68,12 @@ pub struct Pair {
     datagrams: HashMap<u64, Datagram>,
     next_seq: u64,
     link_free: [Instant; 2],
+    /// Per side: the rate [`Pair::pace`] set (bits per second, 0 for
+    /// none), when the side may next transmit, and whether it stopped
+    /// with output possibly left.
+    pace: [u64; 2],
+    tx_free: [Instant; 2],
+    backlogged: [bool; 2],
     buf: Vec<u8>,
 }
 
@@ -130,6 +138,9 @@ impl Pair {
             datagrams: HashMap::new(),
             next_seq: 0,
             link_free: [now; 2],
+            pace: [0; 2],
+            tx_free: [now; 2],
+            backlogged: [false; 2],
             buf: vec![0; buf_len],
         }
     }
@@ -144,6 +155,14 @@ impl Pair {
         self.client
             .send_request(self.now, self.server_addr, data)
             .expect("send_request")
+    }
+
+    /// Takes `side`'s datagrams no faster than `bits_per_second` (0: as
+    /// fast as they come): a sender short of CPU or with a slow NIC, whose
+    /// messages wait in its own send queue (SRPT order) rather than on the
+    /// link. The link's bandwidth still applies after it.
+    pub fn pace(&mut self, side: Side, bits_per_second: u64) {
+        self.pace[side as usize] = bits_per_second;
     }
 
     /// Time since the pair was made.
@@ -203,10 +222,13 @@ impl Pair {
     /// it. Returns false if nothing is scheduled before the deadline.
     fn advance(&mut self, deadline: Instant) -> bool {
         let next_packet = self.in_flight.peek().map(|Reverse((t, _))| *t);
+        let paced = |i: usize| self.backlogged[i].then_some(self.tx_free[i]);
         let next = [
             next_packet,
             self.client.poll_timeout(),
             self.server.poll_timeout(),
+            paced(0),
+            paced(1),
         ]
         .into_iter()
         .flatten()
@@ -258,14 +280,24 @@ impl Pair {
 
     fn drain_transmits(&mut self, side: Side) -> bool {
         let mut any = false;
+        let i = side as usize;
         loop {
+            if self.tx_free[i] > self.now {
+                self.backlogged[i] = true;
+                return any;
+            }
             let (ep, from, to) = match side {
                 Side::Client => (&mut self.client, self.client_addr, self.server_addr),
                 Side::Server => (&mut self.server, self.server_addr, self.client_addr),
             };
             let Some(t) = ep.poll_transmit(self.now, &mut self.buf) else {
+                self.backlogged[i] = false;
                 return any;
             };
+            // No pace (0) leaves the side free at once.
+            if let Some(ns) = (t.len as u64 * 8 * 1_000_000_000).checked_div(self.pace[i]) {
+                self.tx_free[i] = self.tx_free[i].max(self.now) + Duration::from_nanos(ns);
+            }
             debug_assert_eq!(t.destination, to);
             any = true;
             let d = Datagram {
