@@ -146,14 +146,16 @@ pub struct Config {
     /// a genuine client pays one round trip more. 0 retries every opening.
     pub retry_above_handshakes: usize,
     /// Of one receive batch (`Endpoint::handle_batch`), datagrams from
-    /// addresses nothing vouches for yet (no validated session, no
-    /// handshake opened by us or with a retry token) are handled after the
-    /// others, at most this many, each sender's first datagram before the
-    /// rest of its run; the others are dropped unread
-    /// (`DropReason::OverBudget`) and their senders retransmit. Default 32,
-    /// a `recvmmsg` batch's slots: every sender's first datagram is
-    /// handled, and what is cut is the tail of GRO trains from unvalidated
-    /// senders (up to 64 segments per slot).
+    /// addresses nothing vouches for yet (no validated session or
+    /// installed keys, no handshake opened by us or with a retry token)
+    /// are handled after the others, at most this many, each sender's
+    /// first datagram before the rest of its run; the others are dropped
+    /// unread (`DropReason::OverBudget`) and their senders retransmit.
+    /// Default 64: above a `recvmmsg` batch's 32 slots, so every sender's
+    /// first datagram is handled, and above the ~50 packets of a first
+    /// unscheduled window (a new PSK client's first 64 KiB request is one
+    /// GRO train whose first record authenticates only after a dozen
+    /// packets); what is cut is the rest of longer trains.
     pub unvalidated_per_batch: usize,
     /// Put several packets to the same peer into one datagram, each
     /// unchanged (`docs/protocol.md` § 2.1): small messages, their ACKs and
@@ -199,7 +201,7 @@ impl Default for Config {
             max_handshakes: 4096,
             max_unvalidated_sessions: 1024,
             retry_above_handshakes: 64,
-            unvalidated_per_batch: 32,
+            unvalidated_per_batch: 64,
             session_idle_timeout: Some(Duration::from_secs(600)),
             coalesce: true,
             local_port: 0,

@@ -9,13 +9,14 @@
 //! single datagram, or the head of a GRO train, which the kernel builds
 //! from one sender) goes before the rest of the runs: a new client's hello
 //! is not crowded out by one sender's train of thousands, and with a
-//! budget at least the receive batch's slots (32), no sender's first
+//! budget above the receive batch's slots (32), no sender's first
 //! datagram is ever dropped. What the budget cuts is the tails of trains
 //! from senders nothing vouches for.
 
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use super::peer::Origin;
 use super::Endpoint;
 use crate::error::DropReason;
 
@@ -80,10 +81,14 @@ impl Endpoint {
     }
 
     /// Whether what comes from `from` is vouched for: its session has
-    /// authenticated a packet from it, or a handshake with it was opened
-    /// by us or with a valid retry token.
+    /// authenticated a packet from it, the application installed its keys
+    /// for that address (it chose to talk to it), or a handshake with it
+    /// was opened by us or with a valid retry token. (Keys the resolver
+    /// derived for any address that asks are not a voucher.)
     fn is_validated_address(&self, from: SocketAddr) -> bool {
-        self.peers.get(&from).is_some_and(|p| p.validated)
+        self.peers
+            .get(&from)
+            .is_some_and(|p| p.validated || p.origin == Origin::Installed)
             || self.handshakes.get(&from).is_some_and(|c| c.vouched_for())
     }
 }

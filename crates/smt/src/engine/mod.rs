@@ -491,11 +491,16 @@ fn raw_port(asked: u16) -> u16 {
 /// Opens the socket and the protocol core for `addr`: the SMT port, port
 /// checks in raw mode, the datagram size from the MTU.
 fn open(addr: SocketAddr, config: &EndpointConfig) -> Result<(Socket, SocketAddr, Core), Error> {
+    // Raw IP has no kernel ports: the SMT header's ports demultiplex, so
+    // an endpoint needs one of its own, chosen before binding so the
+    // socket's kernel filter queues only packets for it (smt-udp).
+    let addr = match config.socket.mode {
+        smt_udp::Mode::RawIp { .. } => SocketAddr::new(addr.ip(), raw_port(addr.port())),
+        smt_udp::Mode::Udp => addr,
+    };
     let socket = Socket::bind(addr, &config.socket)?;
     let local_addr = match config.socket.mode {
-        // Raw IP has no kernel ports: the SMT header's ports demultiplex,
-        // so an endpoint needs one of its own.
-        smt_udp::Mode::RawIp { .. } => SocketAddr::new(addr.ip(), raw_port(addr.port())),
+        smt_udp::Mode::RawIp { .. } => addr,
         smt_udp::Mode::Udp => socket.local_addr()?,
     };
     let mut protocol = config.protocol.clone();
