@@ -41,12 +41,18 @@ fn request(tag: u64, size: usize) -> Vec<u8> {
 /// request's first 8 bytes, giving every peer `keys` (the relay's
 /// per-client address is not known in advance).
 fn echo_workers(shards: usize, keys: SessionKeys) -> (WorkerServer, Executions) {
-    let executions: Executions = Arc::default();
-    let ex = executions.clone();
     let config = WorkerConfig {
         shards,
         ..WorkerConfig::default()
     };
+    echo_server(config, keys)
+}
+
+/// An echo server shaped by `config`, counting executions as
+/// [`echo_workers`] does.
+fn echo_server(config: WorkerConfig, keys: SessionKeys) -> (WorkerServer, Executions) {
+    let executions: Executions = Arc::default();
+    let ex = executions.clone();
     let handler = move |_peer: SocketAddr, data: Vec<u8>| {
         let tag = u64::from_le_bytes(data[..8].try_into().unwrap());
         *ex.lock().unwrap().entry(tag).or_default() += 1;
@@ -270,26 +276,13 @@ fn installing_reflectable_keys_in_the_shards_is_refused() {
 fn many_peers_on_reuseport_sockets_all_get_answers() {
     let _one_at_a_time = heavy();
     let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
-    let executions: Executions = Arc::default();
-    let ex = executions.clone();
     let config = WorkerConfig {
         shards: 2,
         spread: smt::workers::Spread::ReusePort,
         ..WorkerConfig::default()
     };
-    let handler = move |_peer: SocketAddr, data: Vec<u8>| {
-        let tag = u64::from_le_bytes(data[..8].try_into().unwrap());
-        *ex.lock().unwrap().entry(tag).or_default() += 1;
-        data
-    };
-    let server = WorkerServer::bind("127.0.0.1:0".parse().unwrap(), config, handler).unwrap();
     // One session for every peer, as in the relay test: the key resolver.
-    server
-        .set_key_resolver(|| {
-            let keys = sk.clone();
-            Box::new(move |_peer: SocketAddr| Some(keys.clone()))
-        })
-        .unwrap();
+    let (server, executions) = echo_server(config, sk);
     const PEERS: u64 = 8;
     const PER_PEER: u64 = 250;
     let threads: Vec<_> = (0..PEERS)

@@ -25,6 +25,15 @@ pub struct SmtSlot {
 }
 
 impl SmtSlot {
+    /// A slot calling `server` through `client`.
+    pub(crate) fn new(client: Endpoint, server: SocketAddr) -> Self {
+        Self {
+            client,
+            server,
+            alone: false,
+        }
+    }
+
     /// The client endpoint and the server's address.
     pub fn parts(&self) -> (Endpoint, SocketAddr) {
         (self.client.clone(), self.server)
@@ -106,11 +115,7 @@ pub fn start(system: System, slots: usize) -> io::Result<(ServerThread, Vec<SmtS
         server.close();
     });
     let slots = (0..slots)
-        .map(|_| SmtSlot {
-            client: client.clone(),
-            server: server_addr,
-            alone: false,
-        })
+        .map(|_| SmtSlot::new(client.clone(), server_addr))
         .collect();
     Ok((ServerThread::new(stop, thread), slots))
 }

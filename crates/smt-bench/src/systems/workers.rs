@@ -14,31 +14,11 @@ use std::net::SocketAddr;
 use smt::workers::{Spread, WorkerConfig, WorkerServer};
 use smt::Endpoint;
 
-use super::{check_echo, ServerThread, Slot, System};
+use super::smt::SmtSlot;
+use super::{ServerThread, System};
 
-/// A handle on the client endpoint (one for every slot, as `smt-aes`).
-#[derive(Debug)]
-pub struct WorkerSlot {
-    client: Endpoint,
-    server: SocketAddr,
-    /// The only slot in use: call with the blocking API (see `SmtSlot`).
-    alone: bool,
-}
-
-impl Slot for WorkerSlot {
-    async fn call(&mut self, request: &[u8]) -> io::Result<usize> {
-        let response = if self.alone {
-            self.client.call(self.server, request)
-        } else {
-            self.client.call_async(self.server, request).await
-        };
-        check_echo(request.len(), response.map_err(io::Error::other)?.len())
-    }
-
-    fn set_alone(&mut self, alone: bool) {
-        self.alone = alone;
-    }
-}
+/// The slots are `smt-aes`'s: one client endpoint, calls to the server.
+pub type WorkerSlot = SmtSlot;
 
 /// Binds the client and a worker server with `shards` shards, installs
 /// keys and returns `slots` slots.
@@ -99,11 +79,7 @@ pub fn start_placed(
         let _ = stop_tx.send(());
     });
     let slots = (0..slots)
-        .map(|_| WorkerSlot {
-            client: client.clone(),
-            server: server_addr,
-            alone: false,
-        })
+        .map(|_| SmtSlot::new(client.clone(), server_addr))
         .collect();
     Ok((ServerThread::new(stop, thread), slots))
 }

@@ -51,7 +51,7 @@ use crate::{EndpointConfig, Error};
 use dispatch::{Counters, Dispatcher};
 use inbox::ToShard;
 use shard::Shard;
-use tx::{Tx, Wire};
+use tx::Wire;
 
 pub use dispatch::DispatchStats;
 pub use route::shard_of;
@@ -177,14 +177,8 @@ impl WorkerServer {
         for i in 0..config.shards {
             let (tx, rx) = flume::bounded(INBOX_BATCHES);
             let wire = Wire::Shared(socket.clone());
-            let shard = Shard {
-                core: smt_proto::Endpoint::new(protocol.clone()).map_err(invalid)?,
-                tx: Tx::new(&wire, protocol.max_datagram_size),
-                wire,
-                inbox: rx,
-                spare: spare_tx.clone(),
-                handler: handler.clone(),
-            };
+            let shard = Shard::new(&protocol, wire, rx, spare_tx.clone(), handler.clone())
+                .map_err(invalid)?;
             let name = format!("smt-shard-{i}");
             shards.push(
                 std::thread::Builder::new()
@@ -233,14 +227,8 @@ impl WorkerServer {
         for (i, socket) in sockets.into_iter().enumerate() {
             let (tx, rx) = flume::bounded(INBOX_BATCHES);
             let wire = reuseport::sender(&socket)?;
-            let shard = Shard {
-                core: smt_proto::Endpoint::new(protocol.clone()).map_err(invalid)?,
-                tx: Tx::new(&wire, protocol.max_datagram_size),
-                wire,
-                inbox: rx,
-                spare: spare_tx.clone(),
-                handler: handler.clone(),
-            };
+            let shard = Shard::new(&protocol, wire, rx, spare_tx.clone(), handler.clone())
+                .map_err(invalid)?;
             let wake = Arc::new(WakePipe::new()?);
             let (w, c) = (wake.clone(), closing.clone());
             let name = format!("smt-shard-{i}");

@@ -51,6 +51,24 @@ pub struct ShardStats {
 }
 
 impl Shard {
+    /// A shard with its own protocol core, sending on `wire`.
+    pub fn new(
+        protocol: &smt_proto::Config,
+        wire: Wire,
+        inbox: flume::Receiver<ToShard>,
+        spare: flume::Sender<Batch>,
+        handler: Arc<dyn Handler>,
+    ) -> Result<Self, smt_proto::ConfigError> {
+        Ok(Self {
+            core: Core::new(protocol.clone())?,
+            tx: Tx::new(&wire, protocol.max_datagram_size),
+            wire,
+            inbox,
+            spare,
+            handler,
+        })
+    }
+
     /// Runs until the inbox is closed (the server is closing).
     pub fn run(mut self) -> ShardStats {
         let mut requests = 0;
