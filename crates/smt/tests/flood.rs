@@ -6,6 +6,8 @@
 //! server's held state, and checks the held state against the configured
 //! bounds (sampled, and the core's own peak gauge).
 
+mod echo;
+
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
@@ -45,15 +47,7 @@ fn server() -> Endpoint {
     server
         .set_key_resolver(Box::new(PskResolver::new(MASTER, AeadAlgorithm::Aes128Gcm)))
         .unwrap();
-    for _ in 0..2 {
-        let s = server.clone();
-        std::thread::spawn(move || {
-            while let Ok(mut req) = s.accept() {
-                let data = req.take_data();
-                let _ = req.respond(&data);
-            }
-        });
-    }
+    echo::spawn_echo(&server, 2);
     server
 }
 

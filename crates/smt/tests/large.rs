@@ -14,6 +14,8 @@
 //! cargo test --release -p smt --test large -- --ignored --nocapture
 //! ```
 
+mod echo;
+
 use std::net::SocketAddr;
 
 use smt::keys::{AeadAlgorithm, PskClient};
@@ -37,15 +39,7 @@ fn echo_server(len: usize) -> Endpoint {
     let server = Endpoint::bind("127.0.0.1:0".parse().unwrap(), config(len)).unwrap();
     let acceptor = ServerAcceptor::new(None, None).with_psk(MASTER, ALG);
     server.set_handshake_acceptor(Box::new(acceptor)).unwrap();
-    for _ in 0..2 {
-        let s = server.clone();
-        std::thread::spawn(move || {
-            while let Ok(mut req) = s.accept() {
-                let data = req.take_data();
-                let _ = req.respond(&data);
-            }
-        });
-    }
+    echo::spawn_echo(&server, 2);
     server
 }
 

@@ -10,6 +10,8 @@
 //! (`/proc/net/raw`, `drops`) is read; no timing is asserted. Needs
 //! `CAP_NET_RAW` (and Linux); skipped with a note otherwise.
 
+mod echo;
+
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
@@ -75,15 +77,7 @@ fn calls_of_64_kib_with_150_outstanding_overflow_no_raw_receive_queue() {
     let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
     client.install_session(server.local_addr(), ck).unwrap();
     server.install_session(client.local_addr(), sk).unwrap();
-    for _ in 0..2 {
-        let s = server.clone();
-        std::thread::spawn(move || {
-            while let Ok(mut req) = s.accept() {
-                let data = req.take_data();
-                let _ = req.respond(&data);
-            }
-        });
-    }
+    echo::spawn_echo(&server, 2);
     let to = server.local_addr();
     // One call first: the session is then validated at both ends.
     client.call(to, b"hello").unwrap();
