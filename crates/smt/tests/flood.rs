@@ -6,7 +6,7 @@
 //! server's held state, and checks the held state against the configured
 //! bounds (sampled, and the core's own peak gauge).
 
-mod echo;
+mod common;
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -47,7 +47,7 @@ fn server() -> Endpoint {
     server
         .set_key_resolver(Box::new(PskResolver::new(MASTER, AeadAlgorithm::Aes128Gcm)))
         .unwrap();
-    echo::spawn_echo(&server, 2);
+    common::spawn_echo(&server, 2);
     server
 }
 

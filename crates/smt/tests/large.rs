@@ -14,7 +14,7 @@
 //! cargo test --release -p smt --test large -- --ignored --nocapture
 //! ```
 
-mod echo;
+mod common;
 
 use std::net::SocketAddr;
 
@@ -39,7 +39,7 @@ fn echo_server(len: usize) -> Endpoint {
     let server = Endpoint::bind("127.0.0.1:0".parse().unwrap(), config(len)).unwrap();
     let acceptor = ServerAcceptor::new(None, None).with_psk(MASTER, ALG);
     server.set_handshake_acceptor(Box::new(acceptor)).unwrap();
-    echo::spawn_echo(&server, 2);
+    common::spawn_echo(&server, 2);
     server
 }
 

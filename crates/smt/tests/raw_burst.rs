@@ -10,7 +10,7 @@
 //! (`/proc/net/raw`, `drops`) is read; no timing is asserted. Needs
 //! `CAP_NET_RAW` (and Linux); skipped with a note otherwise.
 
-mod echo;
+mod common;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -77,7 +77,7 @@ fn calls_of_64_kib_with_150_outstanding_overflow_no_raw_receive_queue() {
     let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
     client.install_session(server.local_addr(), ck).unwrap();
     server.install_session(client.local_addr(), sk).unwrap();
-    echo::spawn_echo(&server, 2);
+    common::spawn_echo(&server, 2);
     let to = server.local_addr();
     // One call first: the session is then validated at both ends.
     client.call(to, b"hello").unwrap();

@@ -2,6 +2,8 @@
 //! kernel has no `tc netem` here, so this is how real-socket runs get loss,
 //! reordering, duplication and corruption.
 
+mod common;
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,12 +39,6 @@ fn echo_server(keys: SessionKeys) -> (Endpoint, Executions) {
         });
     }
     (server, executions)
-}
-
-fn request(tag: u64, size: usize) -> Vec<u8> {
-    let mut v: Vec<u8> = (0..size).map(|i| (i as u64 ^ tag) as u8).collect();
-    v[..8].copy_from_slice(&tag.to_le_bytes());
-    v
 }
 
 #[test]
@@ -130,7 +126,7 @@ fn ten_thousand_rpcs(hogs: usize) -> Run {
     let client = Endpoint::bind("127.0.0.1:0".parse().unwrap(), EndpointConfig::default()).unwrap();
     client.install_session(relay.local_addr(), ck).unwrap();
 
-    const SIZES: [usize; 6] = [8, 64, 1024, 3000, 16_384, 40_000];
+    static SIZES: [usize; 6] = [8, 64, 1024, 3000, 16_384, 40_000];
     let stop = Arc::new(AtomicBool::new(false));
     let hog_threads: Vec<_> = (0..hogs)
         .map(|_| {
@@ -143,37 +139,7 @@ fn ten_thousand_rpcs(hogs: usize) -> Run {
         })
         .collect();
     let started = Instant::now();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let target = relay.local_addr();
-    let failures = rt.block_on(async {
-        let sem = Arc::new(tokio::sync::Semaphore::new(128));
-        let mut tasks = Vec::new();
-        for tag in 1..=RPCS {
-            let permit = sem.clone().acquire_owned().await.unwrap();
-            let c = client.clone();
-            tasks.push(tokio::spawn(async move {
-                let req = request(tag, SIZES[tag as usize % SIZES.len()]);
-                let resp = c.call_async(target, &req).await;
-                drop(permit);
-                match resp {
-                    Ok(r) if r == req => 0,
-                    Ok(_) => panic!("RPC {tag}: response differs from request"),
-                    Err(e) => {
-                        eprintln!("RPC {tag} failed: {e}");
-                        1
-                    }
-                }
-            }));
-        }
-        let mut failed = 0;
-        for t in tasks {
-            failed += t.await.unwrap();
-        }
-        failed
-    });
+    let failures = common::echo_calls(&client, relay.local_addr(), RPCS, 128, &SIZES);
     stop.store(true, Ordering::Relaxed);
     for h in hog_threads {
         h.join().unwrap();

@@ -3,6 +3,8 @@
 //! with and without loss. Every RPC completes, every request runs once,
 //! and the shards run one peer's handlers at the same time.
 
+mod common;
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -30,12 +32,6 @@ const SIZES: [usize; 6] = [8, 64, 1024, 3000, 16_384, 100_000];
 /// Sizes through the lossy relay: those of `tests/relay.rs`, so its bound
 /// on retransmissions (at most twice the drops) applies as it stands.
 const LOSSY_SIZES: [usize; 6] = [8, 64, 1024, 3000, 16_384, 40_000];
-
-fn request(tag: u64, size: usize) -> Vec<u8> {
-    let mut v: Vec<u8> = (0..size.max(8)).map(|i| (i as u64 ^ tag) as u8).collect();
-    v[..8].copy_from_slice(&tag.to_le_bytes());
-    v
-}
 
 /// An echo server on `shards` workers that counts executions by the
 /// request's first 8 bytes, giving every peer `keys` (the relay's
@@ -71,48 +67,7 @@ fn echo_server(config: WorkerConfig, keys: SessionKeys) -> (WorkerServer, Execut
 /// `rpcs` echo RPCs of [`SIZES`] from one client to `target`, `window` at a
 /// time. Returns the number that failed; panics on a wrong response.
 fn run_rpcs(client: &Endpoint, target: SocketAddr, rpcs: u64, window: usize) -> u64 {
-    run_sized(client, target, rpcs, window, &SIZES)
-}
-
-fn run_sized(
-    client: &Endpoint,
-    target: SocketAddr,
-    rpcs: u64,
-    window: usize,
-    sizes: &'static [usize],
-) -> u64 {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let sem = Arc::new(tokio::sync::Semaphore::new(window));
-        let mut tasks = Vec::new();
-        for tag in 1..=rpcs {
-            let permit = sem.clone().acquire_owned().await.unwrap();
-            let c = client.clone();
-            tasks.push(tokio::spawn(async move {
-                let req = request(tag, sizes[tag as usize % sizes.len()]);
-                let resp = c.call_async(target, &req).await;
-                drop(permit);
-                match resp {
-                    Ok(r) => {
-                        assert!(r == req, "RPC {tag}: response differs from request");
-                        0
-                    }
-                    Err(e) => {
-                        eprintln!("RPC {tag} failed: {e}");
-                        1
-                    }
-                }
-            }));
-        }
-        let mut failed = 0;
-        for t in tasks {
-            failed += t.await.unwrap();
-        }
-        failed
-    })
+    common::echo_calls(client, target, rpcs, window, &SIZES)
 }
 
 fn check_once(executions: &Executions, rpcs: u64) {
@@ -174,7 +129,7 @@ fn thousands_of_rpcs_through_loss_and_reordering_on_two_shards() {
     client.install_session(relay.local_addr(), ck).unwrap();
     const RPCS: u64 = 4000;
     let started = Instant::now();
-    let failures = run_sized(&client, relay.local_addr(), RPCS, 64, &LOSSY_SIZES);
+    let failures = common::echo_calls(&client, relay.local_addr(), RPCS, 64, &LOSSY_SIZES);
     let relay_stats = relay.stop();
     eprintln!(
         "{RPCS} RPCs in {:.2} s through {relay_stats:?}",
@@ -294,7 +249,7 @@ fn many_peers_on_reuseport_sockets_all_get_answers() {
                 client.install_session(to, ck).unwrap();
                 for i in 0..PER_PEER {
                     let tag = p * PER_PEER + i + 1;
-                    let req = request(tag, SIZES[i as usize % SIZES.len()]);
+                    let req = common::request(tag, SIZES[i as usize % SIZES.len()]);
                     assert_eq!(client.call(to, &req).unwrap(), req);
                 }
             })
