@@ -61,6 +61,11 @@ impl Endpoint {
             turns.push(turn);
             previous = Some((from, turn));
         }
+        // The usual batch is all from validated peers: nothing more to do.
+        if turns.iter().all(|t| *t == Turn::Validated) {
+            self.batch_turns = turns;
+            return;
+        }
         let mut budget = self.config.unvalidated_per_batch;
         for pass in [Turn::Head, Turn::Tail] {
             let mine = batch.clone().zip(&turns).filter(|(_, t)| **t == pass);
