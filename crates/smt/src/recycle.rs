@@ -10,6 +10,7 @@
 //! whatever thread, return it; the engine takes the returned buffers back
 //! into the core's pool at its next turn.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use bytes::Bytes;
@@ -30,6 +31,9 @@ const MAX_WAITING: usize = 16 << 20;
 #[derive(Debug, Default)]
 pub(crate) struct Recycler {
     waiting: Mutex<Waiting>,
+    /// Something waits: the engine checks this every turn, and takes the
+    /// lock only when it is set (small messages never set it).
+    any: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -53,6 +57,9 @@ impl Recycler {
 
     /// Hands every waiting buffer to the core's pool.
     pub fn drain_into(&self, core: &mut Core) {
+        if !self.any.swap(false, Ordering::Acquire) {
+            return;
+        }
         let taken = {
             // NOTE(poison): a panic while pushing leaves a valid Vec.
             let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
@@ -72,6 +79,7 @@ impl Recycler {
         if waiting.bytes + buf.capacity() <= MAX_WAITING {
             waiting.bytes += buf.capacity();
             waiting.buffers.push(buf);
+            self.any.store(true, Ordering::Release);
         }
     }
 }
