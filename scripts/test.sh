@@ -7,4 +7,13 @@ bash scripts/fetch-vectors.sh
 # Debian's dig reads the DNS ticket records in one test; installed when
 # root (CI), otherwise that test reports SKIPPED.
 bash scripts/dig-test.sh --install || echo "test.sh: dig not installed; its test will be skipped"
-cargo test --workspace
+# A hung test must not use up CI's whole budget in silence: past the
+# limit the run stops, and cargo's "has been running for over 60 seconds"
+# lines above name the test. A clean run takes ~15 minutes on 2 cores.
+limit=${SMT_TEST_LIMIT:-2700}
+status=0
+timeout -k 30 "$limit" cargo test --workspace || status=$?
+if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+    echo "test.sh: the tests did not finish within ${limit} s; a test hangs (named above)" >&2
+fi
+exit "$status"

@@ -98,7 +98,14 @@ fn sample_until(
     server: Endpoint,
 ) -> Vec<Sample> {
     let mut samples = Vec::new();
+    let mut progress = (0, Instant::now());
     while !stop.load(Ordering::Relaxed) {
+        stall_watchdog(
+            &mut progress,
+            done.load(Ordering::Relaxed),
+            &client,
+            &server,
+        );
         let held = |e: &Endpoint| e.stats(None).map_or(0, |(s, _)| s.usage.incoming_bytes);
         samples.push(Sample {
             done: done.load(Ordering::Relaxed),
@@ -108,6 +115,30 @@ fn sample_until(
         std::thread::sleep(Duration::from_millis(250));
     }
     samples
+}
+
+/// How long the run may go without one RPC finishing. Every RPC ends
+/// within its abort timeout (1 s of silence), so this is a stall: a test
+/// that hangs would use up CI's whole budget and say nothing.
+const STALL: Duration = Duration::from_secs(60);
+
+/// Ends the test process with both sides' counters when no RPC has
+/// finished for [`STALL`] (a panic on this thread would not end the test).
+fn stall_watchdog(progress: &mut (u64, Instant), done: u64, client: &Endpoint, server: &Endpoint) {
+    if done != progress.0 {
+        *progress = (done, Instant::now());
+        return;
+    }
+    if progress.1.elapsed() < STALL {
+        return;
+    }
+    let stats = |e: &Endpoint| e.stats(None).map(|(s, _)| s);
+    eprintln!(
+        "soak stalled: no RPC finished for {STALL:?} after {done}\nclient {:#?}\nserver {:#?}",
+        stats(client),
+        stats(server)
+    );
+    std::process::exit(101);
 }
 
 /// Mean RSS of the samples taken while `range` of the RPCs were done.

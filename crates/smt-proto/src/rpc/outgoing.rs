@@ -127,7 +127,17 @@ impl Outgoing {
     /// (the RESENDs of one tick, one per gap, are all honoured). A RESEND
     /// also implies a grant up to its end. Returns whether anything was
     /// queued (if not, the sender tells the receiver it is busy).
+    /// A range wholly past the message's end means the receiver holds
+    /// another message's length under this ID (a corrupted or forged header
+    /// arrived before any of ours): it gets the first packet again, whose
+    /// header carries the true length, so it drops what it holds and starts
+    /// over. Asking for bytes we do not have would otherwise go on forever.
     pub fn resend(&mut self, offset: u32, len: u32, tick: u64, interval: u64) -> bool {
+        let (offset, len) = if u64::from(offset) >= self.wire_len() {
+            (0, 1)
+        } else {
+            (offset, len)
+        };
         self.grant(offset.saturating_add(len));
         if self
             .resent_at
