@@ -452,15 +452,17 @@ fn starved_responses_of_a_silent_server_still_time_out() {
     }
 }
 
-/// Drops the first datagram to `to` carrying DATA of message `lost`, and
-/// keeps a copy of the first one carrying DATA of message `donor`, as a
-/// corrupting link would later deliver it with `donor`'s ID bits flipped
-/// into `lost`'s.
+/// A DATA packet seen on the link: its destination and message ID.
+type Flow = (std::net::SocketAddr, u64);
+
+/// Drops the first datagram of `lost` (DATA of that message to that
+/// address), and keeps a copy of the first one of `donor` with its ID
+/// turned into `into`, as a corrupting link would deliver it later.
 fn lose_and_borrow(
     pair: &mut Pair,
-    to: std::net::SocketAddr,
-    lost: u64,
-    donor: u64,
+    lost: Flow,
+    donor: Flow,
+    into: u64,
 ) -> std::rc::Rc<std::cell::RefCell<Option<smt_proto::sim::Datagram>>> {
     use smt_proto::wire::{Packet, PacketType};
     let kept = std::rc::Rc::new(std::cell::RefCell::new(None));
@@ -468,16 +470,16 @@ fn lose_and_borrow(
     let mut dropped = false;
     pair.intercept = Some(Box::new(move |d| {
         let p = Packet::new_checked(&d.bytes[..]).unwrap();
-        if d.to != to || p.packet_type() != PacketType::DATA {
+        if p.packet_type() != PacketType::DATA {
             return Verdict::Deliver;
         }
-        if p.id() == lost && !dropped {
+        if (d.to, p.id()) == lost && !dropped {
             dropped = true;
             return Verdict::Drop;
         }
-        if p.id() == donor && keep.borrow().is_none() {
+        if (d.to, p.id()) == donor && keep.borrow().is_none() {
             let mut copy = d.clone();
-            Packet::new_unchecked(&mut copy.bytes[..]).set_id(lost);
+            Packet::new_unchecked(&mut copy.bytes[..]).set_id(into);
             *keep.borrow_mut() = Some(copy);
         }
         Verdict::Deliver
@@ -523,7 +525,7 @@ fn a_request_lost_behind_a_corrupted_message_id_is_restarted_not_stuck() {
     let small = payload(64, 1);
     let b = pair.call(&small);
     let to = pair.server_addr;
-    let kept = lose_and_borrow(&mut pair, to, 2, 4);
+    let kept = lose_and_borrow(&mut pair, (to, 2), (to, 4), 2);
     let large = payload(40_000, 2);
     let a = pair.call(&large);
     assert!(
@@ -557,7 +559,7 @@ fn a_request_lost_behind_a_corrupted_message_id_is_restarted_not_stuck() {
 fn a_response_lost_behind_a_corrupted_message_id_is_received_not_stuck() {
     let mut pair = Pair::with_keys(AES, Link::default(), 22);
     let to = pair.client_addr;
-    let kept = lose_and_borrow(&mut pair, to, 2, 4);
+    let kept = lose_and_borrow(&mut pair, (to, 2), (to, 4), 2);
     let small = payload(64, 1);
     let b = pair.call(&small);
     let large = payload(40_000, 2);
@@ -578,6 +580,37 @@ fn a_response_lost_behind_a_corrupted_message_id_is_received_not_stuck() {
         1
     );
     assert_eq!(pair.client.stats().requests_restarted, 0);
+    assert!(
+        pair.elapsed() < Duration::from_millis(100),
+        "{:?}",
+        pair.elapsed()
+    );
+}
+
+/// Also from the fault soak: a request's first packet is lost, and before
+/// the server asks for it again a packet of another response, its ID
+/// corrupted into this RPC's, reaches the client. The client took any
+/// response state as proof that the server had the whole request and
+/// stopped sending it, so the server's RESEND for the lost packet was
+/// never answered. Only an authenticated response proves that now.
+#[test]
+fn a_request_still_being_sent_is_not_ended_by_a_forged_response_packet() {
+    let mut pair = Pair::with_keys(AES, Link::default(), 23);
+    let (server, client) = (pair.server_addr, pair.client_addr);
+    let kept = lose_and_borrow(&mut pair, (server, 2), (client, 4), 2);
+    let medium = payload(8_000, 1);
+    let b = pair.call(&medium);
+    let large = payload(40_000, 2);
+    let a = pair.call(&large);
+    assert!(
+        run_with_corrupted_copy(&mut pair, &kept, [b, a]),
+        "stuck: {:?}",
+        pair
+    );
+    assert_eq!(pair.outcomes[&b], Outcome::Response(medium));
+    assert_eq!(pair.outcomes[&a], Outcome::Response(large));
+    assert_eq!(pair.executions[&1], 1);
+    assert_eq!(pair.executions[&2], 1);
     assert!(
         pair.elapsed() < Duration::from_millis(100),
         "{:?}",

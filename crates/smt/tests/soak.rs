@@ -133,7 +133,11 @@ fn stall_watchdog(progress: &mut (u64, Instant), done: u64, client: &Endpoint, s
         return;
     }
     let stats = |e: &Endpoint| e.stats(None).map(|(s, _)| s);
-    eprintln!(
+    // Straight to stderr: the test harness captures `eprintln!` from
+    // threads the test spawned, and would drop it at the exit below.
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
         "soak stalled: no RPC finished for {STALL:?} after {done}\nclient {:#?}\nserver {:#?}",
         stats(client),
         stats(server)

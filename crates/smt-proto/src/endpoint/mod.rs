@@ -187,6 +187,17 @@ pub(crate) enum MsgKey {
 }
 
 impl ClientRpc {
+    /// Whether the server has our whole request: it answered, and part of
+    /// the answer authenticated. Response state alone proves nothing: its
+    /// first packet may be another message's with a corrupted (or forged)
+    /// ID, and a client that stopped sending on it would never answer the
+    /// server's RESENDs for what it lost.
+    pub fn request_done(&self) -> bool {
+        self.response
+            .as_ref()
+            .is_some_and(|r| !r.nothing_authenticated())
+    }
+
     /// The RPC's wire key.
     pub fn key(&self) -> ServerRpcHandle {
         ServerRpcHandle {

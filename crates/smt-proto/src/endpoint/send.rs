@@ -265,7 +265,7 @@ impl Endpoint {
         let clients = self
             .clients
             .iter()
-            .filter(|(_, c)| c.response.is_none() && c.request.has_sendable())
+            .filter(|(_, c)| !c.request_done() && c.request.has_sendable())
             .map(|(h, _)| MsgKey::Client(h));
         let servers = self.servers.iter().filter_map(|(k, s)| match &s.state {
             ServerState::Responding(out) if out.has_sendable() => Some(MsgKey::Server(*k)),
@@ -279,7 +279,7 @@ impl Endpoint {
 }
 
 /// The outgoing message `key` names with its wire key, and whether it is
-/// still being sent (a client's request until its response starts); a
+/// still being sent (a client's request until `ClientRpc::request_done`); a
 /// free function so the caller can hold other fields of the endpoint at
 /// once.
 fn outgoing_in<'a>(
@@ -290,7 +290,7 @@ fn outgoing_in<'a>(
     match key {
         MsgKey::Client(h) => {
             let c = clients.get_mut(&h)?;
-            let (k, sending) = (c.key(), c.response.is_none());
+            let (k, sending) = (c.key(), !c.request_done());
             Some((k, &mut c.request, sending))
         }
         MsgKey::Server(k) => match &mut servers.get_mut(&k)?.state {

@@ -158,7 +158,7 @@ impl Endpoint {
         let Some(rpc) = self.clients.get_mut(&h) else {
             return Action::None;
         };
-        if rpc.response.is_none() && rpc.request.has_sendable() {
+        if !rpc.request_done() && rpc.request.has_sendable() {
             // Silence is our own doing: the request still waits for the
             // sender's turn (SRPT), not for the peer (Homa's rule).
             rpc.silent_ticks = 0;
