@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::cli::{Affinity, Args, Plan};
 use crate::record::{mixed_rows, Record, UnloadedRtt};
 use crate::systems::{self, floor, quic, tls, Slot, System, MAX_SLOTS};
-use crate::workload::{closed_loop, open_loop, Samples, Sizes};
+use crate::workload::{closed_loop, open_loop, Arrivals, Samples, Sizes};
 
 /// What one system's run produced, and what was skipped and why.
 #[derive(Debug, Default)]
@@ -215,6 +215,16 @@ impl Ctx<'_> {
         Ok(())
     }
 
+    /// Where the open loop's arrivals come from: pinned runs measure one
+    /// CPU, so the generator spins on another one if there is one.
+    fn arrivals(&self) -> Arrivals {
+        let cpus = crate::sys::allowed_cpus();
+        match (self.affinity, cpus) {
+            (Affinity::Pinned, [_, spare, ..]) => Arrivals::SpareCpu(*spare),
+            _ => Arrivals::InRuntime,
+        }
+    }
+
     /// Capacity first (closed loop, every slot busy), then open-loop
     /// Poisson arrivals at each fraction of it.
     async fn mixed<S: Slot>(
@@ -240,7 +250,15 @@ impl Ctx<'_> {
         for &load in &plan.mixed_loads {
             let mut mine: Vec<S> = slots.drain(..k).collect();
             mine.iter_mut().for_each(|s| s.set_alone(false));
-            let (mine, s) = open_loop(mine, dist, capacity * load, plan.mixed_time, 11).await?;
+            let (mine, s) = open_loop(
+                mine,
+                dist,
+                capacity * load,
+                plan.mixed_time,
+                11,
+                self.arrivals(),
+            )
+            .await?;
             slots.splice(0..0, mine);
             let base = Record {
                 dist: Some(dist.name.into()),

@@ -107,6 +107,20 @@ async fn collect<S>(
     (slots, all)
 }
 
+/// What produces an open loop's arrivals.
+#[derive(Clone, Copy, Debug)]
+pub enum Arrivals {
+    /// A task on the measured runtime, sleeping on a timer between
+    /// arrivals.
+    InRuntime,
+    /// A thread of its own on this CPU, spinning until each arrival is
+    /// due. For pinned runs: the measured CPU then carries no harness
+    /// timer (arming, waking and reading a timer per arrival cost that CPU
+    /// a share growing with the offered rate, ~15 % of SMT's capacity at
+    /// its saturation), and the spare CPU does nothing else.
+    SpareCpu(usize),
+}
+
 /// Open loop: Poisson arrivals at `rate` per second with sizes from
 /// `dist`, served by the slots (an arrival waits while every slot is
 /// busy; its latency counts from its scheduled arrival). Arrivals still
@@ -117,6 +131,7 @@ pub async fn open_loop<S: Slot>(
     rate: f64,
     time: Duration,
     seed: u64,
+    arrivals: Arrivals,
 ) -> io::Result<(Vec<S>, Samples)> {
     let (tx, rx) = flume::unbounded::<(usize, Instant)>();
     let start = Instant::now();
@@ -139,37 +154,92 @@ pub async fn open_loop<S: Slot>(
         })
         .collect();
     drop(rx);
-    generate(tx, dist, rate, start + time, seed).await?;
+    let schedule = Schedule::new(dist, rate, start + time, seed);
+    match arrivals {
+        Arrivals::InRuntime => generate(tx, schedule).await?,
+        Arrivals::SpareCpu(cpu) => {
+            let (done_tx, done) = flume::bounded(1);
+            std::thread::Builder::new()
+                .name("arrivals".into())
+                .spawn(move || {
+                    let _ = done_tx.send(generate_spinning(tx, schedule, cpu));
+                })?;
+            // The runtime keeps serving the slots meanwhile.
+            done.recv_async()
+                .await
+                .map_err(|_| io::Error::other("the arrival thread panicked"))??;
+        }
+    }
     Ok(collect(tasks, start).await)
 }
 
-/// Sends arrivals at their scheduled times until `end`.
-async fn generate(
-    tx: flume::Sender<(usize, Instant)>,
+/// Poisson arrival times and sizes until `end` (at least one arrival, so
+/// a run too short for its rate still reports something: smoke mode).
+struct Schedule {
     dist: SizeDist,
     rate: f64,
     end: Instant,
-    seed: u64,
-) -> io::Result<()> {
-    let timer = PreciseTimer::new()?;
-    let mut rng = Rng::new(seed);
-    let mut next = Instant::now();
-    let mut sent = 0u64;
-    loop {
-        next += Duration::from_secs_f64(rng.exponential(1.0 / rate.max(1.0)));
-        if next >= end && sent > 0 {
-            return Ok(());
+    rng: Rng,
+    next: Instant,
+    sent: u64,
+}
+
+impl Schedule {
+    fn new(dist: SizeDist, rate: f64, end: Instant, seed: u64) -> Self {
+        Self {
+            dist,
+            rate,
+            end,
+            rng: Rng::new(seed),
+            next: Instant::now(),
+            sent: 0,
         }
-        // A run too short for its rate still gets one arrival, so every
-        // system reports something (smoke mode).
-        next = next.min(end);
-        sent += 1;
-        if next > Instant::now() {
-            timer.sleep_until(next).await?;
+    }
+
+    /// The next arrival's due time (sizes are drawn with `size`).
+    fn next_due(&mut self) -> Option<Instant> {
+        self.next += Duration::from_secs_f64(self.rng.exponential(1.0 / self.rate.max(1.0)));
+        if self.next >= self.end && self.sent > 0 {
+            return None;
+        }
+        self.next = self.next.min(self.end);
+        self.sent += 1;
+        Some(self.next)
+    }
+
+    fn size(&mut self) -> usize {
+        self.dist.quantile(self.rng.unit())
+    }
+}
+
+/// Sends arrivals at their scheduled times until the schedule ends.
+async fn generate(tx: flume::Sender<(usize, Instant)>, mut schedule: Schedule) -> io::Result<()> {
+    let timer = PreciseTimer::new()?;
+    while let Some(due) = schedule.next_due() {
+        if due > Instant::now() {
+            timer.sleep_until(due).await?;
         } else {
             // Behind schedule: let the slots run before catching up.
             tokio::task::yield_now().await;
         }
-        let _ = tx.send((dist.quantile(rng.unit()), next));
+        let _ = tx.send((schedule.size(), due));
     }
+    Ok(())
+}
+
+/// The same from a thread moved to `cpu`, spinning until each arrival is
+/// due (see [`Arrivals::SpareCpu`]).
+fn generate_spinning(
+    tx: flume::Sender<(usize, Instant)>,
+    mut schedule: Schedule,
+    cpu: usize,
+) -> io::Result<()> {
+    crate::sys::set_affinity_to(&[cpu])?;
+    while let Some(due) = schedule.next_due() {
+        while Instant::now() < due {
+            std::hint::spin_loop();
+        }
+        let _ = tx.send((schedule.size(), due));
+    }
+    Ok(())
 }
