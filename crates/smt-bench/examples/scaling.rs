@@ -15,7 +15,11 @@
 //! (1 core) or `--two` (2 cores). On a 2-CPU machine the client shares a
 //! CPU with the 2-core server: say so with the figures.
 //!
-//! `cargo run --release -p smt-bench --example scaling -- --client 0 --one 1 --two 0,1 --seconds 2 --runs 3`
+//! `cargo run --release -p smt-bench --example scaling -- --client 0 --one 1 --two 0,1 --seconds 2 --runs 3 --plot DIR`
+//!
+//! With `--plot DIR` it also draws one figure per point into `DIR`
+//! (`scaling_1kib.svg`, ...): throughput against server cores, one line
+//! per system.
 
 use std::io;
 use std::time::Duration;
@@ -36,6 +40,7 @@ struct Args {
     two: Vec<usize>,
     seconds: f64,
     runs: usize,
+    plot: Option<std::path::PathBuf>,
 }
 
 fn parse() -> Args {
@@ -45,6 +50,7 @@ fn parse() -> Args {
         two: vec![0, 1],
         seconds: 2.0,
         runs: 3,
+        plot: None,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let cpus = |v: &str| -> Vec<usize> {
@@ -60,9 +66,10 @@ fn parse() -> Args {
             "--two" => a.two = cpus(v),
             "--seconds" => a.seconds = v.parse().expect("--seconds takes a number"),
             "--runs" => a.runs = v.parse().expect("--runs takes a number"),
-            other => {
-                panic!("unknown argument {other}: use --client, --one, --two, --seconds, --runs")
-            }
+            "--plot" => a.plot = Some(v.into()),
+            other => panic!(
+                "unknown argument {other}: use --client, --one, --two, --seconds, --runs, --plot"
+            ),
         }
     }
     a
@@ -99,6 +106,43 @@ fn main() {
         }
     }
     ratios(&table, &args);
+    if let Some(dir) = &args.plot {
+        plot(dir, &table, &args);
+    }
+}
+
+/// One figure per point: k RPC/s (Gbit/s for 1 MiB) against server cores.
+fn plot(dir: &std::path::Path, table: &[Row], args: &Args) {
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        println!("no plots: {}: {e}", dir.display());
+        return;
+    }
+    for (label, size, _) in POINTS {
+        let bulk = size >= 1 << 20;
+        let mut data: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+        for row in table.iter().filter(|r| r.2 == label) {
+            let y = if bulk {
+                row.3 * 2.0 * size as f64 * 8.0 / 1e9
+            } else {
+                row.3 / 1e3
+            };
+            match data.iter_mut().find(|(s, _)| s == row.0) {
+                Some((_, pts)) => pts.push((row.1 as f64, y)),
+                None => data.push((row.0.to_string(), vec![(row.1 as f64, y)])),
+            }
+        }
+        let file = format!("scaling_{}.svg", label.split(' ').next().unwrap_or(label));
+        let path = dir.join(file.to_lowercase());
+        let title = format!(
+            "{label}: server on {:?} (1 core) and {:?} (2 cores), client on {:?}",
+            args.one, args.two, args.client
+        );
+        let ylabel = if bulk { "Gbit/s" } else { "k RPC/s" };
+        match smt_bench::plot::lines(&path, &title, "server cores", ylabel, &data) {
+            Ok(()) => println!("plot: {}", path.display()),
+            Err(e) => println!("plot {}: {e}", path.display()),
+        }
+    }
 }
 
 /// One row: system, server cores, point, median rate (RPC/s).

@@ -126,6 +126,26 @@ fn draw(
     root.present().map_err(|e| err(&e))
 }
 
+/// One line per named series (x on a log scale), for figures drawn from
+/// something other than records (e.g. `examples/scaling.rs`).
+pub fn lines(
+    path: &Path,
+    title: &str,
+    xlabel: &str,
+    ylabel: &str,
+    data: &[(String, Vec<(f64, f64)>)],
+) -> Result<(), String> {
+    draw(
+        SeriesLabelPosition::UpperLeft,
+        path,
+        title,
+        xlabel,
+        ylabel,
+        &data.to_vec(),
+        false,
+    )
+}
+
 /// Draws every figure the records allow; returns the files written and
 /// the figures that failed.
 pub fn all(dir: &Path, records: &[Record], affinities: &[String]) -> (Vec<PathBuf>, Vec<String>) {

@@ -1,5 +1,5 @@
-//! The opt-in worker systems (`smt-workers-1`, `smt-workers-2`) run in
-//! the benchmark harness when named: a smoke run measures both.
+//! The opt-in systems (`smt-workers-1`, `smt-workers-2`, `smt-aes-9k`)
+//! run in the benchmark harness when named: a smoke run measures each.
 
 use std::process::Command;
 
@@ -7,9 +7,10 @@ use smt_bench::record::Record;
 use smt_bench::systems::System;
 
 #[test]
-fn opt_in_worker_systems_run_when_named_and_not_by_default() {
+fn opt_in_systems_run_when_named_and_not_by_default() {
     assert!(System::OPT_IN.iter().all(|s| !System::ALL.contains(s)));
     let dir = tempfile::tempdir().expect("temp dir");
+    let names: Vec<&str> = System::OPT_IN.iter().map(|s| s.name()).collect();
     let out = Command::new(env!("CARGO_BIN_EXE_smt-bench"))
         .args([
             "--smoke",
@@ -17,7 +18,7 @@ fn opt_in_worker_systems_run_when_named_and_not_by_default() {
             "--workloads",
             "throughput,bulk",
         ])
-        .args(["--systems", "smt-workers-1,smt-workers-2", "--out"])
+        .args(["--systems", &names.join(","), "--out"])
         .arg(dir.path())
         .output()
         .expect("run smt-bench");

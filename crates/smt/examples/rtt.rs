@@ -4,6 +4,11 @@
 //! `cargo run --release -p smt --example rtt -- [size] [iterations]`
 //! (`taskset -c 0` in front pins everything to one core). The full
 //! comparison with TCP, TLS and QUIC peers is `smt-bench`.
+//!
+//! Environment: `RTT_MTU` (link MTU, default 1500: e.g. 9000 for jumbo
+//! frames, 65536 for loopback's own), `RTT_UNSCHEDULED` (bytes sent before
+//! a grant), `RTT_OUTSTANDING` (the throughput line's levels, `1,8,32`),
+//! `RTT_STATS` (print the client's counters).
 
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
@@ -126,14 +131,23 @@ fn next_outcome(client: &mut LocalEndpoint) -> bool {
     }
 }
 
-fn local(any: SocketAddr, size: usize, n: usize, busy_poll: bool) -> Vec<Duration> {
-    let mut config = EndpointConfig {
-        busy_poll,
-        ..EndpointConfig::default()
-    };
+/// The endpoints' configuration, with the environment's knobs applied.
+fn config() -> EndpointConfig {
+    let mut config = EndpointConfig::default();
+    if let Ok(v) = std::env::var("RTT_MTU") {
+        config.mtu = Some(v.parse().expect("RTT_MTU is a byte count"));
+    }
     if let Ok(v) = std::env::var("RTT_UNSCHEDULED") {
         config.protocol.unscheduled_bytes = v.parse().expect("a byte count");
     }
+    config
+}
+
+fn local(any: SocketAddr, size: usize, n: usize, busy_poll: bool) -> Vec<Duration> {
+    let config = EndpointConfig {
+        busy_poll,
+        ..config()
+    };
     let (mut client, addr, echo) = local_echo_pair(any, config, n);
     let msg = vec![7u8; size];
     let samples = (0..n)
@@ -150,7 +164,7 @@ fn local(any: SocketAddr, size: usize, n: usize, busy_poll: bool) -> Vec<Duratio
 
 /// Closed loop: `outstanding` calls in flight, a new one as each completes.
 fn throughput(any: SocketAddr, size: usize, n: usize, outstanding: usize) -> f64 {
-    let (mut client, addr, echo) = local_echo_pair(any, EndpointConfig::default(), n);
+    let (mut client, addr, echo) = local_echo_pair(any, config(), n);
     let msg = vec![7u8; size];
     let start = Instant::now();
     let (mut sent, mut done) = (0, 0);
@@ -172,8 +186,8 @@ fn throughput(any: SocketAddr, size: usize, n: usize, outstanding: usize) -> f64
 }
 
 fn threaded(any: SocketAddr, size: usize, n: usize) -> Vec<Duration> {
-    let client = Endpoint::bind(any, EndpointConfig::default()).unwrap();
-    let server = Endpoint::bind(any, EndpointConfig::default()).unwrap();
+    let client = Endpoint::bind(any, config()).unwrap();
+    let server = Endpoint::bind(any, config()).unwrap();
     let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
     client.install_session(server.local_addr(), ck).unwrap();
     server.install_session(client.local_addr(), sk).unwrap();

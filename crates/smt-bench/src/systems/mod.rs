@@ -56,6 +56,7 @@ pub enum System {
     TcpFloor,
     SmtWorkers1,
     SmtWorkers2,
+    SmtAesJumbo,
 }
 
 impl System {
@@ -80,7 +81,11 @@ impl System {
     /// Systems run only when named in `--systems`: the worker shape
     /// (`systems/workers.rs`) measures scaling over cores, which the
     /// default run's one pinned CPU cannot show.
-    pub const OPT_IN: [System; 2] = [System::SmtWorkers1, System::SmtWorkers2];
+    pub const OPT_IN: [System; 3] = [
+        System::SmtWorkers1,
+        System::SmtWorkers2,
+        System::SmtAesJumbo,
+    ];
 
     /// Short name used in tables, files and `--systems`.
     pub fn name(self) -> &'static str {
@@ -101,6 +106,7 @@ impl System {
             Self::UdpFloor => "udp-floor",
             Self::TcpFloor => "tcp-floor",
             Self::SmtWorkers1 => "smt-workers-1",
+            Self::SmtAesJumbo => "smt-aes-9k",
             Self::SmtWorkers2 => "smt-workers-2",
         }
     }
@@ -132,6 +138,9 @@ impl System {
             Self::SmtWorkers1 => {
                 "SMT AES-128-GCM, worker server with 1 shard thread behind a dispatcher (opt-in)"
             }
+            Self::SmtAesJumbo => {
+                "SMT AES-128-GCM with a 9000-byte link MTU, as on jumbo-frame networks (opt-in; loopback's own MTU is 65536, which TCP uses)"
+            }
             Self::SmtWorkers2 => {
                 "SMT AES-128-GCM, worker server: one peer's messages over 2 shard threads (opt-in)"
             }
@@ -157,6 +166,7 @@ impl System {
                 | Self::SmtLocal
                 | Self::SmtWorkers1
                 | Self::SmtWorkers2
+                | Self::SmtAesJumbo
         )
     }
 

@@ -55,6 +55,9 @@ impl Slot for SmtSlot {
     }
 }
 
+/// The link MTU of `smt-aes-9k`: jumbo frames, common in datacenters.
+pub const JUMBO_MTU: usize = 9000;
+
 pub(crate) fn config(system: System) -> EndpointConfig {
     let mut c = EndpointConfig {
         socket: smt::SocketConfig {
@@ -71,6 +74,9 @@ pub(crate) fn config(system: System) -> EndpointConfig {
         };
     }
     c.busy_poll = system == System::SmtBusyPoll;
+    if system == System::SmtAesJumbo {
+        c.mtu = Some(JUMBO_MTU);
+    }
     c
 }
 
