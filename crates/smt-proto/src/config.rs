@@ -84,6 +84,12 @@ pub struct Config {
     pub handshake_abort_ticks: u32,
     /// Times a client restarts a request the server says it does not know.
     pub max_restarts: u32,
+    /// Server: complete requests the application may hold unanswered
+    /// (delivered, no response or abandon yet). A request completing
+    /// beyond it is refused unexecuted: its ID is retired and the client
+    /// hears OVERLOADED (`RpcError::Overloaded`), so an overloaded server
+    /// sheds load instead of letting its queue grow. Default 4096.
+    pub max_pending_requests: usize,
     /// Authenticate control packets with a MAC. Off reproduces the paper's
     /// forgeable plaintext control packets, for comparison only.
     pub authenticate_control: bool,
@@ -189,6 +195,7 @@ impl Default for Config {
             abort_ticks: 1000,
             handshake_abort_ticks: 100,
             max_restarts: 6,
+            max_pending_requests: 4096,
             authenticate_control: true,
             padding: Padding::None,
             replay_window: 4096,
@@ -261,10 +268,11 @@ impl Config {
             || self.grant_window == 0
             || self.max_resend_bytes == 0
             || self.unvalidated_per_batch == 0
+            || self.max_pending_requests == 0
         {
             return err(
-                "overcommit, unscheduled_bytes, grant_window, max_resend_bytes and \
-                 unvalidated_per_batch must be at least 1",
+                "overcommit, unscheduled_bytes, grant_window, max_resend_bytes, \
+                 unvalidated_per_batch and max_pending_requests must be at least 1",
             );
         }
         if self.tick.is_zero()

@@ -205,6 +205,10 @@ pub enum RpcError {
     /// unreachable for a datagram to it) before anything authenticated
     /// came from it: nothing speaks SMT there.
     Unreachable,
+    /// The server refused the request without executing it: too many
+    /// requests were waiting for its application
+    /// (`Config::max_pending_requests`). Retrying later is safe.
+    Overloaded,
 }
 
 impl fmt::Display for RpcError {
@@ -218,6 +222,9 @@ impl fmt::Display for RpcError {
             Self::PeerMisbehaved => "the peer sent a response that violates the protocol",
             Self::Unreachable => {
                 "the peer is unreachable (ICMP): nothing answers SMT at that address and port"
+            }
+            Self::Overloaded => {
+                "the server is overloaded and refused the request unexecuted; retry later"
             }
         })
     }

@@ -75,6 +75,10 @@ pub struct Stats {
     pub rpcs_completed: u64,
     pub rpcs_failed: u64,
     pub requests_restarted: u64,
+    /// Complete requests refused unexecuted because the application held
+    /// `Config::max_pending_requests` (server side; the client hears
+    /// OVERLOADED).
+    pub requests_refused: u64,
     /// Packets that shared a datagram with an earlier packet (coalesced),
     /// sent and received: `datagrams + coalesced = packets`.
     pub coalesced_packets_tx: u64,

@@ -617,3 +617,64 @@ fn a_request_still_being_sent_is_not_ended_by_a_forged_response_packet() {
         pair.elapsed()
     );
 }
+
+/// Load shedding (issue #12 item 3): a server whose application holds
+/// `max_pending_requests` unanswered requests refuses further complete
+/// requests unexecuted, and their clients fail at once with
+/// `RpcError::Overloaded` instead of queueing without bound. Answering
+/// makes room again, and the refused IDs can never execute later.
+#[test]
+fn an_overloaded_server_refuses_requests_unexecuted_and_says_so() {
+    let server_cfg = Config {
+        max_pending_requests: 2,
+        ..Config::default()
+    };
+    let mut pair = Pair::new(Config::default(), server_cfg, AES, Link::default(), 24);
+    pair.capture = Some(Vec::new());
+    pair.auto_respond = false;
+    let calls: Vec<_> = (1..=5u64).map(|t| pair.call(&payload(100, t))).collect();
+    pair.run_for(Duration::from_millis(20));
+    assert_eq!(pair.executions.values().sum::<u32>(), 2, "two held");
+    let refused = calls
+        .iter()
+        .filter(|h| pair.outcomes.get(h) == Some(&Outcome::Failed(RpcError::Overloaded)))
+        .count();
+    assert_eq!(refused, 3);
+    assert_eq!(pair.server.stats().requests_refused, 3);
+    assert_eq!(
+        pair.server.server_rpcs(),
+        2,
+        "refused requests hold nothing"
+    );
+
+    // The refused requests' packets, delivered again, are replays.
+    let opened = pair.server.stats().records_opened;
+    let data: Vec<_> = pair.capture.take().unwrap_or_default();
+    let server = pair.server_addr;
+    for d in data.iter().filter(|d| d.to == server) {
+        pair.deliver_now(d);
+    }
+    assert_eq!(pair.server.stats().records_opened, opened);
+    assert_eq!(
+        pair.executions.values().sum::<u32>(),
+        2,
+        "none executed late"
+    );
+
+    // Answering the two held requests makes room for the next call.
+    let held: Vec<u64> = pair.executions.keys().copied().collect();
+    for tag in held {
+        let rpc = smt_proto::ServerRpcHandle {
+            peer: pair.client_addr,
+            epoch: 0,
+            id: 2 * tag,
+        };
+        pair.server.send_response(pair.now, rpc, b"done").unwrap();
+    }
+    pair.auto_respond = true;
+    let later = payload(100, 6);
+    let h = pair.call(&later);
+    assert!(pair.run(LIMIT));
+    assert_eq!(pair.outcomes[&h], Outcome::Response(later));
+    assert_eq!(pair.server.stats().requests_refused, 3);
+}

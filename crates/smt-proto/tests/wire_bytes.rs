@@ -148,6 +148,7 @@ const fn bare_control(ty: u8) -> [u8; 28] {
 const RPC_UNKNOWN: [u8; 28] = bare_control(0x13);
 const BUSY: [u8; 28] = bare_control(0x14);
 const NEED_ACK: [u8; 28] = bare_control(0x17);
+const OVERLOADED: [u8; 28] = bare_control(0x1a);
 
 /// Client to server: RPC 0x1122_3344_5564 is complete.
 #[rustfmt::skip]
@@ -333,6 +334,12 @@ fn fixtures() -> Vec<(&'static str, Vec<u8>, Repr, Vec<u8>)> {
             vec![],
         ),
         ("BUSY", BUSY.to_vec(), from_server(Body::Busy), vec![]),
+        (
+            "OVERLOADED",
+            OVERLOADED.to_vec(),
+            from_server(Body::Overloaded),
+            vec![],
+        ),
         (
             "NEED_ACK",
             NEED_ACK.to_vec(),
@@ -611,6 +618,7 @@ fn header_only_controls_deconstruct() {
         (RPC_UNKNOWN, PacketType::RPC_UNKNOWN, Body::RpcUnknown),
         (BUSY, PacketType::BUSY, Body::Busy),
         (NEED_ACK, PacketType::NEED_ACK, Body::NeedAck),
+        (OVERLOADED, PacketType::OVERLOADED, Body::Overloaded),
     ] {
         let p = Packet::new_checked(&bytes[..]).expect("valid header");
         check_common(&p, SERVER_PORT, CLIENT_PORT, COMMON_HEADER_LEN, ty);
@@ -626,6 +634,7 @@ fn header_only_controls_construct() {
         (RPC_UNKNOWN, Body::RpcUnknown),
         (BUSY, Body::Busy),
         (NEED_ACK, Body::NeedAck),
+        (OVERLOADED, Body::Overloaded),
     ] {
         let repr = from_server(body);
         assert_eq!(repr.buffer_len(), COMMON_HEADER_LEN);
@@ -1026,6 +1035,8 @@ fn known_types_have_names_and_round_trip() {
         (PacketType::BUSY, 0x14, "BUSY"),
         (PacketType::NEED_ACK, 0x17, "NEED_ACK"),
         (PacketType::ACK, 0x18, "ACK"),
+        (PacketType::KEY_UPDATE, 0x19, "KEY_UPDATE"),
+        (PacketType::OVERLOADED, 0x1a, "OVERLOADED"),
         (PacketType::HANDSHAKE, 0x20, "HANDSHAKE"),
     ];
     for (ty, code, name) in known {

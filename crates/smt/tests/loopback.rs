@@ -239,3 +239,51 @@ fn features_are_reported() {
         "{line}"
     );
 }
+
+/// A server whose application holds `max_pending_requests` unanswered
+/// requests sheds the rest: those calls fail at once with
+/// `RpcError::Overloaded` (not after a timeout), nothing is executed twice,
+/// and once the application answers, calls are served again.
+#[test]
+fn an_overloaded_server_sheds_calls_with_a_clear_error() {
+    let mut cfg = EndpointConfig::default();
+    cfg.protocol.max_pending_requests = 4;
+    let server = Endpoint::bind("127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+    let client = bind("127.0.0.1:0");
+    let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
+    client.install_session(server.local_addr(), ck).unwrap();
+    server.install_session(client.local_addr(), sk).unwrap();
+    let to = server.local_addr();
+    // Twelve calls at once; the application takes requests but answers
+    // none until told to.
+    let callers: Vec<_> = (0..12u8)
+        .map(|i| {
+            let c = client.clone();
+            std::thread::spawn(move || c.call(to, &[i; 64]))
+        })
+        .collect();
+    let mut held = Vec::new();
+    while held.len() < 4 {
+        held.push(server.accept().unwrap());
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        server.try_accept().unwrap().is_none(),
+        "a fifth was delivered"
+    );
+    for req in held {
+        let data = req.data().to_vec();
+        req.respond(&data).unwrap();
+    }
+    let results: Vec<_> = callers.into_iter().map(|t| t.join().unwrap()).collect();
+    let served = results.iter().filter(|r| r.is_ok()).count();
+    let shed = results
+        .iter()
+        .filter(|r| matches!(r, Err(Error::Rpc(RpcError::Overloaded))))
+        .count();
+    assert_eq!((served, shed), (4, 8), "{results:?}");
+    let (stats, _) = server.stats(None).unwrap();
+    assert_eq!(stats.requests_refused, 8);
+    serve_upper(&server, 1);
+    assert_eq!(client.call(to, b"again").unwrap(), &b"AGAIN"[..]);
+}

@@ -258,6 +258,9 @@ pub struct Endpoint {
     /// Per datagram of the batch being handled, when it is handled
     /// (`handle_batch`); kept to reuse its capacity.
     pub(crate) batch_turns: Vec<admission::Turn>,
+    /// Server RPCs in service: delivered to the application, not yet
+    /// answered or abandoned (bounded by `Config::max_pending_requests`).
+    pub(crate) in_service: usize,
 }
 
 /// Segment lists kept for reuse: one per message being received at once
@@ -289,6 +292,7 @@ impl Endpoint {
             outbox: Outbox::default(),
             scheduler: Scheduler::default(),
             ticks: 0,
+            in_service: 0,
             timers: TimerTable::default(),
             stats: Stats::default(),
             handshakes: BTreeMap::new(),
@@ -431,6 +435,11 @@ impl Endpoint {
             return;
         }
         self.servers.retain(|k, _| k.peer != peer);
+        self.in_service = self
+            .servers
+            .iter()
+            .filter(|(_, s)| matches!(s.state, ServerState::InService))
+            .count();
         self.outbox.pending_acks.retain(|(p, _), _| *p != peer);
         let gone: Vec<RpcHandle> = self
             .clients
@@ -508,6 +517,7 @@ impl Endpoint {
         if let Some(s) = self.servers.get_mut(&rpc) {
             s.state = ServerState::Responding(response);
             s.silent_ticks = 0;
+            self.in_service = self.in_service.saturating_sub(1);
         }
         // A fresh response always has bytes to send (its unscheduled part).
         self.mark_sendable(MsgKey::Server(rpc));
@@ -737,7 +747,7 @@ impl Endpoint {
         match rpc.state {
             ServerState::Receiving(inc) => self.recycle_incoming(inc),
             ServerState::Responding(mut out) => self.buffers.give(out.take_wire()),
-            ServerState::InService => {}
+            ServerState::InService => self.in_service = self.in_service.saturating_sub(1),
         }
         true
     }

@@ -568,6 +568,10 @@ impl Endpoint {
         match msg {
             MsgKey::Client(handle) => self.complete_client(now, handle, key),
             MsgKey::Server(k) => {
+                if self.in_service >= self.config.max_pending_requests {
+                    self.refuse_request(k);
+                    return;
+                }
                 let Some(rpc) = self.servers.get_mut(&k) else {
                     return;
                 };
@@ -582,6 +586,7 @@ impl Endpoint {
                 };
                 let data = inc.take_data();
                 self.recycle_incoming(inc);
+                self.in_service += 1;
                 if let Some(s) = self.peers.get_mut(&k.peer) {
                     if let Some(e) = s.epoch_mut(k.epoch) {
                         e.replay.mark(k.id);
@@ -593,6 +598,26 @@ impl Endpoint {
                     .push_back(Event::Request { rpc: k, data });
             }
         }
+    }
+
+    /// Sheds a complete request while the application holds
+    /// `Config::max_pending_requests`: it is never executed (its ID is
+    /// retired, so late copies are replays and a RESEND for it hears
+    /// RPC_UNKNOWN), its state is freed, and the client hears OVERLOADED.
+    fn refuse_request(&mut self, key: ServerRpcHandle) {
+        self.drop_server(&key);
+        if let Some(epoch) = self
+            .peers
+            .get_mut(&key.peer)
+            .and_then(|s| s.epoch_mut(key.epoch))
+        {
+            epoch.replay.retire(key.id);
+        }
+        self.stats.requests_refused += 1;
+        if let Some(s) = self.peers.get_mut(&key.peer) {
+            s.stats.requests_refused += 1;
+        }
+        self.queue_control(key.peer, key.epoch, key.id, Body::Overloaded);
     }
 
     fn complete_client(&mut self, now: Instant, handle: RpcHandle, key: ServerRpcHandle) {
@@ -725,6 +750,7 @@ impl Endpoint {
                 self.mark_sendable(MsgKey::Client(handle));
             }
             Body::RpcUnknown => self.restart(now, handle),
+            Body::Overloaded => self.fail_client(handle, RpcError::Overloaded),
             Body::Busy => {}
             _ => return Err(DropReason::Unsupported),
         }

@@ -162,6 +162,9 @@ pub enum Body {
     RpcUnknown,
     /// The sender of this packet is alive but has nothing to send yet.
     Busy,
+    /// The server refused the request unexecuted: too many requests wait
+    /// for its application.
+    Overloaded,
     /// The server asks the client to acknowledge the RPC's response.
     NeedAck,
     /// These RPCs are complete; the server may free them.
@@ -192,6 +195,7 @@ impl Body {
             Self::Resend { .. } => PacketType::RESEND,
             Self::RpcUnknown => PacketType::RPC_UNKNOWN,
             Self::Busy => PacketType::BUSY,
+            Self::Overloaded => PacketType::OVERLOADED,
             Self::NeedAck => PacketType::NEED_ACK,
             Self::Ack(_) => PacketType::ACK,
             Self::KeyUpdate => PacketType::KEY_UPDATE,
@@ -204,7 +208,9 @@ impl Body {
             Self::Data(_) => DATA_HEADER_LEN,
             Self::Grant { .. } => GRANT_LEN,
             Self::Resend { .. } => RESEND_LEN,
-            Self::RpcUnknown | Self::Busy | Self::NeedAck | Self::KeyUpdate => COMMON_HEADER_LEN,
+            Self::RpcUnknown | Self::Busy | Self::Overloaded | Self::NeedAck | Self::KeyUpdate => {
+                COMMON_HEADER_LEN
+            }
             Self::Ack(_) => ACK_HEADER_LEN,
             Self::Handshake { .. } => HANDSHAKE_HEADER_LEN,
         }
@@ -367,6 +373,7 @@ fn parse_control<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Body, WireError> 
         PacketType::ACK => return parse_ack(buf),
         PacketType::RPC_UNKNOWN => Body::RpcUnknown,
         PacketType::BUSY => Body::Busy,
+        PacketType::OVERLOADED => Body::Overloaded,
         PacketType::KEY_UPDATE => Body::KeyUpdate,
         _ => Body::NeedAck,
     };
@@ -503,6 +510,11 @@ fn emit_control_body<T: AsRef<[u8]> + AsMut<[u8]>>(body: &Body, packet: &mut Pac
             buf[b + 10] = *kind;
             buf[b + 11] = *flags;
         }
-        Body::RpcUnknown | Body::Busy | Body::NeedAck | Body::KeyUpdate | Body::Data(_) => {}
+        Body::RpcUnknown
+        | Body::Busy
+        | Body::Overloaded
+        | Body::NeedAck
+        | Body::KeyUpdate
+        | Body::Data(_) => {}
     }
 }

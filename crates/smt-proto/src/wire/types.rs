@@ -25,6 +25,10 @@ impl PacketType {
     pub const ACK: Self = Self(0x18);
     /// "I now send with the next key epoch" (MAC'd with the new keys).
     pub const KEY_UPDATE: Self = Self(0x19);
+    /// Server to client: "I refused this request: too many requests wait
+    /// for my application (`Config::max_pending_requests`). It was not
+    /// executed and never will be under this ID."
+    pub const OVERLOADED: Self = Self(0x1a);
     /// TLS handshake records (carried by the session-establishment layer).
     pub const HANDSHAKE: Self = Self(0x20);
 
@@ -39,6 +43,7 @@ impl PacketType {
             Self::NEED_ACK => "NEED_ACK",
             Self::ACK => "ACK",
             Self::KEY_UPDATE => "KEY_UPDATE",
+            Self::OVERLOADED => "OVERLOADED",
             Self::HANDSHAKE => "HANDSHAKE",
             _ => return None,
         })
