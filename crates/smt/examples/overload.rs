@@ -45,8 +45,12 @@ fn run(max_pending: usize, time: Duration) {
     let server = Endpoint::bind(any, cfg.clone()).expect("bind");
     let client = Endpoint::bind(any, cfg).expect("bind");
     let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
-    client.install_session(server.local_addr(), ck).expect("keys");
-    server.install_session(client.local_addr(), sk).expect("keys");
+    client
+        .install_session(server.local_addr(), ck)
+        .expect("keys");
+    server
+        .install_session(client.local_addr(), sk)
+        .expect("keys");
     let app = server.clone();
     std::thread::spawn(move || {
         while let Ok(req) = app.accept() {
