@@ -18,7 +18,7 @@
 //! `cargo run --release -p smt-bench --example scaling -- --client 0 --one 1 --two 0,1 --seconds 2 --runs 3 --plot DIR`
 //!
 //! With `--plot DIR` it also draws one figure per point into `DIR`
-//! (`scaling_1kib.svg`, ...): throughput against server cores, one line
+//! (`scaling_1_kib_x150.svg`, ...): throughput against server cores, one line
 //! per system.
 
 use std::io;
@@ -131,8 +131,8 @@ fn plot(dir: &std::path::Path, table: &[Row], args: &Args) {
                 None => data.push((row.0.to_string(), vec![(row.1 as f64, y)])),
             }
         }
-        let file = format!("scaling_{}.svg", label.split(' ').next().unwrap_or(label));
-        let path = dir.join(file.to_lowercase());
+        let file = format!("scaling_{}.svg", label.replace(' ', "_").to_lowercase());
+        let path = dir.join(file);
         let title = format!(
             "{label}: server on {:?} (1 core) and {:?} (2 cores), client on {:?}",
             args.one, args.two, args.client
