@@ -249,21 +249,21 @@ async fn per_core(
 trait DynSlot {
     fn call_boxed<'a>(
         &'a mut self,
-        request: &'a [u8],
+        request: &'static [u8],
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = io::Result<usize>> + 'a>>;
 }
 
 impl<S: Slot> DynSlot for S {
     fn call_boxed<'a>(
         &'a mut self,
-        request: &'a [u8],
+        request: &'static [u8],
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = io::Result<usize>> + 'a>> {
         Box::pin(self.call(request))
     }
 }
 
 impl Slot for Box<dyn DynSlot> {
-    async fn call(&mut self, request: &[u8]) -> io::Result<usize> {
+    async fn call(&mut self, request: &'static [u8]) -> io::Result<usize> {
         // The boxed slot's own method, not this impl's (which would recurse).
         (**self).call_boxed(request).await
     }

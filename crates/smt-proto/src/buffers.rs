@@ -80,6 +80,33 @@ impl BufferPool {
     /// An empty buffer with room for at least `len` bytes: a spare one if
     /// its class has one, else a new one of the class's size.
     pub fn take(&mut self, len: usize) -> Vec<u8> {
+        let mut buf = self.take_dirty(len);
+        buf.clear();
+        buf
+    }
+
+    /// A buffer of exactly `len` zero bytes (see [`BufferPool::take`]).
+    pub fn take_zeroed(&mut self, len: usize) -> Vec<u8> {
+        let mut buf = self.take(len);
+        buf.resize(len, 0);
+        buf
+    }
+
+    /// A buffer of exactly `len` bytes whose contents are whatever its last
+    /// user left (zeros only where it never reached): for a caller that
+    /// overwrites every byte before reading it. A spare buffer keeps its
+    /// length when it returns, so one reused at the size it had costs no
+    /// zero fill; [`BufferPool::take_zeroed`] was a third pass over the
+    /// memory of a megabyte message.
+    pub fn take_filled(&mut self, len: usize) -> Vec<u8> {
+        let mut buf = self.take_dirty(len);
+        buf.resize(len, 0);
+        buf
+    }
+
+    /// A spare buffer of `len`'s class as its last user left it, or a new
+    /// empty one.
+    fn take_dirty(&mut self, len: usize) -> Vec<u8> {
         let Some(class) = class_for_len(len) else {
             return Vec::with_capacity(len);
         };
@@ -92,19 +119,12 @@ impl BufferPool {
         }
     }
 
-    /// A buffer of exactly `len` zero bytes (see [`BufferPool::take`]).
-    pub fn take_zeroed(&mut self, len: usize) -> Vec<u8> {
-        let mut buf = self.take(len);
-        buf.resize(len, 0);
-        buf
-    }
-
     /// Keeps `buf` for reuse if its class and the pool have room; frees it
     /// otherwise. Only buffers of exactly a class size are kept (those
     /// [`BufferPool::take`] made), so a buffer taken for `len` bytes has
     /// exactly [`capacity_for`]`(len)`: the memory limits charge what they
     /// admitted.
-    pub fn give(&mut self, mut buf: Vec<u8>) {
+    pub fn give(&mut self, buf: Vec<u8>) {
         let Some(class) = class_of_capacity(buf.capacity()) else {
             return;
         };
@@ -113,7 +133,8 @@ impl BufferPool {
         if full {
             return;
         }
-        buf.clear();
+        // Not cleared: its length says how much of it is initialised, so
+        // `take_filled` need not zero it again (`take` clears it).
         self.pooled_bytes += buf.capacity();
         self.classes[class].push(buf);
     }
@@ -153,6 +174,23 @@ mod tests {
         for len in [0, 1, 255, 256, 257, 4096, 70_000, MAX_CLASS] {
             assert!(pool.take(len).capacity() >= len);
         }
+    }
+
+    #[test]
+    fn a_filled_buffer_reused_at_its_length_is_not_zeroed_again() {
+        let mut pool = BufferPool::default();
+        let mut buf = pool.take_filled(1000);
+        assert_eq!(buf, vec![0; 1000], "fresh memory is zeroed");
+        buf.fill(7);
+        pool.give(buf);
+        let again = pool.take_filled(900);
+        assert_eq!(again, vec![7; 900], "kept as its last user left it");
+        pool.give(again);
+        let longer = pool.take_filled(1020);
+        assert_eq!(&longer[..900], &[7; 900][..]);
+        assert_eq!(&longer[900..], &[0; 120][..], "zeroed past what was there");
+        pool.give(longer);
+        assert!(pool.take(10).is_empty(), "take still gives an empty buffer");
     }
 
     #[test]

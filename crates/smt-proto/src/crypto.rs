@@ -53,6 +53,56 @@ pub trait PacketCipher: Send + Sync + fmt::Debug {
         buf: &mut [u8],
     ) -> Result<usize, CryptoError>;
 
+    /// Seals the record body `plaintext || extra` into `out` without
+    /// touching `plaintext`: `out` is `plaintext.len() + extra.len() +
+    /// TAG_LEN` bytes, and ends with the tag. `extra` is what TLS 1.3 puts
+    /// after the data (the content type and zero padding). The same
+    /// ciphertext as copying the body into `out` and
+    /// [`PacketCipher::seal_in_place`], which is what the default does;
+    /// a backend that encrypts from one buffer into another saves the
+    /// copy (one pass over a megabyte message's memory).
+    fn seal_to(
+        &self,
+        seq: u64,
+        aad: &[u8; RECORD_HEADER_LEN],
+        plaintext: &[u8],
+        extra: &[u8],
+        out: &mut [u8],
+    ) -> Result<(), CryptoError> {
+        let (data, rest) = out
+            .split_at_mut_checked(plaintext.len())
+            .ok_or(CryptoError)?;
+        if rest.len() != extra.len() + TAG_LEN {
+            return Err(CryptoError);
+        }
+        data.copy_from_slice(plaintext);
+        let (extra_out, tag) = rest.split_at_mut(extra.len());
+        extra_out.copy_from_slice(extra);
+        // Whatever the buffer held before: the output depends on nothing
+        // but the inputs.
+        tag.fill(0);
+        self.seal_in_place(seq, aad, out)
+    }
+
+    /// Checks the tag at the end of `ciphertext` and decrypts the rest into
+    /// the start of `out`, leaving `ciphertext` untouched; returns the
+    /// plaintext length (`ciphertext.len() - TAG_LEN`). `out` must hold
+    /// at least `ciphertext.len()` bytes: past the plaintext they are
+    /// scratch space. On error the contents of `out` are unspecified and
+    /// must be discarded. The default copies and opens in place; a backend
+    /// that decrypts from one buffer into another saves the copy.
+    fn open_to(
+        &self,
+        seq: u64,
+        aad: &[u8; RECORD_HEADER_LEN],
+        ciphertext: &[u8],
+        out: &mut [u8],
+    ) -> Result<usize, CryptoError> {
+        let work = out.get_mut(..ciphertext.len()).ok_or(CryptoError)?;
+        work.copy_from_slice(ciphertext);
+        self.open_in_place(seq, aad, work)
+    }
+
     /// A MAC over a whole control packet (everything before the tag), under
     /// a key derived from this direction's traffic key but distinct from it.
     fn control_tag(&self, packet: &[u8]) -> [u8; TAG_LEN];
@@ -126,6 +176,22 @@ impl PacketCipher for NullCipher {
         } else {
             Err(CryptoError)
         }
+    }
+
+    fn open_to(
+        &self,
+        _seq: u64,
+        _aad: &[u8; RECORD_HEADER_LEN],
+        ciphertext: &[u8],
+        out: &mut [u8],
+    ) -> Result<usize, CryptoError> {
+        let tag_at = ciphertext.len().checked_sub(TAG_LEN).ok_or(CryptoError)?;
+        let out = out.get_mut(..ciphertext.len()).ok_or(CryptoError)?;
+        if ciphertext[tag_at..].iter().any(|&b| b != 0) {
+            return Err(CryptoError);
+        }
+        out[..tag_at].copy_from_slice(&ciphertext[..tag_at]);
+        Ok(tag_at)
     }
 
     fn control_tag(&self, _packet: &[u8]) -> [u8; TAG_LEN] {

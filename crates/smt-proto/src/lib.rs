@@ -27,6 +27,7 @@ pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod handshake;
+mod payload;
 pub mod record;
 mod rpc;
 pub mod session;
@@ -42,6 +43,7 @@ pub use endpoint::{
 };
 pub use error::{DropReason, RpcError, SendError};
 pub use handshake::{AddressProof, Handshake, HandshakeAcceptor, HandshakeError};
+pub use payload::Payload;
 pub use session::{Role, SessionKeys};
 pub use stats::{DropCounts, Stats, Usage};
 

@@ -144,16 +144,9 @@ fn open(
     first_record: u64,
     segment: &[u8],
 ) -> Result<(OpenedSegment, Vec<u8>), OpenError> {
-    let mut buf = segment.to_vec();
+    let buf = segment.to_vec();
     let mut out = Vec::new();
-    let opened = open_segment(
-        cipher,
-        SeqLayout::DEFAULT,
-        id,
-        first_record,
-        &mut buf,
-        &mut out,
-    )?;
+    let opened = open_segment(cipher, SeqLayout::DEFAULT, id, first_record, &buf, &mut out)?;
     Ok((opened, out))
 }
 
@@ -163,13 +156,13 @@ fn open_all(cipher: &dyn PacketCipher, id: u64, layout: &MessageLayout, wire: &[
     let mut padded = 0;
     for s in 0..layout.segments() {
         let seg = layout.segment(s);
-        let mut bytes = segment_of(layout, wire, s);
+        let bytes = segment_of(layout, wire, s);
         let opened = open_segment(
             cipher,
             SeqLayout::DEFAULT,
             id,
             seg.first_record,
-            &mut bytes,
+            &bytes,
             &mut out,
         )
         .unwrap_or_else(|e| panic!("segment {s}: {e:?}"));
@@ -459,9 +452,8 @@ fn every_bit_flip_is_refused() {
             let mut bytes = wire.clone();
             bytes[at] ^= 1 << bit;
             let mut out = vec![0xee];
-            let mut buf = bytes.clone();
-            let got =
-                open_segment(&KEYED, SeqLayout::DEFAULT, ID, 0, &mut buf, &mut out).map(|_| ());
+            let buf = bytes.clone();
+            let got = open_segment(&KEYED, SeqLayout::DEFAULT, ID, 0, &buf, &mut out).map(|_| ());
             assert_eq!(
                 out,
                 [0xee],
@@ -742,9 +734,9 @@ fn open_refuses_index_overflow() {
     let layout = MessageLayout::new(4, 4, 1);
     let sealed = seal_message(&NullCipher, l, 3, b"abcd", layout).expect("exactly four records");
     let open_from = |first: u64, id: u64| {
-        let mut buf = sealed.wire.clone();
+        let buf = sealed.wire.clone();
         let mut out = b"kept".to_vec();
-        let got = open_segment(&NullCipher, l, id, first, &mut buf, &mut out);
+        let got = open_segment(&NullCipher, l, id, first, &buf, &mut out);
         (got, out)
     };
     assert_eq!(open_from(0, 3).0.map(|o| o.records), Ok(4));

@@ -30,16 +30,16 @@ fn server_second_application_record_matches_rfc8448() {
     let sealed = seal_message(&c, SeqLayout::DEFAULT, 0, &data, layout).unwrap();
     assert_eq!(&sealed.wire[72..], &RFC8448_SERVER_AP_RECORD_SEQ1[..]);
     // And SMT's receiver opens the RFC's bytes at (message 0, record 1).
-    let mut record = RFC8448_SERVER_AP_RECORD_SEQ1.to_vec();
+    let record = RFC8448_SERVER_AP_RECORD_SEQ1.to_vec();
     let mut out = Vec::new();
-    open_segment(&c, SeqLayout::DEFAULT, 0, 1, &mut record, &mut out).unwrap();
+    open_segment(&c, SeqLayout::DEFAULT, 0, 1, &record, &mut out).unwrap();
     assert_eq!(out, RFC8448_APP_PAYLOAD);
 }
 
 #[test]
 fn the_same_record_under_another_message_id_is_rejected() {
     let c = cipher(&RFC8448_SERVER_AP_KEY, RFC8448_SERVER_AP_IV);
-    let mut record = RFC8448_SERVER_AP_RECORD_SEQ1.to_vec();
+    let record = RFC8448_SERVER_AP_RECORD_SEQ1.to_vec();
     // With 48/16, (message 1, record 1) is sequence number 0x10001.
-    assert!(open_segment(&c, SeqLayout::DEFAULT, 1, 1, &mut record, &mut Vec::new()).is_err());
+    assert!(open_segment(&c, SeqLayout::DEFAULT, 1, 1, &record, &mut Vec::new()).is_err());
 }

@@ -53,10 +53,10 @@ fn run(max_pending: usize, time: Duration) {
         .expect("keys");
     let app = server.clone();
     std::thread::spawn(move || {
-        while let Ok(req) = app.accept() {
+        while let Ok(mut req) = app.accept() {
             std::thread::sleep(SERVICE);
-            let data = req.data().to_vec();
-            let _ = req.respond(&data);
+            let data = req.take_data();
+            let _ = req.respond(data);
         }
     });
     let to = server.local_addr();

@@ -24,9 +24,9 @@ fn main() {
     server.install_session(client.local_addr(), sk).unwrap();
     let acceptor = server.clone();
     std::thread::spawn(move || {
-        while let Ok(req) = acceptor.accept() {
-            let data = req.data().to_vec();
-            let _ = req.respond(&data);
+        while let Ok(mut req) = acceptor.accept() {
+            let data = req.take_data();
+            let _ = req.respond(data);
         }
     });
     let to = server.local_addr();

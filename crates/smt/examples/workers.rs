@@ -7,7 +7,6 @@
 //! front keeps the run on two cores.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use smt::keys::{fresh_session_pair, AeadAlgorithm};
@@ -39,7 +38,7 @@ fn main() {
     client.install_session(server.local_addr(), ck).unwrap();
 
     let to = server.local_addr();
-    let request: Arc<[u8]> = vec![7u8; size].into();
+    let request = smt::Bytes::from(vec![7u8; size]);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use smt_proto::{KeyResolver, SessionKeys, Stats};
+use smt_proto::{KeyResolver, Payload, SessionKeys, Stats};
 use smt_udp::Features;
 
 use crate::drive::Shared;
@@ -229,17 +229,29 @@ impl Endpoint {
     /// Sends `request` to `peer` and waits for the response. The request
     /// leaves from this thread, and this thread receives the response
     /// (unless another waiting thread is receiving for everyone).
-    pub fn call(&self, peer: SocketAddr, request: &[u8]) -> Result<Bytes, Error> {
-        self.shared().call(peer, request)
+    ///
+    /// `request` may be borrowed (`&[u8]`, `&Vec<u8>`: copied once unless
+    /// small) or owned (`Bytes`, `Vec<u8>`: sealed straight from its memory,
+    /// no copy); see [`Payload`].
+    pub fn call<'a>(
+        &self,
+        peer: SocketAddr,
+        request: impl Into<Payload<'a>>,
+    ) -> Result<Bytes, Error> {
+        self.shared().call(peer, request.into())
     }
 
     /// Sends `request` to `peer`; the future resolves to the response. The
     /// request leaves at once; the response is received by the background
     /// thread or by any thread blocked in `call` or `accept`.
-    pub async fn call_async(&self, peer: SocketAddr, request: &[u8]) -> Result<Bytes, Error> {
+    pub async fn call_async<'a>(
+        &self,
+        peer: SocketAddr,
+        request: impl Into<Payload<'a>>,
+    ) -> Result<Bytes, Error> {
         let (tx, rx) = flume::bounded(1);
         let _waiting = self.shared().async_waiter();
-        self.shared().call_detached(peer, request, tx)?;
+        self.shared().call_detached(peer, request.into(), tx)?;
         rx.recv_async().await.map_err(|_| Error::Closed)?
     }
 

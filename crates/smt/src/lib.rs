@@ -51,6 +51,6 @@ pub use endpoint::Endpoint;
 pub use error::{Error, HandshakeError, RpcError, SendError, SocketError};
 pub use local::{CallId, LocalEndpoint, LocalEvent, RequestId};
 pub use request::IncomingRequest;
-pub use smt_proto::{DropReason, Padding, Role, SessionKeys, Stats};
+pub use smt_proto::{DropReason, Padding, Payload, Role, SessionKeys, Stats};
 pub use smt_udp::Features;
 pub use zero_rtt::ServerAcceptor;

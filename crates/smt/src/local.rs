@@ -19,7 +19,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use smt_proto::{KeyResolver, ServerRpcHandle, SessionKeys};
+use smt_proto::{KeyResolver, Payload, ServerRpcHandle, SessionKeys};
 use smt_udp::Features;
 
 use crate::engine::{CallToken, Engine, Outcome, SystemClock};
@@ -174,14 +174,22 @@ impl LocalEndpoint {
     /// 0-RTT ticket is set (the call leaves once keys are installed);
     /// otherwise the call fails at once with `SendError::NoSession`. The
     /// outcome arrives from `poll` as a [`LocalEvent`].
-    pub fn call(&mut self, peer: SocketAddr, request: &[u8]) -> Result<CallId, Error> {
-        self.engine.call(peer, request).map(CallId)
+    pub fn call<'a>(
+        &mut self,
+        peer: SocketAddr,
+        request: impl Into<Payload<'a>>,
+    ) -> Result<CallId, Error> {
+        self.engine.call(peer, request.into()).map(CallId)
     }
 
     /// Answers `request`. Like calls, responses leave at the next `poll`
     /// or `flush`, batched with whatever else is queued.
-    pub fn respond(&mut self, request: RequestId, response: &[u8]) -> Result<(), Error> {
-        self.engine.respond(request.0, response)
+    pub fn respond<'a>(
+        &mut self,
+        request: RequestId,
+        response: impl Into<Payload<'a>>,
+    ) -> Result<(), Error> {
+        self.engine.respond(request.0, response.into())
     }
 
     /// Sends what is queued now, as far as the peers' grants and the

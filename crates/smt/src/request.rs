@@ -55,9 +55,13 @@ impl IncomingRequest {
 
     /// Sends the response: it leaves from this thread before `respond`
     /// returns (as far as the client's grants allow).
-    pub fn respond(mut self, response: &[u8]) -> Result<(), Error> {
+    ///
+    /// `response` may be borrowed or owned (see [`crate::Payload`]): owned
+    /// bytes, such as the request's own from [`IncomingRequest::take_data`],
+    /// are sealed with no copy.
+    pub fn respond<'a>(mut self, response: impl Into<crate::Payload<'a>>) -> Result<(), Error> {
         let shared = self.shared.take().ok_or(Error::Closed)?;
-        shared.respond(self.rpc, response)
+        shared.respond(self.rpc, response.into())
     }
 }
 

@@ -203,7 +203,7 @@ fn close_while_callers_drive_returns_and_fails_them_with_closed() {
             std::thread::spawn(move || {
                 let mut i = 0;
                 loop {
-                    match client.call(to, &request(t, i)) {
+                    match client.call(to, request(t, i)) {
                         Ok(_) => i += 1,
                         Err(e) => return e,
                     }

@@ -309,7 +309,7 @@ fn an_application_driving_from_its_own_epoll_gets_every_response() {
     for round in 0..10 {
         for i in 0..30 {
             client
-                .call(server_addr, &request(round * 30 + i % 3))
+                .call(server_addr, request(round * 30 + i % 3))
                 .unwrap();
         }
         client.flush().unwrap();

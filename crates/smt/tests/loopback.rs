@@ -175,7 +175,7 @@ fn close_finishes_in_flight_rpcs_then_refuses_new_ones() {
     serve_upper(&server, 1);
     let to = server.local_addr();
     let c = client.clone();
-    let inflight = std::thread::spawn(move || c.call(to, &vec![b'z'; 4 << 20]));
+    let inflight = std::thread::spawn(move || c.call(to, vec![b'z'; 4 << 20]));
     std::thread::sleep(Duration::from_millis(5));
     client.close();
     match inflight.join().unwrap() {

@@ -325,7 +325,7 @@ impl BatchedSlot {
 }
 
 impl Slot for BatchedSlot {
-    async fn call(&mut self, request: &[u8]) -> io::Result<usize> {
+    async fn call(&mut self, request: &'static [u8]) -> io::Result<usize> {
         let call = self.queue(request)?;
         let reply = &self.reply;
         let n = poll_fn(|cx| match reply.done.take() {

@@ -19,7 +19,7 @@ pub struct UdpSlot {
 }
 
 impl Slot for UdpSlot {
-    async fn call(&mut self, request: &[u8]) -> io::Result<usize> {
+    async fn call(&mut self, request: &'static [u8]) -> io::Result<usize> {
         self.socket.send(request)?;
         let n = self.socket.recv(&mut self.buf)?;
         check_echo(request.len(), n)
@@ -66,7 +66,7 @@ pub struct TcpFloorSlot {
 }
 
 impl Slot for TcpFloorSlot {
-    async fn call(&mut self, request: &[u8]) -> io::Result<usize> {
+    async fn call(&mut self, request: &'static [u8]) -> io::Result<usize> {
         self.buf.clear();
         self.buf
             .extend_from_slice(&(request.len() as u32).to_le_bytes());

@@ -89,7 +89,7 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> StreamSlot<R, W> {
 }
 
 impl<R: AsyncRead + Unpin + 'static, W: AsyncWrite + Unpin + 'static> Slot for StreamSlot<R, W> {
-    async fn call(&mut self, request: &[u8]) -> io::Result<usize> {
+    async fn call(&mut self, request: &'static [u8]) -> io::Result<usize> {
         write_frame(&mut self.write, &mut self.scratch, request).await?;
         let n = read_frame(&mut self.read, &mut self.scratch).await?;
         check_echo(request.len(), n)
@@ -136,7 +136,7 @@ pub fn pipelined<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
 }
 
 impl<R: AsyncRead + Unpin + 'static, W: AsyncWrite + Unpin + 'static> Slot for PipelinedSlot<R, W> {
-    async fn call(&mut self, request: &[u8]) -> io::Result<usize> {
+    async fn call(&mut self, request: &'static [u8]) -> io::Result<usize> {
         let scratch = &mut self.scratch;
         let mut reader = {
             let mut w = self.pipe.write.lock().await;

@@ -28,7 +28,7 @@ pub const MAX_SLOTS: usize = 150;
 pub trait Slot: 'static {
     /// Sends `request` and returns the response's length. The server
     /// echoes, so a length other than the request's is an error.
-    async fn call(&mut self, request: &[u8]) -> io::Result<usize>;
+    async fn call(&mut self, request: &'static [u8]) -> io::Result<usize>;
 
     /// Told before a closed loop whether this slot is the only one in use
     /// (one RPC at a time). A system may then block the client thread

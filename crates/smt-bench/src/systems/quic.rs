@@ -109,7 +109,7 @@ pub struct StreamPerRpc {
 }
 
 impl Slot for StreamPerRpc {
-    async fn call(&mut self, request: &[u8]) -> io::Result<usize> {
+    async fn call(&mut self, request: &'static [u8]) -> io::Result<usize> {
         let (mut send, mut recv) = self.conn.open_bi().await.map_err(io::Error::other)?;
         send.write_all(request).await.map_err(io::Error::other)?;
         send.finish().map_err(io::Error::other)?;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use smt::{CallId, LocalEndpoint, LocalEvent};
+use smt::{Bytes, CallId, LocalEndpoint, LocalEvent};
 
 use super::{check_echo, ServerThread, Slot, System};
 
@@ -137,9 +137,10 @@ impl Future for Turn<'_> {
 
 impl LocalSlot {
     /// One RPC at a time: block the thread in `poll` until the response.
-    fn call_alone(&mut self, request: &[u8]) -> io::Result<usize> {
+    fn call_alone(&mut self, request: &'static [u8]) -> io::Result<usize> {
         let mut s = self.shared.borrow_mut();
         let server = s.server;
+        let request = Bytes::from_static(request);
         let id = s.client.call(server, request).map_err(io::Error::other)?;
         loop {
             match s
@@ -159,7 +160,7 @@ impl LocalSlot {
 }
 
 impl Slot for LocalSlot {
-    async fn call(&mut self, request: &[u8]) -> io::Result<usize> {
+    async fn call(&mut self, request: &'static [u8]) -> io::Result<usize> {
         if self.alone {
             let n = self.call_alone(request)?;
             return check_echo(request.len(), n);
@@ -167,7 +168,8 @@ impl Slot for LocalSlot {
         let id = {
             let mut s = self.shared.borrow_mut();
             let server = s.server;
-            s.client.call(server, request).map_err(io::Error::other)?
+            let shared = Bytes::from_static(request);
+            s.client.call(server, shared).map_err(io::Error::other)?
         };
         // Let the other runnable slots queue their calls first: the next
         // `poll` then sends them together (one system call, coalesced
@@ -207,7 +209,7 @@ fn echo(mut server: LocalEndpoint, stop: &AtomicBool) {
     while !stop.load(Ordering::Relaxed) {
         match server.poll(Some(STOP_CHECK)) {
             Ok(Some(LocalEvent::Request { request, data })) => {
-                let _ = server.respond(request, &data);
+                let _ = server.respond(request, data);
             }
             Ok(_) => {}
             Err(_) => return,

@@ -45,7 +45,8 @@ use crate::buffers::BufferPool;
 use crate::config::{Config, ConfigError};
 use crate::error::{DropReason, RpcError, SendError};
 use crate::handshake::{HandshakeAcceptor, HandshakeError};
-use crate::record::{frame_message_into, MessageLayout};
+use crate::payload::Payload;
+use crate::record::{frame_message_into, seal_message_into, MessageLayout};
 use crate::rpc::{Incoming, Outgoing, SegmentBuf};
 use crate::session::{Session, SessionKeys};
 use crate::stats::Stats;
@@ -155,8 +156,8 @@ pub(crate) struct ClientRpc {
     pub peer: SocketAddr,
     pub epoch: u64,
     pub id: u64,
-    /// The request in its wire form; a restart recovers the plaintext
-    /// from it (`Outgoing::recover_plaintext`).
+    /// The request in its wire form; a restart takes the data again from
+    /// it (`Outgoing::recover`).
     pub request: Outgoing,
     pub response: Option<Incoming>,
     pub silent_ticks: u32,
@@ -466,12 +467,13 @@ impl Endpoint {
     }
 
     /// Starts an RPC: seals `data` as a request to `peer`.
-    pub fn send_request(
+    pub fn send_request<'a>(
         &mut self,
         now: Instant,
         peer: SocketAddr,
-        data: &[u8],
+        data: impl Into<Payload<'a>>,
     ) -> Result<RpcHandle, SendError> {
+        let data = data.into();
         self.check_len(data.len())?;
         let (epoch, id) = self.allocate_id(peer)?;
         let request = self.seal(peer, epoch, id, data)?;
@@ -501,12 +503,13 @@ impl Endpoint {
     }
 
     /// Answers a request received as [`Event::Request`].
-    pub fn send_response(
+    pub fn send_response<'a>(
         &mut self,
         now: Instant,
         rpc: ServerRpcHandle,
-        data: &[u8],
+        data: impl Into<Payload<'a>>,
     ) -> Result<(), SendError> {
+        let data = data.into();
         self.check_len(data.len())?;
         match self.servers.get(&rpc).map(|s| &s.state) {
             Some(ServerState::InService) => {}
@@ -657,22 +660,23 @@ impl Endpoint {
         !clients && !servers
     }
 
-    /// Frames `data` as message `id` of key epoch `epoch` towards `peer`,
-    /// to be sealed record by record as its packets leave (one copy here;
-    /// the encryption is spread over `poll_transmit`, see
-    /// `record::frame_message_into`). The records' key budget is reserved
+    /// Seals `data` as message `id` of key epoch `epoch` towards `peer`:
+    /// whole now if it is small, else record by record as its packets
+    /// leave, from the caller's bytes (a borrowed slice is copied once
+    /// first; see `record::seal`). The records' key budget is reserved
     /// now.
     pub(crate) fn seal(
         &mut self,
         peer: SocketAddr,
         epoch: u64,
         id: u64,
-        data: &[u8],
+        data: Payload<'_>,
     ) -> Result<Outgoing, SendError> {
         let cfg = &self.config;
-        let padded = cfg.padding.padded_len(data.len() as u64);
-        let layout = MessageLayout::new(data.len() as u64, padded, cfg.record_size);
-        let wire = self.buffers.take(layout.wire_len() as usize);
+        let len = data.len() as u64;
+        let padded = cfg.padding.padded_len(len);
+        let layout = MessageLayout::new(len, padded, cfg.record_size);
+        let wire = self.buffers.take_filled(layout.wire_len() as usize);
         let session = &mut self
             .peers
             .get_mut(&peer)
@@ -691,9 +695,14 @@ impl Endpoint {
         if keys.records_sealed.saturating_add(layout.records()) > limit {
             return Err(SendError::KeyExhausted);
         }
-        let sealed = frame_message_into(keys.tx.clone(), cfg.seq_layout, id, data, layout, wire);
+        let (cipher, seq) = (keys.tx.clone(), cfg.seq_layout);
+        let sealed = match (data, len as usize <= Payload::EAGER_LIMIT) {
+            (Payload::Borrowed(d), true) => seal_message_into(cipher, seq, id, d, layout, wire),
+            (Payload::Owned(d), true) => seal_message_into(cipher, seq, id, &d, layout, wire),
+            (d, false) => frame_message_into(cipher, seq, id, d.into_bytes(), layout, wire),
+        };
         let sealed = sealed.map_err(|_| SendError::MessageTooLarge {
-            len: data.len() as u64,
+            len,
             max: cfg.message_len_limit(),
         })?;
         keys.records_sealed += layout.records();

@@ -9,6 +9,7 @@ use super::tick::missing;
 use super::{Endpoint, Event, MsgKey, RpcHandle, ServerRpc, ServerRpcHandle, ServerState};
 use crate::crypto::{PacketCipher, TAG_LEN};
 use crate::error::{DropReason, RpcError, SendError};
+use crate::payload::Payload;
 use crate::rpc::{Accepted, Incoming, MESSAGE_OVERHEAD};
 use crate::session::ReplayCheck;
 use crate::timer::Timer;
@@ -845,13 +846,15 @@ impl Endpoint {
             return;
         };
         let mut data = self.buffers.take(rpc.request.data_len() as usize);
-        let recovered = rpc.request.recover_plaintext(&mut data);
-        if recovered.is_err() {
-            // Cannot happen: the request was framed lazily with its key.
-            tracing::error!(peer = %old.peer, id = old.id, "request plaintext not recoverable");
-            return self.fail_client(handle, RpcError::PeerLostRequest);
-        }
-        let sealed = self.seal(old.peer, epoch, id, &data);
+        let sealed = match rpc.request.recover(&mut data) {
+            Ok(Some(kept)) => self.seal(old.peer, epoch, id, Payload::Owned(kept)),
+            Ok(None) => self.seal(old.peer, epoch, id, Payload::Borrowed(&data)),
+            Err(_) => {
+                // Cannot happen: the request was sealed with its key kept.
+                tracing::error!(peer = %old.peer, id = old.id, "request plaintext not recoverable");
+                return self.fail_client(handle, RpcError::PeerLostRequest);
+            }
+        };
         self.buffers.give(data);
         let Ok(request) = sealed else {
             return self.fail_client(handle, RpcError::IdSpaceExhausted);

@@ -37,23 +37,83 @@ pub struct OpenedSegment {
     pub padded_len: u64,
 }
 
-/// Opens every record of `segment` in place, appending the application
-/// data to `out`. `first_record` is the index the first record must have.
-/// On error, nothing is appended and the segment must be discarded.
+/// Opens every record of `segment`, appending the application data to
+/// `out`. `first_record` is the index the first record must have. On
+/// error, nothing is appended and the segment must be discarded.
 pub fn open_segment(
     cipher: &dyn PacketCipher,
     seq_layout: SeqLayout,
     id: u64,
     first_record: u64,
-    segment: &mut [u8],
+    segment: &[u8],
     out: &mut Vec<u8>,
 ) -> Result<OpenedSegment, OpenError> {
-    let out_start = out.len();
-    let result = open_records(cipher, seq_layout, id, first_record, segment, out);
-    if result.is_err() {
-        out.truncate(out_start);
+    let start = out.len();
+    out.resize(start + segment.len(), 0);
+    let result = open_segment_into(
+        cipher,
+        seq_layout,
+        id,
+        first_record,
+        segment,
+        &mut out[start..],
+    );
+    match result {
+        Ok((opened, written)) => {
+            out.truncate(start + written);
+            Ok(opened)
+        }
+        Err(e) => {
+            out.truncate(start);
+            Err(e)
+        }
     }
-    result
+}
+
+/// Opens every record of `segment` straight into `out` (at least
+/// `segment.len()` bytes: a segment's plaintext is shorter than it, and
+/// the rest is scratch space), the application data of each record right
+/// after the last's: one pass that reads ciphertext and writes plaintext,
+/// with no copy before or after. Returns what was opened and how many
+/// bytes of `out` now hold data. `first_record` is the index the first
+/// record must have. On error `out` holds nothing useful and the segment
+/// must be discarded.
+pub fn open_segment_into(
+    cipher: &dyn PacketCipher,
+    seq_layout: SeqLayout,
+    id: u64,
+    first_record: u64,
+    segment: &[u8],
+    out: &mut [u8],
+) -> Result<(OpenedSegment, usize), OpenError> {
+    if out.len() < segment.len() {
+        return Err(OpenError::Framing);
+    }
+    let mut opened = OpenedSegment {
+        records: 0,
+        padded_len: 0,
+    };
+    let (mut read, mut written) = (0, 0);
+    while read < segment.len() {
+        let (header, body) = record_at(&segment[read..])?;
+        let seq = seq_layout
+            .seq(id, first_record + opened.records)
+            .ok_or(OpenError::IndexOverflow)?;
+        let inner_len = cipher
+            .open_to(seq, &header, body, &mut out[written..])
+            .map_err(|_| OpenError::Auth)?;
+        // RFC 8446 §5.4: TLSInnerPlaintext is at most 2^14 + 1 bytes.
+        if inner_len > MAX_RECORD_PLAINTEXT + 1 {
+            return Err(OpenError::Overflow);
+        }
+        // The content type and padding after the data are overwritten by
+        // the next record's data.
+        written += strip_padding(&out[written..written + inner_len])?.len();
+        read += RECORD_HEADER_LEN + body.len();
+        opened.records += 1;
+        opened.padded_len += inner_len as u64 - 1;
+    }
+    Ok((opened, written))
 }
 
 /// Opens a segment's records where they lie: on success `buf` holds the
@@ -124,57 +184,27 @@ fn open_one(
     Ok((RECORD_HEADER_LEN + len, start..start + data_len, inner_len))
 }
 
-fn open_records(
-    cipher: &dyn PacketCipher,
-    seq_layout: SeqLayout,
-    id: u64,
-    first_record: u64,
-    segment: &mut [u8],
-    out: &mut Vec<u8>,
-) -> Result<OpenedSegment, OpenError> {
-    let mut opened = OpenedSegment {
-        records: 0,
-        padded_len: 0,
-    };
-    let mut rest = segment;
-    while !rest.is_empty() {
-        let (header, after) = split_record(rest)?;
-        let (body, next) =
-            after.split_at_mut(usize::from(u16::from_be_bytes([header[3], header[4]])));
-        let seq = seq_layout
-            .seq(id, first_record + opened.records)
-            .ok_or(OpenError::IndexOverflow)?;
-        let inner_len = cipher
-            .open_in_place(seq, &header, body)
-            .map_err(|_| OpenError::Auth)?;
-        // RFC 8446 §5.4: TLSInnerPlaintext is at most 2^14 + 1 bytes.
-        if inner_len > MAX_RECORD_PLAINTEXT + 1 {
-            return Err(OpenError::Overflow);
-        }
-        let data = strip_padding(&body[..inner_len])?;
-        out.extend_from_slice(data);
-        opened.records += 1;
-        opened.padded_len += inner_len as u64 - 1;
-        rest = next;
-    }
-    Ok(opened)
-}
-
 /// Checks the record header at the start of `buf` and that the whole record
 /// is present; returns the header and everything after it.
 fn split_record(buf: &mut [u8]) -> Result<([u8; RECORD_HEADER_LEN], &mut [u8]), OpenError> {
-    if buf.len() < RECORD_HEADER_LEN {
-        return Err(OpenError::Framing);
-    }
-    let (h, after) = buf.split_at_mut(RECORD_HEADER_LEN);
+    let (header, _) = record_at(buf)?;
+    Ok((header, &mut buf[RECORD_HEADER_LEN..]))
+}
+
+/// Checks the record header at the start of `buf` and that the whole
+/// record is present; returns the header and the record's body
+/// (ciphertext and tag).
+fn record_at(buf: &[u8]) -> Result<([u8; RECORD_HEADER_LEN], &[u8]), OpenError> {
+    let h = buf.get(..RECORD_HEADER_LEN).ok_or(OpenError::Framing)?;
     let header = [h[0], h[1], h[2], h[3], h[4]];
     let len = usize::from(u16::from_be_bytes([h[3], h[4]]));
+    let body = &buf[RECORD_HEADER_LEN..];
     let framed = header[0] == CONTENT_APPLICATION_DATA
         && header[1..3] == LEGACY_VERSION
         && (1 + TAG_LEN..=MAX_RECORD_CIPHERTEXT).contains(&len)
-        && len <= after.len();
+        && len <= body.len();
     if framed {
-        Ok((header, after))
+        Ok((header, &body[..len]))
     } else {
         Err(OpenError::Framing)
     }
@@ -209,9 +239,9 @@ mod tests {
     #[test]
     fn round_trip_strips_padding() {
         let data: Vec<u8> = (0..100u8).collect();
-        let mut wire = sealed(&data, 250, 64);
+        let wire = sealed(&data, 250, 64);
         let mut out = Vec::new();
-        let o = open_segment(&NullCipher, SeqLayout::DEFAULT, 6, 0, &mut wire, &mut out).unwrap();
+        let o = open_segment(&NullCipher, SeqLayout::DEFAULT, 6, 0, &wire, &mut out).unwrap();
         assert_eq!(out, data);
         assert_eq!(o.padded_len, 250);
         assert_eq!(o.records, 4);
@@ -222,8 +252,8 @@ mod tests {
         for (len, padded, rs) in [(0, 0, 64), (5, 5, 64), (100, 250, 64), (1000, 1000, 300)] {
             let data: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
             let wire = sealed(&data, padded, rs);
-            let (mut copy, mut out) = (wire.clone(), Vec::new());
-            let a = open_segment(&NullCipher, SeqLayout::DEFAULT, 6, 0, &mut copy, &mut out);
+            let (copy, mut out) = (wire.clone(), Vec::new());
+            let a = open_segment(&NullCipher, SeqLayout::DEFAULT, 6, 0, &copy, &mut out);
             let mut in_place = wire.clone();
             let b = open_segment_in_place(&NullCipher, SeqLayout::DEFAULT, 6, 0, &mut in_place);
             assert_eq!(a, b);
@@ -242,7 +272,7 @@ mod tests {
         let mut wire = sealed(b"hello", 5, 64);
         wire.pop();
         let mut out = vec![1];
-        let e = open_segment(&NullCipher, SeqLayout::DEFAULT, 6, 0, &mut wire, &mut out);
+        let e = open_segment(&NullCipher, SeqLayout::DEFAULT, 6, 0, &wire, &mut out);
         assert_eq!(e, Err(OpenError::Framing));
         assert_eq!(out, [1], "nothing appended on error");
     }
@@ -257,7 +287,7 @@ mod tests {
             SeqLayout::DEFAULT,
             6,
             0,
-            &mut wire,
+            &wire,
             &mut Vec::new(),
         );
         assert_eq!(e, Err(OpenError::ContentType));

@@ -1,23 +1,37 @@
 //! The send side: a message becomes a buffer of sealed records, segment
 //! after segment, kept for retransmission (retransmits never re-encrypt).
 //!
-//! The endpoint seals lazily ([`frame_message_into`] then
-//! [`SealedMessage::seal_through`]): a message is framed at once (headers,
-//! plaintext, content type, padding, room for the tag: one copy) and each
-//! record is sealed in place just before its first packet leaves. Sealing a
-//! 64 MiB message takes tens to hundreds of milliseconds of CPU; done in
-//! one call it would keep the endpoint from receiving, answering and
-//! ticking meanwhile, and its peer would count that time as silence.
+//! Records are sealed from the caller's bytes straight into the wire
+//! buffer ([`PacketCipher::seal_to`]: one pass that reads plaintext and
+//! writes ciphertext; no framing copy first). A small message is sealed
+//! whole when it is sent ([`seal_message_into`]); a large one keeps the
+//! caller's [`Bytes`] and seals each record just before its first packet
+//! leaves ([`frame_message_into`], [`SealedMessage::seal_through`]):
+//! sealing a 64 MiB message takes tens to hundreds of milliseconds of CPU,
+//! and done in one call it would keep the endpoint from receiving,
+//! answering and ticking meanwhile, while its peer counted that time as
+//! silence.
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use super::{record_header, MessageLayout, SeqLayout, CONTENT_APPLICATION_DATA};
+use super::{RecordPlan, MAX_RECORD_PLAINTEXT};
 use crate::crypto::{CryptoError, PacketCipher, RECORD_HEADER_LEN, TAG_LEN};
 
+/// What follows a record's data inside its encryption: the content type,
+/// then as many zeros as the record's padding (at most a whole record's
+/// worth).
+static CONTENT_TYPE_AND_ZEROS: [u8; MAX_RECORD_PLAINTEXT + 1] = {
+    let mut tail = [0; MAX_RECORD_PLAINTEXT + 1];
+    tail[0] = CONTENT_APPLICATION_DATA;
+    tail
+};
+
 /// A message in its wire form: records `..sealed_records()` are sealed;
-/// the rest (lazy sealing only) still hold framed plaintext and must be
-/// sealed ([`SealedMessage::seal_through`]) before any of their bytes
-/// leave.
+/// the rest (lazy sealing only) are not written yet and must be sealed
+/// ([`SealedMessage::seal_through`]) before any of their bytes leave.
 #[derive(Debug)]
 pub struct SealedMessage {
     /// All segments back to back.
@@ -25,9 +39,9 @@ pub struct SealedMessage {
     /// Where the records and segments are.
     pub layout: MessageLayout,
     sealed: u64,
-    /// What sealed the records and seals the rest (lazy sealing only):
-    /// kept after the last record, to open them again if the message must
-    /// be re-sent under another ID ([`SealedMessage::recover_plaintext`]).
+    /// What sealed the records: kept after the last record, so the data
+    /// can be had again if the message must be re-sent under another ID
+    /// ([`SealedMessage::recover`]).
     sealer: Option<Sealer>,
 }
 
@@ -36,10 +50,12 @@ struct Sealer {
     cipher: Arc<dyn PacketCipher>,
     seq_layout: SeqLayout,
     id: u64,
+    /// The caller's bytes (lazy sealing), sealed from as packets leave.
+    data: Option<Bytes>,
 }
 
 impl SealedMessage {
-    /// Records sealed so far (all of them unless framed lazily).
+    /// Records sealed so far (all of them unless sealed lazily).
     pub fn sealed_records(&self) -> u64 {
         self.sealed
     }
@@ -48,67 +64,66 @@ impl SealedMessage {
     /// order; bounded by the records that range covers (a packet's worth
     /// is at most two records). Records already sealed are left alone.
     pub fn seal_through(&mut self, end: u64) -> Result<(), CryptoError> {
-        let Some(sealer) = &self.sealer else {
-            return Ok(());
-        };
         let layout = self.layout;
-        if self.sealed == layout.records() {
+        if self.sealed == layout.records() || end == 0 {
             return Ok(());
         }
-        let last = match end {
-            0 => return Ok(()),
-            end => layout.record_at(end - 1),
-        };
+        let sealer = self.sealer.as_ref().ok_or(CryptoError)?;
+        let data = sealer.data.as_ref().ok_or(CryptoError)?;
+        let last = layout.record_at(end - 1);
         while self.sealed <= last {
             let index = self.sealed;
             let seq = sealer.seq_layout.seq(sealer.id, index).ok_or(CryptoError)?;
             let at = layout.record_wire_offset(index) as usize;
-            let len = layout.record(index).wire_len() as usize;
-            let record = &mut self.wire[at..at + len];
-            let (header, body) = record.split_at_mut(RECORD_HEADER_LEN);
-            let header: &[u8; RECORD_HEADER_LEN] =
-                (&*header).try_into().map_err(|_| CryptoError)?;
-            sealer.cipher.seal_in_place(seq, header, body)?;
+            let plan = layout.record(index);
+            let record = &mut self.wire[at..at + plan.wire_len() as usize];
+            seal_record(&*sealer.cipher, seq, chunk(data, &plan), &plan, record)?;
             self.sealed += 1;
         }
         Ok(())
     }
 
-    /// Appends the message's data to `out`, opening the records sealed so
-    /// far with the key that sealed them (the wire buffer is used up). For
-    /// a request the server lost, which goes again under a new ID: keeping
-    /// a plaintext copy of every request for that rare case cost a copy of
-    /// every request. Fails for an eagerly sealed message (no key kept) or
-    /// if a record does not open (it always does: we sealed it).
-    pub fn recover_plaintext(&mut self, out: &mut Vec<u8>) -> Result<(), CryptoError> {
+    /// The message's data again, for a request the server lost, which goes
+    /// again under a new ID: the caller's bytes if they were kept (lazy
+    /// sealing), else `None` with the data opened from the sealed records
+    /// and appended to `out` (a small message: keeping every request's
+    /// plaintext for this rare case would cost a copy of every request).
+    /// Fails for a message sealed without its key kept ([`seal_message`]);
+    /// a record always opens (we sealed it).
+    pub fn recover(&self, out: &mut Vec<u8>) -> Result<Option<Bytes>, CryptoError> {
         let sealer = self.sealer.as_ref().ok_or(CryptoError)?;
-        out.reserve(self.layout.data_len() as usize);
+        if let Some(data) = &sealer.data {
+            return Ok(Some(data.clone()));
+        }
         for index in 0..self.layout.records() {
             let at = self.layout.record_wire_offset(index) as usize;
             let plan = self.layout.record(index);
-            let record = &mut self.wire[at..at + plan.wire_len() as usize];
-            let (header, body) = record.split_at_mut(RECORD_HEADER_LEN);
-            if index < self.sealed {
-                let header: &[u8; RECORD_HEADER_LEN] =
-                    (&*header).try_into().map_err(|_| CryptoError)?;
-                let seq = sealer.seq_layout.seq(sealer.id, index).ok_or(CryptoError)?;
-                sealer.cipher.open_in_place(seq, header, body)?;
-            }
-            out.extend_from_slice(&body[..plan.data_len as usize]);
+            let record = &self.wire[at..at + plan.wire_len() as usize];
+            let (header, body) = record.split_at(RECORD_HEADER_LEN);
+            let header: &[u8; RECORD_HEADER_LEN] = header.try_into().map_err(|_| CryptoError)?;
+            let seq = sealer.seq_layout.seq(sealer.id, index).ok_or(CryptoError)?;
+            let start = out.len();
+            out.resize(start + body.len(), 0);
+            sealer
+                .cipher
+                .open_to(seq, header, body, &mut out[start..])?;
+            out.truncate(start + plan.data_len as usize);
         }
-        Ok(())
+        Ok(None)
     }
 }
 
-/// Frames `data` padded to `layout.padded_len()` as message `id` into
-/// `wire` (a reused buffer), to be sealed record by record with `cipher`
-/// ([`SealedMessage::seal_through`]). Fails, like [`seal_message`], if a
-/// record's sequence number does not fit `seq_layout`.
+/// Makes message `id` of `data` (owned: kept, not copied) padded to
+/// `layout.padded_len()`, to be sealed record by record with `cipher` as
+/// its packets leave ([`SealedMessage::seal_through`]). `wire` (a reused
+/// buffer) becomes the wire form; its old bytes are overwritten record by
+/// record before any leaves. Fails, like [`seal_message`], if a record's
+/// sequence number does not fit `seq_layout`.
 pub fn frame_message_into(
     cipher: Arc<dyn PacketCipher>,
     seq_layout: SeqLayout,
     id: u64,
-    data: &[u8],
+    data: Bytes,
     layout: MessageLayout,
     mut wire: Vec<u8>,
 ) -> Result<SealedMessage, CryptoError> {
@@ -117,18 +132,7 @@ pub fn frame_message_into(
     seq_layout
         .seq(id, layout.records() - 1)
         .ok_or(CryptoError)?;
-    // Appended record by record rather than zero-filled and then
-    // overwritten: for a megabyte message the zero fill was a second pass
-    // over memory (and, in fresh pages, the one that faulted them in).
-    wire.clear();
-    wire.reserve(layout.wire_len() as usize);
-    for index in 0..layout.records() {
-        let plan = layout.record(index);
-        let start = (plan.padded_start as usize).min(data.len());
-        let chunk = &data[start..start + plan.data_len as usize];
-        append_record(chunk, plan.padded_len as usize, &mut wire);
-    }
-    debug_assert_eq!(wire.len() as u64, layout.wire_len());
+    wire.resize(layout.wire_len() as usize, 0);
     Ok(SealedMessage {
         wire,
         layout,
@@ -137,6 +141,34 @@ pub fn frame_message_into(
             cipher,
             seq_layout,
             id,
+            data: Some(data),
+        }),
+    })
+}
+
+/// Seals `data` padded to `layout.padded_len()` as message `id`, whole,
+/// into `wire` (a reused buffer whose old bytes are all overwritten),
+/// keeping `cipher` so the data can be recovered
+/// ([`SealedMessage::recover`]).
+pub fn seal_message_into(
+    cipher: Arc<dyn PacketCipher>,
+    seq_layout: SeqLayout,
+    id: u64,
+    data: &[u8],
+    layout: MessageLayout,
+    mut wire: Vec<u8>,
+) -> Result<SealedMessage, CryptoError> {
+    wire.resize(layout.wire_len() as usize, 0);
+    seal_records(&*cipher, seq_layout, id, data, layout, &mut wire)?;
+    Ok(SealedMessage {
+        wire,
+        layout,
+        sealed: layout.records(),
+        sealer: Some(Sealer {
+            cipher,
+            seq_layout,
+            id,
+            data: None,
         }),
     })
 }
@@ -153,25 +185,8 @@ pub fn seal_message(
     data: &[u8],
     layout: MessageLayout,
 ) -> Result<SealedMessage, CryptoError> {
-    debug_assert_eq!(data.len() as u64, layout.data_len());
-    // Zero-filled: padding after each record's content type stays zero.
     let mut wire = vec![0u8; layout.wire_len() as usize];
-    let mut at = 0usize;
-    for index in 0..layout.records() {
-        let plan = layout.record(index);
-        let seq = seq_layout.seq(id, index).ok_or(CryptoError)?;
-        let start = (plan.padded_start as usize).min(data.len());
-        let chunk = &data[start..start + plan.data_len as usize];
-        let record_len = plan.wire_len() as usize;
-        seal_record(
-            cipher,
-            seq,
-            chunk,
-            plan.padded_len as usize,
-            &mut wire[at..at + record_len],
-        )?;
-        at += record_len;
-    }
+    seal_records(cipher, seq_layout, id, data, layout, &mut wire)?;
     Ok(SealedMessage {
         wire,
         layout,
@@ -180,41 +195,57 @@ pub fn seal_message(
     })
 }
 
-/// Writes one record into `out` (exactly its wire length, zero-filled):
-/// header, `data || 0x17 || zero padding`, tag.
+/// Seals every record of `data` into `wire` (exactly the wire length).
+fn seal_records(
+    cipher: &dyn PacketCipher,
+    seq_layout: SeqLayout,
+    id: u64,
+    data: &[u8],
+    layout: MessageLayout,
+    wire: &mut [u8],
+) -> Result<(), CryptoError> {
+    debug_assert_eq!(data.len() as u64, layout.data_len());
+    let mut at = 0usize;
+    for index in 0..layout.records() {
+        let plan = layout.record(index);
+        let seq = seq_layout.seq(id, index).ok_or(CryptoError)?;
+        let record_len = plan.wire_len() as usize;
+        seal_record(
+            cipher,
+            seq,
+            chunk(data, &plan),
+            &plan,
+            &mut wire[at..at + record_len],
+        )?;
+        at += record_len;
+    }
+    Ok(())
+}
+
+/// The part of `data` record `plan` carries.
+fn chunk<'a>(data: &'a [u8], plan: &RecordPlan) -> &'a [u8] {
+    let start = (plan.padded_start as usize).min(data.len());
+    &data[start..start + plan.data_len as usize]
+}
+
+/// Writes one record into `out` (exactly its wire length; every byte is
+/// written): header, then `data || 0x17 || zero padding` sealed, then the
+/// tag.
 fn seal_record(
     cipher: &dyn PacketCipher,
     seq: u64,
     data: &[u8],
-    padded_len: usize,
+    plan: &RecordPlan,
     out: &mut [u8],
 ) -> Result<(), CryptoError> {
-    let header = frame_record(data, padded_len, out);
-    cipher.seal_in_place(seq, &header, &mut out[RECORD_HEADER_LEN..])
-}
-
-/// Appends one record, unsealed: header, `data || 0x17 || zero padding`,
-/// and room for the tag (zeros).
-fn append_record(data: &[u8], padded_len: usize, wire: &mut Vec<u8>) {
-    let ciphertext_len = padded_len + 1 + TAG_LEN;
-    wire.extend_from_slice(&record_header(ciphertext_len as u16));
-    wire.extend_from_slice(data);
-    wire.push(CONTENT_APPLICATION_DATA);
-    let zeros = padded_len - data.len() + TAG_LEN;
-    wire.resize(wire.len() + zeros, 0);
-}
-
-/// Writes one record's header and plaintext (`data || 0x17`; the padding
-/// and the tag's room stay zero) into `out`, exactly its wire length and
-/// zero-filled; returns the header.
-fn frame_record(data: &[u8], padded_len: usize, out: &mut [u8]) -> [u8; RECORD_HEADER_LEN] {
-    let ciphertext_len = padded_len + 1 + TAG_LEN;
-    let header = record_header(ciphertext_len as u16);
-    out[..RECORD_HEADER_LEN].copy_from_slice(&header);
-    let body = &mut out[RECORD_HEADER_LEN..];
-    body[..data.len()].copy_from_slice(data);
-    body[data.len()] = CONTENT_APPLICATION_DATA;
-    header
+    let padded_len = plan.padded_len as usize;
+    let header = record_header((padded_len + 1 + TAG_LEN) as u16);
+    let (head, body) = out.split_at_mut(RECORD_HEADER_LEN);
+    head.copy_from_slice(&header);
+    let tail = CONTENT_TYPE_AND_ZEROS
+        .get(..1 + padded_len - data.len())
+        .ok_or(CryptoError)?;
+    cipher.seal_to(seq, &header, data, tail, body)
 }
 
 #[cfg(test)]
@@ -231,27 +262,30 @@ mod tests {
         assert_eq!(m.wire, expected);
     }
 
-    /// A partly sealed message gives back exactly its data.
+    /// A message gives back exactly its data: the caller's bytes when
+    /// sealed lazily, its records opened when sealed whole.
     #[test]
-    fn plaintext_is_recovered_from_a_partly_sealed_message() {
+    fn plaintext_is_recovered_from_either_kind_of_message() {
         let data: Vec<u8> = (0..40_000u32).map(|i| (i * 7) as u8).collect();
         let layout = MessageLayout::new(40_000, 40_000, 16384);
         let cipher: Arc<dyn PacketCipher> = Arc::new(crate::sim::KeyedCipher::new(3));
+        let bytes = Bytes::from(data.clone());
         for through in [0, 1, 20_000, layout.wire_len()] {
-            let mut m = frame_message_into(
-                cipher.clone(),
-                SeqLayout::DEFAULT,
-                9,
-                &data,
-                layout,
-                Vec::new(),
-            )
-            .unwrap();
+            let (c, b) = (cipher.clone(), bytes.clone());
+            let mut m =
+                frame_message_into(c, SeqLayout::DEFAULT, 9, b, layout, Vec::new()).unwrap();
             m.seal_through(through).unwrap();
             let mut out = Vec::new();
-            m.recover_plaintext(&mut out).unwrap();
-            assert_eq!(out, data, "sealed through {through}");
+            let kept = m.recover(&mut out).unwrap();
+            assert_eq!(kept.as_deref(), Some(&data[..]), "sealed through {through}");
+            assert!(out.is_empty());
         }
+        let m =
+            seal_message_into(cipher, SeqLayout::DEFAULT, 9, &data, layout, vec![1; 9]).unwrap();
+        let mut out = vec![5];
+        assert_eq!(m.recover(&mut out), Ok(None));
+        assert_eq!(out[0], 5, "appended");
+        assert_eq!(&out[1..], &data[..]);
     }
 
     /// A message framed and then sealed record by record (in any number of
@@ -290,8 +324,17 @@ mod tests {
         let layout = MessageLayout::new(data.len() as u64, 100_003, 4000);
         let eager = seal_message(&Xor, SeqLayout::DEFAULT, 9, &data, layout).unwrap();
         let cipher: Arc<dyn PacketCipher> = Arc::new(Xor);
-        let mut lazy =
-            frame_message_into(cipher, SeqLayout::DEFAULT, 9, &data, layout, Vec::new()).unwrap();
+        // A reused buffer full of another message's bytes.
+        let old = vec![0xee; 200_000];
+        let mut lazy = frame_message_into(
+            cipher.clone(),
+            SeqLayout::DEFAULT,
+            9,
+            Bytes::from(data.clone()),
+            layout,
+            old.clone(),
+        )
+        .unwrap();
         assert_eq!(lazy.sealed_records(), 0);
         for end in [1, 1, 3000, 4100, 65_000, 65_000, layout.wire_len()] {
             lazy.seal_through(end).unwrap();
@@ -302,5 +345,7 @@ mod tests {
             assert_eq!(lazy.wire[..done as usize], eager.wire[..done as usize]);
         }
         assert_eq!(lazy.wire, eager.wire);
+        let whole = seal_message_into(cipher, SeqLayout::DEFAULT, 9, &data, layout, old).unwrap();
+        assert_eq!(whole.wire, eager.wire);
     }
 }

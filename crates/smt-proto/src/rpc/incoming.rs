@@ -1,7 +1,9 @@
 use crate::buffers::{capacity_for, pooled_capacity, BufferPool};
 use crate::crypto::PacketCipher;
 use crate::error::DropReason;
-use crate::record::{open_segment, open_segment_in_place, OpenError, SeqLayout, MAX_SEGMENT_LEN};
+use crate::record::{
+    open_segment_in_place, open_segment_into, OpenError, SeqLayout, MAX_SEGMENT_LEN,
+};
 use crate::wire::DataHeader;
 
 /// Bookkeeping charged per segment buffer besides its bytes: the struct and
@@ -57,7 +59,8 @@ impl SegmentBuf {
         Self {
             len: h.segment_len,
             mss: h.mss,
-            buf: pool.take_zeroed(h.segment_len as usize),
+            // Every byte is written by a packet before the segment opens.
+            buf: pool.take_filled(h.segment_len as usize),
             have: pool.take_zeroed(packets),
             missing: packets,
         }
@@ -99,7 +102,11 @@ pub(crate) struct Incoming {
     next_segment: u32,
     next_record: u64,
     padded: u64,
+    /// The message's data: `data[..filled]` is opened plaintext; the rest
+    /// of `data` (initialised, so records open straight into it) is room
+    /// for the segments to come.
     data: Vec<u8>,
+    filled: usize,
     /// Unique wire bytes received so far.
     received: u64,
     /// Highest wire offset this receiver granted.
@@ -141,6 +148,7 @@ impl Incoming {
             next_record: 0,
             padded: 0,
             data: Vec::new(),
+            filled: 0,
             received: 0,
             granted: unscheduled.min(h.message_wire_len),
             ahead: ahead.max(unscheduled.saturating_add(MAX_SEGMENT_LEN as u32)),
@@ -295,6 +303,7 @@ impl Incoming {
         match open_segment_in_place(cipher, layout, id, 0, &mut self.data) {
             Ok(o) => {
                 *opened += o.records;
+                self.filled = self.data.len();
                 self.next_segment = self.wire_len;
                 self.next_record = o.records;
                 self.padded = o.padded_len;
@@ -358,22 +367,17 @@ impl Incoming {
         if self.whole {
             return self.open_whole(cipher, layout, id, opened);
         }
-        while let Some(mut seg) = self.take_next_complete() {
+        while let Some(seg) = self.take_next_complete() {
             *opened += 1;
             self.held -= segment_cost(seg.len, seg.mss);
             self.grow_data(seg.len as usize, spare, pool);
-            let result = open_segment(
-                cipher,
-                layout,
-                id,
-                self.next_record,
-                &mut seg.buf,
-                &mut self.data,
-            );
+            let room = &mut self.data[self.filled..self.filled + seg.len as usize];
+            let result = open_segment_into(cipher, layout, id, self.next_record, &seg.buf, room);
             let seg_len = seg.len;
             seg.recycle(pool);
             match result {
-                Ok(o) => {
+                Ok((o, written)) => {
+                    self.filled += written;
                     *opened += o.records.saturating_sub(1);
                     self.next_segment += seg_len;
                     self.next_record += o.records;
@@ -402,13 +406,23 @@ impl Incoming {
         }
     }
 
-    /// Makes room for `more` plaintext bytes (a segment's wire length
-    /// bounds its plaintext). Capacity doubles, as a `Vec`'s would, but
-    /// never past the message length and never by more than `spare`: then
-    /// it grows to exactly what is needed.
+    /// Makes room for `more` plaintext bytes after `filled` (a segment's
+    /// wire length bounds its plaintext), initialised so records open
+    /// straight into it. Capacity doubles, as a `Vec`'s would, but never
+    /// past the message length and never by more than `spare`: then it
+    /// grows to exactly what is needed.
     fn grow_data(&mut self, more: usize, spare: usize, pool: &mut BufferPool) {
-        let (len, cap) = (self.data.len(), self.data.capacity());
-        let needed = len + more;
+        let needed = self.filled + more;
+        self.reserve_data(needed, spare, pool);
+        if self.data.len() < needed {
+            // Zeros only where no earlier message of this buffer reached.
+            self.data.resize(needed, 0);
+        }
+    }
+
+    /// [`Incoming::grow_data`]'s capacity: at least `needed` bytes.
+    fn reserve_data(&mut self, needed: usize, spare: usize, pool: &mut BufferPool) {
+        let (len, cap) = (self.filled, self.data.capacity());
         if needed <= cap {
             return;
         }
@@ -424,8 +438,8 @@ impl Incoming {
             false => needed,
         };
         if pooled_capacity(want).is_some_and(|cap| cap - needed <= spare) {
-            let mut buf = pool.take(want);
-            buf.extend_from_slice(&self.data);
+            let mut buf = pool.take_filled(want);
+            buf[..len].copy_from_slice(&self.data[..len]);
             let old = std::mem::replace(&mut self.data, buf);
             self.held = self.held - old.capacity() + self.data.capacity();
             pool.give(old);
@@ -436,6 +450,7 @@ impl Incoming {
             true => doubled,
             false => needed,
         };
+        self.data.truncate(len);
         self.data.reserve_exact(target - len);
         self.held += self.data.capacity() - cap;
     }
@@ -475,6 +490,8 @@ impl Incoming {
 
     pub fn take_data(&mut self) -> Vec<u8> {
         self.held -= self.data.capacity();
+        self.data.truncate(self.filled);
+        self.filled = 0;
         std::mem::take(&mut self.data)
     }
 

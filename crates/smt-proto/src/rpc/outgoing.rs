@@ -70,13 +70,12 @@ impl Outgoing {
         self.sealed.layout.data_len()
     }
 
-    /// The message's data, recovered from its wire form (see
-    /// `SealedMessage::recover_plaintext`), appended to `out`.
-    pub fn recover_plaintext(
-        &mut self,
+    /// The message's data again (see `SealedMessage::recover`).
+    pub fn recover(
+        &self,
         out: &mut Vec<u8>,
-    ) -> Result<(), crate::crypto::CryptoError> {
-        self.sealed.recover_plaintext(out)
+    ) -> Result<Option<bytes::Bytes>, crate::crypto::CryptoError> {
+        self.sealed.recover(out)
     }
 
     /// The sealed bytes' buffer, for reuse once the message is done (the

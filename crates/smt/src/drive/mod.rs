@@ -39,7 +39,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::{JoinHandle, Thread};
 use std::time::Instant;
 
-use smt_proto::ServerRpcHandle;
+use smt_proto::{Payload, ServerRpcHandle};
 
 use self::handoff::{lock_ignoring_poison, HasWakes, Reply, Slot, Wakes};
 use crate::endpoint::Ready;
@@ -72,11 +72,11 @@ struct Sleep {
     writable: bool,
 }
 
-/// A server thread's answer to a request. The response is borrowed, not
-/// copied: a megabyte copy was a megabyte of fresh pages to fault in
-/// whenever the allocator had just given memory back.
+/// A server thread's answer to a request. The response is borrowed or
+/// shared, not copied: a megabyte copy was a megabyte of fresh pages to
+/// fault in whenever the allocator had just given memory back.
 enum Answer<'a> {
-    Respond(ServerRpcHandle, &'a [u8]),
+    Respond(ServerRpcHandle, Payload<'a>),
     Abandon(ServerRpcHandle),
 }
 
@@ -215,7 +215,7 @@ impl Shared {
     // ---- blocking calls and accepts ----
 
     /// Sends a request and drives (or follows) until its reply is here.
-    pub fn call(self: &Arc<Self>, peer: SocketAddr, data: &[u8]) -> Reply {
+    pub fn call(self: &Arc<Self>, peer: SocketAddr, data: Payload<'_>) -> Reply {
         let mut g = self.lock();
         if g.closed {
             return Err(Error::Closed);
@@ -337,7 +337,7 @@ impl Shared {
     pub fn call_detached(
         self: &Arc<Self>,
         peer: SocketAddr,
-        data: &[u8],
+        data: Payload<'_>,
         reply: flume::Sender<Reply>,
     ) -> Result<(), Error> {
         let mut g = self.lock();
@@ -361,7 +361,7 @@ impl Shared {
 
     /// Sends a response at once (failures are the client's to see: its
     /// call times out).
-    pub fn respond(self: &Arc<Self>, rpc: ServerRpcHandle, data: &[u8]) -> Result<(), Error> {
+    pub fn respond(self: &Arc<Self>, rpc: ServerRpcHandle, data: Payload<'_>) -> Result<(), Error> {
         self.answer(Answer::Respond(rpc, data))
     }
 

@@ -30,8 +30,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use smt_proto::{
-    Endpoint as Core, Event, HandshakeError, KeyResolver, RpcHandle, SendError, ServerRpcHandle,
-    SessionKeys, Stats,
+    Endpoint as Core, Event, HandshakeError, KeyResolver, Payload, RpcHandle, SendError,
+    ServerRpcHandle, SessionKeys, Stats,
 };
 use smt_udp::{Features, Socket};
 
@@ -222,7 +222,7 @@ impl Engine {
     /// for a handshake (started now if none runs with `peer`) or for a key
     /// epoch to drain. Nothing is transmitted. An error means the call did
     /// not start and no outcome will follow.
-    pub fn call(&mut self, peer: SocketAddr, data: &[u8]) -> Result<CallToken, Error> {
+    pub fn call(&mut self, peer: SocketAddr, data: Payload<'_>) -> Result<CallToken, Error> {
         if self.closing.is_some() {
             return Err(Error::Closed);
         }
@@ -234,7 +234,7 @@ impl Engine {
     }
 
     /// Queues the response to `rpc` (transmitted by the next turn or flush).
-    pub fn respond(&mut self, rpc: ServerRpcHandle, data: &[u8]) -> Result<(), Error> {
+    pub fn respond(&mut self, rpc: ServerRpcHandle, data: Payload<'_>) -> Result<(), Error> {
         let now = self.clock.now();
         self.core.send_response(now, rpc, data).map_err(Error::Send)
     }
@@ -346,9 +346,11 @@ impl Engine {
         now: Instant,
         peer: SocketAddr,
         call: CallToken,
-        data: &[u8],
+        data: Payload<'_>,
     ) -> Result<(), Error> {
-        match self.core.send_request(now, peer, data) {
+        // Cheap: a reference count for owned bytes; only a parked call
+        // needs its own copy of borrowed ones.
+        match self.core.send_request(now, peer, data.clone()) {
             Ok(rpc) => {
                 self.calls.insert(rpc, call);
                 Ok(())
@@ -359,7 +361,7 @@ impl Engine {
             Err(SendError::RekeyPending) => {
                 let parked = Parked {
                     call,
-                    data: data.to_vec(),
+                    data: data.into_bytes(),
                 };
                 self.sessions.defer(peer, parked);
                 Ok(())
@@ -375,7 +377,7 @@ impl Engine {
         now: Instant,
         peer: SocketAddr,
         call: CallToken,
-        data: &[u8],
+        data: Payload<'_>,
     ) -> Result<(), Error> {
         let started = if self.core.is_connecting(peer) {
             Started::Later
@@ -386,7 +388,7 @@ impl Engine {
         };
         let parked = Parked {
             call,
-            data: data.to_vec(),
+            data: data.into_bytes(),
         };
         self.sessions.wait_for_handshake(peer, parked);
         if started == Started::ZeroRtt {
@@ -468,7 +470,7 @@ impl Engine {
 
     /// Starts a parked call; a failure is its outcome.
     fn restart(&mut self, now: Instant, peer: SocketAddr, parked: Parked) {
-        if let Err(e) = self.start(now, peer, parked.call, &parked.data) {
+        if let Err(e) = self.start(now, peer, parked.call, Payload::Owned(parked.data)) {
             self.outcomes.push_back(Outcome::Reply {
                 call: parked.call,
                 result: Err(e),
@@ -554,7 +556,7 @@ mod tests {
         let peer = silent.local_addr().unwrap();
         let (keys, _) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
         engine.install_session(peer, keys).unwrap();
-        let call = engine.call(peer, b"anyone?").unwrap();
+        let call = engine.call(peer, b"anyone?".into()).unwrap();
         engine.flush();
         let mut datagram = [0u8; 2048];
         assert!(silent.recv_from(&mut datagram).is_ok(), "the request left");

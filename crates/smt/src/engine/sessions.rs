@@ -19,10 +19,11 @@ use crate::keys::PskClient;
 /// Ephemeral key pairs kept ready for 0-RTT hellos (seed 001 §4.5.1).
 const KEY_POOL_SIZE: usize = 16;
 
-/// A call that has no RPC yet: its bytes wait with it.
+/// A call that has no RPC yet: its bytes wait with it (the caller's own
+/// when it gave owned bytes; a copy of a borrowed slice).
 pub(crate) struct Parked {
     pub call: CallToken,
-    pub data: Vec<u8>,
+    pub data: bytes::Bytes,
 }
 
 /// What a started handshake means for the calls that wait for it.
