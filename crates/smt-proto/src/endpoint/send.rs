@@ -1,6 +1,7 @@
 //! `poll_transmit`: control packets first, then DATA by SRPT.
 
 use std::cmp::Reverse;
+use std::collections::binary_heap::PeekMut;
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -177,8 +178,10 @@ impl Endpoint {
     ///
     /// Candidates in `sendable` may be stale (gone, waiting for a grant,
     /// or ranked by an old count): those are dropped or re-ranked here. One
-    /// RPC lookup per candidate; the message is re-ranked from the same
-    /// borrow after its packet is written.
+    /// RPC lookup per candidate. The message sent from stays at the top of
+    /// the heap, re-ranked in place: it has fewer bytes left than before,
+    /// so it stays the smallest, and a run of its packets costs no heap
+    /// pops and pushes.
     fn write_next_data(
         &mut self,
         to: Option<(SocketAddr, u64)>,
@@ -193,26 +196,25 @@ impl Endpoint {
             ticks,
             ..
         } = self;
-        while let Some(Reverse((rank, key))) = scheduler.sendable.pop() {
+        while let Some(mut top) = scheduler.sendable.peek_mut() {
+            let Reverse((rank, key)) = *top;
             let Some((k, out, sending)) = outgoing_in(clients, servers, key) else {
+                PeekMut::pop(top);
                 continue;
             };
-            // This entry is gone; the message is queued again below if it
-            // still has something to send, else when a grant or resend
-            // request arrives (or by the tick's rescan).
-            out.queued = false;
             if !sending || !out.has_sendable() {
+                // Queued again when a grant or resend request arrives (or
+                // by the tick's rescan).
+                out.queued = false;
+                PeekMut::pop(top);
                 continue;
             }
             let remaining = out.remaining();
             if remaining != rank {
-                out.queued = true;
-                scheduler.sendable.push(Reverse((remaining, key)));
+                *top = Reverse((remaining, key));
                 continue;
             }
             if to.is_some_and(|to| to != (k.peer, k.epoch) || out.next_packet_len() > buf.len()) {
-                out.queued = true;
-                scheduler.sendable.push(Reverse((rank, key)));
                 return None;
             }
             if out.seal_next().is_err() {
@@ -220,17 +222,22 @@ impl Endpoint {
                 // record budget reserved when the message was framed); the
                 // message sends nothing more and its RPC times out.
                 tracing::error!(peer = %k.peer, id = k.id, "sealing a record failed");
+                out.queued = false;
+                PeekMut::pop(top);
                 continue;
             }
             let p = out.next_packet(*ticks)?;
             let ports = (ports, k.peer.port());
-            let Some(len) = out.write_packet(p, ports, k.epoch & 1 == 1, k.id, buf) else {
+            let written = out.write_packet(p, ports, k.epoch & 1 == 1, k.id, buf);
+            if out.has_sendable() {
+                *top = Reverse((out.remaining(), key));
+            } else {
+                out.queued = false;
+                PeekMut::pop(top);
+            }
+            let Some(len) = written else {
                 continue;
             };
-            if out.has_sendable() {
-                out.queued = true;
-                scheduler.sendable.push(Reverse((out.remaining(), key)));
-            }
             stats.data_packets_tx += 1;
             if p.retransmit {
                 stats.retransmitted_packets += 1;
