@@ -1,0 +1,149 @@
+//! The engine in real mode: one worker thread per transmit queue, each
+//! reading its own bounded ring in order, all sharing the context table.
+//! Nothing orders the workers against each other, as nothing orders a
+//! NIC's queues; the operating system's scheduler picks the interleaving.
+//!
+//! The workers stand in for the NIC's crypto engines, so the CPU time they
+//! use is the NIC's, not the application's.
+
+use std::io;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+
+use crate::counters::TxCounters;
+use crate::descriptor::{QueueId, TxDescriptor, WireSegment};
+use crate::engine::{EngineConfig, PostError};
+use crate::nic::process;
+use crate::table::ContextTable;
+
+/// Where workers hand encrypted segments: the wire. Called from every
+/// worker thread, so it must be cheap and thread-safe.
+pub type WireSink = Arc<dyn Fn(WireSegment) + Send + Sync>;
+
+/// State the workers share.
+struct Shared {
+    table: ContextTable,
+    /// One per queue, written only by that queue's worker (as mlx5 keeps
+    /// per-SQ stats), so the locks are uncontended.
+    counters: Vec<Mutex<TxCounters>>,
+}
+
+/// The offload engine with a thread per queue.
+pub struct ThreadedEngine {
+    rings: Vec<SyncSender<TxDescriptor>>,
+    workers: Vec<JoinHandle<()>>,
+    shared: Arc<Shared>,
+}
+
+impl ThreadedEngine {
+    /// Starts one worker per queue, each with a ring of `ring_len`
+    /// descriptors. Fails only if the system refuses a thread.
+    pub fn start(config: EngineConfig, ring_len: usize, sink: WireSink) -> io::Result<Self> {
+        let queues = usize::from(config.queues);
+        let shared = Arc::new(Shared {
+            table: ContextTable::new(config.context_capacity),
+            counters: (0..queues).map(|_| Mutex::default()).collect(),
+        });
+        let mut engine = Self {
+            rings: Vec::with_capacity(queues),
+            workers: Vec::with_capacity(queues),
+            shared,
+        };
+        for q in 0..config.queues {
+            let (ring, descriptors) = sync_channel(ring_len);
+            let worker =
+                spawn_worker(QueueId(q), descriptors, engine.shared.clone(), sink.clone())?;
+            engine.rings.push(ring);
+            engine.workers.push(worker);
+        }
+        Ok(engine)
+    }
+
+    /// Appends `desc` to `queue`'s ring, waiting while the ring is full
+    /// (as a driver waits for room in a send queue).
+    pub fn post(&self, queue: QueueId, desc: TxDescriptor) -> Result<(), PostError> {
+        let queues = self.rings.len();
+        let ring = self
+            .rings
+            .get(queue.index())
+            .ok_or(PostError::NoSuchQueue { queue, queues })?;
+        ring.send(desc).map_err(|_| PostError::Stopped(queue))
+    }
+
+    /// Counters of all queues summed, as of now.
+    pub fn counters(&self) -> TxCounters {
+        let mut sum = TxCounters::default();
+        for queue in &self.shared.counters {
+            sum.add(&queue.lock().unwrap_or_else(PoisonError::into_inner));
+        }
+        sum
+    }
+
+    /// Most flow contexts installed at once so far.
+    pub fn contexts_peak(&self) -> usize {
+        self.shared.table.peak()
+    }
+
+    /// Closes the rings, waits until every worker has read its ring to the
+    /// end, and returns the final counters.
+    pub fn finish(mut self) -> TxCounters {
+        self.stop();
+        self.counters()
+    }
+
+    fn stop(&mut self) {
+        self.rings.clear();
+        for worker in self.workers.drain(..) {
+            // A worker cannot panic on descriptors (they are counted and
+            // dropped); if the sink panicked, its counters stay as they were.
+            let _ = worker.join();
+        }
+    }
+}
+
+impl Drop for ThreadedEngine {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl std::fmt::Debug for ThreadedEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ThreadedEngine")
+            .field("queues", &self.rings.len())
+            .field("capacity", &self.shared.table.capacity())
+            .finish_non_exhaustive()
+    }
+}
+
+fn spawn_worker(
+    queue: QueueId,
+    descriptors: Receiver<TxDescriptor>,
+    shared: Arc<Shared>,
+    sink: WireSink,
+) -> io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(format!("nic-sq{}", queue.0))
+        .spawn(move || drain_ring(queue, &descriptors, &shared, &*sink))
+}
+
+/// A worker's life: read the ring in order until it is closed.
+fn drain_ring(
+    queue: QueueId,
+    descriptors: &Receiver<TxDescriptor>,
+    shared: &Shared,
+    sink: &(dyn Fn(WireSegment) + Send + Sync),
+) {
+    let counters = &shared.counters[queue.index()];
+    for desc in descriptors {
+        let mut delta = TxCounters::default();
+        if let Ok(Some(segment)) = process(&shared.table, queue, desc, &mut delta) {
+            sink(segment);
+        }
+        counters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .add(&delta);
+    }
+}
