@@ -37,32 +37,30 @@ impl TcpLikeSender {
         }
     }
 
-    /// Numbers the message's records next in the stream and appends, for
-    /// each segment, a resync to the segment's first record followed by the
-    /// segment. Returns the sequence number of the message's first record.
-    pub fn message(
+    /// Numbers the segment's records next in the stream and appends a
+    /// resync to its first record, then the segment itself. Returns the
+    /// sequence number of the segment's first record.
+    pub fn segment(
         &mut self,
-        segments: Vec<PlainSegment>,
-        header: &[u8],
+        segment: PlainSegment,
+        header: Vec<u8>,
         mss: u16,
         out: &mut Vec<TxDescriptor>,
     ) -> u64 {
         let first = self.next_seq;
-        for segment in segments {
-            out.push(TxDescriptor::Resync(Resync {
-                ctx: self.ctx,
-                record_seq: self.next_seq,
-                offset: 0,
-                record_prefix: Vec::new(),
-            }));
-            self.next_seq += u64::from(segment.records);
-            out.push(TxDescriptor::Segment(Segment {
-                ctx: self.ctx,
-                header: header.to_vec(),
-                payload: segment.payload,
-                mss,
-            }));
-        }
+        out.push(TxDescriptor::Resync(Resync {
+            ctx: self.ctx,
+            record_seq: first,
+            offset: 0,
+            record_prefix: Vec::new(),
+        }));
+        self.next_seq = first.wrapping_add(u64::from(segment.records));
+        out.push(TxDescriptor::Segment(Segment {
+            ctx: self.ctx,
+            header,
+            payload: segment.payload,
+            mss,
+        }));
         first
     }
 }
