@@ -7,6 +7,7 @@
 //! use is the NIC's, not the application's.
 
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -27,11 +28,15 @@ struct Shared {
     /// One per queue, written only by that queue's worker (as mlx5 keeps
     /// per-SQ stats), so the locks are uncontended.
     counters: Vec<Mutex<TxCounters>>,
+    /// Descriptors each queue's worker has finished (its completion
+    /// queue, reduced to a count).
+    completed: Vec<AtomicU64>,
 }
 
 /// The offload engine with a thread per queue.
 pub struct ThreadedEngine {
     rings: Vec<SyncSender<TxDescriptor>>,
+    posted: Vec<AtomicU64>,
     workers: Vec<JoinHandle<()>>,
     shared: Arc<Shared>,
 }
@@ -44,9 +49,11 @@ impl ThreadedEngine {
         let shared = Arc::new(Shared {
             table: ContextTable::new(config.context_capacity),
             counters: (0..queues).map(|_| Mutex::default()).collect(),
+            completed: (0..queues).map(|_| AtomicU64::new(0)).collect(),
         });
         let mut engine = Self {
             rings: Vec::with_capacity(queues),
+            posted: (0..queues).map(|_| AtomicU64::new(0)).collect(),
             workers: Vec::with_capacity(queues),
             shared,
         };
@@ -68,7 +75,20 @@ impl ThreadedEngine {
             .rings
             .get(queue.index())
             .ok_or(PostError::NoSuchQueue { queue, queues })?;
-        ring.send(desc).map_err(|_| PostError::Stopped(queue))
+        ring.send(desc).map_err(|_| PostError::Stopped(queue))?;
+        self.posted[queue.index()].fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Waits until every descriptor posted so far has been processed, as a
+    /// driver polls completions before relying on a context's creation in
+    /// another queue. Yields the CPU while waiting.
+    pub fn wait_idle(&self) {
+        for (posted, done) in self.posted.iter().zip(&self.shared.completed) {
+            while done.load(Ordering::Acquire) < posted.load(Ordering::Relaxed) {
+                std::thread::yield_now();
+            }
+        }
     }
 
     /// Counters of all queues summed, as of now.
@@ -145,5 +165,6 @@ fn drain_ring(
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .add(&delta);
+        shared.completed[queue.index()].fetch_add(1, Ordering::Release);
     }
 }
