@@ -42,6 +42,17 @@ pub struct PlainSegment {
 /// Messages with more than 2^16 records do not fit SMT's index bits; the
 /// indices wrap here and the caller must keep messages smaller.
 pub fn smt_segments(data: &[u8], record_size: usize) -> Vec<PlainSegment> {
+    smt_segments_with(data, record_size, Vec::with_capacity)
+}
+
+/// [`smt_segments`] writing each segment into a buffer from `buffer`
+/// (called with the bytes needed; whatever it returns is cleared first),
+/// so a caller can recycle buffers the way a driver recycles pages.
+pub fn smt_segments_with(
+    data: &[u8],
+    record_size: usize,
+    mut buffer: impl FnMut(usize) -> Vec<u8>,
+) -> Vec<PlainSegment> {
     let record_size = record_size.clamp(1, MAX_RECORD_DATA);
     let per_segment = (MAX_SEGMENT_PAYLOAD / (record_size + RECORD_OVERHEAD)).max(1);
     let mut chunks: Vec<&[u8]> = data.chunks(record_size).collect();
@@ -51,13 +62,18 @@ pub fn smt_segments(data: &[u8], record_size: usize) -> Vec<PlainSegment> {
     chunks
         .chunks(per_segment)
         .enumerate()
-        .map(|(s, records)| segment_of(records, s * per_segment))
+        .map(|(s, records)| segment_of(records, s * per_segment, &mut buffer))
         .collect()
 }
 
-fn segment_of(records: &[&[u8]], first: usize) -> PlainSegment {
+fn segment_of(
+    records: &[&[u8]],
+    first: usize,
+    buffer: &mut impl FnMut(usize) -> Vec<u8>,
+) -> PlainSegment {
     let len = records.iter().map(|r| r.len() + RECORD_OVERHEAD).sum();
-    let mut payload = Vec::with_capacity(len);
+    let mut payload = buffer(len);
+    payload.clear();
     for record in records {
         // NOTE(unwrap): records were cut to at most MAX_RECORD_DATA bytes.
         plaintext_record(record, &mut payload).expect("record_size is clamped");

@@ -35,15 +35,16 @@ struct Shared {
 
 /// The offload engine with a thread per queue.
 pub struct ThreadedEngine {
-    rings: Vec<SyncSender<TxDescriptor>>,
+    rings: Vec<SyncSender<Vec<TxDescriptor>>>,
     posted: Vec<AtomicU64>,
     workers: Vec<JoinHandle<()>>,
     shared: Arc<Shared>,
 }
 
 impl ThreadedEngine {
-    /// Starts one worker per queue, each with a ring of `ring_len`
-    /// descriptors. Fails only if the system refuses a thread.
+    /// Starts one worker per queue, each with a ring of `ring_len` posts
+    /// (a post is one descriptor or one batch). Fails only if the system
+    /// refuses a thread.
     pub fn start(config: EngineConfig, ring_len: usize, sink: WireSink) -> io::Result<Self> {
         let queues = usize::from(config.queues);
         let shared = Arc::new(Shared {
@@ -70,13 +71,21 @@ impl ThreadedEngine {
     /// Appends `desc` to `queue`'s ring, waiting while the ring is full
     /// (as a driver waits for room in a send queue).
     pub fn post(&self, queue: QueueId, desc: TxDescriptor) -> Result<(), PostError> {
+        self.post_batch(queue, vec![desc])
+    }
+
+    /// Appends several descriptors to `queue`'s ring in one hand-over, as
+    /// a driver writes several WQEs and rings the doorbell once. The worker
+    /// still reads them one by one.
+    pub fn post_batch(&self, queue: QueueId, batch: Vec<TxDescriptor>) -> Result<(), PostError> {
         let queues = self.rings.len();
         let ring = self
             .rings
             .get(queue.index())
             .ok_or(PostError::NoSuchQueue { queue, queues })?;
-        ring.send(desc).map_err(|_| PostError::Stopped(queue))?;
-        self.posted[queue.index()].fetch_add(1, Ordering::Relaxed);
+        let n = batch.len() as u64;
+        ring.send(batch).map_err(|_| PostError::Stopped(queue))?;
+        self.posted[queue.index()].fetch_add(n, Ordering::Relaxed);
         Ok(())
     }
 
@@ -139,7 +148,7 @@ impl std::fmt::Debug for ThreadedEngine {
 
 fn spawn_worker(
     queue: QueueId,
-    descriptors: Receiver<TxDescriptor>,
+    descriptors: Receiver<Vec<TxDescriptor>>,
     shared: Arc<Shared>,
     sink: WireSink,
 ) -> io::Result<JoinHandle<()>> {
@@ -151,20 +160,23 @@ fn spawn_worker(
 /// A worker's life: read the ring in order until it is closed.
 fn drain_ring(
     queue: QueueId,
-    descriptors: &Receiver<TxDescriptor>,
+    descriptors: &Receiver<Vec<TxDescriptor>>,
     shared: &Shared,
     sink: &(dyn Fn(WireSegment) + Send + Sync),
 ) {
     let counters = &shared.counters[queue.index()];
-    for desc in descriptors {
+    for batch in descriptors {
+        let n = batch.len() as u64;
         let mut delta = TxCounters::default();
-        if let Ok(Some(segment)) = process(&shared.table, queue, desc, &mut delta) {
-            sink(segment);
+        for desc in batch {
+            if let Ok(Some(segment)) = process(&shared.table, queue, desc, &mut delta) {
+                sink(segment);
+            }
         }
         counters
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .add(&delta);
-        shared.completed[queue.index()].fetch_add(1, Ordering::Release);
+        shared.completed[queue.index()].fetch_add(n, Ordering::Release);
     }
 }
