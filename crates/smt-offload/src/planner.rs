@@ -71,8 +71,11 @@ impl ContextPlanner {
     /// Splits a table of `capacity` slots evenly over `queues` queues, at
     /// least one slot each (seed 001: "at least one per NIC queue").
     pub fn new(queues: u16, capacity: usize) -> Self {
-        let per_queue = (capacity / usize::from(queues.max(1))).max(1);
-        let queues = (0..u32::from(queues.max(1)))
+        let queues = queues.max(1);
+        // Slot numbers are u32: a table larger than that is cut down.
+        let capacity = capacity.min(u32::MAX as usize);
+        let per_queue = (capacity / usize::from(queues)).max(1);
+        let queues = (0..u32::from(queues))
             .map(|q| QueueSlots::new(q * per_queue as u32, per_queue))
             .collect();
         Self {

@@ -249,7 +249,7 @@ fn exhaustive(scheme: Scheme, per_queue: usize) -> Tally {
 #[test]
 fn exhaustive_two_queues_tcp_like_fails_smt_does_not() {
     for per_queue in 1..=4 {
-        let case = format!("exhaustive, 2 queues x {per_queue} one-segment messages");
+        let case = format!("exhaustive, 2 queues, {per_queue} one-segment messages each");
         let tcp = exhaustive(Scheme::TcpLike, per_queue);
         let smt = exhaustive(Scheme::Smt, per_queue);
         report(&case, Scheme::TcpLike, &tcp);
@@ -276,7 +276,7 @@ fn seeded(scheme: Scheme, queues: u16, seeds: u64) -> Tally {
 #[test]
 fn seeded_interleavings_tcp_like_fails_smt_does_not() {
     for queues in [2, 4] {
-        let case = format!("seeded, {queues} queues x 16 messages of 1-3 segments");
+        let case = format!("seeded, 16 messages of 1-3 segments over {queues} queues");
         let tcp = seeded(Scheme::TcpLike, queues, 500);
         let smt = seeded(Scheme::Smt, queues, 500);
         report(&case, Scheme::TcpLike, &tcp);
@@ -290,7 +290,7 @@ fn seeded_interleavings_tcp_like_fails_smt_does_not() {
 /// failures above come from the queues, not from the sender.
 #[test]
 fn tcp_like_on_one_queue_never_fails() {
-    let case = "seeded, 1 queue x 16 messages of 1-3 segments";
+    let case = "seeded, 16 messages of 1-3 segments on 1 queue";
     let tcp = seeded(Scheme::TcpLike, 1, 200);
     report(case, Scheme::TcpLike, &tcp);
     assert_eq!(tcp.bad(), 0);

@@ -159,17 +159,24 @@ fn plot_sweep(dir: &std::path::Path, outcomes: &[sweep::Outcome]) {
             "Flow contexts used (peak)",
             "contexts",
             contexts,
+            true,
         ),
         (
             "offload-evictions.svg",
             "Context evictions per message",
             "evictions / message",
             evictions,
+            false,
         ),
     ];
-    for (file, title, y, lines) in figures {
+    for (file, title, y, lines, log_y) in figures {
         let path = dir.join(file);
-        match plot::lines(&path, title, "peers", y, &lines) {
+        let labels = plot::Labels {
+            title,
+            x: "peers",
+            y,
+        };
+        match plot::lines(&path, &labels, &lines, log_y) {
             Ok(()) => eprintln!("wrote {}", path.display()),
             Err(e) => eprintln!("{file}: {e}"),
         }

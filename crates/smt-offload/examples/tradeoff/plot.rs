@@ -1,8 +1,9 @@
 //! SVG line plots with plotters (as smt-bench draws its figures): x on a
-//! log scale, y linear.
+//! log scale, y linear or logarithmic.
 
 use std::path::Path;
 
+use plotters::coord::ranged1d::ValueFormatter;
 use plotters::prelude::*;
 
 const COLORS: [RGBColor; 8] = [
@@ -22,25 +23,50 @@ pub struct Line {
     pub points: Vec<(f64, f64)>,
 }
 
-/// Draws `lines` into `path`.
-pub fn lines(path: &Path, title: &str, x: &str, y: &str, lines: &[Line]) -> Result<(), String> {
-    let err = |e: &dyn std::fmt::Display| e.to_string();
+/// Labels of a figure.
+pub struct Labels<'a> {
+    pub title: &'a str,
+    pub x: &'a str,
+    pub y: &'a str,
+}
+
+/// Draws `lines` into `path`, y on a log scale if `log_y`.
+pub fn lines(path: &Path, labels: &Labels<'_>, lines: &[Line], log_y: bool) -> Result<(), String> {
     let all = lines.iter().flat_map(|l| l.points.iter());
-    let x1 = all.clone().map(|p| p.0).fold(1.0, f64::max);
+    let x1 = all.clone().map(|p| p.0).fold(1.0, f64::max) * 1.5;
     let y1 = all.map(|p| p.1).fold(0.0, f64::max);
     let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 18))
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let mut builder = ChartBuilder::on(&root);
+    builder
+        .caption(labels.title, ("sans-serif", 18))
         .margin(12)
         .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d((0.7..x1 * 1.5).log_scale(), 0.0..y1 * 1.1 + 1e-9)
-        .map_err(|e| err(&e))?;
+        .y_label_area_size(70);
+    if log_y {
+        let chart = builder.build_cartesian_2d((0.7..x1).log_scale(), (0.7..y1 * 2.0).log_scale());
+        draw(chart.map_err(|e| e.to_string())?, labels, lines)?;
+    } else {
+        let chart = builder.build_cartesian_2d((0.7..x1).log_scale(), 0.0..y1 * 1.1 + 1e-9);
+        draw(chart.map_err(|e| e.to_string())?, labels, lines)?;
+    }
+    root.present().map_err(|e| e.to_string())
+}
+
+/// Mesh, lines with points, and legend, on either kind of y axis.
+fn draw<'a, Y>(
+    mut chart: ChartContext<'a, SVGBackend<'a>, Cartesian2d<LogCoord<f64>, Y>>,
+    labels: &Labels<'_>,
+    lines: &[Line],
+) -> Result<(), String>
+where
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    let err = |e: &dyn std::fmt::Display| e.to_string();
     chart
         .configure_mesh()
-        .x_desc(x)
-        .y_desc(y)
+        .x_desc(labels.x)
+        .y_desc(labels.y)
         .draw()
         .map_err(|e| err(&e))?;
     for (i, line) in lines.iter().enumerate() {
@@ -63,6 +89,5 @@ pub fn lines(path: &Path, title: &str, x: &str, y: &str, lines: &[Line]) -> Resu
         .border_style(BLACK)
         .position(SeriesLabelPosition::UpperLeft)
         .draw()
-        .map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))
+        .map_err(|e| err(&e))
 }
