@@ -19,9 +19,6 @@ use crate::context::FlowContext;
 use crate::counters::DropReason;
 use crate::descriptor::ContextId;
 
-/// A context shared between the table and the queue using it.
-pub(crate) type SharedContext = Arc<Mutex<FlowContext>>;
-
 /// Bounded, lockable map from slot to flow context.
 #[derive(Debug)]
 pub(crate) struct ContextTable {
@@ -31,7 +28,7 @@ pub(crate) struct ContextTable {
 
 #[derive(Debug, Default)]
 struct Slots {
-    live: HashMap<ContextId, SharedContext>,
+    live: HashMap<ContextId, Arc<Mutex<FlowContext>>>,
     peak: usize,
 }
 
@@ -67,7 +64,7 @@ impl ContextTable {
     }
 
     /// The context in slot `ctx`.
-    pub(crate) fn find(&self, ctx: ContextId) -> Result<SharedContext, DropReason> {
+    pub(crate) fn find(&self, ctx: ContextId) -> Result<Arc<Mutex<FlowContext>>, DropReason> {
         let slots = self.slots();
         slots
             .live
@@ -98,6 +95,6 @@ impl ContextTable {
 }
 
 /// Locks one context for one descriptor.
-pub(crate) fn lock(context: &SharedContext) -> MutexGuard<'_, FlowContext> {
+pub(crate) fn lock(context: &Arc<Mutex<FlowContext>>) -> MutexGuard<'_, FlowContext> {
     context.lock().unwrap_or_else(PoisonError::into_inner)
 }
