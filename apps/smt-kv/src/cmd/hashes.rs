@@ -1,0 +1,61 @@
+//! Hash commands: HSET, HGET, HMGET, HGETALL.
+
+use super::{After, CmdError, Ctx};
+use crate::db::Value;
+use crate::resp::reply;
+
+/// `HSET key field value [field value ...]`: the number of new fields.
+pub fn hset(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+    if args.len() % 2 == 1 {
+        return Err(CmdError::WrongArity("hset"));
+    }
+    let hash = cx.store.db.hash_mut(args[1], cx.now)?;
+    let added = args[2..]
+        .chunks_exact(2)
+        .filter(|pair| hash.set(pair[0], pair[1]))
+        .count();
+    reply::integer(cx.out, i64::try_from(added).unwrap_or(i64::MAX));
+    Ok(After::Continue)
+}
+
+pub fn hget(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+    match cx.store.db.get(args[1], cx.now) {
+        None => reply::nil(cx.out),
+        Some(Value::Hash(h)) => reply::bulk_or_nil(cx.out, h.get(args[2])),
+        Some(_) => return Err(CmdError::WrongType),
+    }
+    Ok(After::Continue)
+}
+
+pub fn hmget(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+    let fields = &args[2..];
+    match cx.store.db.get(args[1], cx.now) {
+        None => {
+            reply::array(cx.out, fields.len());
+            fields.iter().for_each(|_| reply::nil(cx.out));
+        }
+        Some(Value::Hash(h)) => {
+            reply::array(cx.out, fields.len());
+            for f in fields {
+                reply::bulk_or_nil(cx.out, h.get(f));
+            }
+        }
+        Some(_) => return Err(CmdError::WrongType),
+    }
+    Ok(After::Continue)
+}
+
+pub fn hgetall(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+    match cx.store.db.get(args[1], cx.now) {
+        None => reply::array(cx.out, 0),
+        Some(Value::Hash(h)) => {
+            reply::array(cx.out, h.len() * 2);
+            for (f, v) in h.iter() {
+                reply::bulk(cx.out, f);
+                reply::bulk(cx.out, v);
+            }
+        }
+        Some(_) => return Err(CmdError::WrongType),
+    }
+    Ok(After::Continue)
+}

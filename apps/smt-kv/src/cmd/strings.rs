@@ -1,0 +1,176 @@
+//! String commands: GET, SET, MGET, MSET, INCR.
+
+use super::{is_keyword, After, CmdError, Ctx};
+use crate::db::{Ttl, UnixMs, Value};
+use crate::num::{parse_i64, push_i64};
+use crate::resp::reply;
+
+pub fn get(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+    match cx.store.db.get(args[1], cx.now) {
+        None => reply::nil(cx.out),
+        Some(Value::Str(v)) => reply::bulk(cx.out, v),
+        Some(_) => return Err(CmdError::WrongType),
+    }
+    Ok(After::Continue)
+}
+
+/// `SET`'s options, as parsed.
+#[derive(Debug, Default)]
+struct SetOptions<'a> {
+    nx: bool,
+    xx: bool,
+    get: bool,
+    keep_ttl: bool,
+    expire: Option<(Expire, &'a [u8])>,
+}
+
+/// How an expire argument counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Expire {
+    /// `EX` seconds from now.
+    Ex,
+    /// `PX` milliseconds from now.
+    Px,
+    /// `EXAT` Unix time in seconds.
+    ExAt,
+    /// `PXAT` Unix time in milliseconds.
+    PxAt,
+}
+
+/// `SET key value [NX | XX] [GET] [EX s | PX ms | EXAT t | PXAT t | KEEPTTL]`.
+///
+/// Order of checks, as Redis: option syntax, the expire time, the old
+/// value's type (with GET), the NX/XX condition, then the write.
+pub fn set(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+    let (key, value) = (args[1], args[2]);
+    let opts = set_options(&args[3..])?;
+    let ttl = match opts.expire {
+        Some((unit, arg)) => Ttl::At(expire_at(unit, arg, cx.now)?),
+        None if opts.keep_ttl => Ttl::Keep,
+        None => Ttl::Clear,
+    };
+    if opts.get {
+        get(cx, args)?;
+    }
+    let found = cx.store.db.contains(key, cx.now);
+    if (opts.nx && found) || (opts.xx && !found) {
+        if !opts.get {
+            reply::nil(cx.out);
+        }
+        return Ok(After::Continue);
+    }
+    cx.store.db.set(key, Value::Str(value.to_vec()), ttl);
+    if matches!(ttl, Ttl::At(t) if t <= cx.now) {
+        // EXAT/PXAT in the past: the key is gone at once.
+        cx.store.db.remove(key, cx.now);
+    }
+    if !opts.get {
+        reply::ok(cx.out);
+    }
+    Ok(After::Continue)
+}
+
+/// Redis accepts each option where it does not clash with one already
+/// given (NX with XX, two different expire forms, an expire with
+/// KEEPTTL), and an expire keyword only if a value follows it.
+fn set_options<'a>(opts: &[&'a [u8]]) -> Result<SetOptions<'a>, CmdError> {
+    let mut o = SetOptions::default();
+    let mut i = 0;
+    while i < opts.len() {
+        let (opt, next) = (opts[i], opts.get(i + 1).copied());
+        let expire_kind = o.expire.map(|(kind, _)| kind);
+        let expire_free = |kind| !o.keep_ttl && expire_kind.is_none_or(|k| k == kind);
+        if is_keyword(opt, "nx") && !o.xx {
+            o.nx = true;
+        } else if is_keyword(opt, "xx") && !o.nx {
+            o.xx = true;
+        } else if is_keyword(opt, "get") {
+            o.get = true;
+        } else if is_keyword(opt, "keepttl") && o.expire.is_none() {
+            o.keep_ttl = true;
+        } else if let Some(kind) = expire_keyword(opt).filter(|&k| expire_free(k)) {
+            let value = next.ok_or(CmdError::Syntax)?;
+            o.expire = Some((kind, value));
+            i += 1;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 1;
+    }
+    Ok(o)
+}
+
+fn expire_keyword(opt: &[u8]) -> Option<Expire> {
+    [
+        ("ex", Expire::Ex),
+        ("px", Expire::Px),
+        ("exat", Expire::ExAt),
+        ("pxat", Expire::PxAt),
+    ]
+    .into_iter()
+    .find(|(word, _)| is_keyword(opt, word))
+    .map(|(_, kind)| kind)
+}
+
+/// The absolute deadline an expire argument names: a positive integer,
+/// small enough not to overflow in milliseconds.
+fn expire_at(unit: Expire, arg: &[u8], now: UnixMs) -> Result<UnixMs, CmdError> {
+    let n = parse_i64(arg).ok_or(CmdError::NotInteger)?;
+    let invalid = CmdError::InvalidExpire("set");
+    let seconds = matches!(unit, Expire::Ex | Expire::ExAt);
+    if n <= 0 || (seconds && n > i64::MAX / 1000) {
+        return Err(invalid);
+    }
+    let ms = if seconds { n * 1000 } else { n };
+    let ms = match unit {
+        Expire::Ex | Expire::Px => ms.checked_add_unsigned(now).ok_or(invalid)?,
+        Expire::ExAt | Expire::PxAt => ms,
+    };
+    u64::try_from(ms).map_err(|_| invalid)
+}
+
+pub fn mget(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+    reply::array(cx.out, args.len() - 1);
+    for key in &args[1..] {
+        match cx.store.db.get(key, cx.now) {
+            Some(Value::Str(v)) => reply::bulk(cx.out, v),
+            _ => reply::nil(cx.out),
+        }
+    }
+    Ok(After::Continue)
+}
+
+pub fn mset(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+    if args.len() % 2 == 0 {
+        return Err(CmdError::WrongArity("mset"));
+    }
+    for pair in args[1..].chunks_exact(2) {
+        cx.store
+            .db
+            .set(pair[0], Value::Str(pair[1].to_vec()), Ttl::Clear);
+    }
+    reply::ok(cx.out);
+    Ok(After::Continue)
+}
+
+/// `INCR key`: the value as a strict 64-bit integer, plus one; the TTL
+/// stays.
+pub fn incr(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+    let key = args[1];
+    let n = match cx.store.db.get_mut(key, cx.now) {
+        None => {
+            cx.store.db.set(key, Value::Str(b"1".to_vec()), Ttl::Clear);
+            1
+        }
+        Some(Value::Str(v)) => {
+            let n = parse_i64(v).ok_or(CmdError::NotInteger)?;
+            let n = n.checked_add(1).ok_or(CmdError::Overflow)?;
+            v.clear();
+            push_i64(v, n);
+            n
+        }
+        Some(_) => return Err(CmdError::WrongType),
+    };
+    reply::integer(cx.out, n);
+    Ok(After::Continue)
+}

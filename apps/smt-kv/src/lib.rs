@@ -1,0 +1,22 @@
+//! `smt-kv`: a Redis-compatible key-value store served over plain TCP,
+//! TLS 1.3 over TCP and SMT, from one event loop on one database (seed
+//! 001 §5.3, the paper's Redis port), with a YCSB A–D runner (Fig. 8).
+//!
+//! - [`resp`]: RESP2 requests (multibulk and inline, with Redis's limits
+//!   and quirks) and replies;
+//! - [`db`]: the keyspace (strings, hashes, TTLs, SCAN cursors);
+//! - [`cmd`]: the commands and their errors, in Redis's words;
+//! - [`server`]: the event loop and its three front ends;
+//! - [`client`]: blocking clients over each transport (YCSB, tests);
+//! - [`ycsb`]: the workload generator, runner, report and plot.
+//!
+//! See `docs/apps.md`.
+
+pub mod client;
+pub mod cmd;
+pub mod db;
+pub mod num;
+pub mod resp;
+pub mod server;
+pub mod session;
+pub mod ycsb;

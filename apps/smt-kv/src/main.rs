@@ -1,0 +1,136 @@
+//! `smt-kv`: serve the store, or run YCSB against it. See `docs/apps.md`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use smt_kv::resp::Limits;
+use smt_kv::server::{Identity, RunningServer, ServerConfig};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "smt-kv",
+    version,
+    about = "A Redis-compatible store over TCP, TLS 1.3/TCP and SMT"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Serve the store on up to three front ends, from one event loop.
+    Serve(ServeArgs),
+    /// Run YCSB workloads A-D over TCP, TLS/TCP and SMT (see `ycsb --help`).
+    Ycsb(smt_kv::ycsb::cli::YcsbArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct ServeArgs {
+    /// Plain RESP over TCP (Redis's port by default).
+    #[arg(long, default_value = "127.0.0.1:6379")]
+    tcp: Option<SocketAddr>,
+    /// RESP over TLS 1.3 over TCP.
+    #[arg(long)]
+    tls: Option<SocketAddr>,
+    /// RESP in SMT messages (UDP), with TLS 1.3 session establishment.
+    #[arg(long)]
+    smt: Option<SocketAddr>,
+    /// The certificate chain of the TLS and SMT front ends (PEM; e.g. from
+    /// `smt cert issue`). Without it a throwaway CA and certificate are made.
+    #[arg(long, requires = "key")]
+    cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(long, requires = "cert")]
+    key: Option<PathBuf>,
+    /// With a throwaway certificate: write its CA certificate here, for
+    /// clients (`redis-cli --tls --cacert FILE`).
+    #[arg(long)]
+    write_ca: Option<PathBuf>,
+    /// The largest bulk argument (Redis's proto-max-bulk-len).
+    #[arg(long, default_value_t = Limits::default().max_bulk_len)]
+    proto_max_bulk_len: u64,
+    /// The most unprocessed input per client (Redis's client-query-buffer-limit).
+    #[arg(long, default_value_t = Limits::default().query_buffer_limit)]
+    client_query_buffer_limit: usize,
+    /// Stream clients served at once (Redis's maxclients).
+    #[arg(long, default_value_t = 10_000)]
+    maxclients: usize,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => serve(args),
+        Command::Ycsb(args) => smt_kv::ycsb::cli::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("smt-kv: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let identity = identity(&args)?;
+    let config = ServerConfig {
+        tcp: args.tcp,
+        tls: args.tls,
+        smt: args.smt,
+        identity,
+        limits: Limits {
+            max_bulk_len: args.proto_max_bulk_len,
+            query_buffer_limit: args.client_query_buffer_limit,
+        },
+        max_clients: args.maxclients,
+    };
+    let server = RunningServer::start(config)?;
+    for (name, addr) in [
+        ("tcp", server.tcp),
+        ("tls", server.tls),
+        ("smt", server.smt),
+    ] {
+        if let Some(addr) = addr {
+            eprintln!("smt-kv: {name} on {addr}");
+        }
+    }
+    server.wait();
+    Ok(())
+}
+
+/// The certificate from files, or a throwaway one naming the listening
+/// addresses (and `localhost`).
+fn identity(args: &ServeArgs) -> Result<Identity, Box<dyn std::error::Error>> {
+    if let (Some(cert), Some(key)) = (&args.cert, &args.key) {
+        return Ok(Identity {
+            chain_pem: std::fs::read_to_string(cert)?,
+            key_pem: std::fs::read_to_string(key)?,
+            ca_pem: None,
+        });
+    }
+    let mut names: Vec<String> = [args.tls, args.smt]
+        .iter()
+        .flatten()
+        .map(|a| a.ip().to_string())
+        .collect();
+    names.push("localhost".into());
+    names.dedup();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let identity = Identity::generate(&refs)?;
+    if let (Some(path), Some(ca)) = (&args.write_ca, &identity.ca_pem) {
+        std::fs::write(path, ca)?;
+        eprintln!(
+            "smt-kv: throwaway CA certificate written to {}",
+            path.display()
+        );
+    }
+    Ok(identity)
+}

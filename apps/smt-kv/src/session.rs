@@ -1,0 +1,142 @@
+//! One client's command stream: parse, execute, reply. Shared by the
+//! stream front ends (a TCP or TLS connection is one session) and the SMT
+//! front end (each request message is a session of its own, which ends
+//! with the message).
+
+use crate::cmd::{self, After, Store};
+use crate::db::UnixMs;
+use crate::resp::{reply, Limits, ProtocolError, RequestParser, Step};
+
+/// Why a run of commands stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// Every complete command was executed; the rest needs more input.
+    NeedMore,
+    /// The output reached the caller's limit: write it out, then run again
+    /// (the client is not read from meanwhile, so memory stays bounded).
+    OutputFull,
+    /// Close after writing the output: `QUIT`, or a protocol error whose
+    /// reply is already in the output.
+    Close,
+}
+
+/// A client's parser state between reads.
+#[derive(Debug)]
+pub struct Session {
+    parser: RequestParser,
+}
+
+impl Session {
+    pub fn new(limits: Limits) -> Self {
+        Self {
+            parser: RequestParser::new(limits),
+        }
+    }
+
+    /// Executes the complete commands at the front of `input`, replies
+    /// appended to `out`, until `out` holds `out_limit` bytes or the input
+    /// runs out. Returns the bytes consumed and why it stopped.
+    pub fn run(
+        &mut self,
+        input: &[u8],
+        store: &mut Store,
+        now: UnixMs,
+        out: &mut Vec<u8>,
+        out_limit: usize,
+    ) -> (usize, Stop) {
+        let mut consumed = 0;
+        while out.len() < out_limit {
+            let rest = &input[consumed..];
+            match self.parser.step(rest) {
+                Ok(Step::Command { len }) => {
+                    let args = self.parser.args(rest);
+                    let after = cmd::execute(store, &args, now, out);
+                    consumed += len;
+                    if after == After::Close {
+                        return (consumed, Stop::Close);
+                    }
+                }
+                Ok(Step::Empty { len }) => consumed += len,
+                Ok(Step::NeedMore) => return (consumed, Stop::NeedMore),
+                Err(e) => {
+                    refuse(store, out, &e);
+                    return (consumed, Stop::Close);
+                }
+            }
+        }
+        (consumed, Stop::OutputFull)
+    }
+
+    /// The input ended (the client closed its side, or an SMT message
+    /// ended) with `pending` bytes not yet a complete command. Redis's
+    /// inline form ends at a newline, so only a started multibulk command
+    /// (or a partial inline line) is cut short; say so.
+    pub fn end_of_input(&self, pending: usize, store: &mut Store, out: &mut Vec<u8>) {
+        if pending > 0 || self.parser.is_mid_command() {
+            refuse(store, out, &ProtocolError::Truncated);
+        }
+    }
+}
+
+/// Replies to a protocol error in Redis's words.
+fn refuse(store: &mut Store, out: &mut Vec<u8>, e: &ProtocolError) {
+    store.stats.protocol_errors += 1;
+    tracing::debug!(error = ?e, "protocol error from a client");
+    let mut text = b"ERR ".to_vec();
+    text.extend_from_slice(&e.message());
+    reply::error(out, &text);
+}
+
+/// Runs one SMT request message as a complete session: the reply is what
+/// Redis would write to a connection that sent these bytes and closed.
+pub fn run_message(message: &[u8], store: &mut Store, now: UnixMs, limits: Limits) -> Vec<u8> {
+    let mut session = Session::new(limits);
+    let mut out = Vec::new();
+    let (consumed, stop) = session.run(message, store, now, &mut out, usize::MAX);
+    if stop == Stop::NeedMore {
+        session.end_of_input(message.len() - consumed, store, &mut out);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(input: &[u8]) -> Vec<u8> {
+        run_message(input, &mut Store::default(), 0, Limits::default())
+    }
+
+    #[test]
+    fn a_message_holds_one_command_and_gets_its_reply() {
+        assert_eq!(message(b"*1\r\n$4\r\nPING\r\n"), b"+PONG\r\n");
+        assert_eq!(message(b"PING\r\nPING\r\n"), b"+PONG\r\n+PONG\r\n");
+        assert_eq!(message(b""), b"");
+    }
+
+    #[test]
+    fn a_truncated_message_gets_an_error() {
+        let reply = message(b"*2\r\n$3\r\nGET\r\n$1\r\n");
+        assert_eq!(
+            reply,
+            b"-ERR Protocol error: truncated command at end of input\r\n"
+        );
+        assert_eq!(
+            message(b"PING"),
+            b"-ERR Protocol error: truncated command at end of input\r\n"
+        );
+    }
+
+    #[test]
+    fn output_limit_pauses_a_pipeline() {
+        let mut store = Store::default();
+        let mut s = Session::new(Limits::default());
+        let input = b"PING\r\nPING\r\nPING\r\n";
+        let mut out = Vec::new();
+        let (n, stop) = s.run(input, &mut store, 0, &mut out, 1);
+        assert_eq!((n, stop), (6, Stop::OutputFull));
+        out.clear();
+        let (m, stop) = s.run(&input[n..], &mut store, 0, &mut out, 1024);
+        assert_eq!((m, stop), (12, Stop::NeedMore));
+    }
+}

@@ -1,0 +1,3 @@
+//! YCSB core workloads A–D against the store. Placeholder while the runner
+//! is written.
+pub mod cli;
