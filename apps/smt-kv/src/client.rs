@@ -1,1 +1,269 @@
-//! placeholder
+//! Blocking clients of the store over each transport, for the YCSB
+//! runner and the tests: send a command, wait for its reply.
+
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+
+use rustls::crypto::aws_lc_rs;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, ServerName};
+
+use crate::resp::value::BadReply;
+use crate::resp::{reply, Value};
+
+/// A transport to the store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum Transport {
+    Tcp,
+    Tls,
+    Smt,
+}
+
+impl Transport {
+    pub const ALL: [Transport; 3] = [Transport::Smt, Transport::Tls, Transport::Tcp];
+
+    /// The name in tables and plots.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Tcp => "TCP",
+            Self::Tls => "TLS/TCP",
+            Self::Smt => "SMT",
+        }
+    }
+}
+
+/// A call failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// The socket failed or the server closed the connection.
+    Io(io::Error),
+    /// TLS configuration or handshake failed.
+    Tls(String),
+    /// The SMT call failed.
+    Smt(smt::Error),
+    /// The server's reply is not RESP.
+    BadReply(BadReply),
+}
+
+impl fmt::Display for ClientError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Io(e) => write!(f, "I/O error: {e}"),
+            Self::Tls(e) => write!(f, "TLS: {e}"),
+            Self::Smt(e) => write!(f, "SMT: {e}"),
+            Self::BadReply(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+impl From<io::Error> for ClientError {
+    fn from(e: io::Error) -> Self {
+        Self::Io(e)
+    }
+}
+
+impl From<smt::Error> for ClientError {
+    fn from(e: smt::Error) -> Self {
+        Self::Smt(e)
+    }
+}
+
+impl From<BadReply> for ClientError {
+    fn from(e: BadReply) -> Self {
+        Self::BadReply(e)
+    }
+}
+
+type TlsStream = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
+
+enum Link {
+    Tcp(TcpStream),
+    Tls(Box<TlsStream>),
+    /// Its own endpoint (its own UDP socket), as each TCP client has its
+    /// own connection.
+    Smt {
+        endpoint: smt::Endpoint,
+        server: SocketAddr,
+    },
+}
+
+/// One client: a connection (TCP, TLS) or an SMT endpoint.
+pub struct Client {
+    link: Link,
+    request: Vec<u8>,
+    input: Vec<u8>,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.link {
+            Link::Tcp(_) => Transport::Tcp,
+            Link::Tls(_) => Transport::Tls,
+            Link::Smt { .. } => Transport::Smt,
+        };
+        f.debug_struct("Client")
+            .field("transport", &kind)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// Connects over `transport`; TLS and SMT verify the server's
+    /// certificate against `ca_pem` and its IP address.
+    pub fn connect(
+        transport: Transport,
+        server: SocketAddr,
+        ca_pem: &str,
+    ) -> Result<Self, ClientError> {
+        let link = match transport {
+            Transport::Tcp => Link::Tcp(tcp(server)?),
+            Transport::Tls => Link::Tls(Box::new(tls(server, ca_pem)?)),
+            Transport::Smt => smt_link(server, ca_pem)?,
+        };
+        Ok(Self {
+            link,
+            request: Vec::new(),
+            input: Vec::new(),
+        })
+    }
+
+    /// Sends one command and waits for its reply.
+    pub fn call(&mut self, args: &[&[u8]]) -> Result<Value, ClientError> {
+        self.request.clear();
+        reply::command(&mut self.request, args);
+        match &mut self.link {
+            Link::Tcp(s) => stream_call(s, &self.request, &mut self.input),
+            Link::Tls(s) => stream_call(s.as_mut(), &self.request, &mut self.input),
+            Link::Smt { endpoint, server } => {
+                let reply = endpoint.call(*server, &self.request)?;
+                match Value::parse(&reply)? {
+                    Some((value, len)) if len == reply.len() => Ok(value),
+                    _ => Err(BadReply("an SMT response must hold exactly one reply").into()),
+                }
+            }
+        }
+    }
+
+    /// Sends raw bytes (for tests): over SMT, one message whose whole
+    /// response is returned; over a stream, the bytes, then whatever
+    /// arrives until `until` ends the input or the server closes.
+    pub fn raw(
+        &mut self,
+        bytes: &[u8],
+        until: impl Fn(&[u8]) -> bool,
+    ) -> Result<Vec<u8>, ClientError> {
+        match &mut self.link {
+            Link::Tcp(s) => stream_raw(s, bytes, until),
+            Link::Tls(s) => stream_raw(s.as_mut(), bytes, until),
+            Link::Smt { endpoint, server } => Ok(endpoint.call(*server, bytes)?.to_vec()),
+        }
+    }
+}
+
+fn tcp(server: SocketAddr) -> io::Result<TcpStream> {
+    let s = TcpStream::connect(server)?;
+    s.set_nodelay(true)?;
+    Ok(s)
+}
+
+/// The client side of the TLS front end: TLS 1.3, AES-GCM (SMT's suites).
+pub fn tls_client_config(ca_pem: &str) -> Result<Arc<rustls::ClientConfig>, ClientError> {
+    let bad = |e: &dyn fmt::Display| ClientError::Tls(e.to_string());
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(cert.map_err(|e| bad(&e))?).map_err(|e| bad(&e))?;
+    }
+    let provider = rustls::crypto::CryptoProvider {
+        cipher_suites: vec![
+            aws_lc_rs::cipher_suite::TLS13_AES_128_GCM_SHA256,
+            aws_lc_rs::cipher_suite::TLS13_AES_256_GCM_SHA384,
+        ],
+        ..aws_lc_rs::default_provider()
+    };
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(provider))
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| bad(&e))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+fn tls(server: SocketAddr, ca_pem: &str) -> Result<TlsStream, ClientError> {
+    let config = tls_client_config(ca_pem)?;
+    let name = ServerName::IpAddress(server.ip().into());
+    let conn =
+        rustls::ClientConnection::new(config, name).map_err(|e| ClientError::Tls(e.to_string()))?;
+    let mut stream = rustls::StreamOwned::new(conn, tcp(server)?);
+    // Finish the handshake now, so that the first call's latency is a
+    // call's, not a handshake's.
+    while stream.conn.is_handshaking() {
+        stream
+            .conn
+            .complete_io(&mut stream.sock)
+            .map_err(|e| ClientError::Tls(e.to_string()))?;
+    }
+    Ok(stream)
+}
+
+fn smt_link(server: SocketAddr, ca_pem: &str) -> Result<Link, ClientError> {
+    let local = SocketAddr::new(server.ip(), 0);
+    let endpoint = smt::Endpoint::bind(local, smt::EndpointConfig::default())?;
+    let tls = smt_tls::TlsClient::new(ca_pem.as_bytes(), None)
+        .map_err(|e| ClientError::Tls(e.to_string()))?;
+    endpoint.set_tls_client(tls)?;
+    Ok(Link::Smt { endpoint, server })
+}
+
+fn stream_call(
+    stream: &mut impl ReadWrite,
+    request: &[u8],
+    input: &mut Vec<u8>,
+) -> Result<Value, ClientError> {
+    stream.write_all(request)?;
+    stream.flush()?;
+    loop {
+        if let Some((value, len)) = Value::parse(input)? {
+            input.drain(..len);
+            return Ok(value);
+        }
+        read_more(stream, input)?;
+    }
+}
+
+fn stream_raw(
+    stream: &mut impl ReadWrite,
+    bytes: &[u8],
+    until: impl Fn(&[u8]) -> bool,
+) -> Result<Vec<u8>, ClientError> {
+    stream.write_all(bytes)?;
+    stream.flush()?;
+    let mut input = Vec::new();
+    while !until(&input) {
+        match read_more(stream, &mut input) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => break,
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => break,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(input)
+}
+
+fn read_more(stream: &mut impl Read, input: &mut Vec<u8>) -> io::Result<()> {
+    let mut chunk = [0u8; 16 * 1024];
+    match stream.read(&mut chunk)? {
+        0 => Err(io::ErrorKind::UnexpectedEof.into()),
+        n => {
+            input.extend_from_slice(&chunk[..n]);
+            Ok(())
+        }
+    }
+}
+
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}

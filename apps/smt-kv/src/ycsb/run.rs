@@ -1,0 +1,291 @@
+//! The runner: for each value size and transport, a load phase, then each
+//! workload for a fixed time, every client thread with its own connection
+//! (or SMT endpoint), one request outstanding each (YCSB's closed loop).
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::workload::{field_names, key, Chooser, Op, RecordShape, ValuePool, Workload};
+use super::zipf::Rng;
+use crate::client::{Client, ClientError, Transport};
+use crate::resp::Value;
+
+/// Where the server's front ends are.
+#[derive(Clone, Debug)]
+pub struct Targets {
+    pub tcp: SocketAddr,
+    pub tls: SocketAddr,
+    pub smt: SocketAddr,
+    /// The CA that issued the server's certificate.
+    pub ca_pem: String,
+}
+
+impl Targets {
+    fn addr(&self, t: Transport) -> SocketAddr {
+        match t {
+            Transport::Tcp => self.tcp,
+            Transport::Tls => self.tls,
+            Transport::Smt => self.smt,
+        }
+    }
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub transports: Vec<Transport>,
+    pub workloads: Vec<Workload>,
+    pub value_sizes: Vec<usize>,
+    pub fields: usize,
+    pub records: u64,
+    pub threads: usize,
+    pub warmup: Duration,
+    pub duration: Duration,
+    pub seed: u64,
+}
+
+/// One measured phase.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Cell {
+    pub transport: &'static str,
+    /// `A`–`D`, or `load`.
+    pub workload: &'static str,
+    pub value_size: usize,
+    pub ops: u64,
+    pub errors: u64,
+    pub seconds: f64,
+    pub ops_per_s: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+}
+
+/// Runs the plan; `progress` hears about each cell as it completes.
+pub fn run(
+    plan: &Plan,
+    targets: &Targets,
+    mut progress: impl FnMut(&Cell),
+) -> Result<Vec<Cell>, ClientError> {
+    let mut cells = Vec::new();
+    for &size in &plan.value_sizes {
+        let shape = RecordShape {
+            fields: plan.fields,
+            value_size: size,
+        };
+        for &transport in &plan.transports {
+            flush(targets)?;
+            let load = load_phase(plan, targets, transport, shape)?;
+            progress(&load);
+            cells.push(load);
+            let inserted = Arc::new(AtomicU64::new(plan.records));
+            for &workload in &plan.workloads {
+                let cell = run_phase(plan, targets, transport, shape, workload, &inserted)?;
+                progress(&cell);
+                cells.push(cell);
+            }
+        }
+    }
+    Ok(cells)
+}
+
+fn flush(targets: &Targets) -> Result<(), ClientError> {
+    let mut admin = Client::connect(Transport::Tcp, targets.tcp, &targets.ca_pem)?;
+    admin.call(&[b"FLUSHALL"])?;
+    Ok(())
+}
+
+/// Inserts records `0..plan.records`, split among the threads.
+fn load_phase(
+    plan: &Plan,
+    targets: &Targets,
+    transport: Transport,
+    shape: RecordShape,
+) -> Result<Cell, ClientError> {
+    let next = Arc::new(AtomicU64::new(0));
+    let records = plan.records;
+    let results = on_threads(plan, targets, transport, None, |t, mut client, _stop| {
+        let mut w = Writer::new(plan.seed ^ t as u64, shape);
+        let mut lat = Vec::new();
+        let mut errors = 0;
+        loop {
+            let n = next.fetch_add(1, Ordering::Relaxed);
+            if n >= records {
+                break;
+            }
+            let start = Instant::now();
+            errors += u64::from(!w.insert(&mut client, n)?);
+            lat.push(start.elapsed());
+        }
+        Ok((lat, errors))
+    })?;
+    Ok(summarize(transport, "load", shape.value_size, results))
+}
+
+/// Runs `workload` for the warm-up plus the measured time; only
+/// operations that start after the warm-up count.
+fn run_phase(
+    plan: &Plan,
+    targets: &Targets,
+    transport: Transport,
+    shape: RecordShape,
+    workload: Workload,
+    inserted: &Arc<AtomicU64>,
+) -> Result<Cell, ClientError> {
+    let window = plan.warmup + plan.duration;
+    let results = on_threads(
+        plan,
+        targets,
+        transport,
+        Some(window),
+        |t, mut client, stop| {
+            let seed = plan.seed ^ ((t as u64) << 32) ^ workload as u64;
+            let mut rng = Rng::new(seed);
+            let mut w = Writer::new(seed, shape);
+            let mut chooser = Chooser::new(workload, plan.records, shape.fields);
+            let measure_from = Instant::now() + plan.warmup;
+            let mut lat = Vec::new();
+            let mut errors = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let newest = inserted.load(Ordering::Relaxed) - 1;
+                let op = chooser.next(&mut rng, newest, || {
+                    inserted.fetch_add(1, Ordering::Relaxed)
+                });
+                let start = Instant::now();
+                let ok = w.execute(&mut client, op)?;
+                if start >= measure_from {
+                    lat.push(start.elapsed());
+                    errors += u64::from(!ok);
+                }
+            }
+            Ok((lat, errors))
+        },
+    )?;
+    let mut cell = summarize(transport, workload.name(), shape.value_size, results);
+    // Throughput over the measured window, not the warm-up.
+    cell.seconds = plan.duration.as_secs_f64();
+    cell.ops_per_s = cell.ops as f64 / cell.seconds;
+    Ok(cell)
+}
+
+type ThreadResult = Result<(Vec<Duration>, u64), ClientError>;
+
+/// Connects `plan.threads` clients, starts them together, stops them
+/// after `window` (or lets them finish by themselves), and gathers their
+/// latencies and the wall time.
+fn on_threads<F>(
+    plan: &Plan,
+    targets: &Targets,
+    transport: Transport,
+    window: Option<Duration>,
+    body: F,
+) -> Result<(Vec<(Vec<Duration>, u64)>, Duration), ClientError>
+where
+    F: Fn(usize, Client, &AtomicBool) -> ThreadResult + Sync,
+{
+    let stop = AtomicBool::new(false);
+    let ready = Barrier::new(plan.threads + 1);
+    let addr = targets.addr(transport);
+    thread::scope(|s| {
+        let handles: Vec<_> = (0..plan.threads)
+            .map(|t| {
+                let (body, stop, ready) = (&body, &stop, &ready);
+                s.spawn(move || {
+                    let client = Client::connect(transport, addr, &targets.ca_pem);
+                    ready.wait();
+                    body(t, client?, stop)
+                })
+            })
+            .collect();
+        ready.wait();
+        let start = Instant::now();
+        if let Some(window) = window {
+            thread::sleep(window);
+            stop.store(true, Ordering::Relaxed);
+        }
+        let mut results = Vec::new();
+        for h in handles {
+            // NOTE(unwrap): a panicking client thread is a bug in this
+            // runner; re-raising it here shows where.
+            results.push(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?);
+        }
+        Ok((results, start.elapsed()))
+    })
+}
+
+fn summarize(
+    transport: Transport,
+    workload: &'static str,
+    value_size: usize,
+    (results, wall): (Vec<(Vec<Duration>, u64)>, Duration),
+) -> Cell {
+    let errors = results.iter().map(|(_, e)| e).sum();
+    let mut lat: Vec<Duration> = results.into_iter().flat_map(|(l, _)| l).collect();
+    lat.sort_unstable();
+    let pct = |p: f64| {
+        lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1)))
+            .map_or(0.0, |d| d.as_secs_f64() * 1e6)
+    };
+    let ops = lat.len() as u64;
+    Cell {
+        transport: transport.name(),
+        workload,
+        value_size,
+        ops,
+        errors,
+        seconds: wall.as_secs_f64(),
+        ops_per_s: ops as f64 / wall.as_secs_f64(),
+        p50_us: pct(0.50),
+        p99_us: pct(0.99),
+    }
+}
+
+/// Builds and sends the commands of one thread.
+struct Writer {
+    rng: Rng,
+    pool: ValuePool,
+    shape: RecordShape,
+    names: Vec<Vec<u8>>,
+}
+
+impl Writer {
+    fn new(seed: u64, shape: RecordShape) -> Self {
+        Self {
+            rng: Rng::new(seed.rotate_left(17)),
+            pool: ValuePool::new(seed),
+            shape,
+            names: field_names(shape.fields),
+        }
+    }
+
+    /// Sends `op`; `Ok(false)` when the server answered with an error.
+    fn execute(&mut self, client: &mut Client, op: Op) -> Result<bool, ClientError> {
+        match op {
+            Op::Read(n) => {
+                let k = key(n);
+                ok(client.call(&[b"HGETALL", &k])?)
+            }
+            Op::Update(n, field) => {
+                let k = key(n);
+                let value = self.pool.value(self.shape.field_len(field), &mut self.rng);
+                ok(client.call(&[b"HSET", &k, &self.names[field], value])?)
+            }
+            Op::Insert(n) => self.insert(client, n),
+        }
+    }
+
+    fn insert(&mut self, client: &mut Client, n: u64) -> Result<bool, ClientError> {
+        let k = key(n);
+        let mut args: Vec<&[u8]> = vec![b"HSET", &k];
+        for (i, name) in self.names.iter().enumerate() {
+            args.push(name);
+            args.push(self.pool.value(self.shape.field_len(i), &mut self.rng));
+        }
+        ok(client.call(&args)?)
+    }
+}
+
+fn ok(reply: Value) -> Result<bool, ClientError> {
+    Ok(!matches!(reply, Value::Error(_)))
+}
