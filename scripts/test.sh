@@ -7,6 +7,10 @@ bash scripts/fetch-vectors.sh
 # Debian's dig reads the DNS ticket records in one test; installed when
 # root (CI), otherwise that test reports SKIPPED.
 bash scripts/dig-test.sh --install || echo "test.sh: dig not installed; its test will be skipped"
+# Debian's redis-server and redis-benchmark check smt-kv (the differential
+# and benchmark tests); installed when root, otherwise those tests report
+# SKIPPED.
+bash scripts/redis-test.sh --install || echo "test.sh: redis-server/redis-tools not installed; their tests will be skipped"
 # A hung test must not use up CI's whole budget in silence: past the
 # limit the run stops, and cargo's "has been running for over 60 seconds"
 # lines above name the test. A clean run takes ~15 minutes on 2 cores.

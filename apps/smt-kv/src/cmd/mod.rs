@@ -2,9 +2,10 @@
 //! store they run against.
 //!
 //! A command is looked up by its first argument without regard to case,
-//! its arity checked, then its handler writes exactly one reply. Names
-//! and keywords are compared as C strings (up to a NUL byte), as Redis
-//! compares them, so replies match its own even for odd input.
+//! its arity checked, then its handler writes exactly one reply. Option
+//! keywords are compared as C strings (up to a NUL byte), and names are
+//! echoed in errors the same way, as Redis's C code does, so replies match
+//! its own even for odd input.
 
 mod hashes;
 mod keys;
@@ -51,6 +52,8 @@ pub enum CmdError {
     InvalidExpire(&'static str),
     InvalidCursor,
     DbIndexOutOfRange,
+    /// An integer that must fit 32 bits does not.
+    NotInt32,
 }
 
 impl From<crate::db::WrongType> for CmdError {
@@ -123,8 +126,9 @@ pub fn execute(store: &mut Store, args: &[&[u8]], now: UnixMs, out: &mut Vec<u8>
     })
 }
 
+/// Redis finds commands by all their bytes (without case); only the
+/// error message that echoes an unknown name stops at a NUL.
 fn find(name: &[u8]) -> Option<&'static Spec> {
-    let name = cstr(name);
     COMMANDS
         .iter()
         .find(|s| s.name.as_bytes().eq_ignore_ascii_case(name))
@@ -171,6 +175,9 @@ pub fn write_error(out: &mut Vec<u8>, e: CmdError, args: &[&[u8]]) {
         }
         CmdError::InvalidCursor => b"ERR invalid cursor".to_vec(),
         CmdError::DbIndexOutOfRange => b"ERR DB index is out of range".to_vec(),
+        CmdError::NotInt32 => {
+            b"ERR value is out of range, value must between -2147483648 and 2147483647".to_vec()
+        }
     };
     reply::error(out, &text);
 }

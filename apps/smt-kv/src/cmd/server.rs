@@ -86,9 +86,8 @@ pub fn echo(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
 /// `SELECT index`: there is one database, number 0 (Redis with
 /// `databases 1` answers the same).
 pub fn select(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
-    let index = parse_i64(args[1])
-        .filter(|n| i32::try_from(*n).is_ok())
-        .ok_or(CmdError::NotInteger)?;
+    let index = parse_i64(args[1]).ok_or(CmdError::NotInteger)?;
+    let index = i32::try_from(index).map_err(|_| CmdError::NotInt32)?;
     if index != 0 {
         return Err(CmdError::DbIndexOutOfRange);
     }
@@ -103,7 +102,8 @@ pub fn quit(cx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<After, CmdError> {
 
 /// `CONFIG GET pattern [pattern ...]`, the one CONFIG subcommand served.
 pub fn config(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
-    if !is_keyword(args[1], "get") {
+    // A subcommand is found by all its bytes, as a command is.
+    if !args[1].eq_ignore_ascii_case(b"get") {
         return Err(CmdError::UnknownSubcommand);
     }
     if !arity_ok(-3, args.len()) {

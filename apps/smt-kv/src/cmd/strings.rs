@@ -59,11 +59,9 @@ pub fn set(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
         }
         return Ok(After::Continue);
     }
+    // EXAT/PXAT in the past store a key that is already expired: reads
+    // miss it, and DBSIZE counts it until it is collected, as in Redis 7.0.
     cx.store.db.set(key, Value::Str(value.to_vec()), ttl);
-    if matches!(ttl, Ttl::At(t) if t <= cx.now) {
-        // EXAT/PXAT in the past: the key is gone at once.
-        cx.store.db.remove(key, cx.now);
-    }
     if !opts.get {
         reply::ok(cx.out);
     }
