@@ -6,7 +6,7 @@ use crate::resp::reply;
 
 /// `HSET key field value [field value ...]`: the number of new fields.
 pub fn hset(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
-    if args.len() % 2 == 1 {
+    if !args.len().is_multiple_of(2) {
         return Err(CmdError::WrongArity("hset"));
     }
     let hash = cx.store.db.hash_mut(args[1], cx.now)?;

@@ -139,7 +139,7 @@ pub fn mget(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
 }
 
 pub fn mset(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
-    if args.len() % 2 == 0 {
+    if args.len().is_multiple_of(2) {
         return Err(CmdError::WrongArity("mset"));
     }
     for pair in args[1..].chunks_exact(2) {

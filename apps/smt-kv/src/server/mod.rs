@@ -215,8 +215,7 @@ impl EventLoop {
             .smt
             .map(|a| open_smt(&poll, a, &config.identity))
             .transpose()?;
-        let mut store = Store::default();
-        store.settings = Settings {
+        let settings = Settings {
             tcp_port: port(tcp.as_ref()),
             tls_port: port(tls.as_ref().map(|(l, _)| l)),
             smt_port: smt.as_ref().map_or(0, |e| e.local_addr().port()),
@@ -227,7 +226,10 @@ impl EventLoop {
         };
         let event_loop = Self {
             poll,
-            store,
+            store: Store {
+                settings,
+                ..Store::default()
+            },
             limits: config.limits,
             max_clients: config.max_clients,
             tcp,

@@ -118,7 +118,7 @@ pub fn markdown(cells: &[Cell]) -> String {
 
 /// `64 B`, `1 KiB`, `4 KiB`.
 pub fn size_label(size: usize) -> String {
-    if size >= 1024 && size % 1024 == 0 {
+    if size >= 1024 && size.is_multiple_of(1024) {
         format!("{} KiB", size / 1024)
     } else {
         format!("{size} B")

@@ -169,7 +169,13 @@ fn run_phase(
     Ok(cell)
 }
 
-type ThreadResult = Result<(Vec<Duration>, u64), ClientError>;
+/// One thread's latencies and error count.
+type Samples = (Vec<Duration>, u64);
+
+/// Every thread's samples, and the phase's wall time.
+type Phase = (Vec<Samples>, Duration);
+
+type ThreadResult = Result<Samples, ClientError>;
 
 /// Connects `plan.threads` clients, starts them together, stops them
 /// after `window` (or lets them finish by themselves), and gathers their
@@ -180,7 +186,7 @@ fn on_threads<F>(
     transport: Transport,
     window: Option<Duration>,
     body: F,
-) -> Result<(Vec<(Vec<Duration>, u64)>, Duration), ClientError>
+) -> Result<Phase, ClientError>
 where
     F: Fn(usize, Client, &AtomicBool) -> ThreadResult + Sync,
 {
@@ -218,7 +224,7 @@ fn summarize(
     transport: Transport,
     workload: &'static str,
     value_size: usize,
-    (results, wall): (Vec<(Vec<Duration>, u64)>, Duration),
+    (results, wall): Phase,
 ) -> Cell {
     let errors = results.iter().map(|(_, e)| e).sum();
     let mut lat: Vec<Duration> = results.into_iter().flat_map(|(l, _)| l).collect();
