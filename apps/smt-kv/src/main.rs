@@ -25,6 +25,39 @@ enum Command {
     Serve(ServeArgs),
     /// Run YCSB workloads A-D over TCP, TLS/TCP and SMT (see `ycsb --help`).
     Ycsb(smt_kv::ycsb::cli::YcsbArgs),
+    /// Write a throwaway CA and a server certificate (ca.pem, server.pem,
+    /// server-key.pem) for `serve --cert/--key` and for other servers and
+    /// clients (redis-server, redis-benchmark --cacert).
+    Certs(CertsArgs),
+    /// Send one command and print the reply (like redis-cli), over any
+    /// front end: the way to talk to the SMT one by hand.
+    Cli(CliArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct CliArgs {
+    /// The server's front end.
+    #[arg(long)]
+    server: SocketAddr,
+    /// tcp, tls or smt.
+    #[arg(long, default_value = "tcp")]
+    transport: String,
+    /// The CA certificate that issued the server's (for tls and smt).
+    #[arg(long)]
+    ca: Option<PathBuf>,
+    /// The command and its arguments.
+    #[arg(required = true, num_args = 1..)]
+    command: Vec<String>,
+}
+
+#[derive(clap::Args, Debug)]
+struct CertsArgs {
+    /// Where the three files go (created if missing).
+    #[arg(long)]
+    dir: PathBuf,
+    /// Names the certificate carries: IP addresses or DNS names.
+    #[arg(long, value_delimiter = ',', default_value = "127.0.0.1,localhost")]
+    names: Vec<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -69,6 +102,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => serve(args),
         Command::Ycsb(args) => smt_kv::ycsb::cli::run(args),
+        Command::Certs(args) => certs(args),
+        Command::Cli(args) => one_command(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -103,6 +138,58 @@ fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     server.wait();
+    Ok(())
+}
+
+fn one_command(args: CliArgs) -> Result<(), Box<dyn std::error::Error>> {
+    use smt_kv::client::{Client, Transport};
+    let transport = match args.transport.to_ascii_lowercase().as_str() {
+        "tcp" => Transport::Tcp,
+        "tls" => Transport::Tls,
+        "smt" => Transport::Smt,
+        other => return Err(format!("unknown transport {other:?} (tcp, tls or smt)").into()),
+    };
+    let ca = match &args.ca {
+        Some(path) => std::fs::read_to_string(path)?,
+        None if transport == Transport::Tcp => String::new(),
+        None => return Err("--ca is needed for tls and smt".into()),
+    };
+    let mut client = Client::connect(transport, args.server, &ca)?;
+    let words: Vec<&[u8]> = args.command.iter().map(|w| w.as_bytes()).collect();
+    println!("{}", show(&client.call(&words)?));
+    Ok(())
+}
+
+/// A reply as redis-cli prints it, roughly.
+fn show(v: &smt_kv::resp::Value) -> String {
+    use smt_kv::resp::Value;
+    match v {
+        Value::Simple(s) => String::from_utf8_lossy(s).into_owned(),
+        Value::Error(e) => format!("(error) {}", String::from_utf8_lossy(e)),
+        Value::Integer(n) => format!("(integer) {n}"),
+        Value::Bulk(b) => format!("{:?}", String::from_utf8_lossy(b)),
+        Value::Nil | Value::NilArray => "(nil)".into(),
+        Value::Array(items) if items.is_empty() => "(empty array)".into(),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| format!("{}) {}", i + 1, show(item)))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    }
+}
+
+fn certs(args: CertsArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let names: Vec<&str> = args.names.iter().map(String::as_str).collect();
+    let identity = Identity::generate(&names)?;
+    std::fs::create_dir_all(&args.dir)?;
+    std::fs::write(args.dir.join("ca.pem"), identity.ca_pem.unwrap_or_default())?;
+    std::fs::write(args.dir.join("server.pem"), identity.chain_pem)?;
+    std::fs::write(args.dir.join("server-key.pem"), identity.key_pem)?;
+    eprintln!(
+        "smt-kv: wrote ca.pem, server.pem, server-key.pem in {}",
+        args.dir.display()
+    );
     Ok(())
 }
 
