@@ -158,8 +158,14 @@ impl Client {
         until: impl Fn(&[u8]) -> bool,
     ) -> Result<Vec<u8>, ClientError> {
         match &mut self.link {
-            Link::Tcp(s) => stream_raw(s, bytes, until),
-            Link::Tls(s) => stream_raw(s.as_mut(), bytes, until),
+            Link::Tcp(s) => {
+                send_raw(s, bytes)?;
+                read_until(|input| read_more(s, input), until)
+            }
+            Link::Tls(s) => {
+                send_raw(s.as_mut(), bytes)?;
+                read_until(|input| read_tls_more(s, input), until)
+            }
             Link::Smt { endpoint, server } => Ok(endpoint.call(*server, bytes)?.to_vec()),
         }
     }
@@ -235,16 +241,31 @@ fn stream_call(
     }
 }
 
-fn stream_raw(
-    stream: &mut impl ReadWrite,
-    bytes: &[u8],
+/// Sends bytes that the server may refuse: it may close before taking
+/// all of them, and what it answered is still there to read.
+fn send_raw(stream: &mut impl Write, bytes: &[u8]) -> Result<(), ClientError> {
+    match stream.write_all(bytes).and_then(|()| stream.flush()) {
+        Ok(()) => Ok(()),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+            ) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Reads until `until` holds for the input or the server closes.
+fn read_until(
+    mut read: impl FnMut(&mut Vec<u8>) -> io::Result<()>,
     until: impl Fn(&[u8]) -> bool,
 ) -> Result<Vec<u8>, ClientError> {
-    stream.write_all(bytes)?;
-    stream.flush()?;
     let mut input = Vec::new();
     while !until(&input) {
-        match read_more(stream, &mut input) {
+        match read(&mut input) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => break,
             Err(e) if e.kind() == io::ErrorKind::ConnectionReset => break,
@@ -252,6 +273,30 @@ fn stream_raw(
         }
     }
     Ok(input)
+}
+
+/// Reads TLS records without first flushing what is left to send (which
+/// `StreamOwned` would try, and fail on, after the server hung up).
+fn read_tls_more(stream: &mut TlsStream, input: &mut Vec<u8>) -> io::Result<()> {
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        match stream.conn.reader().read(&mut chunk) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => {
+                input.extend_from_slice(&chunk[..n]);
+                return Ok(());
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+        if stream.conn.read_tls(&mut stream.sock)? == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        stream
+            .conn
+            .process_new_packets()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    }
 }
 
 fn read_more(stream: &mut impl Read, input: &mut Vec<u8>) -> io::Result<()> {

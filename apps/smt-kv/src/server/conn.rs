@@ -60,6 +60,10 @@ pub struct Conn {
     readable: bool,
     /// The client has not closed its side.
     open: bool,
+    /// Readiness said the client closed its side: read on to the end
+    /// (its FIN may sit behind the data of a short read, and raises no
+    /// further edge).
+    hung_up: bool,
     /// Close once the output is written.
     closing: bool,
 }
@@ -98,6 +102,7 @@ impl Conn {
             written: 0,
             readable: true,
             open: true,
+            hung_up: false,
             closing: false,
         }
     }
@@ -106,9 +111,11 @@ impl Conn {
         &mut self.stream
     }
 
-    /// Readiness was reported: reading may succeed again.
-    pub fn mark_readable(&mut self) {
+    /// Readiness was reported: reading may succeed again (`hung_up`: the
+    /// client also closed its side).
+    pub fn mark_readable(&mut self, hung_up: bool) {
         self.readable = true;
+        self.hung_up |= hung_up;
     }
 
     /// Does what can be done now: execute buffered commands, write
@@ -200,6 +207,7 @@ impl Conn {
         };
         match result? {
             ReadResult::Data => {}
+            ReadResult::Drained if self.hung_up => {}
             ReadResult::Drained | ReadResult::WouldBlock => self.readable = false,
             ReadResult::Eof => self.open = false,
         }

@@ -298,7 +298,7 @@ impl EventLoop {
                 let slot = t - FIRST_CONN;
                 if let Some(Some(conn)) = self.conns.get_mut(slot) {
                     if event.is_readable() || event.is_read_closed() || event.is_error() {
-                        conn.mark_readable();
+                        conn.mark_readable(event.is_read_closed() || event.is_error());
                     }
                 }
                 self.turn(slot, now);
