@@ -237,7 +237,9 @@ impl RequestParser {
                 },
             };
             bulk = Some(len);
-            if input.len() - pos < len + 2 {
+            // Saturating: `max_bulk_len` is the operator's to set, up to
+            // u64::MAX.
+            if input.len() - pos < len.saturating_add(2) {
                 break;
             }
             self.argv.ranges.push(pos..pos + len);

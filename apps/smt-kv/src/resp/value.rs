@@ -67,13 +67,12 @@ fn parse_at(input: &[u8], at: usize, depth: usize) -> Result<Option<(Value, usiz
             -1 => (Value::Nil, next),
             len => {
                 let len = usize::try_from(len).map_err(|_| BadReply("negative length"))?;
-                if input.len() < next + len + 2 {
+                // Checked: the length is the server's claim.
+                let end = next.checked_add(len).ok_or(BadReply("length too large"))?;
+                if input.len() < end.saturating_add(2) {
                     return Ok(None);
                 }
-                (
-                    Value::Bulk(input[next..next + len].to_vec()),
-                    next + len + 2,
-                )
+                (Value::Bulk(input[next..end].to_vec()), end + 2)
             }
         },
         b'*' => match number()? {
@@ -112,6 +111,7 @@ mod tests {
     fn nested_replies_parse_and_partial_ones_wait() {
         let input = b"*3\r\n$1\r\na\r\n$-1\r\n*1\r\n:5\r\n+OK\r\n";
         let (v, len) = Value::parse(input).unwrap().unwrap();
+        assert_eq!(Value::parse(b"$9223372036854775807\r\n").unwrap(), None);
         assert_eq!(
             v,
             Value::Array(vec![
