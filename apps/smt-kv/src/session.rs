@@ -139,4 +139,80 @@ mod tests {
         let (m, stop) = s.run(&input[n..], &mut store, 0, &mut out, 1024);
         assert_eq!((m, stop), (12, Stop::NeedMore));
     }
+
+    /// Runs `input` delivered in `chunks` (cut points) with an output
+    /// limit, as a connection does, until it stops for good.
+    fn run_chunked(input: &[u8], cuts: &[usize], out_limit: usize) -> (Vec<u8>, bool) {
+        let mut store = Store::default();
+        let mut session = Session::new(Limits::default());
+        let (mut buffer, mut out, mut sent) = (Vec::new(), Vec::new(), Vec::new());
+        let mut at = 0;
+        for &cut in cuts.iter().chain(std::iter::once(&input.len())) {
+            buffer.extend_from_slice(&input[at..cut.max(at)]);
+            at = cut.max(at);
+            loop {
+                let (n, stop) = session.run(&buffer, &mut store, 0, &mut out, out_limit);
+                buffer.drain(..n);
+                sent.append(&mut out);
+                match stop {
+                    Stop::OutputFull => continue,
+                    Stop::NeedMore => break,
+                    Stop::Close => return (sent, true),
+                }
+            }
+        }
+        session.end_of_input(buffer.len(), &mut store, &mut sent);
+        (sent, false)
+    }
+
+    /// Random streams built from valid commands, malformed fragments and
+    /// noise give the same replies however they are cut into reads and
+    /// however small the output limit, and never panic.
+    #[test]
+    fn replies_do_not_depend_on_how_input_is_cut() {
+        use crate::ycsb::zipf::Rng;
+        const PIECES: &[&[u8]] = &[
+            b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n",
+            b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nvalue\r\n",
+            b"PING\r\n",
+            b"INCR n\r\n",
+            b"HSET h f 'v w'\r\n",
+            b"HGETALL h\r\n",
+            b"*0\r\n",
+            b"\r\n",
+            b"*1\r\n$4\r\nPINGxy",
+            b"*abc\r\n",
+            b"*1\r\n$-5\r\n",
+            b"*1\r\n*1\r\n",
+            b"SET \"k\r\n",
+            b"\x00\xff\x01",
+            b"$",
+            b"*",
+            b"\r",
+            b"\n",
+        ];
+        let mut rng = Rng::new(0xc0ffee);
+        for _ in 0..2000 {
+            let input: Vec<u8> = (0..rng.below(12))
+                .flat_map(|_| {
+                    PIECES[rng.below(PIECES.len() as u64) as usize]
+                        .iter()
+                        .copied()
+                })
+                .collect();
+            let whole = run_chunked(&input, &[], usize::MAX);
+            let mut cuts: Vec<usize> = (0..rng.below(6))
+                .map(|_| rng.below(input.len() as u64 + 1) as usize)
+                .collect();
+            cuts.sort_unstable();
+            let limit = 1 + rng.below(64) as usize;
+            let chunked = run_chunked(&input, &cuts, limit);
+            assert_eq!(
+                chunked,
+                whole,
+                "input {:?} cut at {cuts:?}",
+                input.escape_ascii().to_string()
+            );
+        }
+    }
 }
