@@ -46,7 +46,7 @@ use crate::config::{Config, ConfigError};
 use crate::error::{DropReason, RpcError, SendError};
 use crate::handshake::{HandshakeAcceptor, HandshakeError};
 use crate::payload::Payload;
-use crate::record::{frame_message_into, seal_message_into, MessageLayout};
+use crate::record::{frame_message_into, seal_message_into, MessageLayout, Plaintext};
 use crate::rpc::{Incoming, Outgoing, SegmentBuf};
 use crate::session::{Session, SessionKeys};
 use crate::stats::Stats;
@@ -699,7 +699,16 @@ impl Endpoint {
         let sealed = match (data, len as usize <= Payload::EAGER_LIMIT) {
             (Payload::Borrowed(d), true) => seal_message_into(cipher, seq, id, d, layout, wire),
             (Payload::Owned(d), true) => seal_message_into(cipher, seq, id, &d, layout, wire),
-            (d, false) => frame_message_into(cipher, seq, id, d.into_bytes(), layout, wire),
+            (Payload::Owned(d), false) => {
+                frame_message_into(cipher, seq, id, Plaintext::Shared(d), layout, wire)
+            }
+            (Payload::Borrowed(d), false) => {
+                // Lent, not given: copied once, into a buffer that comes
+                // back to the pool (fresh megabytes fault in page by page).
+                let mut copy = self.buffers.take(d.len());
+                copy.extend_from_slice(d);
+                frame_message_into(cipher, seq, id, Plaintext::Copied(copy), layout, wire)
+            }
         };
         let sealed = sealed.map_err(|_| SendError::MessageTooLarge {
             len,
@@ -732,9 +741,9 @@ impl Endpoint {
     }
 
     /// Keeps a finished client RPC's buffers for later RPCs.
-    pub(crate) fn recycle_client(&mut self, mut rpc: ClientRpc) {
-        self.buffers.give(rpc.request.take_wire());
-        if let Some(inc) = rpc.response.take() {
+    pub(crate) fn recycle_client(&mut self, rpc: ClientRpc) {
+        rpc.request.recycle(&mut self.buffers);
+        if let Some(inc) = rpc.response {
             self.recycle_incoming(inc);
         }
     }
@@ -755,7 +764,7 @@ impl Endpoint {
         };
         match rpc.state {
             ServerState::Receiving(inc) => self.recycle_incoming(inc),
-            ServerState::Responding(mut out) => self.buffers.give(out.take_wire()),
+            ServerState::Responding(out) => out.recycle(&mut self.buffers),
             ServerState::InService => self.in_service = self.in_service.saturating_sub(1),
         }
         true

@@ -878,8 +878,8 @@ impl Endpoint {
             rpc.silent_ticks = 0;
             rpc.restart_pending = false;
         }
-        if let Some((mut old, response)) = leftovers {
-            self.buffers.give(old.take_wire());
+        if let Some((old, response)) = leftovers {
+            old.recycle(&mut self.buffers);
             if let Some(inc) = response {
                 self.recycle_incoming(inc);
             }
