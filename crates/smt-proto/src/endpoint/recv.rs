@@ -29,6 +29,9 @@ enum Opened {
     /// The message's records disagree with its lengths: drop the packet
     /// and the message (`discard_incoming`).
     Discard(DropReason),
+    /// Storing the packet takes a new buffer of this many bytes: nothing
+    /// was done; the memory bounds must admit it first.
+    NeedsRoom(usize),
 }
 
 /// Splits a control packet into the authenticated part and its MAC.
@@ -301,20 +304,19 @@ impl Endpoint {
         } else {
             self.request_key(now, key, h)?
         };
-        // A new segment buffer must be admitted first (this may recount or
-        // evict, so it runs before the RPC is borrowed below).
-        let more = self
-            .incoming_mut(msg)
-            .ok_or(DropReason::Duplicate)?
-            .allocation_for(h);
-        let charge = Charge {
-            bytes: more,
-            requests: 0,
-        };
-        if more > 0 && !self.admit(now, key.peer, charge) {
-            return Err(DropReason::OverLimit);
+        let mut outcome = self.store_and_open(now, msg, key, rx, h, payload, false);
+        if let Ok(Opened::NeedsRoom(more)) = outcome {
+            // A new segment buffer is admitted first (this may recount or
+            // evict, so it runs while no RPC is borrowed), then stored.
+            let charge = Charge {
+                bytes: more,
+                requests: 0,
+            };
+            if !self.admit(now, key.peer, charge) {
+                return Err(DropReason::OverLimit);
+            }
+            outcome = self.store_and_open(now, msg, key, rx, h, payload, true);
         }
-        let outcome = self.store_and_open(now, msg, key, rx, h, payload);
         self.scheduler.grants_dirty = true;
         match outcome {
             Err(e) => Err(e),
@@ -330,7 +332,7 @@ impl Endpoint {
                 }
                 Err(DropReason::AuthFailure)
             }
-            Ok(Opened::Stored) => Ok(()),
+            Ok(Opened::Stored | Opened::NeedsRoom(_)) => Ok(()),
             Ok(Opened::Complete) => {
                 self.deliver(now, msg, key);
                 Ok(())
@@ -340,8 +342,11 @@ impl Endpoint {
 
     /// The per-packet part of DATA: stores the payload, opens what became
     /// complete, and does the bookkeeping, with one lookup of the RPC and
-    /// one of the peer (split borrows of the endpoint's fields).
-    /// `Err(ProtocolViolation)` asks the caller to discard the message.
+    /// one of the peer (split borrows of the endpoint's fields). Unless
+    /// `admitted`, a packet that needs a new buffer is left alone
+    /// ([`Opened::NeedsRoom`]). `Err(ProtocolViolation)` asks the caller
+    /// to discard the message.
+    #[allow(clippy::too_many_arguments)]
     fn store_and_open(
         &mut self,
         now: Instant,
@@ -350,8 +355,8 @@ impl Endpoint {
         rx: &dyn PacketCipher,
         h: &DataHeader,
         payload: &[u8],
+        admitted: bool,
     ) -> Result<Opened, DropReason> {
-        let spare = self.spare(key.peer);
         let Endpoint {
             clients,
             servers,
@@ -377,6 +382,13 @@ impl Endpoint {
                 }
             }
         };
+        if !admitted {
+            let more = inc.allocation_for(h);
+            if more > 0 {
+                return Ok(Opened::NeedsRoom(more));
+            }
+        }
+        let mut peer = peers.get_mut(&key.peer);
         let held = inc.buffered_bytes();
         if let Err(e) = inc.accept(h, payload, buffers) {
             // Lengths that disagree with the first packet's, before anything
@@ -394,11 +406,12 @@ impl Endpoint {
             scheduler.grantable.insert(msg);
         }
         let mut opened = 0;
+        let mine = peer.as_deref().map_or(0, |p| p.usage.bytes);
+        let spare = super::limits::spare(config, usage_total, mine);
         let result = inc.open_ready(rx, config.seq_layout, key.id, &mut opened, spare, buffers);
         let nothing_authenticated = inc.nothing_authenticated();
         let grown = inc.buffered_bytes().saturating_sub(held);
         stats.records_opened += opened;
-        let mut peer = peers.get_mut(&key.peer);
         if let Some(p) = peer.as_deref_mut() {
             p.session.stats.records_opened += opened;
             if result.is_ok() && opened > 0 {
