@@ -151,6 +151,14 @@ fn keys_are_reflectable(keys: &SessionKeys) -> bool {
     tag != [0; crate::crypto::TAG_LEN] && tag == keys.rx.control_tag(PROBE)
 }
 
+/// Datagrams sent to `peer` since its counters were last added to.
+#[derive(Debug, Default)]
+pub(crate) struct TxTally {
+    pub peer: Option<SocketAddr>,
+    pub datagrams: u64,
+    pub bytes: u64,
+}
+
 #[derive(Debug)]
 pub(crate) struct ClientRpc {
     pub peer: SocketAddr,
@@ -231,6 +239,9 @@ pub struct Endpoint {
     pub(crate) ticks: u64,
     pub(crate) timers: TimerTable,
     pub(crate) stats: Stats,
+    /// Datagrams sent to one peer and not yet added to its counters (see
+    /// `send.rs` `count_tx`).
+    pub(crate) tx_tally: TxTally,
     pub(crate) handshakes: BTreeMap<SocketAddr, HandshakeConn>,
     pub(crate) handshake_queue: VecDeque<(SocketAddr, u32, u16)>,
     pub(crate) acceptor: Option<Box<dyn HandshakeAcceptor>>,
@@ -293,6 +304,7 @@ impl Endpoint {
             outbox: Outbox::default(),
             scheduler: Scheduler::default(),
             ticks: 0,
+            tx_tally: TxTally::default(),
             in_service: 0,
             timers: TimerTable::default(),
             stats: Stats::default(),
@@ -325,8 +337,13 @@ impl Endpoint {
     }
 
     /// Counters of one peer's session.
-    pub fn peer_stats(&self, peer: SocketAddr) -> Option<&Stats> {
-        self.peers.get(&peer).map(|s| &s.stats)
+    pub fn peer_stats(&self, peer: SocketAddr) -> Option<Stats> {
+        let mut stats = self.peers.get(&peer)?.stats;
+        if self.tx_tally.peer == Some(peer) {
+            stats.datagrams_tx += self.tx_tally.datagrams;
+            stats.bytes_tx += self.tx_tally.bytes;
+        }
+        Some(stats)
     }
 
     /// RPCs this endpoint started that are still in flight.
