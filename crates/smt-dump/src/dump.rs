@@ -376,10 +376,8 @@ impl<'k> Dumper<'k> {
             });
         }
         if let Ok(repr) = &p.split.repr {
-            if !matches!(repr.body, Body::Handshake { .. }) {
-                report.key_phase = Some(u8::from(repr.key_phase));
-                report.id = Some(format!("{:#x}", repr.id));
-            }
+            report.key_phase = Some(u8::from(repr.key_phase));
+            report.id = Some(format!("{:#x}", repr.id));
             if let Some(tag) = p.split.tag {
                 let status = self.check_tag(session, p, repr, tag);
                 report.tag = Some(TagReport {
@@ -731,7 +729,11 @@ impl<'k> Dumper<'k> {
                 tries.push((own, id, index, ""));
             }
         }
-        for &other_id in recent.iter().rev().filter(|&&i| i != id) {
+        // The sender's recent messages, and its neighbours in ID order.
+        let neighbours = [id.wrapping_sub(4), id.wrapping_sub(2), id + 2, id + 4];
+        let mut others: Vec<u64> = recent.iter().rev().copied().collect();
+        others.extend(neighbours.iter().filter(|n| !recent.contains(n)));
+        for &other_id in others.iter().filter(|&&i| i != id) {
             for index in 0..4 {
                 tries.push((own, other_id, index, ""));
             }
@@ -794,7 +796,7 @@ impl<'k> Dumper<'k> {
         msg: Message,
     ) -> MessageReport {
         let kind = match session.is_client(from) {
-            Some(client) if client == (msg.id % 2 == 0) => "request",
+            Some(client) if client == msg.id.is_multiple_of(2) => "request",
             Some(_) => "response",
             None => "unknown",
         };

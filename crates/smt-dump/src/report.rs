@@ -64,6 +64,25 @@ pub struct PacketReport {
     pub notes: Vec<String>,
 }
 
+impl PacketReport {
+    /// The packet type's name (`DATA`, `GRANT`, ..., `MALFORMED`).
+    pub fn header_type(&self) -> &'static str {
+        match &self.header {
+            Header::Data { .. } => "DATA",
+            Header::Grant { .. } => "GRANT",
+            Header::Resend { .. } => "RESEND",
+            Header::RpcUnknown => "RPC_UNKNOWN",
+            Header::Busy => "BUSY",
+            Header::NeedAck => "NEED_ACK",
+            Header::Overloaded => "OVERLOADED",
+            Header::Ack { .. } => "ACK",
+            Header::KeyUpdate { .. } => "KEY_UPDATE",
+            Header::Handshake { .. } => "HANDSHAKE",
+            Header::Malformed { .. } => "MALFORMED",
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct TagReport {
     pub hex: String,
@@ -167,7 +186,8 @@ fn packet_line(out: &mut String, p: &PacketReport) {
     if p.index > 0 {
         let _ = write!(out, " [+{} #{}]", p.offset, p.index);
     }
-    if let (Some(phase), Some(id)) = (p.key_phase, &p.id) {
+    let handshake = matches!(p.header, Header::Handshake { .. });
+    if let (Some(phase), Some(id), false) = (p.key_phase, &p.id, handshake) {
         let _ = write!(out, " id={id} phase={phase}");
     }
     let _ = write!(out, " {}", p.header.summary());
@@ -216,7 +236,7 @@ fn message_lines(out: &mut String, m: &MessageReport) {
             } else {
                 String::new()
             },
-            m.first_bytes
+            preview(&m.first_bytes, m.plaintext_len)
         );
     }
     for r in m.records.iter().filter(|r| r.status != "ok") {
@@ -234,5 +254,16 @@ fn message_lines(out: &mut String, m: &MessageReport) {
     }
     for p in &m.problems {
         let _ = writeln!(out, "    {p}");
+    }
+}
+
+/// The first bytes as text when they are printable, else as hex.
+fn preview(hex: &str, len: usize) -> String {
+    let bytes: Vec<u8> = crate::keylog::unhex(hex).unwrap_or_default();
+    let more = if bytes.len() < len { "..." } else { "" };
+    if !bytes.is_empty() && bytes.iter().all(|b| b.is_ascii_graphic() || *b == b' ') {
+        format!("{:?}{more}", String::from_utf8_lossy(&bytes))
+    } else {
+        format!("{hex}{more}")
     }
 }

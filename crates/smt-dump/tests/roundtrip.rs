@@ -1,0 +1,118 @@
+//! Captures of real exchanges, decrypted by `smt dump` with the endpoints'
+//! key log: every message byte-identical to what the application sent.
+
+mod support;
+
+use smt_dump::{dump, KeyLog, Options, Report};
+use support::{Built, Truth};
+
+fn decrypt(built: &Built) -> Report {
+    let log = KeyLog::parse(&built.keylog);
+    assert!(log.bad_lines.is_empty(), "{:?}", log.bad_lines);
+    let opts = Options {
+        keep_plaintext: true,
+        ..Options::default()
+    };
+    dump(&built.capture, Some(&log), &opts).expect("a capture")
+}
+
+/// Every message of the truth is in the report, complete, with the same
+/// bytes; nothing else is reported as a problem.
+pub fn assert_matches_truth(report: &Report, truth: &Truth) {
+    assert!(report.problems.is_empty(), "{:#?}", report.problems);
+    assert_eq!(
+        report.messages.len(),
+        truth.messages.len(),
+        "{:#?}",
+        report.messages
+    );
+    for want in &truth.messages {
+        let got = report
+            .messages
+            .iter()
+            .find(|m| m.id == want.id && m.src == want.src && m.dst == want.dst)
+            .unwrap_or_else(|| panic!("message {} {} missing", want.id, want.kind));
+        assert_eq!(got.status, "complete", "{got:#?}");
+        assert_eq!(got.kind, want.kind);
+        let data = got.plaintext.as_ref().expect("kept");
+        assert_eq!(data.len(), want.len);
+        assert_eq!(
+            format!("{:016x}", support::fnv64(data)),
+            want.plaintext_fnv64
+        );
+        if let Some(hex) = &want.plaintext_hex {
+            assert_eq!(&support::hex(data), hex);
+        }
+    }
+}
+
+#[test]
+fn a_tls_exchange_decrypts_byte_identical() {
+    let built = support::build(&support::tls_exchange());
+    let report = decrypt(&built);
+    assert_matches_truth(&report, &built.truth);
+    assert_eq!(report.sessions.len(), 1);
+    assert!(
+        report.sessions[0].keys.starts_with("key log"),
+        "{:?}",
+        report.sessions[0]
+    );
+    // The lost packet's retransmission completed the 4000-byte request.
+    let big = report
+        .messages
+        .iter()
+        .find(|m| m.kind == "request" && m.plaintext_len == 4000)
+        .unwrap();
+    assert_eq!((big.packets, big.retransmissions), (3, 1));
+    // Two small requests shared a datagram.
+    assert!(report
+        .packets
+        .iter()
+        .any(|p| p.index == 1 && p.header_type() == "DATA"));
+}
+
+#[test]
+fn a_psk_exchange_decrypts_byte_identical() {
+    let built = support::build(&support::psk_exchange());
+    let report = decrypt(&built);
+    assert_matches_truth(&report, &built.truth);
+    assert_eq!(report.sessions[0].handshake, Some("PSK nonce exchange"));
+    assert!(report.packets.iter().any(|p| p.header_type() == "GRANT"));
+}
+
+#[test]
+fn without_the_handshake_the_keys_are_found_by_trial_decryption() {
+    let built = support::build(&support::psk_exchange());
+    let frames: Vec<_> = built
+        .frames
+        .iter()
+        .filter(|f| f.bytes.get(13) != Some(&0x20))
+        .cloned()
+        .collect();
+    let capture = support::write_capture(built.framing, &frames);
+    let report = decrypt(&Built { capture, ..built });
+    assert!(
+        report.sessions[0].keys.contains("trial"),
+        "{:?}",
+        report.sessions
+    );
+    assert!(report.messages.iter().all(|m| m.status == "complete"));
+    assert_eq!(report.messages.len(), 4);
+}
+
+#[test]
+fn without_a_key_log_headers_are_decoded_and_messages_are_not() {
+    let built = support::build(&support::tls_exchange());
+    let report = dump(&built.capture, None, &Options::default()).unwrap();
+    assert_eq!(
+        report.packets.len(),
+        built
+            .truth
+            .frames
+            .iter()
+            .map(|f| f.packets.len())
+            .sum::<usize>()
+    );
+    assert!(report.messages.iter().all(|m| m.status == "no_keys"));
+    assert!(report.problems.is_empty());
+}
