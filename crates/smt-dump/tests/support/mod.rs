@@ -70,6 +70,8 @@ pub struct TruthPacket {
     pub fields: Vec<(String, String)>,
     /// Whether the packet is malformed (and a receiver drops it).
     pub malformed: bool,
+    /// Why it is malformed (`WireError`'s text), if it is.
+    pub error: Option<String>,
 }
 
 /// A message an application sent, and its plaintext.
@@ -457,16 +459,20 @@ fn truth_packet(
     repr: Result<Repr, smt_proto::wire::WireError>,
     bytes: &[u8],
 ) -> TruthPacket {
-    let Ok(repr) = repr else {
-        return TruthPacket {
-            offset,
-            len,
-            kind: "MALFORMED".into(),
-            key_phase: None,
-            id: None,
-            fields: vec![],
-            malformed: true,
-        };
+    let repr = match repr {
+        Ok(repr) => repr,
+        Err(e) => {
+            return TruthPacket {
+                offset,
+                len,
+                kind: "MALFORMED".into(),
+                key_phase: None,
+                id: None,
+                fields: vec![],
+                malformed: true,
+                error: Some(e.to_string()),
+            }
+        }
     };
     let f = |n: &str, v: String| (n.to_string(), v);
     let fields = match repr.body {
@@ -530,6 +536,7 @@ fn truth_packet(
         id: Some(format!("{:#x}", repr.id)),
         fields,
         malformed: false,
+        error: None,
     }
 }
 
