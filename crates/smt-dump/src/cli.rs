@@ -1,5 +1,6 @@
 //! The `smt dump` subcommand: arguments and the run.
 
+use std::io::Write as _;
 use std::path::PathBuf;
 
 use clap::Args;
@@ -87,14 +88,18 @@ pub fn run(args: &DumpArgs) -> Result<(), DumpError> {
         preview: args.preview,
     };
     let report = dump(&bytes, log.as_ref(), &opts).map_err(DumpError::Capture)?;
-    if args.json {
+    let text = if args.json {
         // NOTE(unwrap): the report holds strings, numbers and lists only.
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).expect("serialisable")
-        );
+        serde_json::to_string_pretty(&report).expect("serialisable") + "\n"
     } else {
-        print!("{}", report.to_text());
+        report.to_text()
+    };
+    // A reader that went away (`smt dump ... | head`) is not an error.
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            return Err(DumpError::Io("standard output".into(), e))
+        }
+        _ => {}
     }
     for line in &report.capture.key_log_errors {
         eprintln!("smt dump: key log {line}");
