@@ -6,7 +6,9 @@ use serde::Serialize;
 use smt_proto::crypto::TAG_LEN;
 use smt_proto::wire::{self, Body, Packet, PacketType, Repr, WireError};
 
-/// A packet's header as the wire module parsed it.
+/// A packet's header as the wire module parsed it. In JSON the fields sit
+/// beside the packet's own (`type` names the variant) and are named as the
+/// Wireshark dissector names them (`smt.grant_offset` is `grant_offset`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "type")]
 pub enum Header {
@@ -27,10 +29,16 @@ pub enum Header {
         payload_len: usize,
     },
     #[serde(rename = "GRANT")]
-    Grant { offset: u32, priority: u8 },
+    Grant {
+        #[serde(rename = "grant_offset")]
+        offset: u32,
+        priority: u8,
+    },
     #[serde(rename = "RESEND")]
     Resend {
+        #[serde(rename = "resend_offset")]
         offset: u32,
+        #[serde(rename = "resend_length")]
         length: u32,
         priority: u8,
     },
@@ -43,7 +51,10 @@ pub enum Header {
     #[serde(rename = "OVERLOADED")]
     Overloaded,
     #[serde(rename = "ACK")]
-    Ack { ids: Vec<String> },
+    Ack {
+        #[serde(rename = "ack_ids")]
+        ids: Vec<String>,
+    },
     #[serde(rename = "KEY_UPDATE")]
     KeyUpdate {
         /// ID 0 announces the sender's move to the next epoch; 1 confirms.
@@ -51,10 +62,15 @@ pub enum Header {
     },
     #[serde(rename = "HANDSHAKE")]
     Handshake {
+        #[serde(rename = "hs_offset")]
         offset: u32,
+        #[serde(rename = "hs_ack")]
         ack: u32,
+        #[serde(rename = "hs_len")]
         len: u16,
+        #[serde(rename = "hs_kind")]
         kind: u8,
+        #[serde(rename = "hs_flags")]
         flags: u8,
     },
     /// Bytes that are no valid packet: dropped by a receiver.

@@ -116,3 +116,20 @@ fn without_a_key_log_headers_are_decoded_and_messages_are_not() {
     assert!(report.messages.iter().all(|m| m.status == "no_keys"));
     assert!(report.problems.is_empty());
 }
+
+#[test]
+fn json_keeps_header_fields_apart_from_the_packets_own() {
+    let built = support::build(&support::tls_exchange());
+    let report = decrypt(&built);
+    let json: serde_json::Value = serde_json::to_value(&report).unwrap();
+    let resend = json["packets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["type"] == "RESEND" && p["resend_offset"] != 0)
+        .expect("the server's RESEND for the lost packet");
+    assert_eq!(resend["offset"], 0, "the packet's offset in its datagram");
+    assert_eq!(resend["resend_offset"], 1428);
+    assert_eq!(resend["resend_length"], 1428);
+    assert_eq!(resend["tag"]["status"], "ok");
+}
