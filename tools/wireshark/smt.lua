@@ -239,15 +239,17 @@ end
 
 local function add_records(tree, tvb, pinfo, off, wire_offset, payload_len, seg_off, seg_len)
     local key = message_key(pinfo, tvb, off)
+    local wire_len = tvb(off + 32, 4):uint()
     local starts = record_starts[key]
-    if not starts then
-        starts = {}
+    -- IDs repeat in every key epoch: other lengths are another message.
+    if not starts or starts.wire_len ~= wire_len then
+        starts = { wire_len = wire_len }
         record_starts[key] = starts
     end
     starts[seg_off] = true
     local first_start = nil
     for s, _ in pairs(starts) do
-        if s >= wire_offset and s < wire_offset + payload_len and (not first_start or s < first_start) then
+        if type(s) == "number" and s >= wire_offset and s < wire_offset + payload_len and (not first_start or s < first_start) then
             first_start = s
         end
     end

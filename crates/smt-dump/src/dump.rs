@@ -76,6 +76,10 @@ fn flow_key(a: SocketAddr, b: SocketAddr) -> FlowKey {
     }
 }
 
+/// A message: its flow, session, sender, key epoch (as far as the key
+/// phase tells it) and ID. IDs restart in every epoch (`protocol.md` § 11).
+type MessageKey = (FlowKey, usize, SocketAddr, usize, u64);
+
 /// One session of a flow (a new handshake on the flow starts another).
 #[derive(Debug)]
 struct Session {
@@ -130,6 +134,18 @@ impl Session {
                 v.push(c - 1);
             }
             v
+        }
+    }
+
+    /// The epoch a packet with `phase` most likely belongs to: the current
+    /// one if the phase is its parity, else the previous one (an RPC
+    /// finishing in it), else the next.
+    fn epoch_for(&self, phase: bool) -> usize {
+        let c = self.current;
+        match ((c % 2 == 1) == phase, c) {
+            (true, _) => c,
+            (false, 0) => 1,
+            (false, _) => c - 1,
         }
     }
 
@@ -284,7 +300,7 @@ struct Dumper<'k> {
     log: Option<&'k KeyLog>,
     /// Key-log ids a handshake in the capture claimed.
     claimed: BTreeSet<Vec<u8>>,
-    messages: BTreeMap<(FlowKey, usize, SocketAddr, bool, u64), Message>,
+    messages: BTreeMap<MessageKey, Message>,
     /// Message IDs seen per (flow, session, sender), newest last, for the
     /// out-of-place search.
     recent_ids: HashMap<(FlowKey, usize, SocketAddr), Vec<u64>>,
@@ -417,6 +433,12 @@ impl<'k> Dumper<'k> {
         let from_client = session.is_client(p.from);
         let candidates = session.candidates(repr.key_phase);
         let Some(keys) = session.keys.as_mut() else {
+            // No keys: follow announced epochs unverified, so messages of
+            // different epochs stay apart.
+            if matches!(repr.body, Body::KeyUpdate) && repr.id != 1 {
+                let next = session.epoch_for(repr.key_phase);
+                session.used(next.max(session.current));
+            }
             return "unchecked";
         };
         for epoch in candidates {
@@ -496,7 +518,13 @@ impl<'k> Dumper<'k> {
         d: &smt_proto::wire::DataHeader,
         report: &mut PacketReport,
     ) {
-        let key = (at.0, at.1, p.from, repr.key_phase, repr.id);
+        let key = (
+            at.0,
+            at.1,
+            p.from,
+            session.epoch_for(repr.key_phase),
+            repr.id,
+        );
         let lengths = Lengths {
             message_len: d.message_len,
             wire_len: d.message_wire_len,
@@ -504,7 +532,7 @@ impl<'k> Dumper<'k> {
         let msg = self
             .messages
             .entry(key)
-            .or_insert_with(|| Message::new(repr.id, lengths, p.frame));
+            .or_insert_with(|| Message::new(repr.id, repr.key_phase, lengths, p.frame));
         let recent = self.recent_ids.entry((at.0, at.1, p.from)).or_default();
         if recent.last() != Some(&repr.id) {
             recent.retain(|&id| id != repr.id);
@@ -576,7 +604,7 @@ impl<'k> Dumper<'k> {
     fn open_ready(
         &mut self,
         session: &mut Session,
-        key: (FlowKey, usize, SocketAddr, bool, u64),
+        key: MessageKey,
         p: &Parsed<'_>,
         phase: bool,
         report: &mut PacketReport,
@@ -600,7 +628,16 @@ impl<'k> Dumper<'k> {
             let from_client = session.is_client(p.from);
             let candidates = match msg.epoch {
                 Some(e) => vec![e],
-                None => session.candidates(phase),
+                None => {
+                    let mut c = vec![key.3];
+                    c.extend(
+                        session
+                            .candidates(phase)
+                            .into_iter()
+                            .filter(|&e| e != key.3),
+                    );
+                    c
+                }
             };
             let Some(keys) = session.keys.as_mut() else {
                 return;
@@ -661,7 +698,7 @@ impl<'k> Dumper<'k> {
     fn failed(
         &mut self,
         session: &mut Session,
-        key: (FlowKey, usize, SocketAddr, bool, u64),
+        key: MessageKey,
         ready: &Ready,
         p: &Parsed<'_>,
         e: OpenError,
@@ -698,19 +735,10 @@ impl<'k> Dumper<'k> {
     /// Where a record that failed under its expected sequence number does
     /// open: another index of its message, the same place in a recent
     /// message of the same sender, or the other direction.
-    fn search(
-        &mut self,
-        session: &mut Session,
-        key: (FlowKey, usize, SocketAddr, bool, u64),
-        ready: &Ready,
-    ) -> Option<String> {
+    fn search(&mut self, session: &mut Session, key: MessageKey, ready: &Ready) -> Option<String> {
         let layout = self.opts.seq_layout;
-        let (flow, s, from, phase, id) = key;
-        let epoch = self
-            .messages
-            .get(&key)?
-            .epoch
-            .or_else(|| session.candidates(phase).first().copied())?;
+        let (flow, s, from, guess, id) = key;
+        let epoch = self.messages.get(&key)?.epoch.unwrap_or(guess);
         let from_client = session.is_client(from).unwrap_or(true);
         let recent = self
             .recent_ids
@@ -770,10 +798,10 @@ impl<'k> Dumper<'k> {
             });
         }
         let mut messages: Vec<MessageReport> = Vec::new();
-        for ((flow, s, from, phase, _), msg) in std::mem::take(&mut self.messages) {
+        for ((flow, s, from, _, _), msg) in std::mem::take(&mut self.messages) {
             let session = &flows[&flow][s];
             let to = if from == flow.0 { flow.1 } else { flow.0 };
-            messages.push(self.message_report(index_of[&(flow, s)], session, from, to, phase, msg));
+            messages.push(self.message_report(index_of[&(flow, s)], session, from, to, msg));
         }
         messages.sort_by_key(|m| (m.first_frame, m.session));
         self.problems.sort_by_key(|p| p.frame);
@@ -792,7 +820,6 @@ impl<'k> Dumper<'k> {
         session: &Session,
         from: SocketAddr,
         to: SocketAddr,
-        phase: bool,
         msg: Message,
     ) -> MessageReport {
         let kind = match session.is_client(from) {
@@ -836,7 +863,7 @@ impl<'k> Dumper<'k> {
             dst: to.to_string(),
             kind,
             id: format!("{:#x}", msg.id),
-            key_phase: u8::from(phase),
+            key_phase: u8::from(msg.phase),
             epoch: msg.epoch,
             first_frame: msg.first_frame,
             last_frame: msg.last_frame,

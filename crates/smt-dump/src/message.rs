@@ -43,6 +43,7 @@ pub(crate) struct Lengths {
 #[derive(Debug)]
 pub(crate) struct Message {
     pub id: u64,
+    pub phase: bool,
     pub lengths: Lengths,
     pub first_frame: u64,
     pub last_frame: u64,
@@ -86,9 +87,10 @@ pub(crate) struct Ready {
 }
 
 impl Message {
-    pub fn new(id: u64, lengths: Lengths, frame: u64) -> Self {
+    pub fn new(id: u64, phase: bool, lengths: Lengths, frame: u64) -> Self {
         Self {
             id,
+            phase,
             lengths,
             first_frame: frame,
             last_frame: frame,
@@ -126,7 +128,7 @@ impl Message {
             if self.records_opened > 0 {
                 return Placed::Disagrees { restarted: false };
             }
-            *self = Self::new(self.id, lengths, frame);
+            *self = Self::new(self.id, self.phase, lengths, frame);
             self.packets = 1;
             self.place_piece(segment, wire_offset, payload);
             return Placed::Disagrees { restarted: true };
@@ -304,6 +306,7 @@ mod tests {
     fn msg() -> Message {
         Message::new(
             2,
+            false,
             Lengths {
                 message_len: 10,
                 wire_len: 32,

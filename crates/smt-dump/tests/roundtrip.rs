@@ -7,11 +7,15 @@ use smt_dump::{dump, KeyLog, Options, Report};
 use support::{Built, Truth};
 
 fn decrypt(built: &Built) -> Report {
+    decrypt_with(built, Options::default())
+}
+
+fn decrypt_with(built: &Built, opts: Options) -> Report {
     let log = KeyLog::parse(&built.keylog);
     assert!(log.bad_lines.is_empty(), "{:?}", log.bad_lines);
     let opts = Options {
         keep_plaintext: true,
-        ..Options::default()
+        ..opts
     };
     dump(&built.capture, Some(&log), &opts).expect("a capture")
 }
@@ -26,12 +30,20 @@ pub fn assert_matches_truth(report: &Report, truth: &Truth) {
         "{:#?}",
         report.messages
     );
+    // IDs repeat in every key epoch: each report message matches once, in
+    // order.
+    let mut used = vec![false; report.messages.len()];
     for want in &truth.messages {
-        let got = report
+        let at = report
             .messages
             .iter()
-            .find(|m| m.id == want.id && m.src == want.src && m.dst == want.dst)
+            .enumerate()
+            .position(|(i, m)| {
+                !used[i] && m.id == want.id && m.src == want.src && m.dst == want.dst
+            })
             .unwrap_or_else(|| panic!("message {} {} missing", want.id, want.kind));
+        used[at] = true;
+        let got = &report.messages[at];
         assert_eq!(got.status, "complete", "{got:#?}");
         assert_eq!(got.kind, want.kind);
         let data = got.plaintext.as_ref().expect("kept");
@@ -132,4 +144,37 @@ fn json_keeps_header_fields_apart_from_the_packets_own() {
     assert_eq!(resend["resend_offset"], 1428);
     assert_eq!(resend["resend_length"], 1428);
     assert_eq!(resend["tag"]["status"], "ok");
+}
+
+#[test]
+fn keys_of_a_0rtt_session_are_followed_through_key_epochs() {
+    let built = support::build(&support::rekeying_exchange());
+    let opts = Options {
+        seq_layout: smt_proto::record::SeqLayout::new(56).unwrap(),
+        ..Options::default()
+    };
+    let report = decrypt_with(&built, opts);
+    assert_matches_truth(&report, &built.truth);
+    let session = &report.sessions[0];
+    assert!(
+        session.keys.contains("0-RTT") && session.keys.contains("trial"),
+        "{session:?}"
+    );
+    assert!(session.epochs >= 2, "the session rekeyed: {session:?}");
+    let announces = report
+        .packets
+        .iter()
+        .filter(|p| {
+            matches!(
+                p.header,
+                smt_dump::packet::Header::KeyUpdate { announce: true }
+            )
+        })
+        .count();
+    assert_eq!(announces, session.epochs, "one announcement per epoch");
+    assert!(report
+        .packets
+        .iter()
+        .filter_map(|p| p.tag.as_ref())
+        .all(|t| t.status == "ok"));
 }

@@ -44,6 +44,11 @@ pub enum Framing {
 pub enum Keys {
     Tls,
     Psk,
+    /// No handshake: both sides install keys from random traffic secrets
+    /// that rekey like a 0-RTT SMT-key (`docs/handshake.md` § 4), and the
+    /// key log names them with the 0-RTT labels under a made-up id, so
+    /// `smt dump` must find them by trial decryption.
+    InstalledZeroRtt,
 }
 
 /// One datagram of a capture and what it holds.
@@ -124,6 +129,9 @@ pub struct Exchange {
     /// Loses the first datagram from the client whose first packet is DATA
     /// with this packet index (not a retransmission).
     pub lose_client_data_index: Option<u16>,
+    /// Bits of record index (`Config::seq_layout`); fewer ID bits make the
+    /// session rekey sooner.
+    pub index_bits: u8,
 }
 
 /// The response the server sends to `request`: its bytes reversed, so
@@ -153,6 +161,7 @@ pub fn tls_exchange() -> Exchange {
             vec![b"first of two".to_vec(), b"second of two".to_vec()],
         ],
         lose_client_data_index: Some(1),
+        index_bits: 16,
     }
 }
 
@@ -166,6 +175,23 @@ pub fn psk_exchange() -> Exchange {
         framing: Framing::RawUdp6,
         batches: vec![vec![b"psk hello".to_vec()], vec![request(9, 20_000)]],
         lose_client_data_index: None,
+        index_bits: 16,
+    }
+}
+
+/// Enough one-request batches, with 8-bit message IDs, for the session to
+/// pass through several key epochs (a side moves on when a quarter of its
+/// 128 IDs per epoch are left).
+pub fn rekeying_exchange() -> Exchange {
+    Exchange {
+        name: "smt-rekey".into(),
+        keys: Keys::InstalledZeroRtt,
+        framing: Framing::EthernetUdp4,
+        batches: (0..250u16)
+            .map(|i| vec![request(i as u8, 40 + usize::from(i % 7))])
+            .collect(),
+        lose_client_data_index: None,
+        index_bits: 56,
     }
 }
 
@@ -192,7 +218,10 @@ pub fn build(ex: &Exchange) -> Built {
         COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
     let key_path = dir.with_extension("keys");
-    let mut cfg = Config::default();
+    let mut cfg = Config {
+        seq_layout: smt_proto::record::SeqLayout::new(ex.index_bits).unwrap(),
+        ..Config::default()
+    };
     if ex.keys == Keys::Psk {
         cfg.unscheduled_bytes = 8000;
         cfg.grant_window = 8000;
@@ -203,6 +232,7 @@ pub fn build(ex: &Exchange) -> Built {
     let mut server = Endpoint::new(cfg).unwrap();
     let t0 = Instant::now();
     let mut now = t0;
+    let mut connected_at_once = false;
     match ex.keys {
         Keys::Tls => {
             let ca = Ca::generate("smt dump test CA").unwrap();
@@ -231,13 +261,39 @@ pub fn build(ex: &Exchange) -> Built {
             let hs = psk.handshake(client_addr);
             client.connect(now, server_addr, Box::new(hs), handshake_kind::PSK_NONCE);
         }
+        Keys::InstalledZeroRtt => {
+            let (c2s, s2c) = ([0x11u8; 32], [0x22u8; 32]);
+            let secrets = smt_crypto::TrafficSecrets::new(
+                smt_crypto::TlsHash::Sha256,
+                AeadAlgorithm::Aes128Gcm,
+                &c2s,
+                &s2c,
+            )
+            .unwrap();
+            let role = |r| smt_crypto::secrets::session_keys(r, &secrets);
+            client
+                .install_session(server_addr, role(smt_proto::Role::Client))
+                .unwrap();
+            server
+                .install_session(client_addr, role(smt_proto::Role::Server))
+                .unwrap();
+            let id = hex(&[0x42; 32]);
+            let log = format!(
+                "SMT_0RTT_CLIENT_TRAFFIC_SECRET {id} {}\nSMT_0RTT_SERVER_TRAFFIC_SECRET {id} {}\n",
+                hex(&c2s),
+                hex(&s2c)
+            );
+            std::fs::write(&key_path, log).unwrap();
+            connected_at_once = true;
+        }
     }
     let mut link: VecDeque<Sent> = VecDeque::new();
     let mut captured: Vec<(Duration, SocketAddr, SocketAddr, Vec<u8>)> = Vec::new();
-    let mut messages = Vec::new();
+    let mut messages: Vec<(Vec<u8>, SocketAddr, SocketAddr, Option<u64>)> = Vec::new();
+    let mut unnamed: VecDeque<usize> = VecDeque::new();
     let mut batches: VecDeque<Vec<Vec<u8>>> = ex.batches.iter().cloned().collect();
     let mut outstanding = 0usize;
-    let mut connected = false;
+    let mut connected = connected_at_once;
     let mut lose = ex.lose_client_data_index;
     let mut buf = vec![0u8; 65536];
     let latency = Duration::from_micros(50);
@@ -264,7 +320,8 @@ pub fn build(ex: &Exchange) -> Built {
                 for req in batch {
                     client.send_request(now, server_addr, &req).unwrap();
                     outstanding += 1;
-                    messages.push((req, client_addr, server_addr));
+                    unnamed.push_back(messages.len());
+                    messages.push((req, client_addr, server_addr, None));
                 }
             } else if quiet_until.is_none() {
                 // Let ACKs and the last control packets go out.
@@ -275,6 +332,14 @@ pub fn build(ex: &Exchange) -> Built {
         for (ep, from) in [(&mut client, client_addr), (&mut server, server_addr)] {
             while let Some(t) = ep.poll_transmit(now, &mut buf) {
                 let bytes = buf[..t.len].to_vec();
+                if from == client_addr {
+                    // A request's first packet names its ID.
+                    for id in first_packets(&bytes) {
+                        if let Some(i) = unnamed.pop_front() {
+                            messages[i].3 = Some(id);
+                        }
+                    }
+                }
                 let lost = from == client_addr && lose.is_some_and(|i| is_first_data(&bytes, i));
                 if lost {
                     lose = None;
@@ -325,7 +390,16 @@ pub fn build(ex: &Exchange) -> Built {
     );
     let keylog = std::fs::read_to_string(&key_path).unwrap_or_default();
     let _ = std::fs::remove_file(&key_path);
-    let truth_messages = truth_messages(&captured, &messages);
+    let truth_messages = messages
+        .iter()
+        .flat_map(|(req, client, server, id)| {
+            let id = id.expect("every request was sent");
+            [
+                truth_message(*client, *server, id, "request", req),
+                truth_message(*server, *client, id, "response", &response_to(req)),
+            ]
+        })
+        .collect();
     let frames: Vec<Frame> = captured
         .iter()
         .map(|(t, from, to, bytes)| Frame {
@@ -359,39 +433,20 @@ fn is_first_data(bytes: &[u8], index: u16) -> bool {
     )
 }
 
-/// The messages sent, with the IDs the capture shows for them: requests in
-/// the order their first packet left, responses the reversed bytes.
-fn truth_messages(
-    captured: &[(Duration, SocketAddr, SocketAddr, Vec<u8>)],
-    sent: &[(Vec<u8>, SocketAddr, SocketAddr)],
-) -> Vec<TruthMessage> {
-    let mut ids = Vec::new();
-    for (_, from, _, bytes) in captured {
-        for p in packets(bytes) {
-            if let Ok(Repr {
+/// The IDs of the DATA packets in a datagram that start a message (first
+/// transmission of packet 0 of the first segment).
+fn first_packets(datagram: &[u8]) -> Vec<u64> {
+    smt_dump::packet::split(datagram, true)
+        .into_iter()
+        .filter_map(|p| match p.repr {
+            Ok(Repr {
                 id,
-                body: Body::Data(_),
+                body: Body::Data(d),
                 ..
-            }) = p.1
-            {
-                if *from == sent[0].1 && !ids.contains(&id) {
-                    ids.push(id);
-                }
-            }
-        }
-    }
-    let mut out = Vec::new();
-    for ((req, client, server), id) in sent.iter().zip(&ids) {
-        out.push(truth_message(*client, *server, *id, "request", req));
-        out.push(truth_message(
-            *server,
-            *client,
-            *id,
-            "response",
-            &response_to(req),
-        ));
-    }
-    out
+            }) if d.segment_offset == 0 && d.packet_index == 0 && !d.retransmit => Some(id),
+            _ => None,
+        })
+        .collect()
 }
 
 fn truth_message(
