@@ -251,6 +251,59 @@ mod nom_err {
 mod tests {
     use super::*;
 
+    /// A pcap file by hand: `magic` and the record header in either byte
+    /// order, as other writers make them.
+    fn pcap_file(big_endian: bool, nanos: bool) -> Vec<u8> {
+        let magic: u32 = if nanos { 0xa1b2_3c4d } else { 0xa1b2_c3d4 };
+        let words32 = |v: u32| {
+            if big_endian {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
+        let words16 = |v: u16| {
+            if big_endian {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
+        let mut out = Vec::new();
+        out.extend(words32(magic));
+        out.extend(words16(2));
+        out.extend(words16(4));
+        out.extend(words32(0));
+        out.extend(words32(0));
+        out.extend(words32(65535));
+        out.extend(words32(101)); // LINKTYPE_RAW
+        for (sec, frac) in [(10, 500), (11, 0)] {
+            out.extend(words32(sec));
+            out.extend(words32(frac));
+            out.extend(words32(3));
+            out.extend(words32(3));
+            out.extend([0x45, 0, 0]);
+        }
+        out
+    }
+
+    #[test]
+    fn reads_pcap_in_both_byte_orders_and_precisions() {
+        for big_endian in [false, true] {
+            for nanos in [false, true] {
+                let file = pcap_file(big_endian, nanos);
+                let cap = read(&file).unwrap();
+                assert_eq!(cap.format, Format::Pcap);
+                assert!(cap.truncated.is_none());
+                assert_eq!(cap.frames.len(), 2);
+                assert_eq!(cap.frames[0].linktype, Linktype::RAW);
+                assert_eq!(cap.frames[1].data, [0x45, 0, 0]);
+                let frac = if nanos { 500e-9 } else { 500e-6 };
+                assert!((cap.frames[0].time - (10.0 + frac)).abs() < 1e-9);
+            }
+        }
+    }
+
     #[test]
     fn garbage_is_not_a_capture() {
         for bytes in [&b""[..], b"hello", &[0xd4, 0xc3, 0xb2], &[0; 100]] {

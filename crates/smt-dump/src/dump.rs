@@ -64,6 +64,9 @@ const fn smt_proto_default_protocol() -> u8 {
 const MAX_SEARCHES: usize = 1000;
 /// Trial decryptions per session without a matching handshake.
 const MAX_TRIALS: usize = 8;
+/// Key-log entries tried by trial decryption in one dump: a large key log
+/// and many sessions without handshakes must not make it quadratic.
+const MAX_TRIAL_ENTRIES: usize = 100_000;
 
 /// A flow: two addresses, whichever sent first.
 type FlowKey = (SocketAddr, SocketAddr);
@@ -119,6 +122,45 @@ impl Session {
             (_, Some(s)) if s == from => Some(false),
             (Some(_), _) | (_, Some(_)) => Some(false),
             _ => None,
+        }
+    }
+
+    /// The first of `epochs`, and direction (whether the sender is the
+    /// client: as known, else either), whose cipher passes `test`.
+    fn find_key(
+        &mut self,
+        epochs: &[usize],
+        from_client: Option<bool>,
+        test: impl Fn(&AesGcmCipher) -> bool,
+    ) -> Option<(usize, bool)> {
+        let dirs: &[bool] = match from_client {
+            Some(true) => &[true],
+            Some(false) => &[false],
+            None => &[true, false],
+        };
+        let keys = self.keys.as_mut()?;
+        for &epoch in epochs {
+            let Some(e) = keys.epoch(epoch) else { continue };
+            for &client in dirs {
+                if test(if client { &e.c2s } else { &e.s2c }) {
+                    return Some((epoch, client));
+                }
+            }
+        }
+        None
+    }
+
+    /// The cipher of one direction of one epoch.
+    fn cipher(&mut self, epoch: usize, from_client: bool) -> Option<&AesGcmCipher> {
+        let e = self.keys.as_mut()?.epoch(epoch)?;
+        Some(if from_client { &e.c2s } else { &e.s2c })
+    }
+
+    /// Records who is the client, if nothing said so before.
+    fn learn_roles(&mut self, client: SocketAddr, server: SocketAddr) {
+        if self.client.is_none() {
+            self.client = Some(client);
+            self.server = Some(server);
         }
     }
 
@@ -307,6 +349,7 @@ struct Dumper<'k> {
     packets: Vec<PacketReport>,
     problems: Vec<Problem>,
     searches: usize,
+    trial_entries: usize,
 }
 
 impl<'k> Dumper<'k> {
@@ -320,6 +363,7 @@ impl<'k> Dumper<'k> {
             packets: Vec::new(),
             problems: Vec::new(),
             searches: 0,
+            trial_entries: 0,
         }
     }
 
@@ -430,9 +474,7 @@ impl<'k> Dumper<'k> {
         if session.keys.is_none() {
             self.trial(session, p.from, |c| verify(c));
         }
-        let from_client = session.is_client(p.from);
-        let candidates = session.candidates(repr.key_phase);
-        let Some(keys) = session.keys.as_mut() else {
+        if session.keys.is_none() {
             // No keys: follow announced epochs unverified, so messages of
             // different epochs stay apart.
             if matches!(repr.body, Body::KeyUpdate) && repr.id != 1 {
@@ -440,28 +482,16 @@ impl<'k> Dumper<'k> {
                 session.used(next.max(session.current));
             }
             return "unchecked";
-        };
-        for epoch in candidates {
-            let Some(e) = keys.epoch(epoch) else { continue };
-            let dirs: &[bool] = match from_client {
-                Some(c) => {
-                    if c {
-                        &[true]
-                    } else {
-                        &[false]
-                    }
-                }
-                None => &[true, false],
-            };
-            for &client in dirs {
-                let cipher = if client { &e.c2s } else { &e.s2c };
-                if verify(cipher) {
-                    session.used(epoch);
-                    return "ok";
-                }
-            }
         }
-        "bad"
+        let epochs = session.candidates(repr.key_phase);
+        let from_client = session.is_client(p.from);
+        match session.find_key(&epochs, from_client, verify) {
+            Some((epoch, _)) => {
+                session.used(epoch);
+                "ok"
+            }
+            None => "bad",
+        }
     }
 
     /// Tries key-log material no handshake claimed on a session without
@@ -481,6 +511,10 @@ impl<'k> Dumper<'k> {
         for (id, material) in &log.sessions {
             if self.claimed.contains(id) {
                 continue;
+            }
+            self.trial_entries += 1;
+            if self.trial_entries > MAX_TRIAL_ENTRIES {
+                return;
             }
             let Some(mut keys) = Keys::new(material, None) else {
                 continue;
@@ -622,77 +656,68 @@ impl<'k> Dumper<'k> {
                 let probe = ready.bytes.clone();
                 self.trial(session, p.from, |c| opens(c, layout, id, index, &probe));
             }
-            let Some(msg) = self.messages.get_mut(&key) else {
+            if !self.open_next(session, key, &ready, p, phase, report) {
                 return;
-            };
-            let from_client = session.is_client(p.from);
-            let candidates = match msg.epoch {
-                Some(e) => vec![e],
-                None => {
-                    let mut c = vec![key.3];
-                    c.extend(
-                        session
-                            .candidates(phase)
-                            .into_iter()
-                            .filter(|&e| e != key.3),
-                    );
-                    c
-                }
-            };
-            let Some(keys) = session.keys.as_mut() else {
-                return;
-            };
-            let mut opened = None;
-            for epoch in candidates {
-                let Some(e) = keys.epoch(epoch) else { continue };
-                let dirs: Vec<bool> = from_client.map_or(vec![true, false], |c| vec![c]);
-                for client in dirs {
-                    let cipher = if client { &e.c2s } else { &e.s2c };
-                    if opens(cipher, layout, msg.id, ready.index, &ready.bytes) {
-                        opened = Some((epoch, client));
-                        break;
-                    }
-                }
-                if opened.is_some() {
-                    break;
-                }
-            }
-            match opened {
-                Some((epoch, client)) => {
-                    let e = keys.epoch(epoch).expect("opened under it above");
-                    let cipher = if client { &e.c2s } else { &e.s2c };
-                    let result = msg.open(cipher, layout, &ready, p.frame);
-                    msg.epoch = Some(epoch);
-                    if session.client.is_none() {
-                        session.client = Some(if client { p.from } else { p.to });
-                        session.server = Some(if client { p.to } else { p.from });
-                    }
-                    session.used(epoch);
-                    if let Err(e) = result {
-                        self.failed(session, key, &ready, p, e, report);
-                        return;
-                    }
-                    let msg = &self.messages[&key];
-                    let r = msg.records.last().expect("pushed by open");
-                    report.notes.push(format!(
-                        "record {} of message {:#x} opened: {} bytes{}",
-                        r.index,
-                        msg.id,
-                        r.data_len,
-                        if msg.is_complete() {
-                            format!(" (message complete: {} bytes)", msg.plaintext.len())
-                        } else {
-                            String::new()
-                        }
-                    ));
-                }
-                None => {
-                    let e = classify(session, msg, &ready, layout, from_client);
-                    self.failed(session, key, &ready, p, e, report);
-                    return;
-                }
             }
         }
+    }
+
+    /// Opens the message's next record (`ready`) under the session's keys;
+    /// whether the message may go on to the record after it.
+    fn open_next(
+        &mut self,
+        session: &mut Session,
+        key: MessageKey,
+        ready: &Ready,
+        p: &Parsed<'_>,
+        phase: bool,
+        report: &mut PacketReport,
+    ) -> bool {
+        let layout = self.opts.seq_layout;
+        let Some(msg) = self.messages.get_mut(&key) else {
+            return false;
+        };
+        if session.keys.is_none() {
+            return false;
+        }
+        // The epoch its first record opened under, else the likeliest ones.
+        let epochs = match msg.epoch {
+            Some(e) => vec![e],
+            None => std::iter::once(key.3)
+                .chain(
+                    session
+                        .candidates(phase)
+                        .into_iter()
+                        .filter(|&e| e != key.3),
+                )
+                .collect(),
+        };
+        let from_client = session.is_client(p.from);
+        let id = msg.id;
+        let found = session.find_key(&epochs, from_client, |c| {
+            opens(c, layout, id, ready.index, &ready.bytes)
+        });
+        let Some((epoch, client)) = found else {
+            let e = classify(session, msg, ready, layout, from_client);
+            self.failed(session, key, ready, p, e, report);
+            return false;
+        };
+        let Some(cipher) = session.cipher(epoch, client) else {
+            return false;
+        };
+        let result = msg.open(cipher, layout, ready, p.frame);
+        msg.epoch = Some(epoch);
+        session.learn_roles(
+            if client { p.from } else { p.to },
+            if client { p.to } else { p.from },
+        );
+        session.used(epoch);
+        if let Err(e) = result {
+            self.failed(session, key, ready, p, e, report);
+            return false;
+        }
+        report.notes.push(opened_note(msg));
+        true
     }
 
     fn failed(
@@ -915,6 +940,21 @@ fn classify(
         Err(e) => e,
         Ok(_) => OpenError::Auth,
     }
+}
+
+/// What a packet's note says when it completed a record.
+fn opened_note(msg: &Message) -> String {
+    let Some(r) = msg.records.last() else {
+        return String::new();
+    };
+    let complete = match msg.is_complete() {
+        true => format!(" (message complete: {} bytes)", msg.plaintext.len()),
+        false => String::new(),
+    };
+    format!(
+        "record {} of message {:#x} opened: {} bytes{complete}",
+        r.index, msg.id, r.data_len
+    )
 }
 
 /// Whether `record` opens as record `index` of message `id` under `cipher`.

@@ -135,3 +135,95 @@ pub fn decode(linktype: Linktype, data: &[u8], protocol: u8) -> Result<Datagram<
     }
     Err(Skip::OtherProtocol(payload.ip_number.0))
 }
+
+#[cfg(test)]
+mod tests {
+    use etherparse::{PacketBuilder, SingleVlanHeader, VlanId};
+
+    use super::*;
+
+    const SMT: &[u8] = b"an SMT datagram";
+
+    fn ipv4_udp() -> Vec<u8> {
+        let mut out = Vec::new();
+        PacketBuilder::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+            .udp(40000, 7878)
+            .write(&mut out, SMT)
+            .unwrap();
+        out
+    }
+
+    fn check(linktype: Linktype, frame: &[u8]) {
+        let d = decode(linktype, frame, 253).unwrap();
+        assert_eq!(d.from().to_string(), "10.0.0.1:40000");
+        assert_eq!(d.to().to_string(), "10.0.0.2:7878");
+        assert_eq!(d.payload, SMT);
+        assert_eq!(d.transport, Transport::Udp);
+    }
+
+    #[test]
+    fn reads_every_supported_link_type() {
+        let ip = ipv4_udp();
+        check(Linktype::RAW, &ip);
+        check(Linktype::IPV4, &ip);
+        // BSD loopback: the family in the capturing host's byte order.
+        for family in [[2, 0, 0, 0], [0, 0, 0, 2]] {
+            check(Linktype::NULL, &[&family[..], &ip].concat());
+        }
+        // Linux cooked v2: protocol type, reserved, ifindex, ARPHRD, type, addr len, addr.
+        let sll2 = [
+            &[0x08, 0x00, 0, 0, 0, 0, 0, 1, 0, 1, 0, 6][..],
+            &[0; 8],
+            &ip,
+        ]
+        .concat();
+        check(Linktype::LINUX_SLL2, &sll2);
+        let mut vlan = Vec::new();
+        PacketBuilder::ethernet2([2; 6], [4; 6])
+            .vlan(etherparse::VlanHeader::Single(SingleVlanHeader {
+                vlan_id: VlanId::try_new(7).unwrap(),
+                ..Default::default()
+            }))
+            .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+            .udp(40000, 7878)
+            .write(&mut vlan, SMT)
+            .unwrap();
+        check(Linktype::ETHERNET, &vlan);
+    }
+
+    #[test]
+    fn raw_ip_takes_its_ports_from_the_smt_header() {
+        let mut out = Vec::new();
+        let smt = [0x1b, 0x5a, 0x1e, 0xc6, 0, 0];
+        PacketBuilder::ipv6([1; 16], [2; 16], 64)
+            .write(&mut out, IpNumber(253), &smt)
+            .unwrap();
+        let d = decode(Linktype::RAW, &out, 253).unwrap();
+        assert_eq!(d.transport, Transport::RawIp);
+        assert_eq!((d.from().port(), d.to().port()), (7002, 7878));
+        assert_eq!(
+            decode(Linktype::RAW, &out, 254).unwrap_err(),
+            Skip::OtherProtocol(253)
+        );
+    }
+
+    #[test]
+    fn what_is_not_smt_says_why() {
+        assert_eq!(
+            decode(Linktype(147), &[1, 2, 3], 253).unwrap_err(),
+            Skip::LinkType(147)
+        );
+        assert!(matches!(
+            decode(Linktype::RAW, &[0x45, 0], 253),
+            Err(Skip::Malformed(_))
+        ));
+        assert!(matches!(
+            decode(Linktype::NULL, &[2, 0], 253),
+            Err(Skip::Malformed(_))
+        ));
+        assert_eq!(
+            decode(Linktype::LINUX_SLL2, &[0x08, 0x06, 0], 253).unwrap_err(),
+            Skip::NotIp
+        );
+    }
+}
