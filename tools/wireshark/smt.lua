@@ -107,8 +107,12 @@ local F = {
     hs_kind = ProtoField.uint8("smt.hs_kind", "Handshake kind", base.DEC, kind_names),
     hs_flags = ProtoField.uint8("smt.hs_flags", "Flags", base.HEX),
     hs_retry = ProtoField.uint8("smt.hs_retry", "RETRY", base.DEC, nil, 0x01),
-    hs_token = ProtoField.uint8("smt.hs_token", "TOKEN", base.DEC, nil, 0x02),
+    hs_token_flag = ProtoField.uint8("smt.hs_token_flag", "TOKEN", base.DEC, nil, 0x02),
     hs_data = ProtoField.bytes("smt.hs_data", "Handshake data"),
+    hs_token_len = ProtoField.uint8("smt.hs_token_len", "Token length"),
+    hs_token = ProtoField.bytes("smt.hs_token", "Retry token"),
+    hs_token_issued = ProtoField.uint32("smt.hs_token_issued", "Token issued (responder ms)"),
+    hs_token_mac = ProtoField.bytes("smt.hs_token_mac", "Token MAC"),
     tag = ProtoField.bytes("smt.tag", "Control MAC"),
     -- Where the packet sits in its datagram
     packet_len = ProtoField.uint32("smt.packet_len", "Packet length"),
@@ -331,6 +335,28 @@ local function add_data(tree, tvb, pinfo, off, len)
         tvb(off + 8, 4):uint(), wire_offset, wire_offset + payload_len, retransmit and " RETRANSMIT" or "")
 end
 
+--- HANDSHAKE data: a RETRY's token (issued, MAC), the token a TOKEN
+--- opening carries before its stream bytes, or stream bytes.
+local function add_handshake_data(tree, tvb, off, len)
+    local at, n = off + 40, len - 40
+    local flags = tvb(off + 39, 1):uint()
+    if band(flags, 0x01) ~= 0 and n == 20 then
+        local t = tree:add(F.hs_token, tvb(at, n))
+        t:add(F.hs_token_issued, tvb(at, 4))
+        t:add(F.hs_token_mac, tvb(at + 4, 16))
+        return
+    end
+    if band(flags, 0x02) ~= 0 and tvb(off + 28, 4):uint() == 0 then
+        local token = tvb(at, 1):uint()
+        tree:add(F.hs_token_len, tvb(at, 1))
+        if 1 + token <= n then
+            if token > 0 then tree:add(F.hs_token, tvb(at + 1, token)) end
+            at, n = at + 1 + token, n - 1 - token
+        end
+    end
+    if n > 0 then tree:add(F.hs_data, tvb(at, n)) end
+end
+
 local function add_body(tree, tvb, pinfo, off, len, ty)
     local id = tostring(tvb(off + 20, 8):uint64())
     if ty == TYPE_DATA then
@@ -368,8 +394,8 @@ local function add_body(tree, tvb, pinfo, off, len, ty)
         tree:add(F.hs_kind, tvb(off + 38, 1))
         local flags = tree:add(F.hs_flags, tvb(off + 39, 1))
         flags:add(F.hs_retry, tvb(off + 39, 1))
-        flags:add(F.hs_token, tvb(off + 39, 1))
-        if len > 40 then tree:add(F.hs_data, tvb(off + 40, len - 40)) end
+        flags:add(F.hs_token_flag, tvb(off + 39, 1))
+        if len > 40 then add_handshake_data(tree, tvb, off, len) end
         local kind = tvb(off + 38, 1):uint()
         return string.format("HANDSHAKE %s offset=%d ack=%d len=%d", kind_names[kind] or ("kind " .. kind),
             tvb(off + 28, 4):uint(), tvb(off + 32, 4):uint(), tvb(off + 36, 2):uint())
