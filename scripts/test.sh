@@ -7,6 +7,9 @@ bash scripts/fetch-vectors.sh
 # Debian's dig reads the DNS ticket records in one test; installed when
 # root (CI), otherwise that test reports SKIPPED.
 bash scripts/dig-test.sh --install || echo "test.sh: dig not installed; its test will be skipped"
+# Debian's tshark runs the Wireshark dissector (tools/wireshark) in one
+# test; installed when root (CI), otherwise that test reports SKIPPED.
+bash scripts/tshark-test.sh --install || echo "test.sh: tshark not installed; its test will be skipped"
 # A hung test must not use up CI's whole budget in silence: past the
 # limit the run stops, and cargo's "has been running for over 60 seconds"
 # lines above name the test. A clean run takes ~15 minutes on 2 cores.

@@ -39,6 +39,9 @@ pub enum Command {
     /// 0-RTT SMT-tickets (seed 001 §4.5.2).
     #[command(subcommand)]
     Ticket(TicketCommand),
+    /// Decode a pcap/pcapng capture of SMT; with the key log, decrypt its
+    /// messages (docs/observability.md).
+    Dump(smt_dump::cli::DumpArgs),
 }
 
 #[derive(Debug, Subcommand)]

@@ -24,6 +24,9 @@ fn main() {
         cli::Command::Ticket(c) => pki::ticket(c),
         cli::Command::BenchHandshake(a) => bench::handshake(a),
         cli::Command::Cert(c) => pki::cert(c),
+        cli::Command::Dump(a) => {
+            smt_dump::cli::run(&a).map_err(|e| smt::Error::Io(std::io::Error::other(e)))
+        }
     };
     if let Err(e) = result {
         eprintln!("smt: error: {e}");

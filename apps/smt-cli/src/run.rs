@@ -1,9 +1,10 @@
 //! `smt server`, `smt client`, `smt keygen`.
 
 use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
 use std::time::Duration;
 
-use smt::keys::{AeadAlgorithm, PskClient};
+use smt::keys::{AeadAlgorithm, PskClient, SessionKeyLog};
 use smt::{Endpoint, Error, ServerAcceptor};
 
 use crate::cli::{ClientArgs, ServerArgs};
@@ -51,7 +52,9 @@ pub fn server(args: ServerArgs) -> Result<(), Error> {
         // The PSK nonce exchange: fresh keys per session, so a restarted
         // server never executes a replayed request.
         (Some(psk), None) => server.set_handshake_acceptor(Box::new(
-            ServerAcceptor::new(None, None).with_psk(&parse_psk(psk)?, ALGORITHM),
+            ServerAcceptor::new(None, None)
+                .with_psk(&parse_psk(psk)?, ALGORITHM)
+                .with_key_log(SessionKeyLog::from_env()?.map(Arc::new)),
         ))?,
         (None, None) => return Err(need_keys()),
     }
@@ -118,7 +121,10 @@ pub fn client(args: ClientArgs) -> Result<(), Error> {
     };
     let client = Endpoint::bind(bind, config(&args.transport))?;
     match (master, tls) {
-        (Some(master), _) => client.set_psk_client(PskClient::new(&master, ALGORITHM))?,
+        (Some(master), _) => client.set_psk_client(
+            PskClient::new(&master, ALGORITHM)
+                .with_key_log(SessionKeyLog::from_env()?.map(Arc::new)),
+        )?,
         (None, Some(tls)) => client.set_tls_client(tls)?,
         (None, None) => return Err(need_keys()),
     }
