@@ -928,13 +928,13 @@ fn classify(
     } else {
         &e.s2c
     };
-    let mut record = ready.bytes.clone();
+    let record = ready.bytes.clone();
     match smt_proto::record::open_segment(
         cipher,
         layout,
         msg.id,
         ready.index,
-        &mut record,
+        &record,
         &mut Vec::new(),
     ) {
         Err(e) => e,
@@ -959,8 +959,8 @@ fn opened_note(msg: &Message) -> String {
 
 /// Whether `record` opens as record `index` of message `id` under `cipher`.
 fn opens(cipher: &AesGcmCipher, layout: SeqLayout, id: u64, index: u64, record: &[u8]) -> bool {
-    let mut copy = record.to_vec();
-    smt_proto::record::open_segment(cipher, layout, id, index, &mut copy, &mut Vec::new()).is_ok()
+    let copy = record.to_vec();
+    smt_proto::record::open_segment(cipher, layout, id, index, &copy, &mut Vec::new()).is_ok()
 }
 
 fn label_of(material: &KeyMaterial) -> &'static str {

@@ -212,9 +212,9 @@ impl Message {
         ready: &Ready,
         frame: u64,
     ) -> Result<(), OpenError> {
-        let mut record = ready.bytes.clone();
+        let record = ready.bytes.clone();
         let mut data = Vec::new();
-        let opened = open_segment(cipher, layout, self.id, ready.index, &mut record, &mut data)?;
+        let opened = open_segment(cipher, layout, self.id, ready.index, &record, &mut data)?;
         self.records.push(RecordReport {
             index: ready.index,
             wire_offset: ready.wire_offset,
