@@ -242,6 +242,9 @@ pub struct Endpoint {
     /// Datagrams sent to one peer and not yet added to its counters (see
     /// `send.rs` `count_tx`).
     pub(crate) tx_tally: TxTally,
+    /// The route of the last DATA packet of the receive batch being
+    /// handled (`recv.rs`); `None` between calls.
+    pub(crate) last_route: Option<recv::LastRoute>,
     pub(crate) handshakes: BTreeMap<SocketAddr, HandshakeConn>,
     pub(crate) handshake_queue: VecDeque<(SocketAddr, u32, u16)>,
     pub(crate) acceptor: Option<Box<dyn HandshakeAcceptor>>,
@@ -305,6 +308,7 @@ impl Endpoint {
             scheduler: Scheduler::default(),
             ticks: 0,
             tx_tally: TxTally::default(),
+            last_route: None,
             in_service: 0,
             timers: TimerTable::default(),
             stats: Stats::default(),
