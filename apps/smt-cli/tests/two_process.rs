@@ -44,19 +44,13 @@ fn start_server(listen: &str, psk: &str, extra: &[&str]) -> Server {
     Server(child)
 }
 
-fn run_client(server: &str, psk: &str, extra: &[&str]) -> String {
+/// Runs `smt client` against `server` with `keys` (`--psk KEY`, `--ca
+/// FILE`, ...) for a second of 3000-byte calls; it must succeed.
+fn run_client(server: &str, keys: &[&str], extra: &[&str]) -> String {
     let out = Command::new(BIN)
-        .args([
-            "client",
-            "--server",
-            server,
-            "--psk",
-            psk,
-            "--seconds",
-            "1",
-            "--size",
-            "3000",
-        ])
+        .args(["client", "--server", server])
+        .args(keys)
+        .args(["--seconds", "1", "--size", "3000"])
         .args(extra)
         .output()
         .expect("run smt client");
@@ -67,6 +61,17 @@ fn run_client(server: &str, psk: &str, extra: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     stdout
+}
+
+/// Runs `smt ARGS`, which must succeed; returns its stdout.
+fn smt_ok(args: &[&str]) -> String {
+    let out = Command::new(BIN).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
 }
 
 /// The client's table row: `size rpcs ... errors`.
@@ -86,7 +91,7 @@ fn rpcs_and_errors(report: &str) -> (u64, u64) {
 fn udp_client_and_server_processes() {
     let key = psk();
     let _server = start_server("127.0.0.1:47811", &key, &[]);
-    let report = run_client("127.0.0.1:47811", &key, &[]);
+    let report = run_client("127.0.0.1:47811", &["--psk", &key], &[]);
     let (rpcs, errors) = rpcs_and_errors(&report);
     assert!(rpcs > 100, "{report}");
     assert_eq!(errors, 0, "{report}");
@@ -139,7 +144,7 @@ fn raw_ip_client_and_server_processes() {
     drop(probe);
     let key = psk();
     let _server = start_server("127.0.0.1:47814", &key, &["--raw"]);
-    let report = run_client("127.0.0.1:47814", &key, &["--raw"]);
+    let report = run_client("127.0.0.1:47814", &["--psk", &key], &["--raw"]);
     let (rpcs, errors) = rpcs_and_errors(&report);
     assert!(rpcs > 100, "{report}");
     assert_eq!(errors, 0, "{report}");
@@ -160,18 +165,11 @@ fn helpful_errors() {
 #[test]
 fn tls_files_from_ca_init_and_cert_issue() {
     let dir = std::env::temp_dir().join(format!("smt-cli-pki-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
     let d = dir.to_str().unwrap();
     let ca_dir = format!("{d}/ca");
-    let run = |args: &[&str]| {
-        let out = Command::new(BIN).args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    run(&["ca", "init", "--dir", &ca_dir, "--name", "cli test CA"]);
-    run(&[
+    smt_ok(&["ca", "init", "--dir", &ca_dir, "--name", "cli test CA"]);
+    smt_ok(&[
         "cert",
         "issue",
         "--ca",
@@ -200,12 +198,12 @@ fn tls_files_from_ca_init_and_cert_issue() {
         .unwrap();
     let _server = Server(child);
     std::thread::sleep(Duration::from_millis(300));
-    let report = run_client("127.0.0.1:47815", "", &["--ca", &ca_pem]);
+    let report = run_client("127.0.0.1:47815", &["--ca", &ca_pem], &[]);
     let (rpcs, errors) = rpcs_and_errors(&report);
     assert!(rpcs > 100 && errors == 0, "{report}");
     // A client trusting another CA fails with a certificate error.
     let other = format!("{d}/other");
-    run(&["ca", "init", "--dir", &other, "--name", "another CA"]);
+    smt_ok(&["ca", "init", "--dir", &other, "--name", "another CA"]);
     let out = Command::new(BIN)
         .args([
             "client",
@@ -242,18 +240,10 @@ fn handshake_benchmark_smoke_run() {
 #[test]
 fn ticket_issue_and_show() {
     let dir = std::env::temp_dir().join(format!("smt-cli-ticket-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
     let d = dir.to_str().unwrap();
-    let run = |args: &[&str]| {
-        let out = Command::new(BIN).args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).to_string()
-    };
-    run(&["ca", "init", "--dir", &format!("{d}/ca")]);
-    run(&[
+    smt_ok(&["ca", "init", "--dir", &format!("{d}/ca")]);
+    smt_ok(&[
         "cert",
         "issue",
         "--ca",
@@ -263,7 +253,7 @@ fn ticket_issue_and_show() {
         "--out",
         &format!("{d}/svc"),
     ]);
-    run(&[
+    smt_ok(&[
         "ticket",
         "issue",
         "--cert",
@@ -275,7 +265,7 @@ fn ticket_issue_and_show() {
         "--out",
         &format!("{d}/t"),
     ]);
-    let shown = run(&[
+    let shown = smt_ok(&[
         "ticket",
         "show",
         "--ticket",
