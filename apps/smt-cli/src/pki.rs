@@ -211,21 +211,22 @@ pub fn tls_server(
     key: &Path,
     client_ca: Option<&Path>,
 ) -> Result<TlsServer, CliError> {
-    let client_ca = client_ca
+    let client_ca_pem = client_ca
         .map(|p| files::read(p, "--ca", "client CA certificate"))
         .transpose()?;
     TlsServer::with_options(
         &files::read(cert, "--cert", "certificate")?,
         &files::read(key, "--key", "key")?,
-        client_ca.as_deref(),
+        client_ca_pem.as_deref(),
         &tls_options(),
     )
-    .map_err(|e| CliError::File(format!("TLS files given: {e}")))
+    .map_err(|e| unusable(&[("--cert", cert), ("--key", key)], client_ca, e))
 }
 
 /// A TLS client trusting `ca`; with `auth`, presenting that certificate
 /// and key to a server that asks for one (mutual TLS).
 pub fn tls_client(ca: &Path, auth: Option<(&PathBuf, &PathBuf)>) -> Result<TlsClient, CliError> {
+    let (ca_path, auth_paths) = (ca, auth);
     let ca = files::read(ca, "--ca", "CA certificate")?;
     let auth = match auth {
         Some((cert, key)) => Some((
@@ -239,7 +240,24 @@ pub fn tls_client(ca: &Path, auth: Option<(&PathBuf, &PathBuf)>) -> Result<TlsCl
         auth.as_ref().map(|(c, k)| (c.as_slice(), k.as_slice())),
         &tls_options(),
     )
-    .map_err(|e| CliError::File(format!("TLS files given: {e}")))
+    .map_err(|e| {
+        let files = match auth_paths {
+            Some((cert, key)) => vec![("--cert", cert.as_path()), ("--key", key.as_path())],
+            None => vec![],
+        };
+        unusable(&files, Some(ca_path), e)
+    })
+}
+
+/// The library's complaint about TLS files, naming the files it was given.
+fn unusable(files: &[(&str, &Path)], ca: Option<&Path>, e: smt_tls::TlsConfigError) -> CliError {
+    let named: Vec<String> = files
+        .iter()
+        .copied()
+        .chain(ca.map(|ca| ("--ca", ca)))
+        .map(|(option, path)| format!("{option} {}", path.display()))
+        .collect();
+    CliError::File(format!("unusable TLS files ({}): {e}", named.join(", ")))
 }
 
 #[cfg(test)]

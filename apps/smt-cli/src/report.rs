@@ -127,7 +127,9 @@ fn echo(client: &Endpoint, server: SocketAddr, req: &[u8]) -> Result<(), String>
     Ok(())
 }
 
-/// Failed calls: how many, and the first one's reason.
+/// Failed calls: how many, and the first one's reason. The first failure
+/// ends the run: what follows would measure a broken path, and a dead
+/// server would be sent a call for every failure (they fail fast).
 #[derive(Debug, Default)]
 struct Failures {
     count: AtomicU64,
@@ -159,7 +161,10 @@ fn latency_phase(
         let t = Instant::now();
         match echo(client, server, &req) {
             Ok(()) => rtts.push(t.elapsed()),
-            Err(why) => failures.record(why),
+            Err(why) => {
+                failures.record(why);
+                break;
+            }
         }
     }
     rtts
@@ -188,7 +193,10 @@ fn throughput_phase(
                 n += 1;
                 match echo(&client, server, &request(size, n)) {
                     Ok(()) => drop(done.fetch_add(1, Ordering::Relaxed)),
-                    Err(why) => failures.record(why),
+                    Err(why) => {
+                        failures.record(why);
+                        stopped.store(true, Ordering::Relaxed);
+                    }
                 }
             }
         };
@@ -203,7 +211,13 @@ fn throughput_phase(
             }
         }
     }
-    std::thread::sleep(time);
+    // Wakes early when a failure stopped the callers.
+    while !stop.load(Ordering::Relaxed) && start.elapsed() < time {
+        std::thread::sleep(
+            time.saturating_sub(start.elapsed())
+                .min(Duration::from_millis(10)),
+        );
+    }
     stop.store(true, Ordering::Relaxed);
     for t in threads {
         let _ = t.join();
@@ -242,7 +256,11 @@ pub fn measure(
     let half = time / 2;
     let mut rtts = latency_phase(client, server, size, half, &failures);
     let conc = effective_concurrency(size, concurrency);
-    let (done, elapsed) = throughput_phase(client, server, size, half, conc, &failures)?;
+    let (done, elapsed) = if failures.count.load(Ordering::Relaxed) == 0 {
+        throughput_phase(client, server, size, half, conc, &failures)?
+    } else {
+        (0, half)
+    };
     let after = stats(client)?;
     let server_counts = match (server_side, server_before) {
         (Some(e), Some(b)) => Some(SideCounts::between(&b, &stats(e)?)),
