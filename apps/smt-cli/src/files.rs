@@ -97,6 +97,8 @@ fn write(output: &Output, force: bool) -> Result<(), CliError> {
                 "it exists already; pass --force to overwrite it".into()
             }
             io::ErrorKind::IsADirectory => "it is a directory".into(),
+            io::ErrorKind::NotFound => "its directory does not exist".into(),
+            io::ErrorKind::PermissionDenied => "permission denied".into(),
             _ => e.to_string(),
         };
         CliError::File(format!("cannot write {}: {why}", path.display()))

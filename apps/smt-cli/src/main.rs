@@ -14,7 +14,8 @@ mod report;
 mod run;
 mod values;
 
-use clap::Parser;
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser};
 
 use crate::cli::Command;
 use crate::error::CliError;
@@ -52,9 +53,37 @@ fn parse_args() -> cli::Cli {
         if !e.use_stderr() {
             e.exit();
         }
-        eprintln!("smt: error: {}", one_line(&e.to_string()));
+        let message = match e.kind() {
+            // clap would print the whole help here.
+            ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => missing_command(),
+            _ => one_line(&e.to_string()),
+        };
+        eprintln!("smt: error: {message}");
         std::process::exit(e.exit_code());
     })
+}
+
+/// For `smt` or `smt ca` alone: the command given, and the commands it
+/// takes.
+fn missing_command() -> String {
+    let mut command = cli::Cli::command();
+    let mut given = vec!["smt".to_string()];
+    for arg in std::env::args().skip(1) {
+        if let Some(sub) = command.find_subcommand(&arg).cloned() {
+            given.push(arg);
+            command = sub;
+        }
+    }
+    let choices: Vec<&str> = command
+        .get_subcommands()
+        .map(|c| c.get_name())
+        .filter(|name| *name != "help")
+        .collect();
+    let given = given.join(" ");
+    format!(
+        "`{given}` needs a command: {} (see `{given} --help`)",
+        choices.join(", ")
+    )
 }
 
 /// clap's message on one line: without its "error: " prefix, the usage

@@ -67,7 +67,8 @@ fn server_setup(keys: &ServerKeys) -> Result<ServerSetup, CliError> {
 pub fn server(args: ServerArgs) -> Result<(), CliError> {
     let keys = ServerKeys::from_args(&args.keys)?;
     let setup = server_setup(&keys)?;
-    let server = Endpoint::bind(args.listen, config(&args.transport, args.listen)?)?;
+    let server = Endpoint::bind(args.listen, config(&args.transport, args.listen)?)
+        .map_err(|e| cannot_bind("--listen", args.listen, e))?;
     match setup {
         ServerSetup::Tls(tls) => server.set_tls_server(tls)?,
         ServerSetup::Psk(acceptor) => server.set_handshake_acceptor(Box::new(acceptor))?,
@@ -109,6 +110,17 @@ fn serve(
                 next_stats = Some(at + every);
             }
         }
+    }
+}
+
+/// A failed bind, with the address tried (the system's "Cannot assign
+/// requested address" does not say which).
+fn cannot_bind(option: &str, addr: SocketAddr, e: smt::Error) -> CliError {
+    match CliError::from(e) {
+        CliError::Environment(why) => {
+            CliError::Environment(format!("cannot open {option} address {addr}: {why}"))
+        }
+        other => other,
     }
 }
 
@@ -213,7 +225,7 @@ pub fn client(args: ClientArgs) -> Result<(), CliError> {
     let local = local_towards(args.server)?;
     let cfg = config(&args.transport, local)?;
     report::check_load("--size", args.size, args.concurrency, &cfg)?;
-    let client = Endpoint::bind(local, cfg)?;
+    let client = Endpoint::bind(local, cfg).map_err(|e| cannot_bind("local", local, e))?;
     match setup {
         ClientSetup::Tls(tls) => client.set_tls_client(tls)?,
         ClientSetup::Psk(psk) => client.set_psk_client(psk)?,

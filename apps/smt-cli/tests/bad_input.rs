@@ -177,6 +177,17 @@ fn bad_values_name_the_option_and_its_limits() {
             "unrecognized subcommand 'frobnicate'",
         ),
         case(
+            &[],
+            USAGE,
+            "`smt` needs a command: demo, server, client, keygen, bench-handshake, ca, cert, ticket",
+        ),
+        case(&["ca"], USAGE, "`smt ca` needs a command: init (see `smt ca --help`)"),
+        case(
+            &["server", "--psk", k, "--ip-protocol", "256"],
+            USAGE,
+            "256 is not in 0..=255",
+        ),
+        case(
             &["cert", "issue"],
             USAGE,
             "the following required arguments were not provided: --name <NAMES>",
@@ -381,6 +392,11 @@ fn unusable_files_are_named_with_the_reason() {
             OTHER,
             "it is a directory",
         ),
+        case(
+            &["keygen", "--out", "/nonexistent/dir/psk.key"],
+            OTHER,
+            "cannot write /nonexistent/dir/psk.key: its directory does not exist",
+        ),
     ]);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -550,4 +566,27 @@ fn calls_failing_mid_run_report_the_first_cause() {
     );
     let says = case(&[], OTHER, "RPCs failed; the first because: RPC failed: ");
     judge(&says, &run).unwrap_or_else(|why| panic!("{why}: {}", run.stderr));
+}
+
+/// Addresses a server cannot listen on: not this host's, or taken.
+#[test]
+fn unusable_listen_addresses_are_named() {
+    let key = psk();
+    let taken = start_server(&free_addr(), &["--psk", &key]);
+    let in_use = format!(
+        "cannot open --listen address {0}: address {0} is already in use by another socket",
+        taken.addr
+    );
+    check_all(&[
+        case(
+            &["server", "--psk", &key, "--listen", "192.0.2.1:7878"],
+            OTHER,
+            "cannot open --listen address 192.0.2.1:7878: cannot set up the socket",
+        ),
+        case(
+            &["server", "--psk", &key, "--listen", &taken.addr],
+            OTHER,
+            &in_use,
+        ),
+    ]);
 }
