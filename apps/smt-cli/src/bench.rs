@@ -1,6 +1,6 @@
 //! `smt bench-handshake`: the paper's Fig. 12 categories on this machine.
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -13,6 +13,9 @@ use smt_tls::certs::Ca;
 use smt_tls::{TlsClient, TlsServer};
 
 use crate::cli::BenchHandshakeArgs;
+
+/// Loopback, port chosen by the system.
+const LOCALHOST_ANY: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 0);
 use crate::error::CliError;
 use crate::report::{self, micros};
 
@@ -76,10 +79,7 @@ fn first_response(
     method: &Method,
     ca_pem: &str,
 ) -> Result<Duration, CliError> {
-    let client = Endpoint::bind(
-        "127.0.0.1:0".parse().expect("literal"),
-        EndpointConfig::default(),
-    )?;
+    let client = Endpoint::bind(LOCALHOST_ANY, EndpointConfig::default())?;
     let (ck, sk) = smt::keys::fresh_session_pair(smt::keys::AeadAlgorithm::Aes128Gcm);
     client.install_session(warm.local_addr(), ck)?;
     warm.install_session(client.local_addr(), sk)?;
@@ -119,10 +119,7 @@ pub fn handshake(args: BenchHandshakeArgs) -> Result<(), CliError> {
         replay,
     )
     .map_err(err)?;
-    let server = Endpoint::bind(
-        "127.0.0.1:0".parse().expect("literal"),
-        EndpointConfig::default(),
-    )?;
+    let server = Endpoint::bind(LOCALHOST_ANY, EndpointConfig::default())?;
     server.set_handshake_acceptor(Box::new(ServerAcceptor::new(
         Some(pki.tls_server.clone()),
         Some(Arc::new(zero_rtt)),
@@ -131,10 +128,7 @@ pub fn handshake(args: BenchHandshakeArgs) -> Result<(), CliError> {
     // A new 0-RTT server refuses hellos stamped before its start plus the
     // clock skew bound (possible replays of a previous run).
     std::thread::sleep(smt_ticket::Freshness::DEFAULT_MAX_CLOCK_SKEW);
-    let warm = Endpoint::bind(
-        "127.0.0.1:0".parse().expect("literal"),
-        EndpointConfig::default(),
-    )?;
+    let warm = Endpoint::bind(LOCALHOST_ANY, EndpointConfig::default())?;
     crate::demo::spawn_echo(&warm, 1)?;
     let to = server.local_addr();
     let verified = Box::new(
@@ -298,13 +292,16 @@ fn steps(pki: &Pki, n: usize) -> Result<StepCosts, CliError> {
     };
     let ca_pem = pki.ca.cert_pem().as_bytes();
     let tls_client = TlsClient::new(ca_pem, None).map_err(err)?;
+    // Checked once here, so the timed loop below can rely on it.
+    let peer = SocketAddr::from((Ipv4Addr::LOCALHOST, 1));
+    tls_client.handshake("127.0.0.1").map_err(err)?;
+    smt_proto::HandshakeAcceptor::accept(&mut pki.tls_server.clone(), peer)
+        .ok_or_else(|| err("the TLS server accepted no handshake"))?;
     let full = time(&mut || {
+        // NOTE(unwrap): both started just above with the same arguments.
         let mut c = tls_client.handshake("127.0.0.1").expect("client");
-        let mut s = smt_proto::HandshakeAcceptor::accept(
-            &mut pki.tls_server.clone(),
-            "127.0.0.1:1".parse().expect("literal"),
-        )
-        .expect("server");
+        let mut s = smt_proto::HandshakeAcceptor::accept(&mut pki.tls_server.clone(), peer)
+            .expect("server");
         shuttle(&mut *c, &mut *s);
     });
     let verify = time(&mut || {
@@ -339,6 +336,7 @@ fn steps(pki: &Pki, n: usize) -> Result<StepCosts, CliError> {
         .collect();
     let mut it = hellos.iter();
     let accept_fs = time(&mut || {
+        // NOTE(unwrap): 2n hellos for n runs.
         let _ = zs.accept(it.next().expect("enough hellos"), SystemTime::now());
     });
     Ok(StepCosts {

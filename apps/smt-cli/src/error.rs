@@ -59,3 +59,10 @@ impl From<smt::Error> for CliError {
         }
     }
 }
+
+/// The system's errors, for commands that use `std` directly.
+impl From<io::Error> for CliError {
+    fn from(e: io::Error) -> Self {
+        Self::Environment(e.to_string())
+    }
+}
