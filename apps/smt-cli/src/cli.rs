@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::values::{count, host_port, seconds};
+use crate::values::{byte_count, count, host_port, seconds};
 
 /// Encrypted message-based RPCs over UDP or raw IP (Secure Message
 /// Transport): TLS 1.3 record protection inside a Homa-style transport.
@@ -246,6 +246,7 @@ pub struct DemoArgs {
         long,
         value_delimiter = ',',
         default_values_t = [64usize, 1024, 16384, 65536, 1 << 20],
+        value_parser = byte_count,
         allow_negative_numbers = true
     )]
     pub sizes: Vec<usize>,
@@ -284,7 +285,7 @@ pub struct ClientArgs {
     #[command(flatten)]
     pub keys: ClientKeyArgs,
     /// Request size in bytes (the response is as large: the server echoes).
-    #[arg(long, default_value_t = 1024, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 1024, value_parser = byte_count, allow_negative_numbers = true)]
     pub size: usize,
     /// Seconds to run (half one-at-a-time for latency, half concurrent).
     #[arg(long, default_value = "2", value_parser = seconds, allow_negative_numbers = true)]

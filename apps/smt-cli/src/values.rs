@@ -31,6 +31,14 @@ pub fn count<const LO: usize, const HI: usize>(text: &str) -> Result<usize, Stri
     }
 }
 
+/// A message size: a whole number of bytes. (The largest one depends on
+/// the configuration and is checked against it later.)
+pub fn byte_count(text: &str) -> Result<usize, String> {
+    text.trim()
+        .parse()
+        .map_err(|_| "must be a whole number of bytes, 0 or more".to_string())
+}
+
 /// `IP:PORT`, or `HOST:PORT` resolved with the system's resolver. Of a
 /// host's addresses the first IPv4 one is taken, else the first: servers
 /// listen on IPv4 by default, while `localhost` often resolves to `::1`

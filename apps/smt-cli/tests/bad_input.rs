@@ -132,7 +132,10 @@ fn bad_values_name_the_option_and_its_limits() {
             &["--size", "60000000", "--concurrency", "16"],
             "lower --concurrency to 4",
         ),
-        client(&["--size", "-1"], "invalid value '-1' for '--size <SIZE>'"),
+        client(
+            &["--size", "-1"],
+            "invalid value '-1' for '--size <SIZE>': must be a whole number of bytes",
+        ),
         client(&["--mtu", "100"], "--mtu 100: invalid SMT configuration"),
         client(
             &["--mtu", "70000"],
