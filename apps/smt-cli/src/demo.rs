@@ -138,6 +138,41 @@ const ECHO_THREADS: usize = 2;
 const FLOOR_SIZE: usize = 64;
 
 pub fn run(args: DemoArgs) -> Result<(), CliError> {
+    let (client, server, how) = start_pair(&args)?;
+    if !args.json {
+        print_banner(&args, &client, &server, how);
+    }
+    // Measured first, in the same run: the machine's state now is what
+    // SMT's figures below are compared with.
+    let floor = udp_floor(FLOOR_SIZE, args.seconds / 2, ECHO_THREADS)
+        .map_err(|e| CliError::Environment(format!("UDP floor measurement: {e}")))?;
+    let rows = measure_sizes(&args, &client, &server)?;
+    let (cs, _) = client.stats(None)?;
+    let (ss, _) = server.stats(None)?;
+    if args.json {
+        report::print_json(&json!({
+            "client": client.local_addr().to_string(),
+            "server": server.local_addr().to_string(),
+            "keys": how,
+            "socket": client.features().to_string(),
+            "results": rows.iter().map(report::Row::to_json).collect::<Vec<_>>(),
+            "udp_floor": {"size": FLOOR_SIZE, "p50_us": report::micros(floor)},
+            "stats": {"client": report::stats_json(&cs), "server": report::stats_json(&ss)},
+        }));
+    } else {
+        let smt_p50 = rows.iter().find(|r| r.size == FLOOR_SIZE).map(|r| r.p50);
+        print_floor(FLOOR_SIZE, floor, smt_p50);
+        print_totals(&cs, &ss);
+    }
+    client.close();
+    server.close();
+    report::all_succeeded(&rows)
+}
+
+/// The two endpoints, with keys (a TLS handshake to come, or installed
+/// directly) and the server answering; and how the keys come, for the
+/// banner.
+fn start_pair(args: &DemoArgs) -> Result<(Endpoint, Endpoint, &'static str), CliError> {
     // Port 0 on both: in raw-IP mode too, where it makes each endpoint
     // pick a random SMT port, so two demos never share one.
     let any: SocketAddr = (std::net::Ipv4Addr::LOCALHOST, 0).into();
@@ -157,22 +192,24 @@ pub fn run(args: DemoArgs) -> Result<(), CliError> {
         "TLS 1.3 handshake on the first call (throwaway CA, ECDSA P-256, X25519MLKEM768)"
     };
     spawn_echo(&server, ECHO_THREADS)?;
-    if !args.json {
-        print_banner(&args, &client, &server, how);
-    }
-    // Measured first, in the same run: the machine's state now is what
-    // SMT's figures below are compared with.
-    let floor = udp_floor(FLOOR_SIZE, args.seconds / 2, ECHO_THREADS)
-        .map_err(|e| CliError::Environment(format!("UDP floor measurement: {e}")))?;
+    Ok((client, server, how))
+}
+
+/// One row per size, printed as it is measured unless the output is JSON.
+fn measure_sizes(
+    args: &DemoArgs,
+    client: &Endpoint,
+    server: &Endpoint,
+) -> Result<Vec<report::Row>, CliError> {
     if !args.json {
         report::print_header();
     }
     let mut rows = Vec::with_capacity(args.sizes.len());
     for &size in &args.sizes {
         let row = report::measure(
-            &client,
+            client,
             server.local_addr(),
-            Some(&server),
+            Some(server),
             size,
             args.seconds,
             args.concurrency,
@@ -182,39 +219,18 @@ pub fn run(args: DemoArgs) -> Result<(), CliError> {
         }
         rows.push(row);
     }
-    let smt_floor_size_p50 = rows.iter().find(|r| r.size == FLOOR_SIZE).map(|r| r.p50);
-    let (cs, _) = client.stats(None)?;
-    let (ss, _) = server.stats(None)?;
-    if args.json {
-        report::print_json(&json!({
-            "client": client.local_addr().to_string(),
-            "server": server.local_addr().to_string(),
-            "keys": how,
-            "socket": client.features().to_string(),
-            "results": rows.iter().map(report::Row::to_json).collect::<Vec<_>>(),
-            "udp_floor": {"size": FLOOR_SIZE, "p50_us": report::micros(floor)},
-            "stats": {"client": report::stats_json(&cs), "server": report::stats_json(&ss)},
-        }));
-    } else {
-        print_floor(FLOOR_SIZE, floor, smt_floor_size_p50);
-        say!(
-            "handshakes: client {} completed / {} failed; server {} completed",
-            cs.handshakes_completed,
-            cs.handshakes_failed,
-            ss.handshakes_completed
-        );
-        report::print_stats("client", &cs);
-        report::print_stats("server", &ss);
-    }
-    client.close();
-    server.close();
-    let failed: u64 = rows.iter().map(|r| r.errors).sum();
-    if failed > 0 {
-        let total = rows.iter().map(|r| r.rpcs + r.errors).sum();
-        let first = rows.iter().find_map(|r| r.first_error.as_deref());
-        return Err(report::failed_calls(failed, total, first));
-    }
-    Ok(())
+    Ok(rows)
+}
+
+fn print_totals(client: &smt::Stats, server: &smt::Stats) {
+    say!(
+        "handshakes: client {} completed / {} failed; server {} completed",
+        client.handshakes_completed,
+        client.handshakes_failed,
+        server.handshakes_completed
+    );
+    report::print_stats("client", client);
+    report::print_stats("server", server);
 }
 
 fn print_banner(args: &DemoArgs, client: &Endpoint, server: &Endpoint, how: &str) {

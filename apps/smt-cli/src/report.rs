@@ -285,13 +285,20 @@ pub fn measure(
     })
 }
 
-/// The error for a run whose calls failed: how many, and why the first
-/// did.
-pub fn failed_calls(failed: u64, total: u64, first: Option<&str>) -> CliError {
-    let why = first.unwrap_or("no reason recorded");
-    CliError::Peer(format!(
+/// The run's error if any call failed: how many, and why the first did.
+pub fn all_succeeded(rows: &[Row]) -> Result<(), CliError> {
+    let failed: u64 = rows.iter().map(|r| r.errors).sum();
+    if failed == 0 {
+        return Ok(());
+    }
+    let total: u64 = rows.iter().map(|r| r.rpcs + r.errors).sum();
+    let why = rows
+        .iter()
+        .find_map(|r| r.first_error.as_deref())
+        .unwrap_or("no reason recorded");
+    Err(CliError::Peer(format!(
         "{failed} of {total} RPCs failed; the first because: {why}"
-    ))
+    )))
 }
 
 pub fn size_name(size: usize) -> String {
