@@ -762,9 +762,9 @@ impl Endpoint {
     }
 
     /// Keeps a finished client RPC's buffers for later RPCs.
-    pub(crate) fn recycle_client(&mut self, rpc: ClientRpc) {
+    pub(crate) fn recycle_client(&mut self, mut rpc: ClientRpc) {
         rpc.request.recycle(&mut self.buffers);
-        if let Some(inc) = rpc.response {
+        if let Some(inc) = rpc.response.take() {
             self.recycle_incoming(inc);
         }
     }
@@ -785,7 +785,7 @@ impl Endpoint {
         };
         match rpc.state {
             ServerState::Receiving(inc) => self.recycle_incoming(inc),
-            ServerState::Responding(out) => out.recycle(&mut self.buffers),
+            ServerState::Responding(mut out) => out.recycle(&mut self.buffers),
             ServerState::InService => self.in_service = self.in_service.saturating_sub(1),
         }
         true

@@ -1019,7 +1019,7 @@ impl Endpoint {
             rpc.silent_ticks = 0;
             rpc.restart_pending = false;
         }
-        if let Some((old, response)) = leftovers {
+        if let Some((mut old, response)) = leftovers {
             old.recycle(&mut self.buffers);
             if let Some(inc) = response {
                 self.recycle_incoming(inc);

@@ -80,8 +80,8 @@ impl Outgoing {
 
     /// Gives the message's buffers to `pool` for reuse (the message is
     /// done).
-    pub fn recycle(self, pool: &mut crate::buffers::BufferPool) {
-        let (wire, copy) = self.sealed.into_buffers();
+    pub fn recycle(&mut self, pool: &mut crate::buffers::BufferPool) {
+        let (wire, copy) = self.sealed.take_buffers();
         pool.give(wire);
         if let Some(copy) = copy {
             pool.give(copy);
