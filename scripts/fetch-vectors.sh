@@ -3,7 +3,8 @@
 #
 # NIST CAVP AES-GCM vectors ship in the `cryptography-vectors` wheel on PyPI
 # (pinned below). This downloads the wheel with pip and unpacks only its
-# AES/GCM directory into <repo>/test-vectors/gcm/ (about 18 MB). Idempotent: it exits at
+# AES/GCM directory into <repo>/test-vectors/gcm/ (about 18 MB; $SMT_TEST_VECTORS/gcm/
+# when that is set). Needs python3 with pip. Idempotent: it exits at
 # once when the vectors are already there. test-vectors/ is git-ignored.
 #
 # Usage: scripts/fetch-vectors.sh
@@ -15,7 +16,9 @@ PACKAGE="cryptography-vectors"
 REQUIRED=(gcmEncryptExtIV128.rsp gcmEncryptExtIV256.rsp gcmDecrypt128.rsp gcmDecrypt256.rsp)
 
 repo_root="$(cd "$(dirname "$0")/.." && pwd)"
-dest="$repo_root/test-vectors"
+# Where the tests look: SMT_TEST_VECTORS when set (a directory that already
+# holds gcm/ needs neither Python nor the network), else test-vectors/.
+dest="${SMT_TEST_VECTORS:-$repo_root/test-vectors}"
 gcm_dir="$dest/gcm"
 
 have_all() {
@@ -26,7 +29,7 @@ have_all() {
 }
 
 if have_all; then
-    echo "fetch-vectors: NIST GCM vectors already in test-vectors/gcm"
+    echo "fetch-vectors: NIST GCM vectors already in $gcm_dir"
     exit 0
 fi
 
@@ -74,4 +77,4 @@ if ! have_all; then
     echo "fetch-vectors: $wheel lacks one of: ${REQUIRED[*]}" >&2
     exit 1
 fi
-echo "fetch-vectors: NIST GCM vectors unpacked into test-vectors/gcm"
+echo "fetch-vectors: NIST GCM vectors unpacked into $gcm_dir"

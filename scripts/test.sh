@@ -7,6 +7,9 @@ bash scripts/fetch-vectors.sh
 # Debian's dig reads the DNS ticket records in one test; installed when
 # root (CI), otherwise that test reports SKIPPED.
 bash scripts/dig-test.sh --install || echo "test.sh: dig not installed; its test will be skipped"
+# Debian's tshark runs the Wireshark dissector (tools/wireshark) in one
+# test; installed when root (CI), otherwise that test reports SKIPPED.
+bash scripts/tshark-test.sh --install || echo "test.sh: tshark not installed; its test will be skipped"
 # Debian's redis-server and redis-benchmark check smt-kv (the differential
 # and benchmark tests); installed when root, otherwise those tests report
 # SKIPPED.

@@ -1,10 +1,11 @@
 //! `smt bench-handshake`: the paper's Fig. 12 categories on this machine.
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use smt::{Endpoint, EndpointConfig, Error, ServerAcceptor};
+use serde_json::json;
+use smt::{Endpoint, EndpointConfig, ServerAcceptor};
 use smt_ticket::{
     KeyPool, ReplayCache, StaticKey, Ticket, VerifiedTicket, ZeroRttClient, ZeroRttServer,
 };
@@ -13,8 +14,13 @@ use smt_tls::{TlsClient, TlsServer};
 
 use crate::cli::BenchHandshakeArgs;
 
-fn err(e: impl std::fmt::Display) -> Error {
-    Error::Io(std::io::Error::other(e.to_string()))
+/// Loopback, port chosen by the system.
+const LOCALHOST_ANY: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 0);
+use crate::error::CliError;
+use crate::report::{self, micros};
+
+fn err(e: impl std::fmt::Display) -> CliError {
+    CliError::Environment(e.to_string())
 }
 
 struct Pki {
@@ -24,7 +30,7 @@ struct Pki {
     static_key: StaticKey,
 }
 
-fn pki() -> Result<Pki, Error> {
+fn pki() -> Result<Pki, CliError> {
     let mut tag = [0u8; 4];
     smt_crypto::fill_random(&mut tag);
     let ca = Ca::generate(&format!("smt bench CA {:08x}", u32::from_le_bytes(tag))).map_err(err)?;
@@ -72,11 +78,8 @@ fn first_response(
     warm: &Endpoint,
     method: &Method,
     ca_pem: &str,
-) -> Result<Duration, Error> {
-    let client = Endpoint::bind(
-        "127.0.0.1:0".parse().expect("literal"),
-        EndpointConfig::default(),
-    )?;
+) -> Result<Duration, CliError> {
+    let client = Endpoint::bind(LOCALHOST_ANY, EndpointConfig::default())?;
     let (ck, sk) = smt::keys::fresh_session_pair(smt::keys::AeadAlgorithm::Aes128Gcm);
     client.install_session(warm.local_addr(), ck)?;
     warm.install_session(client.local_addr(), sk)?;
@@ -105,7 +108,7 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-pub fn handshake(args: BenchHandshakeArgs) -> Result<(), Error> {
+pub fn handshake(args: BenchHandshakeArgs) -> Result<(), CliError> {
     let pki = pki()?;
     let replay = ReplayCache::new(1_000_000);
     let pool = Arc::new(KeyPool::new(64));
@@ -116,23 +119,17 @@ pub fn handshake(args: BenchHandshakeArgs) -> Result<(), Error> {
         replay,
     )
     .map_err(err)?;
-    let server = Endpoint::bind(
-        "127.0.0.1:0".parse().expect("literal"),
-        EndpointConfig::default(),
-    )?;
+    let server = Endpoint::bind(LOCALHOST_ANY, EndpointConfig::default())?;
     server.set_handshake_acceptor(Box::new(ServerAcceptor::new(
         Some(pki.tls_server.clone()),
         Some(Arc::new(zero_rtt)),
     )))?;
-    crate::demo::spawn_echo(&server, 1);
+    crate::demo::spawn_echo(&server, 1)?;
     // A new 0-RTT server refuses hellos stamped before its start plus the
     // clock skew bound (possible replays of a previous run).
     std::thread::sleep(smt_ticket::Freshness::DEFAULT_MAX_CLOCK_SKEW);
-    let warm = Endpoint::bind(
-        "127.0.0.1:0".parse().expect("literal"),
-        EndpointConfig::default(),
-    )?;
-    crate::demo::spawn_echo(&warm, 1);
+    let warm = Endpoint::bind(LOCALHOST_ANY, EndpointConfig::default())?;
+    crate::demo::spawn_echo(&warm, 1)?;
     let to = server.local_addr();
     let verified = Box::new(
         pki.ticket
@@ -165,18 +162,10 @@ pub fn handshake(args: BenchHandshakeArgs) -> Result<(), Error> {
             Method::Ticket { verified, fs: true },
         ),
     ];
-    println!(
-        "time to first response of a 64 B RPC in a new session (warmed-up client endpoint), loopback UDP, {} sessions each",
-        args.iterations
-    );
-    println!(
-        "{:<46} {:>10} {:>10} {:>10}",
-        "method", "p50_us", "mean_us", "vs full"
-    );
-    let mut full = None;
+    let mut rows = Vec::with_capacity(methods.len());
     for (name, method) in &methods {
         let mut times = Vec::with_capacity(args.iterations);
-        for _ in 0..args.iterations.max(1) {
+        for _ in 0..args.iterations {
             let t = first_response(to, &warm, method, pki.ca.cert_pem())?;
             if std::env::var_os("SMT_BENCH_TRACE").is_some() {
                 eprintln!("{name}: {} us", t.as_micros());
@@ -184,28 +173,115 @@ pub fn handshake(args: BenchHandshakeArgs) -> Result<(), Error> {
             times.push(t);
         }
         let mean = times.iter().sum::<Duration>() / times.len() as u32;
-        let p50 = median(times);
-        if matches!(method, Method::FullTls) {
-            full = Some(p50);
-        }
-        let ratio = full
-            .map(|f| format!("{:.2}", p50.as_secs_f64() / f.as_secs_f64()))
-            .unwrap_or_else(|| "-".into());
-        println!(
-            "{name:<46} {:>10.1} {:>10.1} {ratio:>10}",
-            p50.as_secs_f64() * 1e6,
-            mean.as_secs_f64() * 1e6
-        );
+        rows.push(MethodRow {
+            name,
+            full_tls: matches!(method, Method::FullTls),
+            p50: median(times),
+            mean,
+        });
     }
-    println!("Rsmpt (resumption without forward secrecy, psk_ke): not available, rustls offers only PSK with (EC)DHE");
-    steps(&pki, args.iterations)?;
+    let costs = steps(&pki, args.iterations)?;
     server.close();
     warm.close();
+    if args.json {
+        print_json(&rows, &costs, args.iterations);
+    } else {
+        print_tables(&rows, &costs, args.iterations);
+    }
     Ok(())
 }
 
+/// One way of establishing a session, measured.
+struct MethodRow {
+    name: &'static str,
+    full_tls: bool,
+    p50: Duration,
+    mean: Duration,
+}
+
+/// Each method's median against the full handshake's, once that ran.
+fn ratios(rows: &[MethodRow]) -> Vec<Option<f64>> {
+    let full = rows.iter().find(|r| r.full_tls).map(|r| r.p50);
+    rows.iter()
+        .map(|r| full.map(|f| r.p50.as_secs_f64() / f.as_secs_f64()))
+        .collect()
+}
+
+fn print_tables(rows: &[MethodRow], costs: &StepCosts, iterations: usize) {
+    say!(
+        "time to first response of a 64 B RPC in a new session (warmed-up client endpoint), loopback UDP, {iterations} sessions each"
+    );
+    say!(
+        "{:<46} {:>10} {:>10} {:>10}",
+        "method",
+        "p50_us",
+        "mean_us",
+        "vs full"
+    );
+    for (row, ratio) in rows.iter().zip(ratios(rows)) {
+        let ratio = ratio.map_or("-".to_string(), |r| format!("{r:.2}"));
+        say!(
+            "{:<46} {:>10.1} {:>10.1} {ratio:>10}",
+            row.name,
+            micros(row.p50),
+            micros(row.mean)
+        );
+    }
+    say!("Rsmpt (resumption without forward secrecy, psk_ke): not available, rustls offers only PSK with (EC)DHE");
+    say!("per-step CPU cost (one thread, no network, {iterations} runs each):");
+    say!(
+        "  full TLS 1.3 handshake, client + server (X25519MLKEM768, ECDSA P-256)  {:>8.1} us",
+        costs.full_handshake_us
+    );
+    say!(
+        "  SMT-ticket verify (certificate chain + signature; done before the call)  {:>8.1} us",
+        costs.ticket_verify_us
+    );
+    say!(
+        "  0-RTT client start (pooled ephemeral, ECDH, key schedule)               {:>8.1} us",
+        costs.zero_rtt_start_us
+    );
+    say!(
+        "  0-RTT server accept with forward secrecy (2 ECDH, key schedule, replay)  {:>8.1} us",
+        costs.zero_rtt_accept_fs_us
+    );
+}
+
+fn print_json(rows: &[MethodRow], costs: &StepCosts, iterations: usize) {
+    let methods: Vec<_> = rows
+        .iter()
+        .zip(ratios(rows))
+        .map(|(row, ratio)| {
+            json!({
+                "method": row.name,
+                "p50_us": micros(row.p50),
+                "mean_us": micros(row.mean),
+                "vs_full_tls": ratio,
+            })
+        })
+        .collect();
+    report::print_json(&json!({
+        "iterations": iterations,
+        "first_response": methods,
+        "cpu_us": {
+            "full_tls_handshake": costs.full_handshake_us,
+            "ticket_verify": costs.ticket_verify_us,
+            "zero_rtt_client_start": costs.zero_rtt_start_us,
+            "zero_rtt_server_accept_fs": costs.zero_rtt_accept_fs_us,
+        },
+    }));
+}
+
+/// Microseconds per step, from [`steps`].
+struct StepCosts {
+    full_handshake_us: f64,
+    ticket_verify_us: f64,
+    zero_rtt_start_us: f64,
+    zero_rtt_accept_fs_us: f64,
+}
+
 /// Per-step CPU costs, in one thread, no network (Table 2's spirit).
-fn steps(pki: &Pki, n: usize) -> Result<(), Error> {
+fn steps(pki: &Pki, n: usize) -> Result<StepCosts, CliError> {
     let n = n.max(1);
     let time = |f: &mut dyn FnMut()| {
         let t = Instant::now();
@@ -216,13 +292,16 @@ fn steps(pki: &Pki, n: usize) -> Result<(), Error> {
     };
     let ca_pem = pki.ca.cert_pem().as_bytes();
     let tls_client = TlsClient::new(ca_pem, None).map_err(err)?;
+    // Checked once here, so the timed loop below can rely on it.
+    let peer = SocketAddr::from((Ipv4Addr::LOCALHOST, 1));
+    tls_client.handshake("127.0.0.1").map_err(err)?;
+    smt_proto::HandshakeAcceptor::accept(&mut pki.tls_server.clone(), peer)
+        .ok_or_else(|| err("the TLS server accepted no handshake"))?;
     let full = time(&mut || {
+        // NOTE(unwrap): both started just above with the same arguments.
         let mut c = tls_client.handshake("127.0.0.1").expect("client");
-        let mut s = smt_proto::HandshakeAcceptor::accept(
-            &mut pki.tls_server.clone(),
-            "127.0.0.1:1".parse().expect("literal"),
-        )
-        .expect("server");
+        let mut s = smt_proto::HandshakeAcceptor::accept(&mut pki.tls_server.clone(), peer)
+            .expect("server");
         shuttle(&mut *c, &mut *s);
     });
     let verify = time(&mut || {
@@ -257,18 +336,15 @@ fn steps(pki: &Pki, n: usize) -> Result<(), Error> {
         .collect();
     let mut it = hellos.iter();
     let accept_fs = time(&mut || {
+        // NOTE(unwrap): 2n hellos for n runs.
         let _ = zs.accept(it.next().expect("enough hellos"), SystemTime::now());
     });
-    println!("per-step CPU cost (one thread, no network, {n} runs each):");
-    println!(
-        "  full TLS 1.3 handshake, client + server (X25519MLKEM768, ECDSA P-256)  {full:>8.1} us"
-    );
-    println!("  SMT-ticket verify (certificate chain + signature; done before the call)  {verify:>8.1} us");
-    println!(
-        "  0-RTT client start (pooled ephemeral, ECDH, key schedule)               {start:>8.1} us"
-    );
-    println!("  0-RTT server accept with forward secrecy (2 ECDH, key schedule, replay)  {accept_fs:>8.1} us");
-    Ok(())
+    Ok(StepCosts {
+        full_handshake_us: full,
+        ticket_verify_us: verify,
+        zero_rtt_start_us: start,
+        zero_rtt_accept_fs_us: accept_fs,
+    })
 }
 
 fn shuttle(c: &mut dyn smt_proto::Handshake, s: &mut dyn smt_proto::Handshake) {

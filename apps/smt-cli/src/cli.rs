@@ -1,12 +1,29 @@
-//! Command-line arguments.
+//! Command-line arguments. Values are checked while parsing (see
+//! `crate::values`), so a bad one stops `smt` before anything starts, with
+//! the option's name and its limits.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-/// Encrypted message-based RPCs over UDP or raw IP (Secure Message Transport).
+use crate::values::{byte_count, count, host_port, seconds};
+
+/// Encrypted message-based RPCs over UDP or raw IP (Secure Message
+/// Transport): TLS 1.3 record protection inside a Homa-style transport.
 #[derive(Debug, Parser)]
-#[command(name = "smt", version, about, long_about = None)]
+#[command(
+    name = "smt",
+    version,
+    after_help = "Run `smt demo` to see it work. Across two processes or hosts:\n  \
+        smt ca init --dir ca\n  \
+        smt cert issue --ca ca --name 10.0.0.5 --out server\n  \
+        smt server --listen 10.0.0.5:7878 --cert server.pem --key server-key.pem\n  \
+        smt client --server 10.0.0.5:7878 --ca ca/ca.pem\n\
+        or, with a pre-shared key instead of TLS: `smt keygen --out psk.key`, then \
+        --psk \"$(cat psk.key)\" on both sides."
+)]
 pub struct Cli {
     /// More logging (-v info, -vv debug); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
@@ -17,15 +34,19 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Server and client in one process on loopback, fresh keys, RPCs of
-    /// 64 B to 1 MiB; prints latency, throughput and counters.
+    /// Server and client in one process on loopback (TLS 1.3 with a
+    /// throwaway CA, or fresh keys), RPCs of 64 B to 1 MiB; prints latency,
+    /// throughput and both sides' counters.
     Demo(DemoArgs),
-    /// Serve RPCs (echo) for clients that know the pre-shared key.
+    /// Serve RPCs (echo) over TLS 1.3 (--cert/--key, plus --ca for mutual
+    /// TLS) or with a pre-shared key (--psk).
     Server(ServerArgs),
-    /// Send RPCs to an `smt server` and report.
+    /// Send RPCs to an `smt server` (TLS 1.3 with --ca, or --psk) and
+    /// report latency and throughput.
     Client(ClientArgs),
-    /// Print a new random pre-shared key (hex) for `server`/`client`.
-    Keygen,
+    /// Make a new random pre-shared key (hex) for `server`/`client --psk`:
+    /// printed, or written to a private file with --out.
+    Keygen(KeygenArgs),
     /// Time to first response with each way of establishing a session
     /// (paper Fig. 12): full TLS 1.3, TLS resumption, 0-RTT SMT-ticket with
     /// and without forward secrecy; plus per-step CPU costs (Table 2).
@@ -39,20 +60,41 @@ pub enum Command {
     /// 0-RTT SMT-tickets (seed 001 §4.5.2).
     #[command(subcommand)]
     Ticket(TicketCommand),
+    /// Decode a pcap/pcapng capture of SMT; with the key log, decrypt its
+    /// messages (docs/observability.md).
+    Dump(smt_dump::cli::DumpArgs),
+}
+
+/// Whether files that exist already may be replaced.
+#[derive(Debug, Args, Clone, Copy)]
+pub struct ForceArg {
+    /// Overwrite output files that exist (otherwise `smt` refuses).
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct KeygenArgs {
+    /// Write the key to this file (created readable by its owner only)
+    /// instead of printing it.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub force: ForceArg,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum TicketCommand {
     /// Issue a ticket signed with a server certificate's key: writes OUT
     /// (base64 ticket) and OUT-static.key (the server's long-term X25519
-    /// key, hex; keep secret).
+    /// key, hex; created readable by its owner only).
     Issue {
         /// Server certificate chain (PEM, from `smt cert issue`).
         #[arg(long)]
-        cert: std::path::PathBuf,
+        cert: PathBuf,
         /// Its private key (PEM).
         #[arg(long)]
-        key: std::path::PathBuf,
+        key: PathBuf,
         /// The server's DNS name (in the certificate).
         #[arg(long)]
         name: String,
@@ -61,16 +103,18 @@ pub enum TicketCommand {
         lifetime: u64,
         /// Output file.
         #[arg(long, default_value = "smt-ticket")]
-        out: std::path::PathBuf,
+        out: PathBuf,
+        #[command(flatten)]
+        force: ForceArg,
     },
     /// Print a ticket's fields; with --ca, verify it.
     Show {
         /// The ticket file (base64).
         #[arg(long, default_value = "smt-ticket")]
-        ticket: std::path::PathBuf,
+        ticket: PathBuf,
         /// CA certificate (PEM) to verify against.
         #[arg(long)]
-        ca: Option<std::path::PathBuf>,
+        ca: Option<PathBuf>,
         /// Expected server name (default: the ticket's).
         #[arg(long)]
         name: Option<String>,
@@ -80,33 +124,40 @@ pub enum TicketCommand {
 #[derive(Debug, Args)]
 pub struct BenchHandshakeArgs {
     /// Sessions to establish per method.
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 200, value_parser = count::<1, 100_000>, allow_negative_numbers = true)]
     pub iterations: usize,
+    /// Print one JSON document instead of the tables.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum CaCommand {
     /// Make a new CA (ECDSA P-256): writes DIR/ca.pem (certificate) and
-    /// DIR/ca-key.pem (keep it secret).
+    /// DIR/ca-key.pem (certificate and key, created readable by its owner
+    /// only).
     Init {
-        /// Directory to write into.
+        /// Directory to write into (created private if it does not exist).
         #[arg(long, default_value = "smt-ca")]
-        dir: std::path::PathBuf,
+        dir: PathBuf,
         /// The CA's name.
         #[arg(long, default_value = "SMT datacenter CA")]
         name: String,
+        #[command(flatten)]
+        force: ForceArg,
     },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum CertCommand {
     /// Issue a certificate for NAMES (DNS names or IP addresses): writes
-    /// OUT.pem (chain) and OUT-key.pem.
+    /// OUT.pem (chain) and OUT-key.pem (created readable by its owner only).
     Issue {
         /// The CA directory (from `smt ca init`).
         #[arg(long, default_value = "smt-ca")]
-        ca: std::path::PathBuf,
-        /// Names the certificate is for (servers are called by IP address).
+        ca: PathBuf,
+        /// A name the certificate is for, an IP address or a DNS name;
+        /// repeat for more. Clients check the address they call.
         #[arg(long = "name", required = true)]
         names: Vec<String>,
         /// A client certificate (for mutual TLS) instead of a server one.
@@ -114,23 +165,47 @@ pub enum CertCommand {
         client: bool,
         /// Output path prefix.
         #[arg(long, default_value = "smt-cert")]
-        out: std::path::PathBuf,
+        out: PathBuf,
+        #[command(flatten)]
+        force: ForceArg,
     },
 }
 
-/// TLS 1.3 settings shared by server and client.
+/// The server's keys: TLS 1.3 files or a pre-shared key (one of the two).
 #[derive(Debug, Args, Clone, Default)]
-pub struct TlsArgs {
-    /// CA certificate (PEM): the server checks client certificates against
-    /// it (mutual TLS); the client checks the server against it.
+pub struct ServerKeyArgs {
+    /// The server's certificate chain (PEM, from `smt cert issue`): TLS 1.3.
     #[arg(long)]
-    pub ca: Option<std::path::PathBuf>,
-    /// This side's certificate chain (PEM).
+    pub cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
     #[arg(long)]
-    pub cert: Option<std::path::PathBuf>,
-    /// This side's private key (PEM).
+    pub key: Option<PathBuf>,
+    /// A CA certificate (PEM): clients must present a certificate it
+    /// issued (mutual TLS). Needs --cert and --key.
     #[arg(long)]
-    pub key: Option<std::path::PathBuf>,
+    pub ca: Option<PathBuf>,
+    /// A pre-shared key, hex (from `smt keygen`), instead of TLS.
+    #[arg(long, env = "SMT_PSK", hide_env_values = true)]
+    pub psk: Option<String>,
+}
+
+/// The client's keys: TLS 1.3 files or a pre-shared key (one of the two).
+#[derive(Debug, Args, Clone, Default)]
+pub struct ClientKeyArgs {
+    /// The CA certificate (PEM) that issued the server's certificate:
+    /// TLS 1.3.
+    #[arg(long)]
+    pub ca: Option<PathBuf>,
+    /// This client's certificate chain (PEM, from `smt cert issue
+    /// --client`), for a server that requires one (mutual TLS).
+    #[arg(long)]
+    pub cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long)]
+    pub key: Option<PathBuf>,
+    /// The server's pre-shared key, hex, instead of TLS.
+    #[arg(long, env = "SMT_PSK", hide_env_values = true)]
+    pub psk: Option<String>,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -142,7 +217,7 @@ pub struct TransportArgs {
     #[arg(long, default_value_t = smt::DEFAULT_IP_PROTOCOL)]
     pub ip_protocol: u8,
     /// Link MTU; packets are sized to fit it (IP and UDP headers included).
-    #[arg(long, default_value_t = 1500)]
+    #[arg(long, default_value_t = 1500, value_parser = count::<68, 65_535>, allow_negative_numbers = true)]
     pub mtu: usize,
     /// Disable UDP segmentation offload (GSO).
     #[arg(long)]
@@ -160,59 +235,68 @@ pub struct DemoArgs {
     #[command(flatten)]
     pub transport: TransportArgs,
     /// Seconds to spend per message size (latency and throughput phases).
-    #[arg(long, default_value_t = 1.0)]
-    pub seconds: f64,
+    #[arg(long, default_value = "1", value_parser = seconds, allow_negative_numbers = true)]
+    pub seconds: Duration,
     /// Outstanding RPCs in the throughput phase.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, value_parser = count::<1, 1024>, allow_negative_numbers = true)]
     pub concurrency: usize,
     /// Install fresh keys directly instead of running a TLS 1.3 handshake
     /// with a throwaway CA.
     #[arg(long)]
     pub no_handshake: bool,
     /// Message sizes to run (bytes), comma separated.
-    #[arg(long, value_delimiter = ',', default_values_t = [64usize, 1024, 16384, 65536, 1 << 20])]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_values_t = [64usize, 1024, 16384, 65536, 1 << 20],
+        value_parser = byte_count,
+        allow_negative_numbers = true
+    )]
     pub sizes: Vec<usize>,
+    /// Print one JSON document instead of the tables.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct ServerArgs {
     #[command(flatten)]
     pub transport: TransportArgs,
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:7878")]
+    /// Address to listen on (IP:PORT or HOST:PORT).
+    #[arg(long, default_value = "127.0.0.1:7878", value_parser = host_port)]
     pub listen: SocketAddr,
-    /// Pre-shared key, hex (see `smt keygen`), instead of TLS.
-    #[arg(long, env = "SMT_PSK")]
-    pub psk: Option<String>,
     #[command(flatten)]
-    pub tls: TlsArgs,
+    pub keys: ServerKeyArgs,
     /// Threads answering requests.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, value_parser = count::<1, 256>, allow_negative_numbers = true)]
     pub threads: usize,
     /// Stop after this many seconds (default: run until killed).
-    #[arg(long)]
-    pub duration: Option<f64>,
+    #[arg(long, value_parser = seconds, allow_negative_numbers = true)]
+    pub duration: Option<Duration>,
+    /// Print the server's counters every SECS seconds (default: never).
+    #[arg(long, value_name = "SECS", value_parser = seconds, allow_negative_numbers = true)]
+    pub stats_interval: Option<Duration>,
 }
 
 #[derive(Debug, Args)]
 pub struct ClientArgs {
     #[command(flatten)]
     pub transport: TransportArgs,
-    /// The server's address.
-    #[arg(long, default_value = "127.0.0.1:7878")]
+    /// The server's address (IP:PORT or HOST:PORT).
+    #[arg(long, default_value = "127.0.0.1:7878", value_parser = host_port)]
     pub server: SocketAddr,
-    /// Pre-shared key, hex (the server's), instead of TLS.
-    #[arg(long, env = "SMT_PSK")]
-    pub psk: Option<String>,
     #[command(flatten)]
-    pub tls: TlsArgs,
-    /// Request size in bytes.
-    #[arg(long, default_value_t = 1024)]
+    pub keys: ClientKeyArgs,
+    /// Request size in bytes (the response is as large: the server echoes).
+    #[arg(long, default_value_t = 1024, value_parser = byte_count, allow_negative_numbers = true)]
     pub size: usize,
     /// Seconds to run (half one-at-a-time for latency, half concurrent).
-    #[arg(long, default_value_t = 2.0)]
-    pub seconds: f64,
+    #[arg(long, default_value = "2", value_parser = seconds, allow_negative_numbers = true)]
+    pub seconds: Duration,
     /// Outstanding RPCs at once.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16, value_parser = count::<1, 1024>, allow_negative_numbers = true)]
     pub concurrency: usize,
+    /// Print one JSON document instead of the table.
+    #[arg(long)]
+    pub json: bool,
 }

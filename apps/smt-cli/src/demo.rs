@@ -11,13 +11,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use serde_json::json;
 use smt::keys::{fresh_session_pair, AeadAlgorithm};
-use smt::{Endpoint, EndpointConfig, Error};
+use smt::{Endpoint, EndpointConfig};
 
 use crate::cli::{DemoArgs, TransportArgs};
+use crate::error::CliError;
 use crate::report;
 
-pub fn config(t: &TransportArgs) -> EndpointConfig {
+/// The endpoint configuration the transport options ask for, on `addr`.
+/// The MTU is checked here, where the option can be named: the library
+/// would reject it only when binding, as an I/O error.
+pub fn config(t: &TransportArgs, addr: SocketAddr) -> Result<EndpointConfig, CliError> {
     let mut c = EndpointConfig::default();
     if t.raw {
         c.socket.mode = smt::Mode::RawIp {
@@ -28,20 +33,32 @@ pub fn config(t: &TransportArgs) -> EndpointConfig {
     c.socket.enable_gro = !t.no_gro;
     c.mtu = Some(t.mtu);
     c.busy_poll = t.busy_poll;
-    c
+    let mut protocol = c.protocol.clone();
+    protocol.max_datagram_size = EndpointConfig::datagram_size_for(t.mtu, addr, c.socket.mode);
+    protocol
+        .validate()
+        .map_err(|e| CliError::Usage(format!("--mtu {}: {e}", t.mtu)))?;
+    Ok(c)
 }
 
 /// Answers every request with its own bytes, on `threads` threads.
-pub fn spawn_echo(server: &Endpoint, threads: usize) {
-    for _ in 0..threads.max(1) {
+pub fn spawn_echo(server: &Endpoint, threads: usize) -> Result<(), CliError> {
+    for n in 0..threads.max(1) {
         let server = server.clone();
-        std::thread::spawn(move || {
+        let echo = move || {
             while let Ok(mut req) = server.accept() {
                 let data = req.take_data();
                 let _ = req.respond(&data);
             }
-        });
+        };
+        std::thread::Builder::new().spawn(echo).map_err(|e| {
+            CliError::Environment(format!(
+                "cannot start answering thread {} of {threads}: {e}; lower --threads",
+                n + 1
+            ))
+        })?;
     }
+    Ok(())
 }
 
 /// The floor: a plain UDP ping-pong of `size` bytes on loopback for
@@ -90,8 +107,8 @@ fn udp_echo(socket: &UdpSocket, stop: &AtomicBool) {
 
 /// A throwaway CA, a server certificate for the server's IP, and TLS on
 /// both endpoints: the first call runs the handshake.
-fn throwaway_tls(client: &Endpoint, server: &Endpoint) -> Result<(), Error> {
-    let err = |e: String| Error::Io(std::io::Error::other(e));
+fn throwaway_tls(client: &Endpoint, server: &Endpoint) -> Result<(), CliError> {
+    let err = |e: String| CliError::Environment(format!("throwaway CA: {e}"));
     let mut tag = [0u8; 4];
     smt_crypto::fill_random(&mut tag);
     let ca = smt_tls::certs::Ca::generate(&format!("smt demo CA {:08x}", u32::from_le_bytes(tag)))
@@ -117,20 +134,54 @@ fn throwaway_tls(client: &Endpoint, server: &Endpoint) -> Result<(), Error> {
     Ok(())
 }
 
-pub fn run(args: DemoArgs) -> Result<(), Error> {
-    let cfg = config(&args.transport);
-    let any: SocketAddr = "127.0.0.1:0".parse().expect("literal");
-    // Raw IP has no ports of its own; give each side a distinct SMT port.
-    let (server_addr, client_addr) = if args.transport.raw {
-        (
-            "127.0.0.1:7001".parse().expect("literal"),
-            "127.0.0.1:7002".parse().expect("literal"),
-        )
+const ECHO_THREADS: usize = 2;
+const FLOOR_SIZE: usize = 64;
+
+pub fn run(args: DemoArgs) -> Result<(), CliError> {
+    let (client, server, how) = start_pair(&args)?;
+    if !args.json {
+        print_banner(&args, &client, &server, how);
+    }
+    // Measured first, in the same run: the machine's state now is what
+    // SMT's figures below are compared with.
+    let floor = udp_floor(FLOOR_SIZE, args.seconds / 2, ECHO_THREADS)
+        .map_err(|e| CliError::Environment(format!("UDP floor measurement: {e}")))?;
+    let rows = measure_sizes(&args, &client, &server)?;
+    let (cs, _) = client.stats(None)?;
+    let (ss, _) = server.stats(None)?;
+    if args.json {
+        report::print_json(&json!({
+            "client": client.local_addr().to_string(),
+            "server": server.local_addr().to_string(),
+            "keys": how,
+            "socket": client.features().to_string(),
+            "results": rows.iter().map(report::Row::to_json).collect::<Vec<_>>(),
+            "udp_floor": {"size": FLOOR_SIZE, "p50_us": report::micros(floor)},
+            "stats": {"client": report::stats_json(&cs), "server": report::stats_json(&ss)},
+        }));
     } else {
-        (any, any)
-    };
-    let server = Endpoint::bind(server_addr, cfg.clone())?;
-    let client = Endpoint::bind(client_addr, cfg)?;
+        let smt_p50 = rows.iter().find(|r| r.size == FLOOR_SIZE).map(|r| r.p50);
+        print_floor(FLOOR_SIZE, floor, smt_p50);
+        print_totals(&cs, &ss);
+    }
+    client.close();
+    server.close();
+    report::all_succeeded(&rows)
+}
+
+/// The two endpoints, with keys (a TLS handshake to come, or installed
+/// directly) and the server answering; and how the keys come, for the
+/// banner.
+fn start_pair(args: &DemoArgs) -> Result<(Endpoint, Endpoint, &'static str), CliError> {
+    // Port 0 on both: in raw-IP mode too, where it makes each endpoint
+    // pick a random SMT port, so two demos never share one.
+    let any: SocketAddr = (std::net::Ipv4Addr::LOCALHOST, 0).into();
+    let cfg = config(&args.transport, any)?;
+    for &size in &args.sizes {
+        report::check_load("--sizes", size, args.concurrency, &cfg)?;
+    }
+    let server = Endpoint::bind(any, cfg.clone())?;
+    let client = Endpoint::bind(any, cfg)?;
     let how = if args.no_handshake {
         let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
         client.install_session(server.local_addr(), ck)?;
@@ -140,79 +191,76 @@ pub fn run(args: DemoArgs) -> Result<(), Error> {
         throwaway_tls(&client, &server)?;
         "TLS 1.3 handshake on the first call (throwaway CA, ECDSA P-256, X25519MLKEM768)"
     };
-    const ECHO_THREADS: usize = 2;
-    const FLOOR_SIZE: usize = 64;
-    spawn_echo(&server, ECHO_THREADS);
+    spawn_echo(&server, ECHO_THREADS)?;
+    Ok((client, server, how))
+}
 
-    println!(
-        "SMT demo: client {} -> server {}, AES-128-GCM, {how}",
-        client.local_addr(),
-        server.local_addr()
-    );
-    println!("socket: {}", client.features());
-    println!(
-        "each size: {:.1} s of one-at-a-time RPCs (latency), then {:.1} s with {} outstanding (throughput); echoed and checked",
-        args.seconds / 2.0,
-        args.seconds / 2.0,
-        args.concurrency
-    );
-    // Measured first, in the same run: the machine's state now is what
-    // SMT's figures below are compared with.
-    let floor = udp_floor(
-        FLOOR_SIZE,
-        Duration::from_secs_f64(args.seconds / 2.0),
-        ECHO_THREADS,
-    )?;
-    report::print_header();
-    let mut failed = 0;
-    let mut smt_floor_size_p50 = None;
+/// One row per size, printed as it is measured unless the output is JSON.
+fn measure_sizes(
+    args: &DemoArgs,
+    client: &Endpoint,
+    server: &Endpoint,
+) -> Result<Vec<report::Row>, CliError> {
+    if !args.json {
+        report::print_header();
+    }
+    let mut rows = Vec::with_capacity(args.sizes.len());
     for &size in &args.sizes {
         let row = report::measure(
-            &client,
+            client,
             server.local_addr(),
-            Some(&server),
+            Some(server),
             size,
             args.seconds,
             args.concurrency,
         )?;
-        failed += row.errors;
-        report::print_row(&row);
-        if size == FLOOR_SIZE {
-            smt_floor_size_p50 = Some(row.p50);
+        if !args.json {
+            report::print_row(&row);
         }
+        rows.push(row);
     }
-    print_floor(FLOOR_SIZE, floor, smt_floor_size_p50);
-    let (cs, _) = client.stats(None)?;
-    let (ss, _) = server.stats(None)?;
-    println!(
+    Ok(rows)
+}
+
+fn print_totals(client: &smt::Stats, server: &smt::Stats) {
+    say!(
         "handshakes: client {} completed / {} failed; server {} completed",
-        cs.handshakes_completed, cs.handshakes_failed, ss.handshakes_completed
+        client.handshakes_completed,
+        client.handshakes_failed,
+        server.handshakes_completed
     );
-    report::print_stats("client", &cs);
-    report::print_stats("server", &ss);
-    client.close();
-    server.close();
-    if failed > 0 {
-        return Err(Error::Io(std::io::Error::other(format!(
-            "{failed} RPCs failed"
-        ))));
-    }
-    Ok(())
+    report::print_stats("client", client);
+    report::print_stats("server", server);
+}
+
+fn print_banner(args: &DemoArgs, client: &Endpoint, server: &Endpoint, how: &str) {
+    say!(
+        "SMT demo: client {} -> server {}, AES-128-GCM, {how}",
+        client.local_addr(),
+        server.local_addr()
+    );
+    say!("socket: {}", client.features());
+    let half = args.seconds.as_secs_f64() / 2.0;
+    say!(
+        "each size: {half:.1} s of one-at-a-time RPCs (latency), then {half:.1} s with {} \
+         outstanding (throughput); echoed and checked",
+        args.concurrency
+    );
 }
 
 /// The UDP floor and, if that size ran, SMT's median as a multiple of it.
 fn print_floor(size: usize, floor: Duration, smt: Option<Duration>) {
     let us = |d: Duration| d.as_secs_f64() * 1e6;
-    print!(
+    say_part!(
         "UDP floor ({size} B plain UDP ping-pong, same threads, this run): p50 {:.1} us",
         us(floor)
     );
     match smt {
-        Some(p50) if !floor.is_zero() => println!(
+        Some(p50) if !floor.is_zero() => say!(
             "; SMT {size} B p50 {:.1} us = {:.2}x the floor",
             us(p50),
             p50.as_secs_f64() / floor.as_secs_f64()
         ),
-        _ => println!(),
+        _ => say!(),
     }
 }

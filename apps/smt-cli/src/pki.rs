@@ -1,10 +1,15 @@
-//! `smt ca init`, `smt cert issue`, and loading TLS settings from files.
+//! `smt ca init`, `smt cert issue`, `smt ticket`, and loading TLS settings
+//! from the files a server or client was given.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
-use smt::Error;
-use smt_tls::certs::Ca;
+use smt_tls::certs::{Ca, IssuedCert};
 use smt_tls::{KeyLogPolicy, TlsClient, TlsOptions, TlsServer};
+
+use crate::cli::{CaCommand, CertCommand, TicketCommand};
+use crate::error::CliError;
+use crate::files::{self, Access, Output};
 
 /// TLS options of the CLI: the standard SSLKEYLOGFILE is honoured (for
 /// decrypting captures while debugging; never set it in production).
@@ -12,132 +17,53 @@ pub fn tls_options() -> TlsOptions {
     TlsOptions::default().key_log(KeyLogPolicy::FromEnv)
 }
 
-use crate::cli::{CaCommand, CertCommand, TicketCommand, TlsArgs};
-
-fn io_err(msg: String) -> Error {
-    Error::Io(std::io::Error::other(msg))
-}
-
-fn read(path: &Path, what: &str) -> Result<Vec<u8>, Error> {
-    std::fs::read(path).map_err(|e| io_err(format!("cannot read {what} {}: {e}", path.display())))
-}
-
-fn write(path: &Path, text: &str) -> Result<(), Error> {
-    std::fs::write(path, text).map_err(|e| io_err(format!("cannot write {}: {e}", path.display())))
-}
-
-pub fn ticket(cmd: TicketCommand) -> Result<(), Error> {
-    match cmd {
-        TicketCommand::Issue {
-            cert,
-            key,
-            name,
-            lifetime,
-            out,
-        } => {
-            let chain_pem = String::from_utf8(read(&cert, "certificate")?)
-                .map_err(|_| io_err("certificate is not PEM".into()))?;
-            let key_pem = String::from_utf8(read(&key, "key")?)
-                .map_err(|_| io_err("key is not PEM".into()))?;
-            let issued = smt_tls::certs::IssuedCert::from_pem(&format!("{chain_pem}{key_pem}"))
-                .map_err(|e| io_err(format!("certificate/key: {e}")))?;
-            let static_key = smt_ticket::StaticKey::generate();
-            let ticket = smt_ticket::Ticket::issue(
-                &static_key,
-                &issued.chain_der(),
-                issued.key_der(),
-                &name,
-                std::time::SystemTime::now(),
-                std::time::Duration::from_secs(lifetime),
-            )
-            .map_err(|e| io_err(format!("cannot issue ticket: {e}")))?;
-            let key_path = std::path::PathBuf::from(format!("{}-static.key", out.display()));
-            write(&out, &ticket.to_base64())?;
-            let hex: String = static_key
-                .to_bytes()
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect();
-            write(&key_path, &hex)?;
-            println!("ticket for {name}, valid {lifetime} s: {} (publish it, e.g. as DNS TXT at _smt-ticket.{name}.); static key: {} (keep secret)", out.display(), key_path.display());
-            Ok(())
-        }
-        TicketCommand::Show { ticket, ca, name } => {
-            let text = String::from_utf8(read(&ticket, "ticket")?)
-                .map_err(|_| io_err("ticket is not base64 text".into()))?;
-            let t = smt_ticket::Ticket::from_base64(&text)
-                .map_err(|e| io_err(format!("not a ticket: {e}")))?;
-            println!("server name: {}", t.server_name());
-            println!(
-                "valid: {} .. {} (unix seconds)",
-                t.not_before(),
-                t.not_after()
-            );
-            println!(
-                "static key: {}",
-                t.static_public_key()
-                    .iter()
-                    .map(|b| format!("{b:02x}"))
-                    .collect::<String>()
-            );
-            println!(
-                "certificates: {}, {} bytes encoded",
-                t.certificate_chain().count(),
-                t.as_bytes().len()
-            );
-            if let Some(ca) = ca {
-                let ca_der = smt_tls::certificates_der(&read(&ca, "CA")?)
-                    .map_err(|e| io_err(format!("CA file: {e}")))?
-                    .remove(0);
-                let expected = name.unwrap_or_else(|| t.server_name().to_string());
-                match t.verify(&ca_der, &expected, std::time::SystemTime::now()) {
-                    Ok(_) => {
-                        println!("verification: OK (CA, name {expected}, signature, validity)")
-                    }
-                    Err(e) => return Err(io_err(format!("verification failed: {e}"))),
-                }
-            }
-            Ok(())
-        }
+pub fn ca(cmd: CaCommand) -> Result<(), CliError> {
+    let CaCommand::Init { dir, name, force } = cmd;
+    if name.trim().is_empty() {
+        return Err(CliError::Usage(
+            "--name must not be empty: it is the CA's name in every certificate it issues".into(),
+        ));
     }
-}
-
-pub fn ca(cmd: CaCommand) -> Result<(), Error> {
-    let CaCommand::Init { dir, name } = cmd;
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| io_err(format!("cannot create {}: {e}", dir.display())))?;
-    let ca = Ca::generate(&name).map_err(|e| io_err(e.to_string()))?;
-    write(&dir.join("ca.pem"), ca.cert_pem())?;
-    write(&dir.join("ca-key.pem"), &ca.to_pem())?;
-    println!(
+    let ca = Ca::generate(&name).map_err(|e| CliError::Environment(e.to_string()))?;
+    files::create_private_dir(&dir)?;
+    let (cert, key) = (dir.join("ca.pem"), dir.join("ca-key.pem"));
+    files::write_all(
+        &[
+            output(&cert, ca.cert_pem().to_string(), Access::Public),
+            output(&key, ca.to_pem(), Access::Secret),
+        ],
+        force.force,
+    )?;
+    say!(
         "CA \"{name}\": {} (certificate), {} (certificate + key; keep secret)",
-        dir.join("ca.pem").display(),
-        dir.join("ca-key.pem").display()
+        cert.display(),
+        key.display()
     );
     Ok(())
 }
 
-pub fn cert(cmd: CertCommand) -> Result<(), Error> {
+pub fn cert(cmd: CertCommand) -> Result<(), CliError> {
     let CertCommand::Issue {
         ca,
         names,
         client,
         out,
+        force,
     } = cmd;
-    let pem = String::from_utf8(read(&ca.join("ca-key.pem"), "CA key")?)
-        .map_err(|_| io_err("CA key is not PEM text".into()))?;
-    let ca = Ca::from_pem(&pem).map_err(|e| io_err(format!("bad CA files: {e}")))?;
+    let ca = load_ca(&ca)?;
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let cert = ca
         .issue(&names, client)
-        .map_err(|e| io_err(e.to_string()))?;
-    let (chain, key) = (
-        out.with_extension("pem"),
-        Path::new(&format!("{}-key.pem", out.display())).to_path_buf(),
-    );
-    write(&chain, &cert.chain_pem())?;
-    write(&key, &cert.key_pem())?;
-    println!(
+        .map_err(|e| CliError::Usage(format!("--name: {e}")))?;
+    let (chain, key) = (with_suffix(&out, ".pem"), with_suffix(&out, "-key.pem"));
+    files::write_all(
+        &[
+            output(&chain, cert.chain_pem(), Access::Public),
+            output(&key, cert.key_pem(), Access::Secret),
+        ],
+        force.force,
+    )?;
+    say!(
         "{} certificate for {names:?}: {} and {}",
         if client { "client" } else { "server" },
         chain.display(),
@@ -146,38 +72,207 @@ pub fn cert(cmd: CertCommand) -> Result<(), Error> {
     Ok(())
 }
 
-/// The server's TLS settings, if `--cert`/`--key` were given.
-pub fn tls_server(t: &TlsArgs) -> Result<Option<TlsServer>, Error> {
-    let (Some(cert), Some(key)) = (&t.cert, &t.key) else {
-        return Ok(None);
-    };
-    let client_ca =
-        t.ca.as_ref()
-            .map(|p| read(p, "CA certificate"))
-            .transpose()?;
-    let server = TlsServer::with_options(
-        &read(cert, "certificate")?,
-        &read(key, "key")?,
-        client_ca.as_deref(),
-        &tls_options(),
-    )
-    .map_err(|e| io_err(format!("TLS server settings: {e}")))?;
-    Ok(Some(server))
+/// The CA in `dir`, as `smt ca init` left it.
+fn load_ca(dir: &Path) -> Result<Ca, CliError> {
+    if dir.is_file() {
+        return Err(CliError::Usage(format!(
+            "--ca {} is a file; give the directory made by `smt ca init`",
+            dir.display()
+        )));
+    }
+    let pem = files::read_text(&dir.join("ca-key.pem"), "--ca", "CA key")?;
+    Ca::from_pem(&pem).map_err(|e| {
+        CliError::File(format!(
+            "{}: {e} (make a CA with `smt ca init --dir {}`)",
+            dir.join("ca-key.pem").display(),
+            dir.display()
+        ))
+    })
 }
 
-/// The client's TLS settings, if `--ca` was given.
-pub fn tls_client(t: &TlsArgs) -> Result<Option<TlsClient>, Error> {
-    let Some(ca) = &t.ca else { return Ok(None) };
-    let ca = read(ca, "CA certificate")?;
-    let auth = match (&t.cert, &t.key) {
-        (Some(c), Some(k)) => Some((read(c, "certificate")?, read(k, "key")?)),
-        _ => None,
+fn output(path: &Path, text: String, access: Access) -> Output {
+    Output {
+        path: path.to_path_buf(),
+        text,
+        access,
+    }
+}
+
+/// `prefix` with `suffix` appended to its last component (not
+/// `with_extension`, which would turn `server.v2` into `server.pem`).
+fn with_suffix(prefix: &Path, suffix: &str) -> PathBuf {
+    let mut path = prefix.as_os_str().to_owned();
+    path.push(suffix);
+    PathBuf::from(path)
+}
+
+pub fn ticket(cmd: TicketCommand) -> Result<(), CliError> {
+    match cmd {
+        TicketCommand::Issue {
+            cert,
+            key,
+            name,
+            lifetime,
+            out,
+            force,
+        } => issue_ticket(&cert, &key, &name, lifetime, &out, force.force),
+        TicketCommand::Show { ticket, ca, name } => show_ticket(&ticket, ca.as_deref(), name),
+    }
+}
+
+fn issue_ticket(
+    cert: &Path,
+    key: &Path,
+    name: &str,
+    lifetime: u64,
+    out: &Path,
+    force: bool,
+) -> Result<(), CliError> {
+    let chain_pem = files::read_text(cert, "--cert", "certificate")?;
+    let key_pem = files::read_text(key, "--key", "key")?;
+    let issued = IssuedCert::from_pem(&format!("{chain_pem}{key_pem}")).map_err(|e| {
+        CliError::File(format!(
+            "--cert {} / --key {}: {e}",
+            cert.display(),
+            key.display()
+        ))
+    })?;
+    let static_key = smt_ticket::StaticKey::generate();
+    let ticket = smt_ticket::Ticket::issue(
+        &static_key,
+        &issued.chain_der(),
+        issued.key_der(),
+        name,
+        SystemTime::now(),
+        Duration::from_secs(lifetime),
+    )
+    .map_err(|e| CliError::Usage(format!("cannot issue the ticket: {e}")))?;
+    let key_path = with_suffix(out, "-static.key");
+    files::write_all(
+        &[
+            output(out, ticket.to_base64(), Access::Public),
+            output(
+                &key_path,
+                hex::encode(static_key.to_bytes()),
+                Access::Secret,
+            ),
+        ],
+        force,
+    )?;
+    say!(
+        "ticket for {name}, valid {lifetime} s: {} (publish it, e.g. as DNS TXT at \
+         _smt-ticket.{name}.); static key: {} (keep secret)",
+        out.display(),
+        key_path.display()
+    );
+    Ok(())
+}
+
+fn show_ticket(path: &Path, ca: Option<&Path>, name: Option<String>) -> Result<(), CliError> {
+    let text = files::read_text(path, "--ticket", "ticket")?;
+    let t = smt_ticket::Ticket::from_base64(&text)
+        .map_err(|e| CliError::File(format!("{} is not a ticket: {e}", path.display())))?;
+    say!("server name: {}", t.server_name());
+    say!(
+        "valid: {} .. {} (unix seconds)",
+        t.not_before(),
+        t.not_after()
+    );
+    say!("static key: {}", hex::encode(t.static_public_key()));
+    say!(
+        "certificates: {}, {} bytes encoded",
+        t.certificate_chain().count(),
+        t.as_bytes().len()
+    );
+    let Some(ca) = ca else { return Ok(()) };
+    let ca_der = first_certificate(ca)?;
+    let expected = name.unwrap_or_else(|| t.server_name().to_string());
+    t.verify(&ca_der, &expected, SystemTime::now())
+        .map_err(|e| CliError::Peer(format!("verification failed: {e}")))?;
+    say!("verification: OK (CA, name {expected}, signature, validity)");
+    Ok(())
+}
+
+/// The first certificate in the PEM file `path` (given as `--ca`).
+fn first_certificate(path: &Path) -> Result<Vec<u8>, CliError> {
+    let pem = files::read(path, "--ca", "CA certificate")?;
+    let not_pem = |why: String| CliError::File(format!("--ca {}: {why}", path.display()));
+    smt_tls::certificates_der(&pem)
+        .map_err(|e| not_pem(e.to_string()))?
+        .into_iter()
+        .next()
+        .ok_or_else(|| not_pem("no certificate in it".into()))
+}
+
+/// A TLS server presenting `cert` with `key`; with `client_ca`, clients
+/// must present a certificate it issued (mutual TLS).
+pub fn tls_server(
+    cert: &Path,
+    key: &Path,
+    client_ca: Option<&Path>,
+) -> Result<TlsServer, CliError> {
+    let client_ca_pem = client_ca
+        .map(|p| files::read(p, "--ca", "client CA certificate"))
+        .transpose()?;
+    TlsServer::with_options(
+        &files::read(cert, "--cert", "certificate")?,
+        &files::read(key, "--key", "key")?,
+        client_ca_pem.as_deref(),
+        &tls_options(),
+    )
+    .map_err(|e| unusable(&[("--cert", cert), ("--key", key)], client_ca, e))
+}
+
+/// A TLS client trusting `ca`; with `auth`, presenting that certificate
+/// and key to a server that asks for one (mutual TLS).
+pub fn tls_client(ca: &Path, auth: Option<(&PathBuf, &PathBuf)>) -> Result<TlsClient, CliError> {
+    let (ca_path, auth_paths) = (ca, auth);
+    let ca = files::read(ca, "--ca", "CA certificate")?;
+    let auth = match auth {
+        Some((cert, key)) => Some((
+            files::read(cert, "--cert", "certificate")?,
+            files::read(key, "--key", "key")?,
+        )),
+        None => None,
     };
-    let client = TlsClient::with_options(
+    TlsClient::with_options(
         &ca,
         auth.as_ref().map(|(c, k)| (c.as_slice(), k.as_slice())),
         &tls_options(),
     )
-    .map_err(|e| io_err(format!("TLS client settings: {e}")))?;
-    Ok(Some(client))
+    .map_err(|e| {
+        let files = match auth_paths {
+            Some((cert, key)) => vec![("--cert", cert.as_path()), ("--key", key.as_path())],
+            None => vec![],
+        };
+        unusable(&files, Some(ca_path), e)
+    })
+}
+
+/// The library's complaint about TLS files, naming the files it was given.
+fn unusable(files: &[(&str, &Path)], ca: Option<&Path>, e: smt_tls::TlsConfigError) -> CliError {
+    let named: Vec<String> = files
+        .iter()
+        .copied()
+        .chain(ca.map(|ca| ("--ca", ca)))
+        .map(|(option, path)| format!("{option} {}", path.display()))
+        .collect();
+    CliError::File(format!("unusable TLS files ({}): {e}", named.join(", ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_names_append_to_the_prefix() {
+        assert_eq!(
+            with_suffix(Path::new("dir/server.v2"), ".pem"),
+            Path::new("dir/server.v2.pem")
+        );
+        assert_eq!(
+            with_suffix(Path::new("server"), "-key.pem"),
+            Path::new("server-key.pem")
+        );
+    }
 }

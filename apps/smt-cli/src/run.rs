@@ -1,135 +1,245 @@
 //! `smt server`, `smt client`, `smt keygen`.
 
 use std::net::{SocketAddr, UdpSocket};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use smt::keys::{AeadAlgorithm, PskClient};
-use smt::{Endpoint, Error, ServerAcceptor};
+use serde_json::json;
+use smt::keys::{AeadAlgorithm, PskClient, SessionKeyLog};
+use smt::{Endpoint, HandshakeError, RpcError, ServerAcceptor};
+use smt_tls::{TlsClient, TlsServer};
 
-use crate::cli::{ClientArgs, ServerArgs};
+use crate::cli::{ClientArgs, KeygenArgs, ServerArgs};
 use crate::demo::{config, spawn_echo};
-use crate::report;
+use crate::error::CliError;
+use crate::files::{self, Access, Output};
+use crate::mode::{ClientKeys, ServerKeys};
+use crate::{pki, report};
 
 const ALGORITHM: AeadAlgorithm = AeadAlgorithm::Aes128Gcm;
 
-pub fn keygen() -> String {
+pub fn keygen(args: KeygenArgs) -> Result<(), CliError> {
     let mut key = [0u8; 32];
     smt_crypto::fill_random(&mut key);
-    key.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn parse_psk(hex: &str) -> Result<Vec<u8>, Error> {
-    let bad = || {
-        Error::Io(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "--psk must be at least 32 bytes of hex (make one with `smt keygen`)",
-        ))
+    let text = hex::encode(key);
+    let Some(path) = args.out else {
+        say!("{text}");
+        return Ok(());
     };
-    let hex = hex.trim();
-    if !hex.len().is_multiple_of(2) || hex.len() < 64 {
-        return Err(bad());
-    }
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).map_err(|_| bad()))
-        .collect()
+    files::write_all(
+        &[Output {
+            path: path.clone(),
+            text: format!("{text}\n"),
+            access: Access::Secret,
+        }],
+        args.force.force,
+    )?;
+    say!(
+        "pre-shared key written to {} (readable by its owner only); use it with \
+         --psk \"$(cat {})\"",
+        path.display(),
+        path.display()
+    );
+    Ok(())
 }
 
-fn need_keys() -> Error {
-    Error::Io(std::io::Error::new(
-        std::io::ErrorKind::InvalidInput,
-        "give TLS files (server: --cert and --key [--ca for mutual TLS]; client: --ca [--cert --key]) \
-         or a pre-shared key (--psk, from `smt keygen`)",
-    ))
+/// A server's keys, loaded and checked before its socket is opened.
+enum ServerSetup {
+    Tls(TlsServer),
+    /// The PSK nonce exchange: fresh keys per session, so a restarted
+    /// server never executes a replayed request.
+    Psk(ServerAcceptor),
 }
 
-pub fn server(args: ServerArgs) -> Result<(), Error> {
-    let tls = crate::pki::tls_server(&args.tls)?;
-    let server = Endpoint::bind(args.listen, config(&args.transport))?;
-    match (&args.psk, tls) {
-        (_, Some(tls)) => server.set_tls_server(tls)?,
-        // The PSK nonce exchange: fresh keys per session, so a restarted
-        // server never executes a replayed request.
-        (Some(psk), None) => server.set_handshake_acceptor(Box::new(
-            ServerAcceptor::new(None, None).with_psk(&parse_psk(psk)?, ALGORITHM),
-        ))?,
-        (None, None) => return Err(need_keys()),
+fn server_setup(keys: &ServerKeys) -> Result<ServerSetup, CliError> {
+    Ok(match keys {
+        ServerKeys::Tls { cert, key } => ServerSetup::Tls(pki::tls_server(cert, key, None)?),
+        ServerKeys::MutualTls {
+            cert,
+            key,
+            client_ca,
+        } => ServerSetup::Tls(pki::tls_server(cert, key, Some(client_ca))?),
+        // The session keys go to SSLKEYLOGFILE, as TLS's secrets do, so
+        // `smt dump` can decrypt a capture (docs/observability.md).
+        ServerKeys::Psk(psk) => ServerSetup::Psk(
+            ServerAcceptor::new(None, None)
+                .with_psk(psk.bytes(), ALGORITHM)
+                .with_key_log(SessionKeyLog::from_env()?.map(Arc::new)),
+        ),
+    })
+}
+
+pub fn server(args: ServerArgs) -> Result<(), CliError> {
+    let keys = ServerKeys::from_args(&args.keys)?;
+    let setup = server_setup(&keys)?;
+    let server = Endpoint::bind(args.listen, config(&args.transport, args.listen)?)
+        .map_err(|e| cannot_bind("--listen", args.listen, e))?;
+    match setup {
+        ServerSetup::Tls(tls) => server.set_tls_server(tls)?,
+        ServerSetup::Psk(acceptor) => server.set_handshake_acceptor(Box::new(acceptor))?,
     }
-    println!(
-        "smt server on {} ({}), {} threads",
+    // The first line's start is what scripts wait for (smt-hostile).
+    say!(
+        "smt server on {} ({}), {}, {} threads",
         server.local_addr(),
         server.features(),
+        keys.describe(),
         args.threads
     );
-    spawn_echo(&server, args.threads);
-    let mut elapsed = 0.0;
+    spawn_echo(&server, args.threads)?;
+    serve(&server, args.duration, args.stats_interval)
+}
+
+/// Serves until `duration` is over (forever without one), printing the
+/// counters every `interval` when one was asked for.
+fn serve(
+    server: &Endpoint,
+    duration: Option<Duration>,
+    interval: Option<Duration>,
+) -> Result<(), CliError> {
+    let start = Instant::now();
+    let end = duration.map(|d| start + d);
+    let mut next_stats = interval.map(|i| start + i);
     loop {
-        std::thread::sleep(Duration::from_secs(1));
-        elapsed += 1.0;
-        let (s, _) = server.stats(None)?;
-        report::print_stats("server", &s);
-        if args.duration.is_some_and(|d| elapsed >= d) {
+        let now = Instant::now();
+        if end.is_some_and(|end| now >= end) {
             server.close();
             return Ok(());
+        }
+        let wake = [end, next_stats].into_iter().flatten().min();
+        std::thread::sleep(wake.map_or(Duration::from_secs(3600), |w| w - now));
+        if let (Some(at), Some(every)) = (next_stats, interval) {
+            if Instant::now() >= at {
+                let (s, _) = server.stats(None)?;
+                report::print_stats("server", &s);
+                next_stats = Some(at + every);
+            }
         }
     }
 }
 
-/// The address the server will see for us: the local IP the kernel routes
-/// towards it (binding the unspecified address would hide it), port 0.
-fn local_towards(server: SocketAddr) -> Result<SocketAddr, Error> {
-    let any: SocketAddr = if server.is_ipv4() {
-        "0.0.0.0:0"
-    } else {
-        "[::]:0"
+/// A failed bind, with the address tried (the system's "Cannot assign
+/// requested address" does not say which).
+fn cannot_bind(option: &str, addr: SocketAddr, e: smt::Error) -> CliError {
+    match CliError::from(e) {
+        CliError::Environment(why) => {
+            CliError::Environment(format!("cannot open {option} address {addr}: {why}"))
+        }
+        other => other,
     }
-    .parse()
-    .expect("literal");
-    let probe = UdpSocket::bind(any)?;
-    probe.connect(server)?;
-    Ok(SocketAddr::new(probe.local_addr()?.ip(), 0))
+}
+
+/// The address the server will see for us: the local IP the kernel routes
+/// towards it (binding the unspecified address would hide it), port 0. In
+/// raw-IP mode port 0 makes the endpoint pick a random SMT port, so two
+/// clients on one host never share one (and never read each other's
+/// responses).
+fn local_towards(server: SocketAddr) -> Result<SocketAddr, CliError> {
+    let any = SocketAddr::new(
+        match server {
+            SocketAddr::V4(_) => std::net::Ipv4Addr::UNSPECIFIED.into(),
+            SocketAddr::V6(_) => std::net::Ipv6Addr::UNSPECIFIED.into(),
+        },
+        0,
+    );
+    let no_route = |e: std::io::Error| {
+        CliError::Environment(format!("no route from this host to {server}: {e}"))
+    };
+    let probe = UdpSocket::bind(any).map_err(no_route)?;
+    probe.connect(server).map_err(no_route)?;
+    Ok(SocketAddr::new(
+        probe.local_addr().map_err(no_route)?.ip(),
+        0,
+    ))
+}
+
+/// A client's keys, loaded and checked before its socket is opened.
+enum ClientSetup {
+    Tls(TlsClient),
+    Psk(PskClient),
+}
+
+fn client_setup(keys: &ClientKeys) -> Result<ClientSetup, CliError> {
+    Ok(match keys {
+        ClientKeys::Tls { ca } => ClientSetup::Tls(pki::tls_client(ca, None)?),
+        ClientKeys::MutualTls { ca, cert, key } => {
+            ClientSetup::Tls(pki::tls_client(ca, Some((cert, key)))?)
+        }
+        ClientKeys::Psk(psk) => ClientSetup::Psk(
+            PskClient::new(psk.bytes(), ALGORITHM)
+                .with_key_log(SessionKeyLog::from_env()?.map(Arc::new)),
+        ),
+    })
 }
 
 /// One call before measuring: a server that cannot be reached (nothing
-/// speaks SMT there, a failed handshake) ends the run with that reason,
-/// instead of a measurement made of failures hammering the address.
-fn reach(client: &Endpoint, server: SocketAddr) -> Result<(), Error> {
+/// speaks SMT there, a failed handshake) ends the run with that reason
+/// and a hint, instead of a measurement made of failures.
+fn reach(client: &Endpoint, server: SocketAddr, keys: &ClientKeys) -> Result<(), CliError> {
     client
         .call(server, b"smt client: hello")
         .map(drop)
         .map_err(|e| {
-            Error::Io(std::io::Error::other(format!(
-                "cannot reach an SMT server at {server}: {e}"
-            )))
+            CliError::Peer(format!(
+                "cannot reach an SMT server at {server} using {}: {e}{}",
+                keys.describe(),
+                hint(&e, keys, server)
+            ))
         })
 }
 
-pub fn client(args: ClientArgs) -> Result<(), Error> {
-    let tls = crate::pki::tls_client(&args.tls)?;
-    let master = match (&args.psk, &tls) {
-        (_, Some(_)) => None,
-        (Some(psk), None) => Some(parse_psk(psk)?),
-        (None, None) => return Err(need_keys()),
+/// What most likely went wrong, for the failures whose library message
+/// cannot know the client's options: a decision table on (error, mode).
+fn hint(e: &smt::Error, keys: &ClientKeys, server: SocketAddr) -> String {
+    use smt::Error::{Handshake, Rpc};
+    let psk = matches!(keys, ClientKeys::Psk(_));
+    let text = match (e, keys) {
+        (Handshake(HandshakeError::BadCertificate(_)), _) => {
+            "is --ca the CA that issued the server's certificate?".to_string()
+        }
+        (Handshake(HandshakeError::WrongName(_)), _) => format!(
+            "the server's certificate must name the address called: issue it with \
+             `smt cert issue --name {}`",
+            server.ip()
+        ),
+        (Handshake(HandshakeError::Timeout), _) if psk => {
+            "a server using TLS does not answer a PSK hello: is it running with --psk?".into()
+        }
+        (Handshake(HandshakeError::Timeout), _) => {
+            "a server using --psk does not answer a TLS handshake: is it running with --cert?"
+                .into()
+        }
+        (Rpc(RpcError::Timeout), _) if psk => {
+            "the server drops calls under another key: is --psk the server's?".into()
+        }
+        (Rpc(RpcError::SessionClosed), ClientKeys::Tls { .. }) => {
+            "the server ended the session after the handshake, as one that requires a client \
+             certificate does: give --cert and --key"
+                .into()
+        }
+        (Rpc(RpcError::SessionClosed), ClientKeys::MutualTls { .. }) => {
+            "the server ended the session after the handshake: does it trust the CA that \
+             issued --cert?"
+                .into()
+        }
+        _ => return String::new(),
     };
-    let bind = if args.transport.raw {
-        SocketAddr::new(local_towards(args.server)?.ip(), 7002)
-    } else {
-        local_towards(args.server)?
-    };
-    let client = Endpoint::bind(bind, config(&args.transport))?;
-    match (master, tls) {
-        (Some(master), _) => client.set_psk_client(PskClient::new(&master, ALGORITHM))?,
-        (None, Some(tls)) => client.set_tls_client(tls)?,
-        (None, None) => return Err(need_keys()),
+    format!("; {text}")
+}
+
+pub fn client(args: ClientArgs) -> Result<(), CliError> {
+    let keys = ClientKeys::from_args(&args.keys)?;
+    let client = open_client(&args, &keys)?;
+    if !args.json {
+        say!(
+            "smt client {} -> {} ({}), {}",
+            client.local_addr(),
+            args.server,
+            client.features(),
+            keys.describe()
+        );
     }
-    println!(
-        "smt client {} -> {} ({})",
-        client.local_addr(),
-        args.server,
-        client.features()
-    );
-    reach(&client, args.server)?;
-    report::print_header();
+    reach(&client, args.server, &keys)?;
     let row = report::measure(
         &client,
         args.server,
@@ -138,15 +248,36 @@ pub fn client(args: ClientArgs) -> Result<(), Error> {
         args.seconds,
         args.concurrency,
     )?;
-    report::print_row(&row);
-    let (s, _) = client.stats(None)?;
-    report::print_stats("client", &s);
+    let (stats, _) = client.stats(None)?;
     client.close();
-    if row.errors > 0 {
-        return Err(Error::Io(std::io::Error::other(format!(
-            "{} RPCs failed",
-            row.errors
-        ))));
+    if args.json {
+        report::print_json(&json!({
+            "mode": keys.name(),
+            "client": client.local_addr().to_string(),
+            "server": args.server.to_string(),
+            "socket": client.features().to_string(),
+            "result": row.to_json(),
+            "stats": report::stats_json(&stats),
+        }));
+    } else {
+        report::print_header();
+        report::print_row(&row);
+        report::print_stats("client", &stats);
     }
-    Ok(())
+    report::all_succeeded(&[row])
+}
+
+/// The client's endpoint, with its keys: files read and the load checked
+/// before its socket is opened.
+fn open_client(args: &ClientArgs, keys: &ClientKeys) -> Result<Endpoint, CliError> {
+    let setup = client_setup(keys)?;
+    let local = local_towards(args.server)?;
+    let cfg = config(&args.transport, local)?;
+    report::check_load("--size", args.size, args.concurrency, &cfg)?;
+    let client = Endpoint::bind(local, cfg).map_err(|e| cannot_bind("local", local, e))?;
+    match setup {
+        ClientSetup::Tls(tls) => client.set_tls_client(tls)?,
+        ClientSetup::Psk(psk) => client.set_psk_client(psk)?,
+    }
+    Ok(client)
 }

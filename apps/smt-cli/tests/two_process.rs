@@ -1,62 +1,20 @@
 //! Two processes on loopback exchanging encrypted RPCs through the public
 //! API: `smt server` in one process, `smt client` in another, UDP and raw IP.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-const BIN: &str = env!("CARGO_BIN_EXE_smt");
+mod common;
 
-fn psk() -> String {
+use common::{psk, smt_ok, start_server, temp_dir, BIN};
+
+/// Runs `smt client` against `server` with `keys` (`--psk KEY`, `--ca
+/// FILE`, ...) for a second of 3000-byte calls; it must succeed.
+fn run_client(server: &str, keys: &[&str], extra: &[&str]) -> String {
     let out = Command::new(BIN)
-        .arg("keygen")
-        .output()
-        .expect("run smt keygen");
-    assert!(out.status.success());
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_server(listen: &str, psk: &str, extra: &[&str]) -> Server {
-    let child = Command::new(BIN)
-        .args([
-            "server",
-            "--listen",
-            listen,
-            "--psk",
-            psk,
-            "--duration",
-            "30",
-        ])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn smt server");
-    std::thread::sleep(Duration::from_millis(300));
-    Server(child)
-}
-
-fn run_client(server: &str, psk: &str, extra: &[&str]) -> String {
-    let out = Command::new(BIN)
-        .args([
-            "client",
-            "--server",
-            server,
-            "--psk",
-            psk,
-            "--seconds",
-            "1",
-            "--size",
-            "3000",
-        ])
+        .args(["client", "--server", server])
+        .args(keys)
+        .args(["--seconds", "1", "--size", "3000"])
         .args(extra)
         .output()
         .expect("run smt client");
@@ -85,8 +43,8 @@ fn rpcs_and_errors(report: &str) -> (u64, u64) {
 #[test]
 fn udp_client_and_server_processes() {
     let key = psk();
-    let _server = start_server("127.0.0.1:47811", &key, &[]);
-    let report = run_client("127.0.0.1:47811", &key, &[]);
+    let _server = start_server("127.0.0.1:47811", &["--psk", &key]);
+    let report = run_client("127.0.0.1:47811", &["--psk", &key], &[]);
     let (rpcs, errors) = rpcs_and_errors(&report);
     assert!(rpcs > 100, "{report}");
     assert_eq!(errors, 0, "{report}");
@@ -95,7 +53,7 @@ fn udp_client_and_server_processes() {
 #[test]
 fn wrong_psk_fails_cleanly() {
     let key = psk();
-    let _server = start_server("127.0.0.1:47812", &key, &[]);
+    let _server = start_server("127.0.0.1:47812", &["--psk", &key]);
     let out = Command::new(BIN)
         .args([
             "client",
@@ -138,8 +96,8 @@ fn raw_ip_client_and_server_processes() {
     }
     drop(probe);
     let key = psk();
-    let _server = start_server("127.0.0.1:47814", &key, &["--raw"]);
-    let report = run_client("127.0.0.1:47814", &key, &["--raw"]);
+    let _server = start_server("127.0.0.1:47814", &["--psk", &key, "--raw"]);
+    let report = run_client("127.0.0.1:47814", &["--psk", &key], &["--raw"]);
     let (rpcs, errors) = rpcs_and_errors(&report);
     assert!(rpcs > 100, "{report}");
     assert_eq!(errors, 0, "{report}");
@@ -159,19 +117,11 @@ fn helpful_errors() {
 
 #[test]
 fn tls_files_from_ca_init_and_cert_issue() {
-    let dir = std::env::temp_dir().join(format!("smt-cli-pki-{}", std::process::id()));
+    let dir = temp_dir("pki");
     let d = dir.to_str().unwrap();
     let ca_dir = format!("{d}/ca");
-    let run = |args: &[&str]| {
-        let out = Command::new(BIN).args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    run(&["ca", "init", "--dir", &ca_dir, "--name", "cli test CA"]);
-    run(&[
+    smt_ok(&["ca", "init", "--dir", &ca_dir, "--name", "cli test CA"]);
+    smt_ok(&[
         "cert",
         "issue",
         "--ca",
@@ -183,29 +133,13 @@ fn tls_files_from_ca_init_and_cert_issue() {
     ]);
     let ca_pem = format!("{ca_dir}/ca.pem");
     let (cert, key) = (format!("{d}/server.pem"), format!("{d}/server-key.pem"));
-    let child = Command::new(BIN)
-        .args([
-            "server",
-            "--listen",
-            "127.0.0.1:47815",
-            "--cert",
-            &cert,
-            "--key",
-            &key,
-            "--duration",
-            "30",
-        ])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _server = Server(child);
-    std::thread::sleep(Duration::from_millis(300));
-    let report = run_client("127.0.0.1:47815", "", &["--ca", &ca_pem]);
+    let _server = start_server("127.0.0.1:47815", &["--cert", &cert, "--key", &key]);
+    let report = run_client("127.0.0.1:47815", &["--ca", &ca_pem], &[]);
     let (rpcs, errors) = rpcs_and_errors(&report);
     assert!(rpcs > 100 && errors == 0, "{report}");
     // A client trusting another CA fails with a certificate error.
     let other = format!("{d}/other");
-    run(&["ca", "init", "--dir", &other, "--name", "another CA"]);
+    smt_ok(&["ca", "init", "--dir", &other, "--name", "another CA"]);
     let out = Command::new(BIN)
         .args([
             "client",
@@ -241,19 +175,10 @@ fn handshake_benchmark_smoke_run() {
 
 #[test]
 fn ticket_issue_and_show() {
-    let dir = std::env::temp_dir().join(format!("smt-cli-ticket-{}", std::process::id()));
+    let dir = temp_dir("ticket");
     let d = dir.to_str().unwrap();
-    let run = |args: &[&str]| {
-        let out = Command::new(BIN).args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).to_string()
-    };
-    run(&["ca", "init", "--dir", &format!("{d}/ca")]);
-    run(&[
+    smt_ok(&["ca", "init", "--dir", &format!("{d}/ca")]);
+    smt_ok(&[
         "cert",
         "issue",
         "--ca",
@@ -263,7 +188,7 @@ fn ticket_issue_and_show() {
         "--out",
         &format!("{d}/svc"),
     ]);
-    run(&[
+    smt_ok(&[
         "ticket",
         "issue",
         "--cert",
@@ -275,7 +200,7 @@ fn ticket_issue_and_show() {
         "--out",
         &format!("{d}/t"),
     ]);
-    let shown = run(&[
+    let shown = smt_ok(&[
         "ticket",
         "show",
         "--ticket",
@@ -354,8 +279,8 @@ fn a_client_against_a_non_smt_host_stops_with_the_reason() {
 #[test]
 fn a_server_stopped_for_200_ms_loses_no_calls() {
     let key = psk();
-    let server = start_server("127.0.0.1:47813", &key, &[]);
-    let pid = server.0.id().to_string();
+    let server = start_server("127.0.0.1:47813", &["--psk", &key]);
+    let pid = server.child.id().to_string();
     let client = Command::new(BIN)
         .args(["client", "--server", "127.0.0.1:47813", "--psk", &key])
         .args(["--seconds", "3", "--size", "3000"])

@@ -1,7 +1,7 @@
 //! `smt-bench`: see the library's docs and `--help`.
 
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use clap::Parser;
 
@@ -10,28 +10,18 @@ use smt_bench::report::{self, LoadRow, Report};
 use smt_bench::systems::System;
 use smt_bench::{plot, run, sys};
 
-fn timestamp() -> (String, u64) {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    let s = format!(
-        "{y:04}-{m:02}-{d:02}T{:02}{:02}{:02}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    );
-    (s, secs)
+/// Now in UTC, as `2026-11-24T053250Z` (a directory name: no colons).
+fn timestamp() -> String {
+    let now = time::OffsetDateTime::now_utc();
+    format!(
+        "{:04}-{:02}-{:02}T{:02}{:02}{:02}Z",
+        now.year(),
+        u8::from(now.month()),
+        now.day(),
+        now.hour(),
+        now.minute(),
+        now.second()
+    )
 }
 
 fn selected(args: &Args) -> Result<Vec<System>, String> {
@@ -67,7 +57,7 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let (started, _) = timestamp();
+    let started = timestamp();
     let out = args
         .out
         .clone()

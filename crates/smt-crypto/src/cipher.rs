@@ -10,6 +10,13 @@ use crate::key::{AeadAlgorithm, TrafficKey, IV_LEN};
 /// Records one AES-GCM key may protect: 2^24.5 rounded down (RFC 8446 §5.5).
 pub const AES_GCM_RECORD_LIMIT: u64 = 23_726_566;
 
+/// Records with at least this much data are sealed from the caller's
+/// buffer into the wire buffer in one pass (`seal_to`); smaller ones are
+/// copied first (measured with callgrind on 64-byte RPCs: the one-pass
+/// call's separate encryption of the content type cost ~150 instructions
+/// more than the copy).
+const SCATTER_FROM: usize = 1024;
+
 /// HKDF-Extract salt for the control-packet MAC key.
 const CONTROL_SALT: &[u8] = b"smt control v1";
 /// HKDF-Expand info for the control-packet MAC key.
@@ -143,11 +150,21 @@ impl PacketCipher for AesGcmCipher {
         extra: &[u8],
         out: &mut [u8],
     ) -> Result<(), CryptoError> {
-        // One pass: read the caller's bytes, write ciphertext (no copy
-        // into `out` first).
         let (data, rest) = out
             .split_at_mut_checked(plaintext.len())
             .ok_or(CryptoError)?;
+        if plaintext.len() < SCATTER_FROM {
+            // A small record: copied and sealed in place. aws-lc encrypts
+            // the content type after the data in a second GCM call, which
+            // costs more than the copy it saves here.
+            data.copy_from_slice(plaintext);
+            let (extra_out, tag) = rest.split_at_mut_checked(extra.len()).ok_or(CryptoError)?;
+            extra_out.copy_from_slice(extra);
+            tag.fill(0);
+            return self.seal_in_place(seq, aad, out);
+        }
+        // One pass: read the caller's bytes, write ciphertext (no copy
+        // into `out` first).
         self.key
             .seal_out_of_place_scatter(
                 aead::Nonce::assume_unique_for_key(record_nonce(&self.iv, seq)),

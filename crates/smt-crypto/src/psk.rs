@@ -141,7 +141,9 @@ fn direction_key(
     TrafficKey::new(algorithm, key, iv).expect("key is the algorithm's length")
 }
 
-fn expand_label(
+/// HKDF-Expand-Label under any PRK: the one place the `HkdfLabel` is
+/// built (also for `crate::secrets`, whose secrets may be SHA-384).
+pub(crate) fn expand_label(
     prk: &hkdf::Prk,
     label: &[u8],
     context: &[u8],

@@ -24,7 +24,6 @@ use aws_lc_rs::hkdf;
 use smt_proto::crypto::{KeyUpdate, NextEpoch, PacketCipher};
 use smt_proto::{Role, SessionKeys};
 
-use crate::cipher::OkmLen;
 use crate::key::{AeadAlgorithm, TrafficKey, IV_LEN};
 use crate::AesGcmCipher;
 
@@ -253,33 +252,14 @@ fn cipher(key: &TrafficKey) -> Arc<dyn PacketCipher> {
 }
 
 /// HKDF-Expand-Label (RFC 8446 §7.1) with an empty context, for the fixed
-/// short labels and outputs of this module.
-///
-/// `crate::psk::hkdf_expand_label` is the SHA-256-only public form; this one
-/// takes the hash, so SHA-384 suites work too.
+/// short labels and outputs of this module, under `hash` (so SHA-384
+/// suites work too; `crate::psk::hkdf_expand_label` is the SHA-256-only
+/// public form). One encoder of the `HkdfLabel` serves both.
 fn expand_label(hash: TlsHash, secret: &[u8], label: &[u8], out: &mut [u8]) {
-    let info = hkdf_label(out.len(), label);
     let prk = hkdf::Prk::new_less_safe(hash.hkdf(), secret);
-    // NOTE(unwrap): outputs here are at most 48 bytes, far below HKDF's
-    // 255 * Hash.length, the only thing aws-lc-rs's expand and fill reject.
-    prk.expand(&[&info], OkmLen(out.len()))
-        .and_then(|okm| okm.fill(out))
-        .expect("output length is in range");
-}
-
-/// The serialised `HkdfLabel` of RFC 8446 §7.1 with an empty context:
-/// `uint16 length || opaque label<7..255> = "tls13 " + label || opaque context<0..255> = ""`.
-fn hkdf_label(out_len: usize, label: &[u8]) -> Vec<u8> {
-    const PREFIX: &[u8] = b"tls13 ";
-    // NOTE(as): callers pass outputs of at most 48 bytes and labels of at
-    // most 11 ("traffic upd"), well inside u16 and u8.
-    let mut info = Vec::with_capacity(2 + 1 + PREFIX.len() + label.len() + 1);
-    info.extend_from_slice(&(out_len as u16).to_be_bytes());
-    info.push((PREFIX.len() + label.len()) as u8);
-    info.extend_from_slice(PREFIX);
-    info.extend_from_slice(label);
-    info.push(0);
-    info
+    // NOTE(unwrap): labels here are at most 11 bytes ("traffic upd") and
+    // outputs at most 48, far inside what an HkdfLabel can encode.
+    crate::psk::expand_label(&prk, label, b"", out).expect("fixed labels and lengths are in range");
 }
 
 #[cfg(test)]
@@ -289,6 +269,7 @@ mod tests {
 
     use super::*;
     use crate::test_vectors::*;
+    use hex_literal::hex;
 
     // RFC 8448 §3 "Simple 1-RTT Handshake" (TLS_AES_128_GCM_SHA256), the
     // handshake traffic secrets and the keys derived from them, copied from
@@ -296,38 +277,34 @@ mod tests {
     // `crate::test_vectors`.
 
     /// `{server}  derive secret "tls13 s hs traffic":` secret.
-    const RFC8448_SERVER_HS_SECRET: &str = "
+    const RFC8448_SERVER_HS_SECRET: [u8; 32] = hex!(
+        "
         b6 7b 7d 69 0c c1 6c 4e 75 e5 42 13 cb 2d 37 b4
-        e9 c9 12 bc de d9 10 5d 42 be fd 59 d3 91 ad 38";
+        e9 c9 12 bc de d9 10 5d 42 be fd 59 d3 91 ad 38"
+    );
 
     /// `{server}  derive write traffic keys for handshake data:` key expanded.
-    const RFC8448_SERVER_HS_KEY: &str = "3f ce 51 60 09 c2 17 27 d0 f2 e4 e8 6e e4 03 bc";
+    const RFC8448_SERVER_HS_KEY: [u8; 16] = hex!("3f ce 51 60 09 c2 17 27 d0 f2 e4 e8 6e e4 03 bc");
 
     /// `{server}  derive write traffic keys for handshake data:` iv expanded.
-    const RFC8448_SERVER_HS_IV: &str = "5d 31 3e b2 67 12 76 ee 13 00 0b 30";
+    const RFC8448_SERVER_HS_IV: [u8; 12] = hex!("5d 31 3e b2 67 12 76 ee 13 00 0b 30");
 
     /// `{client}  derive secret "tls13 c hs traffic":` secret.
-    const RFC8448_CLIENT_HS_SECRET: &str = "
+    const RFC8448_CLIENT_HS_SECRET: [u8; 32] = hex!(
+        "
         b3 ed db 12 6e 06 7f 35 a7 80 b3 ab f4 5e 2d 8f
-        3b 1a 95 07 38 f5 2e 96 00 74 6a 0e 27 a5 5a 21";
+        3b 1a 95 07 38 f5 2e 96 00 74 6a 0e 27 a5 5a 21"
+    );
 
     /// `{server}  derive read traffic keys for handshake data:` key expanded
     /// (the client's handshake write key).
-    const RFC8448_CLIENT_HS_KEY: &str = "db fa a6 93 d1 76 2c 5b 66 6a f5 d9 50 25 8d 01";
+    const RFC8448_CLIENT_HS_KEY: [u8; 16] = hex!("db fa a6 93 d1 76 2c 5b 66 6a f5 d9 50 25 8d 01");
 
     /// `{server}  derive read traffic keys for handshake data:` iv expanded.
-    const RFC8448_CLIENT_HS_IV: &str = "5b d3 c7 1b 83 6e 0b 76 bb 73 26 5f";
+    const RFC8448_CLIENT_HS_IV: [u8; 12] = hex!("5b d3 c7 1b 83 6e 0b 76 bb 73 26 5f");
 
     const HEADER: [u8; RECORD_HEADER_LEN] = [0x17, 0x03, 0x03, 0x00, 0x21];
     const SEQ: u64 = 5 << 16;
-
-    fn unhex(s: &str) -> Vec<u8> {
-        let digits: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-        digits
-            .chunks(2)
-            .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).unwrap(), 16).unwrap())
-            .collect()
-    }
 
     fn rfc8448_ap_secrets() -> TrafficSecrets {
         TrafficSecrets::new(
@@ -387,17 +364,10 @@ mod tests {
             ),
         ];
         for (secret, key, iv) in cases {
-            let derived = traffic_key(TlsHash::Sha256, AeadAlgorithm::Aes128Gcm, &unhex(secret));
-            assert_eq!(derived.key(), unhex(key));
-            assert_eq!(derived.iv()[..], unhex(iv));
+            let derived = traffic_key(TlsHash::Sha256, AeadAlgorithm::Aes128Gcm, &secret);
+            assert_eq!(derived.key(), key);
+            assert_eq!(derived.iv(), &iv);
         }
-    }
-
-    /// RFC 8448 §3 `key info` / `iv info`: the HkdfLabel encodings.
-    #[test]
-    fn hkdf_label_matches_rfc8448() {
-        assert_eq!(hkdf_label(16, b"key"), RFC8448_KEY_INFO);
-        assert_eq!(hkdf_label(12, b"iv"), RFC8448_IV_INFO);
     }
 
     /// The keys from RFC 8448's secrets seal the RFC's client application

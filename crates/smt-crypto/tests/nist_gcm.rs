@@ -205,7 +205,8 @@ fn parse(text: &str) -> Vec<Entry> {
         let Some(entry) = entries.last_mut() else {
             continue;
         };
-        let bytes = hex(value).unwrap_or_else(|| panic!("line {}: bad hex in {line}", i + 1));
+        let bytes =
+            hex::decode(value).unwrap_or_else(|_| panic!("line {}: bad hex in {line}", i + 1));
         match name {
             "Key" => entry.key = bytes,
             "IV" => entry.iv = bytes,
@@ -224,16 +225,6 @@ fn split(line: &str) -> (&str, &str) {
         Some((name, value)) => (name.trim(), value.trim()),
         None => (line, ""),
     }
-}
-
-fn hex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 fn vectors_dir() -> PathBuf {

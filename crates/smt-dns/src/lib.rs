@@ -62,11 +62,11 @@
 //! assert_eq!(ticket, [7; 1400]);
 //! ```
 
-mod base64;
 mod error;
 mod lookup;
 mod record;
 mod server;
+mod strict_base64;
 
 pub use error::{DnsError, MalformedRecord};
 pub use lookup::{lookup_ticket, lookup_ticket_async, LookupOptions};

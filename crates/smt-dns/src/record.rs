@@ -3,8 +3,8 @@
 use hickory_server::proto::rr::Name;
 
 use crate::{
-    base64,
     error::{DnsError, MalformedRecord},
+    strict_base64 as base64,
 };
 
 /// The leaf label under which a host's ticket is published: `_smt-ticket.<host>.`.

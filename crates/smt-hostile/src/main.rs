@@ -29,7 +29,7 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use clap::Parser;
 use smt_sim::SplitMix64;
@@ -143,7 +143,7 @@ impl Env {
     fn new(smt: PathBuf) -> Result<Self, String> {
         let mut psk = vec![0u8; 32];
         smt_crypto::fill_random(&mut psk);
-        let psk_hex = psk.iter().map(|b| format!("{b:02x}")).collect();
+        let psk_hex = hex::encode(&psk);
         let dir =
             tempfile::tempdir().map_err(|e| format!("cannot make a temporary directory: {e}"))?;
         let ca = smt_tls::certs::Ca::generate("smt-hostile test CA")
@@ -432,25 +432,15 @@ fn loadavg() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-/// `YYYY-MM-DD HH:MM` from the system clock (civil-from-days, proleptic
-/// Gregorian).
+/// `YYYY-MM-DD HH:MM` in UTC.
 fn utc_now() -> String {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let (days, rest) = ((secs / 86_400) as i64, secs % 86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let now = time::OffsetDateTime::now_utc();
     format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}",
-        rest / 3600,
-        rest % 3600 / 60
+        "{:04}-{:02}-{:02} {:02}:{:02}",
+        now.year(),
+        u8::from(now.month()),
+        now.day(),
+        now.hour(),
+        now.minute()
     )
 }

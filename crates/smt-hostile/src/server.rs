@@ -42,7 +42,10 @@ impl Server {
     pub fn start(smt: &Path, keys: &ServerKeys) -> Result<Self, String> {
         let addr = free_port()?;
         let mut cmd = Command::new(smt);
+        // The server's counters (the report's in/out column) print only
+        // when asked.
         cmd.args(["server", "--listen", &addr.to_string()])
+            .args(["--stats-interval", "1"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());

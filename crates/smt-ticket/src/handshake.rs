@@ -30,15 +30,33 @@ use crate::message::frame_len;
 use crate::ticket::VerifiedTicket;
 use crate::TicketError;
 
+/// The keys of the two epochs a 0-RTT exchange yields, each taken once:
+/// the SMT-key (epoch 0) and, with forward secrecy, the fs-key (epoch 1).
+#[derive(Default)]
+struct EpochKeys {
+    smt: Option<SessionKeys>,
+    fs: Option<SessionKeys>,
+}
+
+impl EpochKeys {
+    /// The fs-key through `Handshake::take_next_keys`: only after the
+    /// SMT-key was taken, since it is the *next* epoch.
+    fn take_next(&mut self) -> Option<SessionKeys> {
+        if self.smt.is_some() {
+            return None;
+        }
+        self.fs.take()
+    }
+}
+
 /// The client side as a [`Handshake`]: `write` emits the ClientHello0,
 /// `take_keys` returns the SMT-key immediately (0-RTT), and with forward
 /// secrecy `read` consumes the ServerReply0, after which
 /// [`ZeroRttClientHandshake::take_fs_keys`] returns the fs-key.
 pub struct ZeroRttClientHandshake {
     hello: Option<Vec<u8>>,
-    smt_keys: Option<SessionKeys>,
+    keys: EpochKeys,
     pending: Option<ZeroRttClient>,
-    fs_keys: Option<SessionKeys>,
     inbox: Vec<u8>,
 }
 
@@ -55,9 +73,11 @@ impl ZeroRttClientHandshake {
         let (hello, smt_keys, pending) = ZeroRttClient::start_at(verified, pool, fs, now);
         Self {
             hello: Some(hello),
-            smt_keys: Some(smt_keys),
+            keys: EpochKeys {
+                smt: Some(smt_keys),
+                fs: None,
+            },
             pending: Some(pending),
-            fs_keys: None,
             inbox: Vec::new(),
         }
     }
@@ -65,7 +85,7 @@ impl ZeroRttClientHandshake {
     /// The fs-key (`Role::Client`), once, after the ServerReply0 was read
     /// and its confirmation checked. Install it as the next epoch.
     pub fn take_fs_keys(&mut self) -> Option<SessionKeys> {
-        self.fs_keys.take()
+        self.keys.fs.take()
     }
 
     /// Whether nothing more is expected from the server: forward secrecy
@@ -96,7 +116,7 @@ impl Handshake for ZeroRttClientHandshake {
         let pending = self.pending.take().expect("a reply is expected");
         let keys = pending.finish(&self.inbox)?;
         self.inbox.clear();
-        self.fs_keys = Some(keys);
+        self.keys.fs = Some(keys);
         Ok(())
     }
 
@@ -107,15 +127,11 @@ impl Handshake for ZeroRttClientHandshake {
     }
 
     fn take_keys(&mut self) -> Option<SessionKeys> {
-        self.smt_keys.take()
+        self.keys.smt.take()
     }
 
     fn take_next_keys(&mut self) -> Option<SessionKeys> {
-        // Only after the SMT-key: the fs-key is the *next* epoch.
-        if self.smt_keys.is_some() {
-            return None;
-        }
-        self.fs_keys.take()
+        self.keys.take_next()
     }
 }
 
@@ -138,8 +154,7 @@ pub struct ZeroRttServerHandshake {
     now: SystemTime,
     inbox: Vec<u8>,
     outbox: Vec<u8>,
-    smt_keys: Option<SessionKeys>,
-    fs_keys: Option<SessionKeys>,
+    keys: EpochKeys,
     accepted: bool,
     forward_secrecy: bool,
 }
@@ -154,8 +169,7 @@ impl ZeroRttServerHandshake {
             now,
             inbox: Vec::new(),
             outbox: Vec::new(),
-            smt_keys: None,
-            fs_keys: None,
+            keys: EpochKeys::default(),
             accepted: false,
             forward_secrecy: false,
         }
@@ -164,7 +178,7 @@ impl ZeroRttServerHandshake {
     /// The fs-key (`Role::Server`), once, when the hello asked for forward
     /// secrecy. Install it as the next epoch once the reply is written.
     pub fn take_fs_keys(&mut self) -> Option<SessionKeys> {
-        self.fs_keys.take()
+        self.keys.fs.take()
     }
 
     /// Whether the hello was accepted.
@@ -190,10 +204,10 @@ impl Handshake for ZeroRttServerHandshake {
         let accepted = self.server.accept(&self.inbox, self.now)?;
         self.inbox.clear();
         self.accepted = true;
-        self.smt_keys = Some(accepted.smt_keys);
+        self.keys.smt = Some(accepted.smt_keys);
         if let Some((reply, fs_keys)) = accepted.reply {
             self.outbox = reply;
-            self.fs_keys = Some(fs_keys);
+            self.keys.fs = Some(fs_keys);
             self.forward_secrecy = true;
         }
         Ok(())
@@ -204,15 +218,11 @@ impl Handshake for ZeroRttServerHandshake {
     }
 
     fn take_keys(&mut self) -> Option<SessionKeys> {
-        self.smt_keys.take()
+        self.keys.smt.take()
     }
 
     fn take_next_keys(&mut self) -> Option<SessionKeys> {
-        // Only after the SMT-key: the fs-key is the *next* epoch.
-        if self.smt_keys.is_some() {
-            return None;
-        }
-        self.fs_keys.take()
+        self.keys.take_next()
     }
 
     /// The SMT-key comes from the hello alone, which anyone holding the

@@ -259,7 +259,7 @@ pub(crate) struct Hex<'a>(pub &'a [u8]);
 
 impl fmt::Debug for Hex<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+        f.write_str(&hex::encode(self.0))
     }
 }
 
@@ -294,9 +294,9 @@ mod tests {
     fn debug_shows_only_the_public_key() {
         let key = StaticKey::generate();
         let shown = format!("{key:?}");
-        let private: String = key.to_bytes().iter().map(|b| format!("{b:02x}")).collect();
+        let private = hex::encode(key.to_bytes());
         assert!(!shown.contains(&private[..16]), "{shown}");
-        assert!(shown.contains(&format!("{:02x}", key.public_key()[0])));
+        assert!(shown.contains(&hex::encode(key.public_key())));
     }
 
     #[test]

@@ -106,7 +106,8 @@ impl Ticket {
     /// Fails with [`TicketError::LifetimeTooLong`] for a lifetime over one
     /// hour (or under one second) and [`TicketError::InvalidInput`] if the
     /// name is not a DNS name, the chain is empty or too long, or the key is
-    /// not the leaf's.
+    /// not the leaf's; with [`TicketError::WrongName`] if the leaf does not
+    /// cover `name` (no client would accept the ticket).
     pub fn issue<C: AsRef<[u8]>>(
         static_key: &StaticKey,
         cert_chain_der: &[C],
@@ -131,6 +132,9 @@ impl Ticket {
         let message = signed_message(&bytes);
         let signature = sign(cert_key_pkcs8, &message)?;
         check_leaf_signed(fields.chain[0], &message, &signature)?;
+        // A ticket for a name its certificate does not carry would be
+        // refused by every client: say so now, not at the first 0-RTT call.
+        check_leaf_names(fields.chain[0], name)?;
         put_vec16(&mut bytes, &signature);
         Self::decode(&bytes)
     }
@@ -520,6 +524,14 @@ fn check_leaf_signed(leaf_der: &[u8], message: &[u8], signature: &[u8]) -> Resul
                 "the signing key is not the leaf certificate's ECDSA P-256 key".to_owned(),
             )
         })
+}
+
+fn check_leaf_names(leaf_der: &[u8], name: &str) -> Result<(), TicketError> {
+    let leaf = CertificateDer::from(leaf_der);
+    let leaf = EndEntityCert::try_from(&leaf).map_err(|e| {
+        TicketError::InvalidInput(format!("the leaf certificate does not parse: {e}"))
+    })?;
+    verify_subject(&leaf, name)
 }
 
 fn sign(pkcs8: &[u8], message: &[u8]) -> Result<Vec<u8>, TicketError> {

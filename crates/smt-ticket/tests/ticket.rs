@@ -180,8 +180,8 @@ fn a_ticket_for_another_name_is_refused() {
         .unwrap_err();
     assert!(matches!(err, TicketError::WrongName { .. }), "{err}");
 
-    // The ticket says svc-b, the certificate only covers svc-a.
-    let lying = Ticket::issue(
+    // Issuing one for a name the certificate does not cover is refused...
+    let refused = Ticket::issue(
         &t.static_key,
         &t.chain,
         &t.key,
@@ -189,7 +189,21 @@ fn a_ticket_for_another_name_is_refused() {
         at(NOW),
         HOUR,
     )
-    .unwrap();
+    .unwrap_err();
+    assert!(
+        matches!(&refused, TicketError::WrongName { found, .. } if found.contains("certificate")),
+        "{refused}"
+    );
+    // ...and a forged one, saying svc-b while the certificate covers only
+    // svc-a, is refused by the verifier (the name field comes before the
+    // chain, so the first occurrence is the ticket's own).
+    let mut bytes = t.ticket.as_bytes().to_vec();
+    let at_name = bytes
+        .windows(NAME.len())
+        .position(|w| w == NAME.as_bytes())
+        .unwrap();
+    bytes[at_name..at_name + 5].copy_from_slice(b"svc-b");
+    let lying = Ticket::decode(&bytes).unwrap();
     let err = lying
         .verify(&t.pki.ca_der, "svc-b.dc.example", at(NOW))
         .unwrap_err();

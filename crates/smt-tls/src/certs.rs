@@ -10,22 +10,26 @@
 //!                                    (clientAuth when `client`), SANs as given, 1 year
 //! ```
 //!
-//! Names that parse as IP addresses become IP-address SANs, the rest DNS
-//! names: a client that dials `10.0.0.1` verifies the IP SAN. Both kinds
-//! of object save to and load from PEM: [`Ca::to_pem`] is the CA
+//! Names that parse as IP addresses become IP-address SANs, valid DNS names
+//! DNS SANs, and anything else (`""`, `999.1.1.1`) is refused: a client
+//! that dials `10.0.0.1` verifies the IP SAN. Both kinds of object save to
+//! and load from PEM: [`Ca::to_pem`] is the CA
 //! certificate followed by its private key (keep it secret; hand out
 //! [`Ca::cert_pem`] alone), [`IssuedCert::to_pem`] the chain followed by
 //! the leaf's key.
 
 use std::fmt;
+use std::net::IpAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose, PKCS_ECDSA_P256_SHA256,
 };
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use rustls_pki_types::{CertificateDer, DnsName, PrivateKeyDer};
 
 /// How long a CA made by [`Ca::generate`] is valid.
 pub const CA_VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 60 * 60);
@@ -140,6 +144,7 @@ impl Ca {
     /// a server (serverAuth).
     pub fn issue(&self, names: &[&str], client: bool) -> Result<IssuedCert, CertError> {
         let first = names.first().ok_or(CertError::NoNames)?;
+        names.iter().try_for_each(|name| check_name(name))?;
         let sans: Vec<String> = names.iter().map(|n| n.to_string()).collect();
         let mut params = CertificateParams::new(sans).map_err(|_| bad_name(names))?;
         params.distinguished_name = common_name(first);
@@ -256,6 +261,17 @@ fn key_pair(pem: &str) -> Result<KeyPair, CertError> {
     KeyPair::try_from(&der).map_err(|e| CertError::BadKey(e.to_string()))
 }
 
+/// A name a client can check: an IP address or a DNS name (optionally a
+/// `*.` wildcard). rcgen takes any string as a DNS name, so `""` or
+/// `999.1.1.1` would make a certificate no client ever accepts.
+fn check_name(name: &str) -> Result<(), CertError> {
+    let dns = name.strip_prefix("*.").unwrap_or(name);
+    if name.parse::<IpAddr>().is_ok() || DnsName::try_from(dns).is_ok() {
+        return Ok(());
+    }
+    Err(CertError::BadName(name.to_string()))
+}
+
 /// The first name rcgen refused, for the error message.
 fn bad_name(names: &[&str]) -> CertError {
     let bad = names
@@ -271,7 +287,7 @@ fn signing(e: rcgen::Error) -> CertError {
 
 /// One PEM block, base64 in 64-column lines (RFC 7468).
 fn to_pem(label: &str, der: &[u8]) -> String {
-    let encoded = base64(der);
+    let encoded = STANDARD.encode(der);
     let mut out = format!("-----BEGIN {label}-----\n");
     for line in encoded.as_bytes().chunks(64) {
         // NOTE(unwrap): base64 output is ASCII.
@@ -282,43 +298,34 @@ fn to_pem(label: &str, der: &[u8]) -> String {
     out
 }
 
-/// Standard base64 with padding (RFC 4648 §4).
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(ALPHABET[(n >> (18 - 6 * i) & 0x3f) as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn base64_matches_rfc4648_vectors() {
-        let cases = [
-            ("", ""),
-            ("f", "Zg=="),
-            ("fo", "Zm8="),
-            ("foo", "Zm9v"),
-            ("foob", "Zm9vYg=="),
-            ("fooba", "Zm9vYmE="),
-            ("foobar", "Zm9vYmFy"),
-        ];
-        for (plain, encoded) in cases {
-            assert_eq!(base64(plain.as_bytes()), encoded, "{plain:?}");
+    fn names_no_client_can_match_are_refused() {
+        let ca = Ca::generate("names test CA").unwrap();
+        for bad in [
+            "",
+            "999.1.1.1",
+            "a..b",
+            "-x.example",
+            "with space",
+            "10.0.0.1:80",
+        ] {
+            match ca.issue(&["ok.example", bad], false) {
+                Err(CertError::BadName(name)) => assert_eq!(name, bad),
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
+        for good in [
+            "10.0.0.1",
+            "::1",
+            "db.example",
+            "*.svc.example",
+            "localhost",
+        ] {
+            assert!(ca.issue(&[good], false).is_ok(), "{good:?}");
         }
     }
 

@@ -38,7 +38,8 @@ fn key_log_file_gets_standard_lines_for_both_sides() {
         assert_eq!(hits[0][2], hits[1][2], "{label}: both sides agree");
         assert_eq!(hits[0][2].len(), 64, "{label}: a SHA-256 secret");
     }
-    let secret = |label: &str| unhex(lines.iter().find(|f| f[0] == label).unwrap()[2]);
+    let secret =
+        |label: &str| hex::decode(lines.iter().find(|f| f[0] == label).unwrap()[2]).unwrap();
     let (hash, aead) = CipherSuite::Aes128GcmSha256.algorithms();
     assert_eq!(hash, TlsHash::Sha256);
     let logged = TrafficSecrets::new(

@@ -23,8 +23,10 @@ pub use smt_crypto::{AeadAlgorithm, TrafficKey};
 use smt_proto::crypto::PacketCipher;
 use smt_proto::{KeyResolver, Role, SessionKeys};
 
+mod keylog;
 mod psk;
 
+pub use keylog::{SessionKeyLog, PSK_CLIENT_TRAFFIC_KEY, PSK_SERVER_TRAFFIC_KEY};
 pub use psk::{PskClient, PskClientHandshake, PskServerHandshake, PSK_MESSAGE_LEN};
 
 fn cipher(key: &TrafficKey) -> Arc<dyn PacketCipher> {

@@ -10,7 +10,7 @@ use smt_proto::{handshake_kind, Handshake, HandshakeAcceptor};
 use smt_ticket::{ZeroRttServer, ZeroRttServerHandshake};
 use smt_tls::TlsServer;
 
-use crate::keys::PskServerHandshake;
+use crate::keys::{PskServerHandshake, SessionKeyLog};
 
 /// Answers TLS 1.3 handshakes, 0-RTT SMT-ticket hellos and (with a master
 /// secret) the PSK nonce exchange.
@@ -18,6 +18,7 @@ pub struct ServerAcceptor {
     tls: Option<TlsServer>,
     zero_rtt: Option<Arc<ZeroRttServer>>,
     psk: Option<(Vec<u8>, AeadAlgorithm)>,
+    key_log: Option<Arc<SessionKeyLog>>,
 }
 
 impl ServerAcceptor {
@@ -27,6 +28,7 @@ impl ServerAcceptor {
             tls,
             zero_rtt,
             psk: None,
+            key_log: None,
         }
     }
 
@@ -34,6 +36,14 @@ impl ServerAcceptor {
     /// (see [`crate::keys::PskClient`]).
     pub fn with_psk(mut self, master: &[u8], algorithm: AeadAlgorithm) -> Self {
         self.psk = Some((master.to_vec(), algorithm));
+        self
+    }
+
+    /// Logs the traffic keys of every PSK session it answers to `log`
+    /// (none: no key log, the default); see [`SessionKeyLog`]. For
+    /// debugging only.
+    pub fn with_key_log(mut self, log: Option<Arc<SessionKeyLog>>) -> Self {
+        self.key_log = log;
         self
     }
 }
@@ -65,7 +75,8 @@ impl HandshakeAcceptor for ServerAcceptor {
             }
             handshake_kind::PSK_NONCE => {
                 let (master, algorithm) = self.psk.as_ref()?;
-                Some(Box::new(PskServerHandshake::new(master, peer, *algorithm)))
+                let hs = PskServerHandshake::new(master, peer, *algorithm);
+                Some(Box::new(hs.with_key_log(self.key_log.clone())))
             }
             _ => None,
         }

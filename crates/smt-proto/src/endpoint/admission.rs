@@ -56,7 +56,7 @@ impl Endpoint {
                 _ => Turn::Head,
             };
             if turn == Turn::Validated {
-                self.handle_datagram(now, from, datagram);
+                self.handle_datagram_in_batch(now, from, datagram);
             }
             turns.push(turn);
             previous = Some((from, turn));
@@ -64,6 +64,7 @@ impl Endpoint {
         // The usual batch is all from validated peers: nothing more to do.
         if turns.iter().all(|t| *t == Turn::Validated) {
             self.batch_turns = turns;
+            self.forget_route();
             return;
         }
         let mut budget = self.config.unvalidated_per_batch;
@@ -71,10 +72,10 @@ impl Endpoint {
             let mine = batch.clone().zip(&turns).filter(|(_, t)| **t == pass);
             for ((from, datagram), _) in mine {
                 if self.is_validated_address(from) {
-                    self.handle_datagram(now, from, datagram);
+                    self.handle_datagram_in_batch(now, from, datagram);
                 } else if budget > 0 {
                     budget -= 1;
-                    self.handle_datagram(now, from, datagram);
+                    self.handle_datagram_in_batch(now, from, datagram);
                 } else {
                     self.stats.datagrams_rx += 1;
                     self.stats.bytes_rx += datagram.len() as u64;
@@ -83,6 +84,7 @@ impl Endpoint {
             }
         }
         self.batch_turns = turns;
+        self.forget_route();
     }
 
     /// Whether what comes from `from` is vouched for: its session has

@@ -129,17 +129,6 @@ impl Endpoint {
             && all.requests + more.requests <= cfg.max_incoming_total
     }
 
-    /// Bytes `peer` may still take before a bound is reached.
-    pub(crate) fn spare(&self, peer: SocketAddr) -> usize {
-        let mine = self.usage_of(peer).bytes;
-        let cfg = &self.config;
-        let for_peer = cfg.max_buffered_per_peer.saturating_sub(mine);
-        let for_all = cfg
-            .max_buffered_total
-            .saturating_sub(self.usage_total.bytes);
-        for_peer.min(for_all)
-    }
-
     /// Adds what was just allocated for `peer`.
     pub(crate) fn charge(&mut self, peer: SocketAddr, more: Charge) {
         let peer = self.peers.get_mut(&peer);
@@ -256,6 +245,14 @@ impl Endpoint {
         }
         self.arm_idle_sweep(now);
     }
+}
+
+/// Bytes a peer holding `mine` may still take before a bound is reached
+/// (for one holding the peer entry already).
+pub(crate) fn spare(cfg: &crate::Config, total: &Charge, mine: usize) -> usize {
+    let for_peer = cfg.max_buffered_per_peer.saturating_sub(mine);
+    let for_all = cfg.max_buffered_total.saturating_sub(total.bytes);
+    for_peer.min(for_all)
 }
 
 /// Charges `more` to a peer (if it has a session) and to the total, and

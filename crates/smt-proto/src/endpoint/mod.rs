@@ -46,7 +46,7 @@ use crate::config::{Config, ConfigError};
 use crate::error::{DropReason, RpcError, SendError};
 use crate::handshake::{HandshakeAcceptor, HandshakeError};
 use crate::payload::Payload;
-use crate::record::{frame_message_into, seal_message_into, MessageLayout};
+use crate::record::{frame_message_into, seal_message_into, MessageLayout, Plaintext};
 use crate::rpc::{Incoming, Outgoing, SegmentBuf};
 use crate::session::{Session, SessionKeys};
 use crate::stats::Stats;
@@ -151,6 +151,14 @@ fn keys_are_reflectable(keys: &SessionKeys) -> bool {
     tag != [0; crate::crypto::TAG_LEN] && tag == keys.rx.control_tag(PROBE)
 }
 
+/// Datagrams sent to `peer` since its counters were last added to.
+#[derive(Debug, Default)]
+pub(crate) struct TxTally {
+    pub peer: Option<SocketAddr>,
+    pub datagrams: u64,
+    pub bytes: u64,
+}
+
 #[derive(Debug)]
 pub(crate) struct ClientRpc {
     pub peer: SocketAddr,
@@ -231,6 +239,12 @@ pub struct Endpoint {
     pub(crate) ticks: u64,
     pub(crate) timers: TimerTable,
     pub(crate) stats: Stats,
+    /// Datagrams sent to one peer and not yet added to its counters (see
+    /// `send.rs` `count_tx`).
+    pub(crate) tx_tally: TxTally,
+    /// The route of the last DATA packet of the receive batch being
+    /// handled (`recv.rs`); `None` between calls.
+    pub(crate) last_route: Option<recv::LastRoute>,
     pub(crate) handshakes: BTreeMap<SocketAddr, HandshakeConn>,
     pub(crate) handshake_queue: VecDeque<(SocketAddr, u32, u16)>,
     pub(crate) acceptor: Option<Box<dyn HandshakeAcceptor>>,
@@ -293,6 +307,8 @@ impl Endpoint {
             outbox: Outbox::default(),
             scheduler: Scheduler::default(),
             ticks: 0,
+            tx_tally: TxTally::default(),
+            last_route: None,
             in_service: 0,
             timers: TimerTable::default(),
             stats: Stats::default(),
@@ -325,8 +341,13 @@ impl Endpoint {
     }
 
     /// Counters of one peer's session.
-    pub fn peer_stats(&self, peer: SocketAddr) -> Option<&Stats> {
-        self.peers.get(&peer).map(|s| &s.stats)
+    pub fn peer_stats(&self, peer: SocketAddr) -> Option<Stats> {
+        let mut stats = self.peers.get(&peer)?.stats;
+        if self.tx_tally.peer == Some(peer) {
+            stats.datagrams_tx += self.tx_tally.datagrams;
+            stats.bytes_tx += self.tx_tally.bytes;
+        }
+        Some(stats)
     }
 
     /// RPCs this endpoint started that are still in flight.
@@ -699,7 +720,16 @@ impl Endpoint {
         let sealed = match (data, len as usize <= Payload::EAGER_LIMIT) {
             (Payload::Borrowed(d), true) => seal_message_into(cipher, seq, id, d, layout, wire),
             (Payload::Owned(d), true) => seal_message_into(cipher, seq, id, &d, layout, wire),
-            (d, false) => frame_message_into(cipher, seq, id, d.into_bytes(), layout, wire),
+            (Payload::Owned(d), false) => {
+                frame_message_into(cipher, seq, id, Plaintext::Shared(d), layout, wire)
+            }
+            (Payload::Borrowed(d), false) => {
+                // Lent, not given: copied once, into a buffer that comes
+                // back to the pool (fresh megabytes fault in page by page).
+                let mut copy = self.buffers.take(d.len());
+                copy.extend_from_slice(d);
+                frame_message_into(cipher, seq, id, Plaintext::Copied(copy), layout, wire)
+            }
         };
         let sealed = sealed.map_err(|_| SendError::MessageTooLarge {
             len,
@@ -733,7 +763,7 @@ impl Endpoint {
 
     /// Keeps a finished client RPC's buffers for later RPCs.
     pub(crate) fn recycle_client(&mut self, mut rpc: ClientRpc) {
-        self.buffers.give(rpc.request.take_wire());
+        rpc.request.recycle(&mut self.buffers);
         if let Some(inc) = rpc.response.take() {
             self.recycle_incoming(inc);
         }
@@ -755,7 +785,7 @@ impl Endpoint {
         };
         match rpc.state {
             ServerState::Receiving(inc) => self.recycle_incoming(inc),
-            ServerState::Responding(mut out) => self.buffers.give(out.take_wire()),
+            ServerState::Responding(mut out) => out.recycle(&mut self.buffers),
             ServerState::InService => self.in_service = self.in_service.saturating_sub(1),
         }
         true

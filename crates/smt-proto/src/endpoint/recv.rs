@@ -7,7 +7,7 @@ use std::time::Instant;
 use super::limits::Charge;
 use super::tick::missing;
 use super::{Endpoint, Event, MsgKey, RpcHandle, ServerRpc, ServerRpcHandle, ServerState};
-use crate::crypto::{PacketCipher, TAG_LEN};
+use crate::crypto::TAG_LEN;
 use crate::error::{DropReason, RpcError, SendError};
 use crate::payload::Payload;
 use crate::rpc::{Accepted, Incoming, MESSAGE_OVERHEAD};
@@ -29,6 +29,21 @@ enum Opened {
     /// The message's records disagree with its lengths: drop the packet
     /// and the message (`discard_incoming`).
     Discard(DropReason),
+    /// Storing the packet takes a new buffer of this many bytes: nothing
+    /// was done; the memory bounds must admit it first.
+    NeedsRoom(usize),
+}
+
+/// Where the last DATA packet of a receive batch went, for the next one of
+/// the same message (`Endpoint::process_on_route`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LastRoute {
+    from: SocketAddr,
+    phase: bool,
+    key: ServerRpcHandle,
+    msg: MsgKey,
+    /// Packets that took the route, not yet in the peer's counters.
+    datagrams: u64,
 }
 
 /// Splits a control packet into the authenticated part and its MAC.
@@ -62,6 +77,19 @@ impl Endpoint {
     /// header earns; a packet dropped as malformed or forged ends the
     /// datagram ([`DropReason::ends_datagram`]).
     pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+        self.handle_datagram_in_batch(now, from, datagram);
+        self.forget_route();
+    }
+
+    /// [`Endpoint::handle_datagram`] inside a receive batch: the route of
+    /// the last DATA packet is kept for the next (see [`LastRoute`]); the
+    /// caller forgets it when the batch ends.
+    pub(crate) fn handle_datagram_in_batch(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        datagram: &[u8],
+    ) {
         self.stats.datagrams_rx += 1;
         self.stats.bytes_rx += datagram.len() as u64;
         let tagged = self.config.authenticate_control;
@@ -83,6 +111,7 @@ impl Endpoint {
         let Err(reason) = self.process(now, from, packet) else {
             return true;
         };
+        self.forget_route();
         // New keys held for this address may take it (handshake.rs).
         if self.offer_to_held_keys(now, from, packet) {
             return true;
@@ -106,6 +135,13 @@ impl Endpoint {
         datagram: &[u8],
     ) -> Result<(), DropReason> {
         let packet = Packet::new_checked(datagram).map_err(|_| DropReason::Malformed)?;
+        if let Some(result) = self.process_on_route(now, from, &packet) {
+            return result;
+        }
+        // Anything else may change what the route relied on (keys, epochs,
+        // RPC states): it is forgotten, and set again by a stored DATA
+        // packet.
+        self.forget_route();
         let ty = packet.packet_type();
         if ty.name().is_none() {
             return Err(DropReason::UnknownType);
@@ -172,10 +208,82 @@ impl Endpoint {
         };
         match repr.body {
             Body::Data(h) => {
-                let rx = epoch.rx.clone();
-                self.on_data(now, key, local, &*rx, &h, packet.payload())
+                // The receive key is taken from the peer entry again where
+                // records are opened: holding it (an `Arc` clone) across
+                // the call cost an atomic increment and decrement per
+                // packet.
+                let receiving = self.on_data(now, key, local, &h, packet.payload())?;
+                if let Some(msg) = receiving {
+                    self.remember_route(from, phase, key, msg);
+                }
+                Ok(())
             }
             body => self.on_control(now, key, local, body),
+        }
+    }
+
+    /// The next DATA packet of the message the last one of this batch went
+    /// to (same sender, key phase and ID: a GRO train of one message is
+    /// mostly that) skips finding the peer, its epoch and the RPC again:
+    /// the route found for the first packet holds until anything other
+    /// than such a packet is handled (`forget_route`). The packet is
+    /// parsed and checked as any other. `None`: not on the route.
+    fn process_on_route(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        packet: &Packet<&[u8]>,
+    ) -> Option<Result<(), DropReason>> {
+        let route = self.last_route.as_ref()?;
+        let on_route = route.from == from
+            && packet.packet_type() == PacketType::DATA
+            && packet.key_phase() == route.phase
+            && packet.id() == route.key.id
+            && (!self.config.verify_ports || ports_match(packet, self.config.local_port, from));
+        if !on_route {
+            return None;
+        }
+        let Ok(Repr {
+            body: Body::Data(h),
+            ..
+        }) = Repr::parse(packet)
+        else {
+            return None;
+        };
+        let (key, msg) = (route.key, route.msg);
+        if let Some(route) = self.last_route.as_mut() {
+            route.datagrams += 1;
+        }
+        let result = self.store_data(now, key, msg, &h, packet.payload());
+        if !matches!(result, Ok(Some(_))) {
+            self.forget_route();
+        }
+        Some(result.map(|_| ()))
+    }
+
+    /// Keeps the route of a DATA packet stored for a message still being
+    /// received, if its peer's address is validated (an unvalidated one
+    /// counts the bytes it sends, per packet).
+    fn remember_route(&mut self, from: SocketAddr, phase: bool, key: ServerRpcHandle, msg: MsgKey) {
+        if self.peers.get(&from).is_some_and(|p| p.validated) {
+            self.last_route = Some(LastRoute {
+                from,
+                phase,
+                key,
+                msg,
+                datagrams: 0,
+            });
+        }
+    }
+
+    /// Ends the route: the packets that took it are counted in their peer's
+    /// statistics.
+    pub(crate) fn forget_route(&mut self) {
+        let Some(route) = self.last_route.take() else {
+            return;
+        };
+        if let Some(p) = self.peers.get_mut(&route.from) {
+            p.session.stats.datagrams_rx += route.datagrams;
         }
     }
 
@@ -289,32 +397,44 @@ impl Endpoint {
         now: Instant,
         key: ServerRpcHandle,
         local: bool,
-        rx: &dyn PacketCipher,
         h: &DataHeader,
         payload: &[u8],
-    ) -> Result<(), DropReason> {
-        if u64::from(h.message_len) > self.config.message_len_limit() {
-            return Err(DropReason::OverLimit);
-        }
+    ) -> Result<Option<MsgKey>, DropReason> {
         let msg = if local {
             self.response_key(now, key, h)?
         } else {
             self.request_key(now, key, h)?
         };
-        // A new segment buffer must be admitted first (this may recount or
-        // evict, so it runs before the RPC is borrowed below).
-        let more = self
-            .incoming_mut(msg)
-            .ok_or(DropReason::Duplicate)?
-            .allocation_for(h);
-        let charge = Charge {
-            bytes: more,
-            requests: 0,
-        };
-        if more > 0 && !self.admit(now, key.peer, charge) {
+        self.store_data(now, key, msg, h, payload)
+    }
+
+    /// Stores a DATA packet of message `msg` (found by `on_data` or on the
+    /// route), opens what it completes and delivers a complete message.
+    /// Returns the message if it is still being received.
+    fn store_data(
+        &mut self,
+        now: Instant,
+        key: ServerRpcHandle,
+        msg: MsgKey,
+        h: &DataHeader,
+        payload: &[u8],
+    ) -> Result<Option<MsgKey>, DropReason> {
+        if u64::from(h.message_len) > self.config.message_len_limit() {
             return Err(DropReason::OverLimit);
         }
-        let outcome = self.store_and_open(now, msg, key, rx, h, payload);
+        let mut outcome = self.store_and_open(now, msg, key, h, payload, false);
+        if let Ok(Opened::NeedsRoom(more)) = outcome {
+            // A new segment buffer is admitted first (this may recount or
+            // evict, so it runs while no RPC is borrowed), then stored.
+            let charge = Charge {
+                bytes: more,
+                requests: 0,
+            };
+            if !self.admit(now, key.peer, charge) {
+                return Err(DropReason::OverLimit);
+            }
+            outcome = self.store_and_open(now, msg, key, h, payload, true);
+        }
         self.scheduler.grants_dirty = true;
         match outcome {
             Err(e) => Err(e),
@@ -330,28 +450,30 @@ impl Endpoint {
                 }
                 Err(DropReason::AuthFailure)
             }
-            Ok(Opened::Stored) => Ok(()),
+            Ok(Opened::Stored | Opened::NeedsRoom(_)) => Ok(Some(msg)),
             Ok(Opened::Complete) => {
                 self.deliver(now, msg, key);
-                Ok(())
+                Ok(None)
             }
         }
     }
 
     /// The per-packet part of DATA: stores the payload, opens what became
     /// complete, and does the bookkeeping, with one lookup of the RPC and
-    /// one of the peer (split borrows of the endpoint's fields).
-    /// `Err(ProtocolViolation)` asks the caller to discard the message.
+    /// one of the peer (split borrows of the endpoint's fields). Unless
+    /// `admitted`, a packet that needs a new buffer is left alone
+    /// ([`Opened::NeedsRoom`]). `Err(ProtocolViolation)` asks the caller
+    /// to discard the message.
+    #[allow(clippy::too_many_arguments)]
     fn store_and_open(
         &mut self,
         now: Instant,
         msg: MsgKey,
         key: ServerRpcHandle,
-        rx: &dyn PacketCipher,
         h: &DataHeader,
         payload: &[u8],
+        admitted: bool,
     ) -> Result<Opened, DropReason> {
-        let spare = self.spare(key.peer);
         let Endpoint {
             clients,
             servers,
@@ -377,6 +499,17 @@ impl Endpoint {
                 }
             }
         };
+        if !admitted {
+            let more = inc.allocation_for(h);
+            if more > 0 {
+                return Ok(Opened::NeedsRoom(more));
+            }
+        }
+        let mut peer = peers.get_mut(&key.peer);
+        let rx = peer
+            .as_deref()
+            .and_then(|p| p.session.epoch(key.epoch))
+            .ok_or(DropReason::UnknownSession)?;
         let held = inc.buffered_bytes();
         if let Err(e) = inc.accept(h, payload, buffers) {
             // Lengths that disagree with the first packet's, before anything
@@ -394,11 +527,19 @@ impl Endpoint {
             scheduler.grantable.insert(msg);
         }
         let mut opened = 0;
-        let result = inc.open_ready(rx, config.seq_layout, key.id, &mut opened, spare, buffers);
+        let mine = peer.as_deref().map_or(0, |p| p.usage.bytes);
+        let spare = super::limits::spare(config, usage_total, mine);
+        let result = inc.open_ready(
+            &*rx.rx,
+            config.seq_layout,
+            key.id,
+            &mut opened,
+            spare,
+            buffers,
+        );
         let nothing_authenticated = inc.nothing_authenticated();
         let grown = inc.buffered_bytes().saturating_sub(held);
         stats.records_opened += opened;
-        let mut peer = peers.get_mut(&key.peer);
         if let Some(p) = peer.as_deref_mut() {
             p.session.stats.records_opened += opened;
             if result.is_ok() && opened > 0 {
@@ -879,7 +1020,7 @@ impl Endpoint {
             rpc.restart_pending = false;
         }
         if let Some((mut old, response)) = leftovers {
-            self.buffers.give(old.take_wire());
+            old.recycle(&mut self.buffers);
             if let Some(inc) = response {
                 self.recycle_incoming(inc);
             }

@@ -13,7 +13,7 @@ mod seal;
 
 pub use layout::{MessageLayout, RecordPlan, SegmentPlan};
 pub use open::{open_segment, open_segment_in_place, open_segment_into, OpenError, OpenedSegment};
-pub use seal::{frame_message_into, seal_message, seal_message_into, SealedMessage};
+pub use seal::{frame_message_into, seal_message, seal_message_into, Plaintext, SealedMessage};
 
 use crate::crypto::{RECORD_HEADER_LEN, TAG_LEN};
 

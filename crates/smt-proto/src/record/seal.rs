@@ -50,11 +50,43 @@ struct Sealer {
     cipher: Arc<dyn PacketCipher>,
     seq_layout: SeqLayout,
     id: u64,
-    /// The caller's bytes (lazy sealing), sealed from as packets leave.
-    data: Option<Bytes>,
+    /// The data (lazy sealing), sealed from as packets leave.
+    data: Option<Plaintext>,
+}
+
+/// A lazily sealed message's data: the caller's own bytes, shared, or a
+/// copy of bytes it only lent (in a buffer the endpoint reuses).
+#[derive(Debug)]
+pub enum Plaintext {
+    /// The caller's bytes (a reference count, no copy).
+    Shared(Bytes),
+    /// A copy the message owns.
+    Copied(Vec<u8>),
+}
+
+impl std::ops::Deref for Plaintext {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Plaintext::Shared(b) => b,
+            Plaintext::Copied(v) => v,
+        }
+    }
 }
 
 impl SealedMessage {
+    /// Takes the buffers a finished message holds (its wire form, and its
+    /// data if it kept a copy), for reuse. By reference: moving the
+    /// message out of its RPC to take them was a measurable copy per RPC.
+    pub fn take_buffers(&mut self) -> (Vec<u8>, Option<Vec<u8>>) {
+        let copy = match self.sealer.as_mut().and_then(|s| s.data.take()) {
+            Some(Plaintext::Copied(v)) => Some(v),
+            _ => None,
+        };
+        (std::mem::take(&mut self.wire), copy)
+    }
+
     /// Records sealed so far (all of them unless sealed lazily).
     pub fn sealed_records(&self) -> u64 {
         self.sealed
@@ -84,16 +116,22 @@ impl SealedMessage {
     }
 
     /// The message's data again, for a request the server lost, which goes
-    /// again under a new ID: the caller's bytes if they were kept (lazy
-    /// sealing), else `None` with the data opened from the sealed records
-    /// and appended to `out` (a small message: keeping every request's
-    /// plaintext for this rare case would cost a copy of every request).
-    /// Fails for a message sealed without its key kept ([`seal_message`]);
-    /// a record always opens (we sealed it).
+    /// again under a new ID: the caller's bytes if they were shared (lazy
+    /// sealing), else `None` with the data appended to `out` (copied from
+    /// the message's own copy, or opened from the sealed records of a small
+    /// message: keeping every request's plaintext for this rare case would
+    /// cost a copy of every request). Fails for a message sealed without
+    /// its key kept ([`seal_message`]); a record always opens (we sealed
+    /// it).
     pub fn recover(&self, out: &mut Vec<u8>) -> Result<Option<Bytes>, CryptoError> {
         let sealer = self.sealer.as_ref().ok_or(CryptoError)?;
-        if let Some(data) = &sealer.data {
-            return Ok(Some(data.clone()));
+        match &sealer.data {
+            Some(Plaintext::Shared(data)) => return Ok(Some(data.clone())),
+            Some(Plaintext::Copied(data)) => {
+                out.extend_from_slice(data);
+                return Ok(None);
+            }
+            None => {}
         }
         for index in 0..self.layout.records() {
             let at = self.layout.record_wire_offset(index) as usize;
@@ -113,7 +151,7 @@ impl SealedMessage {
     }
 }
 
-/// Makes message `id` of `data` (owned: kept, not copied) padded to
+/// Makes message `id` of `data` (kept, not copied again) padded to
 /// `layout.padded_len()`, to be sealed record by record with `cipher` as
 /// its packets leave ([`SealedMessage::seal_through`]). `wire` (a reused
 /// buffer) becomes the wire form; its old bytes are overwritten record by
@@ -123,7 +161,7 @@ pub fn frame_message_into(
     cipher: Arc<dyn PacketCipher>,
     seq_layout: SeqLayout,
     id: u64,
-    data: Bytes,
+    data: Plaintext,
     layout: MessageLayout,
     mut wire: Vec<u8>,
 ) -> Result<SealedMessage, CryptoError> {
@@ -272,6 +310,7 @@ mod tests {
         let bytes = Bytes::from(data.clone());
         for through in [0, 1, 20_000, layout.wire_len()] {
             let (c, b) = (cipher.clone(), bytes.clone());
+            let b = Plaintext::Shared(b);
             let mut m =
                 frame_message_into(c, SeqLayout::DEFAULT, 9, b, layout, Vec::new()).unwrap();
             m.seal_through(through).unwrap();
@@ -330,7 +369,7 @@ mod tests {
             cipher.clone(),
             SeqLayout::DEFAULT,
             9,
-            Bytes::from(data.clone()),
+            Plaintext::Copied(data.clone()),
             layout,
             old.clone(),
         )

@@ -78,10 +78,14 @@ impl Outgoing {
         self.sealed.recover(out)
     }
 
-    /// The sealed bytes' buffer, for reuse once the message is done (the
-    /// message has nothing left to send afterwards).
-    pub fn take_wire(&mut self) -> Vec<u8> {
-        std::mem::take(&mut self.sealed.wire)
+    /// Gives the message's buffers to `pool` for reuse (the message is
+    /// done).
+    pub fn recycle(&mut self, pool: &mut crate::buffers::BufferPool) {
+        let (wire, copy) = self.sealed.take_buffers();
+        pool.give(wire);
+        if let Some(copy) = copy {
+            pool.give(copy);
+        }
     }
 
     pub fn wire_len(&self) -> u64 {

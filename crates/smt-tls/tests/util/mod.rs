@@ -190,11 +190,3 @@ pub fn temp_path(tag: &str) -> PathBuf {
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     std::env::temp_dir().join(format!("smt-tls-{tag}-{}-{n}.log", std::process::id()))
 }
-
-/// Parses a lowercase or uppercase hex string.
-pub fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
-}

@@ -135,7 +135,7 @@ impl Engine {
 
     /// Endpoint-wide counters, and `peer`'s if given.
     pub fn stats(&self, peer: Option<SocketAddr>) -> (Stats, Option<Stats>) {
-        let peer_stats = peer.and_then(|p| self.core.peer_stats(p).copied());
+        let peer_stats = peer.and_then(|p| self.core.peer_stats(p));
         (*self.core.stats(), peer_stats)
     }
 

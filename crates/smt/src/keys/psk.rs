@@ -30,10 +30,13 @@
 
 use std::fmt;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use smt_crypto::psk::derive_session_keys;
 use smt_crypto::AeadAlgorithm;
 use smt_proto::{AddressProof, Handshake, HandshakeError, Role, SessionKeys};
+
+use super::SessionKeyLog;
 
 /// Length of either message.
 pub const PSK_MESSAGE_LEN: usize = 2 + NONCE_LEN;
@@ -53,6 +56,7 @@ pub struct PskClient {
     master: Vec<u8>,
     algorithm: AeadAlgorithm,
     seen_as: Option<SocketAddr>,
+    key_log: Option<Arc<SessionKeyLog>>,
 }
 
 impl PskClient {
@@ -62,6 +66,7 @@ impl PskClient {
             master: master.to_vec(),
             algorithm,
             seen_as: None,
+            key_log: None,
         }
     }
 
@@ -71,10 +76,18 @@ impl PskClient {
         self
     }
 
+    /// Logs every session's traffic keys to `log` (none: no key log, the
+    /// default); see [`SessionKeyLog`]. For debugging only.
+    pub fn with_key_log(mut self, log: Option<Arc<SessionKeyLog>>) -> Self {
+        self.key_log = log;
+        self
+    }
+
     /// A handshake from a client whose socket is `local`.
     pub fn handshake(&self, local: SocketAddr) -> PskClientHandshake {
         let addr = self.seen_as.unwrap_or(local);
         PskClientHandshake::new(&self.master, addr, self.algorithm)
+            .with_key_log(self.key_log.clone())
     }
 }
 
@@ -97,6 +110,7 @@ pub struct PskClientHandshake {
     inbox: Vec<u8>,
     keys: Option<SessionKeys>,
     done: bool,
+    key_log: Option<Arc<SessionKeyLog>>,
 }
 
 impl PskClientHandshake {
@@ -113,7 +127,14 @@ impl PskClientHandshake {
             inbox: Vec::new(),
             keys: None,
             done: false,
+            key_log: None,
         }
+    }
+
+    /// Logs the session's traffic keys to `log`, if any ([`SessionKeyLog`]).
+    pub fn with_key_log(mut self, log: Option<Arc<SessionKeyLog>>) -> Self {
+        self.key_log = log;
+        self
     }
 }
 
@@ -128,7 +149,7 @@ impl Handshake for PskClientHandshake {
         };
         self.done = true;
         let keys = session_keys(&self.master, self.client, &self.nonce, &server_nonce);
-        self.keys = Some(keys(Role::Client, self.algorithm));
+        self.keys = Some(keys(Role::Client, self.algorithm, self.key_log.as_deref()));
         Ok(())
     }
 
@@ -164,6 +185,7 @@ pub struct PskServerHandshake {
     outbox: Vec<u8>,
     keys: Option<SessionKeys>,
     done: bool,
+    key_log: Option<Arc<SessionKeyLog>>,
 }
 
 impl PskServerHandshake {
@@ -177,7 +199,14 @@ impl PskServerHandshake {
             outbox: Vec::new(),
             keys: None,
             done: false,
+            key_log: None,
         }
+    }
+
+    /// Logs the session's traffic keys to `log`, if any ([`SessionKeyLog`]).
+    pub fn with_key_log(mut self, log: Option<Arc<SessionKeyLog>>) -> Self {
+        self.key_log = log;
+        self
     }
 }
 
@@ -195,7 +224,7 @@ impl Handshake for PskServerHandshake {
         smt_crypto::fill_random(&mut server_nonce);
         emit(&mut self.outbox, REPLY, &server_nonce);
         let keys = session_keys(&self.master, self.client, &client_nonce, &server_nonce);
-        self.keys = Some(keys(Role::Server, self.algorithm));
+        self.keys = Some(keys(Role::Server, self.algorithm, self.key_log.as_deref()));
         Ok(())
     }
 
@@ -231,16 +260,20 @@ fn session_keys(
     client: SocketAddr,
     client_nonce: &[u8; NONCE_LEN],
     server_nonce: &[u8; NONCE_LEN],
-) -> impl Fn(Role, AeadAlgorithm) -> SessionKeys {
+) -> impl Fn(Role, AeadAlgorithm, Option<&SessionKeyLog>) -> SessionKeys {
     let mut context = CONTEXT_LABEL.to_vec();
     context.extend_from_slice(client_nonce);
     context.extend_from_slice(server_nonce);
     context.extend_from_slice(&super::psk_context(client));
     let master = master.to_vec();
-    move |role, algorithm| {
+    let client_nonce = *client_nonce;
+    move |role, algorithm, key_log| {
         // At most 13 + 64 + 47 (an IPv6 socket address) bytes: within the
         // 255 that HKDF-Expand-Label's context holds.
         let (c2s, s2c) = derive_session_keys(&master, &context, algorithm);
+        if let Some(log) = key_log {
+            log.psk_keys(&client_nonce, &c2s, &s2c);
+        }
         super::session(role, &c2s, &s2c)
     }
 }
@@ -274,6 +307,8 @@ fn unexpected(what: &str) -> HandshakeError {
 
 #[cfg(test)]
 mod tests {
+    use smt_proto::crypto::PacketCipher;
+
     use super::*;
 
     const MASTER: &[u8] = &[7; 32];
@@ -331,6 +366,52 @@ mod tests {
     fn another_master_gives_keys_that_do_not_match() {
         let (c, s) = exchange(&[8; 32]);
         assert!(!opens(&c, &s));
+    }
+
+    /// The key log's lines rebuild both directions' keys of the session,
+    /// under the nonce the hello carried.
+    #[test]
+    fn the_key_log_holds_the_session_keys_under_the_client_nonce() {
+        let path = std::env::temp_dir().join(format!("smt-psk-keylog-{}", std::process::id()));
+        let log = Some(Arc::new(SessionKeyLog::open(&path).unwrap()));
+        let alg = AeadAlgorithm::Aes128Gcm;
+        let mut c = PskClientHandshake::new(MASTER, client_addr(), alg).with_key_log(log);
+        let mut s = PskServerHandshake::new(MASTER, client_addr(), alg);
+        let mut hello = Vec::new();
+        c.write(&mut hello);
+        s.read(&hello).unwrap();
+        let mut reply = Vec::new();
+        s.write(&mut reply);
+        let server = s.take_keys().unwrap();
+        c.read(&reply).unwrap();
+        let client = c.take_keys().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        let nonce: String = hello[2..].iter().map(|b| format!("{b:02x}")).collect();
+        let logged: Vec<(&str, Vec<u8>)> = text
+            .lines()
+            .map(|line| {
+                let f: Vec<&str> = line.split(' ').collect();
+                assert_eq!(f[1], nonce);
+                let bytes = (0..f[2].len())
+                    .step_by(2)
+                    .map(|i| u8::from_str_radix(&f[2][i..i + 2], 16).unwrap())
+                    .collect();
+                (f[0], bytes)
+            })
+            .collect();
+        assert_eq!(logged.len(), 2);
+        let cipher = |bytes: &[u8]| {
+            let (key, iv) = bytes.split_at(16);
+            let key = smt_crypto::TrafficKey::new(alg, key, iv.try_into().unwrap()).unwrap();
+            smt_crypto::AesGcmCipher::new(&key)
+        };
+        let packet = [0x42u8; 40];
+        let c2s = cipher(&logged[0].1);
+        assert_eq!(logged[0].0, super::super::PSK_CLIENT_TRAFFIC_KEY);
+        assert_eq!(c2s.control_tag(&packet), client.tx.control_tag(&packet));
+        let s2c = cipher(&logged[1].1);
+        assert_eq!(s2c.control_tag(&packet), server.tx.control_tag(&packet));
     }
 
     #[test]
