@@ -172,3 +172,23 @@ fn clients_beyond_maxclients_are_refused() {
     assert_eq!(third.reply, b"-ERR max number of clients reached\r\n");
     drop((first, second));
 }
+
+/// A TLS client hears a clean close (close_notify) after the last reply,
+/// so it can tell the end of the conversation from a cut connection.
+#[test]
+fn tls_connections_end_with_close_notify() {
+    let (server, ca) = kv_server();
+    let addr = server.tls.unwrap();
+    let config = smt_kv::client::tls_client_config(&ca).unwrap();
+    let name = rustls_pki_types::ServerName::IpAddress(addr.ip().into());
+    let conn = rustls::ClientConnection::new(config, name).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, TcpStream::connect(addr).unwrap());
+    tls.sock
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    tls.write_all(b"PING\r\nQUIT\r\n").unwrap();
+    let mut reply = Vec::new();
+    // rustls reports a close without close_notify as UnexpectedEof.
+    tls.read_to_end(&mut reply).unwrap();
+    assert_eq!(reply, b"+PONG\r\n+OK\r\n");
+}

@@ -66,6 +66,8 @@ pub struct Conn {
     hung_up: bool,
     /// Close once the output is written.
     closing: bool,
+    /// TLS: close_notify has been queued after the last reply.
+    notified: bool,
 }
 
 impl std::fmt::Debug for Conn {
@@ -104,6 +106,7 @@ impl Conn {
             open: true,
             hung_up: false,
             closing: false,
+            notified: false,
         }
     }
 
@@ -220,7 +223,15 @@ impl Conn {
         let done = match &mut self.transport {
             Transport::Plain => write_plain(&mut self.stream, &self.output, &mut self.written)?,
             Transport::Tls(tls) => {
-                write_tls(tls, &mut self.stream, &self.output, &mut self.written)?
+                let mut done = write_tls(tls, &mut self.stream, &self.output, &mut self.written)?;
+                if done && self.closing && !self.notified {
+                    // A clean TLS close after the last reply, so the client
+                    // can tell the end from a cut connection.
+                    tls.send_close_notify();
+                    self.notified = true;
+                    done = write_tls(tls, &mut self.stream, &[], &mut 0)?;
+                }
+                done
             }
         };
         if self.written == self.output.len() {

@@ -199,6 +199,10 @@ struct EventLoop {
     backlog: HashSet<usize>,
     /// SMT requests may be waiting beyond the last turn's budget.
     smt_backlog: bool,
+    /// An accept failed (out of descriptors): connections may wait on a
+    /// listener that will raise no new edge for them; retried every turn
+    /// (at least every [`MAX_SLEEP`]).
+    retry_accept: bool,
     stop: Arc<AtomicBool>,
 }
 
@@ -239,6 +243,7 @@ impl EventLoop {
             free: Vec::new(),
             backlog: HashSet::new(),
             smt_backlog: false,
+            retry_accept: false,
             stop: Arc::new(AtomicBool::new(false)),
         };
         Ok((event_loop, waker))
@@ -310,6 +315,10 @@ impl EventLoop {
         if self.smt_backlog {
             self.serve_smt(now);
         }
+        if std::mem::take(&mut self.retry_accept) {
+            self.accept_all(false);
+            self.accept_all(true);
+        }
         let slots: Vec<usize> = self.backlog.drain().collect();
         for slot in slots {
             self.turn(slot, now);
@@ -352,8 +361,9 @@ impl EventLoop {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) => {
                     // Out of descriptors, or the client gave up: the
-                    // listener stays; the next readiness retries.
+                    // listener stays, and the next turn tries again.
                     tracing::warn!(error = %e, "accept failed");
+                    self.retry_accept = true;
                     return;
                 }
             }
