@@ -231,6 +231,11 @@ impl LocalEndpoint {
         // arrived since raises the application's readiness again (the
         // next zero-timeout `poll` reads).
         let zero = timeout == Some(Duration::ZERO);
+        if zero && self.engine.wants_writable() {
+            // An application's own loop polls when the socket is writable
+            // (`LocalEndpoint::wants_writable`): try the held batch again.
+            self.engine.writable();
+        }
         let skip = zero && std::mem::take(&mut self.drained);
         let mut looked = zero;
         self.readable |= zero && !skip;
@@ -253,6 +258,29 @@ impl LocalEndpoint {
             self.wait(deadline)?;
             looked = true;
         }
+    }
+
+    /// For an application's own event loop (the socket is [`AsFd`]): how
+    /// long it may wait before calling [`LocalEndpoint::poll`] with a zero
+    /// timeout even if the socket stays quiet, for the protocol's timers
+    /// (`Some(ZERO)`: datagrams already wait unread; `None`: nothing until
+    /// the socket is readable). Read it after each round of zero-timeout
+    /// polls.
+    pub fn timeout(&self) -> Option<Duration> {
+        if self.engine.more_to_read() {
+            return Some(Duration::ZERO);
+        }
+        let now = self.engine.now();
+        self.engine
+            .deadline()
+            .map(|d| d.saturating_duration_since(now))
+    }
+
+    /// Whether datagrams wait for room in the socket: an application's
+    /// own loop then watches the socket's writability too, and polls when
+    /// it is writable.
+    pub fn wants_writable(&self) -> bool {
+        self.engine.wants_writable()
     }
 
     /// Endpoint and (with `peer`) session counters.
@@ -289,9 +317,11 @@ impl LocalEndpoint {
 }
 
 impl AsFd for LocalEndpoint {
-    /// The socket, for an application's own `epoll`: when it is readable,
-    /// call [`LocalEndpoint::poll`] with a zero timeout until it returns
-    /// `None`.
+    /// The socket, for an application's own `epoll`: when it is readable
+    /// (or writable, while [`LocalEndpoint::wants_writable`]), or when
+    /// [`LocalEndpoint::timeout`] has passed, call [`LocalEndpoint::poll`]
+    /// with a zero timeout until it returns `None`. No thread is involved:
+    /// the application's thread receives, answers and sends.
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.socket()
     }

@@ -3,7 +3,7 @@
 //! ```text
 //!   TCP listener ──┐
 //!   TLS listener ──┼─ mio (epoll) ── EventLoop ── Store (Db, stats, settings)
-//!   SMT ready_fd ──┘        one thread: every command of every client
+//!   SMT socket   ──┘        one thread: every command of every client
 //!                           runs here, one at a time, as in Redis
 //! ```
 //!
@@ -14,10 +14,13 @@
 //! `RefCell`, commands run in arrival order, and the loop decides itself
 //! how much each client gets per turn (a read budget, an output
 //! high-water mark) instead of a runtime's task budget. The SMT endpoint
-//! keeps its own driver thread (the transport's, as the kernel's softirq
-//! is Homa's): it only queues whole, authenticated requests, which this
-//! loop takes with `try_accept` when `ready_fd` is readable, executes,
-//! and answers with `respond` from this thread.
+//! is a `LocalEndpoint` with no thread of its own: its UDP socket is in
+//! this loop's epoll set, and when it is readable (or its protocol timer
+//! is due) the loop polls it, executes the requests it delivers and
+//! answers them, all on this thread, and the answers leave with the next
+//! poll. (The threaded `Endpoint` with `ready_fd` would receive on its own
+//! thread and hand each request over: a cross-thread wake-up per request,
+//! which made SMT slower than TLS/TCP in YCSB.)
 //!
 //! Readiness in mio is edge-triggered: a source is read until it would
 //! block, or remembered in the backlog (a connection out of budget, SMT
@@ -31,7 +34,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::io::{self, Write};
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -192,7 +195,10 @@ struct EventLoop {
     max_clients: usize,
     tcp: Option<TcpListener>,
     tls: Option<(TcpListener, Arc<rustls::ServerConfig>)>,
-    smt: Option<smt::Endpoint>,
+    smt: Option<smt::LocalEndpoint>,
+    /// Whether the SMT socket is watched for writability too (while its
+    /// endpoint holds datagrams the socket had no room for).
+    smt_writable: bool,
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
     /// Connections with work that no event will announce.
@@ -243,6 +249,7 @@ impl EventLoop {
             free: Vec::new(),
             backlog: HashSet::new(),
             smt_backlog: false,
+            smt_writable: false,
             retry_accept: false,
             stop: Arc::new(AtomicBool::new(false)),
         };
@@ -274,13 +281,16 @@ impl EventLoop {
             self.work_backlog(now);
             self.store.db.expire_due(now, EXPIRE_BUDGET);
         }
-        if let Some(smt) = self.smt.take() {
-            smt.close();
+        if let Some(mut smt) = self.smt.take() {
+            // The last answers and acknowledgements leave before the
+            // socket closes.
+            let _ = smt.flush();
         }
     }
 
     /// How long the next poll may sleep: not at all with a backlog, else
-    /// until the next key expires, at most [`MAX_SLEEP`].
+    /// until the next key expires or the SMT endpoint's next protocol
+    /// timer, at most [`MAX_SLEEP`].
     fn sleep_for(&self, now: UnixMs) -> Duration {
         if !self.backlog.is_empty() || self.smt_backlog {
             return Duration::ZERO;
@@ -290,7 +300,11 @@ impl EventLoop {
             .db
             .next_deadline()
             .map(|t| Duration::from_millis(t.saturating_sub(now)));
-        until_expiry.map_or(MAX_SLEEP, |d| d.min(MAX_SLEEP))
+        let until_smt = self.smt.as_ref().and_then(|e| e.timeout());
+        [until_expiry, until_smt]
+            .into_iter()
+            .flatten()
+            .fold(MAX_SLEEP, Duration::min)
     }
 
     fn dispatch(&mut self, event: &mio::event::Event, now: UnixMs) {
@@ -312,7 +326,13 @@ impl EventLoop {
     }
 
     fn work_backlog(&mut self, now: UnixMs) {
-        if self.smt_backlog {
+        // Also when its timer is due: no event announces that.
+        let smt_due = self
+            .smt
+            .as_ref()
+            .and_then(|e| e.timeout())
+            .is_some_and(|t| t.is_zero());
+        if self.smt_backlog || smt_due {
             self.serve_smt(now);
         }
         if std::mem::take(&mut self.retry_accept) {
@@ -407,30 +427,62 @@ impl EventLoop {
         self.conns.len() - self.free.len()
     }
 
-    /// Answers the SMT requests waiting, up to [`SMT_BUDGET`] of them.
+    /// Polls the SMT endpoint (receive, timers, send) and answers the
+    /// requests it delivers, up to [`SMT_BUDGET`] of them; the answers
+    /// leave with the next poll (or the flush when the budget runs out).
     fn serve_smt(&mut self, now: UnixMs) {
-        let Some(smt) = &self.smt else { return };
+        let Some(smt) = &mut self.smt else { return };
+        self.smt_backlog = true;
         for _ in 0..SMT_BUDGET {
-            let mut request = match smt.try_accept() {
-                Ok(Some(request)) => request,
+            match smt.poll(Some(Duration::ZERO)) {
+                Ok(Some(smt::LocalEvent::Request { request, data })) => {
+                    self.store.stats.smt_requests += 1;
+                    let reply = session::run_message(&data, &mut self.store, now, self.limits);
+                    if let Err(e) = smt.respond(request, reply) {
+                        tracing::debug!(error = %e, "SMT response not sent");
+                    }
+                }
+                // A server makes no calls: nothing else concerns it.
+                Ok(Some(_)) => {}
                 Ok(None) => {
                     self.smt_backlog = false;
-                    return;
+                    break;
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "the SMT endpoint closed");
+                    tracing::warn!(error = %e, "the SMT endpoint failed");
                     self.smt_backlog = false;
-                    return;
+                    break;
                 }
-            };
-            self.store.stats.smt_requests += 1;
-            let message = request.take_data();
-            let reply = session::run_message(&message, &mut self.store, now, self.limits);
-            if let Err(e) = request.respond(reply) {
-                tracing::debug!(error = %e, "SMT response not sent");
             }
         }
-        self.smt_backlog = true;
+        if self.smt_backlog {
+            let _ = smt.flush();
+        }
+        self.watch_smt_writability();
+    }
+
+    /// Watches the SMT socket's writability only while its endpoint holds
+    /// datagrams back (a UDP socket is writable after nearly every send:
+    /// watching it always would wake the loop for nothing).
+    fn watch_smt_writability(&mut self) {
+        let Some(smt) = &self.smt else { return };
+        let wanted = smt.wants_writable();
+        if wanted == self.smt_writable {
+            return;
+        }
+        let interest = match wanted {
+            true => Interest::READABLE | Interest::WRITABLE,
+            false => Interest::READABLE,
+        };
+        let fd = smt.as_fd().as_raw_fd();
+        let watched = self
+            .poll
+            .registry()
+            .reregister(&mut SourceFd(&fd), SMT, interest);
+        match watched {
+            Ok(()) => self.smt_writable = wanted,
+            Err(e) => tracing::warn!(error = %e, "cannot watch the SMT socket"),
+        }
     }
 }
 
@@ -442,18 +494,16 @@ fn listen(poll: &Poll, addr: SocketAddr, token: Token) -> Result<TcpListener, Se
 }
 
 /// The SMT endpoint, answering TLS 1.3 handshakes with the server's
-/// certificate, its request signal watched by the loop.
+/// certificate, its socket watched by the loop.
 fn open_smt(
     poll: &Poll,
     addr: SocketAddr,
     identity: &Identity,
-) -> Result<smt::Endpoint, ServerError> {
-    let endpoint =
-        smt::Endpoint::bind(addr, smt::EndpointConfig::default()).map_err(ServerError::Smt)?;
-    endpoint
-        .set_tls_server(identity.smt_tls_server()?)
-        .map_err(ServerError::Smt)?;
-    let fd = endpoint.ready_fd().as_raw_fd();
+) -> Result<smt::LocalEndpoint, ServerError> {
+    let mut endpoint =
+        smt::LocalEndpoint::bind(addr, smt::EndpointConfig::default()).map_err(ServerError::Smt)?;
+    endpoint.set_handshake_acceptor(Box::new(identity.smt_tls_server()?));
+    let fd = endpoint.as_fd().as_raw_fd();
     poll.registry()
         .register(&mut SourceFd(&fd), SMT, Interest::READABLE)?;
     Ok(endpoint)
