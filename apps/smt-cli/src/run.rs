@@ -84,6 +84,12 @@ pub fn server(args: ServerArgs) -> Result<(), CliError> {
     let server = Endpoint::bind(args.listen, config(&args.transport, args.listen)?)
         .map_err(|e| cannot_bind("--listen", args.listen, e))?;
     server.set_handshake_acceptor(Box::new(acceptor))?;
+    if served.is_some() {
+        // A new 0-RTT server refuses hellos stamped before its start plus
+        // the clock skew bound (they could be replays of an earlier run):
+        // the banner, which scripts wait for, comes once hellos are served.
+        std::thread::sleep(smt::ticket::Freshness::DEFAULT_MAX_CLOCK_SKEW);
+    }
     let mode = [
         keys.as_ref().map(ServerKeys::describe),
         served.as_ref().map(tickets::Served::describe),
