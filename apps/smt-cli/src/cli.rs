@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::values::{byte_count, count, host_port, seconds};
+use crate::values::{byte_count, count, host_port, seconds, server_addr, ServerAddr};
 
 /// Encrypted message-based RPCs over UDP or raw IP (Secure Message
 /// Transport): TLS 1.3 record protection inside a Homa-style transport.
@@ -22,7 +22,9 @@ use crate::values::{byte_count, count, host_port, seconds};
         smt server --listen 10.0.0.5:7878 --cert server.pem --key server-key.pem\n  \
         smt client --server 10.0.0.5:7878 --ca ca/ca.pem\n\
         or, with a pre-shared key instead of TLS: `smt keygen --out psk.key`, then \
-        --psk \"$(cat psk.key)\" on both sides."
+        --psk \"$(cat psk.key)\" on both sides. 0-RTT: `smt ticket issue --cert server.pem \
+        --key server-key.pem --name NAME`, then `smt server ... --ticket-key \
+        smt-ticket-static.key` and `smt client ... --server-name NAME --ticket smt-ticket`."
 )]
 pub struct Cli {
     /// More logging (-v info, -vv debug); RUST_LOG overrides.
@@ -208,6 +210,45 @@ pub struct ClientKeyArgs {
     pub psk: Option<String>,
 }
 
+/// 0-RTT SMT-tickets a server answers (with or without TLS or a PSK).
+#[derive(Debug, Args, Clone, Default)]
+pub struct ServerTicketArgs {
+    /// The server's static X25519 key (hex: OUT-static.key from `smt ticket
+    /// issue`): answer 0-RTT hellos for its ticket.
+    #[arg(long, value_name = "FILE")]
+    pub ticket_key: Option<PathBuf>,
+    /// The ticket for --ticket-key (base64, from `smt ticket issue`;
+    /// default: --ticket-key's path without "-static.key").
+    #[arg(long, value_name = "FILE", requires = "ticket_key")]
+    pub ticket: Option<PathBuf>,
+    /// Publish the ticket in DNS: serve the zone of the ticket's name on
+    /// this address (UDP and TCP), TXT record _smt-ticket.NAME., for
+    /// `smt client --ticket-dns NAME --dns-server ADDR`.
+    #[arg(long, value_name = "ADDR", value_parser = host_port, requires = "ticket_key")]
+    pub dns_listen: Option<SocketAddr>,
+}
+
+/// A 0-RTT SMT-ticket for the client's sessions (from a file or DNS).
+#[derive(Debug, Args, Clone, Default)]
+pub struct ClientTicketArgs {
+    /// The server's ticket (base64, from `smt ticket issue`): 0-RTT, the
+    /// first request goes with the hello. Checked against --ca and the
+    /// server's name.
+    #[arg(long, value_name = "FILE", conflicts_with = "ticket_dns")]
+    pub ticket: Option<PathBuf>,
+    /// Look up the ticket of NAME in DNS (TXT _smt-ticket.NAME.) at
+    /// --dns-server: 0-RTT. Checked against --ca and NAME.
+    #[arg(long, value_name = "NAME", requires = "dns_server")]
+    pub ticket_dns: Option<String>,
+    /// The DNS server to ask for --ticket-dns (IP:PORT or HOST:PORT).
+    #[arg(long, value_name = "ADDR", value_parser = host_port, requires = "ticket_dns")]
+    pub dns_server: Option<SocketAddr>,
+    /// With a ticket: switch to a forward-secret key after one round trip
+    /// (the first flight stays under the ticket's key).
+    #[arg(long)]
+    pub forward_secrecy: bool,
+}
+
 #[derive(Debug, Args, Clone)]
 pub struct TransportArgs {
     /// Use SMT's own IP protocol (raw IP; needs CAP_NET_RAW) instead of UDP.
@@ -270,6 +311,8 @@ pub struct ServerArgs {
     /// Threads answering requests.
     #[arg(long, default_value_t = 2, value_parser = count::<1, 256>, allow_negative_numbers = true)]
     pub threads: usize,
+    #[command(flatten)]
+    pub tickets: ServerTicketArgs,
     /// Stop after this many seconds (default: run until killed).
     #[arg(long, value_parser = seconds, allow_negative_numbers = true)]
     pub duration: Option<Duration>,
@@ -282,11 +325,19 @@ pub struct ServerArgs {
 pub struct ClientArgs {
     #[command(flatten)]
     pub transport: TransportArgs,
-    /// The server's address (IP:PORT or HOST:PORT).
-    #[arg(long, default_value = "127.0.0.1:7878", value_parser = host_port)]
-    pub server: SocketAddr,
+    /// The server's address (IP:PORT or HOST:PORT). With TLS the server's
+    /// certificate must name HOST (a name, or the IP address given).
+    #[arg(long, default_value = "127.0.0.1:7878", value_parser = server_addr)]
+    pub server: ServerAddr,
+    /// The name to check in the server's certificate (and its ticket)
+    /// instead of --server's HOST: for a server called by IP address whose
+    /// certificate holds a DNS name.
+    #[arg(long, value_name = "NAME")]
+    pub server_name: Option<String>,
     #[command(flatten)]
     pub keys: ClientKeyArgs,
+    #[command(flatten)]
+    pub ticket: ClientTicketArgs,
     /// Request size in bytes (the response is as large: the server echoes).
     #[arg(long, default_value_t = 1024, value_parser = byte_count, allow_negative_numbers = true)]
     pub size: usize,

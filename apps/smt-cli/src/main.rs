@@ -12,6 +12,7 @@ mod mode;
 mod pki;
 mod report;
 mod run;
+mod tickets;
 mod values;
 
 use clap::error::ErrorKind;

@@ -194,7 +194,7 @@ fn show_ticket(path: &Path, ca: Option<&Path>, name: Option<String>) -> Result<(
 }
 
 /// The first certificate in the PEM file `path` (given as `--ca`).
-fn first_certificate(path: &Path) -> Result<Vec<u8>, CliError> {
+pub fn first_certificate(path: &Path) -> Result<Vec<u8>, CliError> {
     let pem = files::read(path, "--ca", "CA certificate")?;
     let not_pem = |why: String| CliError::File(format!("--ca {}: {why}", path.display()));
     smt_tls::certificates_der(&pem)

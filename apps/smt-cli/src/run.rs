@@ -6,15 +6,15 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use smt::keys::{AeadAlgorithm, PskClient, SessionKeyLog};
+use smt::tls::{ServerName, TlsClient};
 use smt::{Endpoint, HandshakeError, RpcError, ServerAcceptor};
-use smt_tls::{TlsClient, TlsServer};
 
 use crate::cli::{ClientArgs, KeygenArgs, ServerArgs};
 use crate::demo::{config, spawn_echo};
 use crate::error::CliError;
 use crate::files::{self, Access, Output};
 use crate::mode::{ClientKeys, ServerKeys};
-use crate::{pki, report};
+use crate::{pki, report, tickets};
 
 const ALGORITHM: AeadAlgorithm = AeadAlgorithm::Aes128Gcm;
 
@@ -43,51 +43,72 @@ pub fn keygen(args: KeygenArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// A server's keys, loaded and checked before its socket is opened.
-enum ServerSetup {
-    Tls(TlsServer),
-    /// The PSK nonce exchange: fresh keys per session, so a restarted
-    /// server never executes a replayed request.
-    Psk(ServerAcceptor),
-}
-
-fn server_setup(keys: &ServerKeys) -> Result<ServerSetup, CliError> {
+/// What answers handshakes: TLS (or mutual TLS), the PSK nonce exchange,
+/// neither (0-RTT tickets only), plus 0-RTT tickets when served. Files are
+/// loaded and checked before the socket is opened.
+fn server_setup(keys: Option<&ServerKeys>) -> Result<ServerAcceptor, CliError> {
     Ok(match keys {
-        ServerKeys::Tls { cert, key } => ServerSetup::Tls(pki::tls_server(cert, key, None)?),
-        ServerKeys::MutualTls {
+        Some(ServerKeys::Tls { cert, key }) => {
+            ServerAcceptor::new(Some(pki::tls_server(cert, key, None)?), None)
+        }
+        Some(ServerKeys::MutualTls {
             cert,
             key,
             client_ca,
-        } => ServerSetup::Tls(pki::tls_server(cert, key, Some(client_ca))?),
-        // The session keys go to SSLKEYLOGFILE, as TLS's secrets do, so
-        // `smt dump` can decrypt a capture (docs/observability.md).
-        ServerKeys::Psk(psk) => ServerSetup::Psk(
-            ServerAcceptor::new(None, None)
-                .with_psk(psk.bytes(), ALGORITHM)
-                .with_key_log(SessionKeyLog::from_env()?.map(Arc::new)),
-        ),
+        }) => ServerAcceptor::new(Some(pki::tls_server(cert, key, Some(client_ca))?), None),
+        // The PSK nonce exchange: fresh keys per session, so a restarted
+        // server never executes a replayed request. The session keys go to
+        // SSLKEYLOGFILE, as TLS's secrets do, so `smt dump` can decrypt a
+        // capture (docs/observability.md).
+        Some(ServerKeys::Psk(psk)) => ServerAcceptor::new(None, None)
+            .with_psk(psk.bytes(), ALGORITHM)
+            .with_key_log(SessionKeyLog::from_env()?.map(Arc::new)),
+        None => ServerAcceptor::new(None, None),
     })
 }
 
 pub fn server(args: ServerArgs) -> Result<(), CliError> {
-    let keys = ServerKeys::from_args(&args.keys)?;
-    let setup = server_setup(&keys)?;
+    let k = &args.keys;
+    let tickets_only = args.tickets.ticket_key.is_some()
+        && [&k.cert, &k.key, &k.ca].iter().all(|o| o.is_none())
+        && k.psk.is_none();
+    let keys = match tickets_only {
+        true => None,
+        false => Some(ServerKeys::from_args(&args.keys)?),
+    };
+    let mut acceptor = server_setup(keys.as_ref())?;
+    let served = tickets::serve(&args.tickets)?;
+    if let Some(s) = &served {
+        acceptor = acceptor.with_zero_rtt(s.zero_rtt.clone());
+    }
     let server = Endpoint::bind(args.listen, config(&args.transport, args.listen)?)
         .map_err(|e| cannot_bind("--listen", args.listen, e))?;
-    match setup {
-        ServerSetup::Tls(tls) => server.set_tls_server(tls)?,
-        ServerSetup::Psk(acceptor) => server.set_handshake_acceptor(Box::new(acceptor))?,
+    server.set_handshake_acceptor(Box::new(acceptor))?;
+    if served.is_some() {
+        // A new 0-RTT server refuses hellos stamped before its start plus
+        // the clock skew bound (they could be replays of an earlier run):
+        // the banner, which scripts wait for, comes once hellos are served.
+        std::thread::sleep(smt::ticket::Freshness::DEFAULT_MAX_CLOCK_SKEW);
     }
+    let mode = [
+        keys.as_ref().map(ServerKeys::describe),
+        served.as_ref().map(tickets::Served::describe),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>()
+    .join(" and ");
     // The first line's start is what scripts wait for (smt-hostile).
     say!(
-        "smt server on {} ({}), {}, {} threads",
+        "smt server on {} ({}), {mode}, {} threads",
         server.local_addr(),
         server.features(),
-        keys.describe(),
         args.threads
     );
     spawn_echo(&server, args.threads)?;
-    serve(&server, args.duration, args.stats_interval)
+    let result = serve(&server, args.duration, args.stats_interval);
+    drop(served);
+    result
 }
 
 /// Serves until `duration` is over (forever without one), printing the
@@ -172,10 +193,56 @@ fn client_setup(keys: &ClientKeys) -> Result<ClientSetup, CliError> {
     })
 }
 
+/// The name the server's certificate (and ticket) must hold:
+/// `--server-name`, else --server's HOST when it is a name, else the
+/// name whose ticket `--ticket-dns` looks up.
+fn checked_name(args: &ClientArgs) -> Option<String> {
+    args.server_name
+        .clone()
+        .or_else(|| args.server.host.clone())
+        .or_else(|| args.ticket.ticket_dns.clone())
+}
+
+/// The 0-RTT ticket for the server, if one is asked for: it needs --ca
+/// (to verify it) and no client certificate (0-RTT sessions carry none).
+fn client_ticket(
+    args: &ClientArgs,
+    keys: &ClientKeys,
+) -> Result<Option<(smt::ticket::VerifiedTicket, String)>, CliError> {
+    let t = &args.ticket;
+    if t.ticket.is_none() && t.ticket_dns.is_none() {
+        return tickets::client_ticket(t, &[], None);
+    }
+    let ca = match keys {
+        ClientKeys::Tls { ca } => ca,
+        ClientKeys::MutualTls { .. } => {
+            return Err(CliError::Usage(
+                "--ticket/--ticket-dns: a 0-RTT session carries no client certificate; drop \
+                 --cert and --key"
+                    .into(),
+            ))
+        }
+        ClientKeys::Psk(_) => {
+            return Err(CliError::Usage(
+                "--ticket/--ticket-dns need --ca (the CA that issued the ticket's \
+                 certificate), not --psk"
+                    .into(),
+            ))
+        }
+    };
+    let ca_der = pki::first_certificate(ca)?;
+    tickets::client_ticket(t, &ca_der, checked_name(args).as_deref())
+}
+
 /// One call before measuring: a server that cannot be reached (nothing
 /// speaks SMT there, a failed handshake) ends the run with that reason
 /// and a hint, instead of a measurement made of failures.
-fn reach(client: &Endpoint, server: SocketAddr, keys: &ClientKeys) -> Result<(), CliError> {
+fn reach(
+    client: &Endpoint,
+    server: SocketAddr,
+    keys: &ClientKeys,
+    checked: &str,
+) -> Result<(), CliError> {
     client
         .call(server, b"smt client: hello")
         .map(drop)
@@ -183,14 +250,14 @@ fn reach(client: &Endpoint, server: SocketAddr, keys: &ClientKeys) -> Result<(),
             CliError::Peer(format!(
                 "cannot reach an SMT server at {server} using {}: {e}{}",
                 keys.describe(),
-                hint(&e, keys, server)
+                hint(&e, keys, checked)
             ))
         })
 }
 
 /// What most likely went wrong, for the failures whose library message
 /// cannot know the client's options: a decision table on (error, mode).
-fn hint(e: &smt::Error, keys: &ClientKeys, server: SocketAddr) -> String {
+fn hint(e: &smt::Error, keys: &ClientKeys, checked: &str) -> String {
     use smt::Error::{Handshake, Rpc};
     let psk = matches!(keys, ClientKeys::Psk(_));
     let text = match (e, keys) {
@@ -198,9 +265,8 @@ fn hint(e: &smt::Error, keys: &ClientKeys, server: SocketAddr) -> String {
             "is --ca the CA that issued the server's certificate?".to_string()
         }
         (Handshake(HandshakeError::WrongName(_)), _) => format!(
-            "the server's certificate must name the address called: issue it with \
-             `smt cert issue --name {}`",
-            server.ip()
+            "the server's certificate must name {checked}: issue it with `smt cert issue \
+             --name {checked}`, or give the name it holds with --server-name"
         ),
         (Handshake(HandshakeError::Timeout), _) if psk => {
             "a server using TLS does not answer a PSK hello: is it running with --psk?".into()
@@ -229,20 +295,36 @@ fn hint(e: &smt::Error, keys: &ClientKeys, server: SocketAddr) -> String {
 
 pub fn client(args: ClientArgs) -> Result<(), CliError> {
     let keys = ClientKeys::from_args(&args.keys)?;
+    let ticket = client_ticket(&args, &keys)?;
     let client = open_client(&args, &keys)?;
+    let server = args.server.addr;
+    let checked = checked_name(&args).unwrap_or_else(|| server.ip().to_string());
+    let mode = match &ticket {
+        Some((_, name)) => format!(
+            "0-RTT SMT-ticket for {name} ({} forward secrecy), {}",
+            if args.ticket.forward_secrecy {
+                "with"
+            } else {
+                "without"
+            },
+            keys.describe()
+        ),
+        None => keys.describe(),
+    };
+    if let Some((verified, _)) = ticket.clone() {
+        client.set_zero_rtt_ticket(server, verified, args.ticket.forward_secrecy)?;
+    }
     if !args.json {
         say!(
-            "smt client {} -> {} ({}), {}",
+            "smt client {} -> {server} ({}), {mode}, server name {checked}",
             client.local_addr(),
-            args.server,
             client.features(),
-            keys.describe()
         );
     }
-    reach(&client, args.server, &keys)?;
+    reach(&client, server, &keys, &checked)?;
     let row = report::measure(
         &client,
-        args.server,
+        server,
         None,
         args.size,
         args.seconds,
@@ -251,10 +333,16 @@ pub fn client(args: ClientArgs) -> Result<(), CliError> {
     let (stats, _) = client.stats(None)?;
     client.close();
     if args.json {
+        let name = match (&ticket, args.ticket.forward_secrecy) {
+            (Some(_), true) => "zero-rtt-fs",
+            (Some(_), false) => "zero-rtt",
+            (None, _) => keys.name(),
+        };
         report::print_json(&json!({
-            "mode": keys.name(),
+            "mode": name,
             "client": client.local_addr().to_string(),
-            "server": args.server.to_string(),
+            "server": server.to_string(),
+            "server_name": checked,
             "socket": client.features().to_string(),
             "result": row.to_json(),
             "stats": report::stats_json(&stats),
@@ -268,16 +356,30 @@ pub fn client(args: ClientArgs) -> Result<(), CliError> {
 }
 
 /// The client's endpoint, with its keys: files read and the load checked
-/// before its socket is opened.
+/// before its socket is opened. With TLS, the server's certificate is
+/// checked against `--server-name`, else --server's HOST, else its IP.
 fn open_client(args: &ClientArgs, keys: &ClientKeys) -> Result<Endpoint, CliError> {
     let setup = client_setup(keys)?;
-    let local = local_towards(args.server)?;
+    let server = args.server.addr;
+    let name = checked_name(args)
+        .map(|n| {
+            ServerName::try_from(n.clone()).map_err(|_| {
+                CliError::Usage(format!(
+                    "--server-name {n:?} is not a DNS name or IP address"
+                ))
+            })
+        })
+        .transpose()?;
+    let local = local_towards(server)?;
     let cfg = config(&args.transport, local)?;
     report::check_load("--size", args.size, args.concurrency, &cfg)?;
     let client = Endpoint::bind(local, cfg).map_err(|e| cannot_bind("local", local, e))?;
     match setup {
         ClientSetup::Tls(tls) => client.set_tls_client(tls)?,
         ClientSetup::Psk(psk) => client.set_psk_client(psk)?,
+    }
+    if let Some(name) = name {
+        client.set_server_name(server, name)?;
     }
     Ok(client)
 }

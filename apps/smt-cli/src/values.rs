@@ -63,6 +63,25 @@ pub fn host_port(text: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("the name has no addresses ({hint})"))
 }
 
+/// `--server`: the address to call, and the host name it was given as
+/// (none for an IP address), which TLS checks in the certificate.
+#[derive(Clone, Debug)]
+pub struct ServerAddr {
+    pub addr: SocketAddr,
+    pub host: Option<String>,
+}
+
+/// `IP:PORT` or `HOST:PORT` (see [`host_port`]), keeping HOST when it is a
+/// name.
+pub fn server_addr(text: &str) -> Result<ServerAddr, String> {
+    let addr = host_port(text)?;
+    let host = match text.parse::<SocketAddr>() {
+        Ok(_) => None,
+        Err(_) => text.rsplit_once(':').map(|(h, _)| h.to_string()),
+    };
+    Ok(ServerAddr { addr, host })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

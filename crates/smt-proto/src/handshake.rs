@@ -106,6 +106,20 @@ pub trait Handshake: Send + fmt::Debug {
     fn address_proof(&self) -> AddressProof {
         AddressProof::Proven
     }
+
+    /// What [`Handshake::address_proof`] will say once `opening` — the
+    /// first bytes of the peer's stream, not read yet — has been read;
+    /// asked of a responder before it reads anything, when the peer's
+    /// address already has a session. A handshake whose opening cannot
+    /// prove the address ([`AddressProof::Never`]) is then not started:
+    /// the address proves itself first with a stateless RETRY round trip
+    /// (`docs/protocol.md` § 4, *Returning addresses*), so a first flight
+    /// is never consumed (e.g. entered in a replay cache) only to be
+    /// refused. Default: [`Handshake::address_proof`].
+    fn opening_address_proof(&self, opening: &[u8]) -> AddressProof {
+        let _ = opening;
+        self.address_proof()
+    }
 }
 
 /// Makes the server side of a handshake when an unknown peer starts one.

@@ -3,7 +3,11 @@
 //! already has until a packet under the proving keys arrives: a spoofed
 //! first flight leaves the session alone, a genuine restarted peer takes
 //! over after one round trip, and keys that can never be proven are
-//! refused. Sans-IO, on one virtual instant.
+//! refused — unless the endpoint has a retry key: then an address whose
+//! opening could never prove it (a 0-RTT hello without forward secrecy)
+//! first proves it with a RETRY round trip, and its new session replaces
+//! the old one; a spoofer gets only a RETRY sent to the address it
+//! claims. Sans-IO, on one virtual instant.
 
 // Tests pick their own starting instant; the core still takes `now`.
 #![allow(clippy::disallowed_methods)]
@@ -119,6 +123,14 @@ impl World {
             now: Instant::now(),
             executed: Vec::new(),
         }
+    }
+
+    /// The server answers openings it cannot trust with a stateless RETRY
+    /// (the `smt` crate sets a random retry key at bind).
+    fn with_retry_key(mut self) -> Self {
+        let key = std::sync::Arc::new(smt_proto::sim::KeyedCipher::new(99));
+        self.server.set_retry_key(key);
+        self
     }
 
     /// Moves datagrams between `client` and the server until quiet (see
@@ -240,4 +252,41 @@ fn keys_that_can_never_be_proven_are_refused() {
     w.settle(&mut restarted, true);
     assert_eq!(w.server.stats().handshakes_failed, 1);
     assert_eq!(w.server.stats().handshakes_completed, 0);
+}
+
+#[test]
+fn a_returning_address_whose_opening_proves_nothing_is_served_after_a_retry() {
+    // The port of an earlier session is reused by a new client whose
+    // handshake cannot prove its address (as a 0-RTT hello without
+    // forward secrecy): it used to be refused, and the new client's calls
+    // went unanswered until they timed out.
+    let mut w = World::new(AddressProof::Never).with_retry_key();
+    let now = w.now;
+    let mut returning = restarted_client(now);
+    w.settle(&mut returning, true);
+    assert_eq!(w.server.stats().retries_sent, 1);
+    assert_eq!(w.server.stats().retry_tokens_accepted, 1);
+    assert_eq!(w.server.stats().handshakes_failed, 0);
+    assert_eq!(w.server.stats().handshakes_completed, 1);
+    let h = returning
+        .send_request(now, server_addr(), b"new session")
+        .unwrap();
+    w.settle(&mut returning, true);
+    let answered = std::iter::from_fn(|| returning.poll_event())
+        .any(|e| matches!(e, Event::Response { rpc, .. } if rpc == h));
+    assert!(answered, "the returning address got no answer");
+    assert_eq!(w.executed, [b"new session".to_vec()]);
+}
+
+#[test]
+fn a_spoofed_opening_from_a_returning_address_costs_one_retry() {
+    let mut w = World::new(AddressProof::Never).with_retry_key();
+    let now = w.now;
+    let mut spoofer = restarted_client(now);
+    w.settle(&mut spoofer, false);
+    let stats = w.server.stats();
+    assert_eq!(stats.retries_sent, 1, "one 60-byte RETRY, to the victim");
+    assert_eq!(stats.handshakes_completed + stats.handshakes_failed, 0);
+    assert!(w.established_call(b"still here"));
+    assert_eq!(w.executed, [b"still here".to_vec()]);
 }

@@ -237,6 +237,19 @@ impl Handshake for ZeroRttServerHandshake {
             AddressProof::Never
         }
     }
+
+    /// From the hello's flags: with forward secrecy the fs-key will prove
+    /// the address, without it nothing will. An opening that is not a
+    /// whole hello proves nothing (it fails when read anyway).
+    fn opening_address_proof(&self, opening: &[u8]) -> AddressProof {
+        let hello = opening
+            .get(..crate::message::CLIENT_HELLO_LEN)
+            .unwrap_or(opening);
+        match crate::message::ClientHello0::decode(hello) {
+            Ok(hello) if hello.flags.forward_secrecy() => AddressProof::NextKeys,
+            _ => AddressProof::Never,
+        }
+    }
 }
 
 impl fmt::Debug for ZeroRttServerHandshake {

@@ -128,6 +128,14 @@ impl TlsOptions {
         self
     }
 
+    /// The rustls crypto provider these options describe (aws-lc-rs, only
+    /// the suites and groups chosen): the base for a caller's own
+    /// `rustls::ClientConfig` / `ServerConfig` that
+    /// [`TlsClient::from_config`] / [`TlsServer::from_config`] accept.
+    pub fn crypto_provider(&self) -> Result<Arc<CryptoProvider>, TlsConfigError> {
+        self.provider()
+    }
+
     fn provider(&self) -> Result<Arc<CryptoProvider>, TlsConfigError> {
         if self.cipher_suites.is_empty() {
             return Err(TlsConfigError::NoCipherSuites);
@@ -165,6 +173,14 @@ pub enum TlsConfigError {
     KeyLog(io::Error),
     /// rustls refused the configuration.
     Tls(String),
+    /// A caller's rustls config enables a cipher suite SMT cannot carry
+    /// (named): a TLS 1.2 suite (SMT carries TLS 1.3 only) or a TLS 1.3
+    /// suite other than AES-GCM (SMT's records are AES-GCM).
+    UnsupportedCipherSuite(String),
+    /// A caller's rustls config enables TLS early data
+    /// (`ClientConfig::enable_early_data`, `ServerConfig::max_early_data_size`):
+    /// SMT does not carry it (its 0-RTT is the SMT-ticket exchange).
+    EarlyData,
 }
 
 impl fmt::Display for TlsConfigError {
@@ -184,6 +200,17 @@ impl fmt::Display for TlsConfigError {
             Self::NoKxGroups => f.write_str("no key-exchange group enabled: enable at least one"),
             Self::KeyLog(e) => write!(f, "cannot open the TLS key-log file: {e}"),
             Self::Tls(why) => write!(f, "TLS configuration refused: {why}"),
+            Self::UnsupportedCipherSuite(suite) => write!(
+                f,
+                "the rustls config enables {suite}, which SMT cannot carry: SMT carries TLS 1.3 \
+                 with TLS13_AES_128_GCM_SHA256 or TLS13_AES_256_GCM_SHA384 only; build the \
+                 config on smt_tls::crypto_provider() (or TlsOptions::crypto_provider)"
+            ),
+            Self::EarlyData => f.write_str(
+                "the rustls config enables TLS early data, which SMT does not carry (its 0-RTT \
+                 is the SMT-ticket exchange): leave ClientConfig::enable_early_data false and \
+                 ServerConfig::max_early_data_size 0",
+            ),
         }
     }
 }
@@ -252,11 +279,44 @@ impl TlsClient {
         })
     }
 
+    /// A client from the caller's own rustls config: its certificate
+    /// verifier (a platform verifier, `WebPkiServerVerifier` over any roots,
+    /// a custom one), client certificate, ALPN, resumption store and key
+    /// log are used as they are. What SMT requires is checked here:
+    /// every cipher suite of its crypto provider is one SMT carries
+    /// (TLS 1.3 AES-GCM: start from [`crypto_provider`], which also rules
+    /// out TLS 1.2, whose suites it lacks), and early data is off. The
+    /// config's key log receives every secret, as with TLS over TCP.
+    pub fn from_config(config: Arc<ClientConfig>) -> Result<Self, TlsConfigError> {
+        check_suites(config.crypto_provider())?;
+        if config.enable_early_data {
+            return Err(TlsConfigError::EarlyData);
+        }
+        Ok(Self {
+            config,
+            key_log: None,
+        })
+    }
+
     /// A handshake with the server called `server_name` (a DNS name or an
     /// IP address; its certificate must carry it), ready to write its
     /// ClientHello.
     pub fn handshake(&self, server_name: &str) -> Result<Box<dyn Handshake>, TlsConfigError> {
         Ok(Box::new(self.start(server_name)?))
+    }
+
+    /// As [`TlsClient::handshake`], with the name already parsed (a DNS
+    /// name is sent as SNI and checked in the certificate; an IP address
+    /// is checked against the certificate's IP-address names).
+    pub fn handshake_to(
+        &self,
+        server_name: ServerName<'static>,
+    ) -> Result<Box<dyn Handshake>, TlsConfigError> {
+        Ok(Box::new(TlsHandshake::client(
+            &self.config,
+            server_name,
+            self.key_log.clone(),
+        )?))
     }
 
     /// As [`TlsClient::handshake`], as the concrete type (which can say
@@ -327,6 +387,22 @@ impl TlsServer {
         })
     }
 
+    /// A server from the caller's own rustls config (certificate
+    /// resolver, client verifier, ALPN, session storage, tickets and key
+    /// log as they are), checked as [`TlsClient::from_config`] checks a
+    /// client's: only cipher suites SMT carries (TLS 1.3 AES-GCM), and no
+    /// early data (`max_early_data_size` 0).
+    pub fn from_config(config: Arc<ServerConfig>) -> Result<Self, TlsConfigError> {
+        check_suites(config.crypto_provider())?;
+        if config.max_early_data_size != 0 {
+            return Err(TlsConfigError::EarlyData);
+        }
+        Ok(Self {
+            config,
+            key_log: None,
+        })
+    }
+
     /// A server handshake, waiting for a ClientHello.
     pub fn start(&self) -> Result<TlsHandshake, TlsConfigError> {
         TlsHandshake::server(&self.config, self.key_log.clone())
@@ -339,6 +415,48 @@ impl HandshakeAcceptor for TlsServer {
     fn accept(&mut self, _peer: SocketAddr) -> Option<Box<dyn Handshake>> {
         let handshake = self.start().ok()?;
         Some(Box::new(handshake))
+    }
+}
+
+/// The crypto provider for rustls configs used with SMT: aws-lc-rs with
+/// the TLS 1.3 AES-GCM suites (`TLS13_AES_128_GCM_SHA256` first, then
+/// `TLS13_AES_256_GCM_SHA384`) and the default groups (X25519MLKEM768,
+/// X25519, P-256). It has no TLS 1.2 suite, so a config built on it
+/// speaks TLS 1.3 only:
+///
+/// ```
+/// use std::sync::Arc;
+/// let roots = rustls::RootCertStore::empty(); // or webpki-roots, or the platform's
+/// let config = rustls::ClientConfig::builder_with_provider(smt_tls::crypto_provider())
+///     .with_protocol_versions(&[&rustls::version::TLS13])
+///     .unwrap()
+///     .with_root_certificates(roots)
+///     .with_no_client_auth();
+/// let client = smt_tls::TlsClient::from_config(Arc::new(config)).unwrap();
+/// # let _ = client;
+/// ```
+pub fn crypto_provider() -> Arc<CryptoProvider> {
+    // NOTE(unwrap): the default options have suites and groups.
+    TlsOptions::default()
+        .provider()
+        .expect("the default options are valid")
+}
+
+/// Every suite of `provider` is one SMT can carry, and there is one.
+fn check_suites(provider: &CryptoProvider) -> Result<(), TlsConfigError> {
+    if provider.cipher_suites.is_empty() {
+        return Err(TlsConfigError::NoCipherSuites);
+    }
+    let unsupported = provider
+        .cipher_suites
+        .iter()
+        .find(|s| CipherSuite::from_rustls(s.suite()).is_none());
+    match unsupported {
+        Some(suite) => Err(TlsConfigError::UnsupportedCipherSuite(format!(
+            "{:?}",
+            suite.suite()
+        ))),
+        None => Ok(()),
     }
 }
 

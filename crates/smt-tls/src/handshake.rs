@@ -53,7 +53,7 @@ impl TlsHandshake {
         server_name: ServerName<'static>,
         key_log: Option<Arc<KeyLogWriter>>,
     ) -> Result<Self, TlsConfigError> {
-        let capture = Arc::new(SecretCapture::new(key_log));
+        let capture = Arc::new(SecretCapture::new(key_log, config.key_log.clone()));
         let mut config = ClientConfig::clone(config);
         config.key_log = capture.clone();
         let conn = ClientConnection::new(Arc::new(config), server_name)?;
@@ -64,7 +64,7 @@ impl TlsHandshake {
         config: &Arc<ServerConfig>,
         key_log: Option<Arc<KeyLogWriter>>,
     ) -> Result<Self, TlsConfigError> {
-        let capture = Arc::new(SecretCapture::new(key_log));
+        let capture = Arc::new(SecretCapture::new(key_log, config.key_log.clone()));
         let mut config = ServerConfig::clone(config);
         config.key_log = capture.clone();
         let conn = ServerConnection::new(Arc::new(config))?;

@@ -91,10 +91,13 @@ impl fmt::Debug for KeyLogWriter {
 }
 
 /// One handshake's [`rustls::KeyLog`]: keeps its application traffic
-/// secrets and forwards every line to the key-log file, if any.
+/// secrets and forwards every line to the key-log file, if any, and to the
+/// key log of the caller's own rustls config (a `rustls::KeyLogFile`, say;
+/// rustls's default `NoKeyLog` takes nothing).
 pub(crate) struct SecretCapture {
     captured: Mutex<Captured>,
     file: Option<Arc<KeyLogWriter>>,
+    inner: Arc<dyn rustls::KeyLog>,
 }
 
 #[derive(Default)]
@@ -105,10 +108,11 @@ struct Captured {
 }
 
 impl SecretCapture {
-    pub(crate) fn new(file: Option<Arc<KeyLogWriter>>) -> Self {
+    pub(crate) fn new(file: Option<Arc<KeyLogWriter>>, inner: Arc<dyn rustls::KeyLog>) -> Self {
         Self {
             captured: Mutex::new(Captured::default()),
             file,
+            inner,
         }
     }
 
@@ -124,6 +128,9 @@ impl rustls::KeyLog for SecretCapture {
     fn log(&self, label: &str, client_random: &[u8], secret: &[u8]) {
         if let Some(file) = &self.file {
             file.write_line(label, client_random, secret);
+        }
+        if self.inner.will_log(label) {
+            self.inner.log(label, client_random, secret);
         }
         let mut captured = lock(&self.captured);
         // One capture serves one connection: a second client random would
@@ -141,7 +148,10 @@ impl rustls::KeyLog for SecretCapture {
     }
 
     fn will_log(&self, label: &str) -> bool {
-        self.file.is_some() || label == CLIENT_TRAFFIC_SECRET_0 || label == SERVER_TRAFFIC_SECRET_0
+        self.file.is_some()
+            || self.inner.will_log(label)
+            || label == CLIENT_TRAFFIC_SECRET_0
+            || label == SERVER_TRAFFIC_SECRET_0
     }
 }
 
@@ -178,7 +188,7 @@ mod tests {
 
     #[test]
     fn keeps_only_the_application_secrets_of_one_client_random() {
-        let capture = SecretCapture::new(None);
+        let capture = SecretCapture::new(None, Arc::new(rustls::NoKeyLog));
         assert!(capture.will_log(CLIENT_TRAFFIC_SECRET_0));
         assert!(!capture.will_log("CLIENT_HANDSHAKE_TRAFFIC_SECRET"));
         capture.log("CLIENT_HANDSHAKE_TRAFFIC_SECRET", &[1; 32], &[9; 32]);
@@ -195,7 +205,7 @@ mod tests {
 
     #[test]
     fn debug_never_shows_secrets() {
-        let capture = SecretCapture::new(None);
+        let capture = SecretCapture::new(None, Arc::new(rustls::NoKeyLog));
         rustls::KeyLog::log(&capture, CLIENT_TRAFFIC_SECRET_0, &[1; 32], &[0xab; 32]);
         let shown = format!("{capture:?}");
         assert!(!shown.contains("171") && !shown.contains("ab"), "{shown}");

@@ -30,8 +30,14 @@
 //! - Session resumption with TLS 1.3 tickets (PSK with (EC)DHE, so it keeps
 //!   forward secrecy; rustls offers no PSK-only mode).
 //!
-//! The rustls connection is private; only byte slices and this crate's own
-//! types cross its API.
+//! - A caller's own rustls config works too ([`TlsClient::from_config`],
+//!   [`TlsServer::from_config`]): its verifier (platform, webpki, custom),
+//!   credentials and key log are used as they are; SMT's restrictions
+//!   (TLS 1.3 AES-GCM suites only, no early data) are checked there and
+//!   reported as [`TlsConfigError`]s that say what to change.
+//!
+//! The rustls connection is private; only byte slices, rustls configs and
+//! this crate's own types cross its API.
 
 pub mod certs;
 mod config;
@@ -39,7 +45,13 @@ mod handshake;
 mod keylog;
 
 pub use config::{
-    certificates_der, CipherSuite, KxGroup, TlsClient, TlsConfigError, TlsOptions, TlsServer,
+    certificates_der, crypto_provider, CipherSuite, KxGroup, TlsClient, TlsConfigError, TlsOptions,
+    TlsServer,
 };
 pub use handshake::TlsHandshake;
 pub use keylog::KeyLogPolicy;
+/// The rustls this crate is built with, for callers' own configs
+/// ([`TlsClient::from_config`], [`TlsServer::from_config`]).
+pub use rustls;
+/// A server's name as rustls parses it (a DNS name or an IP address).
+pub use rustls_pki_types::ServerName;

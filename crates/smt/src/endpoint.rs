@@ -170,7 +170,9 @@ impl Endpoint {
 
     /// Makes this endpoint establish sessions itself: a call to a peer
     /// without a session first runs a TLS 1.3 handshake (the peer's
-    /// certificate must chain to the client's CA and name the peer's IP
+    /// certificate must be trusted by the client — its CA, or its own
+    /// rustls verifier — and name the peer: the name set with
+    /// [`Endpoint::set_server_name`] or [`Endpoint::resolve`], else its IP
     /// address); concurrent first calls share it; a failed handshake fails
     /// them with [`Error::Handshake`].
     pub fn set_tls_client(&self, client: smt_tls::TlsClient) -> Result<(), Error> {
@@ -178,6 +180,34 @@ impl Endpoint {
             e.set_tls_client(client);
             Ok(())
         })
+    }
+
+    /// TLS handshakes with `peer` verify its certificate against `name`
+    /// (a DNS name, also sent as SNI, or an IP address) instead of the
+    /// peer's IP address: call a server by `(name, address)`.
+    pub fn set_server_name(
+        &self,
+        peer: SocketAddr,
+        name: crate::tls::ServerName<'static>,
+    ) -> Result<(), Error> {
+        self.shared().with_engine(|e| {
+            e.set_server_name(peer, name);
+            Ok(())
+        })
+    }
+
+    /// Looks up `server` (`HOST:PORT`; the system resolver, an address of
+    /// this endpoint's family) and returns its address to call. When HOST
+    /// is a name, TLS handshakes with that address verify the certificate
+    /// against it ([`Endpoint::set_server_name`]); an IP address is
+    /// verified as itself. A malformed `server` is
+    /// `io::ErrorKind::InvalidInput`, an unknown host the resolver's error.
+    pub fn resolve(&self, server: &str) -> Result<SocketAddr, Error> {
+        let (addr, name) = crate::tls::resolve(server, self.local_addr())?;
+        if let Some(name) = name {
+            self.set_server_name(addr, name)?;
+        }
+        Ok(addr)
     }
 
     /// Makes this endpoint establish sessions with the PSK nonce exchange:

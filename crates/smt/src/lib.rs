@@ -19,6 +19,11 @@
 //! # Ok(()) }
 //! ```
 //!
+//! One dependency is enough: TLS ([`tls`]: rustls configs, certificates,
+//! server names), 0-RTT tickets ([`ticket`], and [`dns`] to publish and
+//! find them) and keys ([`keys`]) are re-exported here. A TLS server and
+//! client: `examples/tls_server.rs`, `examples/tls_client.rs`.
+//!
 //! Responses and requests arrive as [`Bytes`], the buffer the message was
 //! assembled in (no copy); dropping it gives a large buffer back to the
 //! endpoint for a later message, so a stream of megabyte messages reuses
@@ -41,9 +46,34 @@ pub mod keys;
 mod local;
 mod recycle;
 mod request;
+pub mod tls;
 mod wait;
 pub mod workers;
 mod zero_rtt;
+
+/// 0-RTT SMT-tickets (the `smt-ticket` crate): a server issues a signed
+/// [`Ticket`](ticket::Ticket) for its static key and serves hellos with a
+/// [`ZeroRttServer`](ticket::ZeroRttServer) in a
+/// [`ServerAcceptor`]; a client verifies the ticket
+/// ([`Ticket::verify`](ticket::Ticket::verify)) and gives it to
+/// [`Endpoint::set_zero_rtt_ticket`]. `docs/handshake.md` §§ 1–8.
+pub mod ticket {
+    pub use smt_ticket::{
+        unix_millis, Freshness, KeyPool, PoolStats, ReplayCache, ReplayStats, StaticKey, Ticket,
+        TicketError, VerifiedTicket, ZeroRttServer, MAX_TICKET_LEN, MAX_TICKET_LIFETIME,
+    };
+}
+
+/// SMT-tickets in DNS (the `smt-dns` crate, feature `dns`, on by default):
+/// [`TicketDnsServer`](dns::TicketDnsServer) publishes a server's ticket as
+/// a TXT record at `_smt-ticket.<host>.`, [`lookup_ticket`](dns::lookup_ticket)
+/// fetches it from a given DNS server.
+#[cfg(feature = "dns")]
+pub mod dns {
+    pub use smt_dns::{
+        lookup_ticket, lookup_ticket_async, ticket_domain, DnsError, LookupOptions, TicketDnsServer,
+    };
+}
 
 pub use bytes::Bytes;
 pub use config::{EndpointConfig, Mode, ProtocolConfig, SocketConfig, DEFAULT_IP_PROTOCOL};
@@ -51,6 +81,9 @@ pub use endpoint::Endpoint;
 pub use error::{Error, HandshakeError, RpcError, SendError, SocketError};
 pub use local::{CallId, LocalEndpoint, LocalEvent, RequestId};
 pub use request::IncomingRequest;
-pub use smt_proto::{DropReason, Padding, Payload, Role, SessionKeys, Stats};
+pub use smt_proto::{
+    AddressProof, DropReason, Handshake, HandshakeAcceptor, KeyResolver, Padding, Payload, Role,
+    SessionKeys, Stats,
+};
 pub use smt_udp::Features;
 pub use zero_rtt::ServerAcceptor;

@@ -149,6 +149,22 @@ impl LocalEndpoint {
         self.engine.set_tls_client(client);
     }
 
+    /// TLS handshakes with `peer` verify its certificate against `name`,
+    /// as [`crate::Endpoint::set_server_name`] does.
+    pub fn set_server_name(&mut self, peer: SocketAddr, name: crate::tls::ServerName<'static>) {
+        self.engine.set_server_name(peer, name);
+    }
+
+    /// Looks up `HOST:PORT` and names the address for TLS, as
+    /// [`crate::Endpoint::resolve`] does.
+    pub fn resolve(&mut self, server: &str) -> Result<SocketAddr, Error> {
+        let (addr, name) = crate::tls::resolve(server, self.local_addr())?;
+        if let Some(name) = name {
+            self.set_server_name(addr, name);
+        }
+        Ok(addr)
+    }
+
     /// Makes calls to peers without a session run the PSK nonce exchange
     /// first, as [`crate::Endpoint::set_psk_client`] does.
     pub fn set_psk_client(&mut self, client: crate::keys::PskClient) {

@@ -32,6 +32,13 @@ impl ServerAcceptor {
         }
     }
 
+    /// Also answers 0-RTT SMT-ticket hellos with `zero_rtt` (replacing
+    /// any given to [`ServerAcceptor::new`]).
+    pub fn with_zero_rtt(mut self, zero_rtt: Arc<ZeroRttServer>) -> Self {
+        self.zero_rtt = Some(zero_rtt);
+        self
+    }
+
     /// Also answers the PSK nonce exchange for clients holding `master`
     /// (see [`crate::keys::PskClient`]).
     pub fn with_psk(mut self, master: &[u8], algorithm: AeadAlgorithm) -> Self {

@@ -218,3 +218,92 @@ fn silent_peer_fails_the_handshake_with_a_timeout() {
     let e = handshake_error(client.call(silent.local_addr().unwrap(), b"anyone?"));
     assert_eq!(e, HandshakeError::Timeout);
 }
+
+/// The name a client gives is the name verified: a server whose
+/// certificate names only `server.smt.test` is refused when called by
+/// address (the certificate does not name 127.0.0.1) and accepted when
+/// called by `(name, address)`; a wrong name is refused.
+#[test]
+fn a_server_called_by_name_is_verified_against_that_name() {
+    let ca = Ca::generate("smt test ca by name").unwrap();
+    let server = tls_server(&ca, &["server.smt.test"], None);
+    let to = server.local_addr();
+    let by_address = tls_client(&ca);
+    assert!(matches!(
+        handshake_error(by_address.call(to, b"by address")),
+        HandshakeError::WrongName(_)
+    ));
+    let by_name = tls_client(&ca);
+    by_name
+        .set_server_name(to, "server.smt.test".try_into().unwrap())
+        .unwrap();
+    assert_eq!(by_name.call(to, b"by name").unwrap(), &b"BY NAME"[..]);
+    let wrong = tls_client(&ca);
+    wrong
+        .set_server_name(to, "other.smt.test".try_into().unwrap())
+        .unwrap();
+    assert!(matches!(
+        handshake_error(wrong.call(to, b"wrong name")),
+        HandshakeError::WrongName(_)
+    ));
+}
+
+/// `resolve("localhost:PORT")` looks the name up and has TLS verify the
+/// certificate against "localhost", not the address it resolved to.
+#[test]
+fn a_resolved_host_name_is_the_name_verified() {
+    let ca = Ca::generate("smt test ca resolve").unwrap();
+    let server = tls_server(&ca, &["localhost"], None);
+    let client = tls_client(&ca);
+    let to = client
+        .resolve(&format!("localhost:{}", server.local_addr().port()))
+        .unwrap();
+    assert_eq!(to, server.local_addr());
+    assert_eq!(client.call(to, b"resolved").unwrap(), &b"RESOLVED"[..]);
+}
+
+/// A caller's own rustls `ClientConfig` (here a webpki verifier over the
+/// caller's roots; a platform verifier plugs in the same way) drives the
+/// endpoint's TLS handshakes, and its key log sees the secrets.
+#[test]
+fn a_callers_rustls_client_config_establishes_sessions() {
+    use smt::tls::rustls;
+    use std::sync::Arc;
+
+    #[derive(Debug, Default)]
+    struct Count(std::sync::atomic::AtomicUsize);
+    impl rustls::KeyLog for Count {
+        fn log(&self, _: &str, _: &[u8], _: &[u8]) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    let ca = Ca::generate("smt test ca rustls config").unwrap();
+    let server = tls_server(&ca, &["server.smt.test"], None);
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca.cert_der().to_vec().into()).unwrap();
+    let provider = smt::tls::crypto_provider();
+    let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .build()
+    .unwrap();
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_webpki_verifier(verifier)
+        .with_no_client_auth();
+    let log = Arc::new(Count::default());
+    config.key_log = log.clone();
+    let client = bind();
+    client
+        .set_tls_client(smt::tls::TlsClient::from_config(Arc::new(config)).unwrap())
+        .unwrap();
+    let to = server.local_addr();
+    client
+        .set_server_name(to, "server.smt.test".try_into().unwrap())
+        .unwrap();
+    assert_eq!(client.call(to, b"own config").unwrap(), &b"OWN CONFIG"[..]);
+    assert!(log.0.load(std::sync::atomic::Ordering::Relaxed) >= 5);
+}

@@ -278,6 +278,9 @@ impl Endpoint {
                 .as_mut()
                 .and_then(|a| a.accept_kind(from, kind))
                 .ok_or(DropReason::Handshake)?;
+            if !validated && self.must_prove_return(from, &*hs, payload) {
+                return self.send_retry(now, from, kind, datagram.len());
+            }
             let mut conn = HandshakeConn::new(hs, kind);
             conn.address_validated = validated;
             self.handshakes.insert(from, conn);
@@ -542,15 +545,28 @@ impl Endpoint {
         }
     }
 
+    /// Whether an opening from `peer` must first prove the address with a
+    /// RETRY round trip (*returning addresses*, `docs/protocol.md` § 4):
+    /// the address has a session, and the handshake the opening starts
+    /// could never prove the address, so its keys could never replace
+    /// that session. As DTLS's cookie exchange for a known address
+    /// (RFC 6347 § 4.2.8): the old session stays, and a spoofed opening
+    /// costs one RETRY toward the address it claims. Without a retry key
+    /// the handshake runs and fails (`hold_keys`).
+    fn must_prove_return(&self, peer: SocketAddr, hs: &dyn Handshake, opening: &[u8]) -> bool {
+        self.retry.is_some()
+            && self.peers.contains_key(&peer)
+            && hs.opening_address_proof(opening) == AddressProof::Never
+    }
+
     /// Whether a responder's new keys must wait for a proof of the peer's
-    /// address: the peer has a session they would replace, and the
-    /// handshake did not prove the address by itself.
+    /// address: the peer has a session they would replace, and neither
+    /// the handshake nor a retry token proved the address.
     fn must_hold(&self, peer: SocketAddr) -> bool {
         self.peers.contains_key(&peer)
-            && self
-                .handshakes
-                .get(&peer)
-                .is_some_and(|c| !c.initiator && c.hs.address_proof() != AddressProof::Proven)
+            && self.handshakes.get(&peer).is_some_and(|c| {
+                !c.initiator && !c.address_validated && c.hs.address_proof() != AddressProof::Proven
+            })
     }
 
     /// Keeps a responder's keys aside (see [`Held`]); a handshake whose

@@ -209,6 +209,10 @@ impl Engine {
         self.sessions.set_psk_client(client);
     }
 
+    pub fn set_server_name(&mut self, peer: SocketAddr, name: smt_tls::ServerName<'static>) {
+        self.sessions.set_server_name(peer, name);
+    }
+
     pub fn set_zero_rtt_ticket(
         &mut self,
         peer: SocketAddr,

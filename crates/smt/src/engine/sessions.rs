@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use smt_proto::{handshake_kind, Endpoint as Core, HandshakeError};
 use smt_ticket::{KeyPool, VerifiedTicket, ZeroRttClientHandshake};
-use smt_tls::TlsClient;
+use smt_tls::{ServerName, TlsClient};
 
 use super::CallToken;
 use crate::keys::PskClient;
@@ -45,6 +45,9 @@ pub(crate) struct Sessions {
     /// SMT-tickets for 0-RTT sessions, by peer, with their forward-secrecy
     /// choice (preferred over everything else).
     tickets: HashMap<SocketAddr, (Box<VerifiedTicket>, bool)>,
+    /// The names TLS verifies peers' certificates against, by peer (else
+    /// the peer's IP address).
+    server_names: HashMap<SocketAddr, ServerName<'static>>,
     key_pool: KeyPool,
     /// Calls waiting for a handshake with their peer.
     waiting: HashMap<SocketAddr, Vec<Parked>>,
@@ -59,6 +62,7 @@ impl Sessions {
             tls_client: None,
             psk_client: None,
             tickets: HashMap::new(),
+            server_names: HashMap::new(),
             key_pool: KeyPool::new(KEY_POOL_SIZE),
             waiting: HashMap::new(),
             deferred: VecDeque::new(),
@@ -78,13 +82,18 @@ impl Sessions {
             .insert(peer, (Box::new(ticket), forward_secrecy));
     }
 
+    pub fn set_server_name(&mut self, peer: SocketAddr, name: ServerName<'static>) {
+        self.server_names.insert(peer, name);
+    }
+
     /// Whether a call to `peer` without a session can get one.
     pub fn can_connect(&self, peer: SocketAddr) -> bool {
         self.tls_client.is_some() || self.psk_client.is_some() || self.tickets.contains_key(&peer)
     }
 
     /// Starts the handshake `peer` gets: a 0-RTT ticket if one is set,
-    /// else the PSK nonce exchange, else TLS 1.3 naming the peer's IP.
+    /// else the PSK nonce exchange, else TLS 1.3 naming the peer by the
+    /// name set for it, or by its IP address.
     pub fn start_handshake(
         &mut self,
         core: &mut Core,
@@ -107,8 +116,13 @@ impl Sessions {
                 "no way to establish a session is set".into(),
             ));
         };
+        let name = self
+            .server_names
+            .get(&peer)
+            .cloned()
+            .unwrap_or_else(|| ServerName::IpAddress(peer.ip().into()));
         let hs = client
-            .handshake(&peer.ip().to_string())
+            .handshake_to(name)
             .map_err(|e| HandshakeError::Protocol(e.to_string()))?;
         core.connect(now, peer, hs, handshake_kind::TLS13);
         Ok(Started::Later)
