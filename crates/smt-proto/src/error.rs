@@ -209,6 +209,11 @@ pub enum RpcError {
     /// requests were waiting for its application
     /// (`Config::max_pending_requests`). Retrying later is safe.
     Overloaded,
+    /// The server's application received the request but will not answer
+    /// it: it dropped the request, or its response could not be sent (too
+    /// large, for example). The request may have been executed, so retry
+    /// only what is safe to run twice.
+    Abandoned,
 }
 
 impl fmt::Display for RpcError {
@@ -225,6 +230,10 @@ impl fmt::Display for RpcError {
             }
             Self::Overloaded => {
                 "the server is overloaded and refused the request unexecuted; retry later"
+            }
+            Self::Abandoned => {
+                "the server's application received the request but gave up on it without an \
+                 answer (it may have run: retry only if that is safe; the server's log says why)"
             }
         })
     }
