@@ -7,6 +7,7 @@
 //! 2. `handle_timeout(now)` once `now` reaches [`Endpoint::poll_timeout`];
 //! 3. commands from the application: [`Endpoint::send_request`],
 //!    [`Endpoint::send_response`], [`Endpoint::abort`],
+//!    [`Endpoint::abandon_request`], [`Endpoint::flush_acks`],
 //!    [`Endpoint::install_session`];
 //! 4. drain outputs: [`Endpoint::poll_transmit`] until `None` (send each
 //!    datagram), [`Endpoint::poll_event`] until `None`, then sleep until
