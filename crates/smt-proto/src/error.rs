@@ -209,10 +209,11 @@ pub enum RpcError {
     /// requests were waiting for its application
     /// (`Config::max_pending_requests`). Retrying later is safe.
     Overloaded,
-    /// The server's application received the request but will not answer
-    /// it: it dropped the request, or its response could not be sent (too
-    /// large, for example). The request may have been executed, so retry
-    /// only what is safe to run twice.
+    /// The server received the request but will not answer it: its
+    /// application dropped the request, or its response could not be sent
+    /// (too large, for example), or the server had already given up on the
+    /// RPC (its state timed out). The request may have been executed, so
+    /// retry only what is safe to run twice.
     Abandoned,
 }
 
@@ -232,8 +233,9 @@ impl fmt::Display for RpcError {
                 "the server is overloaded and refused the request unexecuted; retry later"
             }
             Self::Abandoned => {
-                "the server's application received the request but gave up on it without an \
-                 answer (it may have run: retry only if that is safe; the server's log says why)"
+                "the server received the request but will not answer it (its application dropped \
+                 it or could not send the response, or the server gave up on the RPC); it may \
+                 have run: retry only if that is safe"
             }
         })
     }
