@@ -43,6 +43,13 @@ impl IncomingRequest {
         self.rpc.peer
     }
 
+    /// The request's handle, without the drop abandoning it (the caller
+    /// does whatever it stands for, under the engine lock).
+    pub(crate) fn into_rpc(mut self) -> ServerRpcHandle {
+        self.shared = None;
+        self.rpc
+    }
+
     /// The request bytes.
     pub fn data(&self) -> &[u8] {
         &self.data

@@ -266,3 +266,27 @@ fn stats_and_install_session_do_not_wait_for_rpcs() {
     held.respond(&data).unwrap();
     assert_eq!(caller.join().unwrap().unwrap(), &b"wait"[..]);
 }
+
+/// Requests still queued when a server's close ends (nobody accepted them
+/// within the grace period) are abandoned before the socket goes: their
+/// clients fail with `RpcError::Abandoned` instead of waiting for their
+/// own timeout (60 s here).
+#[test]
+fn closing_a_server_abandons_the_requests_nobody_accepted() {
+    let mut patient = EndpointConfig::default();
+    patient.protocol.abort_ticks = 60_000;
+    let (client, server) = pair_with(patient, EndpointConfig::default());
+    let to = server.local_addr();
+    let c = client.clone();
+    let caller = std::thread::spawn(move || c.call_with(to, b"anyone?", GENEROUS));
+    let delivered = |s: &Endpoint| s.stats(None).unwrap().0.messages_received;
+    let started = Instant::now();
+    while delivered(&server) == 0 && started.elapsed() < GENEROUS {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    server.close();
+    match caller.join().unwrap() {
+        Err(Error::Rpc(RpcError::Abandoned)) => {}
+        other => panic!("expected RpcError::Abandoned, got {other:?}"),
+    }
+}

@@ -801,6 +801,12 @@ impl Shared {
     fn finish_close(self: &Arc<Self>, g: &mut Inner) {
         g.engine.fail_all_calls();
         self.route(g);
+        // Requests nobody accepted: their clients hear ABANDONED before
+        // the socket goes, instead of waiting for their own timeout.
+        while let Ok(request) = self.requests.try_recv() {
+            g.engine.abandon(request.into_rpc());
+        }
+        g.engine.flush();
         g.engine.close_socket();
         g.watch = None;
         g.closed = true;
@@ -852,11 +858,6 @@ impl Shared {
             std::thread::park_timeout(look);
             g = self.lock();
             g.background_parked = None;
-        }
-        drop(g);
-        // Requests nobody took: abandoned (each locks the engine).
-        while let Ok(request) = self.requests.try_recv() {
-            drop(request);
         }
     }
 
