@@ -116,8 +116,11 @@ impl Drop for Handle {
 /// the same without waiting: with nothing in flight the socket is closed
 /// and the thread joined before the drop returns (the port can be bound
 /// again at once); otherwise the background thread finishes the close
-/// within the grace period. Requests still held by the application can
-/// no longer be answered ([`Error::Closed`]).
+/// within the grace period (requests the application holds may still be
+/// answered until then; afterwards `respond` fails with
+/// [`Error::Closed`]). Threads blocked in [`Endpoint::accept`] hold clones
+/// of their own, so they keep the endpoint open until someone calls
+/// `close`.
 ///
 /// # Bounds
 /// At most [`EndpointConfig::max_outstanding_calls`] calls run at once:
