@@ -7,6 +7,7 @@
 //! 2. `handle_timeout(now)` once `now` reaches [`Endpoint::poll_timeout`];
 //! 3. commands from the application: [`Endpoint::send_request`],
 //!    [`Endpoint::send_response`], [`Endpoint::abort`],
+//!    [`Endpoint::abandon_request`], [`Endpoint::flush_acks`],
 //!    [`Endpoint::install_session`];
 //! 4. drain outputs: [`Endpoint::poll_transmit`] until `None` (send each
 //!    datagram), [`Endpoint::poll_event`] until `None`, then sleep until
@@ -549,22 +550,32 @@ impl Endpoint {
         Ok(())
     }
 
-    /// Abandons one of our RPCs. No event follows; the server frees its
-    /// state when it next asks about the RPC and hears RPC_UNKNOWN.
+    /// Abandons one of our RPCs (cancelled, or past the application's
+    /// deadline). No event follows. Its state is freed at once, and the
+    /// server is told with an RPC_UNKNOWN for the RPC's ID, on which it
+    /// frees its own state and stops sending the response
+    /// (`docs/protocol.md` § 10). If that packet is lost, the server's
+    /// next RESEND or NEED_ACK about the ID gets the usual answer (RPC_UNKNOWN,
+    /// ACK), or its state times out.
     pub fn abort(&mut self, rpc: RpcHandle) -> bool {
-        match self.clients.remove(&rpc) {
-            Some(c) => {
-                self.client_ids.remove(&c.key());
-                self.recycle_client(c);
-                true
-            }
-            None => false,
+        let Some(c) = self.clients.remove(&rpc) else {
+            return false;
+        };
+        let key = c.key();
+        self.client_ids.remove(&key);
+        // A restart waiting for an ID has no request at the server.
+        if !c.restart_pending {
+            self.queue_control(key.peer, key.epoch, key.id, Body::RpcUnknown);
         }
+        self.recycle_client(c);
+        true
     }
 
     /// Gives up on a request the application will not answer. Its state is
     /// freed; the ID stays in the replay guard, so the request is never
-    /// executed again, and the client's RPC ends in a timeout error.
+    /// executed again, and the client hears ABANDONED at once (its RPC
+    /// fails with [`RpcError::Abandoned`]; a lost ABANDONED is sent again
+    /// in answer to the client's next RESEND).
     pub fn abandon_request(&mut self, rpc: ServerRpcHandle) -> bool {
         let key = rpc;
         if matches!(
@@ -572,9 +583,18 @@ impl Endpoint {
             Some(ServerState::InService)
         ) {
             self.drop_server(&key);
+            self.queue_control(key.peer, key.epoch, key.id, Body::Abandoned);
             return true;
         }
         false
+    }
+
+    /// Queues every pending ACK batch now rather than when its delay
+    /// (`Timer::AckDelay`, a tick) expires: for a driver about to close
+    /// its socket, so that servers free the RPCs we completed at once
+    /// instead of asking with NEED_ACK until `abort_ticks`.
+    pub fn flush_acks(&mut self) {
+        self.send_pending_acks();
     }
 
     /// Hands back a buffer the endpoint delivered (an [`Event::Request`]'s

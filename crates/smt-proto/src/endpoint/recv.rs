@@ -893,6 +893,7 @@ impl Endpoint {
             }
             Body::RpcUnknown => self.restart(now, handle),
             Body::Overloaded => self.fail_client(handle, RpcError::Overloaded),
+            Body::Abandoned => self.fail_client(handle, RpcError::Abandoned),
             Body::Busy => {}
             _ => return Err(DropReason::Unsupported),
         }
@@ -923,6 +924,11 @@ impl Endpoint {
             if matches!(body, Body::Resend { .. }) && (fresh || epoch.replay.is_retired(key.id)) {
                 epoch.replay.retire(key.id);
                 self.queue_control(key.peer, key.epoch, key.id, Body::RpcUnknown);
+            } else if matches!(body, Body::Resend { .. }) {
+                // Delivered, and its state is gone (abandoned, timed out):
+                // no answer will ever come, so say so (again, if the first
+                // ABANDONED was lost) rather than let the client wait.
+                self.queue_control(key.peer, key.epoch, key.id, Body::Abandoned);
             }
             return Err(DropReason::UnknownRpc);
         };
