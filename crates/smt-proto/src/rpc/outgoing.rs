@@ -1,6 +1,8 @@
 use std::collections::BTreeSet;
 
-use crate::record::SealedMessage;
+use crate::endpoint::ServerRpcHandle;
+use crate::offload::{RecordPos, TxRecords};
+use crate::record::{SealedMessage, SeqLayout};
 use crate::wire::{Body, DataHeader, Packet, Repr, DATA_HEADER_LEN};
 
 /// Ticks remembered in [`Outgoing`]'s send marks: enough to look back
@@ -45,6 +47,8 @@ pub(crate) struct Outgoing {
     /// Whether the endpoint's send queue holds an entry for this message
     /// (so it is not queued twice).
     pub queued: bool,
+    /// Its records are framed for a NIC to seal (transmit offload).
+    pub for_nic: bool,
 }
 
 impl Outgoing {
@@ -62,6 +66,7 @@ impl Outgoing {
             mark_at: 0,
             marked: 0,
             queued: false,
+            for_nic: false,
         }
     }
 
@@ -304,6 +309,60 @@ impl Outgoing {
         repr.emit(&mut Packet::new_unchecked(&mut buf[..total]));
         buf[DATA_HEADER_LEN..total].copy_from_slice(payload);
         Some(total)
+    }
+}
+
+impl Outgoing {
+    /// Where the payload of packet `p` (of message `k`, written as a
+    /// `len`-byte datagram) lies in the message's record stream, for the
+    /// NIC that seals it (transmit offload).
+    pub fn tx_records(
+        &self,
+        p: PacketRef,
+        k: ServerRpcHandle,
+        seq_layout: SeqLayout,
+        len: usize,
+    ) -> TxRecords {
+        let layout = &self.sealed.layout;
+        let seg = layout.segment(p.segment);
+        let start = seg.wire_offset + u64::from(p.index) * u64::from(self.mss);
+        let end = start + (len - DATA_HEADER_LEN) as u64;
+        let pos = |index: u64, offset: u64| RecordPos {
+            // NOTE: the message was framed, so every index has a sequence
+            // number; the index after the last record may not (it is only
+            // compared, never sealed under), hence the wrapping form.
+            seq: (k.id << seq_layout.index_bits()).wrapping_add(index),
+            offset: offset as u32,
+        };
+        let first = layout.record_at(start);
+        let last = layout.record_at(end - 1);
+        let last_start = layout.record_wire_offset(last);
+        let end_pos = match end - last_start == layout.record(last).wire_len() {
+            true => pos(last + 1, 0),
+            false => pos(last, end - last_start),
+        };
+        TxRecords {
+            peer: k.peer,
+            epoch: k.epoch,
+            id: k.id,
+            payload: DATA_HEADER_LEN..len,
+            start: pos(first, start - layout.record_wire_offset(first)),
+            end: end_pos,
+            wire_offset: start,
+            retransmit: p.retransmit,
+        }
+    }
+
+    /// The bytes of the record holding wire offset `at`, from its first
+    /// byte up to `at` (exclusive), as they were posted (plaintext body
+    /// under transmit offload): what a NIC replays to resync mid-record.
+    pub fn record_prefix(&self, at: u64) -> Option<&[u8]> {
+        let layout = &self.sealed.layout;
+        if at >= layout.wire_len() {
+            return None;
+        }
+        let start = layout.record_wire_offset(layout.record_at(at));
+        self.sealed.wire.get(start as usize..at as usize)
     }
 }
 
