@@ -110,6 +110,17 @@ impl RecordCipher {
             .is_ok()
     }
 
+    /// Picks up opening a record whose first ciphertext bytes (`text`)
+    /// went by before its sequence number was known.
+    pub(crate) fn resume(&self, seq: u64, header: &[u8], text: Vec<u8>) -> GcmStream {
+        GcmStream {
+            nonce: self.nonce(seq),
+            pos: text.len() as u64,
+            aad: header.to_vec(),
+            text,
+        }
+    }
+
     /// Starts sealing a record whose body will arrive in pieces.
     pub(crate) fn start(&self, seq: u64, header: &[u8]) -> GcmStream {
         GcmStream::new(self.nonce(seq), header)

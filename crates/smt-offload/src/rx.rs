@@ -133,11 +133,22 @@ struct Body {
     tag: [u8; TAG_LEN],
 }
 
-/// Record framing without keys: where the next header starts.
+/// Record framing without the sequence number: where the next header
+/// starts, and the current record's body bytes so far, so that once the
+/// host names the record the rest of it can be decrypted and its tag
+/// checked (AES-CTR needs only the position; the tag covers the
+/// ciphertext, kept here).
 #[derive(Debug)]
 enum Frame {
-    Header { have: [u8; HEADER_LEN], len: usize },
-    Body { header: RecordHeader, left: usize },
+    Header {
+        have: [u8; HEADER_LEN],
+        len: usize,
+    },
+    Body {
+        header: RecordHeader,
+        left: usize,
+        seen: Vec<u8>,
+    },
 }
 
 /// How one packet went through a synced context.
@@ -414,15 +425,13 @@ impl RxContext {
         let seq = seq.wrapping_add(records);
         let record = match frame {
             Frame::Header { have, len } => Record::Header { seq, have, len },
-            // Part of this record has gone by undecrypted: its remaining
-            // bytes are skipped, the next record is decrypted.
-            Frame::Body { header, left } => Record::Body(Body {
-                seq,
-                header,
-                done: header.body_len() - left,
-                crypt: None,
-                tag: [0; TAG_LEN],
-            }),
+            // Part of this record has gone by undecrypted; its rest is
+            // decrypted from here and its tag checked over everything
+            // seen. The packets that went by stay as they were: software
+            // finishes the record.
+            Frame::Body { header, seen, .. } => {
+                Record::Body(Body::resumed(&self.cipher, seq, header, seen))
+            }
         };
         self.state = State::Synced { at, record };
         true
@@ -515,6 +524,25 @@ fn whole_record(
 }
 
 impl Body {
+    /// A record whose first body bytes (`seen`) went by before its
+    /// sequence number was known.
+    fn resumed(cipher: &RecordCipher, seq: u64, header: RecordHeader, seen: Vec<u8>) -> Self {
+        let text_len = header.text_len();
+        let text = seen.len().min(text_len);
+        let mut tag = [0; TAG_LEN];
+        tag[..seen.len() - text].copy_from_slice(&seen[text..]);
+        let done = seen.len();
+        let mut text_bytes = seen;
+        text_bytes.truncate(text);
+        Self {
+            seq,
+            header,
+            done,
+            crypt: Some(cipher.resume(seq, header.bytes(), text_bytes)),
+            tag,
+        }
+    }
+
     /// Body bytes: ciphertext decrypted (or skipped), then the tag
     /// collected and checked.
     fn step(
@@ -575,12 +603,14 @@ fn frame_step(frame: &mut Frame, records: &mut u64, buf: &[u8]) -> Option<usize>
                 *frame = Frame::Body {
                     header,
                     left: header.body_len(),
+                    seen: Vec::with_capacity(header.body_len()),
                 };
             }
             Some(take)
         }
-        Frame::Body { left, .. } => {
+        Frame::Body { left, seen, .. } => {
             let take = (*left).min(buf.len());
+            seen.extend_from_slice(&buf[..take]);
             *left -= take;
             if *left == 0 {
                 *records += 1;

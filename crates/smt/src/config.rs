@@ -17,6 +17,12 @@ pub struct EndpointConfig {
     /// Spin on the socket instead of sleeping between packets: lowest
     /// latency, one core fully busy.
     pub busy_poll: bool,
+    /// TLS offload to a NIC, with `smt-offload`'s engine model (worker
+    /// threads) standing in for it: records leave with plaintext bodies
+    /// for the NIC to seal, and arrive through its receive contexts
+    /// (`docs/offload.md`). Nothing changes on the wire. `None` (the
+    /// default): records are sealed and opened in software.
+    pub offload: Option<crate::offload::OffloadConfig>,
 }
 
 impl Default for EndpointConfig {
@@ -26,6 +32,7 @@ impl Default for EndpointConfig {
             socket: SocketConfig::default(),
             protocol: ProtocolConfig::default(),
             busy_poll: false,
+            offload: None,
         }
     }
 }

@@ -39,6 +39,7 @@ mod error;
 mod io;
 pub mod keys;
 mod local;
+pub mod offload;
 mod recycle;
 mod request;
 mod wait;
