@@ -38,7 +38,10 @@ fn echo(client_offload: bool, server_offload: bool) -> (Endpoint, Endpoint) {
         }
     });
     let to = server.local_addr();
-    for (i, len) in [0, 1, 100, 1500, 16384, 16385, 70_000, 1 << 20].into_iter().enumerate() {
+    for (i, len) in [0, 1, 100, 1500, 16384, 16385, 70_000, 1 << 20]
+        .into_iter()
+        .enumerate()
+    {
         let req = message(i, len);
         let resp = client.call(to, &req).unwrap();
         assert_eq!(&resp[..], &req[..], "{len} bytes");
@@ -75,7 +78,10 @@ fn offloading_client_and_software_server() {
 fn software_client_and_offloading_server() {
     let (client, server) = echo(false, true);
     let c = server.offload_counters().unwrap().expect("offload on");
-    assert!(c.tx.tx_tls_encrypted_packets > 0 && c.rx.rx_tls_decrypted_packets > 0, "{c}");
+    assert!(
+        c.tx.tx_tls_encrypted_packets > 0 && c.rx.rx_tls_decrypted_packets > 0,
+        "{c}"
+    );
     assert_eq!(c.tx.drops(), 0, "{c}");
     println!("server (offload):\n{c}");
     client.close();
@@ -87,7 +93,10 @@ fn offloading_client_and_offloading_server() {
     let (client, server) = echo(true, true);
     for ep in [&client, &server] {
         let c = ep.offload_counters().unwrap().expect("offload on");
-        assert!(c.tx.tx_tls_encrypted_packets > 0 && c.rx.rx_tls_decrypted_packets > 0, "{c}");
+        assert!(
+            c.tx.tx_tls_encrypted_packets > 0 && c.rx.rx_tls_decrypted_packets > 0,
+            "{c}"
+        );
         let (stats, _) = ep.stats(None).unwrap();
         assert!(stats.records_offloaded > 0, "{stats:?}");
     }

@@ -763,9 +763,8 @@ impl Endpoint {
         stats.records_sealed += layout.records();
         self.stats.records_sealed += layout.records();
         self.stats.messages_sent += 1;
-        let mut out = Outgoing::new(sealed, cfg.mss() as u16, cfg.unscheduled_bytes);
-        out.for_nic = for_nic;
-        Ok(out)
+        let mss = cfg.mss() as u16;
+        Ok(Outgoing::new(sealed, mss, cfg.unscheduled_bytes, for_nic))
     }
 
     pub(crate) fn arm_tick(&mut self, now: Instant) {

@@ -86,12 +86,12 @@ impl Endpoint {
     /// into message `id` of `peer`'s key epoch `epoch`, for a NIC's resync
     /// request: a message's first record is always known; another one once
     /// the records before it have been opened (the NIC has followed the
-    /// framing meanwhile and counts on from there). Asking about an offset
-    /// not reached yet makes the message watch for it (one offset per
-    /// message, the last asked), as kTLS keeps the requested sequence
-    /// number and checks the records it processes against it.
+    /// framing meanwhile and counts on from there). Walking the segments
+    /// held finds most; an offset behind a missing record header is
+    /// `NotYet` until that packet comes, and `Never` if the core then
+    /// opens past it in one go.
     pub fn rx_record_seq(
-        &mut self,
+        &self,
         peer: SocketAddr,
         epoch: u64,
         id: u64,
@@ -106,11 +106,12 @@ impl Endpoint {
         };
         let key = ServerRpcHandle { peer, epoch, id };
         let incoming = match local {
-            true => match self.client_ids.get(&key) {
-                Some(h) => self.clients.get_mut(h).and_then(|c| c.response.as_mut()),
-                None => None,
-            },
-            false => match self.servers.get_mut(&key).map(|s| &mut s.state) {
+            true => self
+                .client_ids
+                .get(&key)
+                .and_then(|h| self.clients.get(h))
+                .and_then(|c| c.response.as_ref()),
+            false => match self.servers.get(&key).map(|s| &s.state) {
                 Some(ServerState::Receiving(inc)) => Some(inc),
                 _ => None,
             },

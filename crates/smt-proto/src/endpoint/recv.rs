@@ -561,12 +561,11 @@ impl Endpoint {
         let nothing_authenticated = inc.nothing_authenticated();
         let grown = inc.buffered_bytes().saturating_sub(held);
         stats.records_opened += opened;
-        stats.records_offloaded += offloaded.whole;
-        stats.records_partially_offloaded += offloaded.partial;
+        if offloaded != OffloadTally::default() {
+            offloaded.count(stats, peer.as_deref_mut().map(|p| &mut p.session.stats));
+        }
         if let Some(p) = peer.as_deref_mut() {
             p.session.stats.records_opened += opened;
-            p.session.stats.records_offloaded += offloaded.whole;
-            p.session.stats.records_partially_offloaded += offloaded.partial;
             if result.is_ok() && opened > 0 {
                 p.authenticated(now);
             }

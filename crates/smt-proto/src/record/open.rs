@@ -128,7 +128,12 @@ pub fn open_segment_in_place(
     first_record: u64,
     buf: &mut Vec<u8>,
 ) -> Result<OpenedSegment, OpenError> {
-    in_place(Some(cipher), seq_layout, id, first_record, buf)
+    let open = |seq, header: &[u8; RECORD_HEADER_LEN], body: &mut [u8]| {
+        cipher
+            .open_in_place(seq, header, body)
+            .map_err(|_| OpenError::Auth)
+    };
+    in_place(open, seq_layout, id, first_record, buf)
 }
 
 /// [`open_segment_in_place`] for a segment a NIC has decrypted and
@@ -140,11 +145,14 @@ pub(crate) fn open_decrypted_in_place(
     first_record: u64,
     buf: &mut Vec<u8>,
 ) -> Result<OpenedSegment, OpenError> {
-    in_place(None, seq_layout, id, first_record, buf)
+    let taken = |_, _: &[u8; RECORD_HEADER_LEN], body: &mut [u8]| Ok(body.len() - TAG_LEN);
+    in_place(taken, seq_layout, id, first_record, buf)
 }
 
+/// The records of `buf` opened in place by `open` (sequence number,
+/// header, body: the inner plaintext's length), their data moved down.
 fn in_place(
-    cipher: Option<&dyn PacketCipher>,
+    open: impl Fn(u64, &[u8; RECORD_HEADER_LEN], &mut [u8]) -> Result<usize, OpenError>,
     seq_layout: SeqLayout,
     id: u64,
     first_record: u64,
@@ -157,7 +165,7 @@ fn in_place(
     let (mut read, mut write) = (0, 0);
     while read < buf.len() {
         let result = open_one(
-            cipher,
+            &open,
             seq_layout,
             id,
             first_record + opened.records,
@@ -182,11 +190,11 @@ fn in_place(
     Ok(opened)
 }
 
-/// Opens the record at the start of `rest` in place (with no cipher: one
-/// a NIC decrypted and authenticated): (bytes the record took, where its
-/// data is within `rest`, inner plaintext length).
+/// Opens the record at the start of `rest` in place with `open`: (bytes
+/// the record took, where its data is within `rest`, inner plaintext
+/// length).
 fn open_one(
-    cipher: Option<&dyn PacketCipher>,
+    open: &impl Fn(u64, &[u8; RECORD_HEADER_LEN], &mut [u8]) -> Result<usize, OpenError>,
     seq_layout: SeqLayout,
     id: u64,
     index: u64,
@@ -196,18 +204,20 @@ fn open_one(
     let len = usize::from(u16::from_be_bytes([header[3], header[4]]));
     let body = &mut after[..len];
     let seq = seq_layout.seq(id, index).ok_or(OpenError::IndexOverflow)?;
-    let inner_len = match cipher {
-        Some(cipher) => cipher
-            .open_in_place(seq, &header, body)
-            .map_err(|_| OpenError::Auth)?,
-        None => len - TAG_LEN,
-    };
+    let inner_len = open(seq, &header, body)?;
     if inner_len > MAX_RECORD_PLAINTEXT + 1 {
         return Err(OpenError::Overflow);
     }
     let data_len = strip_padding(&body[..inner_len])?.len();
     let start = RECORD_HEADER_LEN;
     Ok((RECORD_HEADER_LEN + len, start..start + data_len, inner_len))
+}
+
+/// Checks the record header at the start of `buf` and that the whole record
+/// is present; returns the header and everything after it.
+fn split_record(buf: &mut [u8]) -> Result<([u8; RECORD_HEADER_LEN], &mut [u8]), OpenError> {
+    let (header, _) = record_at(buf)?;
+    Ok((header, &mut buf[RECORD_HEADER_LEN..]))
 }
 
 /// Which packets of a segment arrived decrypted by the NIC: `have[i]` is
@@ -232,6 +242,14 @@ impl OffloadTally {
     pub fn add(&mut self, other: OffloadTally) {
         self.whole += other.whole;
         self.partial += other.partial;
+    }
+
+    /// Adds these records to the endpoint's and the peer's counters.
+    pub fn count(self, endpoint: &mut crate::Stats, peer: Option<&mut crate::Stats>) {
+        for stats in std::iter::once(endpoint).chain(peer) {
+            stats.records_offloaded += self.whole;
+            stats.records_partially_offloaded += self.partial;
+        }
     }
 }
 
@@ -354,13 +372,6 @@ fn encrypt_again(
             .map_err(|_| OpenError::Auth)?;
     }
     Ok(())
-}
-
-/// Checks the record header at the start of `buf` and that the whole record
-/// is present; returns the header and everything after it.
-fn split_record(buf: &mut [u8]) -> Result<([u8; RECORD_HEADER_LEN], &mut [u8]), OpenError> {
-    let (header, _) = record_at(buf)?;
-    Ok((header, &mut buf[RECORD_HEADER_LEN..]))
 }
 
 /// Checks the record header at the start of `buf` and that the whole

@@ -50,8 +50,6 @@ pub(crate) struct SegmentBuf {
     /// NIC (bytes, so the buffer pool can keep it).
     have: Vec<u8>,
     missing: usize,
-    /// Packets that arrived decrypted (receive offload).
-    decrypted: u32,
 }
 
 impl SegmentBuf {
@@ -66,7 +64,6 @@ impl SegmentBuf {
             buf: pool.take_filled(h.segment_len as usize),
             have: pool.take_zeroed(packets),
             missing: packets,
-            decrypted: 0,
         }
     }
 
@@ -138,12 +135,10 @@ pub(crate) struct Incoming {
     /// yet opened (the one-packet fast path: no segment buffer, records
     /// opened in place).
     whole: bool,
-    /// That packet arrived decrypted by the NIC (receive offload).
-    whole_decrypted: bool,
-    /// Receive offload: a wire offset the NIC asked about (0: none), and
-    /// the index of the record found starting there once opened.
-    watch: u32,
-    watched: Option<u64>,
+    /// Receive offload: a packet arrived decrypted by the NIC (for the
+    /// whole-message packet: that one did; for segments, their `have`
+    /// bytes say which).
+    decrypted: bool,
 }
 
 impl Incoming {
@@ -178,9 +173,7 @@ impl Incoming {
             ahead: ahead.max(unscheduled.saturating_add(MAX_SEGMENT_LEN as u32)),
             held: MESSAGE_OVERHEAD,
             whole: false,
-            whole_decrypted: false,
-            watch: 0,
-            watched: None,
+            decrypted: false,
         }
     }
 
@@ -289,7 +282,7 @@ impl Incoming {
         let at = index * usize::from(seg.mss);
         seg.buf[at..at + payload.len()].copy_from_slice(payload);
         seg.have[index] = 1 + u8::from(decrypted);
-        seg.decrypted += u32::from(decrypted);
+        self.decrypted |= decrypted;
         seg.missing -= 1;
         self.received += payload.len() as u64;
         Ok(())
@@ -324,7 +317,7 @@ impl Incoming {
         self.held += self.data.capacity() - cap;
         self.received = payload.len() as u64;
         self.whole = true;
-        self.whole_decrypted = decrypted;
+        self.decrypted = decrypted;
         Ok(())
     }
 
@@ -338,13 +331,12 @@ impl Incoming {
         offloaded: &mut OffloadTally,
     ) -> Result<Accepted, DropReason> {
         self.whole = false;
-        let result = match self.whole_decrypted {
+        let result = match self.decrypted {
             false => open_segment_in_place(cipher, layout, id, 0, &mut self.data),
-            true => open_decrypted_in_place(layout, id, 0, &mut self.data),
+            true => open_decrypted_in_place(layout, id, 0, &mut self.data).inspect(|o| {
+                offloaded.whole += o.records;
+            }),
         };
-        if let (true, Ok(o)) = (self.whole_decrypted, &result) {
-            offloaded.whole += o.records;
-        }
         match result {
             Ok(o) => {
                 *opened += o.records;
@@ -416,17 +408,16 @@ impl Incoming {
             return self.open_whole(cipher, layout, id, opened, offloaded);
         }
         while let Some(mut seg) = self.take_next_complete() {
-            if self.next_segment == self.watch {
-                self.watched = Some(self.next_record);
-            }
             *opened += 1;
             self.held -= segment_cost(seg.len, seg.mss);
             self.grow_data(seg.len as usize, spare, pool);
             let room = &mut self.data[self.filled..self.filled + seg.len as usize];
             let first = self.next_record;
-            let result = match seg.decrypted {
-                0 => open_segment_into(cipher, layout, id, first, &seg.buf, room),
-                _ => {
+            // Receive offload: one flag per message; the packets' marks
+            // are looked at only if it is set.
+            let result = match self.decrypted && seg.have.contains(&2) {
+                false => open_segment_into(cipher, layout, id, first, &seg.buf, room),
+                true => {
                     let marks = PacketMarks {
                         have: &seg.have,
                         mss: usize::from(seg.mss),
@@ -541,29 +532,17 @@ impl Incoming {
     /// headers (plaintext) of the segments received since, which SMT's
     /// segments make possible past a gap a byte stream could not see
     /// beyond. `Err(true)`: not known yet (a segment or a header before it
-    /// is missing); the offset is watched, and the index kept when the
-    /// segment starting there is opened. `Err(false)`: no record starts
-    /// there, or it lies in what was opened already.
+    /// is missing); `Err(false)`: no record starts there, or it lies in
+    /// what was opened already.
     ///
     /// The answer only steers the NIC: a wrong one (from forged headers)
     /// makes it decrypt under the wrong sequence number, whose tags fail,
     /// and the records are opened in software.
-    pub fn record_index_at(&mut self, wire_offset: u64) -> Result<u64, bool> {
-        if wire_offset == u64::from(self.watch) {
-            if let Some(index) = self.watched {
-                return Ok(index);
-            }
-        }
+    pub fn record_index_at(&self, wire_offset: u64) -> Result<u64, bool> {
         if wire_offset < u64::from(self.next_segment) || wire_offset >= u64::from(self.wire_len) {
             return Err(false);
         }
-        let found = self.walk_to(wire_offset);
-        if found == Err(true) {
-            // A wire offset fits 32 bits (the header's fields).
-            self.watch = wire_offset as u32;
-            self.watched = None;
-        }
-        found
+        self.walk_to(wire_offset)
     }
 
     /// Counts records from the next unopened segment up to `target`

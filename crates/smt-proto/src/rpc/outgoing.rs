@@ -52,7 +52,8 @@ pub(crate) struct Outgoing {
 }
 
 impl Outgoing {
-    pub fn new(sealed: SealedMessage, mss: u16, unscheduled: u32) -> Self {
+    /// `for_nic`: the records are framed for a NIC to seal.
+    pub fn new(sealed: SealedMessage, mss: u16, unscheduled: u32, for_nic: bool) -> Self {
         let granted = sealed.layout.wire_len().min(u64::from(unscheduled));
         Self {
             sealed,
@@ -66,7 +67,7 @@ impl Outgoing {
             mark_at: 0,
             marked: 0,
             queued: false,
-            for_nic: false,
+            for_nic,
         }
     }
 
@@ -315,7 +316,9 @@ impl Outgoing {
 impl Outgoing {
     /// Where the payload of packet `p` (of message `k`, written as a
     /// `len`-byte datagram) lies in the message's record stream, for the
-    /// NIC that seals it (transmit offload).
+    /// NIC that seals it (transmit offload). Kept out of line: the send
+    /// loop without offload should not carry it.
+    #[inline(never)]
     pub fn tx_records(
         &self,
         p: PacketRef,
@@ -377,7 +380,7 @@ mod tests {
         let data = vec![7u8; 10_000];
         let layout = MessageLayout::new(10_000, 10_000, 16384);
         let sealed = seal_message(&NullCipher, SeqLayout::DEFAULT, 2, &data, layout).unwrap();
-        Outgoing::new(sealed, 1000, 1 << 20)
+        Outgoing::new(sealed, 1000, 1 << 20, false)
     }
 
     fn send_all(out: &mut Outgoing, tick: u64) -> usize {

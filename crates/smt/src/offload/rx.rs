@@ -15,11 +15,12 @@
 //!   context made on a message's first packet starts in sync there (the
 //!   host knows a record begins at offset 0 of a message, with sequence
 //!   number `id << 16`); otherwise it starts out of sync.
-//! - **Resync**: the NIC's requests are answered after the core has
-//!   handled the batch: a message's first record at once, another one once
-//!   the core has opened the records before it ([`Core::rx_record_seq`]),
-//!   as seed 003's asynchronous resync waits for the stack to reach the
-//!   record.
+//! - **Resync**: a request for a message's first record is answered at
+//!   once, before the next packet (its number follows from the header:
+//!   `id << 16`); another one after the core has handled the batch, from
+//!   the record headers it holds or once it has opened up to there
+//!   ([`Core::rx_record_seq`]), as seed 003's asynchronous resync waits
+//!   for the stack to reach the record.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -128,7 +129,7 @@ impl RxOffload {
     }
 
     /// One datagram through the NIC: a mark per packet.
-    fn through_nic(&mut self, core: &mut Core, from: SocketAddr, range: Range<usize>) {
+    fn through_nic(&mut self, core: &Core, from: SocketAddr, range: Range<usize>) {
         let tagged = core.config().authenticate_control;
         let mut at = range.start;
         while at < range.end {
@@ -144,7 +145,7 @@ impl RxOffload {
 
     /// One packet: a DATA packet with a key the NIC can hold is run
     /// through its flow's context.
-    fn packet(&mut self, core: &mut Core, from: SocketAddr, range: Range<usize>) -> RxMark {
+    fn packet(&mut self, core: &Core, from: SocketAddr, range: Range<usize>) -> RxMark {
         let Some((phase, at)) = data_position(&self.bytes[range.clone()]) else {
             return RxMark::default();
         };
@@ -156,12 +157,17 @@ impl RxOffload {
         if let Some(request) = verdict.resync_request {
             let epoch = self.flows.get(&(from, phase)).map_or(0, |f| f.epoch);
             self.pending.retain(|p| p.ctx != ctx);
-            self.pending.push(Pending {
+            let pending = Pending {
                 ctx,
                 peer: from,
                 epoch,
                 from: request,
-            });
+            };
+            // A message's first record: the host knows its number from the
+            // header alone and answers before the next packet.
+            if request.pos != 0 || self.answer_one(core, pending) {
+                self.pending.push(pending);
+            }
         }
         RxMark(verdict.decrypted.then_some(key))
     }
@@ -171,7 +177,7 @@ impl RxOffload {
     /// one destroyed when the table is full.
     fn flow(
         &mut self,
-        core: &mut Core,
+        core: &Core,
         peer: SocketAddr,
         phase: bool,
         at: StreamPos,
@@ -243,21 +249,25 @@ impl RxOffload {
     }
 
     /// Answers the requests the core can answer now; keeps the others.
-    fn answer(&mut self, core: &mut Core) {
-        let engine = &mut self.engine;
-        self.pending.retain(|p| {
-            match core.rx_record_seq(p.peer, p.epoch, p.from.stream, p.from.pos) {
-                RecordSeq::Known(seq) => {
-                    engine.confirm(p.ctx, p.from, seq);
-                    false
-                }
-                RecordSeq::NotYet => true,
-                RecordSeq::Never => {
-                    engine.abandon(p.ctx, p.from);
-                    false
-                }
+    fn answer(&mut self, core: &Core) {
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.retain(|&p| self.answer_one(core, p));
+        self.pending.extend(pending);
+    }
+
+    /// Answers one request if the core can; returns whether it waits.
+    fn answer_one(&mut self, core: &Core, p: Pending) -> bool {
+        match core.rx_record_seq(p.peer, p.epoch, p.from.stream, p.from.pos) {
+            RecordSeq::Known(seq) => {
+                self.engine.confirm(p.ctx, p.from, seq);
+                false
             }
-        });
+            RecordSeq::NotYet => true,
+            RecordSeq::Never => {
+                self.engine.abandon(p.ctx, p.from);
+                false
+            }
+        }
     }
 }
 
