@@ -389,15 +389,17 @@ impl SocketOutput {
     }
 
     /// Sends the gathered datagrams, waiting a little for room if the
-    /// socket is full.
+    /// socket is full. `send_some` says how far a refused batch got, so
+    /// no datagram goes out twice.
     fn send(&mut self) {
         let Some(dest) = self.dest.take() else {
             return;
         };
-        let mut waited = Duration::ZERO;
-        loop {
-            match self.socket.send(dest, &self.buf, self.segment) {
-                Ok(()) => break,
+        let (mut at, mut waited) = (0, Duration::ZERO);
+        while at < self.buf.len() {
+            match self.socket.send_some(dest, &self.buf[at..], self.segment) {
+                Ok(n) if n > 0 => at += n,
+                Ok(_) => break,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock && waited < FULL_SOCKET_WAIT => {
                     let step = Duration::from_millis(1);
                     let fd = std::os::fd::AsFd::as_fd(&*self.socket);
@@ -406,7 +408,8 @@ impl SocketOutput {
                 }
                 Err(e) => {
                     tracing::debug!("offload engine: send failed: {e}");
-                    self.errors.fetch_add(self.count as u64, Ordering::Relaxed);
+                    let left = (self.buf.len() - at).div_ceil(self.segment.max(1));
+                    self.errors.fetch_add(left as u64, Ordering::Relaxed);
                     break;
                 }
             }
