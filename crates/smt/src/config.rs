@@ -37,6 +37,12 @@ pub struct EndpointConfig {
     /// `protocol.max_pending_requests`: beyond it, complete requests are
     /// refused unexecuted and their clients hear OVERLOADED.
     pub max_outstanding_calls: usize,
+    /// TLS offload to a NIC, with `smt-offload`'s engine model (worker
+    /// threads) standing in for it: records leave with plaintext bodies
+    /// for the NIC to seal, and arrive through its receive contexts
+    /// (`docs/offload.md`). Nothing changes on the wire. `None` (the
+    /// default): records are sealed and opened in software.
+    pub offload: Option<crate::offload::OffloadConfig>,
 }
 
 /// Default [`EndpointConfig::max_outstanding_calls`]: far above what one
@@ -53,6 +59,7 @@ impl Default for EndpointConfig {
             busy_poll: false,
             call_timeout: None,
             max_outstanding_calls: DEFAULT_MAX_OUTSTANDING_CALLS,
+            offload: None,
         }
     }
 }

@@ -437,6 +437,12 @@ impl Endpoint {
         self.shared().read_engine(|e| e.stats(peer))
     }
 
+    /// The TLS offload engine's counters (mlx5's `tx_tls_*` and
+    /// `rx_tls_*`), with [`crate::EndpointConfig::offload`] set; `None` without.
+    pub fn offload_counters(&self) -> Result<Option<crate::offload::OffloadCounters>, Error> {
+        self.shared().with_engine(|e| Ok(e.offload_counters()))
+    }
+
     /// Closes gracefully: no new RPCs start; in-flight ones get up to two
     /// seconds to finish (responses sent and acknowledged); calls still
     /// pending then fail with [`Error::Closed`]. Returns when the endpoint

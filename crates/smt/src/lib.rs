@@ -57,6 +57,7 @@ mod error;
 mod io;
 pub mod keys;
 mod local;
+pub mod offload;
 mod recycle;
 mod request;
 pub mod tls;

@@ -20,6 +20,7 @@ mod admission;
 mod grants;
 mod handshake;
 mod limits;
+mod offload;
 mod outbox;
 mod peer;
 mod recv;
@@ -40,10 +41,12 @@ use table::{ClientTable, ServerTable};
 pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 pub(crate) type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::buffers::BufferPool;
 use crate::config::{Config, ConfigError};
+use crate::crypto::NullCipher;
 use crate::error::{DropReason, RpcError, SendError};
 use crate::handshake::{HandshakeAcceptor, HandshakeError};
 use crate::payload::Payload;
@@ -277,6 +280,16 @@ pub struct Endpoint {
     /// Server RPCs in service: delivered to the application, not yet
     /// answered or abandoned (bounded by `Config::max_pending_requests`).
     pub(crate) in_service: usize,
+    /// Transmit offload: the records of the DATA packet the last
+    /// `poll_transmit` wrote, until the driver takes them.
+    pub(crate) tx_records: Option<crate::offload::TxRecords>,
+    /// Receive offload: how the NIC left the packet being handled
+    /// (`handle_batch_marked`); `None` otherwise.
+    pub(crate) rx_mark: Option<crate::offload::KeyId>,
+    /// What "seals" records under transmit offload: the null cipher,
+    /// which frames them with plaintext bodies and empty tags (one shared
+    /// instance, not one per message).
+    pub(crate) framing: Arc<dyn crate::crypto::PacketCipher>,
 }
 
 /// Segment lists kept for reuse: one per message being received at once
@@ -326,6 +339,9 @@ impl Endpoint {
             retry: None,
             unreachable: HashMap::default(),
             batch_turns: Vec::new(),
+            tx_records: None,
+            rx_mark: None,
+            framing: Arc::new(NullCipher),
         })
     }
 
@@ -736,7 +752,15 @@ impl Endpoint {
         if keys.records_sealed.saturating_add(layout.records()) > limit {
             return Err(SendError::KeyExhausted);
         }
-        let (cipher, seq) = (keys.tx.clone(), cfg.seq_layout);
+        // Transmit offload: the records are framed with plaintext bodies
+        // and empty tags (what the null cipher "seals"), for the NIC to
+        // seal under `keys.tx`, if that key can be handed to a NIC.
+        let for_nic = cfg.tx_offload && keys.tx.offload_key().is_some();
+        let cipher = match for_nic {
+            false => keys.tx.clone(),
+            true => self.framing.clone(),
+        };
+        let seq = cfg.seq_layout;
         let sealed = match (data, len as usize <= Payload::EAGER_LIMIT) {
             (Payload::Borrowed(d), true) => seal_message_into(cipher, seq, id, d, layout, wire),
             (Payload::Owned(d), true) => seal_message_into(cipher, seq, id, &d, layout, wire),
@@ -759,11 +783,8 @@ impl Endpoint {
         stats.records_sealed += layout.records();
         self.stats.records_sealed += layout.records();
         self.stats.messages_sent += 1;
-        Ok(Outgoing::new(
-            sealed,
-            cfg.mss() as u16,
-            cfg.unscheduled_bytes,
-        ))
+        let mss = cfg.mss() as u16;
+        Ok(Outgoing::new(sealed, mss, cfg.unscheduled_bytes, for_nic))
     }
 
     pub(crate) fn arm_tick(&mut self, now: Instant) {

@@ -112,8 +112,10 @@ impl Engine {
         }
         let (socket, local_addr, core) = open(addr, config)?;
         let features = socket.features().clone();
+        let max_datagram = core.config().max_datagram_size;
+        let io = Io::new(socket, max_datagram, config.offload.as_ref()).map_err(Error::Io)?;
         Ok(Self {
-            io: Io::new(socket, core.config().max_datagram_size),
+            io,
             core,
             clock,
             sessions: Sessions::new(),
@@ -146,6 +148,11 @@ impl Engine {
     pub fn stats(&self, peer: Option<SocketAddr>) -> (Stats, Option<Stats>) {
         let peer_stats = peer.and_then(|p| self.core.peer_stats(p));
         (*self.core.stats(), peer_stats)
+    }
+
+    /// The offload engine's counters, with `EndpointConfig::offload`.
+    pub fn offload_counters(&mut self) -> Option<crate::offload::OffloadCounters> {
+        self.io.offload_counters()
     }
 
     /// Client and server RPCs in the core.
@@ -587,6 +594,7 @@ fn open(addr: SocketAddr, config: &EndpointConfig) -> Result<(Socket, SocketAddr
     let mut protocol = config.protocol.clone();
     protocol.local_port = local_addr.port();
     protocol.verify_ports = matches!(config.socket.mode, smt_udp::Mode::RawIp { .. });
+    protocol.tx_offload = config.offload.is_some();
     if let Some(mtu) = config.mtu {
         protocol.max_datagram_size =
             EndpointConfig::datagram_size_for(mtu, local_addr, config.socket.mode);
