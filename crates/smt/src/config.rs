@@ -43,6 +43,10 @@ pub struct EndpointConfig {
     /// (`docs/offload.md`). Nothing changes on the wire. `None` (the
     /// default): records are sealed and opened in software.
     pub offload: Option<crate::offload::OffloadConfig>,
+    /// A pcapng capture of every datagram, and a JSON-lines trace of the
+    /// protocol core's events (`docs/observability.md`). Nothing by
+    /// default.
+    pub observe: crate::observe::Observe,
 }
 
 /// Default [`EndpointConfig::max_outstanding_calls`]: far above what one
@@ -60,6 +64,7 @@ impl Default for EndpointConfig {
             call_timeout: None,
             max_outstanding_calls: DEFAULT_MAX_OUTSTANDING_CALLS,
             offload: None,
+            observe: crate::observe::Observe::default(),
         }
     }
 }
