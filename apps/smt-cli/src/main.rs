@@ -10,6 +10,7 @@ mod error;
 mod files;
 mod mode;
 mod pki;
+mod record;
 mod report;
 mod run;
 mod tickets;

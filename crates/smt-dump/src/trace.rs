@@ -545,6 +545,10 @@ fn packet(e: &Value) -> String {
                     .join(","))
                 .unwrap_or_default()
         ),
+        "KEY_UPDATE" => match e["id"].as_str() {
+            Some("0x0") => "KEY_UPDATE (announce)".to_string(),
+            _ => "KEY_UPDATE (confirm)".to_string(),
+        },
         "HANDSHAKE" => format!(
             "HANDSHAKE kind {} offset {} ack {} len {}",
             n("kind"),

@@ -59,7 +59,7 @@ impl PacketSummary {
     /// Reads the header of one packet (a datagram's coalesced packets are
     /// split first: [`crate::wire::first_packet_len`]). `tagged_control`:
     /// control packets end with a MAC (`Config::authenticate_control`;
-    /// KEY_UPDATE always does).
+    /// KEY_UPDATE always does, HANDSHAKE never).
     pub fn of(packet: &[u8], tagged_control: bool) -> Self {
         let Ok(p) = Packet::new_checked(packet) else {
             return Self {
@@ -71,7 +71,8 @@ impl PacketSummary {
             };
         };
         let ty = p.packet_type();
-        let tagged = ty == PacketType::KEY_UPDATE || (tagged_control && ty.is_control());
+        let tagged = ty == PacketType::KEY_UPDATE
+            || (tagged_control && ty.is_control() && ty != PacketType::HANDSHAKE);
         let body = match tagged {
             true => &packet[..packet.len().saturating_sub(TAG_LEN)],
             false => packet,
@@ -356,5 +357,20 @@ mod tests {
             let _ = PacketSummary::of(&bytes[..len], true);
         }
         assert_eq!(PacketSummary::of(&[0; 3], true).repr, None);
+        let hello = Repr {
+            body: Body::Handshake {
+                offset: 0,
+                ack: 0,
+                len: 3,
+                kind: 2,
+                flags: 0,
+            },
+            id: 0,
+            key_phase: false,
+            ..repr
+        };
+        let mut bytes = vec![7; hello.buffer_len() + 3];
+        hello.emit(&mut Packet::new_unchecked(&mut bytes[..]));
+        assert_eq!(PacketSummary::of(&bytes, true).repr, Some(hello), "no MAC");
     }
 }
