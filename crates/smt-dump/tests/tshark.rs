@@ -199,6 +199,27 @@ fn check_packet(at: &str, fields: &BTreeMap<String, Vec<String>>, tree: &Value, 
     }
 }
 
+/// The zoo holds a packet of every type the dissector names, so the test
+/// below sees each decoded.
+#[test]
+fn the_zoo_has_every_packet_type() {
+    let dir = repo().join("tools/wireshark/testdata");
+    let truth: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("smt-zoo.truth.json")).unwrap())
+            .unwrap();
+    let types: std::collections::BTreeSet<&str> = truth["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|f| f["packets"].as_array().unwrap())
+        .filter(|p| p["malformed"] == false)
+        .filter_map(|p| p["type"].as_str())
+        .collect();
+    for (name, code) in TYPES {
+        assert!(types.contains(name), "no {name} ({code:#x}) in the zoo");
+    }
+}
+
 #[test]
 fn tshark_decodes_every_packet_as_the_capture_was_built() {
     if !tshark_available() {
