@@ -74,7 +74,8 @@ pub struct RpcTimeline {
     pub id: String,
     pub key_phase: u64,
     /// The endpoint that sent the request, and the one that received it,
-    /// when the trace shows which.
+    /// when the trace shows which: by their own addresses if their traces
+    /// are there, else as the other end names them.
     pub client: Option<String>,
     pub server: Option<String>,
     /// The two endpoints, when the roles are not known.
@@ -87,7 +88,11 @@ pub struct RpcTimeline {
     pub drops: u64,
     /// `response` (delivered), `failed: <reason>`, `aborted`, or `open`.
     pub outcome: String,
-    /// From the first event to the last, in milliseconds.
+    /// From the first event to the outcome (what the caller waited), in
+    /// milliseconds; `None` while open.
+    pub latency_ms: Option<f64>,
+    /// From the first event to the last (the server may hold the RPC
+    /// longer, until the client's ACK), in milliseconds.
     pub duration_ms: f64,
     pub events: Vec<Value>,
 }
@@ -301,26 +306,34 @@ impl RpcTimeline {
                 .iter()
                 .find(|e| e["ev"] == ev && (message.is_empty() || e["message"] == message))
         };
-        let (client, server) = if let Some(e) = find("sealed", "request") {
-            (Some(ep(e)), Some(peer(e)))
-        } else if let Some(e) = find("delivered", "request") {
-            (Some(peer(e)), Some(ep(e)))
-        } else {
-            (None, None)
-        };
+        // Each end by its own address when its trace is there (across a
+        // relay or NAT the other end names it differently), else as the
+        // other end names it.
+        let client = find("sealed", "request")
+            .map(ep)
+            .or_else(|| find("delivered", "response").map(ep))
+            .or_else(|| find("delivered", "request").map(peer));
+        let server = find("delivered", "request")
+            .map(ep)
+            .or_else(|| find("sealed", "response").map(ep))
+            .or_else(|| find("sealed", "request").map(peer));
         let sent = |e: &&Value, ty: &str| e["ev"] == "sent" && e["type"] == ty;
-        let outcome = if find("delivered", "response").is_some() {
-            "response".to_string()
+        let (outcome, ended) = if let Some(e) = find("delivered", "response") {
+            ("response".to_string(), Some(e))
         } else if let Some(e) = find("rpc_failed", "") {
-            format!("failed: {}", e["reason"].as_str().unwrap_or("?"))
-        } else if find("rpc_aborted", "").is_some() {
-            "aborted".to_string()
+            let why = e["reason"].as_str().unwrap_or("?");
+            (format!("failed: {why}"), Some(e))
+        } else if let Some(e) = find("rpc_aborted", "") {
+            ("aborted".to_string(), Some(e))
         } else {
-            "open".to_string()
+            ("open".to_string(), None)
         };
         let times: Vec<f64> = events.iter().filter_map(|e| e["t"].as_f64()).collect();
-        let span = times.iter().copied().fold(f64::NAN, f64::max)
-            - times.iter().copied().fold(f64::NAN, f64::min);
+        let start = times.iter().copied().fold(f64::NAN, f64::min);
+        let span = times.iter().copied().fold(f64::NAN, f64::max) - start;
+        let latency = ended
+            .and_then(|e| e["t"].as_f64())
+            .map(|t| (t - start) * 1e3);
         Self {
             id: first["id"].as_str().unwrap_or("?").to_string(),
             key_phase: first["phase"]
@@ -341,6 +354,7 @@ impl RpcTimeline {
                 .count() as u64,
             drops: events.iter().filter(|e| e["ev"] == "dropped").count() as u64,
             outcome,
+            latency_ms: latency,
             duration_ms: if span.is_nan() { 0.0 } else { span * 1e3 },
             client,
             server,
@@ -407,19 +421,22 @@ fn rpc_block(out: &mut String, r: &RpcTimeline) {
         _ => format!("{} <> {}", r.between.0, r.between.1),
     };
     let len = |l: Option<u64>| l.map_or("?".to_string(), |l| format!("{l} B"));
+    let after = r
+        .latency_ms
+        .map_or(String::new(), |ms| format!(" after {ms:.3} ms"));
     let _ = writeln!(
         out,
-        "\nRPC {} (key phase {}) {who}: request {}, response {}, {}; {:.3} ms, {} RESEND, {} \
-         retransmitted, {} dropped",
+        "\nRPC {} (key phase {}) {who}: request {}, response {}: {}{after}; {} RESEND, {} \
+         retransmitted, {} dropped; trace spans {:.3} ms",
         r.id,
         r.key_phase,
         len(r.request_len),
         len(r.response_len),
         r.outcome,
-        r.duration_ms,
         r.resends,
         r.retransmissions,
-        r.drops
+        r.drops,
+        r.duration_ms,
     );
     let t0 = r
         .events
@@ -710,6 +727,11 @@ mod tests {
         );
         assert_eq!((r.resends, r.retransmissions, r.drops), (1, 1, 1));
         assert_eq!(r.outcome, "response");
+        let latency = r.latency_ms.unwrap();
+        assert!(
+            (latency - 19.0).abs() < 1e-6,
+            "sealed at 1.001, delivered at 1.020: {latency}"
+        );
         let evs: Vec<&str> = r.events.iter().map(|e| e["ev"].as_str().unwrap()).collect();
         assert_eq!(
             evs,
