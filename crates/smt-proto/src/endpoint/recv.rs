@@ -499,14 +499,20 @@ impl Endpoint {
     }
 
     /// Traces what storing a DATA packet opened, or failed to open.
+    /// `attempted`: records whose opening was tried (opening stops at the
+    /// first that fails).
     #[cold]
     fn trace_opening(
         &mut self,
         key: ServerRpcHandle,
         outcome: &Result<Opened, DropReason>,
-        records: u64,
+        attempted: u64,
     ) {
         let (peer, epoch, id) = (key.peer, key.epoch, key.id);
+        let records = match outcome {
+            Ok(Opened::Failed { .. }) => attempted.saturating_sub(1),
+            _ => attempted,
+        };
         if records > 0 {
             let what = Traced::Opened {
                 peer,
