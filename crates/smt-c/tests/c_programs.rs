@@ -87,6 +87,123 @@ fn c_error_paths_return_their_codes_and_never_crash() {
     );
 }
 
+#[test]
+fn the_header_compiles_as_pedantic_c99_and_as_cxx() {
+    let Some(c) = Compiler::find() else { return };
+    let source = c.dir().join("header.c");
+    std::fs::write(
+        &source,
+        "#include <string.h>\n#include <smt.h>\nint main(void) { smt_msg m; memset(&m, 0, sizeof m); smt_msg_release(&m); return 0; }\n",
+    )
+    .unwrap();
+    let mut compilers = vec![("cc", vec!["-std=c99"])];
+    if Command::new("c++")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        compilers.push(("c++", vec!["-x", "c++", "-std=c++11"]));
+    } else {
+        println!("SKIPPED (C++ only): no c++ on this machine");
+    }
+    for (compiler, flags) in compilers {
+        let out = Command::new(compiler)
+            .args(flags)
+            .args([
+                "-pedantic",
+                "-Wall",
+                "-Wextra",
+                "-Werror",
+                "-fsyntax-only",
+                "-I",
+            ])
+            .arg(&c.include)
+            .arg(&source)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{compiler}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn installed_library_is_found_by_pkg_config_and_links_statically_too() {
+    let Some(c) = Compiler::find() else { return };
+    if !Command::new("pkg-config")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        println!("SKIPPED: no pkg-config on this machine");
+        return;
+    }
+    let prefix = c.dir().join("prefix");
+    let install = Path::new(env!("CARGO_MANIFEST_DIR")).join("install.sh");
+    let status = Command::new("bash")
+        .arg(install)
+        .arg("--prefix")
+        .arg(&prefix)
+        .arg("--from")
+        .arg(&c.lib_dir)
+        .status()
+        .unwrap();
+    assert!(status.success(), "install.sh failed");
+    let pkg_config = |args: &[&str]| -> Vec<String> {
+        let out = Command::new("pkg-config")
+            .args(args)
+            .arg("smt")
+            .env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "pkg-config {args:?} smt failed");
+        let text = String::from_utf8(out.stdout).unwrap();
+        text.split_whitespace().map(str::to_owned).collect()
+    };
+    assert_eq!(pkg_config(&["--modversion"]), [env!("CARGO_PKG_VERSION")]);
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    // The server with the flags pkg-config gives (shared library)...
+    let server = c.dir().join("server-pc");
+    let rpath = format!("-Wl,-rpath,{}", prefix.join("lib").display());
+    let mut args = pkg_config(&["--cflags", "--libs"]);
+    args.push(rpath);
+    cc(&examples.join("server.c"), &server, &args);
+    // ... and the client linked with the static library.
+    let client = c.dir().join("client-static");
+    let archive = prefix.join("lib/libsmt.a").display().to_string();
+    let mut args = pkg_config(&["--cflags"]);
+    args.extend(pkg_config(&["--static", "--libs"]).into_iter().map(|a| {
+        if a == "-lsmt" {
+            archive.clone()
+        } else {
+            a
+        }
+    }));
+    cc(&examples.join("client.c"), &client, &args);
+    let out = run_pair(&server, &["--psk", PSK], &client, |addr| {
+        vec![addr.into(), "--psk".into(), PSK.into()]
+    });
+    assert!(out.contains("all 4 responses right"), "{out}");
+}
+
+fn cc(source: &Path, exe: &Path, args: &[String]) {
+    let out = Command::new("cc")
+        .arg(source)
+        .arg("-o")
+        .arg(exe)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cc {} {args:?} failed:\n{}",
+        source.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The C compiler, the library's directory and a scratch directory.
 struct Compiler {
     lib_dir: PathBuf,
@@ -143,47 +260,56 @@ impl Compiler {
     }
 
     /// Runs the example server with `server_args`, then the example client
-    /// with the arguments `client_args` makes from the server's address;
-    /// returns what the client printed, once both have exited cleanly.
+    /// with the arguments `client_args` makes from the server's address.
     fn run_pair(
         &self,
         server_args: &[&str],
         client_args: impl FnOnce(&str) -> Vec<String>,
     ) -> String {
-        let (server, client) = (
-            self.build("examples/server.c", &[]),
-            self.build("examples/client.c", &[]),
-        );
-        let mut server = Command::new(server)
-            .arg("127.0.0.1:0")
-            .args(server_args)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
-        let banner = lines.next().and_then(Result::ok).unwrap_or_default();
-        let Some(addr) = banner.strip_prefix("listening on ") else {
-            let _ = server.kill();
-            panic!("the server did not start: {banner:?}");
-        };
-        let client = Command::new(client)
-            .args(client_args(addr))
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let client = finish(client);
-        let out = String::from_utf8_lossy(&client.stdout).into_owned();
-        println!("client:\n{out}");
-        if !client.status.success() {
-            let _ = server.kill();
-            panic!("the client failed ({}):\n{out}", client.status);
-        }
-        let server = finish(server);
-        let rest: Vec<String> = lines.map_while(Result::ok).collect();
-        assert!(server.status.success(), "the server failed: {rest:?}");
-        assert_eq!(rest, ["served 4 requests"]);
-        out
+        let server = self.build("examples/server.c", &[]);
+        let client = self.build("examples/client.c", &[]);
+        run_pair(&server, server_args, &client, client_args)
     }
+}
+
+/// Runs `server` with `server_args`, then `client` with the arguments
+/// `client_args` makes from the server's address; returns what the client
+/// printed, once both have exited cleanly.
+fn run_pair(
+    server: &Path,
+    server_args: &[&str],
+    client: &Path,
+    client_args: impl FnOnce(&str) -> Vec<String>,
+) -> String {
+    let mut server = Command::new(server)
+        .arg("127.0.0.1:0")
+        .args(server_args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
+    let banner = lines.next().and_then(Result::ok).unwrap_or_default();
+    let Some(addr) = banner.strip_prefix("listening on ") else {
+        let _ = server.kill();
+        panic!("the server did not start: {banner:?}");
+    };
+    let client = Command::new(client)
+        .args(client_args(addr))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let client = finish(client);
+    let out = String::from_utf8_lossy(&client.stdout).into_owned();
+    println!("client:\n{out}");
+    if !client.status.success() {
+        let _ = server.kill();
+        panic!("the client failed ({}):\n{out}", client.status);
+    }
+    let server = finish(server);
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(server.status.success(), "the server failed: {rest:?}");
+    assert_eq!(rest, ["served 4 requests"]);
+    out
 }
 
 /// Waits for `child` at most [`LIMIT`], killing it past that.
