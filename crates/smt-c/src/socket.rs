@@ -41,6 +41,11 @@ pub const SMT_MIN_PSK_LEN: usize = 32;
 /// How long `smt_close` lets answers already given reach their clients
 /// (and their acknowledgements come back), as `Endpoint::close` does.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
+/// Once nothing is in flight, timers due within this still run before the
+/// socket closes (delayed acknowledgements wait one tick).
+const CLOSE_FLUSH: Duration = Duration::from_millis(5);
+/// How often a closing endpoint checks whether it is done.
+const CLOSE_STEP: Duration = Duration::from_millis(2);
 
 /// 0-RTT hellos remembered against replay, and ephemeral keys kept ready
 /// for forward-secret replies (the values `smt server` uses).
@@ -400,7 +405,9 @@ impl Socket {
 
     /// Lets answers already given finish (at most [`CLOSE_GRACE`]) after
     /// cancelling our calls and dropping unanswered requests, then closes
-    /// the socket.
+    /// the socket. Once nothing is in flight, timers due within
+    /// [`CLOSE_FLUSH`] still run: the acknowledgements of responses just
+    /// received wait a tick, and their server lingers until it hears them.
     pub fn close(mut self) {
         for (_, pending) in self.pending.drain() {
             match pending {
@@ -410,12 +417,24 @@ impl Socket {
         }
         let _ = self.endpoint.flush();
         let end = Instant::now() + CLOSE_GRACE;
-        while self.endpoint.in_flight() != (0, 0) {
-            let left = end.saturating_duration_since(Instant::now());
+        let mut flush_until = None;
+        loop {
+            let now = Instant::now();
+            let timer = self.endpoint.timeout();
+            if self.endpoint.in_flight() == (0, 0) {
+                let until = *flush_until.get_or_insert(now + CLOSE_FLUSH);
+                if !timer.is_some_and(|t| now + t <= until) {
+                    break;
+                }
+            }
+            let left = end.saturating_duration_since(now);
             if left.is_zero() {
                 break;
             }
-            match self.endpoint.poll(Some(left)) {
+            // `poll` returns on events only, and an acknowledgement is
+            // none: look again at least every `CLOSE_STEP`.
+            let step = timer.unwrap_or(CLOSE_STEP).min(CLOSE_STEP).min(left);
+            match self.endpoint.poll(Some(step)) {
                 Ok(Some(LocalEvent::Request { request, .. })) => self.endpoint.abandon(request),
                 Ok(_) => {}
                 Err(_) => break,
