@@ -39,13 +39,13 @@ local TYPE_ACK, TYPE_KEY_UPDATE, TYPE_HANDSHAKE = 0x18, 0x19, 0x20
 local type_names = {
     [0x10] = "DATA", [0x11] = "GRANT", [0x12] = "RESEND", [0x13] = "RPC_UNKNOWN",
     [0x14] = "BUSY", [0x17] = "NEED_ACK", [0x18] = "ACK", [0x19] = "KEY_UPDATE",
-    [0x1a] = "OVERLOADED", [0x20] = "HANDSHAKE",
+    [0x1a] = "OVERLOADED", [0x1b] = "ABANDONED", [0x20] = "HANDSHAKE",
 }
 
 -- The header length each type must declare (docs/protocol.md section 2).
 local header_lens = {
     [0x10] = 44, [0x11] = 36, [0x12] = 40, [0x13] = 28, [0x14] = 28,
-    [0x17] = 28, [0x18] = 32, [0x19] = 28, [0x1a] = 28, [0x20] = 40,
+    [0x17] = 28, [0x18] = 32, [0x19] = 28, [0x1a] = 28, [0x1b] = 28, [0x20] = 40,
 }
 
 local kind_names = { [0] = "TLS 1.3", [1] = "0-RTT SMT-ticket", [2] = "PSK nonce exchange" }

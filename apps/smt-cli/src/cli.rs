@@ -297,6 +297,10 @@ pub struct DemoArgs {
     /// Print one JSON document instead of the tables.
     #[arg(long)]
     pub json: bool,
+    /// TLS offload, the engine model's threads standing in for the NIC
+    /// (docs/offload.md); its counters are printed.
+    #[arg(long)]
+    pub offload: bool,
 }
 
 #[derive(Debug, Args)]

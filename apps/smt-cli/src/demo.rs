@@ -158,11 +158,20 @@ pub fn run(args: DemoArgs) -> Result<(), CliError> {
             "results": rows.iter().map(report::Row::to_json).collect::<Vec<_>>(),
             "udp_floor": {"size": FLOOR_SIZE, "p50_us": report::micros(floor)},
             "stats": {"client": report::stats_json(&cs), "server": report::stats_json(&ss)},
+            "offload": {"client": offload_json(&client)?, "server": offload_json(&server)?},
         }));
     } else {
         let smt_p50 = rows.iter().find(|r| r.size == FLOOR_SIZE).map(|r| r.p50);
         print_floor(FLOOR_SIZE, floor, smt_p50);
         print_totals(&cs, &ss);
+        for (name, ep) in [("client", &client), ("server", &server)] {
+            if let Some(c) = ep.offload_counters()? {
+                say!(
+                    "offload engine, {name}: {}",
+                    c.to_string().trim_end().replace('\n', ", ")
+                );
+            }
+        }
     }
     client.close();
     server.close();
@@ -176,7 +185,8 @@ fn start_pair(args: &DemoArgs) -> Result<(Endpoint, Endpoint, &'static str), Cli
     // Port 0 on both: in raw-IP mode too, where it makes each endpoint
     // pick a random SMT port, so two demos never share one.
     let any: SocketAddr = (std::net::Ipv4Addr::LOCALHOST, 0).into();
-    let cfg = config(&args.transport, any)?;
+    let mut cfg = config(&args.transport, any)?;
+    cfg.offload = args.offload.then(Default::default);
     for &size in &args.sizes {
         report::check_load("--sizes", size, args.concurrency, &cfg)?;
     }
@@ -220,6 +230,15 @@ fn measure_sizes(
         rows.push(row);
     }
     Ok(rows)
+}
+
+/// The offload engine's counters by name (`null` without offload).
+fn offload_json(ep: &Endpoint) -> Result<serde_json::Value, CliError> {
+    let counters = ep.offload_counters()?.map(|c| c.named());
+    Ok(json!(counters
+        .map(|c| c
+            .into_iter()
+            .collect::<std::collections::BTreeMap<_, _>>())))
 }
 
 fn print_totals(client: &smt::Stats, server: &smt::Stats) {

@@ -129,6 +129,7 @@ impl Ctx<'_> {
         let (server, mut slots) = started?;
         let mut run = SystemRun::default();
         let result = self.workloads(&mut slots, &mut run).await;
+        run.notes.extend(server.report());
         // Connections close before the server stops.
         drop(slots);
         server.stop();

@@ -2,8 +2,13 @@
 
 use std::fmt;
 
+use std::sync::OnceLock;
+
+use aws_lc_rs::cipher::{EncryptingKey, EncryptionContext, UnboundCipherKey};
 use aws_lc_rs::{aead, hkdf, hmac};
-use smt_proto::crypto::{CryptoError, PacketCipher, RECORD_HEADER_LEN, TAG_LEN};
+use smt_proto::crypto::{
+    CryptoError, OffloadKey, OffloadSuite, PacketCipher, RECORD_HEADER_LEN, TAG_LEN,
+};
 
 use crate::key::{AeadAlgorithm, TrafficKey, IV_LEN};
 
@@ -54,6 +59,12 @@ pub struct AesGcmCipher {
     key: aead::LessSafeKey,
     iv: [u8; IV_LEN],
     control_key: hmac::Key,
+    /// The key itself, for a NIC that takes record protection over
+    /// (`offload_key`).
+    traffic: TrafficKey,
+    /// AES-CTR under the same key, made on first use: partial decryption
+    /// (`apply_keystream`) needs the bare keystream.
+    ctr: OnceLock<Option<EncryptingKey>>,
 }
 
 impl AesGcmCipher {
@@ -69,7 +80,24 @@ impl AesGcmCipher {
             key: aead::LessSafeKey::new(unbound),
             iv: *key.iv(),
             control_key: derive_control_key(key),
+            traffic: key.clone(),
+            ctr: OnceLock::new(),
         }
+    }
+
+    /// AES-CTR under the record key.
+    fn ctr_key(&self) -> Option<&EncryptingKey> {
+        self.ctr
+            .get_or_init(|| {
+                let alg = match self.algorithm {
+                    AeadAlgorithm::Aes128Gcm => &aws_lc_rs::cipher::AES_128,
+                    AeadAlgorithm::Aes256Gcm => &aws_lc_rs::cipher::AES_256,
+                };
+                UnboundCipherKey::new(alg, self.traffic.key())
+                    .and_then(EncryptingKey::ctr)
+                    .ok()
+            })
+            .as_ref()
     }
 
     /// The AEAD in use.
@@ -211,6 +239,51 @@ impl PacketCipher for AesGcmCipher {
     fn record_limit(&self) -> u64 {
         AES_GCM_RECORD_LIMIT
     }
+
+    fn offload_key(&self) -> Option<OffloadKey> {
+        let suite = match self.algorithm {
+            AeadAlgorithm::Aes128Gcm => OffloadSuite::Aes128Gcm,
+            AeadAlgorithm::Aes256Gcm => OffloadSuite::Aes256Gcm,
+        };
+        Some(OffloadKey {
+            suite,
+            key: self.traffic.key().to_vec(),
+            iv: self.iv,
+        })
+    }
+
+    /// GCM's keystream: AES-CTR from counter block 2 (SP 800-38D's
+    /// inc32(J0)) under the record nonce, `offset` bytes in.
+    fn apply_keystream(&self, seq: u64, offset: usize, buf: &mut [u8]) -> Result<(), CryptoError> {
+        let ctr = self.ctr_key().ok_or(CryptoError)?;
+        let nonce = record_nonce(&self.iv, seq);
+        let block = |index: usize| {
+            let mut b = [0u8; 16];
+            b[..IV_LEN].copy_from_slice(&nonce);
+            // A record is at most ~1041 blocks: the 32-bit counter never
+            // wraps, so aws-lc's 128-bit increment agrees with GCM's.
+            b[IV_LEN..].copy_from_slice(&(2 + index as u32).to_be_bytes());
+            b
+        };
+        let skip = offset % 16;
+        let mut done = 0;
+        if skip != 0 {
+            let mut first = [0u8; 16];
+            let context = EncryptionContext::Iv128(block(offset / 16).into());
+            ctr.less_safe_encrypt(&mut first, context)
+                .map_err(|_| CryptoError)?;
+            done = (16 - skip).min(buf.len());
+            for (b, k) in buf[..done].iter_mut().zip(&first[skip..]) {
+                *b ^= k;
+            }
+        }
+        if done < buf.len() {
+            let context = EncryptionContext::Iv128(block(offset.div_ceil(16)).into());
+            ctr.less_safe_encrypt(&mut buf[done..], context)
+                .map_err(|_| CryptoError)?;
+        }
+        Ok(())
+    }
 }
 
 impl fmt::Debug for AesGcmCipher {
@@ -289,6 +362,34 @@ mod tests {
             let n = c.open_in_place(42, &HEADER, &mut buf).unwrap();
             assert_eq!(&buf[..n], plaintext);
         }
+    }
+
+    /// The keystream from any offset turns a sealed record's ciphertext
+    /// back into its plaintext there, and the plaintext into ciphertext.
+    #[test]
+    fn keystream_at_any_offset_matches_the_seal() {
+        for algorithm in [AeadAlgorithm::Aes128Gcm, AeadAlgorithm::Aes256Gcm] {
+            let c = cipher(algorithm, 3);
+            let plain: Vec<u8> = (0..200u32).map(|i| (i * 13) as u8).collect();
+            let sealed = sealed(&c, 77, &plain);
+            for (from, to) in [(0, 200), (0, 1), (5, 21), (16, 48), (17, 200), (199, 200)] {
+                let mut part = sealed[from..to].to_vec();
+                c.apply_keystream(77, from, &mut part).unwrap();
+                assert_eq!(part, plain[from..to], "{algorithm} {from}..{to}");
+                c.apply_keystream(77, from, &mut part).unwrap();
+                assert_eq!(part, sealed[from..to]);
+            }
+        }
+    }
+
+    #[test]
+    fn offload_key_is_the_traffic_key() {
+        let key = TrafficKey::new(AeadAlgorithm::Aes256Gcm, &[9; 32], [4; IV_LEN]).unwrap();
+        let k = AesGcmCipher::new(&key).offload_key().unwrap();
+        assert_eq!(
+            (k.suite, &k.key[..], k.iv),
+            (OffloadSuite::Aes256Gcm, &[9; 32][..], [4; IV_LEN])
+        );
     }
 
     #[test]

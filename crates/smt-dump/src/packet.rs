@@ -50,6 +50,8 @@ pub enum Header {
     NeedAck,
     #[serde(rename = "OVERLOADED")]
     Overloaded,
+    #[serde(rename = "ABANDONED")]
+    Abandoned,
     #[serde(rename = "ACK")]
     Ack {
         #[serde(rename = "ack_ids")]
@@ -195,6 +197,7 @@ fn header(repr: &Repr) -> Header {
         Body::Busy => Header::Busy,
         Body::NeedAck => Header::NeedAck,
         Body::Overloaded => Header::Overloaded,
+        Body::Abandoned => Header::Abandoned,
         Body::Ack(ids) => Header::Ack {
             ids: ids.as_slice().iter().map(|id| format!("{id:#x}")).collect(),
         },
@@ -248,6 +251,7 @@ impl Header {
             Self::Busy => "BUSY".into(),
             Self::NeedAck => "NEED_ACK".into(),
             Self::Overloaded => "OVERLOADED".into(),
+            Self::Abandoned => "ABANDONED".into(),
             Self::Ack { ids } => format!("ACK ids=[{}]", ids.join(",")),
             Self::KeyUpdate { announce } => {
                 format!("KEY_UPDATE {}", if *announce { "announce" } else { "confirm" })

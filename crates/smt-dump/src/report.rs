@@ -75,6 +75,7 @@ impl PacketReport {
             Header::Busy => "BUSY",
             Header::NeedAck => "NEED_ACK",
             Header::Overloaded => "OVERLOADED",
+            Header::Abandoned => "ABANDONED",
             Header::Ack { .. } => "ACK",
             Header::KeyUpdate { .. } => "KEY_UPDATE",
             Header::Handshake { .. } => "HANDSHAKE",

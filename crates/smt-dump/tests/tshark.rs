@@ -79,7 +79,7 @@ fn number(s: &str) -> u64 {
     }
 }
 
-const TYPES: [(&str, u64); 10] = [
+const TYPES: [(&str, u64); 11] = [
     ("DATA", 0x10),
     ("GRANT", 0x11),
     ("RESEND", 0x12),
@@ -89,6 +89,7 @@ const TYPES: [(&str, u64); 10] = [
     ("ACK", 0x18),
     ("KEY_UPDATE", 0x19),
     ("OVERLOADED", 0x1a),
+    ("ABANDONED", 0x1b),
     ("HANDSHAKE", 0x20),
 ];
 

@@ -297,7 +297,7 @@ fn absurd_ack(rng: &mut SplitMix64, dst_port: u16) -> Vec<u8> {
 fn absurd_common(rng: &mut SplitMix64, dst_port: u16) -> Vec<u8> {
     let mut p = emit(dst_port, extreme_id(rng), false, Body::Busy, &[]);
     p[12] = rng.next_u64() as u8;
-    p[13] = pick(rng, &[0x00, 0x15, 0x16, 0x1b, 0x21, 0x7f, 0xff, 0x10, 0x20]);
+    p[13] = pick(rng, &[0x00, 0x15, 0x16, 0x1c, 0x21, 0x7f, 0xff, 0x10, 0x20]);
     let mut tail = vec![0u8; rng.below(200) as usize];
     rng.fill(&mut tail);
     p.extend_from_slice(&tail);

@@ -197,11 +197,13 @@ fn header_bytes(
     *len += take;
     if *len == HEADER_LEN {
         let header = RecordHeader::parse(*have)?;
+        let mut stream = cipher.start(seq, header.bytes());
+        stream.reserve(header.text_len());
         *state = TxState::Body(Body {
             seq,
             header,
             done: 0,
-            crypt: Crypt::Text(cipher.start(seq, header.bytes())),
+            crypt: Crypt::Text(stream),
         });
     }
     Ok(take)

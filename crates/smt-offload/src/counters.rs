@@ -9,25 +9,20 @@ use std::fmt;
 
 use crate::descriptor::ContextId;
 
-/// Declares [`TxCounters`] with one `u64` per name, plus the code that
+/// Declares a counter struct with one `u64` per name, plus the code that
 /// walks all of them, so a new counter cannot be left out of a sum.
-macro_rules! tx_counters {
-    ($($(#[$doc:meta])* $name:ident,)*) => {
-        /// Transmit-side counters of one queue, or of all queues summed.
-        ///
-        /// The first group carries mlx5's names and meanings as far as the
-        /// model has the event; the rest are the model's own (mlx5 has no
-        /// counter for them because its driver never posts such
-        /// descriptors).
+macro_rules! counters {
+    ($(#[$sdoc:meta])* $ty:ident { $($(#[$doc:meta])* $name:ident,)* }) => {
+        $(#[$sdoc])*
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
         #[non_exhaustive]
-        pub struct TxCounters {
+        pub struct $ty {
             $($(#[$doc])* pub $name: u64,)*
         }
 
-        impl TxCounters {
-            /// Adds another queue's counters to these.
-            pub fn add(&mut self, other: &TxCounters) {
+        impl $ty {
+            /// Adds another queue's (or context's) counters to these.
+            pub fn add(&mut self, other: &$ty) {
                 $(self.$name += other.$name;)*
             }
 
@@ -36,10 +31,29 @@ macro_rules! tx_counters {
                 vec![$((stringify!($name), self.$name),)*]
             }
         }
+
+        impl fmt::Display for $ty {
+            /// One `name: value` per line, zeros left out.
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                for (name, value) in self.named() {
+                    if value != 0 {
+                        writeln!(f, "{name}: {value}")?;
+                    }
+                }
+                Ok(())
+            }
+        }
     };
 }
 
-tx_counters! {
+counters! {
+    /// Transmit-side counters of one queue, or of all queues summed.
+    ///
+    /// The first group carries mlx5's names and meanings as far as the
+    /// model has the event; the rest are the model's own (mlx5 has no
+    /// counter for them because its driver never posts such
+    /// descriptors).
+    TxCounters {
     /// Packets (after TSO) with TLS payload the engine encrypted.
     tx_tls_encrypted_packets,
     /// TLS payload bytes the engine encrypted (record headers and tags
@@ -76,6 +90,45 @@ tx_counters! {
     /// segment, a zero MSS, a create for a slot in use, a resync whose
     /// prefix is not the record's start).
     tx_tls_drop_bad_desc,
+    }
+}
+
+counters! {
+    /// Receive-side counters (seed 003's RX offload), named after mlx5's
+    /// `rx_tls_*` ethtool statistics.
+    RxCounters {
+    /// Packets the engine decrypted (and whose records' tags it checked)
+    /// and marked: software skips their decryption.
+    rx_tls_decrypted_packets,
+    /// TLS payload bytes of those packets.
+    rx_tls_decrypted_bytes,
+    /// Receive contexts created.
+    rx_tls_ctx,
+    /// Receive contexts destroyed.
+    rx_tls_del,
+    /// Packets that carried a resync request: the engine had lost its
+    /// place and found what looks like a record header at the packet's
+    /// start.
+    rx_tls_resync_req_pkt,
+    /// Resync requests the host answered with the record's sequence
+    /// number (mlx5: the async request ended with the tracked position).
+    rx_tls_resync_req_end,
+    /// Resync requests abandoned: the engine lost the candidate record's
+    /// framing (another stream or a gap came first), or the host could
+    /// not tell the record's sequence number.
+    rx_tls_resync_req_skip,
+    /// Resync answers that put the context back in sync.
+    rx_tls_resync_res_ok,
+    /// Resync answers for a request the engine no longer tracked.
+    rx_tls_resync_res_skip,
+    /// Records the engine could not verify (bad tag) or whose framing it
+    /// lost (no record header where one was due); their packets are handed
+    /// up as received.
+    rx_tls_err,
+    /// Model only: packets that did not continue the context's stream
+    /// (a gap, reordering, another stream) and made it lose sync.
+    rx_tls_ooo,
+    }
 }
 
 impl TxCounters {
@@ -98,18 +151,6 @@ impl TxCounters {
             DropReason::BadDescriptor(_) => &mut self.tx_tls_drop_bad_desc,
         };
         *counter += 1;
-    }
-}
-
-impl fmt::Display for TxCounters {
-    /// One `name: value` per line, zeros left out.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (name, value) in self.named() {
-            if value != 0 {
-                writeln!(f, "{name}: {value}")?;
-            }
-        }
-        Ok(())
     }
 }
 

@@ -15,7 +15,7 @@
 //! |---|---|
 //! | descriptors: create/destroy context, resync, segment | [`TxDescriptor`] |
 //! | flow-context table, bounded, no eviction of its own | `table.rs` |
-//! | per-context record state across segments (AES-CTR + GHASH) | `context.rs`, `gcm.rs`, `ghash.rs` |
+//! | per-context record state across segments (AES-CTR position, the record so far for its tag) | `context.rs`, `gcm.rs` |
 //! | N queues, in order within, unordered across; scheduler chooses | [`Engine`], [`Scheduler`], [`Exhaustive`], [`SeededRandom`] |
 //! | N queues, a thread each (real mode) | [`ThreadedEngine`] |
 //! | counters named after mlx5's ethtool stats | [`TxCounters`] |
@@ -35,18 +35,18 @@ mod crypto_info;
 mod descriptor;
 mod engine;
 mod gcm;
-mod ghash;
 mod nic;
 mod planner;
 mod record;
 mod rng;
+mod rx;
 mod schedule;
 pub mod stream;
 mod table;
 mod tcp_like;
 mod threaded;
 
-pub use counters::{DropReason, TxCounters};
+pub use counters::{DropReason, RxCounters, TxCounters};
 pub use crypto_info::{CipherSuite, CryptoInfo, KeyLengthError, IV_LEN};
 pub use descriptor::{
     ContextId, QueueId, Resync, Segment, TxDescriptor, WireSegment, MAX_SEGMENT_PAYLOAD,
@@ -60,15 +60,16 @@ pub use record::{
     MAX_RECORD_LEN,
 };
 pub use rng::SplitMix64;
+pub use rx::{RxContextId, RxCreateError, RxEngine, RxVerdict, StreamPos};
 pub use schedule::{Exhaustive, RoundRobin, Scheduler, SeededRandom};
 pub use tcp_like::TcpLikeSender;
-pub use threaded::{ThreadedEngine, WireSink};
+pub use threaded::{ThreadedEngine, WireOutput, WireSink};
 
 #[doc(hidden)]
 pub mod testing {
     //! The streaming AES-GCM, exposed so published vectors (arbitrary AAD,
-    //! explicit nonce) can run through the code the engine uses for records
-    //! split across segments.
+    //! explicit nonce) can run through the code the engines use for
+    //! records split across segments (transmit) and packets (receive).
 
     use crate::crypto_info::{CryptoInfo, IV_LEN};
     use crate::gcm::{GcmStream, RecordCipher, TAG_LEN};
@@ -90,5 +91,27 @@ pub mod testing {
             from = to;
         }
         stream.finish(&cipher)
+    }
+
+    /// Decrypts `text` in place in the given pieces, the way the receive
+    /// engine decrypts a record that spans packets, and checks `tag`.
+    /// Returns whether the tag verified.
+    pub fn gcm_open_in_pieces(
+        key: &CryptoInfo,
+        nonce: [u8; IV_LEN],
+        aad: &[u8],
+        text: &mut [u8],
+        tag: &[u8; TAG_LEN],
+        cuts: &[usize],
+    ) -> bool {
+        let cipher = RecordCipher::new(key);
+        let mut stream = GcmStream::with_nonce(&cipher, nonce, aad);
+        let mut from = 0;
+        for &cut in cuts.iter().chain([text.len()].iter()) {
+            let to = cut.clamp(from, text.len());
+            stream.decrypt(&cipher, &mut text[from..to]);
+            from = to;
+        }
+        stream.verify(&cipher, tag)
     }
 }

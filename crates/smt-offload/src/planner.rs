@@ -98,12 +98,31 @@ impl ContextPlanner {
         out: &mut Vec<TxDescriptor>,
     ) -> ContextId {
         self.stats.messages += 1;
+        let (ctx, created) = self.context_for(flow, key, first_seq, out);
+        if !created {
+            self.stats.resyncs += 1;
+            out.push(resync_to(ctx, first_seq));
+        }
+        ctx
+    }
+
+    /// The context of `flow`, marked as just used, and whether it is new:
+    /// then a create (after a destroy if the queue's slots are full) was
+    /// appended to `out`, for a context starting at the first byte of
+    /// record `rec_seq`. An existing context is left where it is: the
+    /// caller, who knows where it stands, decides whether it needs a
+    /// resync (`Resync`). `key` is the flow's key material.
+    pub fn context_for(
+        &mut self,
+        flow: FlowKey,
+        key: &CryptoInfo,
+        rec_seq: u64,
+        out: &mut Vec<TxDescriptor>,
+    ) -> (ContextId, bool) {
         let index = flow.queue.index() % self.queues.len();
         let slots = &mut self.queues[index];
         if let Some(ctx) = slots.touch(flow) {
-            self.stats.resyncs += 1;
-            out.push(resync_to(ctx, first_seq));
-            return ctx;
+            return (ctx, false);
         }
         let ctx = match slots.free.pop() {
             Some(ctx) => {
@@ -122,9 +141,9 @@ impl ContextPlanner {
         self.stats.peak_contexts = self.stats.peak_contexts.max(self.in_use);
         out.push(TxDescriptor::CreateContext {
             ctx,
-            info: Box::new(key.starting_at(first_seq)),
+            info: Box::new(key.starting_at(rec_seq)),
         });
-        ctx
+        (ctx, true)
     }
 
     /// What was decided so far.

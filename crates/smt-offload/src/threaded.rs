@@ -22,6 +22,26 @@ use crate::table::ContextTable;
 /// worker thread, so it must be cheap and thread-safe.
 pub type WireSink = Arc<dyn Fn(WireSegment) + Send + Sync>;
 
+/// One worker's own way to the wire: it gets every segment its queue
+/// encrypted, and is told when the queue has nothing more for now, so it
+/// can put what it gathered on the wire at once (one system call for many
+/// packets, as a NIC sends a burst). Owned by its worker: no lock.
+pub trait WireOutput: Send {
+    /// An encrypted segment.
+    fn segment(&mut self, segment: WireSegment);
+    /// The queue is empty for now: send what was gathered.
+    fn flush(&mut self) {}
+}
+
+/// A [`WireSink`] shared by every worker.
+struct SharedSink(WireSink);
+
+impl WireOutput for SharedSink {
+    fn segment(&mut self, segment: WireSegment) {
+        (self.0)(segment);
+    }
+}
+
 /// State the workers share.
 struct Shared {
     table: ContextTable,
@@ -46,6 +66,19 @@ impl ThreadedEngine {
     /// (a post is one descriptor or one batch). Fails only if the system
     /// refuses a thread.
     pub fn start(config: EngineConfig, ring_len: usize, sink: WireSink) -> io::Result<Self> {
+        let outputs = (0..config.queues)
+            .map(|_| Box::new(SharedSink(sink.clone())) as Box<dyn WireOutput>)
+            .collect();
+        Self::start_with_outputs(config, ring_len, outputs)
+    }
+
+    /// [`ThreadedEngine::start`] with an output of its own per worker
+    /// (queue `i` gets `outputs[i]`; missing ones drop what they get).
+    pub fn start_with_outputs(
+        config: EngineConfig,
+        ring_len: usize,
+        outputs: Vec<Box<dyn WireOutput>>,
+    ) -> io::Result<Self> {
         let queues = usize::from(config.queues);
         let shared = Arc::new(Shared {
             table: ContextTable::new(config.context_capacity),
@@ -58,10 +91,11 @@ impl ThreadedEngine {
             workers: Vec::with_capacity(queues),
             shared,
         };
+        let mut outputs = outputs.into_iter();
         for q in 0..config.queues {
             let (ring, descriptors) = sync_channel(ring_len);
-            let worker =
-                spawn_worker(QueueId(q), descriptors, engine.shared.clone(), sink.clone())?;
+            let output = outputs.next().unwrap_or_else(|| Box::new(Discard));
+            let worker = spawn_worker(QueueId(q), descriptors, engine.shared.clone(), output)?;
             engine.rings.push(ring);
             engine.workers.push(worker);
         }
@@ -146,37 +180,61 @@ impl std::fmt::Debug for ThreadedEngine {
     }
 }
 
+/// An output for a queue nobody gave one.
+struct Discard;
+
+impl WireOutput for Discard {
+    fn segment(&mut self, _segment: WireSegment) {}
+}
+
 fn spawn_worker(
     queue: QueueId,
     descriptors: Receiver<Vec<TxDescriptor>>,
     shared: Arc<Shared>,
-    sink: WireSink,
+    mut output: Box<dyn WireOutput>,
 ) -> io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name(format!("nic-sq{}", queue.0))
-        .spawn(move || drain_ring(queue, &descriptors, &shared, &*sink))
+        .spawn(move || drain_ring(queue, &descriptors, &shared, &mut *output))
 }
 
-/// A worker's life: read the ring in order until it is closed.
+/// A worker's life: read the ring in order until it is closed; whenever it
+/// runs empty, flush the output.
 fn drain_ring(
     queue: QueueId,
     descriptors: &Receiver<Vec<TxDescriptor>>,
     shared: &Shared,
-    sink: &(dyn Fn(WireSegment) + Send + Sync),
+    output: &mut dyn WireOutput,
 ) {
-    let counters = &shared.counters[queue.index()];
-    for batch in descriptors {
-        let n = batch.len() as u64;
-        let mut delta = TxCounters::default();
-        for desc in batch {
-            if let Ok(Some(segment)) = process(&shared.table, queue, desc, &mut delta) {
-                sink(segment);
+    while let Ok(mut batch) = descriptors.recv() {
+        loop {
+            process_batch(queue, batch, shared, output);
+            match descriptors.try_recv() {
+                Ok(more) => batch = more,
+                Err(_) => break,
             }
         }
-        counters
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .add(&delta);
-        shared.completed[queue.index()].fetch_add(n, Ordering::Release);
+        output.flush();
     }
+}
+
+/// Applies one hand-over's descriptors in order and counts them.
+fn process_batch(
+    queue: QueueId,
+    batch: Vec<TxDescriptor>,
+    shared: &Shared,
+    output: &mut dyn WireOutput,
+) {
+    let n = batch.len() as u64;
+    let mut delta = TxCounters::default();
+    for desc in batch {
+        if let Ok(Some(segment)) = process(&shared.table, queue, desc, &mut delta) {
+            output.segment(segment);
+        }
+    }
+    shared.counters[queue.index()]
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .add(&delta);
+    shared.completed[queue.index()].fetch_add(n, Ordering::Release);
 }

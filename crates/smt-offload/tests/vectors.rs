@@ -5,9 +5,13 @@
 //!   RFC's, whole, split across two segments at every byte, and when a
 //!   segment starts mid-record after a resync that replays the record's
 //!   start.
+//! - The same records received: a receive context decrypts them to the
+//!   RFC's plaintext, whole and split across two packets at every byte,
+//!   and hands a record with one flipped bit up undecrypted.
 //! - NIST CAVP AES-GCM encrypt vectors (96-bit IV, 128-bit tag) through the
 //!   streaming AES-GCM the engine uses for records that span segments, in
-//!   one piece and in random pieces. They have AAD of other lengths than a
+//!   one piece and in random pieces; the decrypt vectors (including those
+//!   whose tag must fail) through the receive side's streaming open. They have AAD of other lengths than a
 //!   record header, so they cannot be framed as records; the whole-record
 //!   path is aws-lc-rs's one-shot seal, which the differential tests and
 //!   the RFC records check. The vectors come from
@@ -20,10 +24,10 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use smt_crypto::test_vectors::*;
-use smt_offload::testing::gcm_seal_in_pieces;
+use smt_offload::testing::{gcm_open_in_pieces, gcm_seal_in_pieces};
 use smt_offload::{
-    CipherSuite, ContextId, CryptoInfo, Engine, EngineConfig, Outcome, QueueId, Resync, Segment,
-    SplitMix64, TxDescriptor, IV_LEN, TAG_LEN,
+    CipherSuite, ContextId, CryptoInfo, Engine, EngineConfig, Outcome, QueueId, Resync,
+    RxContextId, RxEngine, Segment, SplitMix64, StreamPos, TxDescriptor, IV_LEN, TAG_LEN,
 };
 
 const Q: QueueId = QueueId(0);
@@ -194,6 +198,175 @@ fn out_of_sequence_without_resync_is_wrong_and_with_resync_right() {
     engine.post(Q, segment(&record)).unwrap();
     assert_eq!(engine.step(Q), Some(Outcome::Applied));
     assert_eq!(sent(&mut engine), expected);
+}
+
+/// A receive context synced at the record's first byte.
+fn receiver(info: &CryptoInfo) -> RxEngine {
+    let mut rx = RxEngine::new(4);
+    let at = StreamPos { stream: 9, pos: 0 };
+    rx.create(RxContextId(1), info, Some(at)).unwrap();
+    rx
+}
+
+/// Runs `packets` (cut from one record) through a fresh receiver; returns
+/// the bytes handed up and whether each packet was marked decrypted.
+fn receive(info: &CryptoInfo, record: &[u8], cuts: &[usize]) -> (Vec<u8>, Vec<bool>) {
+    let mut rx = receiver(info);
+    let (mut out, mut marks, mut from) = (Vec::new(), Vec::new(), 0);
+    for &to in cuts.iter().chain([record.len()].iter()) {
+        let mut packet = record[from..to].to_vec();
+        let at = StreamPos {
+            stream: 9,
+            pos: from as u64,
+        };
+        marks.push(rx.receive(RxContextId(1), at, &mut packet).decrypted);
+        out.extend_from_slice(&packet);
+        from = to;
+    }
+    (out, marks)
+}
+
+#[test]
+fn rfc8448_records_received_whole_and_split_at_every_byte() {
+    for (info, seq, posted, wire) in rfc8448_records() {
+        let info = info.starting_at(seq);
+        // What the receiver should hand up: header, inner plaintext, and
+        // the tag as it came.
+        let mut plain = posted.clone();
+        let tag_at = plain.len() - TAG_LEN;
+        plain[tag_at..].copy_from_slice(&wire[tag_at..]);
+        let (out, marks) = receive(&info, wire, &[]);
+        assert_eq!((out, marks), (plain.clone(), vec![true]));
+        for cut in 1..wire.len() {
+            let (out, marks) = receive(&info, wire, &[cut]);
+            assert_eq!(out, plain, "cut at {cut}");
+            assert_eq!(marks, [true, true], "cut at {cut}");
+        }
+    }
+}
+
+/// A record that does not authenticate is never handed up as plaintext
+/// in the packet that ends it: software gets the packet as it came.
+#[test]
+fn rfc8448_record_with_a_flipped_bit_is_not_marked() {
+    let (info, seq, _, wire) = rfc8448_records().remove(0);
+    let info = info.starting_at(seq);
+    for flip in [5, 30, wire.len() - 1] {
+        let mut bad = wire.to_vec();
+        bad[flip] ^= 1;
+        let (out, marks) = receive(&info, &bad, &[]);
+        assert_eq!((out, marks), (bad.clone(), vec![false]), "flip {flip}");
+        // Split before the tag: the first packet's bytes went up
+        // decrypted (nothing could be checked yet), the second's not.
+        let (_, marks) = receive(&info, &bad, &[40]);
+        assert_eq!(marks, [true, false], "flip {flip}");
+    }
+}
+
+#[test]
+fn nist_gcm_decrypt_aes128_through_the_receive_path() {
+    nist_open("gcmDecrypt128.rsp", CipherSuite::Aes128Gcm);
+}
+
+#[test]
+fn nist_gcm_decrypt_aes256_through_the_receive_path() {
+    nist_open("gcmDecrypt256.rsp", CipherSuite::Aes256Gcm);
+}
+
+/// Every decrypt vector (96-bit IV, 128-bit tag): the plaintext comes out
+/// and the tag verifies, in one piece and in random pieces; a vector
+/// marked FAIL fails both ways.
+fn nist_open(file: &str, suite: CipherSuite) {
+    let mut rng = SplitMix64::new(0x0de1);
+    let entries = parse_decrypt(&read_vectors(file));
+    let fails = entries.iter().filter(|e| e.pt.is_none()).count();
+    assert!(entries.len() >= EXPECTED_PER_FILE && fails > 0, "{file}");
+    for e in &entries {
+        let key = CryptoInfo::new(suite, &e.key, [0; IV_LEN], 0).unwrap();
+        let nonce: [u8; IV_LEN] = e.iv.as_slice().try_into().unwrap();
+        let tag: [u8; TAG_LEN] = e.tag.as_slice().try_into().unwrap();
+        let mut cuts = [
+            rng.below(e.ct.len() as u64 + 1) as usize,
+            rng.below(e.ct.len() as u64 + 1) as usize,
+        ];
+        cuts.sort_unstable();
+        for pieces in [&[][..], &cuts[..]] {
+            let mut text = e.ct.clone();
+            let ok = gcm_open_in_pieces(&key, nonce, &e.aad, &mut text, &tag, pieces);
+            match &e.pt {
+                Some(pt) => {
+                    assert!(ok, "{file}:{}: tag, cuts {pieces:?}", e.line);
+                    assert_eq!(&text, pt, "{file}:{}: plaintext", e.line);
+                }
+                None => assert!(!ok, "{file}:{}: FAIL accepted", e.line),
+            }
+        }
+    }
+    let _ = writeln!(
+        std::io::stderr(),
+        "vectors: {file}: {} NIST vectors ({fails} FAIL) OK through the receive path",
+        entries.len()
+    );
+}
+
+struct DecryptEntry {
+    line: usize,
+    key: Vec<u8>,
+    iv: Vec<u8>,
+    ct: Vec<u8>,
+    aad: Vec<u8>,
+    tag: Vec<u8>,
+    /// `None` for a vector whose tag must fail.
+    pt: Option<Vec<u8>>,
+}
+
+/// Decrypt files end each entry with `PT = ...` or `FAIL`.
+fn parse_decrypt(text: &str) -> Vec<DecryptEntry> {
+    let mut out = Vec::new();
+    let (mut iv_bits, mut tag_bits) = (0, 0);
+    let mut fields: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut start = 0;
+    for (i, line) in text.lines().map(str::trim).enumerate() {
+        if let Some(group) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            let (name, value) = split(group);
+            let value = value.parse().unwrap_or(0);
+            match name {
+                "IVlen" => iv_bits = value,
+                "Taglen" => tag_bits = value,
+                _ => {}
+            }
+            continue;
+        }
+        let (name, value) = split(line);
+        if name == "Count" {
+            start = i + 1;
+            fields.clear();
+            continue;
+        }
+        let done = match name {
+            "PT" => Some(Some(hex(value).unwrap_or_default())),
+            "FAIL" => Some(None),
+            _ => {
+                if let Some(bytes) = hex(value) {
+                    fields.push((name.to_string(), bytes));
+                }
+                None
+            }
+        };
+        if let (Some(pt), true) = (done, iv_bits == 96 && tag_bits == 128) {
+            let e = entry(start, &fields);
+            out.push(DecryptEntry {
+                line: e.line,
+                key: e.key,
+                iv: e.iv,
+                ct: e.ct,
+                aad: e.aad,
+                tag: e.tag,
+                pt,
+            });
+        }
+    }
+    out
 }
 
 #[test]

@@ -168,6 +168,14 @@ pub struct Config {
     /// grants then share system calls and datagrams. Off sends one packet
     /// per datagram, as seed 001 does. Receivers always accept both.
     pub coalesce: bool,
+    /// Transmit offload: records leave with plaintext bodies and empty
+    /// tags for a NIC to seal (seed 001 §4.3, seed 003), and each DATA
+    /// packet travels alone in its datagram (the NIC's segment), with
+    /// [`crate::Endpoint::take_tx_records`] saying where its records are
+    /// and which key and sequence numbers seal them (`docs/offload.md`).
+    /// Nothing changes on the wire once the NIC has sealed them. Off (the
+    /// default): records are sealed in software.
+    pub tx_offload: bool,
     /// The local port written into the SMT header's source-port field.
     pub local_port: u16,
     /// Check the SMT header's ports: the destination port must be
@@ -211,6 +219,7 @@ impl Default for Config {
             unvalidated_per_batch: 64,
             session_idle_timeout: Some(Duration::from_secs(600)),
             coalesce: true,
+            tx_offload: false,
             local_port: 0,
             verify_ports: true,
         }

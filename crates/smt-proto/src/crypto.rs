@@ -125,6 +125,53 @@ pub trait PacketCipher: Send + Sync + fmt::Debug {
     /// confidentiality limit; RFC 8446 §5.5 gives 2^24.5 full-size records
     /// for AES-GCM).
     fn record_limit(&self) -> u64;
+
+    /// The key material, for a NIC that seals or opens this key's records
+    /// itself (TLS offload; kTLS hands a driver the same, its
+    /// `tls12_crypto_info_aes_gcm_*`). `None` (the default): the backend
+    /// cannot hand its key out, and its records stay in software.
+    fn offload_key(&self) -> Option<OffloadKey> {
+        None
+    }
+
+    /// XORs into `buf` the keystream that encrypts record `seq`'s inner
+    /// plaintext from byte `offset` on. Applied to bytes a NIC decrypted,
+    /// it gives their ciphertext back, so software can authenticate a
+    /// record that arrived partly decrypted (seed 003's partial
+    /// decryption). The default cannot, and fails: such a record is then
+    /// refused like a forged one.
+    fn apply_keystream(&self, seq: u64, offset: usize, buf: &mut [u8]) -> Result<(), CryptoError> {
+        let _ = (seq, offset, buf);
+        Err(CryptoError)
+    }
+}
+
+/// The AEADs a NIC's TLS offload takes (TLS 1.3's AES-GCM suites).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum OffloadSuite {
+    /// AES-128-GCM: a 16-byte key.
+    Aes128Gcm,
+    /// AES-256-GCM: a 32-byte key.
+    Aes256Gcm,
+}
+
+/// What a NIC needs to protect records under one traffic key: the AEAD,
+/// the key and the static IV (the record sequence number comes with each
+/// descriptor). `Debug` shows the suite only.
+#[derive(Clone, PartialEq, Eq)]
+pub struct OffloadKey {
+    pub suite: OffloadSuite,
+    pub key: Vec<u8>,
+    pub iv: [u8; 12],
+}
+
+impl fmt::Debug for OffloadKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OffloadKey")
+            .field("suite", &self.suite)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Moves a session to its next key epoch (TLS 1.3 KeyUpdate semantics:
@@ -200,5 +247,15 @@ impl PacketCipher for NullCipher {
 
     fn record_limit(&self) -> u64 {
         u64::MAX
+    }
+
+    /// No encryption, no keystream: the bytes are their own ciphertext.
+    fn apply_keystream(
+        &self,
+        _seq: u64,
+        _offset: usize,
+        _buf: &mut [u8],
+    ) -> Result<(), CryptoError> {
+        Ok(())
     }
 }

@@ -209,6 +209,12 @@ pub enum RpcError {
     /// requests were waiting for its application
     /// (`Config::max_pending_requests`). Retrying later is safe.
     Overloaded,
+    /// The server received the request but will not answer it: its
+    /// application dropped the request, or its response could not be sent
+    /// (too large, for example), or the server had already given up on the
+    /// RPC (its state timed out). The request may have been executed, so
+    /// retry only what is safe to run twice.
+    Abandoned,
 }
 
 impl fmt::Display for RpcError {
@@ -225,6 +231,11 @@ impl fmt::Display for RpcError {
             }
             Self::Overloaded => {
                 "the server is overloaded and refused the request unexecuted; retry later"
+            }
+            Self::Abandoned => {
+                "the server received the request but will not answer it (its application dropped \
+                 it or could not send the response, or the server gave up on the RPC); it may \
+                 have run: retry only if that is safe"
             }
         })
     }

@@ -27,6 +27,7 @@ pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod handshake;
+pub mod offload;
 mod payload;
 pub mod record;
 mod rpc;

@@ -68,8 +68,16 @@ pub struct Stats {
     /// ICMP errors the driver reported (`Endpoint::peer_unreachable`).
     pub unreachable_reports: u64,
     pub records_sealed: u64,
-    /// Records whose AEAD open was *attempted* (successful or not).
+    /// Records whose AEAD open was *attempted* (successful or not),
+    /// including those a NIC decrypted.
     pub records_opened: u64,
+    /// Receive offload: records the NIC decrypted and authenticated whole
+    /// (taken without the AEAD).
+    pub records_offloaded: u64,
+    /// Receive offload: records that arrived partly decrypted by the NIC
+    /// (a packet lost or reordered on the way), turned back into
+    /// ciphertext where decrypted and opened in software.
+    pub records_partially_offloaded: u64,
     pub messages_sent: u64,
     pub messages_received: u64,
     pub rpcs_completed: u64,

@@ -678,3 +678,111 @@ fn an_overloaded_server_refuses_requests_unexecuted_and_says_so() {
     assert_eq!(pair.outcomes[&h], Outcome::Response(later));
     assert_eq!(pair.server.stats().requests_refused, 3);
 }
+
+/// Issue #13: a client that gives up on a call (cancelled, or past its
+/// deadline) tells the server with RPC_UNKNOWN, so the server frees the
+/// RPC and stops sending a megabyte response nobody wants, instead of
+/// holding it until `abort_ticks` of silence.
+#[test]
+fn an_aborted_call_stops_the_servers_response_at_once() {
+    use smt_proto::sim::Side;
+    let mut pair = Pair::with_keys(AES, Link::default(), 25);
+    pair.responder = Box::new(|_| vec![7; 1 << 20]);
+    // 100 Mbit/s out of the server: the response takes ~85 ms to leave.
+    pair.pace(Side::Server, 100_000_000);
+    let h = pair.call(b"send me a megabyte");
+    pair.run_for(Duration::from_millis(10));
+    assert_eq!(pair.server.server_rpcs(), 1, "the server is responding");
+    assert!(pair.client.abort(h));
+    assert_eq!(pair.client.client_rpcs(), 0, "the client's state is freed");
+    let sent_at_abort = pair.server.stats().bytes_tx;
+    pair.run_for(Duration::from_millis(20));
+    assert_eq!(pair.server.server_rpcs(), 0, "the server freed the RPC");
+    let sent_after = pair.server.stats().bytes_tx - sent_at_abort;
+    assert!(
+        sent_after < 20_000,
+        "{sent_after} bytes sent after the abort"
+    );
+    assert!(!pair.outcomes.contains_key(&h), "no event for an abort");
+}
+
+/// Issue #13: a request the server's application drops unanswered (or
+/// whose response cannot be sent) fails its call at once with
+/// `RpcError::Abandoned`, not after `abort_ticks` with a timeout; the
+/// request is not executed again.
+#[test]
+fn an_abandoned_request_fails_its_call_at_once() {
+    let mut pair = Pair::with_keys(AES, Link::default(), 26);
+    pair.auto_respond = false;
+    let h = pair.call(&payload(100, 1));
+    pair.run_for(Duration::from_millis(2));
+    assert_eq!(pair.executions[&1], 1);
+    // The harness consumed the request event; the first client ID is 2.
+    let rpc = smt_proto::ServerRpcHandle {
+        peer: pair.client_addr,
+        epoch: 0,
+        id: 2,
+    };
+    let abandoned_at = pair.now;
+    assert!(pair.server.abandon_request(rpc));
+    assert!(pair.run(LIMIT));
+    assert_eq!(pair.outcomes[&h], Outcome::Failed(RpcError::Abandoned));
+    assert!(
+        pair.finished_at[&h] - abandoned_at < Duration::from_millis(5),
+        "{:?}",
+        pair.finished_at[&h] - abandoned_at
+    );
+    assert_eq!(pair.executions[&1], 1, "never executed twice");
+    assert_eq!(pair.server.server_rpcs(), 0);
+}
+
+/// A lost ABANDONED costs the client one RESEND, not a timeout: the
+/// server answers a RESEND about a delivered request it holds no state
+/// for with ABANDONED again.
+#[test]
+fn a_lost_abandoned_is_repeated_on_the_clients_next_resend() {
+    use smt_proto::sim::Verdict;
+    use smt_proto::wire::PacketType;
+    let mut pair = Pair::with_keys(AES, Link::default(), 27);
+    pair.auto_respond = false;
+    let mut dropped = 0;
+    pair.intercept = Some(Box::new(move |d| {
+        if d.bytes.get(13) == Some(&PacketType::ABANDONED.0) && dropped == 0 {
+            dropped += 1;
+            return Verdict::Drop;
+        }
+        Verdict::Deliver
+    }));
+    let h = pair.call(&payload(100, 1));
+    pair.run_for(Duration::from_millis(2));
+    let rpc = smt_proto::ServerRpcHandle {
+        peer: pair.client_addr,
+        epoch: 0,
+        id: 2,
+    };
+    let abandoned_at = pair.now;
+    assert!(pair.server.abandon_request(rpc));
+    assert!(pair.run(LIMIT));
+    assert_eq!(pair.outcomes[&h], Outcome::Failed(RpcError::Abandoned));
+    assert_eq!(pair.link_stats.intercepted, 1, "the first one was lost");
+    let took = pair.finished_at[&h] - abandoned_at;
+    assert!(took < Duration::from_millis(100), "{took:?}");
+    assert_eq!(pair.executions[&1], 1);
+}
+
+/// A driver about to close its socket sends the ACKs still waiting for
+/// their delay (`Endpoint::flush_acks`), so the server frees the RPCs at
+/// once instead of asking a closed socket with NEED_ACK until
+/// `abort_ticks`.
+#[test]
+fn flushed_acks_free_the_servers_rpcs_before_their_delay() {
+    let mut pair = Pair::with_keys(AES, Link::default(), 28);
+    let h = pair.call(b"done soon");
+    assert!(pair.run(LIMIT));
+    assert_eq!(pair.outcomes[&h], Outcome::Response(b"done soon".to_vec()));
+    assert_eq!(pair.server.server_rpcs(), 1, "the ACK waits for its delay");
+    pair.client.flush_acks();
+    // Far less than the one-tick ACK delay.
+    pair.run_for(Duration::from_micros(100));
+    assert_eq!(pair.server.server_rpcs(), 0);
+}

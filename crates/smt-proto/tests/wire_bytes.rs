@@ -149,6 +149,7 @@ const RPC_UNKNOWN: [u8; 28] = bare_control(0x13);
 const BUSY: [u8; 28] = bare_control(0x14);
 const NEED_ACK: [u8; 28] = bare_control(0x17);
 const OVERLOADED: [u8; 28] = bare_control(0x1a);
+const ABANDONED: [u8; 28] = bare_control(0x1b);
 
 /// Client to server: RPC 0x1122_3344_5564 is complete.
 #[rustfmt::skip]
@@ -338,6 +339,12 @@ fn fixtures() -> Vec<(&'static str, Vec<u8>, Repr, Vec<u8>)> {
             "OVERLOADED",
             OVERLOADED.to_vec(),
             from_server(Body::Overloaded),
+            vec![],
+        ),
+        (
+            "ABANDONED",
+            ABANDONED.to_vec(),
+            from_server(Body::Abandoned),
             vec![],
         ),
         (
@@ -619,6 +626,7 @@ fn header_only_controls_deconstruct() {
         (BUSY, PacketType::BUSY, Body::Busy),
         (NEED_ACK, PacketType::NEED_ACK, Body::NeedAck),
         (OVERLOADED, PacketType::OVERLOADED, Body::Overloaded),
+        (ABANDONED, PacketType::ABANDONED, Body::Abandoned),
     ] {
         let p = Packet::new_checked(&bytes[..]).expect("valid header");
         check_common(&p, SERVER_PORT, CLIENT_PORT, COMMON_HEADER_LEN, ty);
@@ -635,6 +643,7 @@ fn header_only_controls_construct() {
         (BUSY, Body::Busy),
         (NEED_ACK, Body::NeedAck),
         (OVERLOADED, Body::Overloaded),
+        (ABANDONED, Body::Abandoned),
     ] {
         let repr = from_server(body);
         assert_eq!(repr.buffer_len(), COMMON_HEADER_LEN);
@@ -1037,6 +1046,7 @@ fn known_types_have_names_and_round_trip() {
         (PacketType::ACK, 0x18, "ACK"),
         (PacketType::KEY_UPDATE, 0x19, "KEY_UPDATE"),
         (PacketType::OVERLOADED, 0x1a, "OVERLOADED"),
+        (PacketType::ABANDONED, 0x1b, "ABANDONED"),
         (PacketType::HANDSHAKE, 0x20, "HANDSHAKE"),
     ];
     for (ty, code, name) in known {

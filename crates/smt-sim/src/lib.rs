@@ -17,5 +17,6 @@ pub use relay::{
     Action, Captured, Direction, DirectionStats, Impairment, Relay, RelayConfig, RelayStats, Tamper,
 };
 pub use smt_proto::sim::{
-    null_session, Datagram, KeySource, Link, LinkStats, Outcome, Pair, Side, SplitMix64, Verdict,
+    null_session, Datagram, KeySource, Link, LinkStats, Nic, Outcome, Pair, Side, SplitMix64,
+    Verdict,
 };

@@ -12,9 +12,9 @@ use bytes::Bytes;
 use smt_proto::{KeyResolver, Payload, SessionKeys, Stats};
 use smt_udp::Features;
 
-use crate::drive::Shared;
-use crate::engine::{Engine, SystemClock};
-use crate::{EndpointConfig, Error};
+use crate::drive::{Limits, Shared};
+use crate::engine::{CallToken, Engine, SystemClock};
+use crate::{CallOptions, EndpointConfig, Error};
 
 /// A readiness signal the application can poll (epoll, poll, select):
 /// readable while requests wait in the queue.
@@ -82,8 +82,8 @@ impl Ready {
     }
 }
 
-/// The handles' common part: dropping the last one begins a graceful
-/// close (the background thread finishes it and exits).
+/// The handles' common part: dropping the last one closes the endpoint
+/// (see [`Shared::close_on_drop`]).
 struct Handle {
     shared: Arc<Shared>,
     local_addr: SocketAddr,
@@ -92,7 +92,7 @@ struct Handle {
 
 impl Drop for Handle {
     fn drop(&mut self) {
-        self.shared.begin_close();
+        self.shared.close_on_drop();
     }
 }
 
@@ -107,7 +107,36 @@ impl Drop for Handle {
 /// the endpoint itself while it waits (or lets another waiting thread do
 /// it), so a blocking RPC costs no hand-off between threads; a background
 /// thread covers async callers, `ready_fd` users and timers while nobody
-/// waits. Dropping the last clone closes the endpoint without waiting.
+/// waits.
+///
+/// # Closing
+/// [`Endpoint::close`] (or [`Endpoint::close_async`]) closes gracefully:
+/// in-flight RPCs get up to two seconds to finish, then the socket is
+/// closed and the background thread ends. Dropping the last clone does
+/// the same without waiting: with nothing in flight the socket is closed
+/// and the thread joined before the drop returns (the port can be bound
+/// again at once); otherwise the background thread finishes the close
+/// within the grace period (requests the application holds may still be
+/// answered until then; afterwards `respond` fails with
+/// [`Error::Closed`]). Threads blocked in [`Endpoint::accept`] hold clones
+/// of their own, so they keep the endpoint open until someone calls
+/// `close`.
+///
+/// # Bounds
+/// At most [`EndpointConfig::max_outstanding_calls`] calls run at once:
+/// a further `call` blocks, and `call_async` waits, until one ends.
+/// Requests waiting for the application are bounded by
+/// `ProtocolConfig::max_pending_requests` (requests beyond it are refused
+/// unexecuted, and their clients hear OVERLOADED).
+///
+/// # In async code
+/// `call_async`, `accept_async` and `close_async` await. The other
+/// methods never wait for the network or for other callers' RPCs: they
+/// take the engine's lock, which another thread holds for one bounded
+/// turn at a time (receiving a batch, sending a batch, expiring timers;
+/// measured in `docs/architecture.md`), so `install_session`, `stats`
+/// and the setters are fine to call from async code. `close` blocks for
+/// up to two seconds: use `close_async` there.
 #[derive(Clone)]
 pub struct Endpoint {
     handle: Arc<Handle>,
@@ -128,7 +157,12 @@ impl Endpoint {
         let local_addr = engine.local_addr();
         let features = engine.features().clone();
         tracing::info!(%local_addr, "SMT endpoint bound: {features}");
-        let shared = Shared::new(engine, config.busy_poll)?;
+        let limits = Limits {
+            busy_poll: config.busy_poll,
+            max_outstanding_calls: config.max_outstanding_calls,
+            max_pending_requests: config.protocol.max_pending_requests,
+        };
+        let shared = Shared::new(engine, limits)?;
         shared.spawn_background(format!("smt-{local_addr}"))?;
         let handle = Handle {
             shared,
@@ -263,26 +297,73 @@ impl Endpoint {
     /// `request` may be borrowed (`&[u8]`, `&Vec<u8>`: copied once unless
     /// small) or owned (`Bytes`, `Vec<u8>`: sealed straight from its memory,
     /// no copy); see [`Payload`].
+    ///
+    /// The call has the endpoint's default timeout
+    /// ([`EndpointConfig::call_timeout`]; [`Endpoint::call_with`] sets one
+    /// per call). With [`EndpointConfig::max_outstanding_calls`] calls
+    /// outstanding, it first waits for one of them to end.
     pub fn call<'a>(
         &self,
         peer: SocketAddr,
         request: impl Into<Payload<'a>>,
     ) -> Result<Bytes, Error> {
-        self.shared().call(peer, request.into())
+        self.call_with(peer, request, CallOptions::new())
+    }
+
+    /// [`Endpoint::call`] with options, such as a timeout: a call whose
+    /// response is not complete in time fails with [`Error::Timeout`],
+    /// and its RPC is aborted at both ends (the server frees it and stops
+    /// sending the response). A `Duration` converts into options with
+    /// that timeout.
+    pub fn call_with<'a>(
+        &self,
+        peer: SocketAddr,
+        request: impl Into<Payload<'a>>,
+        options: impl Into<CallOptions>,
+    ) -> Result<Bytes, Error> {
+        self.shared().call(peer, request.into(), options.into())
     }
 
     /// Sends `request` to `peer`; the future resolves to the response. The
     /// request leaves at once; the response is received by the background
     /// thread or by any thread blocked in `call` or `accept`.
+    ///
+    /// Dropping the future before it resolves cancels the call: its state
+    /// is freed at once and the server is told (RPC_UNKNOWN), so it frees
+    /// the RPC and stops sending the response. (It may have executed the
+    /// request already.)
     pub async fn call_async<'a>(
         &self,
         peer: SocketAddr,
         request: impl Into<Payload<'a>>,
     ) -> Result<Bytes, Error> {
+        self.call_async_with(peer, request, CallOptions::new())
+            .await
+    }
+
+    /// [`Endpoint::call_async`] with options, such as a timeout (see
+    /// [`Endpoint::call_with`]).
+    pub async fn call_async_with<'a>(
+        &self,
+        peer: SocketAddr,
+        request: impl Into<Payload<'a>>,
+        options: impl Into<CallOptions>,
+    ) -> Result<Bytes, Error> {
+        let shared = self.shared();
+        if shared.is_closed() {
+            return Err(Error::Closed);
+        }
+        let _permit = shared.permit().await;
         let (tx, rx) = flume::bounded(1);
-        let _waiting = self.shared().async_waiter();
-        self.shared().call_detached(peer, request.into(), tx)?;
-        rx.recv_async().await.map_err(|_| Error::Closed)?
+        let _waiting = shared.async_waiter();
+        let call = shared.call_detached(peer, request.into(), options.into(), tx)?;
+        let mut pending = Pending {
+            shared,
+            call: Some(call),
+        };
+        let reply = rx.recv_async().await.map_err(|_| Error::Closed);
+        pending.call = None;
+        reply?
     }
 
     /// Waits for the next request. Several threads may wait at once; each
@@ -353,14 +434,42 @@ impl Endpoint {
 
     /// Endpoint-wide counters, and those of `peer`'s session if given.
     pub fn stats(&self, peer: Option<SocketAddr>) -> Result<(Stats, Option<Stats>), Error> {
-        self.shared().with_engine(|e| Ok(e.stats(peer)))
+        self.shared().read_engine(|e| e.stats(peer))
+    }
+
+    /// The TLS offload engine's counters (mlx5's `tx_tls_*` and
+    /// `rx_tls_*`), with [`crate::EndpointConfig::offload`] set; `None` without.
+    pub fn offload_counters(&self) -> Result<Option<crate::offload::OffloadCounters>, Error> {
+        self.shared().with_engine(|e| Ok(e.offload_counters()))
     }
 
     /// Closes gracefully: no new RPCs start; in-flight ones get up to two
     /// seconds to finish (responses sent and acknowledged); calls still
     /// pending then fail with [`Error::Closed`]. Returns when the endpoint
-    /// has stopped.
+    /// has stopped: its socket closed (the port is free) and its
+    /// background thread gone. Blocks for up to two seconds: in async
+    /// code, use [`Endpoint::close_async`].
     pub fn close(&self) {
         self.shared().close();
+    }
+
+    /// [`Endpoint::close`], awaiting the end instead of blocking.
+    pub async fn close_async(&self) {
+        self.shared().close_async().await;
+    }
+}
+
+/// An async call whose future is still alive: dropped before the reply
+/// arrived, it cancels the call.
+struct Pending<'a> {
+    shared: &'a Arc<Shared>,
+    call: Option<CallToken>,
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if let Some(call) = self.call.take() {
+            self.shared.cancel(call);
+        }
     }
 }

@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::io;
+use std::time::Duration;
 
 pub use smt_proto::{HandshakeError, RpcError, SendError};
 pub use smt_udp::SocketError;
@@ -24,6 +25,21 @@ pub enum Error {
     Handshake(HandshakeError),
     /// The endpoint has been closed.
     Closed,
+    /// The call's own deadline passed before its response was complete
+    /// ([`crate::CallOptions::timeout`],
+    /// [`crate::EndpointConfig::call_timeout`]). The RPC was aborted at
+    /// both ends; the server may have executed the request.
+    Timeout {
+        /// The timeout the call had.
+        after: Duration,
+    },
+    /// A [`crate::LocalEndpoint`] already has
+    /// [`crate::EndpointConfig::max_outstanding_calls`] calls outstanding
+    /// (the caller's to fix: poll until some end, or raise the limit).
+    TooManyCalls {
+        /// The configured limit.
+        max: usize,
+    },
 }
 
 impl fmt::Display for Error {
@@ -35,6 +51,18 @@ impl fmt::Display for Error {
             Self::Rpc(e) => write!(f, "RPC failed: {e}"),
             Self::Handshake(e) => write!(f, "{e}"),
             Self::Closed => f.write_str("the SMT endpoint is closed"),
+            Self::Timeout { after } => write!(
+                f,
+                "no response within the call's timeout of {after:?}: the call was abandoned \
+                 and the server told so (the request may have run; give the call more time \
+                 with CallOptions::timeout or EndpointConfig::call_timeout if the server is \
+                 just slow)"
+            ),
+            Self::TooManyCalls { max } => write!(
+                f,
+                "{max} calls are already outstanding: poll the endpoint until some end, or \
+                 raise EndpointConfig::max_outstanding_calls"
+            ),
         }
     }
 }
@@ -47,7 +75,7 @@ impl std::error::Error for Error {
             Self::Send(e) => Some(e),
             Self::Rpc(e) => Some(e),
             Self::Handshake(e) => Some(e),
-            Self::Closed => None,
+            Self::Closed | Self::Timeout { .. } | Self::TooManyCalls { .. } => None,
         }
     }
 }

@@ -5,10 +5,13 @@
 use std::collections::HashSet;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Instant;
 
 use smt_proto::Endpoint as Core;
 use smt_udp::{Mode, RecvBuffers, Socket};
+
+use crate::offload::{Offload, OffloadConfig, OffloadCounters};
 
 /// Most bytes one GSO send carries (the UDP length limit over IPv4), so a
 /// batch is always one all-or-nothing system call.
@@ -89,8 +92,9 @@ impl Batch {
 
 /// The socket with its receive buffers and the pending GSO batch.
 pub(crate) struct Io {
-    /// `None` once closed ([`Io::close`]): the port is free again.
-    socket: Option<Socket>,
+    /// `None` once closed ([`Io::close`]): the port is free again. Shared
+    /// with the offload engine's transmit workers, which send on it.
+    socket: Option<Arc<Socket>>,
     pub batch: Batch,
     recv: RecvBuffers,
     raw: bool,
@@ -103,12 +107,24 @@ pub(crate) struct Io {
     send_errors_seen: HashSet<io::ErrorKind>,
     /// A datagram that could not join the batch the full socket refused.
     held: Option<(SocketAddr, Vec<u8>)>,
+    /// The NIC stand-in, with TLS offload on (`EndpointConfig::offload`).
+    offload: Option<Offload>,
 }
 
 impl Io {
-    pub fn new(socket: Socket, max_datagram: usize) -> Self {
+    /// The socket's side of the engine; with `offload`, its NIC stand-in
+    /// too (transmit workers started on the socket).
+    pub fn new(
+        socket: Socket,
+        max_datagram: usize,
+        offload: Option<&OffloadConfig>,
+    ) -> io::Result<Self> {
+        let socket = Arc::new(socket);
+        let offload = offload
+            .map(|c| Offload::start(socket.clone(), c))
+            .transpose()?;
         let features = socket.features();
-        Self {
+        Ok(Self {
             batch: Batch::new(features.gso_max_segments, max_datagram),
             recv: RecvBuffers::new(features),
             raw: matches!(features.mode, Mode::RawIp { .. }),
@@ -116,18 +132,26 @@ impl Io {
             more_to_read: false,
             send_errors_seen: HashSet::new(),
             held: None,
+            offload,
             socket: Some(socket),
-        }
+        })
     }
 
     /// The socket, unless closed.
     pub fn socket(&self) -> Option<&Socket> {
-        self.socket.as_ref()
+        self.socket.as_deref()
+    }
+
+    /// The offload engine's counters, with offload on.
+    pub fn offload_counters(&mut self) -> Option<OffloadCounters> {
+        self.offload.as_mut().map(Offload::counters)
     }
 
     /// Closes the socket (freeing its port) and drops what waited to be
-    /// sent; receiving and transmitting do nothing afterwards.
+    /// sent; receiving and transmitting do nothing afterwards. The offload
+    /// engine's workers finish what they hold first.
     pub fn close(&mut self) {
+        self.offload = None;
         self.socket = None;
         self.batch.clear();
         self.held = None;
@@ -169,7 +193,10 @@ impl Io {
                     .then(|| (with_smt_source_port(from, datagram), datagram))
             });
             // Validated peers' datagrams first, the rest within a budget.
-            core.handle_batch(now, batch);
+            match &mut self.offload {
+                None => core.handle_batch(now, batch),
+                Some(nic) => nic.receive(core, now, batch),
+            }
             if !self.recv.was_full() {
                 // Drained: no need for the empty receive that would say so.
                 self.more_to_read = false;
@@ -186,7 +213,12 @@ impl Io {
     /// Drains the core's datagrams, coalescing them into GSO batches, and
     /// reports a send error (the protocol retransmits what was lost).
     pub fn transmit(&mut self, core: &mut Core, now: Instant) {
-        if let Err(e) = self.try_transmit(core, now) {
+        let result = self.try_transmit(core, now);
+        if let Some(nic) = &mut self.offload {
+            // One doorbell for everything this turn handed the NIC.
+            nic.ring();
+        }
+        if let Err(e) = result {
             self.report_send_error(&e);
         }
     }
@@ -199,6 +231,12 @@ impl Io {
             self.batch.push(dest, &datagram);
         }
         while let Some(t) = core.poll_transmit(now, self.batch.free_space()) {
+            if let Some(nic) = &mut self.offload {
+                // DATA for the NIC to seal leaves through its queues.
+                if nic.take(core, &self.batch.free_space()[..t.len]) {
+                    continue;
+                }
+            }
             if self.batch.fits(t.destination, t.len) {
                 self.batch.commit(t.destination, t.len);
                 continue;

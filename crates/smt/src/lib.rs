@@ -3,19 +3,25 @@
 //!
 //! ```no_run
 //! # fn main() -> Result<(), smt::Error> {
+//! use std::time::Duration;
 //! use smt::{Endpoint, EndpointConfig};
 //! let server = Endpoint::bind("127.0.0.1:0".parse().unwrap(), EndpointConfig::default())?;
 //! let client = Endpoint::bind("127.0.0.1:0".parse().unwrap(), EndpointConfig::default())?;
 //! let (client_keys, server_keys) = smt::keys::fresh_session_pair(smt::keys::AeadAlgorithm::Aes128Gcm);
 //! client.install_session(server.local_addr(), client_keys)?;
 //! server.install_session(client.local_addr(), server_keys)?;
+//! let accepter = server.clone();
 //! std::thread::spawn(move || {
-//!     while let Ok(req) = server.accept() {
+//!     while let Ok(req) = accepter.accept() {
 //!         let reply = req.data().to_ascii_uppercase();
 //!         let _ = req.respond(&reply);
 //!     }
 //! });
-//! let response = client.call("127.0.0.1:9".parse().unwrap(), b"hello")?;
+//! let to = server.local_addr();
+//! let response = client.call(to, b"hello")?;
+//! // At most a second, then Error::Timeout (and the RPC aborted at both ends).
+//! let response = client.call_with(to, b"hello again", Duration::from_secs(1))?;
+//! server.close();
 //! # Ok(()) }
 //! ```
 //!
@@ -23,6 +29,13 @@
 //! server names), 0-RTT tickets ([`ticket`], and [`dns`] to publish and
 //! find them) and keys ([`keys`]) are re-exported here. A TLS server and
 //! client: `examples/tls_server.rs`, `examples/tls_client.rs`.
+//!
+//! Deadlines: [`EndpointConfig::call_timeout`] for every call,
+//! [`CallOptions`] per call; dropping a [`Endpoint::call_async`] future
+//! cancels its RPC at both ends. Bounds: at most
+//! [`EndpointConfig::max_outstanding_calls`] calls at once, at most
+//! `max_pending_requests` requests waiting for the application. Dropping
+//! the last [`Endpoint`] handle closes it.
 //!
 //! Responses and requests arrive as [`Bytes`], the buffer the message was
 //! assembled in (no copy); dropping it gives a large buffer back to the
@@ -44,6 +57,7 @@ mod error;
 mod io;
 pub mod keys;
 mod local;
+pub mod offload;
 mod recycle;
 mod request;
 pub mod tls;
@@ -76,7 +90,10 @@ pub mod dns {
 }
 
 pub use bytes::Bytes;
-pub use config::{EndpointConfig, Mode, ProtocolConfig, SocketConfig, DEFAULT_IP_PROTOCOL};
+pub use config::{
+    CallOptions, EndpointConfig, Mode, ProtocolConfig, SocketConfig, DEFAULT_IP_PROTOCOL,
+    DEFAULT_MAX_OUTSTANDING_CALLS,
+};
 pub use endpoint::Endpoint;
 pub use error::{Error, HandshakeError, RpcError, SendError, SocketError};
 pub use local::{CallId, LocalEndpoint, LocalEvent, RequestId};

@@ -24,7 +24,7 @@ use smt_udp::Features;
 
 use crate::engine::{CallToken, Engine, Outcome, SystemClock};
 use crate::wait::wait;
-use crate::{EndpointConfig, Error, Stats};
+use crate::{CallOptions, EndpointConfig, Error, Stats};
 
 /// One of this endpoint's outstanding calls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -190,16 +190,39 @@ impl LocalEndpoint {
     /// 0-RTT ticket is set (the call leaves once keys are installed);
     /// otherwise the call fails at once with `SendError::NoSession`. The
     /// outcome arrives from `poll` as a [`LocalEvent`].
+    ///
+    /// The call has the endpoint's default timeout
+    /// ([`EndpointConfig::call_timeout`]). With
+    /// [`EndpointConfig::max_outstanding_calls`] calls outstanding it
+    /// fails with [`Error::TooManyCalls`]: poll until some end.
     pub fn call<'a>(
         &mut self,
         peer: SocketAddr,
         request: impl Into<Payload<'a>>,
     ) -> Result<CallId, Error> {
-        self.engine.call(peer, request.into()).map(CallId)
+        self.call_with(peer, request, CallOptions::new())
+    }
+
+    /// [`LocalEndpoint::call`] with options, such as a timeout: a call
+    /// whose response is not complete in time ends with
+    /// [`LocalEvent::Failed`] carrying [`Error::Timeout`], and its RPC is
+    /// aborted at both ends. Deadlines are kept inside `poll`.
+    pub fn call_with<'a>(
+        &mut self,
+        peer: SocketAddr,
+        request: impl Into<Payload<'a>>,
+        options: impl Into<CallOptions>,
+    ) -> Result<CallId, Error> {
+        self.engine
+            .call(peer, request.into(), options.into())
+            .map(CallId)
     }
 
     /// Answers `request`. Like calls, responses leave at the next `poll`
-    /// or `flush`, batched with whatever else is queued.
+    /// or `flush`, batched with whatever else is queued. A response that
+    /// cannot be sent (too large, the client gone) is an error, and the
+    /// request is abandoned: its client fails at once with
+    /// `RpcError::Abandoned`.
     pub fn respond<'a>(
         &mut self,
         request: RequestId,
@@ -215,20 +238,23 @@ impl LocalEndpoint {
         Ok(())
     }
 
-    /// Drops an unanswered request: the client's call fails with a
-    /// timeout, and the request is never executed twice.
+    /// Drops an unanswered request: the client's call fails at once with
+    /// `RpcError::Abandoned`, and the request is never executed twice.
     pub fn abandon(&mut self, request: RequestId) {
         self.engine.abandon(request.0);
     }
 
-    /// Gives up on a call; no event will report it.
+    /// Gives up on a call; no event will report it. Its state is freed at
+    /// once and the server is told (RPC_UNKNOWN at the next `poll` or
+    /// `flush`), so it stops working on the RPC and sending its response.
     pub fn cancel(&mut self, call: CallId) {
         self.engine.cancel(call.0);
     }
 
-    /// Calls outstanding and requests received but not yet answered.
+    /// Calls outstanding (sent, or waiting for a handshake) and requests
+    /// received but not yet answered.
     pub fn in_flight(&self) -> (usize, usize) {
-        self.engine.in_flight()
+        (self.engine.outstanding_calls(), self.engine.in_flight().1)
     }
 
     /// The next event, doing the endpoint's work (transmit, receive,
@@ -329,6 +355,16 @@ impl LocalEndpoint {
             self.engine.writable();
         }
         Ok(())
+    }
+}
+
+impl Drop for LocalEndpoint {
+    /// Sends the acknowledgements still waiting for their delay, so the
+    /// servers of the calls it completed free them at once. Nothing else
+    /// is waited for: the owner that drops it has stopped polling.
+    fn drop(&mut self) {
+        self.engine.flush_acks();
+        self.engine.flush();
     }
 }
 

@@ -10,8 +10,9 @@ use crate::drive::Shared;
 use crate::Error;
 
 /// A complete, authenticated request. Answer it with
-/// [`IncomingRequest::respond`]; dropping it unanswered frees its state and
-/// the client's call fails with a timeout (never a second execution).
+/// [`IncomingRequest::respond`]; dropping it unanswered frees its state,
+/// and the client's call fails at once with [`crate::RpcError::Abandoned`]
+/// (the server sends ABANDONED; the request is never executed twice).
 pub struct IncomingRequest {
     rpc: ServerRpcHandle,
     data: Bytes,
@@ -42,6 +43,13 @@ impl IncomingRequest {
         self.rpc.peer
     }
 
+    /// The request's handle, without the drop abandoning it (the caller
+    /// does whatever it stands for, under the engine lock).
+    pub(crate) fn into_rpc(mut self) -> ServerRpcHandle {
+        self.shared = None;
+        self.rpc
+    }
+
     /// The request bytes.
     pub fn data(&self) -> &[u8] {
         &self.data
@@ -59,6 +67,14 @@ impl IncomingRequest {
     /// `response` may be borrowed or owned (see [`crate::Payload`]): owned
     /// bytes, such as the request's own from [`IncomingRequest::take_data`],
     /// are sealed with no copy.
+    ///
+    /// A response that cannot be sent is an error: larger than the
+    /// message limit ([`crate::SendError::MessageTooLarge`]), the client
+    /// gone (it cancelled the call, or its session ended:
+    /// [`crate::SendError::UnknownRpc`]), the endpoint closed. The request
+    /// is then abandoned, and a client still waiting fails at once with
+    /// [`crate::RpcError::Abandoned`] instead of waiting for a response
+    /// that will not come.
     pub fn respond<'a>(mut self, response: impl Into<crate::Payload<'a>>) -> Result<(), Error> {
         let shared = self.shared.take().ok_or(Error::Closed)?;
         shared.respond(self.rpc, response.into())

@@ -154,19 +154,32 @@ fn clear_errors_for_api_misuse() {
     assert!(msg.contains("install_session"), "{msg}");
 }
 
+/// Issue #13: a request the application drops unanswered fails its call
+/// at once with `RpcError::Abandoned` (the server says ABANDONED), not
+/// after the client's `abort_ticks` with a timeout. The client here would
+/// wait 60 s for a timeout.
 #[test]
-fn unanswered_request_fails_the_call_with_an_error() {
-    let (client, server) = pair("127.0.0.1:0");
+fn a_dropped_request_fails_the_call_at_once() {
+    let server = bind("127.0.0.1:0");
+    let mut patient = EndpointConfig::default();
+    patient.protocol.abort_ticks = 60_000;
+    let client = Endpoint::bind("127.0.0.1:0".parse().unwrap(), patient).unwrap();
+    let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
+    client.install_session(server.local_addr(), ck).unwrap();
+    server.install_session(client.local_addr(), sk).unwrap();
     let s = server.clone();
     std::thread::spawn(move || {
         while let Ok(req) = s.accept() {
             drop(req); // the application gives up on it
         }
     });
+    let started = std::time::Instant::now();
     match client.call(server.local_addr(), b"ignored") {
-        Err(Error::Rpc(RpcError::Timeout)) => {}
-        other => panic!("expected a timeout error, got {other:?}"),
+        Err(Error::Rpc(RpcError::Abandoned)) => {}
+        other => panic!("expected RpcError::Abandoned, got {other:?}"),
     }
+    // Generous: a timeout would take 60 s.
+    assert!(started.elapsed() < Duration::from_secs(20));
 }
 
 #[test]

@@ -57,6 +57,7 @@ pub enum System {
     SmtWorkers1,
     SmtWorkers2,
     SmtAesJumbo,
+    SmtAesOffload,
 }
 
 impl System {
@@ -81,10 +82,11 @@ impl System {
     /// Systems run only when named in `--systems`: the worker shape
     /// (`systems/workers.rs`) measures scaling over cores, which the
     /// default run's one pinned CPU cannot show.
-    pub const OPT_IN: [System; 3] = [
+    pub const OPT_IN: [System; 4] = [
         System::SmtWorkers1,
         System::SmtWorkers2,
         System::SmtAesJumbo,
+        System::SmtAesOffload,
     ];
 
     /// Short name used in tables, files and `--systems`.
@@ -108,6 +110,7 @@ impl System {
             Self::SmtWorkers1 => "smt-workers-1",
             Self::SmtAesJumbo => "smt-aes-9k",
             Self::SmtWorkers2 => "smt-workers-2",
+            Self::SmtAesOffload => "smt-aes-offload",
         }
     }
 
@@ -144,6 +147,9 @@ impl System {
             Self::SmtWorkers2 => {
                 "SMT AES-128-GCM, worker server: one peer's messages over 2 shard threads (opt-in)"
             }
+            Self::SmtAesOffload => {
+                "SMT AES-128-GCM with TLS offload: the smt-offload engine model seals (a worker thread per transmit queue, 2 queues) and opens (receive contexts), standing in for a NIC on the same cores (opt-in; docs/offload.md)"
+            }
         }
     }
 
@@ -167,6 +173,7 @@ impl System {
                 | Self::SmtWorkers1
                 | Self::SmtWorkers2
                 | Self::SmtAesJumbo
+                | Self::SmtAesOffload
         )
     }
 
@@ -195,10 +202,15 @@ impl System {
     }
 }
 
+/// Lines a system adds to the run's notes before it stops (its own
+/// counters).
+type Report = Box<dyn Fn() -> Vec<String> + Send>;
+
 /// A server running on its own thread; `stop` ends it and joins it.
 pub struct ServerThread {
     stop: Option<Box<dyn FnOnce() + Send>>,
     thread: Option<JoinHandle<()>>,
+    report: Option<Report>,
 }
 
 impl std::fmt::Debug for ServerThread {
@@ -212,7 +224,19 @@ impl ServerThread {
         Self {
             stop: Some(stop),
             thread: Some(thread),
+            report: None,
         }
+    }
+
+    /// Adds lines to the run's notes when the measurements are done.
+    pub fn with_report(mut self, report: Report) -> Self {
+        self.report = Some(report);
+        self
+    }
+
+    /// The system's own lines for the notes (none by default).
+    pub fn report(&self) -> Vec<String> {
+        self.report.as_ref().map(|r| r()).unwrap_or_default()
     }
 
     pub fn stop(mut self) {

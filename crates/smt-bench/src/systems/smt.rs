@@ -80,6 +80,9 @@ pub(crate) fn config(system: System) -> EndpointConfig {
     if system == System::SmtAesJumbo {
         c.mtu = Some(JUMBO_MTU);
     }
+    if system == System::SmtAesOffload {
+        c.offload = Some(smt::offload::OffloadConfig::default());
+    }
     c
 }
 
@@ -93,6 +96,20 @@ pub(crate) fn keys(system: System) -> (SessionKeys, SessionKeys) {
         );
     }
     smt::keys::fresh_session_pair(smt::keys::AeadAlgorithm::Aes128Gcm)
+}
+
+/// The offload engine's counters of each endpoint, one note line each
+/// (nothing without offload).
+fn offload_report(system: System, ends: &[(&str, Endpoint)]) -> Vec<String> {
+    let counters = ends
+        .iter()
+        .filter_map(|(name, ep)| Some((name, ep.offload_counters().ok()??)));
+    counters
+        .map(|(name, c)| {
+            let all = c.to_string().trim_end().replace('\n', ", ");
+            format!("{} {name} offload engine: {all}", system.name())
+        })
+        .collect()
 }
 
 /// Binds both endpoints, installs keys and starts the echo thread.
@@ -120,6 +137,7 @@ pub fn start(system: System, slots: usize) -> io::Result<(ServerThread, Vec<SmtS
             }
         })?;
     let server_addr = server.local_addr();
+    let server_ends = server.clone();
     let closing = client.clone();
     let stop = Box::new(move || {
         closing.close();
@@ -128,5 +146,7 @@ pub fn start(system: System, slots: usize) -> io::Result<(ServerThread, Vec<SmtS
     let slots = (0..slots)
         .map(|_| SmtSlot::new(client.clone(), server_addr))
         .collect();
-    Ok((ServerThread::new(stop, thread), slots))
+    let ends = [("client", client.clone()), ("server", server_ends)];
+    let report = Box::new(move || offload_report(system, &ends));
+    Ok((ServerThread::new(stop, thread).with_report(report), slots))
 }

@@ -42,10 +42,25 @@ impl Endpoint {
     where
         I: Iterator<Item = (SocketAddr, &'a [u8])> + Clone,
     {
+        let batch = batch.map(|(from, datagram)| (from, datagram, ()));
+        self.handle_batch_with(now, batch, |ep, now, from, datagram, ()| {
+            ep.handle_datagram_in_batch(now, from, datagram);
+        });
+    }
+
+    /// [`Endpoint::handle_batch`] over datagrams that carry something
+    /// more (`T`: nothing, or receive offload's marks), each handled by
+    /// `handle`.
+    pub(crate) fn handle_batch_with<'a, T, I, F>(&mut self, now: Instant, batch: I, handle: F)
+    where
+        T: Copy,
+        I: Iterator<Item = (SocketAddr, &'a [u8], T)> + Clone,
+        F: Fn(&mut Self, Instant, SocketAddr, &'a [u8], T),
+    {
         let mut turns = std::mem::take(&mut self.batch_turns);
         turns.clear();
         let mut previous: Option<(SocketAddr, Turn)> = None;
-        for (from, datagram) in batch.clone() {
+        for (from, datagram, extra) in batch.clone() {
             // A GRO train is one sender's: its address is looked up once.
             let turn = match previous {
                 Some((addr, turn)) if addr == from => match turn {
@@ -56,7 +71,7 @@ impl Endpoint {
                 _ => Turn::Head,
             };
             if turn == Turn::Validated {
-                self.handle_datagram_in_batch(now, from, datagram);
+                handle(self, now, from, datagram, extra);
             }
             turns.push(turn);
             previous = Some((from, turn));
@@ -70,12 +85,12 @@ impl Endpoint {
         let mut budget = self.config.unvalidated_per_batch;
         for pass in [Turn::Head, Turn::Tail] {
             let mine = batch.clone().zip(&turns).filter(|(_, t)| **t == pass);
-            for ((from, datagram), _) in mine {
+            for ((from, datagram, extra), _) in mine {
                 if self.is_validated_address(from) {
-                    self.handle_datagram_in_batch(now, from, datagram);
+                    handle(self, now, from, datagram, extra);
                 } else if budget > 0 {
                     budget -= 1;
-                    self.handle_datagram_in_batch(now, from, datagram);
+                    handle(self, now, from, datagram, extra);
                 } else {
                     self.stats.datagrams_rx += 1;
                     self.stats.bytes_rx += datagram.len() as u64;

@@ -7,6 +7,7 @@
 //! 2. `handle_timeout(now)` once `now` reaches [`Endpoint::poll_timeout`];
 //! 3. commands from the application: [`Endpoint::send_request`],
 //!    [`Endpoint::send_response`], [`Endpoint::abort`],
+//!    [`Endpoint::abandon_request`], [`Endpoint::flush_acks`],
 //!    [`Endpoint::install_session`];
 //! 4. drain outputs: [`Endpoint::poll_transmit`] until `None` (send each
 //!    datagram), [`Endpoint::poll_event`] until `None`, then sleep until
@@ -19,6 +20,7 @@ mod admission;
 mod grants;
 mod handshake;
 mod limits;
+mod offload;
 mod outbox;
 mod peer;
 mod recv;
@@ -39,10 +41,12 @@ use table::{ClientTable, ServerTable};
 pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 pub(crate) type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::buffers::BufferPool;
 use crate::config::{Config, ConfigError};
+use crate::crypto::NullCipher;
 use crate::error::{DropReason, RpcError, SendError};
 use crate::handshake::{HandshakeAcceptor, HandshakeError};
 use crate::payload::Payload;
@@ -276,6 +280,16 @@ pub struct Endpoint {
     /// Server RPCs in service: delivered to the application, not yet
     /// answered or abandoned (bounded by `Config::max_pending_requests`).
     pub(crate) in_service: usize,
+    /// Transmit offload: the records of the DATA packet the last
+    /// `poll_transmit` wrote, until the driver takes them.
+    pub(crate) tx_records: Option<crate::offload::TxRecords>,
+    /// Receive offload: how the NIC left the packet being handled
+    /// (`handle_batch_marked`); `None` otherwise.
+    pub(crate) rx_mark: Option<crate::offload::KeyId>,
+    /// What "seals" records under transmit offload: the null cipher,
+    /// which frames them with plaintext bodies and empty tags (one shared
+    /// instance, not one per message).
+    pub(crate) framing: Arc<dyn crate::crypto::PacketCipher>,
 }
 
 /// Segment lists kept for reuse: one per message being received at once
@@ -325,6 +339,9 @@ impl Endpoint {
             retry: None,
             unreachable: HashMap::default(),
             batch_turns: Vec::new(),
+            tx_records: None,
+            rx_mark: None,
+            framing: Arc::new(NullCipher),
         })
     }
 
@@ -549,22 +566,32 @@ impl Endpoint {
         Ok(())
     }
 
-    /// Abandons one of our RPCs. No event follows; the server frees its
-    /// state when it next asks about the RPC and hears RPC_UNKNOWN.
+    /// Abandons one of our RPCs (cancelled, or past the application's
+    /// deadline). No event follows. Its state is freed at once, and the
+    /// server is told with an RPC_UNKNOWN for the RPC's ID, on which it
+    /// frees its own state and stops sending the response
+    /// (`docs/protocol.md` § 10). If that packet is lost, the server's
+    /// next RESEND or NEED_ACK about the ID gets the usual answer (RPC_UNKNOWN,
+    /// ACK), or its state times out.
     pub fn abort(&mut self, rpc: RpcHandle) -> bool {
-        match self.clients.remove(&rpc) {
-            Some(c) => {
-                self.client_ids.remove(&c.key());
-                self.recycle_client(c);
-                true
-            }
-            None => false,
+        let Some(c) = self.clients.remove(&rpc) else {
+            return false;
+        };
+        let key = c.key();
+        self.client_ids.remove(&key);
+        // A restart waiting for an ID has no request at the server.
+        if !c.restart_pending {
+            self.queue_control(key.peer, key.epoch, key.id, Body::RpcUnknown);
         }
+        self.recycle_client(c);
+        true
     }
 
     /// Gives up on a request the application will not answer. Its state is
     /// freed; the ID stays in the replay guard, so the request is never
-    /// executed again, and the client's RPC ends in a timeout error.
+    /// executed again, and the client hears ABANDONED at once (its RPC
+    /// fails with [`RpcError::Abandoned`]; a lost ABANDONED is sent again
+    /// in answer to the client's next RESEND).
     pub fn abandon_request(&mut self, rpc: ServerRpcHandle) -> bool {
         let key = rpc;
         if matches!(
@@ -572,9 +599,18 @@ impl Endpoint {
             Some(ServerState::InService)
         ) {
             self.drop_server(&key);
+            self.queue_control(key.peer, key.epoch, key.id, Body::Abandoned);
             return true;
         }
         false
+    }
+
+    /// Queues every pending ACK batch now rather than when its delay
+    /// (`Timer::AckDelay`, a tick) expires: for a driver about to close
+    /// its socket, so that servers free the RPCs we completed at once
+    /// instead of asking with NEED_ACK until `abort_ticks`.
+    pub fn flush_acks(&mut self) {
+        self.send_pending_acks();
     }
 
     /// Hands back a buffer the endpoint delivered (an [`Event::Request`]'s
@@ -716,7 +752,15 @@ impl Endpoint {
         if keys.records_sealed.saturating_add(layout.records()) > limit {
             return Err(SendError::KeyExhausted);
         }
-        let (cipher, seq) = (keys.tx.clone(), cfg.seq_layout);
+        // Transmit offload: the records are framed with plaintext bodies
+        // and empty tags (what the null cipher "seals"), for the NIC to
+        // seal under `keys.tx`, if that key can be handed to a NIC.
+        let for_nic = cfg.tx_offload && keys.tx.offload_key().is_some();
+        let cipher = match for_nic {
+            false => keys.tx.clone(),
+            true => self.framing.clone(),
+        };
+        let seq = cfg.seq_layout;
         let sealed = match (data, len as usize <= Payload::EAGER_LIMIT) {
             (Payload::Borrowed(d), true) => seal_message_into(cipher, seq, id, d, layout, wire),
             (Payload::Owned(d), true) => seal_message_into(cipher, seq, id, &d, layout, wire),
@@ -739,11 +783,8 @@ impl Endpoint {
         stats.records_sealed += layout.records();
         self.stats.records_sealed += layout.records();
         self.stats.messages_sent += 1;
-        Ok(Outgoing::new(
-            sealed,
-            cfg.mss() as u16,
-            cfg.unscheduled_bytes,
-        ))
+        let mss = cfg.mss() as u16;
+        Ok(Outgoing::new(sealed, mss, cfg.unscheduled_bytes, for_nic))
     }
 
     pub(crate) fn arm_tick(&mut self, now: Instant) {

@@ -9,7 +9,9 @@ use super::tick::missing;
 use super::{Endpoint, Event, MsgKey, RpcHandle, ServerRpc, ServerRpcHandle, ServerState};
 use crate::crypto::TAG_LEN;
 use crate::error::{DropReason, RpcError, SendError};
+use crate::offload::KeyId;
 use crate::payload::Payload;
+use crate::record::OffloadTally;
 use crate::rpc::{Accepted, Incoming, MESSAGE_OVERHEAD};
 use crate::session::ReplayCheck;
 use crate::timer::Timer;
@@ -90,6 +92,19 @@ impl Endpoint {
         from: SocketAddr,
         datagram: &[u8],
     ) {
+        self.handle_datagram_each(now, from, datagram, |_| {});
+    }
+
+    /// Splits `datagram` into its packets and handles each, calling
+    /// `before` ahead of each packet (receive offload sets the packet's
+    /// mark there; otherwise it does nothing and compiles away).
+    pub(crate) fn handle_datagram_each(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        datagram: &[u8],
+        mut before: impl FnMut(&mut Self),
+    ) {
         self.stats.datagrams_rx += 1;
         self.stats.bytes_rx += datagram.len() as u64;
         let tagged = self.config.authenticate_control;
@@ -97,6 +112,7 @@ impl Endpoint {
         loop {
             let len = first_packet_len(rest, tagged).unwrap_or(rest.len());
             let (packet, tail) = rest.split_at(len);
+            before(self);
             if !self.handle_packet(now, from, packet) || tail.is_empty() {
                 return;
             }
@@ -483,6 +499,7 @@ impl Endpoint {
             config,
             usage_total,
             buffers,
+            rx_mark,
             ..
         } = self;
         let (inc, silent) = match msg {
@@ -511,7 +528,10 @@ impl Endpoint {
             .and_then(|p| p.session.epoch(key.epoch))
             .ok_or(DropReason::UnknownSession)?;
         let held = inc.buffered_bytes();
-        if let Err(e) = inc.accept(h, payload, buffers) {
+        // Receive offload: the NIC's word counts only for the key this
+        // RPC belongs to (the epoch, and the session, it was routed to).
+        let decrypted = rx_mark.is_some_and(|k| k == KeyId::of(&rx.rx));
+        if let Err(e) = inc.accept(h, payload, decrypted, buffers) {
             // Lengths that disagree with the first packet's, before anything
             // authenticated: either header may be the corrupted one, and
             // keeping the first would refuse every genuine packet until the
@@ -526,7 +546,7 @@ impl Endpoint {
         if inc.granted() < inc.wire_len() {
             scheduler.grantable.insert(msg);
         }
-        let mut opened = 0;
+        let (mut opened, mut offloaded) = (0, OffloadTally::default());
         let mine = peer.as_deref().map_or(0, |p| p.usage.bytes);
         let spare = super::limits::spare(config, usage_total, mine);
         let result = inc.open_ready(
@@ -534,12 +554,16 @@ impl Endpoint {
             config.seq_layout,
             key.id,
             &mut opened,
+            &mut offloaded,
             spare,
             buffers,
         );
         let nothing_authenticated = inc.nothing_authenticated();
         let grown = inc.buffered_bytes().saturating_sub(held);
         stats.records_opened += opened;
+        if offloaded != OffloadTally::default() {
+            offloaded.count(stats, peer.as_deref_mut().map(|p| &mut p.session.stats));
+        }
         if let Some(p) = peer.as_deref_mut() {
             p.session.stats.records_opened += opened;
             if result.is_ok() && opened > 0 {
@@ -893,6 +917,7 @@ impl Endpoint {
             }
             Body::RpcUnknown => self.restart(now, handle),
             Body::Overloaded => self.fail_client(handle, RpcError::Overloaded),
+            Body::Abandoned => self.fail_client(handle, RpcError::Abandoned),
             Body::Busy => {}
             _ => return Err(DropReason::Unsupported),
         }
@@ -923,6 +948,11 @@ impl Endpoint {
             if matches!(body, Body::Resend { .. }) && (fresh || epoch.replay.is_retired(key.id)) {
                 epoch.replay.retire(key.id);
                 self.queue_control(key.peer, key.epoch, key.id, Body::RpcUnknown);
+            } else if matches!(body, Body::Resend { .. }) {
+                // Delivered, and its state is gone (abandoned, timed out):
+                // no answer will ever come, so say so (again, if the first
+                // ABANDONED was lost) rather than let the client wait.
+                self.queue_control(key.peer, key.epoch, key.id, Body::Abandoned);
             }
             return Err(DropReason::UnknownRpc);
         };

@@ -71,7 +71,10 @@ impl Endpoint {
                 }
                 None => {
                     let (t, epoch) = self.write_next_data(None, buf)?;
-                    return Some((t, Some(epoch)));
+                    // Transmit offload: a DATA packet is its NIC segment,
+                    // alone in its datagram.
+                    let epoch = (!self.config.tx_offload).then_some(epoch);
+                    return Some((t, epoch));
                 }
             }
         }
@@ -96,6 +99,10 @@ impl Endpoint {
             if let Some(t) = self.write_control(to, epoch, &repr, buf) {
                 return Some(t.len);
             }
+        }
+        if self.config.tx_offload {
+            // DATA for the NIC travels alone (`write_first_packet`).
+            return None;
         }
         let (t, _) = self.write_next_data(Some(to), buf)?;
         Some(t.len)
@@ -206,12 +213,14 @@ impl Endpoint {
         buf: &mut [u8],
     ) -> Option<(Transmit, u64)> {
         let ports = self.config.local_port;
+        let (offload, seq_layout) = (self.config.tx_offload, self.config.seq_layout);
         let Endpoint {
             scheduler,
             clients,
             servers,
             stats,
             ticks,
+            tx_records,
             ..
         } = self;
         while let Some(mut top) = scheduler.sendable.peek_mut() {
@@ -256,6 +265,9 @@ impl Endpoint {
             let Some(len) = written else {
                 continue;
             };
+            if offload && out.for_nic {
+                *tx_records = Some(out.tx_records(p, k, seq_layout, len));
+            }
             stats.data_packets_tx += 1;
             if p.retransmit {
                 stats.retransmitted_packets += 1;

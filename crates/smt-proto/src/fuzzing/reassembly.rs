@@ -21,7 +21,7 @@ use crate::buffers::BufferPool;
 use crate::crypto::NullCipher;
 use crate::error::DropReason;
 use crate::record::{
-    seal_message, MessageLayout, SeqLayout, MAX_RECORD_PLAINTEXT, MAX_SEGMENT_LEN,
+    seal_message, MessageLayout, OffloadTally, SeqLayout, MAX_RECORD_PLAINTEXT, MAX_SEGMENT_LEN,
 };
 use crate::rpc::{Accepted, Incoming};
 use crate::wire::{Body, DataHeader, Packet, Repr, DATA_HEADER_LEN};
@@ -150,8 +150,14 @@ fn packets_of(layout: &MessageLayout, mss: u64) -> Vec<(DataHeader, Range<usize>
 #[derive(Debug)]
 enum Op {
     /// Packet `index` (modulo the count), possibly flagged as a
-    /// retransmission (opcode bit 3).
-    Deliver { index: usize, retransmit: bool },
+    /// retransmission (opcode bit 3), possibly as decrypted by a NIC
+    /// (opcode bit 4; under the null cipher the decrypted bytes are the
+    /// sent ones, so the message must come out the same).
+    Deliver {
+        index: usize,
+        retransmit: bool,
+        decrypted: bool,
+    },
     /// `count` consecutive packets from `index`.
     DeliverRun { index: usize, count: usize },
     /// A header made of input bytes, with a payload copied from the message
@@ -182,6 +188,7 @@ impl Op {
             0 | 1 => Op::Deliver {
                 index: usize::from(input.u16()?) % n,
                 retransmit: code & 8 != 0,
+                decrypted: code & 16 != 0,
             },
             2 => Op::DeliverRun {
                 index: usize::from(input.u16()?) % n,
@@ -240,13 +247,17 @@ impl<'m> Run<'m> {
 
     fn apply(&mut self, op: Op) {
         match op {
-            Op::Deliver { index, retransmit } => {
-                let _ = self.deliver_valid(index, retransmit);
+            Op::Deliver {
+                index,
+                retransmit,
+                decrypted,
+            } => {
+                let _ = self.deliver_valid(index, retransmit, decrypted);
             }
             Op::DeliverRun { index, count } => {
                 let end = (index + count).min(self.message.packets.len());
                 for i in index..end {
-                    let _ = self.deliver_valid(i, false);
+                    let _ = self.deliver_valid(i, false, false);
                 }
             }
             Op::Forge { fields, copy, fill } => self.deliver_forged(fields, copy, fill),
@@ -263,14 +274,14 @@ impl<'m> Run<'m> {
     }
 
     /// Offers valid packet `index`; returns whether it was beyond the grant.
-    fn deliver_valid(&mut self, index: usize, retransmit: bool) -> bool {
+    fn deliver_valid(&mut self, index: usize, retransmit: bool, decrypted: bool) -> bool {
         if self.done {
             return false;
         }
         let (mut h, range) = self.message.packets[index].clone();
         h.retransmit = retransmit;
         let payload = &self.message.wire[range];
-        match self.incoming.accept(&h, payload, &mut self.pool) {
+        match self.incoming.accept(&h, payload, decrypted, &mut self.pool) {
             Ok(()) => self.open(),
             Err(DropReason::OverLimit) => return true,
             Err(DropReason::Duplicate) => {}
@@ -308,7 +319,11 @@ impl<'m> Run<'m> {
             return;
         };
         let valid = self.message.is_valid(&h, &payload);
-        if self.incoming.accept(&h, &payload, &mut self.pool).is_ok() {
+        if self
+            .incoming
+            .accept(&h, &payload, false, &mut self.pool)
+            .is_ok()
+        {
             self.tainted |= !valid;
             self.open();
         }
@@ -336,7 +351,7 @@ impl<'m> Run<'m> {
         for i in 0..self.message.packets.len() {
             let range = &self.message.packets[i].1;
             if range.start < end.max(start + 1) && range.end > start {
-                let _ = self.deliver_valid(i, true);
+                let _ = self.deliver_valid(i, true, false);
             }
         }
     }
@@ -345,12 +360,13 @@ impl<'m> Run<'m> {
         if self.done {
             return;
         }
-        let mut opened = 0;
+        let (mut opened, mut offloaded) = (0, OffloadTally::default());
         let result = self.incoming.open_ready(
             &NullCipher,
             LAYOUT,
             self.message.id,
             &mut opened,
+            &mut offloaded,
             self.message.spare,
             &mut self.pool,
         );
@@ -402,9 +418,9 @@ impl<'m> Run<'m> {
     fn finish(mut self) {
         let wire_len = u64::from(self.message.wire_len());
         for i in 0..self.message.packets.len() {
-            if self.deliver_valid(i, true) {
+            if self.deliver_valid(i, true, false) {
                 self.incoming.raise_grant(wire_len);
-                if self.deliver_valid(i, true) {
+                if self.deliver_valid(i, true, false) {
                     break;
                 }
             }

@@ -12,6 +12,7 @@ mod open;
 mod seal;
 
 pub use layout::{MessageLayout, RecordPlan, SegmentPlan};
+pub(crate) use open::{open_decrypted_in_place, open_marked_into, OffloadTally, PacketMarks};
 pub use open::{open_segment, open_segment_in_place, open_segment_into, OpenError, OpenedSegment};
 pub use seal::{frame_message_into, seal_message, seal_message_into, Plaintext, SealedMessage};
 

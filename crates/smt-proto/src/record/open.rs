@@ -128,6 +128,36 @@ pub fn open_segment_in_place(
     first_record: u64,
     buf: &mut Vec<u8>,
 ) -> Result<OpenedSegment, OpenError> {
+    let open = |seq, header: &[u8; RECORD_HEADER_LEN], body: &mut [u8]| {
+        cipher
+            .open_in_place(seq, header, body)
+            .map_err(|_| OpenError::Auth)
+    };
+    in_place(open, seq_layout, id, first_record, buf)
+}
+
+/// [`open_segment_in_place`] for a segment a NIC has decrypted and
+/// authenticated whole (receive offload): the records are checked and
+/// their data moved down as if they had been opened, without the AEAD.
+pub(crate) fn open_decrypted_in_place(
+    seq_layout: SeqLayout,
+    id: u64,
+    first_record: u64,
+    buf: &mut Vec<u8>,
+) -> Result<OpenedSegment, OpenError> {
+    let taken = |_, _: &[u8; RECORD_HEADER_LEN], body: &mut [u8]| Ok(body.len() - TAG_LEN);
+    in_place(taken, seq_layout, id, first_record, buf)
+}
+
+/// The records of `buf` opened in place by `open` (sequence number,
+/// header, body: the inner plaintext's length), their data moved down.
+fn in_place(
+    open: impl Fn(u64, &[u8; RECORD_HEADER_LEN], &mut [u8]) -> Result<usize, OpenError>,
+    seq_layout: SeqLayout,
+    id: u64,
+    first_record: u64,
+    buf: &mut Vec<u8>,
+) -> Result<OpenedSegment, OpenError> {
     let mut opened = OpenedSegment {
         records: 0,
         padded_len: 0,
@@ -135,7 +165,7 @@ pub fn open_segment_in_place(
     let (mut read, mut write) = (0, 0);
     while read < buf.len() {
         let result = open_one(
-            cipher,
+            &open,
             seq_layout,
             id,
             first_record + opened.records,
@@ -160,10 +190,11 @@ pub fn open_segment_in_place(
     Ok(opened)
 }
 
-/// Opens the record at the start of `rest` in place: (bytes the record
-/// took, where its data is within `rest`, inner plaintext length).
+/// Opens the record at the start of `rest` in place with `open`: (bytes
+/// the record took, where its data is within `rest`, inner plaintext
+/// length).
 fn open_one(
-    cipher: &dyn PacketCipher,
+    open: &impl Fn(u64, &[u8; RECORD_HEADER_LEN], &mut [u8]) -> Result<usize, OpenError>,
     seq_layout: SeqLayout,
     id: u64,
     index: u64,
@@ -173,9 +204,7 @@ fn open_one(
     let len = usize::from(u16::from_be_bytes([header[3], header[4]]));
     let body = &mut after[..len];
     let seq = seq_layout.seq(id, index).ok_or(OpenError::IndexOverflow)?;
-    let inner_len = cipher
-        .open_in_place(seq, &header, body)
-        .map_err(|_| OpenError::Auth)?;
+    let inner_len = open(seq, &header, body)?;
     if inner_len > MAX_RECORD_PLAINTEXT + 1 {
         return Err(OpenError::Overflow);
     }
@@ -189,6 +218,160 @@ fn open_one(
 fn split_record(buf: &mut [u8]) -> Result<([u8; RECORD_HEADER_LEN], &mut [u8]), OpenError> {
     let (header, _) = record_at(buf)?;
     Ok((header, &mut buf[RECORD_HEADER_LEN..]))
+}
+
+/// Which packets of a segment arrived decrypted by the NIC: `have[i]` is
+/// 2 for packet `i` (1 for one that arrived as it was sent), every packet
+/// but the last `mss` bytes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PacketMarks<'a> {
+    pub have: &'a [u8],
+    pub mss: usize,
+}
+
+/// Records a NIC decrypted: whole (all their bytes came decrypted and the
+/// NIC checked the tag: opened without the AEAD) or partly (finished in
+/// software).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct OffloadTally {
+    pub whole: u64,
+    pub partial: u64,
+}
+
+impl OffloadTally {
+    pub fn add(&mut self, other: OffloadTally) {
+        self.whole += other.whole;
+        self.partial += other.partial;
+    }
+
+    /// Adds these records to the endpoint's and the peer's counters.
+    pub fn count(self, endpoint: &mut crate::Stats, peer: Option<&mut crate::Stats>) {
+        for stats in std::iter::once(endpoint).chain(peer) {
+            stats.records_offloaded += self.whole;
+            stats.records_partially_offloaded += self.partial;
+        }
+    }
+}
+
+/// How much of a byte range arrived decrypted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Coverage {
+    None,
+    Some,
+    All,
+}
+
+impl PacketMarks<'_> {
+    /// The packets indices overlapping `range` (non-empty).
+    fn packets(&self, range: &std::ops::Range<usize>) -> std::ops::RangeInclusive<usize> {
+        range.start / self.mss..=(range.end - 1) / self.mss
+    }
+
+    fn coverage(&self, range: &std::ops::Range<usize>) -> Coverage {
+        let (mut yes, mut no) = (false, false);
+        for i in self.packets(range) {
+            match self.have.get(i) {
+                Some(2) => yes = true,
+                _ => no = true,
+            }
+        }
+        match (yes, no) {
+            (true, false) => Coverage::All,
+            (true, true) => Coverage::Some,
+            _ => Coverage::None,
+        }
+    }
+}
+
+/// [`open_segment_into`] for a segment some of whose packets the NIC
+/// decrypted (seed 003's receive offload). Record by record:
+///
+/// - every byte of it (body and tag) in decrypted packets: the NIC
+///   authenticated it; its plaintext is taken as is;
+/// - none: opened as always;
+/// - some (a packet lost, reordered or refused in the NIC): the decrypted
+///   bytes are turned back into ciphertext with the record's keystream
+///   ([`PacketCipher::apply_keystream`]), in `segment` itself, and the
+///   record is opened in software (seed 003's partial decryption), so
+///   nothing is taken on the NIC's word that its tag did not cover.
+///
+/// Each record has the sequence number the receiver expects, as always.
+pub(crate) fn open_marked_into(
+    cipher: &dyn PacketCipher,
+    seq_layout: SeqLayout,
+    id: u64,
+    first_record: u64,
+    segment: &mut [u8],
+    marks: PacketMarks<'_>,
+    out: &mut [u8],
+) -> Result<(OpenedSegment, usize, OffloadTally), OpenError> {
+    if out.len() < segment.len() || marks.mss == 0 {
+        return Err(OpenError::Framing);
+    }
+    let mut opened = OpenedSegment {
+        records: 0,
+        padded_len: 0,
+    };
+    let mut tally = OffloadTally::default();
+    let (mut read, mut written) = (0, 0);
+    while read < segment.len() {
+        let (header, body) = record_at(&segment[read..])?;
+        let body = read + RECORD_HEADER_LEN..read + RECORD_HEADER_LEN + body.len();
+        let text = body.start..body.end - TAG_LEN;
+        let seq = seq_layout
+            .seq(id, first_record + opened.records)
+            .ok_or(OpenError::IndexOverflow)?;
+        let out = &mut out[written..];
+        let inner_len = match marks.coverage(&body) {
+            Coverage::All => {
+                tally.whole += 1;
+                out[..text.len()].copy_from_slice(&segment[text.clone()]);
+                text.len()
+            }
+            coverage => {
+                if coverage == Coverage::Some {
+                    tally.partial += 1;
+                    encrypt_again(cipher, seq, &text, marks, segment)?;
+                }
+                cipher
+                    .open_to(seq, &header, &segment[body.clone()], out)
+                    .map_err(|_| OpenError::Auth)?
+            }
+        };
+        if inner_len > MAX_RECORD_PLAINTEXT + 1 {
+            return Err(OpenError::Overflow);
+        }
+        written += strip_padding(&out[..inner_len])?.len();
+        read = body.end;
+        opened.records += 1;
+        opened.padded_len += inner_len as u64 - 1;
+    }
+    Ok((opened, written, tally))
+}
+
+/// Turns the decrypted packets' share of a record's inner plaintext
+/// (`text`, a range of `segment`) back into ciphertext.
+fn encrypt_again(
+    cipher: &dyn PacketCipher,
+    seq: u64,
+    text: &std::ops::Range<usize>,
+    marks: PacketMarks<'_>,
+    segment: &mut [u8],
+) -> Result<(), OpenError> {
+    if text.is_empty() {
+        return Ok(());
+    }
+    for i in marks.packets(text) {
+        if marks.have.get(i) != Some(&2) {
+            continue;
+        }
+        let from = (i * marks.mss).max(text.start);
+        let to = ((i + 1) * marks.mss).min(text.end);
+        cipher
+            .apply_keystream(seq, from - text.start, &mut segment[from..to])
+            .map_err(|_| OpenError::Auth)?;
+    }
+    Ok(())
 }
 
 /// Checks the record header at the start of `buf` and that the whole

@@ -2,7 +2,8 @@ use crate::buffers::{capacity_for, pooled_capacity, BufferPool};
 use crate::crypto::PacketCipher;
 use crate::error::DropReason;
 use crate::record::{
-    open_segment_in_place, open_segment_into, OpenError, SeqLayout, MAX_SEGMENT_LEN,
+    open_decrypted_in_place, open_marked_into, open_segment_in_place, open_segment_into,
+    OffloadTally, OpenError, PacketMarks, SeqLayout, MAX_SEGMENT_LEN,
 };
 use crate::wire::DataHeader;
 
@@ -45,8 +46,8 @@ pub(crate) struct SegmentBuf {
     len: u32,
     mss: u16,
     buf: Vec<u8>,
-    /// Per packet: 1 once it arrived (bytes, so the buffer pool can keep
-    /// it).
+    /// Per packet: 1 once it arrived, 2 if it arrived decrypted by the
+    /// NIC (bytes, so the buffer pool can keep it).
     have: Vec<u8>,
     missing: usize,
 }
@@ -73,6 +74,20 @@ impl SegmentBuf {
 
     fn is_complete(&self) -> bool {
         self.missing == 0
+    }
+
+    /// The wire length of the record whose header starts at `at`, if its
+    /// five header bytes have arrived and frame a record inside the
+    /// segment.
+    fn record_len_at(&self, at: usize) -> Option<usize> {
+        let mss = usize::from(self.mss.max(1));
+        let end = at + crate::crypto::RECORD_HEADER_LEN;
+        if end > self.len as usize || (at / mss..=(end - 1) / mss).any(|i| self.have[i] == 0) {
+            return None;
+        }
+        let len = usize::from(u16::from_be_bytes([self.buf[at + 3], self.buf[at + 4]]));
+        let total = crate::crypto::RECORD_HEADER_LEN + len;
+        (len > crate::crypto::TAG_LEN && at + total <= self.len as usize).then_some(total)
     }
 
     /// Missing packets as wire ranges relative to the segment start.
@@ -120,6 +135,10 @@ pub(crate) struct Incoming {
     /// yet opened (the one-packet fast path: no segment buffer, records
     /// opened in place).
     whole: bool,
+    /// Receive offload: a packet arrived decrypted by the NIC (for the
+    /// whole-message packet: that one did; for segments, their `have`
+    /// bytes say which).
+    decrypted: bool,
 }
 
 impl Incoming {
@@ -154,6 +173,7 @@ impl Incoming {
             ahead: ahead.max(unscheduled.saturating_add(MAX_SEGMENT_LEN as u32)),
             held: MESSAGE_OVERHEAD,
             whole: false,
+            decrypted: false,
         }
     }
 
@@ -223,10 +243,13 @@ impl Incoming {
     /// Stores one DATA packet's payload. The sender may only send what it
     /// was granted, so anything beyond the grant is refused: that bounds
     /// reassembly memory whatever lengths a forged header claims.
+    /// `decrypted`: the NIC decrypted the payload and checked the tags
+    /// that end in it (receive offload).
     pub fn accept(
         &mut self,
         h: &DataHeader,
         payload: &[u8],
+        decrypted: bool,
         pool: &mut BufferPool,
     ) -> Result<(), DropReason> {
         if h.message_len != self.message_len || h.message_wire_len != self.wire_len {
@@ -239,7 +262,7 @@ impl Incoming {
             return Err(DropReason::Duplicate);
         }
         if self.is_whole(h, payload.len()) {
-            return self.accept_whole(payload, pool);
+            return self.accept_whole(payload, decrypted, pool);
         }
         self.check_fits(h)?;
         self.held += self.allocation_for(h);
@@ -258,7 +281,8 @@ impl Incoming {
         }
         let at = index * usize::from(seg.mss);
         seg.buf[at..at + payload.len()].copy_from_slice(payload);
-        seg.have[index] = 1;
+        seg.have[index] = 1 + u8::from(decrypted);
+        self.decrypted |= decrypted;
         seg.missing -= 1;
         self.received += payload.len() as u64;
         Ok(())
@@ -275,7 +299,12 @@ impl Incoming {
 
     /// Keeps a whole-message packet in `data` itself, to be opened in
     /// place by `open_ready`.
-    fn accept_whole(&mut self, payload: &[u8], pool: &mut BufferPool) -> Result<(), DropReason> {
+    fn accept_whole(
+        &mut self,
+        payload: &[u8],
+        decrypted: bool,
+        pool: &mut BufferPool,
+    ) -> Result<(), DropReason> {
         if self.whole || self.received > 0 {
             return Err(DropReason::Duplicate);
         }
@@ -288,6 +317,7 @@ impl Incoming {
         self.held += self.data.capacity() - cap;
         self.received = payload.len() as u64;
         self.whole = true;
+        self.decrypted = decrypted;
         Ok(())
     }
 
@@ -298,9 +328,16 @@ impl Incoming {
         layout: SeqLayout,
         id: u64,
         opened: &mut u64,
+        offloaded: &mut OffloadTally,
     ) -> Result<Accepted, DropReason> {
         self.whole = false;
-        match open_segment_in_place(cipher, layout, id, 0, &mut self.data) {
+        let result = match self.decrypted {
+            false => open_segment_in_place(cipher, layout, id, 0, &mut self.data),
+            true => open_decrypted_in_place(layout, id, 0, &mut self.data).inspect(|o| {
+                offloaded.whole += o.records;
+            }),
+        };
+        match result {
             Ok(o) => {
                 *opened += o.records;
                 self.filled = self.data.len();
@@ -355,24 +392,44 @@ impl Incoming {
     /// added to `*opened`. A segment that fails is discarded so a
     /// retransmission can replace it. `spare` is how many more bytes the
     /// caller's memory bounds allow the data buffer to take ahead of need.
+    /// Records the NIC decrypted are counted in `offloaded`.
+    #[allow(clippy::too_many_arguments)]
     pub fn open_ready(
         &mut self,
         cipher: &dyn PacketCipher,
         layout: SeqLayout,
         id: u64,
         opened: &mut u64,
+        offloaded: &mut OffloadTally,
         spare: usize,
         pool: &mut BufferPool,
     ) -> Result<Accepted, DropReason> {
         if self.whole {
-            return self.open_whole(cipher, layout, id, opened);
+            return self.open_whole(cipher, layout, id, opened, offloaded);
         }
-        while let Some(seg) = self.take_next_complete() {
+        while let Some(mut seg) = self.take_next_complete() {
             *opened += 1;
             self.held -= segment_cost(seg.len, seg.mss);
             self.grow_data(seg.len as usize, spare, pool);
             let room = &mut self.data[self.filled..self.filled + seg.len as usize];
-            let result = open_segment_into(cipher, layout, id, self.next_record, &seg.buf, room);
+            let first = self.next_record;
+            // Receive offload: one flag per message; the packets' marks
+            // are looked at only if it is set.
+            let result = match self.decrypted && seg.have.contains(&2) {
+                false => open_segment_into(cipher, layout, id, first, &seg.buf, room),
+                true => {
+                    let marks = PacketMarks {
+                        have: &seg.have,
+                        mss: usize::from(seg.mss),
+                    };
+                    open_marked_into(cipher, layout, id, first, &mut seg.buf, marks, room).map(
+                        |(o, written, tally)| {
+                            offloaded.add(tally);
+                            (o, written)
+                        },
+                    )
+                }
+            };
             let seg_len = seg.len;
             seg.recycle(pool);
             match result {
@@ -467,6 +524,52 @@ impl Incoming {
             Some(self.segments.remove(0).1)
         } else {
             None
+        }
+    }
+
+    /// The index of the record that starts at `wire_offset`, for a NIC's
+    /// resync request: from what was opened, or by walking the record
+    /// headers (plaintext) of the segments received since, which SMT's
+    /// segments make possible past a gap a byte stream could not see
+    /// beyond. `Err(true)`: not known yet (a segment or a header before it
+    /// is missing); `Err(false)`: no record starts there, or it lies in
+    /// what was opened already.
+    ///
+    /// The answer only steers the NIC: a wrong one (from forged headers)
+    /// makes it decrypt under the wrong sequence number, whose tags fail,
+    /// and the records are opened in software.
+    pub fn record_index_at(&self, wire_offset: u64) -> Result<u64, bool> {
+        if wire_offset < u64::from(self.next_segment) || wire_offset >= u64::from(self.wire_len) {
+            return Err(false);
+        }
+        self.walk_to(wire_offset)
+    }
+
+    /// Counts records from the next unopened segment up to `target`
+    /// through the segments held, reading their record headers.
+    fn walk_to(&self, target: u64) -> Result<u64, bool> {
+        let (mut at, mut index) = (u64::from(self.next_segment), self.next_record);
+        for (offset, seg) in &self.segments {
+            if u64::from(*offset) != at {
+                return Err(true);
+            }
+            let mut read = 0usize;
+            while read < seg.len as usize {
+                if at + read as u64 == target {
+                    return Ok(index);
+                }
+                if at + read as u64 > target {
+                    return Err(false);
+                }
+                let len = seg.record_len_at(read).ok_or(true)?;
+                read += len;
+                index += 1;
+            }
+            at += u64::from(seg.len);
+        }
+        match at == target {
+            true => Ok(index),
+            false => Err(true),
         }
     }
 

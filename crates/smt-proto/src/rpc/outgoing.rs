@@ -1,6 +1,8 @@
 use std::collections::BTreeSet;
 
-use crate::record::SealedMessage;
+use crate::endpoint::ServerRpcHandle;
+use crate::offload::{RecordPos, TxRecords};
+use crate::record::{SealedMessage, SeqLayout};
 use crate::wire::{Body, DataHeader, Packet, Repr, DATA_HEADER_LEN};
 
 /// Ticks remembered in [`Outgoing`]'s send marks: enough to look back
@@ -45,10 +47,13 @@ pub(crate) struct Outgoing {
     /// Whether the endpoint's send queue holds an entry for this message
     /// (so it is not queued twice).
     pub queued: bool,
+    /// Its records are framed for a NIC to seal (transmit offload).
+    pub for_nic: bool,
 }
 
 impl Outgoing {
-    pub fn new(sealed: SealedMessage, mss: u16, unscheduled: u32) -> Self {
+    /// `for_nic`: the records are framed for a NIC to seal.
+    pub fn new(sealed: SealedMessage, mss: u16, unscheduled: u32, for_nic: bool) -> Self {
         let granted = sealed.layout.wire_len().min(u64::from(unscheduled));
         Self {
             sealed,
@@ -62,6 +67,7 @@ impl Outgoing {
             mark_at: 0,
             marked: 0,
             queued: false,
+            for_nic,
         }
     }
 
@@ -307,6 +313,62 @@ impl Outgoing {
     }
 }
 
+impl Outgoing {
+    /// Where the payload of packet `p` (of message `k`, written as a
+    /// `len`-byte datagram) lies in the message's record stream, for the
+    /// NIC that seals it (transmit offload). Kept out of line: the send
+    /// loop without offload should not carry it.
+    #[inline(never)]
+    pub fn tx_records(
+        &self,
+        p: PacketRef,
+        k: ServerRpcHandle,
+        seq_layout: SeqLayout,
+        len: usize,
+    ) -> TxRecords {
+        let layout = &self.sealed.layout;
+        let seg = layout.segment(p.segment);
+        let start = seg.wire_offset + u64::from(p.index) * u64::from(self.mss);
+        let end = start + (len - DATA_HEADER_LEN) as u64;
+        let pos = |index: u64, offset: u64| RecordPos {
+            // NOTE: the message was framed, so every index has a sequence
+            // number; the index after the last record may not (it is only
+            // compared, never sealed under), hence the wrapping form.
+            seq: (k.id << seq_layout.index_bits()).wrapping_add(index),
+            offset: offset as u32,
+        };
+        let first = layout.record_at(start);
+        let last = layout.record_at(end - 1);
+        let last_start = layout.record_wire_offset(last);
+        let end_pos = match end - last_start == layout.record(last).wire_len() {
+            true => pos(last + 1, 0),
+            false => pos(last, end - last_start),
+        };
+        TxRecords {
+            peer: k.peer,
+            epoch: k.epoch,
+            id: k.id,
+            payload: DATA_HEADER_LEN..len,
+            start: pos(first, start - layout.record_wire_offset(first)),
+            end: end_pos,
+            wire_offset: start,
+            retransmit: p.retransmit,
+        }
+    }
+
+    /// The bytes of the record holding wire offset `at`, from its first
+    /// byte up to `at` (exclusive), as they were posted (plaintext body
+    /// under transmit offload): what a NIC replays to resync mid-record.
+    pub fn record_prefix(&self, at: u64) -> Option<&[u8]> {
+        let layout = &self.sealed.layout;
+        if at >= layout.wire_len() {
+            return None;
+        }
+        let start = layout.record_wire_offset(layout.record_at(at));
+        self.sealed.wire.get(start as usize..at as usize)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::Outgoing;
@@ -318,7 +380,7 @@ mod tests {
         let data = vec![7u8; 10_000];
         let layout = MessageLayout::new(10_000, 10_000, 16384);
         let sealed = seal_message(&NullCipher, SeqLayout::DEFAULT, 2, &data, layout).unwrap();
-        Outgoing::new(sealed, 1000, 1 << 20)
+        Outgoing::new(sealed, 1000, 1 << 20, false)
     }
 
     fn send_all(out: &mut Outgoing, tick: u64) -> usize {

@@ -99,12 +99,24 @@ impl KeyedCipher {
         self.tag(&[b"record", &seq.to_le_bytes(), aad, ct])
     }
 
-    /// XORs the keystream of record `seq` into `buf`.
-    fn apply_keystream(&self, seq: u64, buf: &mut [u8]) {
+    /// XORs the keystream of record `seq` from byte `offset` into `buf`.
+    fn keystream(&self, seq: u64, offset: usize, buf: &mut [u8]) {
         let mut stream = SplitMix64::new(self.key ^ SplitMix64::new(seq).next_u64());
-        for chunk in buf.chunks_mut(8) {
+        for _ in 0..offset / 8 {
+            stream.next_u64();
+        }
+        let mut skip = offset % 8;
+        let mut at = 0;
+        while at < buf.len() {
             let pad = stream.next_u64().to_le_bytes();
-            chunk.iter_mut().zip(pad).for_each(|(b, p)| *b ^= p);
+            let n = (8 - skip).min(buf.len() - at);
+            let pad = &pad[skip..skip + n];
+            buf[at..at + n]
+                .iter_mut()
+                .zip(pad)
+                .for_each(|(b, p)| *b ^= p);
+            at += n;
+            skip = 0;
         }
     }
 }
@@ -118,7 +130,7 @@ impl PacketCipher for KeyedCipher {
     ) -> Result<(), CryptoError> {
         let tag_at = buf.len().checked_sub(TAG_LEN).ok_or(CryptoError)?;
         let (body, tag) = buf.split_at_mut(tag_at);
-        self.apply_keystream(seq, body);
+        self.keystream(seq, 0, body);
         tag.copy_from_slice(&self.record_tag(seq, aad, body));
         Ok(())
     }
@@ -134,7 +146,7 @@ impl PacketCipher for KeyedCipher {
         if self.record_tag(seq, aad, body) != *tag {
             return Err(CryptoError);
         }
-        self.apply_keystream(seq, body);
+        self.keystream(seq, 0, body);
         Ok(tag_at)
     }
 
@@ -144,6 +156,11 @@ impl PacketCipher for KeyedCipher {
 
     fn record_limit(&self) -> u64 {
         u64::MAX
+    }
+
+    fn apply_keystream(&self, seq: u64, offset: usize, buf: &mut [u8]) -> Result<(), CryptoError> {
+        self.keystream(seq, offset, buf);
+        Ok(())
     }
 }
 
@@ -182,6 +199,19 @@ mod tests {
         let mut flipped = buf;
         flipped[2] ^= 1;
         assert!(refuses(&c, 7, &AAD, flipped));
+    }
+
+    /// The keystream from any offset is the matching part of the whole.
+    #[test]
+    fn keyed_keystream_at_an_offset() {
+        let c = KeyedCipher::new(3);
+        let mut whole = [0u8; 40];
+        c.apply_keystream(9, 0, &mut whole).unwrap();
+        for offset in [0, 1, 7, 8, 13, 39] {
+            let mut part = vec![0u8; 40 - offset];
+            c.apply_keystream(9, offset, &mut part).unwrap();
+            assert_eq!(part, whole[offset..], "offset {offset}");
+        }
     }
 
     #[test]

@@ -20,5 +20,5 @@ mod rng;
 
 pub use keys::{null_session, KeySource, KeyedCipher, TestKeys};
 pub use link::{Datagram, Link, Verdict};
-pub use pair::{LinkStats, Outcome, Pair, Side};
+pub use pair::{LinkStats, Nic, Outcome, Pair, Side};
 pub use rng::SplitMix64;

@@ -23,6 +23,24 @@ pub enum Outcome {
 }
 
 type Intercept = Box<dyn FnMut(&Datagram) -> Verdict>;
+
+/// What stands between an endpoint and the link when a test puts a NIC
+/// there (TLS offload): it turns what the endpoint wrote into what leaves,
+/// and hands what arrives to the endpoint. Without one, datagrams pass
+/// unchanged.
+pub trait Nic {
+    /// `ep` wrote `datagram` for `to` (its offload notes are still to be
+    /// taken); push the datagrams that leave onto `out`, in order.
+    fn transmit(
+        &mut self,
+        ep: &mut Endpoint,
+        to: SocketAddr,
+        datagram: Vec<u8>,
+        out: &mut Vec<Vec<u8>>,
+    );
+    /// A datagram from `from` arrived: hand it to `ep`.
+    fn receive(&mut self, ep: &mut Endpoint, now: Instant, from: SocketAddr, datagram: &[u8]);
+}
 type Responder = Box<dyn FnMut(&[u8]) -> Vec<u8>>;
 
 /// Link-level counters of a run.
@@ -58,6 +76,8 @@ pub struct Pair {
     pub responder: Responder,
     /// Whether the server answers requests automatically.
     pub auto_respond: bool,
+    /// A NIC per side ([`Side`] as index), if a test put one there.
+    pub nics: [Option<Box<dyn Nic>>; 2],
     pub outcomes: HashMap<RpcHandle, Outcome>,
     /// When each outcome arrived.
     pub finished_at: HashMap<RpcHandle, Instant>,
@@ -130,6 +150,7 @@ impl Pair {
             intercept: None,
             responder: Box::new(|req| req.to_vec()),
             auto_respond: true,
+            nics: [None, None],
             outcomes: HashMap::new(),
             finished_at: HashMap::new(),
             executions: HashMap::new(),
@@ -209,13 +230,21 @@ impl Pair {
 
     /// Delivers a datagram straight to its endpoint, now.
     pub fn deliver_now(&mut self, d: &Datagram) {
-        let ep = if d.to == self.client_addr {
-            &mut self.client
-        } else {
-            &mut self.server
-        };
-        ep.handle_datagram(self.now, d.from, &d.bytes);
+        self.hand_over(d);
         self.flush();
+    }
+
+    /// Gives `d` to its endpoint, through that side's NIC if it has one.
+    fn hand_over(&mut self, d: &Datagram) {
+        let (ep, nic) = if d.to == self.client_addr {
+            (&mut self.client, &mut self.nics[Side::Client as usize])
+        } else {
+            (&mut self.server, &mut self.nics[Side::Server as usize])
+        };
+        match nic {
+            Some(nic) => nic.receive(ep, self.now, d.from, &d.bytes),
+            None => ep.handle_datagram(self.now, d.from, &d.bytes),
+        }
     }
 
     /// Moves time to the next scheduled thing before `deadline` and handles
@@ -257,12 +286,7 @@ impl Pair {
         let Some(d) = self.datagrams.remove(&seq) else {
             return;
         };
-        let ep = if d.to == self.client_addr {
-            &mut self.client
-        } else {
-            &mut self.server
-        };
-        ep.handle_datagram(self.now, d.from, &d.bytes);
+        self.hand_over(&d);
     }
 
     /// Moves every pending output of both endpoints onto the link and
@@ -300,12 +324,16 @@ impl Pair {
             }
             debug_assert_eq!(t.destination, to);
             any = true;
-            let d = Datagram {
-                from,
-                to: t.destination,
-                bytes: self.buf[..t.len].to_vec(),
+            let bytes = self.buf[..t.len].to_vec();
+            let Some(nic) = &mut self.nics[i] else {
+                self.send(side, Datagram { from, to, bytes });
+                continue;
             };
-            self.send(side, d);
+            let mut out = Vec::new();
+            nic.transmit(ep, to, bytes, &mut out);
+            for bytes in out {
+                self.send(side, Datagram { from, to, bytes });
+            }
         }
     }
 

@@ -165,6 +165,9 @@ pub enum Body {
     /// The server refused the request unexecuted: too many requests wait
     /// for its application.
     Overloaded,
+    /// The server's application will not answer the request (it dropped
+    /// it, or its response could not be sent); it may have run.
+    Abandoned,
     /// The server asks the client to acknowledge the RPC's response.
     NeedAck,
     /// These RPCs are complete; the server may free them.
@@ -196,6 +199,7 @@ impl Body {
             Self::RpcUnknown => PacketType::RPC_UNKNOWN,
             Self::Busy => PacketType::BUSY,
             Self::Overloaded => PacketType::OVERLOADED,
+            Self::Abandoned => PacketType::ABANDONED,
             Self::NeedAck => PacketType::NEED_ACK,
             Self::Ack(_) => PacketType::ACK,
             Self::KeyUpdate => PacketType::KEY_UPDATE,
@@ -208,9 +212,12 @@ impl Body {
             Self::Data(_) => DATA_HEADER_LEN,
             Self::Grant { .. } => GRANT_LEN,
             Self::Resend { .. } => RESEND_LEN,
-            Self::RpcUnknown | Self::Busy | Self::Overloaded | Self::NeedAck | Self::KeyUpdate => {
-                COMMON_HEADER_LEN
-            }
+            Self::RpcUnknown
+            | Self::Busy
+            | Self::Overloaded
+            | Self::Abandoned
+            | Self::NeedAck
+            | Self::KeyUpdate => COMMON_HEADER_LEN,
             Self::Ack(_) => ACK_HEADER_LEN,
             Self::Handshake { .. } => HANDSHAKE_HEADER_LEN,
         }
@@ -374,6 +381,7 @@ fn parse_control<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Body, WireError> 
         PacketType::RPC_UNKNOWN => Body::RpcUnknown,
         PacketType::BUSY => Body::Busy,
         PacketType::OVERLOADED => Body::Overloaded,
+        PacketType::ABANDONED => Body::Abandoned,
         PacketType::KEY_UPDATE => Body::KeyUpdate,
         _ => Body::NeedAck,
     };
@@ -513,6 +521,7 @@ fn emit_control_body<T: AsRef<[u8]> + AsMut<[u8]>>(body: &Body, packet: &mut Pac
         Body::RpcUnknown
         | Body::Busy
         | Body::Overloaded
+        | Body::Abandoned
         | Body::NeedAck
         | Body::KeyUpdate
         | Body::Data(_) => {}

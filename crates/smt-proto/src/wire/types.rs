@@ -29,6 +29,11 @@ impl PacketType {
     /// for my application (`Config::max_pending_requests`). It was not
     /// executed and never will be under this ID."
     pub const OVERLOADED: Self = Self(0x1a);
+    /// Server to client: "your request reached my application, which will
+    /// not answer it (it dropped the request, or its response could not
+    /// be sent). It may have been executed." Not in Homa, whose client
+    /// waits for its timeout instead.
+    pub const ABANDONED: Self = Self(0x1b);
     /// TLS handshake records (carried by the session-establishment layer).
     pub const HANDSHAKE: Self = Self(0x20);
 
@@ -44,6 +49,7 @@ impl PacketType {
             Self::ACK => "ACK",
             Self::KEY_UPDATE => "KEY_UPDATE",
             Self::OVERLOADED => "OVERLOADED",
+            Self::ABANDONED => "ABANDONED",
             Self::HANDSHAKE => "HANDSHAKE",
             _ => return None,
         })

@@ -8,12 +8,13 @@ use smt_proto::wire::{AckIds, Body, DataHeader, Packet, PacketType, Repr};
 use crate::SplitMix64;
 
 /// The control packet types an attacker can forge (HANDSHAKE aside).
-pub const CONTROL_TYPES: [PacketType; 8] = [
+pub const CONTROL_TYPES: [PacketType; 9] = [
     PacketType::GRANT,
     PacketType::RESEND,
     PacketType::RPC_UNKNOWN,
     PacketType::BUSY,
     PacketType::OVERLOADED,
+    PacketType::ABANDONED,
     PacketType::NEED_ACK,
     PacketType::ACK,
     PacketType::KEY_UPDATE,
@@ -128,6 +129,7 @@ fn random_control_body(rng: &mut SplitMix64, ty: PacketType, id: u64) -> Body {
         PacketType::RPC_UNKNOWN => Body::RpcUnknown,
         PacketType::BUSY => Body::Busy,
         PacketType::OVERLOADED => Body::Overloaded,
+        PacketType::ABANDONED => Body::Abandoned,
         PacketType::NEED_ACK => Body::NeedAck,
         PacketType::ACK => {
             let mut ids = AckIds::new();

@@ -45,7 +45,7 @@ use self::handoff::{lock_ignoring_poison, HasWakes, Reply, Slot, Wakes};
 use crate::endpoint::Ready;
 use crate::engine::{CallToken, Engine, Outcome};
 use crate::wait::{wait, WakePipe};
-use crate::{Error, IncomingRequest};
+use crate::{CallOptions, Error, IncomingRequest};
 
 type Locked<'a> = handoff::Locked<'a, Inner>;
 
@@ -81,16 +81,58 @@ enum Answer<'a> {
 }
 
 impl Answer<'_> {
-    fn apply(self, engine: &mut Engine) {
+    /// A response that cannot be sent is the caller's error, and its
+    /// request is abandoned (the client hears so at once).
+    fn apply(self, engine: &mut Engine) -> Result<(), Error> {
         match self {
-            Self::Respond(rpc, data) => {
-                // A failure is the client's to see: its call times out.
-                if let Err(e) = engine.respond(rpc, data) {
-                    tracing::debug!(peer = %rpc.peer, id = rpc.id, "response not sent: {e}");
-                }
+            Self::Respond(rpc, data) => engine.respond(rpc, data),
+            Self::Abandon(rpc) => {
+                engine.abandon(rpc);
+                Ok(())
             }
-            Self::Abandon(rpc) => engine.abandon(rpc),
         }
+    }
+}
+
+/// At most [`crate::EndpointConfig::max_outstanding_calls`] calls at
+/// once: a call takes a token before it starts and gives it back when it
+/// ends. The free tokens wait in a bounded channel, which serves blocking
+/// callers (`recv`) and async ones (`recv_async`) alike, in order.
+struct Permits {
+    give: flume::Sender<()>,
+    take: flume::Receiver<()>,
+}
+
+impl Permits {
+    fn new(max: usize) -> Self {
+        let (give, take) = flume::bounded(max);
+        for _ in 0..max {
+            // Room for exactly `max`: cannot fail.
+            let _ = give.try_send(());
+        }
+        Self { give, take }
+    }
+
+    /// Waits (blocking) for a free token.
+    fn wait(&self) -> Permit<'_> {
+        // Both ends live in `self`: the channel never disconnects.
+        let _ = self.take.recv();
+        Permit(self)
+    }
+
+    /// Waits (asynchronously) for a free token.
+    async fn wait_async(&self) -> Permit<'_> {
+        let _ = self.take.recv_async().await;
+        Permit(self)
+    }
+}
+
+/// One call's token; dropping it frees the place.
+pub(crate) struct Permit<'a>(&'a Permits);
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.give.try_send(());
     }
 }
 
@@ -138,25 +180,44 @@ impl HasWakes for Inner {
 pub(crate) struct Shared {
     inner: Mutex<Inner>,
     wake: WakePipe,
+    /// Requests for the application, at most
+    /// `ProtocolConfig::max_pending_requests` (the core refuses complete
+    /// requests beyond those the application holds, queued ones included,
+    /// with OVERLOADED).
     requests_tx: flume::Sender<IncomingRequest>,
     pub requests: flume::Receiver<IncomingRequest>,
     pub ready: Ready,
     /// Async calls and accepts being awaited (the background thread drives
     /// for them).
     async_waiters: AtomicUsize,
+    /// Places for outstanding calls.
+    permits: Permits,
     busy_poll: bool,
     /// Mirrors `Inner::closed` for lock-free checks.
     closed: AtomicBool,
     background: Mutex<Option<JoinHandle<()>>>,
+    /// Dropped by the background thread as it exits: a closed channel
+    /// tells `close` and `close_async` that the endpoint has stopped.
+    stopped_tx: Mutex<Option<flume::Sender<()>>>,
+    stopped: flume::Receiver<()>,
+}
+
+/// What [`Shared::new`] takes from the endpoint's configuration.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    pub busy_poll: bool,
+    pub max_outstanding_calls: usize,
+    pub max_pending_requests: usize,
 }
 
 impl Shared {
-    pub fn new(engine: Engine, busy_poll: bool) -> std::io::Result<Arc<Self>> {
+    pub fn new(engine: Engine, limits: Limits) -> std::io::Result<Arc<Self>> {
         let socket = engine
             .socket()
             .ok_or_else(|| std::io::Error::other("socket closed"))?
             .try_clone_to_owned()?;
-        let (requests_tx, requests) = flume::unbounded();
+        let (requests_tx, requests) = flume::bounded(limits.max_pending_requests.max(1));
+        let (stopped_tx, stopped) = flume::bounded(1);
         let inner = Inner {
             engine,
             calls: HashMap::new(),
@@ -177,18 +238,24 @@ impl Shared {
             requests,
             ready: Ready::new()?,
             async_waiters: AtomicUsize::new(0),
-            busy_poll,
+            permits: Permits::new(limits.max_outstanding_calls),
+            busy_poll: limits.busy_poll,
             closed: AtomicBool::new(false),
             background: Mutex::new(None),
+            stopped_tx: Mutex::new(Some(stopped_tx)),
+            stopped,
         }))
     }
 
     /// Starts the background thread.
     pub fn spawn_background(self: &Arc<Self>, name: String) -> std::io::Result<()> {
         let shared = self.clone();
-        let handle = std::thread::Builder::new()
-            .name(name)
-            .spawn(move || shared.background())?;
+        let stopped = lock_ignoring_poison(&self.stopped_tx).take();
+        let handle = std::thread::Builder::new().name(name).spawn(move || {
+            shared.background();
+            // Tells every `close` that the endpoint has stopped.
+            drop(stopped);
+        })?;
         *lock_ignoring_poison(&self.background) = Some(handle);
         Ok(())
     }
@@ -212,15 +279,36 @@ impl Shared {
         Ok(value)
     }
 
+    /// Reads from the engine (getters): the lock for as long as `f` runs,
+    /// with no sending or handing out (which `with_engine` does for
+    /// whoever changes something).
+    pub fn read_engine<T>(&self, f: impl FnOnce(&Engine) -> T) -> Result<T, Error> {
+        let g = self.lock();
+        if g.closed {
+            return Err(Error::Closed);
+        }
+        Ok(f(&g.engine))
+    }
+
     // ---- blocking calls and accepts ----
 
     /// Sends a request and drives (or follows) until its reply is here.
-    pub fn call(self: &Arc<Self>, peer: SocketAddr, data: Payload<'_>) -> Reply {
+    /// Waits first for a place among the outstanding calls.
+    pub fn call(
+        self: &Arc<Self>,
+        peer: SocketAddr,
+        data: Payload<'_>,
+        options: CallOptions,
+    ) -> Reply {
+        if self.is_closed() {
+            return Err(Error::Closed);
+        }
+        let _permit = self.permits.wait();
         let mut g = self.lock();
         if g.closed {
             return Err(Error::Closed);
         }
-        let call = g.engine.call(peer, data)?;
+        let call = g.engine.call(peer, data, options)?;
         let slot = Slot::mine();
         let waiter = Waiter::Thread {
             slot: slot.clone(),
@@ -332,19 +420,27 @@ impl Shared {
 
     // ---- commands that need no waiting ----
 
+    /// A place among the outstanding calls, for an async call (which
+    /// holds it until it ends or is dropped).
+    pub async fn permit(&self) -> Permit<'_> {
+        self.permits.wait_async().await
+    }
+
     /// Starts a call whose reply is sent to `reply` (for async callers,
-    /// driven by the background thread or any blocking caller).
+    /// driven by the background thread or any blocking caller). The
+    /// caller holds a [`Permit`].
     pub fn call_detached(
         self: &Arc<Self>,
         peer: SocketAddr,
         data: Payload<'_>,
+        options: CallOptions,
         reply: flume::Sender<Reply>,
-    ) -> Result<(), Error> {
+    ) -> Result<CallToken, Error> {
         let mut g = self.lock();
         if g.closed {
             return Err(Error::Closed);
         }
-        let call = g.engine.call(peer, data)?;
+        let call = g.engine.call(peer, data, options)?;
         g.calls.insert(call, Waiter::Task(reply));
         if g.leader == Some(Leader::Background) && g.sleep.is_some() {
             // Async callers issue many calls between the background
@@ -356,11 +452,23 @@ impl Shared {
         } else {
             self.settle(&mut g);
         }
-        Ok(())
+        Ok(call)
     }
 
-    /// Sends a response at once (failures are the client's to see: its
-    /// call times out).
+    /// Gives up on an async call whose future was dropped: its RPC is
+    /// aborted at both ends (the server hears RPC_UNKNOWN at once).
+    pub fn cancel(self: &Arc<Self>, call: CallToken) {
+        let mut g = self.lock();
+        if g.closed {
+            return;
+        }
+        g.calls.remove(&call);
+        g.engine.cancel(call);
+        self.settle(&mut g);
+    }
+
+    /// Sends a response at once. One that cannot be sent is an error, and
+    /// its request is abandoned: the client hears so at once.
     pub fn respond(self: &Arc<Self>, rpc: ServerRpcHandle, data: Payload<'_>) -> Result<(), Error> {
         self.answer(Answer::Respond(rpc, data))
     }
@@ -376,7 +484,7 @@ impl Shared {
         if g.closed {
             return Err(Error::Closed);
         }
-        answer.apply(&mut g.engine);
+        let applied = answer.apply(&mut g.engine);
         if self.requests.is_empty() {
             self.settle(&mut g);
         } else {
@@ -385,7 +493,7 @@ impl Shared {
             // turn, sends them all in one batch of coalesced datagrams).
             self.route(&mut g);
         }
-        Ok(())
+        applied
     }
 
     /// Counts an async waiter for as long as the guard lives, and makes
@@ -409,16 +517,63 @@ impl Shared {
             return;
         }
         g.engine.close();
+        // The acknowledgements it queued leave now.
+        self.settle(&mut g);
         self.wake_leader(&mut g);
         wake_background(&mut g);
     }
 
-    /// Closes gracefully and waits for the background thread to stop.
+    /// Closes gracefully and waits until the endpoint has stopped (its
+    /// background thread gone, its socket closed).
     pub fn close(self: &Arc<Self>) {
         self.begin_close();
-        let handle = lock_ignoring_poison(&self.background).take();
-        if let Some(h) = handle {
-            let _ = h.join();
+        // Disconnected once the background thread has exited.
+        let _ = self.stopped.recv();
+        self.join_background();
+    }
+
+    /// Closes gracefully and waits, asynchronously, until the endpoint has
+    /// stopped.
+    pub async fn close_async(self: &Arc<Self>) {
+        self.begin_close();
+        let _ = self.stopped.recv_async().await;
+        // Exited already: the join returns at once.
+        self.join_background();
+    }
+
+    /// What dropping the last handle does: a graceful close, finished at
+    /// once (socket closed, background thread joined) when nothing is in
+    /// flight; otherwise the background thread finishes it within the
+    /// close's grace period and exits.
+    pub fn close_on_drop(self: &Arc<Self>) {
+        self.begin_close();
+        let idle = {
+            let mut g = self.lock();
+            let idle = !g.closed && g.engine.finished_closing();
+            if idle {
+                self.finish_close(&mut g);
+            }
+            g.closed
+        };
+        if idle {
+            self.join_background();
+        }
+    }
+
+    /// Joins the background thread if it has not been joined yet, unless
+    /// this is the background thread itself (a key resolver or acceptor
+    /// owning the last handle).
+    fn join_background(&self) {
+        let mut slot = lock_ignoring_poison(&self.background);
+        if slot
+            .as_ref()
+            .is_some_and(|h| h.thread().id() == std::thread::current().id())
+        {
+            return;
+        }
+        if let Some(handle) = slot.take() {
+            drop(slot);
+            let _ = handle.join();
         }
     }
 
@@ -459,6 +614,9 @@ impl Shared {
     /// One turn of the engine, its outcomes handed out, and the end of a
     /// graceful close if it is due.
     fn turn(self: &Arc<Self>, g: &mut Inner) {
+        if g.closed {
+            return;
+        }
         let readable = std::mem::take(&mut g.readable) || self.busy_poll;
         g.engine.turn(readable);
         self.route(g);
@@ -581,9 +739,19 @@ impl Shared {
             match outcome {
                 Outcome::Reply { call, result } => deliver_reply(g, call, result),
                 Outcome::Request { rpc, data } => {
+                    if self.requests_tx.is_full() {
+                        // Cannot happen: the core refuses requests beyond
+                        // `max_pending_requests` unanswered ones, and the
+                        // queue holds that many. Should it, the client
+                        // hears ABANDONED rather than wait.
+                        tracing::warn!(peer = %rpc.peer, "request queue full: request abandoned");
+                        g.engine.abandon(rpc);
+                        continue;
+                    }
                     let request = IncomingRequest::new(rpc, data, self.clone());
-                    // The receiver lives in `self`: sending cannot fail.
-                    let _ = self.requests_tx.send(request);
+                    // Only this function sends, under the engine lock, and
+                    // the queue has room: sending cannot fail or block.
+                    let _ = self.requests_tx.try_send(request);
                     self.ready.notify();
                     if let Some(thread) = g.accepting.pop() {
                         g.wakes.push(thread);
@@ -633,6 +801,12 @@ impl Shared {
     fn finish_close(self: &Arc<Self>, g: &mut Inner) {
         g.engine.fail_all_calls();
         self.route(g);
+        // Requests nobody accepted: their clients hear ABANDONED before
+        // the socket goes, instead of waiting for their own timeout.
+        while let Ok(request) = self.requests.try_recv() {
+            g.engine.abandon(request.into_rpc());
+        }
+        g.engine.flush();
         g.engine.close_socket();
         g.watch = None;
         g.closed = true;
@@ -684,11 +858,6 @@ impl Shared {
             std::thread::park_timeout(look);
             g = self.lock();
             g.background_parked = None;
-        }
-        drop(g);
-        // Requests nobody took: abandoned (each locks the engine).
-        while let Ok(request) = self.requests.try_recv() {
-            drop(request);
         }
     }
 

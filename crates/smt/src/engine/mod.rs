@@ -11,17 +11,18 @@
 //!    [`Engine::cancel`], [`Engine::close`], setters;
 //! 2. [`Engine::turn`]: receive (if the socket may hold datagrams) → expire
 //!    timers → turn the core's events into outcomes (starting calls that
-//!    waited for a handshake or a key epoch) → transmit;
-//!    [`Engine::flush`] transmits only;
+//!    waited for a handshake or a key epoch) → end calls past their
+//!    deadline → transmit; [`Engine::flush`] transmits only;
 //! 3. [`Engine::poll_outcome`]: replies to calls (by [`CallToken`]) and
 //!    requests, in the order they completed.
 //!
 //! The clock is read once at the start of each command or turn, from the
 //! [`Clock`] given at bind time.
 
+mod calls;
 mod sessions;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
@@ -35,10 +36,11 @@ use smt_proto::{
 };
 use smt_udp::{Features, Socket};
 
+use self::calls::Calls;
 use self::sessions::{Parked, Sessions, Started};
 use crate::io::Io;
 use crate::recycle::Recycler;
-use crate::{EndpointConfig, Error};
+use crate::{CallOptions, EndpointConfig, Error};
 
 /// Longest a graceful close waits for in-flight RPCs.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
@@ -82,9 +84,10 @@ pub(crate) struct Engine {
     io: Io,
     clock: Box<dyn Clock>,
     sessions: Sessions,
-    /// Calls with an RPC in the core.
-    calls: HashMap<RpcHandle, CallToken>,
-    next_call: u64,
+    /// Every outstanding call: its RPC, its deadline.
+    calls: Calls,
+    /// [`EndpointConfig::call_timeout`].
+    call_timeout: Option<Duration>,
     outcomes: VecDeque<Outcome>,
     /// Delivered buffers the application has dropped, for the core's pool.
     recycler: Arc<Recycler>,
@@ -101,15 +104,23 @@ impl Engine {
         config: &EndpointConfig,
         clock: Box<dyn Clock>,
     ) -> Result<Self, Error> {
+        if config.max_outstanding_calls == 0 {
+            return Err(Error::Io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "EndpointConfig::max_outstanding_calls is 0: no call could ever start; use at least 1",
+            )));
+        }
         let (socket, local_addr, core) = open(addr, config)?;
         let features = socket.features().clone();
+        let max_datagram = core.config().max_datagram_size;
+        let io = Io::new(socket, max_datagram, config.offload.as_ref()).map_err(Error::Io)?;
         Ok(Self {
-            io: Io::new(socket, core.config().max_datagram_size),
+            io,
             core,
             clock,
             sessions: Sessions::new(),
-            calls: HashMap::new(),
-            next_call: 0,
+            calls: Calls::new(config.max_outstanding_calls),
+            call_timeout: config.call_timeout,
             outcomes: VecDeque::new(),
             recycler: Arc::default(),
             closing: None,
@@ -139,6 +150,11 @@ impl Engine {
         (*self.core.stats(), peer_stats)
     }
 
+    /// The offload engine's counters, with `EndpointConfig::offload`.
+    pub fn offload_counters(&mut self) -> Option<crate::offload::OffloadCounters> {
+        self.io.offload_counters()
+    }
+
     /// Client and server RPCs in the core.
     pub fn in_flight(&self) -> (usize, usize) {
         (self.core.client_rpcs(), self.core.server_rpcs())
@@ -151,14 +167,19 @@ impl Engine {
     }
 
     /// When [`Engine::turn`] must next run even if nothing arrives: the
-    /// core's next timer, or the end of a graceful close.
+    /// core's next timer, a call's deadline, or the end of a graceful
+    /// close.
     pub fn deadline(&self) -> Option<Instant> {
-        let core = self.core.poll_timeout();
         let close = self.closing.map(|c| c + CLOSE_GRACE);
-        match (core, close) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [self.core.poll_timeout(), self.calls.next_deadline(), close]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Calls outstanding (sent, or waiting for a handshake or key epoch).
+    pub fn outstanding_calls(&self) -> usize {
+        self.calls.len()
     }
 
     /// Whether the last receive stopped with datagrams left: turn again
@@ -225,52 +246,76 @@ impl Engine {
     /// Starts a call: its request is queued in the core, or the call waits
     /// for a handshake (started now if none runs with `peer`) or for a key
     /// epoch to drain. Nothing is transmitted. An error means the call did
-    /// not start and no outcome will follow.
-    pub fn call(&mut self, peer: SocketAddr, data: Payload<'_>) -> Result<CallToken, Error> {
+    /// not start and no outcome will follow; so does a call beyond
+    /// [`EndpointConfig::max_outstanding_calls`] ([`Error::TooManyCalls`]).
+    pub fn call(
+        &mut self,
+        peer: SocketAddr,
+        data: Payload<'_>,
+        options: CallOptions,
+    ) -> Result<CallToken, Error> {
         if self.closing.is_some() {
             return Err(Error::Closed);
         }
+        if self.calls.full() {
+            let max = self.calls.max();
+            return Err(Error::TooManyCalls { max });
+        }
         let now = self.clock.now();
-        let call = CallToken(self.next_call);
-        self.next_call += 1;
-        self.start(now, peer, call, data)?;
+        let call = self.calls.open(now, options.timeout_or(self.call_timeout));
+        if let Err(e) = self.start(now, peer, call, data) {
+            self.calls.end(call);
+            return Err(e);
+        }
         Ok(call)
     }
 
-    /// Queues the response to `rpc` (transmitted by the next turn or flush).
+    /// Queues the response to `rpc` (transmitted by the next turn or
+    /// flush). A response that cannot be sent (too large, the client gone)
+    /// is an error, and the request is abandoned: its client hears so at
+    /// once instead of waiting for a response that will never come.
     pub fn respond(&mut self, rpc: ServerRpcHandle, data: Payload<'_>) -> Result<(), Error> {
         let now = self.clock.now();
-        self.core.send_response(now, rpc, data).map_err(Error::Send)
+        let sent = self.core.send_response(now, rpc, data);
+        if let Err(e) = &sent {
+            tracing::debug!(peer = %rpc.peer, id = rpc.id, "response not sent, request abandoned: {e}");
+            self.core.abandon_request(rpc);
+        }
+        sent.map_err(Error::Send)
     }
 
-    /// Drops an unanswered request (the client's call times out; the
-    /// request is never executed twice).
+    /// Drops an unanswered request: its client's call fails at once with
+    /// `RpcError::Abandoned`, and the request is never executed twice.
     pub fn abandon(&mut self, rpc: ServerRpcHandle) {
         self.core.abandon_request(rpc);
     }
 
-    /// Gives up on a call; no outcome will report it.
+    /// Gives up on a call; no outcome will report it. An RPC already sent
+    /// is aborted in the core, which tells the server (RPC_UNKNOWN) so it
+    /// stops working on it and sending its response.
     pub fn cancel(&mut self, call: CallToken) {
-        if let Some(rpc) = self
-            .calls
-            .iter()
-            .find_map(|(r, c)| (*c == call).then_some(*r))
-        {
-            self.calls.remove(&rpc);
-            self.core.abort(rpc);
-        } else {
-            self.sessions.cancel(call);
-        }
+        self.end_call(call);
         self.outcomes
             .retain(|o| !matches!(o, Outcome::Reply { call: c, .. } if *c == call));
     }
 
     /// Begins a graceful close: new calls fail, new requests are dropped,
     /// in-flight RPCs get [`CLOSE_GRACE`] to finish (see
-    /// [`Engine::finished_closing`]).
+    /// [`Engine::finished_closing`]); acknowledgements waiting for their
+    /// delay are queued now.
     pub fn close(&mut self) {
         let now = self.clock.now();
+        if self.closing.is_none() {
+            self.core.flush_acks();
+        }
         self.closing.get_or_insert(now);
+    }
+
+    /// Queues the acknowledgements still waiting for their delay (the
+    /// endpoint goes away: servers free the RPCs at once instead of
+    /// waiting for ACKs that would never come); the next flush sends them.
+    pub fn flush_acks(&mut self) {
+        self.core.flush_acks();
     }
 
     pub fn is_closing(&self) -> bool {
@@ -296,9 +341,9 @@ impl Engine {
 
     /// Ends every call still waiting with [`Error::Closed`].
     pub fn fail_all_calls(&mut self) {
-        let sent = self.calls.drain().map(|(_, call)| call);
-        let parked = self.sessions.drain();
-        let closed = sent.chain(parked).map(|call| Outcome::Reply {
+        // Every parked call is also in `calls`: reported once, from there.
+        self.sessions.drain();
+        let closed = self.calls.drain().into_iter().map(|call| Outcome::Reply {
             call,
             result: Err(Error::Closed),
         });
@@ -327,6 +372,7 @@ impl Engine {
         }
         self.dispatch(now);
         self.retry_deferred(now);
+        self.expire_calls(now);
         self.io.transmit(&mut self.core, now);
     }
 
@@ -356,7 +402,7 @@ impl Engine {
         // needs its own copy of borrowed ones.
         match self.core.send_request(now, peer, data.clone()) {
             Ok(rpc) => {
-                self.calls.insert(rpc, call);
+                self.calls.sent(call, rpc);
                 Ok(())
             }
             Err(SendError::NoSession) if self.sessions.can_connect(peer) => {
@@ -420,7 +466,7 @@ impl Engine {
     }
 
     fn finish(&mut self, rpc: RpcHandle, result: Result<Vec<u8>, Error>) {
-        match self.calls.remove(&rpc) {
+        match self.calls.finish_rpc(rpc) {
             Some(call) => {
                 let result = result.map(|data| self.recycler.wrap(data));
                 self.outcomes.push_back(Outcome::Reply { call, result });
@@ -458,10 +504,7 @@ impl Engine {
 
     fn handshake_failed(&mut self, peer: SocketAddr, error: &HandshakeError) {
         for parked in self.sessions.handshake_ended(peer) {
-            self.outcomes.push_back(Outcome::Reply {
-                call: parked.call,
-                result: Err(Error::Handshake(error.clone())),
-            });
+            self.fail(parked.call, Error::Handshake(error.clone()));
         }
     }
 
@@ -475,10 +518,49 @@ impl Engine {
     /// Starts a parked call; a failure is its outcome.
     fn restart(&mut self, now: Instant, peer: SocketAddr, parked: Parked) {
         if let Err(e) = self.start(now, peer, parked.call, Payload::Owned(parked.data)) {
+            self.fail(parked.call, e);
+        }
+    }
+
+    /// Ends a call with `error` as its outcome.
+    fn fail(&mut self, call: CallToken, error: Error) {
+        if self.calls.end(call).is_some() {
             self.outcomes.push_back(Outcome::Reply {
-                call: parked.call,
-                result: Err(e),
+                call,
+                result: Err(error),
             });
+        }
+    }
+
+    /// Ends the calls whose deadline has passed with [`Error::Timeout`],
+    /// aborting their RPCs at both ends.
+    fn expire_calls(&mut self, now: Instant) {
+        while let Some((call, after, rpc)) = self.calls.expired(now) {
+            self.forget_call(call, rpc);
+            self.outcomes.push_back(Outcome::Reply {
+                call,
+                result: Err(Error::Timeout { after }),
+            });
+        }
+    }
+
+    /// Ends a call without an outcome, wherever it is.
+    fn end_call(&mut self, call: CallToken) {
+        if let Some(rpc) = self.calls.end(call) {
+            self.forget_call(call, rpc);
+        }
+    }
+
+    /// Drops an ended call's state: its RPC in the core (which tells the
+    /// server), or its place in a queue for keys.
+    fn forget_call(&mut self, call: CallToken, rpc: Option<RpcHandle>) {
+        match rpc {
+            Some(rpc) => {
+                self.core.abort(rpc);
+            }
+            None => {
+                self.sessions.cancel(call);
+            }
         }
     }
 }
@@ -512,6 +594,7 @@ fn open(addr: SocketAddr, config: &EndpointConfig) -> Result<(Socket, SocketAddr
     let mut protocol = config.protocol.clone();
     protocol.local_port = local_addr.port();
     protocol.verify_ports = matches!(config.socket.mode, smt_udp::Mode::RawIp { .. });
+    protocol.tx_offload = config.offload.is_some();
     if let Some(mtu) = config.mtu {
         protocol.max_datagram_size =
             EndpointConfig::datagram_size_for(mtu, local_addr, config.socket.mode);
@@ -560,7 +643,9 @@ mod tests {
         let peer = silent.local_addr().unwrap();
         let (keys, _) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
         engine.install_session(peer, keys).unwrap();
-        let call = engine.call(peer, b"anyone?".into()).unwrap();
+        let call = engine
+            .call(peer, b"anyone?".into(), CallOptions::new())
+            .unwrap();
         engine.flush();
         let mut datagram = [0u8; 2048];
         assert!(silent.recv_from(&mut datagram).is_ok(), "the request left");
@@ -586,5 +671,55 @@ mod tests {
             }
         }
         panic!("no timeout after {} ticks", config.protocol.abort_ticks * 2);
+    }
+
+    /// A call past its own deadline fails with `Error::Timeout` at that
+    /// deadline (not the protocol's `abort_ticks`), and the server is told
+    /// at once with RPC_UNKNOWN for the call's message ID.
+    #[test]
+    fn a_call_past_its_deadline_times_out_and_tells_the_server() {
+        let clock = ManualClock(Arc::new(Mutex::new(Instant::now())));
+        let config = EndpointConfig::default();
+        let any = "127.0.0.1:0".parse().unwrap();
+        let mut engine = Engine::bind(any, &config, Box::new(clock.clone())).unwrap();
+        let server = std::net::UdpSocket::bind(any).unwrap();
+        let peer = server.local_addr().unwrap();
+        let (keys, _) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
+        engine.install_session(peer, keys).unwrap();
+        let timeout = Duration::from_millis(50);
+        let call = engine
+            .call(peer, b"slow?".into(), CallOptions::new().timeout(timeout))
+            .unwrap();
+        engine.flush();
+        let mut datagram = [0u8; 2048];
+        let (_, _) = server.recv_from(&mut datagram).unwrap();
+        let id = datagram[20..28].to_vec();
+        assert_eq!(engine.deadline(), Some(clock.now() + config.protocol.tick));
+        clock.advance(timeout - Duration::from_millis(1));
+        engine.turn(false);
+        assert!(engine.poll_outcome().is_none(), "not yet");
+        clock.advance(Duration::from_millis(1));
+        engine.turn(false);
+        match engine.poll_outcome() {
+            Some(Outcome::Reply {
+                call: c,
+                result: Err(Error::Timeout { after }),
+            }) => assert_eq!((c, after), (call, timeout)),
+            other => panic!("expected the call's timeout, got {other:?}"),
+        }
+        assert_eq!(engine.outstanding_calls(), 0);
+        // The server hears RPC_UNKNOWN for the call's ID (the client's
+        // RESEND probes may come first).
+        server
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        loop {
+            let (n, _) = server.recv_from(&mut datagram).expect("RPC_UNKNOWN sent");
+            if datagram[13] == smt_proto::wire::PacketType::RPC_UNKNOWN.0 {
+                assert_eq!(&datagram[20..28], &id[..]);
+                assert_eq!(n, 28 + 16, "header and MAC");
+                return;
+            }
+        }
     }
 }

@@ -1,0 +1,185 @@
+//! The engine's outstanding calls: each one's RPC in the core (once it has
+//! one), its deadline, and the limit on how many there are.
+//!
+//! A call lives here from [`Calls::open`] until it ends, whichever way:
+//! its response or failure ([`Calls::finish_rpc`]), its deadline
+//! ([`Calls::expired`]), a cancel or a close ([`Calls::end`],
+//! [`Calls::drain`]). Exactly one of those reports it, so a call has
+//! exactly one outcome.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use smt_proto::RpcHandle;
+
+use super::CallToken;
+
+/// One outstanding call.
+#[derive(Clone, Copy, Debug)]
+struct Live {
+    /// Its RPC in the core; `None` while it waits for a handshake or a key
+    /// epoch (then `Sessions` holds its request).
+    rpc: Option<RpcHandle>,
+    /// When it times out, and the timeout that set it (for the error).
+    deadline: Option<(Instant, Duration)>,
+}
+
+/// Every outstanding call. Lookups by call and by RPC are hash lookups;
+/// the next deadline is the first of an ordered set.
+#[derive(Debug)]
+pub(crate) struct Calls {
+    next: u64,
+    max: usize,
+    live: HashMap<CallToken, Live>,
+    by_rpc: HashMap<RpcHandle, CallToken>,
+    deadlines: BTreeSet<(Instant, CallToken)>,
+}
+
+impl Calls {
+    pub fn new(max: usize) -> Self {
+        Self {
+            next: 0,
+            max,
+            live: HashMap::new(),
+            by_rpc: HashMap::new(),
+            deadlines: BTreeSet::new(),
+        }
+    }
+
+    /// Outstanding calls.
+    pub fn len(&self) -> usize {
+        self.live.len()
+    }
+
+    /// Whether another call would exceed the limit.
+    pub fn full(&self) -> bool {
+        self.live.len() >= self.max
+    }
+
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// A new call, timing out `timeout` after `now` if given.
+    pub fn open(&mut self, now: Instant, timeout: Option<Duration>) -> CallToken {
+        let call = CallToken(self.next);
+        self.next += 1;
+        let deadline = timeout.map(|t| (now.checked_add(t).unwrap_or(far_future(now)), t));
+        if let Some((at, _)) = deadline {
+            self.deadlines.insert((at, call));
+        }
+        self.live.insert(
+            call,
+            Live {
+                rpc: None,
+                deadline,
+            },
+        );
+        call
+    }
+
+    /// The call's request is now RPC `rpc` in the core.
+    pub fn sent(&mut self, call: CallToken, rpc: RpcHandle) {
+        if let Some(live) = self.live.get_mut(&call) {
+            live.rpc = Some(rpc);
+            self.by_rpc.insert(rpc, call);
+        }
+    }
+
+    /// Ends the call whose RPC finished (response or failure); `None` if
+    /// it had already ended (cancelled, timed out).
+    pub fn finish_rpc(&mut self, rpc: RpcHandle) -> Option<CallToken> {
+        let call = self.by_rpc.remove(&rpc)?;
+        self.forget(call);
+        Some(call)
+    }
+
+    /// Ends `call`; returns whether it was outstanding and its RPC, if it
+    /// had one (the caller aborts it in the core).
+    pub fn end(&mut self, call: CallToken) -> Option<Option<RpcHandle>> {
+        let live = self.forget(call)?;
+        Some(live.rpc)
+    }
+
+    /// The earliest deadline of any call.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.deadlines.first().map(|(at, _)| *at)
+    }
+
+    /// Ends the next call whose deadline is at or before `now`: the call,
+    /// its timeout, and its RPC if it had one.
+    pub fn expired(&mut self, now: Instant) -> Option<(CallToken, Duration, Option<RpcHandle>)> {
+        let &(at, call) = self.deadlines.first()?;
+        if at > now {
+            return None;
+        }
+        let live = self.forget(call)?;
+        let timeout = live.deadline.map_or(Duration::ZERO, |(_, t)| t);
+        Some((call, timeout, live.rpc))
+    }
+
+    /// Ends every call (the endpoint is closing).
+    pub fn drain(&mut self) -> Vec<CallToken> {
+        self.by_rpc.clear();
+        self.deadlines.clear();
+        self.live.drain().map(|(call, _)| call).collect()
+    }
+
+    fn forget(&mut self, call: CallToken) -> Option<Live> {
+        let live = self.live.remove(&call)?;
+        if let Some(rpc) = live.rpc {
+            self.by_rpc.remove(&rpc);
+        }
+        if let Some((at, _)) = live.deadline {
+            self.deadlines.remove(&(at, call));
+        }
+        Some(live)
+    }
+}
+
+/// A deadline too far to compute (`Duration::MAX`): about thirty years
+/// on, which no call waits for.
+fn far_future(now: Instant) -> Instant {
+    now + Duration::from_secs(30 * 365 * 24 * 3600)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_call_ends_exactly_once() {
+        let now = Instant::now();
+        let mut calls = Calls::new(8);
+        let a = calls.open(now, Some(Duration::from_millis(5)));
+        let b = calls.open(now, None);
+        let c = calls.open(now, Some(Duration::MAX));
+        calls.sent(a, RpcHandle(10));
+        calls.sent(b, RpcHandle(11));
+        assert_eq!(calls.len(), 3);
+        assert_eq!(calls.next_deadline(), Some(now + Duration::from_millis(5)));
+        assert!(calls.expired(now).is_none(), "not yet");
+        let later = now + Duration::from_millis(5);
+        assert_eq!(
+            calls.expired(later),
+            Some((a, Duration::from_millis(5), Some(RpcHandle(10))))
+        );
+        assert_eq!(calls.finish_rpc(RpcHandle(10)), None, "already ended");
+        assert_eq!(calls.finish_rpc(RpcHandle(11)), Some(b));
+        assert_eq!(calls.end(c), Some(None), "never sent");
+        assert_eq!(calls.end(c), None);
+        assert_eq!((calls.len(), calls.next_deadline()), (0, None));
+    }
+
+    #[test]
+    fn the_limit_counts_outstanding_calls() {
+        let now = Instant::now();
+        let mut calls = Calls::new(2);
+        let a = calls.open(now, None);
+        calls.open(now, None);
+        assert!(calls.full());
+        calls.end(a);
+        assert!(!calls.full());
+        assert_eq!(calls.drain().len(), 1);
+    }
+}
