@@ -3,11 +3,12 @@
  * id at once), waits for their responses with blocking smt_recv, matches
  * them by id and checks them, then sends "quit" to stop the server.
  *
- *   client SERVER [--psk HEX] [--ca PEM [--name NAME]]
+ *   client SERVER [--psk HEX] [--ca PEM [--name NAME] [--cert PEM --key PEM]]
  *                 [--ticket FILE --ca PEM --name NAME [--fs]]
  *
  * SERVER is IP:PORT, or HOST:PORT (looked up, and HOST checked in the
- * server's certificate). Exit status 0 when every response was right.
+ * server's certificate). --cert and --key: this client's certificate, for
+ * a server that requires one. Exit status 0 when every response was right.
  *
  * Build: cc client.c -I ../include -L ../../../target/release -lsmt
  *        (or: cc client.c $(pkg-config --cflags --libs smt))
@@ -53,19 +54,21 @@ static int await(smt_handle h, uint64_t id, const char *want, size_t len) {
     if (kind < 0) return fail("smt_recv", kind);
     int ok = kind == SMT_MSG_RESPONSE && msg.id == id && msg.len == len &&
              memcmp(msg.data, want, len) == 0;
-    if (!ok) fprintf(stderr, "client: call %llu: unexpected message (kind %d, id %llu): %.*s\n",
-                     (unsigned long long)id, kind, (unsigned long long)msg.id, (int)msg.len, msg.data);
+    if (!ok) fprintf(stderr, "client: call %llu: unexpected message (kind %d, id %llu, %s): %.*s\n",
+                     (unsigned long long)id, kind, (unsigned long long)msg.id, smt_strerror(msg.error),
+                     (int)msg.len, msg.data);
     smt_msg_release(&msg);
     return ok ? 0 : 1;
 }
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: client IP:PORT|HOST:PORT [--psk HEX] [--ca PEM [--name NAME]] "
+        fprintf(stderr, "usage: client IP:PORT|HOST:PORT [--psk HEX] "
+                        "[--ca PEM [--name NAME] [--cert PEM --key PEM]] "
                         "[--ticket FILE --ca PEM --name NAME [--fs]]\n");
         return 2;
     }
-    const char *psk = NULL, *ca = NULL, *name = NULL, *ticket = NULL;
+    const char *psk = NULL, *ca = NULL, *name = NULL, *ticket = NULL, *cert = NULL, *key = NULL;
     int fs = 0;
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--fs") == 0) fs = 1;
@@ -74,6 +77,8 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--ca") == 0) ca = argv[++i];
         else if (strcmp(argv[i], "--name") == 0) name = argv[++i];
         else if (strcmp(argv[i], "--ticket") == 0) ticket = argv[++i];
+        else if (strcmp(argv[i], "--cert") == 0) cert = argv[++i];
+        else if (strcmp(argv[i], "--key") == 0) key = argv[++i];
         else return fprintf(stderr, "client: unknown option %s\n", argv[i]), 2;
     }
 
@@ -91,7 +96,7 @@ int main(int argc, char **argv) {
         if (n < 0) return fprintf(stderr, "client: --psk is not hex\n"), 2;
         if ((rc = smt_set_psk(h, bytes, (size_t)n)) != SMT_OK) return fail("smt_set_psk", rc);
     }
-    if (ca != NULL && (rc = smt_set_tls_client(h, ca, NULL, NULL)) != SMT_OK)
+    if (ca != NULL && (rc = smt_set_tls_client(h, ca, cert, key)) != SMT_OK)
         return fail("smt_set_tls_client", rc);
     if (name != NULL && (rc = smt_set_server_name(h, server, name)) != SMT_OK)
         return fail("smt_set_server_name", rc);
@@ -119,8 +124,9 @@ int main(int argc, char **argv) {
         int i = 0;
         while (i < CALLS && ids[i] != msg.id) i++;
         if (kind != SMT_MSG_RESPONSE || i == CALLS || answered[i]) {
-            fprintf(stderr, "client: unexpected message (kind %d, id %llu): %.*s\n", kind,
-                    (unsigned long long)msg.id, (int)msg.len, msg.data);
+            /* A failed call says why: its code in msg.error, the details as text in msg.data. */
+            fprintf(stderr, "client: unexpected message (kind %d, id %llu, %s): %.*s\n", kind,
+                    (unsigned long long)msg.id, smt_strerror(msg.error), (int)msg.len, msg.data);
             bad = 1;
         } else if (!is_upper_of(msg.data, msg.len, requests[i], lens[i])) {
             fprintf(stderr, "client: call %llu: wrong response\n", (unsigned long long)msg.id);

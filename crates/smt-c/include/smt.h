@@ -132,20 +132,36 @@
 // AEAD's record limit); install new keys.
 #define SMT_ERR_KEYS_SPENT -19
 
+// The caller's: this handle already has the most calls outstanding at
+// once (16384); call `smt_recv` until some of them end.
+#define SMT_ERR_TOO_MANY_CALLS -20
+
 // The peer's: the handshake failed (certificate not trusted or for
 // another name, ticket refused, protocol error or alert).
 #define SMT_ERR_HANDSHAKE -30
 
-// The peer's: it broke the protocol, lost the request repeatedly, or
-// removed the session.
+// The peer's: it broke the protocol or lost the request repeatedly.
 #define SMT_ERR_PEER -31
 
 // The peer's: the server refused the request without executing it (too
 // many requests waiting for its application). Retrying later is safe.
 #define SMT_ERR_OVERLOADED -32
 
+// The peer's: the server received the request but will not answer it (its
+// application dropped it with `smt_abort`, its response could not be
+// sent, or it gave up on the call). The request may have run: retry only
+// what is safe to run twice.
+#define SMT_ERR_ABANDONED -33
+
+// The peer's: it ended the session while the call was in flight. A TLS
+// server that requires a client certificate does so right after the
+// handshake when none (or one it does not trust) was presented: see
+// `smt_set_tls_client`'s `cert_path` and `key_path`.
+#define SMT_ERR_SESSION_CLOSED -34
+
 // The network's: the peer stopped answering (the call or the handshake
-// timed out).
+// timed out), or the call's own timeout (`smt_set_call_timeout`) passed
+// before its response was complete; the server may have run the request.
 #define SMT_ERR_TIMEOUT -40
 
 // The network's: the peer's host or port is unreachable (ICMP): nothing
@@ -252,9 +268,11 @@ extern "C" {
 int smt_open(const char *addr, smt_handle *handle);
 
 // Closes the endpoint: calls still outstanding are cancelled (no message
-// reports them), requests not answered are dropped (their clients' calls
-// fail), and answers already given get up to 2 s to reach their clients
-// before the socket closes. The handle is invalid afterwards (every call
+// reports them; their servers are told), requests not answered are
+// dropped (their clients' calls fail with `SMT_ERR_ABANDONED`), and
+// answers already given get up to 2 s to reach their clients before the
+// socket closes: this call blocks until they are acknowledged or the 2 s
+// are over (it returns at once when nothing is in flight). The handle is invalid afterwards (every call
 // with it returns `SMT_ERR_HANDLE`); messages received from it stay valid
 // until released.
 //
@@ -404,6 +422,7 @@ int smt_set_zero_rtt_server(smt_handle handle,
 //
 // Errors: `SMT_ERR_NO_KEYS` (no session and no PSK, TLS client or ticket
 // set), `SMT_ERR_TOO_LARGE` (over `SMT_MAX_MESSAGE_LEN`),
+// `SMT_ERR_TOO_MANY_CALLS` (16384 outstanding: receive some first),
 // `SMT_ERR_ADDRESS`, `SMT_ERR_HANDLE`, `SMT_ERR_BUSY`, `SMT_ERR_INVALID`.
 //
 // # Safety
@@ -444,15 +463,29 @@ void smt_msg_release(struct smt_msg *msg);
 // sent by then. Each request is answered once.
 //
 // Errors: `SMT_ERR_UNKNOWN_ID` (no unanswered request has this id),
-// `SMT_ERR_TOO_LARGE`, `SMT_ERR_HANDLE`, `SMT_ERR_BUSY`, `SMT_ERR_INVALID`.
+// `SMT_ERR_TOO_LARGE` (the request stays unanswered: reply with less, or
+// `smt_abort` it), `SMT_ERR_HANDLE`, `SMT_ERR_BUSY`, `SMT_ERR_INVALID`.
+// Any other error (the client's session gone, its keys used up) ends the
+// request: its client's call fails with `SMT_ERR_ABANDONED`.
 //
 // # Safety
 // `data` is NULL or points to `len` readable bytes.
 int smt_reply(smt_handle handle, uint64_t id, const void *data, size_t len);
 
-// Gives up on call `id` (no message will report it) or drops request `id`
-// unanswered (its client's call fails; the request is never executed
-// twice).
+// Calls sent from now on from this handle fail (a `SMT_MSG_FAILED`
+// message with `SMT_ERR_TIMEOUT`) when their response is not complete
+// `timeout_ms` milliseconds after `smt_send`, handshake included; their
+// RPC is then aborted at both ends, and the server may have run the
+// request. 0 (the default): no deadline of their own (a call still fails
+// when its peer goes silent). Calls already sent keep their deadline.
+//
+// Errors: `SMT_ERR_HANDLE`, `SMT_ERR_BUSY`.
+int smt_set_call_timeout(smt_handle handle, uint32_t timeout_ms);
+
+// Gives up on call `id` (no message will report it; its server is told
+// to stop working on it) or drops request `id` unanswered (its client's
+// call fails at once with `SMT_ERR_ABANDONED`; the request is never
+// executed twice).
 //
 // Errors: `SMT_ERR_UNKNOWN_ID`, `SMT_ERR_HANDLE`, `SMT_ERR_BUSY`.
 int smt_abort(smt_handle handle, uint64_t id);

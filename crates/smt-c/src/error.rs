@@ -53,19 +53,32 @@ pub const SMT_ERR_BUFFER: c_int = -18;
 /// The caller's: the session's keys are used up (every message ID or the
 /// AEAD's record limit); install new keys.
 pub const SMT_ERR_KEYS_SPENT: c_int = -19;
+/// The caller's: this handle already has the most calls outstanding at
+/// once (16384); call `smt_recv` until some of them end.
+pub const SMT_ERR_TOO_MANY_CALLS: c_int = -20;
 
 /// The peer's: the handshake failed (certificate not trusted or for
 /// another name, ticket refused, protocol error or alert).
 pub const SMT_ERR_HANDSHAKE: c_int = -30;
-/// The peer's: it broke the protocol, lost the request repeatedly, or
-/// removed the session.
+/// The peer's: it broke the protocol or lost the request repeatedly.
 pub const SMT_ERR_PEER: c_int = -31;
 /// The peer's: the server refused the request without executing it (too
 /// many requests waiting for its application). Retrying later is safe.
 pub const SMT_ERR_OVERLOADED: c_int = -32;
+/// The peer's: the server received the request but will not answer it (its
+/// application dropped it with `smt_abort`, its response could not be
+/// sent, or it gave up on the call). The request may have run: retry only
+/// what is safe to run twice.
+pub const SMT_ERR_ABANDONED: c_int = -33;
+/// The peer's: it ended the session while the call was in flight. A TLS
+/// server that requires a client certificate does so right after the
+/// handshake when none (or one it does not trust) was presented: see
+/// `smt_set_tls_client`'s `cert_path` and `key_path`.
+pub const SMT_ERR_SESSION_CLOSED: c_int = -34;
 
 /// The network's: the peer stopped answering (the call or the handshake
-/// timed out).
+/// timed out), or the call's own timeout (`smt_set_call_timeout`) passed
+/// before its response was complete; the server may have run the request.
 pub const SMT_ERR_TIMEOUT: c_int = -40;
 /// The network's: the peer's host or port is unreachable (ICMP): nothing
 /// speaks SMT there.
@@ -112,9 +125,12 @@ const TEXTS: &[(c_int, &CStr)] = &[
     (SMT_ERR_CONFIG, c"unusable certificate, key, ticket or PSK"),
     (SMT_ERR_BUFFER, c"buffer too small"),
     (SMT_ERR_KEYS_SPENT, c"the session's keys are used up"),
+    (SMT_ERR_TOO_MANY_CALLS, c"too many calls outstanding"),
     (SMT_ERR_HANDSHAKE, c"handshake failed"),
-    (SMT_ERR_PEER, c"the peer broke the protocol"),
+    (SMT_ERR_PEER, c"the peer misbehaved"),
     (SMT_ERR_OVERLOADED, c"the server is overloaded"),
+    (SMT_ERR_ABANDONED, c"the server will not answer the request"),
+    (SMT_ERR_SESSION_CLOSED, c"the peer ended the session"),
     (SMT_ERR_TIMEOUT, c"the peer stopped answering"),
     (SMT_ERR_UNREACHABLE, c"the peer is unreachable"),
     (SMT_ERR_SOCKET, c"cannot open the socket"),
@@ -187,6 +203,8 @@ pub fn code_of(e: &Error) -> c_int {
         Error::Rpc(e) => rpc_code(e),
         Error::Handshake(e) => handshake_code(e),
         Error::Closed => SMT_ERR_HANDLE,
+        Error::Timeout { .. } => SMT_ERR_TIMEOUT,
+        Error::TooManyCalls { .. } => SMT_ERR_TOO_MANY_CALLS,
         _ => SMT_ERR_INTERNAL,
     }
 }
@@ -208,10 +226,11 @@ fn rpc_code(e: &RpcError) -> c_int {
         RpcError::Timeout => SMT_ERR_TIMEOUT,
         RpcError::Unreachable => SMT_ERR_UNREACHABLE,
         RpcError::Overloaded => SMT_ERR_OVERLOADED,
+        RpcError::Abandoned => SMT_ERR_ABANDONED,
+        RpcError::SessionClosed => SMT_ERR_SESSION_CLOSED,
         RpcError::IdSpaceExhausted => SMT_ERR_KEYS_SPENT,
-        RpcError::PeerLostRequest | RpcError::PeerMisbehaved | RpcError::SessionClosed => {
-            SMT_ERR_PEER
-        }
+        // `PeerLostRequest`, `PeerMisbehaved`, and kinds
+        // added later (the enum is non-exhaustive): the peer's doing.
         _ => SMT_ERR_PEER,
     }
 }
@@ -279,6 +298,16 @@ mod tests {
             ),
             (Error::Rpc(RpcError::Timeout), SMT_ERR_TIMEOUT),
             (Error::Rpc(RpcError::Overloaded), SMT_ERR_OVERLOADED),
+            (Error::Rpc(RpcError::Abandoned), SMT_ERR_ABANDONED),
+            (Error::Rpc(RpcError::SessionClosed), SMT_ERR_SESSION_CLOSED),
+            (Error::Rpc(RpcError::PeerMisbehaved), SMT_ERR_PEER),
+            (
+                Error::Timeout {
+                    after: std::time::Duration::from_millis(5),
+                },
+                SMT_ERR_TIMEOUT,
+            ),
+            (Error::TooManyCalls { max: 1 }, SMT_ERR_TOO_MANY_CALLS),
             (
                 Error::Handshake(HandshakeError::WrongName("x".into())),
                 SMT_ERR_HANDSHAKE,

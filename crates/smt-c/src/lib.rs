@@ -4,8 +4,7 @@
 //! by id, and poll the endpoint's descriptor from the program's own epoll
 //! loop. The header, `include/smt.h`, is generated from this file by
 //! cbindgen (`tests/header.rs` fails when it is stale) and states the
-//! ownership and threading rules; `docs/apps.md` § "The C API" has an
-//! example.
+//! ownership and threading rules; `docs/c-api.md` has an example.
 //!
 //! Layout: `lib.rs` holds the exported functions, each a thin shell that
 //! turns its C arguments into Rust values (`ffi.rs`), finds the endpoint in
@@ -30,6 +29,7 @@ mod socket;
 mod table;
 
 use std::ffi::{c_char, c_int, c_void, CStr};
+use std::time::Duration;
 
 use smt::Role;
 
@@ -82,9 +82,11 @@ pub unsafe extern "C" fn smt_open(addr: *const c_char, handle: *mut Handle) -> c
 }
 
 /// Closes the endpoint: calls still outstanding are cancelled (no message
-/// reports them), requests not answered are dropped (their clients' calls
-/// fail), and answers already given get up to 2 s to reach their clients
-/// before the socket closes. The handle is invalid afterwards (every call
+/// reports them; their servers are told), requests not answered are
+/// dropped (their clients' calls fail with `SMT_ERR_ABANDONED`), and
+/// answers already given get up to 2 s to reach their clients before the
+/// socket closes: this call blocks until they are acknowledged or the 2 s
+/// are over (it returns at once when nothing is in flight). The handle is invalid afterwards (every call
 /// with it returns `SMT_ERR_HANDLE`); messages received from it stay valid
 /// until released.
 ///
@@ -398,6 +400,7 @@ pub unsafe extern "C" fn smt_set_zero_rtt_server(
 ///
 /// Errors: `SMT_ERR_NO_KEYS` (no session and no PSK, TLS client or ticket
 /// set), `SMT_ERR_TOO_LARGE` (over `SMT_MAX_MESSAGE_LEN`),
+/// `SMT_ERR_TOO_MANY_CALLS` (16384 outstanding: receive some first),
 /// `SMT_ERR_ADDRESS`, `SMT_ERR_HANDLE`, `SMT_ERR_BUSY`, `SMT_ERR_INVALID`.
 ///
 /// # Safety
@@ -486,7 +489,10 @@ pub unsafe extern "C" fn smt_msg_release(msg: *mut Msg) {
 /// sent by then. Each request is answered once.
 ///
 /// Errors: `SMT_ERR_UNKNOWN_ID` (no unanswered request has this id),
-/// `SMT_ERR_TOO_LARGE`, `SMT_ERR_HANDLE`, `SMT_ERR_BUSY`, `SMT_ERR_INVALID`.
+/// `SMT_ERR_TOO_LARGE` (the request stays unanswered: reply with less, or
+/// `smt_abort` it), `SMT_ERR_HANDLE`, `SMT_ERR_BUSY`, `SMT_ERR_INVALID`.
+/// Any other error (the client's session gone, its keys used up) ends the
+/// request: its client's call fails with `SMT_ERR_ABANDONED`.
 ///
 /// # Safety
 /// `data` is NULL or points to `len` readable bytes.
@@ -505,9 +511,30 @@ pub unsafe extern "C" fn smt_reply(
     })
 }
 
-/// Gives up on call `id` (no message will report it) or drops request `id`
-/// unanswered (its client's call fails; the request is never executed
-/// twice).
+/// Calls sent from now on from this handle fail (a `SMT_MSG_FAILED`
+/// message with `SMT_ERR_TIMEOUT`) when their response is not complete
+/// `timeout_ms` milliseconds after `smt_send`, handshake included; their
+/// RPC is then aborted at both ends, and the server may have run the
+/// request. 0 (the default): no deadline of their own (a call still fails
+/// when its peer goes silent). Calls already sent keep their deadline.
+///
+/// Errors: `SMT_ERR_HANDLE`, `SMT_ERR_BUSY`.
+#[no_mangle]
+pub extern "C" fn smt_set_call_timeout(handle: Handle, timeout_ms: u32) -> c_int {
+    guard(|| {
+        let timeout = (timeout_ms > 0).then(|| Duration::from_millis(timeout_ms.into()));
+        SOCKETS.with(handle, |s| {
+            s.set_call_timeout(timeout);
+            Ok(())
+        })?;
+        Ok(SMT_OK)
+    })
+}
+
+/// Gives up on call `id` (no message will report it; its server is told
+/// to stop working on it) or drops request `id` unanswered (its client's
+/// call fails at once with `SMT_ERR_ABANDONED`; the request is never
+/// executed twice).
 ///
 /// Errors: `SMT_ERR_UNKNOWN_ID`, `SMT_ERR_HANDLE`, `SMT_ERR_BUSY`.
 #[no_mangle]

@@ -23,7 +23,8 @@ use smt::keys::{AeadAlgorithm, PskClient, TrafficKey};
 use smt::ticket::{KeyPool, ReplayCache, StaticKey, Ticket, ZeroRttServer};
 use smt::tls::{ServerName, TlsClient, TlsServer};
 use smt::{
-    Bytes, CallId, EndpointConfig, LocalEndpoint, LocalEvent, RequestId, Role, ServerAcceptor,
+    Bytes, CallId, CallOptions, EndpointConfig, LocalEndpoint, LocalEvent, RequestId, Role,
+    ServerAcceptor,
 };
 
 use crate::error::{
@@ -41,9 +42,6 @@ pub const SMT_MIN_PSK_LEN: usize = 32;
 /// How long `smt_close` lets answers already given reach their clients
 /// (and their acknowledgements come back), as `Endpoint::close` does.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
-/// Once nothing is in flight, timers due within this still run before the
-/// socket closes (delayed acknowledgements wait one tick).
-const CLOSE_FLUSH: Duration = Duration::from_millis(5);
 /// How often a closing endpoint checks whether it is done.
 const CLOSE_STEP: Duration = Duration::from_millis(2);
 
@@ -90,6 +88,8 @@ pub struct Socket {
     pending: HashMap<u64, Pending>,
     /// The id of each outstanding call.
     calls: HashMap<CallId, u64>,
+    /// The options of calls sent from now on (`smt_set_call_timeout`).
+    call_options: CallOptions,
     server: ServerSide,
 }
 
@@ -122,6 +122,7 @@ impl Socket {
             next_id: 1,
             pending: HashMap::new(),
             calls: HashMap::new(),
+            call_options: CallOptions::new(),
             server: ServerSide::default(),
         })
     }
@@ -322,13 +323,23 @@ impl Socket {
 
     // ---- messages ----
 
+    /// Calls sent from now on fail with `SMT_ERR_TIMEOUT` when their
+    /// response is not complete `timeout` after they were sent (handshake
+    /// included); `None`: no deadline of their own.
+    pub fn set_call_timeout(&mut self, timeout: Option<Duration>) {
+        self.call_options = match timeout {
+            Some(t) => CallOptions::new().timeout(t),
+            None => CallOptions::new().no_timeout(),
+        };
+    }
+
     /// Starts a call; its request leaves before this returns (or once a
     /// handshake started now has installed keys).
     pub fn send(&mut self, peer: SocketAddr, data: &[u8]) -> Result<u64, Failure> {
         check_len(data.len())?;
         let call = self
             .endpoint
-            .call(peer, data)
+            .call_with(peer, data, self.call_options)
             .map_err(|e| Failure::new(code_of(&e), format!("cannot call {peer}: {e}")))?;
         let id = self.new_id();
         self.pending.insert(id, Pending::Call { call, peer });
@@ -352,22 +363,32 @@ impl Socket {
     }
 
     /// Answers request `id`; the response leaves before this returns.
+    /// A message over the limit is refused before anything happens (the
+    /// request stays unanswered); any later failure ends the request.
     pub fn reply(&mut self, id: u64, data: &[u8]) -> Result<(), Failure> {
         check_len(data.len())?;
-        let Some(Pending::Request(request)) = self.pending.get(&id) else {
+        let Some(&Pending::Request(request)) = self.pending.get(&id) else {
             return Err(unknown(id, "request"));
         };
-        self.endpoint
-            .respond(*request, data)
-            .map_err(|e| Failure::new(code_of(&e), format!("cannot answer request {id}: {e}")))?;
+        // Sent or not, the request is over: a response the engine refuses
+        // abandons it (its client hears SMT_ERR_ABANDONED).
         self.pending.remove(&id);
+        self.endpoint.respond(request, data).map_err(|e| {
+            Failure::new(
+                code_of(&e),
+                format!(
+                    "cannot answer request {id} (its client is told it will get no answer): {e}"
+                ),
+            )
+        })?;
         self.endpoint.flush()?;
         Ok(())
     }
 
-    /// Gives up on call `id` (no message will report it) or drops request
-    /// `id` unanswered (its client's call fails with a timeout; the request
-    /// is never executed twice).
+    /// Gives up on call `id` (no message will report it; its server is
+    /// told to stop) or drops request `id` unanswered (its client's call
+    /// fails at once with `SMT_ERR_ABANDONED`; the request is never
+    /// executed twice).
     pub fn abort(&mut self, id: u64) -> Result<(), Failure> {
         match self.pending.remove(&id) {
             Some(Pending::Call { call, .. }) => {
@@ -377,6 +398,9 @@ impl Socket {
             Some(Pending::Request(request)) => self.endpoint.abandon(request),
             None => return Err(unknown(id, "call or request")),
         }
+        // The peer hears of it now (ABANDONED or RPC_UNKNOWN), not at the
+        // next smt_recv, which a client-only program may never make.
+        self.endpoint.flush()?;
         Ok(())
     }
 
@@ -405,9 +429,9 @@ impl Socket {
 
     /// Lets answers already given finish (at most [`CLOSE_GRACE`]) after
     /// cancelling our calls and dropping unanswered requests, then closes
-    /// the socket. Once nothing is in flight, timers due within
-    /// [`CLOSE_FLUSH`] still run: the acknowledgements of responses just
-    /// received wait a tick, and their server lingers until it hears them.
+    /// the socket. The acknowledgements still waiting for their delay
+    /// leave when the endpoint is dropped (`LocalEndpoint`'s `Drop`), so
+    /// the servers of the calls just completed free them at once.
     pub fn close(mut self) {
         for (_, pending) in self.pending.drain() {
             match pending {
@@ -417,24 +441,14 @@ impl Socket {
         }
         let _ = self.endpoint.flush();
         let end = Instant::now() + CLOSE_GRACE;
-        let mut flush_until = None;
-        loop {
-            let now = Instant::now();
-            let timer = self.endpoint.timeout();
-            if self.endpoint.in_flight() == (0, 0) {
-                let until = *flush_until.get_or_insert(now + CLOSE_FLUSH);
-                if !timer.is_some_and(|t| now + t <= until) {
-                    break;
-                }
-            }
-            let left = end.saturating_duration_since(now);
+        while self.endpoint.in_flight() != (0, 0) {
+            let left = end.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break;
             }
             // `poll` returns on events only, and an acknowledgement is
             // none: look again at least every `CLOSE_STEP`.
-            let step = timer.unwrap_or(CLOSE_STEP).min(CLOSE_STEP).min(left);
-            match self.endpoint.poll(Some(step)) {
+            match self.endpoint.poll(Some(CLOSE_STEP.min(left))) {
                 Ok(Some(LocalEvent::Request { request, .. })) => self.endpoint.abandon(request),
                 Ok(_) => {}
                 Err(_) => break,

@@ -5,7 +5,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -37,6 +37,76 @@ fn c_client_and_server_talk_over_tls_with_the_server_called_by_name() {
         vec![format!("localhost:{port}"), "--ca".into(), pki.ca.clone()]
     });
     assert!(out.contains("all 4 responses right"), "{out}");
+}
+
+#[test]
+fn c_client_presents_its_certificate_to_a_server_that_requires_one() {
+    let Some(c) = Compiler::find() else { return };
+    let pki = Pki::new(c.dir());
+    let server_args = [
+        "--cert",
+        &pki.cert,
+        "--key",
+        &pki.key,
+        "--client-ca",
+        &pki.ca,
+    ];
+    let out = c.run_pair(&server_args, |addr| {
+        let args = [
+            "--ca",
+            &pki.ca,
+            "--cert",
+            &pki.client_cert,
+            "--key",
+            &pki.client_key,
+        ];
+        std::iter::once(addr.to_string())
+            .chain(args.iter().map(|s| s.to_string()))
+            .collect()
+    });
+    assert!(out.contains("all 4 responses right"), "{out}");
+}
+
+#[test]
+fn c_client_without_a_certificate_hears_that_the_server_ended_the_session() {
+    let Some(c) = Compiler::find() else { return };
+    let pki = Pki::new(c.dir());
+    let (server, client) = (
+        c.build("examples/server.c", &[]),
+        c.build("examples/client.c", &[]),
+    );
+    let server_args = [
+        "--cert",
+        &pki.cert,
+        "--key",
+        &pki.key,
+        "--client-ca",
+        &pki.ca,
+    ];
+    let (mut server, addr, _) = start_server(&server, &server_args);
+    let out = finish(
+        Command::new(client)
+            .args([&addr, "--ca", &pki.ca])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("client's stderr:\n{stderr}");
+    assert!(
+        !out.status.success(),
+        "the client succeeded without a certificate"
+    );
+    // TLS 1.3 lets the client finish its handshake before the server
+    // checks the certificate: the server then ends the session, and each
+    // call is reported failed (SMT_MSG_FAILED) with SMT_ERR_SESSION_CLOSED.
+    assert!(
+        stderr.contains("kind 3") && stderr.contains("the peer ended the session"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -281,20 +351,9 @@ fn run_pair(
     client: &Path,
     client_args: impl FnOnce(&str) -> Vec<String>,
 ) -> String {
-    let mut server = Command::new(server)
-        .arg("127.0.0.1:0")
-        .args(server_args)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
-    let banner = lines.next().and_then(Result::ok).unwrap_or_default();
-    let Some(addr) = banner.strip_prefix("listening on ") else {
-        let _ = server.kill();
-        panic!("the server did not start: {banner:?}");
-    };
+    let (mut server, addr, lines) = start_server(server, server_args);
     let client = Command::new(client)
-        .args(client_args(addr))
+        .args(client_args(&addr))
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -310,6 +369,27 @@ fn run_pair(
     assert!(server.status.success(), "the server failed: {rest:?}");
     assert_eq!(rest, ["served 4 requests"]);
     out
+}
+
+/// Starts `server` on a free port of 127.0.0.1 and returns it, its
+/// address (from its banner) and the rest of its output.
+fn start_server(
+    server: &Path,
+    server_args: &[&str],
+) -> (Child, String, std::io::Lines<BufReader<ChildStdout>>) {
+    let mut server = Command::new(server)
+        .arg("127.0.0.1:0")
+        .args(server_args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
+    let banner = lines.next().and_then(Result::ok).unwrap_or_default();
+    let Some(addr) = banner.strip_prefix("listening on ") else {
+        let _ = server.kill();
+        panic!("the server did not start: {banner:?}");
+    };
+    (server, addr.to_owned(), lines)
 }
 
 /// Waits for `child` at most [`LIMIT`], killing it past that.
@@ -361,11 +441,14 @@ fn library_dir() -> PathBuf {
     .clone()
 }
 
-/// A CA, and a server certificate for localhost and 127.0.0.1, as files.
+/// A CA, a server certificate for localhost and 127.0.0.1, and a client
+/// certificate, as files.
 struct Pki {
     ca: String,
     cert: String,
     key: String,
+    client_cert: String,
+    client_key: String,
     issued: smt_tls::certs::IssuedCert,
 }
 
@@ -373,6 +456,7 @@ impl Pki {
     fn new(dir: &Path) -> Self {
         let ca = smt_tls::certs::Ca::generate("libsmt test CA").unwrap();
         let issued = ca.issue(&["localhost", "127.0.0.1"], false).unwrap();
+        let client = ca.issue(&["libsmt-test-client"], true).unwrap();
         let write = |name: &str, text: &str| {
             let path = dir.join(name);
             std::fs::write(&path, text).unwrap();
@@ -382,6 +466,8 @@ impl Pki {
             ca: write("ca.pem", ca.cert_pem()),
             cert: write("server.pem", &issued.chain_pem()),
             key: write("server-key.pem", &issued.key_pem()),
+            client_cert: write("client.pem", &client.chain_pem()),
+            client_key: write("client-key.pem", &client.key_pem()),
             issued,
         }
     }

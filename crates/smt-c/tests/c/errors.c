@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <smt.h>
@@ -161,6 +162,118 @@ static void failed_call(void) {
     smt_close(h);
 }
 
+/* A server and a client handle on loopback with each other's keys. */
+struct pair {
+    smt_handle server, client;
+    char server_addr[SMT_PEER_LEN], client_addr[SMT_PEER_LEN];
+};
+
+static void open_pair(struct pair *p) {
+    uint8_t keys[56];
+    smt_open("127.0.0.1:0", &p->server);
+    smt_open("127.0.0.1:0", &p->client);
+    smt_local_addr(p->server, p->server_addr, sizeof p->server_addr);
+    smt_local_addr(p->client, p->client_addr, sizeof p->client_addr);
+    test_keys(keys);
+    expect(smt_install_keys(p->client, p->server_addr, SMT_ROLE_CLIENT, keys, 56), SMT_OK, "install_keys (client)");
+    expect(smt_install_keys(p->server, p->client_addr, SMT_ROLE_SERVER, keys, 56), SMT_OK, "install_keys (server)");
+}
+
+/* The client first: its close sends the acknowledgements of the responses
+ * it received, which the server's close waits for (at most 2 s). */
+static void close_pair(struct pair *p) {
+    expect(smt_close(p->client), SMT_OK, "close (client)");
+    expect(smt_close(p->server), SMT_OK, "close (server)");
+}
+
+/* A request the server drops with smt_abort: the client hears at once that
+ * no answer will come (SMT_ERR_ABANDONED, the peer's doing). */
+static void abandoned_request(void) {
+    struct pair p;
+    uint64_t id;
+    smt_msg req, msg;
+    open_pair(&p);
+    expect(smt_send(p.client, p.server_addr, "drop me", 7, &id), SMT_OK, "send a request the server will drop");
+    check(smt_recv(p.server, 0, &req) == SMT_MSG_REQUEST, "the server receives it");
+    expect(smt_abort(p.server, req.id), SMT_OK, "abort: the server drops the request");
+    expect(smt_reply(p.server, req.id, "x", 1), SMT_ERR_UNKNOWN_ID, "reply after abort: unknown id");
+    smt_msg_release(&req);
+    int kind = smt_recv(p.client, 0, &msg);
+    check(kind == SMT_MSG_FAILED && msg.id == id && msg.error == SMT_ERR_ABANDONED,
+          "the client's call fails with SMT_ERR_ABANDONED");
+    check(smt_error_blame(SMT_ERR_ABANDONED) == SMT_BLAME_PEER, "blame: an abandoned request is the peer's");
+    smt_msg_release(&msg);
+    close_pair(&p);
+}
+
+/* A call the client gives up on with smt_abort: no message reports it,
+ * even though the server answers. */
+static void cancelled_call(void) {
+    struct pair p;
+    uint64_t id, id2;
+    smt_msg req, msg;
+    open_pair(&p);
+    expect(smt_send(p.client, p.server_addr, "never mind", 10, &id), SMT_OK, "send a call the client will cancel");
+    check(smt_recv(p.server, 0, &req) == SMT_MSG_REQUEST, "the server receives it");
+    expect(smt_abort(p.client, id), SMT_OK, "abort: the client cancels its call");
+    expect(smt_abort(p.client, id), SMT_ERR_UNKNOWN_ID, "abort twice: unknown id");
+    int rc = smt_reply(p.server, req.id, "too late", 8);
+    check(rc == SMT_OK || rc == SMT_ERR_UNKNOWN_ID, "the server may still answer (or already knows)");
+    smt_msg_release(&req);
+    /* A second call, answered: the first one's fate is settled by then. */
+    expect(smt_send(p.client, p.server_addr, "next", 4, &id2), SMT_OK, "send a second call");
+    check(smt_recv(p.server, 0, &req) == SMT_MSG_REQUEST && req.len == 4, "the server receives the second");
+    expect(smt_reply(p.server, req.id, "NEXT", 4), SMT_OK, "reply to the second");
+    smt_msg_release(&req);
+    int kind = smt_recv(p.client, 0, &msg);
+    check(kind == SMT_MSG_RESPONSE && msg.id == id2, "only the second call is reported");
+    smt_msg_release(&msg);
+    expect(smt_recv(p.client, SMT_RECV_NONBLOCKING, &msg), SMT_ERR_AGAIN, "nothing else arrives");
+    close_pair(&p);
+}
+
+/* smt_set_call_timeout: a request the server sits on fails with
+ * SMT_ERR_TIMEOUT after the timeout, no sooner. */
+static void call_timeout(void) {
+    struct pair p;
+    uint64_t id;
+    smt_msg req, msg;
+    struct timespec t0, t1;
+    open_pair(&p);
+    expect(smt_set_call_timeout(p.client, 100), SMT_OK, "set_call_timeout: 100 ms");
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    expect(smt_send(p.client, p.server_addr, "slow job", 8, &id), SMT_OK, "send a call the server sits on");
+    check(smt_recv(p.server, 0, &req) == SMT_MSG_REQUEST, "the server receives it (and does not answer)");
+    int kind = smt_recv(p.client, 0, &msg);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    check(kind == SMT_MSG_FAILED && msg.id == id && msg.error == SMT_ERR_TIMEOUT,
+          "the call fails with SMT_ERR_TIMEOUT");
+    check(ms >= 95 && ms < 5000, "after its timeout");
+    printf("  (failed after %ld ms: %.*s)\n", ms, (int)msg.len, (const char *)msg.data);
+    smt_msg_release(&msg);
+    smt_msg_release(&req);
+    expect(smt_set_call_timeout(p.client, 0), SMT_OK, "set_call_timeout: 0, no deadline");
+    close_pair(&p);
+}
+
+/* At most 16384 calls at once per handle: the next one is refused until
+ * some end (here none will: nothing listens at KEYS_PEER). */
+static void too_many_calls(void) {
+    smt_handle h;
+    uint8_t keys[56];
+    uint64_t id;
+    int rc = SMT_OK, sent = 0;
+    expect(smt_open("127.0.0.1:0", &h), SMT_OK, "open");
+    test_keys(keys);
+    smt_install_keys(h, KEYS_PEER, SMT_ROLE_CLIENT, keys, 56);
+    while (sent <= 16384 && (rc = smt_send(h, KEYS_PEER, "x", 1, &id)) == SMT_OK) sent++;
+    expect(rc, SMT_ERR_TOO_MANY_CALLS, "send: too many calls outstanding");
+    check(sent == 16384, "refused at 16384 calls");
+    check(smt_error_blame(SMT_ERR_TOO_MANY_CALLS) == SMT_BLAME_CALLER, "blame: too many calls is the caller's");
+    expect(smt_close(h), SMT_OK, "close cancels them all");
+}
+
 static void address_in_use(smt_handle h) {
     char addr[SMT_PEER_LEN];
     smt_handle other = 0;
@@ -209,17 +322,11 @@ static void *blocking_recv(void *arg) {
 }
 
 static void busy(void) {
-    smt_handle server, client;
-    char server_addr[SMT_PEER_LEN], client_addr[SMT_PEER_LEN];
-    uint8_t keys[56];
+    struct pair p;
     uint64_t id;
-    smt_open("127.0.0.1:0", &server);
-    smt_open("127.0.0.1:0", &client);
-    smt_local_addr(server, server_addr, sizeof server_addr);
-    smt_local_addr(client, client_addr, sizeof client_addr);
-    test_keys(keys);
-    expect(smt_install_keys(client, server_addr, SMT_ROLE_CLIENT, keys, 56), SMT_OK, "install_keys (client)");
-    expect(smt_install_keys(server, client_addr, SMT_ROLE_SERVER, keys, 56), SMT_OK, "install_keys (server)");
+    open_pair(&p);
+    smt_handle server = p.server, client = p.client;
+    const char *server_addr = p.server_addr, *client_addr = p.client_addr;
 
     struct blocked b = {.h = server};
     pthread_t thread;
@@ -244,8 +351,7 @@ static void busy(void) {
     check(kind == SMT_MSG_RESPONSE && msg.id == id && msg.len == 4 && memcmp(msg.data, "pong", 4) == 0,
           "the client got the answer");
     smt_msg_release(&msg);
-    expect(smt_close(server), SMT_OK, "close (server)");
-    expect(smt_close(client), SMT_OK, "close (client)");
+    close_pair(&p);
 }
 
 int main(int argc, char **argv) {
@@ -265,6 +371,10 @@ int main(int argc, char **argv) {
     address_in_use(h);
     use_after_close(h);
     failed_call();
+    abandoned_request();
+    cancelled_call();
+    call_timeout();
+    too_many_calls();
     busy();
 
     printf("errors.c: %d passed, %d failed\n", passed, failed);
