@@ -202,8 +202,11 @@ static void abandoned_request(void) {
     check(kind == SMT_MSG_FAILED && msg.id == id && msg.error == SMT_ERR_ABANDONED,
           "the client's call fails with SMT_ERR_ABANDONED");
     check(smt_error_blame(SMT_ERR_ABANDONED) == SMT_BLAME_PEER, "blame: an abandoned request is the peer's");
-    smt_msg_release(&msg);
     close_pair(&p);
+    /* A message outlives its handle until released. */
+    check(msg.kind == SMT_MSG_FAILED && strlen((const char *)msg.data) == msg.len && msg.len > 0,
+          "a message is still readable after its handle is closed");
+    smt_msg_release(&msg);
 }
 
 /* A call the client gives up on with smt_abort: no message reports it,
