@@ -4,25 +4,27 @@
  *
  * Shaped like Homa's socket API: open an endpoint (smt_open), send a
  * request and get its id (smt_send), receive requests, responses and
- * failed calls (smt_recv), answer a request by its id (smt_reply), and
- * poll the endpoint's descriptor from the program's own epoll loop
- * (smt_fd, smt_timeout_ms). Keys come from a TLS 1.3 handshake
- * (smt_set_tls_client / smt_set_tls_server), a pre-shared key
- * (smt_set_psk), a 0-RTT SMT-ticket (smt_set_zero_rtt_ticket /
- * smt_set_zero_rtt_server) or are installed directly (smt_install_keys).
+ * failed calls (smt_recv), answer a request by its id (smt_reply) or
+ * drop it (smt_abort, which also cancels a call), give calls a deadline
+ * (smt_set_call_timeout), and poll the endpoint's descriptor from the
+ * program's own epoll loop (smt_fd, smt_timeout_ms). Keys come from a
+ * TLS 1.3 handshake (smt_set_tls_client / smt_set_tls_server), a
+ * pre-shared key (smt_set_psk), a 0-RTT SMT-ticket
+ * (smt_set_zero_rtt_ticket / smt_set_zero_rtt_server) or are installed
+ * directly (smt_install_keys).
  *
  * THE MODEL: one endpoint, driven by the thread that calls it.
  *   Each handle wraps one SMT endpoint without a thread of its own (the
  *   Rust crate's LocalEndpoint): its UDP socket is the descriptor smt_fd
  *   returns, and all of its work (receiving, retransmitting, timers,
  *   handshakes) happens inside smt_recv, on the caller's thread. That is
- *   Homa's model (a socket the application polls) and the fastest path
- *   measured in this project: no hand-off between threads per message.
+ *   Homa's model (a socket the application polls): no thread of the
+ *   library's own, no hand-off between threads per message.
  *   The price: nothing happens between calls. A program keeps calling
  *   smt_recv (blocking, or non-blocking when epoll says so or when
  *   smt_timeout_ms has passed) for as long as it has calls outstanding or
- *   serves requests. smt_send and smt_reply never wait for the network:
- *   their message is sent before they return.
+ *   serves requests. smt_send, smt_reply and smt_abort never wait for the
+ *   network: what they tell the peer is sent before they return.
  *
  * THREADS.
  *   - A handle is used by one thread at a time. A call made while another
@@ -132,8 +134,8 @@
 // AEAD's record limit); install new keys.
 #define SMT_ERR_KEYS_SPENT -19
 
-// The caller's: this handle already has the most calls outstanding at
-// once (16384); call `smt_recv` until some of them end.
+// The caller's: this handle already has `SMT_MAX_OUTSTANDING_CALLS` calls
+// outstanding; call `smt_recv` until some of them end.
 #define SMT_ERR_TOO_MANY_CALLS -20
 
 // The peer's: the handshake failed (certificate not trusted or for
@@ -219,6 +221,10 @@
 // The longest message `smt_send` and `smt_reply` take (64 MiB); set on
 // every endpoint libsmt opens, so both sides of a C deployment agree.
 #define SMT_MAX_MESSAGE_LEN (64 << 20)
+
+// The most calls one handle has outstanding at once:
+// `smt_send` refuses more with `SMT_ERR_TOO_MANY_CALLS`.
+#define SMT_MAX_OUTSTANDING_CALLS 16384
 
 // The shortest pre-shared key `smt_set_psk` takes (32 bytes).
 #define SMT_MIN_PSK_LEN 32
@@ -422,7 +428,8 @@ int smt_set_zero_rtt_server(smt_handle handle,
 //
 // Errors: `SMT_ERR_NO_KEYS` (no session and no PSK, TLS client or ticket
 // set), `SMT_ERR_TOO_LARGE` (over `SMT_MAX_MESSAGE_LEN`),
-// `SMT_ERR_TOO_MANY_CALLS` (16384 outstanding: receive some first),
+// `SMT_ERR_TOO_MANY_CALLS` (`SMT_MAX_OUTSTANDING_CALLS` outstanding:
+// receive some first),
 // `SMT_ERR_ADDRESS`, `SMT_ERR_HANDLE`, `SMT_ERR_BUSY`, `SMT_ERR_INVALID`.
 //
 // # Safety

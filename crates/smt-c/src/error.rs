@@ -53,8 +53,8 @@ pub const SMT_ERR_BUFFER: c_int = -18;
 /// The caller's: the session's keys are used up (every message ID or the
 /// AEAD's record limit); install new keys.
 pub const SMT_ERR_KEYS_SPENT: c_int = -19;
-/// The caller's: this handle already has the most calls outstanding at
-/// once (16384); call `smt_recv` until some of them end.
+/// The caller's: this handle already has `SMT_MAX_OUTSTANDING_CALLS` calls
+/// outstanding; call `smt_recv` until some of them end.
 pub const SMT_ERR_TOO_MANY_CALLS: c_int = -20;
 
 /// The peer's: the handshake failed (certificate not trusted or for

@@ -35,7 +35,7 @@ use smt::Role;
 
 pub use error::*;
 pub use msg::{Msg, SMT_MSG_FAILED, SMT_MSG_REQUEST, SMT_MSG_RESPONSE, SMT_PEER_LEN};
-pub use socket::{SMT_MAX_MESSAGE_LEN, SMT_MIN_PSK_LEN};
+pub use socket::{SMT_MAX_MESSAGE_LEN, SMT_MAX_OUTSTANDING_CALLS, SMT_MIN_PSK_LEN};
 pub use table::Handle;
 
 use ffi::guard;
@@ -400,7 +400,8 @@ pub unsafe extern "C" fn smt_set_zero_rtt_server(
 ///
 /// Errors: `SMT_ERR_NO_KEYS` (no session and no PSK, TLS client or ticket
 /// set), `SMT_ERR_TOO_LARGE` (over `SMT_MAX_MESSAGE_LEN`),
-/// `SMT_ERR_TOO_MANY_CALLS` (16384 outstanding: receive some first),
+/// `SMT_ERR_TOO_MANY_CALLS` (`SMT_MAX_OUTSTANDING_CALLS` outstanding:
+/// receive some first),
 /// `SMT_ERR_ADDRESS`, `SMT_ERR_HANDLE`, `SMT_ERR_BUSY`, `SMT_ERR_INVALID`.
 ///
 /// # Safety

@@ -7,9 +7,9 @@
 //! epoll loop), as with Homa's socket. `LocalEndpoint` is exactly that: its
 //! UDP socket is the descriptor to poll, and the thread inside `smt_recv`
 //! receives, runs the timers and transmits, with no thread of the library's
-//! own and no hand-off between threads per message (the fastest path
-//! measured here: `docs/apps.md`, YCSB). The threaded face would add a
-//! background thread and a wake-up pipe behind the C program's back.
+//! own and no hand-off between threads per message (smt-kv serves SMT from
+//! its event loop the same way: `docs/apps.md`). The threaded face would
+//! add a background thread behind the C program's back.
 
 use std::collections::HashMap;
 use std::ffi::c_int;
@@ -35,6 +35,10 @@ use crate::error::{
 /// The longest message `smt_send` and `smt_reply` take (64 MiB); set on
 /// every endpoint libsmt opens, so both sides of a C deployment agree.
 pub const SMT_MAX_MESSAGE_LEN: usize = 64 << 20;
+
+/// The most calls one handle has outstanding at once:
+/// `smt_send` refuses more with `SMT_ERR_TOO_MANY_CALLS`.
+pub const SMT_MAX_OUTSTANDING_CALLS: usize = 16_384;
 
 /// The shortest pre-shared key `smt_set_psk` takes (32 bytes).
 pub const SMT_MIN_PSK_LEN: usize = 32;
@@ -117,6 +121,7 @@ impl Socket {
     pub fn open(addr: SocketAddr) -> Result<Self, Failure> {
         let mut config = EndpointConfig::default();
         config.protocol.max_message_len = SMT_MAX_MESSAGE_LEN as u64;
+        config.max_outstanding_calls = SMT_MAX_OUTSTANDING_CALLS;
         Ok(Self {
             endpoint: LocalEndpoint::bind(addr, config)?,
             next_id: 1,

@@ -260,8 +260,8 @@ static void call_timeout(void) {
     close_pair(&p);
 }
 
-/* At most 16384 calls at once per handle: the next one is refused until
- * some end (here none will: nothing listens at KEYS_PEER). */
+/* At most SMT_MAX_OUTSTANDING_CALLS calls at once per handle: the next one
+ * is refused until some end (here none will: nothing listens at KEYS_PEER). */
 static void too_many_calls(void) {
     smt_handle h;
     uint8_t keys[56];
@@ -270,9 +270,9 @@ static void too_many_calls(void) {
     expect(smt_open("127.0.0.1:0", &h), SMT_OK, "open");
     test_keys(keys);
     smt_install_keys(h, KEYS_PEER, SMT_ROLE_CLIENT, keys, 56);
-    while (sent <= 16384 && (rc = smt_send(h, KEYS_PEER, "x", 1, &id)) == SMT_OK) sent++;
+    while (sent <= SMT_MAX_OUTSTANDING_CALLS && (rc = smt_send(h, KEYS_PEER, "x", 1, &id)) == SMT_OK) sent++;
     expect(rc, SMT_ERR_TOO_MANY_CALLS, "send: too many calls outstanding");
-    check(sent == 16384, "refused at 16384 calls");
+    check(sent == SMT_MAX_OUTSTANDING_CALLS, "refused at SMT_MAX_OUTSTANDING_CALLS calls");
     check(smt_error_blame(SMT_ERR_TOO_MANY_CALLS) == SMT_BLAME_CALLER, "blame: too many calls is the caller's");
     expect(smt_close(h), SMT_OK, "close cancels them all");
 }
