@@ -408,7 +408,12 @@ fn finish(mut child: Child) -> Output {
 /// Builds the library and returns the directory of `libsmt.so`. Cargo
 /// does not build a `cdylib` for a crate's integration tests (they cannot
 /// link it), so the tests build it themselves, once per run, with the test
-/// profile that is already compiled: a no-op when it is fresh.
+/// profile that is already compiled: a no-op when it is fresh. Under
+/// `cargo test --workspace` the workspace's other members turn on more
+/// features of some dependencies (smt's `dns`, smt-proto's `sim`, memchr,
+/// once_cell...) than `-p smt-c` alone does, so the first such run
+/// compiles those crates once more for the library (about a third of its
+/// dependency tree, not AWS-LC); later runs find them fresh.
 fn library_dir() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
