@@ -111,8 +111,8 @@ pub(crate) struct Io {
     /// The NIC stand-in, with TLS offload on (`EndpointConfig::offload`).
     offload: Option<Offload>,
     /// Where every datagram sent and received is copied, with a capture
-    /// on (`EndpointConfig::observe`).
-    capture: Option<CaptureTap>,
+    /// on (`EndpointConfig::observe`); boxed: off, it is one pointer.
+    capture: Option<Box<CaptureTap>>,
 }
 
 impl Io {
@@ -138,7 +138,7 @@ impl Io {
             send_errors_seen: HashSet::new(),
             held: None,
             offload,
-            capture,
+            capture: capture.map(Box::new),
             socket: Some(socket),
         })
     }

@@ -189,25 +189,40 @@ mod tests {
         }
     }
 
-    fn slow() -> (
-        Spool<u32>,
-        flume::Sender<()>,
-        Arc<Mutex<Vec<u32>>>,
-        Arc<Mutex<Option<u64>>>,
-    ) {
-        let (gate_tx, gate) = flume::unbounded();
+    /// A spool over [`Slow`], the gate that lets its writes through, and
+    /// what it wrote.
+    struct Rig {
+        spool: Spool<u32>,
+        gate: flume::Sender<()>,
+        out: Arc<Mutex<Vec<u32>>>,
+        end: Arc<Mutex<Option<u64>>>,
+    }
+
+    fn slow() -> Rig {
+        let (gate, rx) = flume::unbounded();
         let (out, end) = (Arc::default(), Arc::default());
         let sink = Slow {
-            gate,
+            gate: rx,
             out: Arc::clone(&out),
             end: Arc::clone(&end),
         };
-        (Spool::start("test", sink, 100).unwrap(), gate_tx, out, end)
+        let spool = Spool::start("test", sink, 100).unwrap();
+        Rig {
+            spool,
+            gate,
+            out,
+            end,
+        }
     }
 
     #[test]
     fn a_writer_behind_by_more_than_the_bound_drops_and_counts_instead_of_waiting() {
-        let (spool, gate, out, end) = slow();
+        let Rig {
+            spool,
+            gate,
+            out,
+            end,
+        } = slow();
         for i in 0..10 {
             spool.offer(i, 40, 2); // 40 bytes each: at most 2 queued at once
         }
@@ -226,7 +241,12 @@ mod tests {
 
     #[test]
     fn a_failed_write_stops_the_file_and_is_reported() {
-        let (spool, gate, out, end) = slow();
+        let Rig {
+            spool,
+            gate,
+            out,
+            end,
+        } = slow();
         for i in [1, 99, 2] {
             spool.offer(i, 1, 1);
             gate.send(()).unwrap();
