@@ -794,13 +794,16 @@ impl Endpoint {
             return;
         };
         let data = inc.take_data();
+        let rtt = now.saturating_duration_since(rpc.started);
         self.recycle_incoming(inc);
         self.recycle_client(rpc);
         self.client_ids.remove(&key);
         self.stats.rpcs_completed += 1;
+        self.stats.rtt.record(rtt);
         if let Some(s) = self.peers.get_mut(&key.peer) {
             s.stats.messages_received += 1;
             s.stats.rpcs_completed += 1;
+            s.stats.rtt.record(rtt);
         }
         self.queue_ack(now, key);
         self.outbox
