@@ -49,6 +49,16 @@ impl std::fmt::Debug for DropCounts {
 }
 
 /// Counters of one endpoint, or of one peer session.
+///
+/// A peer session counts, since its keys were installed: datagrams and
+/// bytes sent, packets (`datagrams_rx`: a coalesced datagram counts once
+/// per packet) and bytes received, messages sent and received, RPCs
+/// completed, failed and restarted, requests refused, retransmitted
+/// packets, RESENDs sent, records sealed, opened and offloaded, drops,
+/// round-trip times, its key epoch and its usage. The other counters
+/// (packets by kind, grants, coalescing, handshakes, retries, evictions,
+/// amplification, unreachable reports) are the endpoint's only: 0 for a
+/// peer, whose per-packet accounting would cost a lookup per packet.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {

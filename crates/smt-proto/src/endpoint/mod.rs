@@ -796,6 +796,7 @@ impl Endpoint {
         })?;
         keys.records_sealed += layout.records();
         stats.records_sealed += layout.records();
+        stats.messages_sent += 1;
         self.stats.records_sealed += layout.records();
         self.stats.messages_sent += 1;
         let mss = cfg.mss() as u16;
@@ -811,6 +812,9 @@ impl Endpoint {
     pub(crate) fn fail_client(&mut self, rpc: RpcHandle, error: RpcError) {
         if let Some(c) = self.clients.remove(&rpc) {
             self.client_ids.remove(&c.key());
+            if let Some(s) = self.peers.get_mut(&c.peer) {
+                s.stats.rpcs_failed += 1;
+            }
             self.recycle_client(c);
             self.stats.rpcs_failed += 1;
             self.outbox.events.push_back(Event::Failed { rpc, error });
