@@ -34,7 +34,7 @@ pub fn config(t: &TransportArgs, addr: SocketAddr) -> Result<EndpointConfig, Cli
     c.set_mtu(Some(t.mtu)).set_busy_poll(t.busy_poll);
     match c.validate(addr) {
         Err(smt::Error::Config(e)) if e.setting() == "EndpointConfig::mtu" => {
-            Err(CliError::Usage(format!("--mtu {}: {}", t.mtu, e.problem())))
+            Err(CliError::Usage(format!("--mtu {}: {e}", t.mtu)))
         }
         Err(e) => Err(e.into()),
         Ok(()) => Ok(c),

@@ -8,11 +8,14 @@ use std::fmt::{self, Write};
 use crate::stats::{Counters, PeerStats, RttHistogram, Stats};
 
 /// One counter: its name after `smt_` / `smt_peer_` (with `_total`, and
-/// its unit where it has one), its help text, and where it is read.
+/// its unit where it has one), its help text, where it is read, and
+/// whether a peer's session counts it (`Stats` docs: the others are the
+/// endpoint's only, and would be zeros).
 struct Counter {
     name: &'static str,
     help: &'static str,
     read: fn(&Counters) -> u64,
+    peer: bool,
 }
 
 const COUNTERS: &[Counter] = &[
@@ -20,151 +23,181 @@ const COUNTERS: &[Counter] = &[
         name: "rpcs_completed_total",
         help: "Calls whose response arrived whole.",
         read: |c| c.rpcs.completed,
+        peer: true,
     },
     Counter {
         name: "rpcs_failed_total",
         help: "Calls that failed (timeout, request lost or refused by the server).",
         read: |c| c.rpcs.failed,
+        peer: true,
     },
     Counter {
         name: "rpcs_restarted_total",
         help: "Requests sent again under a fresh ID because the server had lost them.",
         read: |c| c.rpcs.restarted,
+        peer: true,
     },
     Counter {
         name: "rpcs_refused_total",
         help: "Requests refused unexecuted: the application held max_pending_requests.",
         read: |c| c.rpcs.refused,
+        peer: true,
     },
     Counter {
         name: "rpcs_evicted_total",
         help: "Partial requests evicted to make room for another peer's.",
         read: |c| c.rpcs.evicted,
+        peer: false,
     },
     Counter {
         name: "datagrams_sent_total",
         help: "Datagrams sent.",
         read: |c| c.traffic.datagrams_sent,
+        peer: true,
     },
     Counter {
         name: "datagrams_received_total",
         help: "Datagrams received.",
         read: |c| c.traffic.datagrams_received,
+        peer: false,
     },
     Counter {
         name: "sent_bytes_total",
         help: "Bytes of the datagrams sent (without IP and UDP headers).",
         read: |c| c.traffic.bytes_sent,
+        peer: true,
     },
     Counter {
         name: "received_bytes_total",
         help: "Bytes of the datagrams received (without IP and UDP headers).",
         read: |c| c.traffic.bytes_received,
+        peer: true,
     },
     Counter {
         name: "messages_sent_total",
         help: "Messages (requests and responses) sealed and queued.",
         read: |c| c.traffic.messages_sent,
+        peer: true,
     },
     Counter {
         name: "messages_received_total",
         help: "Messages received whole and authenticated.",
         read: |c| c.traffic.messages_received,
+        peer: true,
     },
     Counter {
         name: "data_packets_sent_total",
         help: "DATA packets sent, retransmissions included.",
         read: |c| c.packets.data_sent,
+        peer: false,
     },
     Counter {
         name: "control_packets_sent_total",
         help: "Control packets sent.",
         read: |c| c.packets.control_sent,
+        peer: false,
     },
     Counter {
         name: "retransmitted_packets_total",
         help: "DATA packets sent again after a RESEND.",
         read: |c| c.packets.retransmitted,
+        peer: true,
     },
     Counter {
         name: "resends_sent_total",
         help: "RESENDs sent (asking the peer for data again).",
         read: |c| c.packets.resends_sent,
+        peer: true,
     },
     Counter {
         name: "grants_sent_total",
         help: "GRANTs sent.",
         read: |c| c.packets.grants_sent,
+        peer: false,
     },
     Counter {
         name: "coalesced_packets_sent_total",
         help: "Packets sent in a datagram after another packet.",
         read: |c| c.packets.coalesced_sent,
+        peer: false,
     },
     Counter {
         name: "coalesced_packets_received_total",
         help: "Packets received in a datagram after another packet.",
         read: |c| c.packets.coalesced_received,
+        peer: false,
     },
     Counter {
         name: "amplification_limited_packets_total",
         help: "Control packets not sent: an unvalidated address's amplification budget was spent.",
         read: |c| c.packets.amplification_limited,
+        peer: false,
     },
     Counter {
         name: "unreachable_reports_total",
         help: "ICMP unreachable errors the socket reported.",
         read: |c| c.packets.unreachable_reports,
+        peer: false,
     },
     Counter {
         name: "records_sealed_total",
         help: "TLS records sealed.",
         read: |c| c.records.sealed,
+        peer: true,
     },
     Counter {
         name: "records_opened_total",
         help: "TLS records whose opening was attempted.",
         read: |c| c.records.opened,
+        peer: true,
     },
     Counter {
         name: "records_offloaded_total",
         help: "TLS records a NIC decrypted whole (receive offload).",
         read: |c| c.records.offloaded,
+        peer: true,
     },
     Counter {
         name: "records_partially_offloaded_total",
         help: "TLS records a NIC decrypted in part, finished in software.",
         read: |c| c.records.partially_offloaded,
+        peer: true,
     },
     Counter {
         name: "handshakes_completed_total",
         help: "Handshakes that installed keys.",
         read: |c| c.handshakes.completed,
+        peer: false,
     },
     Counter {
         name: "handshakes_failed_total",
         help: "Handshakes that failed.",
         read: |c| c.handshakes.failed,
+        peer: false,
     },
     Counter {
         name: "handshake_retries_sent_total",
         help: "Handshake openings answered with a stateless RETRY.",
         read: |c| c.handshakes.retries_sent,
+        peer: false,
     },
     Counter {
         name: "handshake_retry_tokens_accepted_total",
         help: "Handshake openings whose retry token was accepted.",
         read: |c| c.handshakes.retry_tokens_accepted,
+        peer: false,
     },
     Counter {
         name: "sessions_evicted_total",
         help: "Handshake sessions forgotten after session_idle_timeout of silence.",
         read: |c| c.handshakes.sessions_evicted,
+        peer: false,
     },
     Counter {
         name: "unvalidated_sessions_dropped_total",
         help: "Handshake sessions forgotten before the peer's address was validated.",
         read: |c| c.handshakes.unvalidated_sessions_dropped,
+        peer: false,
     },
 ];
 
@@ -258,12 +291,19 @@ pub(crate) fn write(s: &Stats, labels: &[(&str, &str)], out: &mut impl Write) ->
 /// Every peer metric: one family at a time, a sample per peer.
 fn write_peers(w: &mut Writer<'_, impl Write>, peers: &[PeerStats]) -> fmt::Result {
     let addrs: Vec<String> = peers.iter().map(|p| p.addr.to_string()).collect();
-    for c in COUNTERS {
+    for c in COUNTERS.iter().filter(|c| c.peer) {
         let name = format!("smt_peer_{}", c.name);
         w.family(&name, c.help, "counter")?;
         for (p, addr) in peers.iter().zip(&addrs) {
             w.sample(&name, &[("peer", addr)], (c.read)(&p.counters))?;
         }
+    }
+    // A peer's session counts packets, not datagrams.
+    let name = "smt_peer_received_packets_total";
+    w.family(name, "Packets received from the peer.", "counter")?;
+    for (p, addr) in peers.iter().zip(&addrs) {
+        let n = p.counters.traffic.datagrams_received;
+        w.sample(name, &[("peer", addr)], n)?;
     }
     w.family(
         "smt_peer_drops_total",

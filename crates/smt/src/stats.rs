@@ -60,7 +60,10 @@ pub struct PeerStats {
     /// Gauge: the session's current key epoch (0 until the first key
     /// update or a handshake's key switch).
     pub key_epoch: u64,
-    /// What the session counted since its keys were installed.
+    /// What the session counted since its keys were installed. Counters
+    /// documented as the endpoint's only are 0 here (counting them per
+    /// peer would cost a lookup per packet); `traffic.datagrams_received`
+    /// counts packets (a coalesced datagram once per packet).
     pub counters: Counters,
     /// Gauges: what the peer's messages in progress hold now.
     pub held: PeerHeld,
@@ -112,7 +115,7 @@ pub struct RpcCounts {
     pub refused: u64,
     /// Server side: partial requests evicted to make room for another
     /// peer's when the totals (`max_buffered_total`,
-    /// `max_incoming_total`) were reached.
+    /// `max_incoming_total`) were reached. The endpoint's only.
     pub evicted: u64,
 }
 
@@ -122,7 +125,8 @@ pub struct RpcCounts {
 pub struct Traffic {
     /// Datagrams sent (a GSO batch counts each of its segments).
     pub datagrams_sent: u64,
-    /// Datagrams received (a GRO batch counts each of its segments).
+    /// Datagrams received (a GRO batch counts each of its segments); for
+    /// a peer, packets.
     pub datagrams_received: u64,
     /// Bytes of the datagrams sent (SMT packets, without IP and UDP
     /// headers).
@@ -139,26 +143,27 @@ pub struct Traffic {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct PacketCounts {
-    /// DATA packets sent, retransmissions included.
+    /// DATA packets sent, retransmissions included. The endpoint's only.
     pub data_sent: u64,
-    /// Control packets sent (GRANT, RESEND, ACK, HANDSHAKE…).
+    /// Control packets sent (GRANT, RESEND, ACK, HANDSHAKE…). The
+    /// endpoint's only.
     pub control_sent: u64,
     /// DATA packets sent again after a RESEND.
     pub retransmitted: u64,
     /// RESENDs sent (asking a peer for data again).
     pub resends_sent: u64,
-    /// GRANTs sent.
+    /// GRANTs sent. The endpoint's only.
     pub grants_sent: u64,
     /// Packets that shared a datagram with an earlier packet, sent:
-    /// datagrams + coalesced = packets.
+    /// datagrams + coalesced = packets. The endpoint's only.
     pub coalesced_sent: u64,
-    /// The same, received.
+    /// The same, received. The endpoint's only.
     pub coalesced_received: u64,
     /// Control packets not sent because the peer's address is not
     /// validated and its amplification budget (3× the bytes received from
-    /// it) was spent.
+    /// it) was spent. The endpoint's only.
     pub amplification_limited: u64,
-    /// ICMP errors the socket reported for the peer (unreachable).
+    /// ICMP errors the socket reported (unreachable). The endpoint's only.
     pub unreachable_reports: u64,
 }
 
@@ -178,7 +183,8 @@ pub struct RecordCounts {
     pub partially_offloaded: u64,
 }
 
-/// Handshakes and the sessions they make.
+/// Handshakes and the sessions they make: the endpoint's only (a peer's
+/// session starts when its handshake ends).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct HandshakeCounts {

@@ -202,6 +202,10 @@ fn a_server_without_workers_is_refused_with_the_fix() {
     let config = with_shards(0);
     let err = WorkerServer::bind("127.0.0.1:0".parse().unwrap(), config, |_, d| d).unwrap_err();
     assert!(err.to_string().contains("at least one worker"), "{err}");
+    assert!(
+        matches!(&err, smt::Error::Config(e) if e.setting() == "WorkerConfig::shards"),
+        "{err:?}"
+    );
 }
 
 #[test]
