@@ -14,6 +14,11 @@ bash scripts/tshark-test.sh --install || echo "test.sh: tshark not installed; it
 # and benchmark tests); installed when root, otherwise those tests report
 # SKIPPED.
 bash scripts/redis-test.sh --install || echo "test.sh: redis-server/redis-tools not installed; their tests will be skipped"
+# libsmt's tests build C programs with cc; they also check the header as
+# C++ (c++) and link an installed copy through pkg-config: Debian's g++ and
+# pkg-config are installed when root, otherwise those two checks report
+# SKIPPED.
+bash scripts/c-api-test.sh --install || echo "test.sh: c++/pkg-config not installed; their checks of libsmt will be skipped"
 # A hung test must not use up CI's whole budget in silence: past the
 # limit the run stops, and cargo's "has been running for over 60 seconds"
 # lines above name the test. A clean run takes ~15 minutes on 2 cores.

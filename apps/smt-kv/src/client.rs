@@ -85,9 +85,12 @@ enum Link {
     Tcp(TcpStream),
     Tls(Box<TlsStream>),
     /// Its own endpoint (its own UDP socket), as each TCP client has its
-    /// own connection.
+    /// own connection. Caller-driven: a call is sent, and its response
+    /// received and opened, on the calling thread, as a blocking TCP
+    /// client does its I/O (a threaded `Endpoint` would add a hand-off to
+    /// its driver thread and back to every request).
     Smt {
-        endpoint: smt::Endpoint,
+        endpoint: smt::LocalEndpoint,
         server: SocketAddr,
     },
 }
@@ -140,7 +143,7 @@ impl Client {
             Link::Tcp(s) => stream_call(s, &self.request, &mut self.input),
             Link::Tls(s) => stream_call(s.as_mut(), &self.request, &mut self.input),
             Link::Smt { endpoint, server } => {
-                let reply = endpoint.call(*server, &self.request)?;
+                let reply = smt_call(endpoint, *server, &self.request)?;
                 match Value::parse(&reply)? {
                     Some((value, len)) if len == reply.len() => Ok(value),
                     _ => Err(BadReply("an SMT response must hold exactly one reply").into()),
@@ -166,7 +169,7 @@ impl Client {
                 send_raw(s.as_mut(), bytes)?;
                 read_until(|input| read_tls_more(s, input), until)
             }
-            Link::Smt { endpoint, server } => Ok(endpoint.call(*server, bytes)?.to_vec()),
+            Link::Smt { endpoint, server } => Ok(smt_call(endpoint, *server, bytes)?.to_vec()),
         }
     }
 }
@@ -218,11 +221,30 @@ fn tls(server: SocketAddr, ca_pem: &str) -> Result<TlsStream, ClientError> {
 
 fn smt_link(server: SocketAddr, ca_pem: &str) -> Result<Link, ClientError> {
     let local = SocketAddr::new(server.ip(), 0);
-    let endpoint = smt::Endpoint::bind(local, smt::EndpointConfig::default())?;
+    let mut endpoint = smt::LocalEndpoint::bind(local, smt::EndpointConfig::default())?;
     let tls = smt_tls::TlsClient::new(ca_pem.as_bytes(), None)
         .map_err(|e| ClientError::Tls(e.to_string()))?;
-    endpoint.set_tls_client(tls)?;
+    endpoint.set_tls_client(tls);
     Ok(Link::Smt { endpoint, server })
+}
+
+/// One call on a caller-driven endpoint: sends `request` and polls until
+/// its outcome. A client serves nobody, so a request that reaches it is
+/// abandoned (its caller fails at once instead of at a timeout).
+fn smt_call(
+    endpoint: &mut smt::LocalEndpoint,
+    server: SocketAddr,
+    request: &[u8],
+) -> Result<bytes::Bytes, smt::Error> {
+    let id = endpoint.call(server, request)?;
+    loop {
+        match endpoint.poll(None)? {
+            Some(smt::LocalEvent::Response { call, data }) if call == id => return Ok(data),
+            Some(smt::LocalEvent::Failed { call, error }) if call == id => return Err(error),
+            Some(smt::LocalEvent::Request { request, .. }) => endpoint.abandon(request),
+            Some(_) | None => {}
+        }
+    }
 }
 
 fn stream_call(

@@ -43,6 +43,14 @@ struct Args {
     plot: Option<std::path::PathBuf>,
 }
 
+const USAGE: &str = "usage: scaling [--client CPUS] [--one CPUS] [--two CPUS] [--seconds S] [--runs N] [--plot DIR]   (CPUS like 0,1)";
+
+/// A usage error: say what is wrong and how to call, then exit 2.
+fn usage(what: &str) -> ! {
+    eprintln!("scaling: {what}\n{USAGE}");
+    std::process::exit(2)
+}
+
 fn parse() -> Args {
     let mut a = Args {
         client: vec![0],
@@ -55,7 +63,10 @@ fn parse() -> Args {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let cpus = |v: &str| -> Vec<usize> {
         v.split(',')
-            .map(|c| c.parse().expect("CPU lists look like 0,1"))
+            .map(|c| {
+                c.parse()
+                    .unwrap_or_else(|_| usage(&format!("bad CPU list {v:?}")))
+            })
             .collect()
     };
     for pair in argv.chunks(2) {
@@ -64,12 +75,18 @@ fn parse() -> Args {
             "--client" => a.client = cpus(v),
             "--one" => a.one = cpus(v),
             "--two" => a.two = cpus(v),
-            "--seconds" => a.seconds = v.parse().expect("--seconds takes a number"),
-            "--runs" => a.runs = v.parse().expect("--runs takes a number"),
+            "--seconds" => {
+                a.seconds = v
+                    .parse()
+                    .unwrap_or_else(|_| usage("--seconds takes a number"))
+            }
+            "--runs" => a.runs = v.parse().unwrap_or_else(|_| usage("--runs takes a number")),
             "--plot" => a.plot = Some(v.into()),
-            other => panic!(
-                "unknown argument {other}: use --client, --one, --two, --seconds, --runs, --plot"
-            ),
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                std::process::exit(0)
+            }
+            other => usage(&format!("unknown argument {other}")),
         }
     }
     a
