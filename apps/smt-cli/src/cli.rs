@@ -332,7 +332,7 @@ pub struct ServerArgs {
     #[arg(long, value_name = "ADDR", value_parser = host_port)]
     pub metrics: Option<SocketAddr>,
     /// With --metrics: also export the N busiest peers' own counters
-    /// (`smt_peer_*{peer="IP:PORT"}`; each peer adds ~90 series).
+    /// (`smt_peer_*{peer="IP:PORT"}`; 64 series per peer).
     #[arg(long, value_name = "N", default_value_t = 0, requires = "metrics",
           value_parser = count::<0, 1000>, allow_negative_numbers = true)]
     pub metrics_peers: usize,

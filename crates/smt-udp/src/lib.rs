@@ -13,8 +13,8 @@
 //!
 //! | Feature | Used when | Without it |
 //! |---------|-----------|------------|
-//! | GSO (`UDP_SEGMENT`): many datagrams in one `sendmsg` | UDP mode, Linux 4.18+, [`SocketConfig::enable_gso`] | one `sendmsg` per datagram |
-//! | GRO (`UDP_GRO`): the kernel hands over runs of same-size datagrams as one buffer | UDP mode, Linux 5.0+, [`SocketConfig::enable_gro`] | one datagram per receive slot |
+//! | GSO (`UDP_SEGMENT`): many datagrams in one `sendmsg` | UDP mode, Linux 4.18+, [`SocketConfig::gso`] | one `sendmsg` per datagram |
+//! | GRO (`UDP_GRO`): the kernel hands over runs of same-size datagrams as one buffer | UDP mode, Linux 5.0+, [`SocketConfig::gro`] | one datagram per receive slot |
 //! | `recvmmsg`: up to 32 receive slots per system call | Linux, Android, FreeBSD | one datagram per call |
 //! | Large socket buffers | `SO_RCVBUF`/`SO_SNDBUF`, then `SO_RCVBUFFORCE`/`SO_SNDBUFFORCE` if `net.core.rmem_max`/`wmem_max` capped the size (needs `CAP_NET_ADMIN`) | whatever the kernel granted; a warning is logged below 2 MiB |
 //! | A kernel port filter (classic BPF, `SO_ATTACH_FILTER`) | raw-IP mode, Linux, bound with a non-zero port | every packet of the protocol to the address is queued, and the driver drops the others' |

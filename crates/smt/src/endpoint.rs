@@ -190,6 +190,10 @@ impl Endpoint {
 
     /// Installs the session keys for `peer` (the paper's `setsockopt` after
     /// a handshake). Both endpoints need matching keys with opposite roles.
+    ///
+    /// Non-blocking as [`Endpoint::stats`] is (no network, only the
+    /// engine's lock: measured in `docs/architecture.md`), so it has no
+    /// async twin; it frees the peer's previous session's RPCs.
     pub fn install_session(&self, peer: SocketAddr, keys: SessionKeys) -> Result<(), Error> {
         self.shared().with_engine(|e| e.install_session(peer, keys))
     }
