@@ -228,7 +228,7 @@ mod tests {
         for i in 0..RPCS {
             let size = [10, 3000, 70_000][i as usize % 3];
             client
-                .call(server.local_addr(), &vec![i as u8; size])
+                .call(server.local_addr(), vec![i as u8; size])
                 .unwrap();
         }
         let metrics = serve(any, client.clone(), 8).unwrap();

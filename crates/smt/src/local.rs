@@ -81,7 +81,9 @@ impl From<Outcome> for LocalEvent {
 
 /// An SMT endpoint driven by the thread that owns it. See the module docs.
 pub struct LocalEndpoint {
-    engine: Engine,
+    /// Boxed: the engine (the core, its tables and counters) is a few
+    /// kilobytes, and a `LocalEndpoint` is moved around by its owner.
+    engine: Box<Engine>,
     busy_poll: bool,
     /// The socket reported readable (or is fresh) since the last receive:
     /// without that, receiving is skipped (the system call would find
@@ -105,7 +107,7 @@ impl LocalEndpoint {
     /// Binds a socket. `config.busy_poll` makes [`LocalEndpoint::poll`]
     /// spin on the socket instead of sleeping.
     pub fn bind(addr: SocketAddr, config: EndpointConfig) -> Result<Self, Error> {
-        let engine = Engine::bind(addr, &config, Box::new(SystemClock))?;
+        let engine = Box::new(Engine::bind(addr, &config, Box::new(SystemClock))?);
         tracing::info!(local_addr = %engine.local_addr(), "SMT local endpoint bound: {}", engine.features());
         Ok(Self {
             engine,
