@@ -588,7 +588,8 @@ mod tests {
     }
 
     /// The defaults are the values the public fields had before the
-    /// setters (and the core's own), tick counts and all.
+    /// setters (and the core's own), tick counts and all; the socket's,
+    /// the offload model's and the worker server's too.
     #[test]
     fn defaults_are_unchanged() {
         let c = EndpointConfig::default();
@@ -619,6 +620,19 @@ mod tests {
             "every other core setting as the core's default"
         );
         assert_eq!(core.max_datagram_size, 1472, "from the 1500-byte MTU");
+        let s = SocketConfig::default();
+        assert_eq!(s.mode(), Mode::Udp);
+        assert_eq!((s.recv_buffer(), s.send_buffer()), (4 << 20, 4 << 20));
+        assert!(s.gso() && s.gro());
+        let o = OffloadConfig::default();
+        assert_eq!(
+            (o.queues(), o.contexts(), o.rx_contexts(), o.ring()),
+            (2, 1024, 1024, 256)
+        );
+        let w = crate::workers::WorkerConfig::default();
+        assert_eq!(w.spread(), crate::workers::Spread::Messages);
+        assert!(w.shards() >= 1);
+        assert_eq!(w.endpoint().mtu(), Some(1500));
     }
 
     #[test]
