@@ -105,21 +105,28 @@ pub fn server(args: ServerArgs) -> Result<(), CliError> {
         server.features(),
         args.threads
     );
+    if let Some(listen) = args.metrics {
+        let bound = crate::metrics::serve(listen, server.clone(), args.metrics_peers)?;
+        say!("metrics on http://{bound}/metrics (Prometheus text format)");
+    }
     spawn_echo(&server, args.threads)?;
-    let result = serve(&server, args.duration, args.stats_interval);
+    let every = args.stats_interval.map(|i| (i, args.json));
+    let result = serve(&server, args.duration, every);
     drop(served);
     result
 }
 
 /// Serves until `duration` is over (forever without one), printing the
-/// counters every `interval` when one was asked for.
+/// counters every `interval` when one was asked for (as JSON lines with
+/// `json`).
 fn serve(
     server: &Endpoint,
     duration: Option<Duration>,
-    interval: Option<Duration>,
+    every: Option<(Duration, bool)>,
 ) -> Result<(), CliError> {
     let start = Instant::now();
     let end = duration.map(|d| start + d);
+    let (interval, json) = (every.map(|e| e.0), every.is_some_and(|e| e.1));
     let mut next_stats = interval.map(|i| start + i);
     loop {
         let now = Instant::now();
@@ -131,8 +138,15 @@ fn serve(
         std::thread::sleep(wake.map_or(Duration::from_secs(3600), |w| w - now));
         if let (Some(at), Some(every)) = (next_stats, interval) {
             if Instant::now() >= at {
-                let (s, _) = server.stats(None)?;
-                report::print_stats("server", &s);
+                let s = server.stats()?;
+                if json {
+                    report::print_json_line(&json!({
+                        "elapsed_s": start.elapsed().as_secs_f64(),
+                        "stats": report::stats_json(&s),
+                    }));
+                } else {
+                    report::print_stats("server", &s.total);
+                }
                 next_stats = Some(at + every);
             }
         }
@@ -330,7 +344,7 @@ pub fn client(args: ClientArgs) -> Result<(), CliError> {
         args.seconds,
         args.concurrency,
     )?;
-    let (stats, _) = client.stats(None)?;
+    let stats = client.stats()?;
     client.close();
     if args.json {
         let name = match (&ticket, args.ticket.forward_secrecy) {
@@ -350,7 +364,7 @@ pub fn client(args: ClientArgs) -> Result<(), CliError> {
     } else {
         report::print_header();
         report::print_row(&row);
-        report::print_stats("client", &stats);
+        report::print_stats("client", &stats.total);
     }
     report::all_succeeded(&[row])
 }
