@@ -348,6 +348,19 @@ pub struct ServerArgs {
     /// Print the server's counters every SECS seconds (default: never).
     #[arg(long, value_name = "SECS", value_parser = seconds, allow_negative_numbers = true)]
     pub stats_interval: Option<Duration>,
+    /// Print those counters as one JSON document per line (all of them,
+    /// as `smt::Stats` serialises) instead of a summary line.
+    #[arg(long, requires = "stats_interval")]
+    pub json: bool,
+    /// Serve the counters for Prometheus at http://ADDR/metrics (text
+    /// exposition format; docs/observability.md).
+    #[arg(long, value_name = "ADDR", value_parser = host_port)]
+    pub metrics: Option<SocketAddr>,
+    /// With --metrics: also export the N busiest peers' own counters
+    /// (`smt_peer_*{peer="IP:PORT"}`; 64 series per peer).
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "metrics",
+          value_parser = count::<0, 1000>, allow_negative_numbers = true)]
+    pub metrics_peers: usize,
     #[command(flatten)]
     pub observe: ObserveArgs,
 }

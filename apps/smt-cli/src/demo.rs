@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use smt::keys::{session, AeadAlgorithm, TrafficKey};
+use smt::stats::Counters;
 use smt::Role;
 use smt::{Endpoint, EndpointConfig};
 
@@ -24,26 +25,25 @@ use crate::report;
 
 const ALGORITHM: AeadAlgorithm = AeadAlgorithm::Aes128Gcm;
 
-/// The endpoint configuration the transport options ask for, on `addr`.
-/// The MTU is checked here, where the option can be named: the library
-/// would reject it only when binding, as an I/O error.
+/// The endpoint configuration the transport options ask for, on `addr`,
+/// checked before anything is opened: a refused setting comes back as a
+/// usage error naming the option (only `--mtu` can be refused).
 pub fn config(t: &TransportArgs, addr: SocketAddr) -> Result<EndpointConfig, CliError> {
     let mut c = EndpointConfig::default();
     if t.raw {
-        c.socket.mode = smt::Mode::RawIp {
+        c.socket_mut().set_mode(smt::Mode::RawIp {
             protocol: t.ip_protocol,
-        };
+        });
     }
-    c.socket.enable_gso = !t.no_gso;
-    c.socket.enable_gro = !t.no_gro;
-    c.mtu = Some(t.mtu);
-    c.busy_poll = t.busy_poll;
-    let mut protocol = c.protocol.clone();
-    protocol.max_datagram_size = EndpointConfig::datagram_size_for(t.mtu, addr, c.socket.mode);
-    protocol
-        .validate()
-        .map_err(|e| CliError::Usage(format!("--mtu {}: {e}", t.mtu)))?;
-    Ok(c)
+    c.socket_mut().set_gso(!t.no_gso).set_gro(!t.no_gro);
+    c.set_mtu(Some(t.mtu)).set_busy_poll(t.busy_poll);
+    match c.validate(addr) {
+        Err(smt::Error::Config(e)) if e.setting() == "EndpointConfig::mtu" => {
+            Err(CliError::Usage(format!("--mtu {}: {e}", t.mtu)))
+        }
+        Err(e) => Err(e.into()),
+        Ok(()) => Ok(c),
+    }
 }
 
 /// Answers every request with its own bytes, on `threads` threads.
@@ -164,8 +164,7 @@ pub fn run(args: DemoArgs) -> Result<(), CliError> {
         recording.finish()?;
     }
     let (floor, rows) = measured?;
-    let (cs, _) = client.stats(None)?;
-    let (ss, _) = server.stats(None)?;
+    let (cs, ss) = (client.stats()?, server.stats()?);
     if args.json {
         report::print_json(&json!({
             "client": client.local_addr().to_string(),
@@ -180,7 +179,7 @@ pub fn run(args: DemoArgs) -> Result<(), CliError> {
     } else {
         let smt_p50 = rows.iter().find(|r| r.size == FLOOR_SIZE).map(|r| r.p50);
         print_floor(FLOOR_SIZE, floor, smt_p50);
-        print_totals(&cs, &ss);
+        print_totals(&cs.total, &ss.total);
         for (name, ep) in [("client", &client), ("server", &server)] {
             if let Some(c) = ep.offload_counters()? {
                 say!(
@@ -207,14 +206,14 @@ fn start_pair(
     // pick a random SMT port, so two demos never share one.
     let any: SocketAddr = (std::net::Ipv4Addr::LOCALHOST, 0).into();
     let mut cfg = config(&args.transport, any)?;
-    cfg.offload = args.offload.then(Default::default);
+    cfg.set_offload(args.offload.then(Default::default));
     for &size in &args.sizes {
         report::check_load("--sizes", size, args.concurrency, &cfg)?;
     }
     // The client's capture holds every datagram between the two.
     let mut server_cfg = cfg.clone();
-    server_cfg.observe = recording.trace_only();
-    cfg.observe = recording.observe();
+    server_cfg.set_observe(recording.trace_only());
+    cfg.set_observe(recording.observe());
     let server = Endpoint::bind(any, server_cfg)?;
     let client = Endpoint::bind(any, cfg)?;
     let how = if args.no_handshake {
@@ -273,12 +272,12 @@ fn offload_json(ep: &Endpoint) -> Result<serde_json::Value, CliError> {
             .collect::<std::collections::BTreeMap<_, _>>())))
 }
 
-fn print_totals(client: &smt::Stats, server: &smt::Stats) {
+fn print_totals(client: &Counters, server: &Counters) {
     say!(
         "handshakes: client {} completed / {} failed; server {} completed",
-        client.handshakes_completed,
-        client.handshakes_failed,
-        server.handshakes_completed
+        client.handshakes.completed,
+        client.handshakes.failed,
+        server.handshakes.completed
     );
     report::print_stats("client", client);
     report::print_stats("server", server);

@@ -42,12 +42,13 @@ impl fmt::Display for CliError {
 
 impl std::error::Error for CliError {}
 
-/// The library's errors by blame. Its `Io` wraps both the system's errors
-/// and rejected configurations (`InvalidInput`), printed here without its
-/// "I/O error:" prefix.
+/// The library's errors by blame. A rejected configuration is the
+/// command line's; so is its `Io` with `InvalidInput` (a malformed
+/// address to resolve), printed here without its "I/O error:" prefix.
 impl From<smt::Error> for CliError {
     fn from(e: smt::Error) -> Self {
         match e {
+            smt::Error::Config(e) => Self::Usage(e.to_string()),
             smt::Error::Io(e) if e.kind() == io::ErrorKind::InvalidInput => {
                 Self::Usage(e.to_string())
             }

@@ -8,6 +8,7 @@ mod cli;
 mod demo;
 mod error;
 mod files;
+mod metrics;
 mod mode;
 mod pki;
 mod record;

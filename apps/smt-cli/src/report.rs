@@ -6,6 +6,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+use smt::stats::Counters;
 use smt::{DropReason, Endpoint, EndpointConfig, Stats};
 
 use crate::error::CliError;
@@ -54,11 +55,12 @@ pub struct SideCounts {
 
 impl SideCounts {
     /// The counts between two readings of one endpoint's stats.
-    pub fn between(before: &Stats, after: &Stats) -> Self {
-        let dups = |s: &Stats| s.drops.get(DropReason::Duplicate) + s.drops.get(DropReason::Replay);
+    pub fn between(before: &Counters, after: &Counters) -> Self {
+        let dups =
+            |s: &Counters| s.drops.get(DropReason::Duplicate) + s.drops.get(DropReason::Replay);
         let duplicates = dups(after) - dups(before);
         Self {
-            retransmits: after.retransmitted_packets - before.retransmitted_packets,
+            retransmits: after.packets.retransmitted - before.packets.retransmitted,
             duplicates,
             other_drops: (after.drops.total() - before.drops.total()) - duplicates,
         }
@@ -82,7 +84,7 @@ pub fn check_load(
     concurrency: usize,
     config: &EndpointConfig,
 ) -> Result<(), CliError> {
-    let limit = config.protocol.message_len_limit();
+    let limit = config.protocol().message_len_limit();
     if size as u64 > limit {
         return Err(CliError::Usage(format!(
             "{option} {size} is larger than the largest SMT message, {limit} bytes ({})",
@@ -249,7 +251,7 @@ pub fn measure(
     time: Duration,
     concurrency: usize,
 ) -> Result<Row, CliError> {
-    let stats = |e: &Endpoint| e.stats(None).map(|(s, _)| s);
+    let stats = |e: &Endpoint| e.stats().map(|s| s.total);
     let before = stats(client)?;
     let server_before = server_side.map(stats).transpose()?;
     let failures = Arc::new(Failures::default());
@@ -276,8 +278,8 @@ pub fn measure(
         mean: mean(&rtts),
         rpc_per_s,
         gbit_per_s: rpc_per_s * size as f64 * 2.0 * 8.0 / 1e9,
-        packets: (after.datagrams_tx + after.datagrams_rx)
-            - (before.datagrams_tx + before.datagrams_rx),
+        packets: (after.traffic.datagrams_sent + after.traffic.datagrams_received)
+            - (before.traffic.datagrams_sent + before.traffic.datagrams_received),
         client: SideCounts::between(&before, &after),
         server: server_counts,
         errors: failures.count.load(Ordering::Relaxed),
@@ -378,8 +380,9 @@ impl Row {
     }
 }
 
-/// Prints an endpoint's counters, drops by reason.
-pub fn print_stats(label: &str, s: &Stats) {
+/// Prints an endpoint's counters, drops by reason, on one line (whose
+/// "N datagrams out, M in" `smt-hostile` reads).
+pub fn print_stats(label: &str, s: &Counters) {
     let drops: Vec<String> = s
         .drops
         .iter()
@@ -388,35 +391,26 @@ pub fn print_stats(label: &str, s: &Stats) {
         .collect();
     say!(
         "{label}: {} datagrams out, {} in, {} records sealed, {} opened, {} retransmitted, {} RESENDs sent, drops: {}",
-        s.datagrams_tx,
-        s.datagrams_rx,
-        s.records_sealed,
-        s.records_opened,
-        s.retransmitted_packets,
-        s.resends_sent,
+        s.traffic.datagrams_sent,
+        s.traffic.datagrams_received,
+        s.records.sealed,
+        s.records.opened,
+        s.packets.retransmitted,
+        s.packets.resends_sent,
         if drops.is_empty() { "none".to_string() } else { drops.join(" ") }
     );
 }
 
-/// The counters [`print_stats`] prints, as JSON.
+/// An endpoint's snapshot as JSON: every counter, as [`Stats`]
+/// serialises (`docs/observability.md`).
 pub fn stats_json(s: &Stats) -> Value {
-    let drops: serde_json::Map<String, Value> = s
-        .drops
-        .iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|(r, n)| (r.name().to_string(), n.into()))
-        .collect();
-    json!({
-        "datagrams_tx": s.datagrams_tx,
-        "datagrams_rx": s.datagrams_rx,
-        "records_sealed": s.records_sealed,
-        "records_opened": s.records_opened,
-        "retransmitted_packets": s.retransmitted_packets,
-        "resends_sent": s.resends_sent,
-        "handshakes_completed": s.handshakes_completed,
-        "handshakes_failed": s.handshakes_failed,
-        "drops": drops,
-    })
+    // NOTE(unwrap): `Stats` has string keys and integer values only.
+    serde_json::to_value(s).expect("Stats serialises")
+}
+
+/// Prints `value` as one JSON document on one line (JSON lines).
+pub fn print_json_line(value: &Value) {
+    say!("{value}");
 }
 
 /// Prints `value` as one JSON document on stdout.
@@ -435,7 +429,7 @@ mod tests {
     #[test]
     fn oversized_messages_and_loads_are_refused_before_allocating() {
         let config = EndpointConfig::default();
-        let limit = config.protocol.message_len_limit();
+        let limit = config.protocol().message_len_limit();
         let huge = check_load("--size", 2_000_000_000, 16, &config).unwrap_err();
         assert!(
             huge.to_string()

@@ -90,7 +90,7 @@ pub fn server(args: ServerArgs) -> Result<(), CliError> {
         acceptor = acceptor.with_zero_rtt(s.zero_rtt.clone());
     }
     let mut cfg = config(&args.transport, args.listen)?;
-    cfg.observe = recording.observe();
+    cfg.set_observe(recording.observe());
     let server =
         Endpoint::bind(args.listen, cfg).map_err(|e| cannot_bind("--listen", args.listen, e))?;
     server.set_handshake_acceptor(Box::new(acceptor))?;
@@ -115,22 +115,29 @@ pub fn server(args: ServerArgs) -> Result<(), CliError> {
         server.features(),
         args.threads
     );
+    if let Some(listen) = args.metrics {
+        let bound = crate::metrics::serve(listen, server.clone(), args.metrics_peers)?;
+        say!("metrics on http://{bound}/metrics (Prometheus text format)");
+    }
     spawn_echo(&server, args.threads)?;
-    let result = serve(&server, args.duration, args.stats_interval);
+    let every = args.stats_interval.map(|i| (i, args.json));
+    let result = serve(&server, args.duration, every);
     drop(served);
     recording.finish()?;
     result
 }
 
 /// Serves until `duration` is over (forever without one), printing the
-/// counters every `interval` when one was asked for.
+/// counters every `interval` when one was asked for (as JSON lines with
+/// `json`).
 fn serve(
     server: &Endpoint,
     duration: Option<Duration>,
-    interval: Option<Duration>,
+    every: Option<(Duration, bool)>,
 ) -> Result<(), CliError> {
     let start = Instant::now();
     let end = duration.map(|d| start + d);
+    let (interval, json) = (every.map(|e| e.0), every.is_some_and(|e| e.1));
     let mut next_stats = interval.map(|i| start + i);
     loop {
         let now = Instant::now();
@@ -142,8 +149,15 @@ fn serve(
         std::thread::sleep(wake.map_or(Duration::from_secs(3600), |w| w - now));
         if let (Some(at), Some(every)) = (next_stats, interval) {
             if Instant::now() >= at {
-                let (s, _) = server.stats(None)?;
-                report::print_stats("server", &s);
+                let s = server.stats()?;
+                if json {
+                    report::print_json_line(&json!({
+                        "elapsed_s": start.elapsed().as_secs_f64(),
+                        "stats": report::stats_json(&s),
+                    }));
+                } else {
+                    report::print_stats("server", &s.total);
+                }
                 next_stats = Some(at + every);
             }
         }
@@ -342,7 +356,7 @@ pub fn client(args: ClientArgs) -> Result<(), CliError> {
             args.seconds,
             args.concurrency,
         )?;
-        Ok((row, client.stats(None)?.0))
+        Ok((row, client.stats()?))
     });
     // A failed run's capture and trace are the ones most worth reading:
     // they are completed either way.
@@ -367,7 +381,7 @@ pub fn client(args: ClientArgs) -> Result<(), CliError> {
     } else {
         report::print_header();
         report::print_row(&row);
-        report::print_stats("client", &stats);
+        report::print_stats("client", &stats.total);
     }
     report::all_succeeded(&[row])
 }
@@ -393,7 +407,7 @@ fn open_client(
         .transpose()?;
     let local = local_towards(server)?;
     let mut cfg = config(&args.transport, local)?;
-    cfg.observe = recording.observe();
+    cfg.set_observe(recording.observe());
     report::check_load("--size", args.size, args.concurrency, &cfg)?;
     let client = Endpoint::bind(local, cfg).map_err(|e| cannot_bind("local", local, e))?;
     match setup {

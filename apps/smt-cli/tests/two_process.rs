@@ -80,16 +80,11 @@ fn wrong_psk_fails_cleanly() {
 
 #[test]
 fn raw_ip_client_and_server_processes() {
-    let probe = smt::Endpoint::bind(
-        "127.0.0.1:47813".parse().unwrap(),
-        smt::EndpointConfig {
-            socket: smt::SocketConfig {
-                mode: smt::Mode::raw_ip(),
-                ..Default::default()
-            },
-            ..Default::default()
-        },
-    );
+    let probe = smt::Endpoint::bind("127.0.0.1:47813".parse().unwrap(), {
+        let mut config = smt::EndpointConfig::default();
+        config.socket_mut().set_mode(smt::Mode::raw_ip());
+        config
+    });
     if let Err(e) = probe {
         eprintln!("skipped: raw IP unavailable here ({e})");
         return;

@@ -88,10 +88,9 @@ enum Link {
     /// own connection. Caller-driven: a call is sent, and its response
     /// received and opened, on the calling thread, as a blocking TCP
     /// client does its I/O (a threaded `Endpoint` would add a hand-off to
-    /// its driver thread and back to every request). Boxed: the endpoint
-    /// is kilobytes, the other links a pointer or two.
+    /// its driver thread and back to every request).
     Smt {
-        endpoint: Box<smt::LocalEndpoint>,
+        endpoint: smt::LocalEndpoint,
         server: SocketAddr,
     },
 }
@@ -226,7 +225,6 @@ fn smt_link(server: SocketAddr, ca_pem: &str) -> Result<Link, ClientError> {
     let tls = smt_tls::TlsClient::new(ca_pem.as_bytes(), None)
         .map_err(|e| ClientError::Tls(e.to_string()))?;
     endpoint.set_tls_client(tls);
-    let endpoint = Box::new(endpoint);
     Ok(Link::Smt { endpoint, server })
 }
 

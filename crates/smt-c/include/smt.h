@@ -124,7 +124,8 @@
 #define SMT_ERR_UNKNOWN_ID -16
 
 // The caller's: a certificate, key, ticket or PSK given is unusable (not
-// PEM, wrong key, expired ticket...); the message says which and why.
+// PEM, wrong key, expired ticket...), or a setting cannot work; the
+// message says which and why.
 #define SMT_ERR_CONFIG -17
 
 // The caller's: the buffer given is too small for the result.

@@ -46,7 +46,8 @@ pub const SMT_ERR_TOO_LARGE: c_int = -15;
 /// (already answered, aborted, or never handed out).
 pub const SMT_ERR_UNKNOWN_ID: c_int = -16;
 /// The caller's: a certificate, key, ticket or PSK given is unusable (not
-/// PEM, wrong key, expired ticket...); the message says which and why.
+/// PEM, wrong key, expired ticket...), or a setting cannot work; the
+/// message says which and why.
 pub const SMT_ERR_CONFIG: c_int = -17;
 /// The caller's: the buffer given is too small for the result.
 pub const SMT_ERR_BUFFER: c_int = -18;
@@ -197,6 +198,7 @@ impl From<Error> for Failure {
 /// its errors to ours.
 pub fn code_of(e: &Error) -> c_int {
     match e {
+        Error::Config(_) => SMT_ERR_CONFIG,
         Error::Socket(_) => SMT_ERR_SOCKET,
         Error::Io(_) => SMT_ERR_IO,
         Error::Send(e) => send_code(e),
@@ -290,6 +292,11 @@ mod tests {
 
     #[test]
     fn errors_of_the_smt_crate_land_in_the_right_range() {
+        let mut unworkable = smt::EndpointConfig::default();
+        unworkable.set_max_outstanding_calls(0);
+        let any = "127.0.0.1:0".parse().unwrap();
+        let refused = smt::LocalEndpoint::bind(any, unworkable).unwrap_err();
+        assert_eq!(code_of(&refused), SMT_ERR_CONFIG, "{refused}");
         let cases = [
             (Error::Send(SendError::NoSession), SMT_ERR_NO_KEYS),
             (

@@ -120,8 +120,10 @@ impl Socket {
     /// Binds a UDP socket on `addr`.
     pub fn open(addr: SocketAddr) -> Result<Self, Failure> {
         let mut config = EndpointConfig::default();
-        config.protocol.max_message_len = SMT_MAX_MESSAGE_LEN as u64;
-        config.max_outstanding_calls = SMT_MAX_OUTSTANDING_CALLS;
+        config
+            .set_max_outstanding_calls(SMT_MAX_OUTSTANDING_CALLS)
+            .protocol_mut()
+            .set_max_message_len(SMT_MAX_MESSAGE_LEN as u64);
         Ok(Self {
             endpoint: LocalEndpoint::bind(addr, config)?,
             next_id: 1,

@@ -36,10 +36,8 @@ enum Keys {
 fn pair(keys: &Keys, capture: &Capture, keylog: &Path) -> (Endpoint, Endpoint) {
     let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let server = Endpoint::bind(any, EndpointConfig::default()).unwrap();
-    let config = EndpointConfig {
-        observe: Observe::new().capture(capture.clone()),
-        ..EndpointConfig::default()
-    };
+    let mut config = EndpointConfig::default();
+    config.set_observe(Observe::new().capture(capture.clone()));
     let client = Endpoint::bind(any, config).unwrap();
     match keys {
         Keys::Tls => {

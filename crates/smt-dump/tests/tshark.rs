@@ -252,10 +252,8 @@ fn tshark_reads_the_endpoints_own_capture() {
     let capture = Capture::create(&path).unwrap();
     let any = "127.0.0.1:0".parse().unwrap();
     let server = Endpoint::bind(any, EndpointConfig::default()).unwrap();
-    let config = EndpointConfig {
-        observe: Observe::new().capture(capture.clone()),
-        ..EndpointConfig::default()
-    };
+    let mut config = EndpointConfig::default();
+    config.set_observe(Observe::new().capture(capture.clone()));
     let client = Endpoint::bind(any, config).unwrap();
     let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
     client.install_session(server.local_addr(), ck).unwrap();

@@ -47,7 +47,7 @@ pub use error::{DropReason, RpcError, SendError};
 pub use handshake::{AddressProof, Handshake, HandshakeAcceptor, HandshakeError};
 pub use payload::Payload;
 pub use session::{Role, SessionKeys};
-pub use stats::{DropCounts, Stats, Usage};
+pub use stats::{DropCounts, RttHistogram, Stats, Usage};
 pub use trace::{TraceEvent, Traced};
 
 #[cfg(test)]

@@ -1,6 +1,9 @@
 //! Counters. Every dropped datagram is counted under exactly one
 //! [`DropReason`]; tests read these to prove *why* something was dropped
-//! (e.g. that a replay never reached decryption).
+//! (e.g. that a replay never reached decryption). Round-trip times go into
+//! an [`RttHistogram`], timed with the `now` the driver passes in.
+
+use std::time::Duration;
 
 use crate::error::DropReason;
 
@@ -24,6 +27,12 @@ impl DropCounts {
         DropReason::ALL.iter().map(|r| (*r, self.get(*r)))
     }
 
+    /// Sets the count of one reason (e.g. read back from a serialised
+    /// form).
+    pub fn set(&mut self, reason: DropReason, count: u64) {
+        self.0[reason.index()] = count;
+    }
+
     pub(crate) fn add(&mut self, reason: DropReason) {
         self.0[reason.index()] += 1;
     }
@@ -40,6 +49,16 @@ impl std::fmt::Debug for DropCounts {
 }
 
 /// Counters of one endpoint, or of one peer session.
+///
+/// A peer session counts, since its keys were installed: datagrams and
+/// bytes sent, packets (`datagrams_rx`: a coalesced datagram counts once
+/// per packet) and bytes received, messages sent and received, RPCs
+/// completed, failed and restarted, requests refused, retransmitted
+/// packets, RESENDs sent, records sealed, opened and offloaded, drops,
+/// round-trip times, its key epoch and its usage. The other counters
+/// (packets by kind, grants, coalescing, handshakes, retries, evictions,
+/// amplification, unreachable reports) are the endpoint's only: 0 for a
+/// peer, whose per-packet accounting would cost a lookup per packet.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
@@ -104,6 +123,11 @@ pub struct Stats {
     /// `Config::session_idle_timeout` of silence.
     pub sessions_evicted: u64,
     pub drops: DropCounts,
+    /// Round-trip times of the RPCs this side completed as client: from
+    /// [`crate::Endpoint::send_request`] to the response's last record
+    /// (the server's processing, retransmissions and restarts included),
+    /// on the driver's clock.
+    pub rtt: RttHistogram,
     /// Gauges, not counters: what the endpoint (or, for a peer, its
     /// session) holds now, as of the last event that changed it or the
     /// last tick. See `docs/resilience.md`.
@@ -133,4 +157,157 @@ pub struct Usage {
     /// Endpoint only: bytes of spare message buffers kept for reuse (at
     /// most 8 MiB), as of the last tick.
     pub spare_buffer_bytes: u64,
+}
+
+/// A histogram of durations in log-scale buckets: bucket `i` counts the
+/// durations above the previous bound and at most `2^i` microseconds
+/// (1 µs, 2 µs, 4 µs … 2^25 µs ≈ 33.6 s), and one more bucket those longer.
+/// Recording is a few instructions: no allocation, no floating point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RttHistogram {
+    buckets: [u64; RttHistogram::BUCKETS],
+    /// The sum of every duration recorded, in nanoseconds.
+    sum_nanos: u64,
+}
+
+impl Default for RttHistogram {
+    fn default() -> Self {
+        Self {
+            buckets: [0; Self::BUCKETS],
+            sum_nanos: 0,
+        }
+    }
+}
+
+impl RttHistogram {
+    /// Buckets with an upper bound (`2^0` to `2^25` µs).
+    pub const BOUNDED: usize = 26;
+    /// Every bucket: the bounded ones and the overflow.
+    pub const BUCKETS: usize = Self::BOUNDED + 1;
+
+    /// The upper bound of bucket `i` (`None` for the overflow bucket).
+    pub fn bound(i: usize) -> Option<Duration> {
+        (i < Self::BOUNDED).then(|| Duration::from_micros(1 << i))
+    }
+
+    /// Counts one duration.
+    pub fn record(&mut self, rtt: Duration) {
+        let nanos = u64::try_from(rtt.as_nanos()).unwrap_or(u64::MAX);
+        self.buckets[Self::bucket_of(nanos)] += 1;
+        self.sum_nanos = self.sum_nanos.saturating_add(nanos);
+    }
+
+    /// The smallest bucket whose bound holds `nanos`.
+    fn bucket_of(nanos: u64) -> usize {
+        let micros = nanos.div_ceil(1000);
+        if micros <= 1 {
+            return 0;
+        }
+        // The smallest i with 2^i >= micros.
+        let i = (u64::BITS - (micros - 1).leading_zeros()) as usize;
+        i.min(Self::BOUNDED)
+    }
+
+    /// How many durations each bucket counted (not cumulative).
+    pub fn buckets(&self) -> &[u64; Self::BUCKETS] {
+        &self.buckets
+    }
+
+    /// Durations recorded.
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().sum()
+    }
+
+    /// Their sum.
+    pub fn sum(&self) -> Duration {
+        Duration::from_nanos(self.sum_nanos)
+    }
+
+    /// Their mean (`None` when nothing was recorded).
+    pub fn mean(&self) -> Option<Duration> {
+        let n = self.count();
+        (n > 0).then(|| Duration::from_nanos(self.sum_nanos / n))
+    }
+
+    /// An upper bound on the `q`-quantile (0.5: the median): the bound of
+    /// the bucket that holds it, so at most twice the true value. `None`
+    /// when nothing was recorded or the quantile is in the overflow bucket.
+    pub fn quantile(&self, q: f64) -> Option<Duration> {
+        let n = self.count();
+        if n == 0 {
+            return None;
+        }
+        // The rank of the quantile, 1-based: at least the first duration.
+        let rank = ((q.clamp(0.0, 1.0) * n as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        let i = self.buckets.iter().position(|b| {
+            seen += b;
+            seen >= rank
+        })?;
+        Self::bound(i)
+    }
+
+    /// A histogram with these bucket counts and sum, e.g. one read back
+    /// from a serialised form.
+    pub fn from_parts(buckets: [u64; Self::BUCKETS], sum: Duration) -> Self {
+        Self {
+            buckets,
+            sum_nanos: u64::try_from(sum.as_nanos()).unwrap_or(u64::MAX),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_fall_in_the_smallest_bucket_that_holds_them() {
+        let bucket = |d: Duration| {
+            let mut h = RttHistogram::default();
+            h.record(d);
+            h.buckets().iter().position(|n| *n == 1).unwrap()
+        };
+        assert_eq!(bucket(Duration::ZERO), 0);
+        assert_eq!(bucket(Duration::from_nanos(1000)), 0);
+        assert_eq!(bucket(Duration::from_nanos(1001)), 1);
+        assert_eq!(bucket(Duration::from_micros(2)), 1);
+        assert_eq!(bucket(Duration::from_micros(3)), 2);
+        assert_eq!(bucket(Duration::from_micros(40)), 6);
+        assert_eq!(bucket(Duration::from_micros(64)), 6);
+        assert_eq!(bucket(Duration::from_micros(1 << 25)), 25);
+        assert_eq!(bucket(Duration::from_secs(60)), RttHistogram::BOUNDED);
+        assert_eq!(bucket(Duration::MAX), RttHistogram::BOUNDED);
+        for i in 0..RttHistogram::BOUNDED {
+            let bound = RttHistogram::bound(i).unwrap();
+            assert_eq!(bucket(bound), i, "a bound is in its own bucket");
+            assert_eq!(bucket(bound + Duration::from_nanos(1)), i + 1);
+        }
+        assert_eq!(RttHistogram::bound(RttHistogram::BOUNDED), None);
+    }
+
+    #[test]
+    fn count_and_sum_add_up() {
+        let mut h = RttHistogram::default();
+        h.record(Duration::from_micros(30));
+        h.record(Duration::from_millis(2));
+        assert_eq!(h.count(), 2);
+        assert_eq!(h.sum(), Duration::from_micros(2030));
+        assert_eq!(RttHistogram::from_parts(*h.buckets(), h.sum()), h);
+        assert_eq!(h.mean(), Some(Duration::from_micros(1015)));
+    }
+
+    #[test]
+    fn a_quantile_is_bounded_by_its_bucket() {
+        let mut h = RttHistogram::default();
+        assert_eq!(h.quantile(0.5), None);
+        for us in [10, 20, 30, 1000] {
+            h.record(Duration::from_micros(us));
+        }
+        assert_eq!(h.quantile(0.0), Some(Duration::from_micros(16)));
+        assert_eq!(h.quantile(0.5), Some(Duration::from_micros(32)));
+        assert_eq!(h.quantile(0.99), Some(Duration::from_micros(1024)));
+        h.record(Duration::from_secs(3600));
+        assert_eq!(h.quantile(1.0), None, "in the overflow bucket");
+    }
 }

@@ -786,3 +786,44 @@ fn flushed_acks_free_the_servers_rpcs_before_their_delay() {
     pair.run_for(Duration::from_micros(100));
     assert_eq!(pair.server.server_rpcs(), 0);
 }
+
+/// With one peer, the peer's session counts what the endpoint counts of
+/// what it tracks per peer: bytes both ways, packets received (a peer
+/// counts packets), messages, RPCs, retransmissions, RESENDs and round
+/// trips, through loss, reordering and duplicates.
+#[test]
+fn a_lone_peers_counters_match_the_endpoints() {
+    let link = Link {
+        loss: 0.05,
+        reorder: 0.1,
+        duplicate: 0.02,
+        ..Link::default()
+    };
+    let mut pair = Pair::with_keys(AES, link, 11);
+    for i in 0..60u64 {
+        pair.call(&payload([64, 1500, 20_000, 150_000][i as usize % 4], i + 1));
+    }
+    assert!(pair.run(LIMIT));
+    for (ep, peer) in [
+        (&pair.client, pair.server_addr),
+        (&pair.server, pair.client_addr),
+    ] {
+        let (all, one) = (ep.stats(), ep.peer_stats(peer).unwrap());
+        assert_eq!(one.bytes_tx, all.bytes_tx);
+        assert_eq!(one.bytes_rx, all.bytes_rx);
+        assert_eq!(
+            one.datagrams_rx,
+            all.datagrams_rx + all.coalesced_packets_rx
+        );
+        assert_eq!(one.messages_sent, all.messages_sent);
+        assert_eq!(one.messages_received, all.messages_received);
+        assert_eq!(one.retransmitted_packets, all.retransmitted_packets);
+        assert_eq!(one.resends_sent, all.resends_sent);
+        assert_eq!(one.rpcs_completed, all.rpcs_completed);
+        assert_eq!(one.rtt, all.rtt);
+    }
+    let client = pair.client.stats();
+    assert_eq!(client.rpcs_completed, 60);
+    assert_eq!(client.rtt.count(), 60);
+    assert!(client.retransmitted_packets + pair.server.stats().retransmitted_packets > 0);
+}

@@ -13,8 +13,8 @@
 //!
 //! | Feature | Used when | Without it |
 //! |---------|-----------|------------|
-//! | GSO (`UDP_SEGMENT`): many datagrams in one `sendmsg` | UDP mode, Linux 4.18+, [`SocketConfig::enable_gso`] | one `sendmsg` per datagram |
-//! | GRO (`UDP_GRO`): the kernel hands over runs of same-size datagrams as one buffer | UDP mode, Linux 5.0+, [`SocketConfig::enable_gro`] | one datagram per receive slot |
+//! | GSO (`UDP_SEGMENT`): many datagrams in one `sendmsg` | UDP mode, Linux 4.18+, [`SocketConfig::gso`] | one `sendmsg` per datagram |
+//! | GRO (`UDP_GRO`): the kernel hands over runs of same-size datagrams as one buffer | UDP mode, Linux 5.0+, [`SocketConfig::gro`] | one datagram per receive slot |
 //! | `recvmmsg`: up to 32 receive slots per system call | Linux, Android, FreeBSD | one datagram per call |
 //! | Large socket buffers | `SO_RCVBUF`/`SO_SNDBUF`, then `SO_RCVBUFFORCE`/`SO_SNDBUFFORCE` if `net.core.rmem_max`/`wmem_max` capped the size (needs `CAP_NET_ADMIN`) | whatever the kernel granted; a warning is logged below 2 MiB |
 //! | A kernel port filter (classic BPF, `SO_ATTACH_FILTER`) | raw-IP mode, Linux, bound with a non-zero port | every packet of the protocol to the address is queued, and the driver drops the others' |
@@ -111,20 +111,16 @@ impl fmt::Display for Mode {
     }
 }
 
-/// What [`Socket::bind`] asks of the kernel.
+/// What [`Socket::bind`] asks of the kernel: `Default` and chained `set_*`
+/// setters (`SocketConfig::default().set_mode(Mode::raw_ip())`).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SocketConfig {
-    /// UDP or raw IP. Default: [`Mode::Udp`].
-    pub mode: Mode,
-    /// Requested `SO_RCVBUF` in bytes. Default: 4 MiB, at least 16 MiB in raw-IP mode (see the
-    /// crate docs). Linux reports (and grants) double.
-    pub recv_buffer: usize,
-    /// Requested `SO_SNDBUF` in bytes. Default: 4 MiB. Linux reports (and grants) double.
-    pub send_buffer: usize,
-    /// Use UDP segmentation offload when the kernel has it. Default: true. Ignored in raw mode.
-    pub enable_gso: bool,
-    /// Use UDP receive offload when the kernel has it. Default: true. Ignored in raw mode.
-    pub enable_gro: bool,
+    mode: Mode,
+    recv_buffer: usize,
+    send_buffer: usize,
+    enable_gso: bool,
+    enable_gro: bool,
 }
 
 impl Default for SocketConfig {
@@ -136,5 +132,63 @@ impl Default for SocketConfig {
             enable_gso: true,
             enable_gro: true,
         }
+    }
+}
+
+impl SocketConfig {
+    /// UDP or raw IP. Default: [`Mode::Udp`].
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Sets [`SocketConfig::mode`].
+    pub fn set_mode(&mut self, mode: Mode) -> &mut Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Requested `SO_RCVBUF` in bytes. Default: 4 MiB, at least 16 MiB in raw-IP mode (see the
+    /// crate docs). Linux reports (and grants) double.
+    pub fn recv_buffer(&self) -> usize {
+        self.recv_buffer
+    }
+
+    /// Sets [`SocketConfig::recv_buffer`].
+    pub fn set_recv_buffer(&mut self, bytes: usize) -> &mut Self {
+        self.recv_buffer = bytes;
+        self
+    }
+
+    /// Requested `SO_SNDBUF` in bytes. Default: 4 MiB. Linux reports (and grants) double.
+    pub fn send_buffer(&self) -> usize {
+        self.send_buffer
+    }
+
+    /// Sets [`SocketConfig::send_buffer`].
+    pub fn set_send_buffer(&mut self, bytes: usize) -> &mut Self {
+        self.send_buffer = bytes;
+        self
+    }
+
+    /// Use UDP segmentation offload when the kernel has it. Default: true. Ignored in raw mode.
+    pub fn gso(&self) -> bool {
+        self.enable_gso
+    }
+
+    /// Sets [`SocketConfig::gso`].
+    pub fn set_gso(&mut self, on: bool) -> &mut Self {
+        self.enable_gso = on;
+        self
+    }
+
+    /// Use UDP receive offload when the kernel has it. Default: true. Ignored in raw mode.
+    pub fn gro(&self) -> bool {
+        self.enable_gro
+    }
+
+    /// Sets [`SocketConfig::gro`].
+    pub fn set_gro(&mut self, on: bool) -> &mut Self {
+        self.enable_gro = on;
+        self
     }
 }

@@ -17,10 +17,9 @@ use common::{families, PATIENCE};
 use smt_udp::{Mode, RecvBuffers, Socket, SocketConfig, SocketError, DEFAULT_IP_PROTOCOL};
 
 fn raw_config() -> SocketConfig {
-    SocketConfig {
-        mode: Mode::raw_ip(),
-        ..SocketConfig::default()
-    }
+    let mut config = SocketConfig::default();
+    config.set_mode(Mode::raw_ip());
+    config
 }
 
 /// Binds a raw socket; without CAP_NET_RAW checks the error's advice and returns `None`.

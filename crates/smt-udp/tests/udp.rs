@@ -14,11 +14,9 @@ use common::{assert_drained, bind, datagrams, families, recv_n, PATIENCE, V4, V6
 use smt_udp::{Mode, RecvBuffers, Socket, SocketConfig, SocketError};
 
 fn config(gso: bool, gro: bool) -> SocketConfig {
-    SocketConfig {
-        enable_gso: gso,
-        enable_gro: gro,
-        ..SocketConfig::default()
-    }
+    let mut config = SocketConfig::default();
+    config.set_gso(gso).set_gro(gro);
+    config
 }
 
 /// A receiver and a sender on the loopback address of `family`.
@@ -153,11 +151,8 @@ fn features_report_sane_values() {
 fn buffers_are_reported_as_the_kernel_sized_them() {
     let big = bind(V4, &SocketConfig::default());
     let big = big.features();
-    let small = SocketConfig {
-        recv_buffer: 64 << 10,
-        send_buffer: 64 << 10,
-        ..SocketConfig::default()
-    };
+    let mut small = SocketConfig::default();
+    small.set_recv_buffer(64 << 10).set_send_buffer(64 << 10);
     let small = bind(V4, &small);
     let small = small.features();
     println!("asked 4 MiB: {big}\nasked 64 KiB: {small}");
@@ -314,11 +309,8 @@ fn buffers_past_the_sysctl_cap_are_forced_or_capped() {
         return;
     };
     let requested = 2 * rmem_max.max(wmem_max);
-    let config = SocketConfig {
-        recv_buffer: requested,
-        send_buffer: requested,
-        ..SocketConfig::default()
-    };
+    let mut config = SocketConfig::default();
+    config.set_recv_buffer(requested).set_send_buffer(requested);
     let f = bind(V4, &config).features().clone();
     println!("asked {requested} past caps {rmem_max}/{wmem_max}: {f}");
     assert!(

@@ -81,7 +81,7 @@ fn main() {
     let end = Instant::now() + Duration::from_secs(seconds);
     while Instant::now() < end {
         let t = Instant::now();
-        let _ = client.stats(Some(to));
+        let _ = client.peer_stats(to);
         stats_waits.push(t.elapsed());
         let (keys, _) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
         let t = Instant::now();
@@ -90,10 +90,7 @@ fn main() {
         std::thread::sleep(Duration::from_micros(500));
     }
     stop.store(true, Ordering::Relaxed);
-    let completed = client
-        .stats(None)
-        .map(|(s, _)| s.rpcs_completed)
-        .unwrap_or(0);
+    let completed = client.stats().map(|s| s.total.rpcs.completed).unwrap_or(0);
     let t = Instant::now();
     client.close();
     let close = t.elapsed();

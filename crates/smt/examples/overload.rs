@@ -24,7 +24,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let seconds: f64 = args.first().map_or(2.0, |s| s.parse().expect("seconds"));
     let bound: usize = args.get(1).map_or(32, |s| s.parse().expect("a bound"));
-    let default = smt::ProtocolConfig::default().max_pending_requests;
+    let default = smt::ProtocolConfig::default().max_pending_requests();
     println!(
         "server: one thread, {} ms per request (capacity {} req/s); offered {OFFERED} req/s for {seconds} s",
         SERVICE.as_millis(),
@@ -38,10 +38,11 @@ fn main() {
 fn run(max_pending: usize, time: Duration) {
     let any: SocketAddr = "127.0.0.1:0".parse().expect("literal");
     let mut cfg = EndpointConfig::default();
-    cfg.protocol.max_pending_requests = max_pending;
+    cfg.protocol_mut().set_max_pending_requests(max_pending);
     // Calls queued behind a long backlog must not time out: this shows
     // queueing, not the abort timer.
-    cfg.protocol.abort_ticks = 60_000;
+    cfg.protocol_mut()
+        .set_rpc_idle_timeout(Duration::from_secs(60));
     let server = Endpoint::bind(any, cfg.clone()).expect("bind");
     let client = Endpoint::bind(any, cfg).expect("bind");
     let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);

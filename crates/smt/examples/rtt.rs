@@ -135,19 +135,19 @@ fn next_outcome(client: &mut LocalEndpoint) -> bool {
 fn config() -> EndpointConfig {
     let mut config = EndpointConfig::default();
     if let Ok(v) = std::env::var("RTT_MTU") {
-        config.mtu = Some(v.parse().expect("RTT_MTU is a byte count"));
+        config.set_mtu(Some(v.parse().expect("RTT_MTU is a byte count")));
     }
     if let Ok(v) = std::env::var("RTT_UNSCHEDULED") {
-        config.protocol.unscheduled_bytes = v.parse().expect("a byte count");
+        config
+            .protocol_mut()
+            .set_unscheduled_bytes(v.parse().expect("a byte count"));
     }
     config
 }
 
 fn local(any: SocketAddr, size: usize, n: usize, busy_poll: bool) -> Vec<Duration> {
-    let config = EndpointConfig {
-        busy_poll,
-        ..config()
-    };
+    let mut config = config();
+    config.set_busy_poll(busy_poll);
     let (mut client, addr, echo) = local_echo_pair(any, config, n);
     // Shared, as an application holding its message in `Bytes` would:
     // the endpoint seals from it without a copy.
@@ -183,7 +183,7 @@ fn throughput(any: SocketAddr, size: usize, n: usize, outstanding: usize) -> f64
     let rate = n as f64 / start.elapsed().as_secs_f64();
     let _ = client.poll(Some(Duration::from_millis(5)));
     if std::env::var_os("RTT_STATS").is_some() {
-        eprintln!("client {:?}", client.stats(None).0);
+        eprintln!("client {:?}", client.stats().total);
     }
     echo.join().unwrap();
     rate

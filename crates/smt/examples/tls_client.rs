@@ -39,7 +39,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         let response = client.call(to, format!("hello {i}").as_bytes())?;
         println!("{}", String::from_utf8_lossy(&response));
     }
-    let (stats, _) = client.stats(None)?;
-    println!("handshakes completed: {}", stats.handshakes_completed);
+    let stats = client.stats()?.total;
+    println!("handshakes completed: {}", stats.handshakes.completed);
     Ok(())
 }

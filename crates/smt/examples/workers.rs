@@ -26,10 +26,8 @@ fn main() {
     let seconds = Duration::from_secs(arg(3, 3) as u64);
 
     let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let config = WorkerConfig {
-        shards,
-        ..WorkerConfig::default()
-    };
+    let mut config = WorkerConfig::default();
+    config.set_shards(shards);
     // The handler runs on the shard that owns the message: echo.
     let server = WorkerServer::bind(any, config, |_peer, request| request).unwrap();
     let client = Endpoint::bind(any, EndpointConfig::default()).unwrap();
@@ -73,10 +71,14 @@ fn main() {
     let resent: u64 = stats
         .shards
         .iter()
-        .map(|s| s.core.retransmitted_packets)
+        .map(|s| s.counters.packets.retransmitted)
         .sum();
-    let asked: u64 = stats.shards.iter().map(|s| s.core.resends_sent).sum();
-    let client = client.stats(None).map(|s| s.0).unwrap_or_default();
+    let asked: u64 = stats
+        .shards
+        .iter()
+        .map(|s| s.counters.packets.resends_sent)
+        .sum();
+    let client = client.stats().map(|s| s.total).unwrap_or_default();
     println!(
         "{shards} shards, {size} B x{outstanding}: {:.0} rpc/s, {:.2} Gbit/s, {failed} failed; requests per shard {per_shard:?}",
         calls as f64 / secs,
@@ -84,6 +86,6 @@ fn main() {
     );
     println!(
         "  server: {resent} packets retransmitted, {asked} RESENDs sent; client: {} retransmitted, {} RESENDs; dispatcher {:?}",
-        client.retransmitted_packets, client.resends_sent, stats.dispatch
+        client.packets.retransmitted, client.packets.resends_sent, stats.dispatch
     );
 }

@@ -9,12 +9,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use smt_proto::{KeyResolver, Payload, SessionKeys, Stats};
+use smt_proto::{KeyResolver, Payload, SessionKeys};
 use smt_udp::Features;
 
 use crate::drive::{Limits, Shared};
 use crate::engine::{CallToken, Engine, SystemClock};
-use crate::{CallOptions, EndpointConfig, Error};
+use crate::{CallOptions, EndpointConfig, Error, PeerStats, Stats};
 
 /// A readiness signal the application can poll (epoll, poll, select):
 /// readable while requests wait in the queue.
@@ -158,9 +158,9 @@ impl Endpoint {
         let features = engine.features().clone();
         tracing::info!(%local_addr, "SMT endpoint bound: {features}");
         let limits = Limits {
-            busy_poll: config.busy_poll,
-            max_outstanding_calls: config.max_outstanding_calls,
-            max_pending_requests: config.protocol.max_pending_requests,
+            busy_poll: config.busy_poll(),
+            max_outstanding_calls: config.max_outstanding_calls(),
+            max_pending_requests: config.protocol().max_pending_requests(),
         };
         let shared = Shared::new(engine, limits)?;
         shared.spawn_background(format!("smt-{local_addr}"))?;
@@ -190,6 +190,10 @@ impl Endpoint {
 
     /// Installs the session keys for `peer` (the paper's `setsockopt` after
     /// a handshake). Both endpoints need matching keys with opposite roles.
+    ///
+    /// Non-blocking as [`Endpoint::stats`] is (no network, only the
+    /// engine's lock: measured in `docs/architecture.md`), so it has no
+    /// async twin; it frees the peer's previous session's RPCs.
     pub fn install_session(&self, peer: SocketAddr, keys: SessionKeys) -> Result<(), Error> {
         self.shared().with_engine(|e| e.install_session(peer, keys))
     }
@@ -432,9 +436,31 @@ impl Endpoint {
         shared.ready.read.as_fd()
     }
 
-    /// Endpoint-wide counters, and those of `peer`'s session if given.
-    pub fn stats(&self, peer: Option<SocketAddr>) -> Result<(Stats, Option<Stats>), Error> {
-        self.shared().read_engine(|e| e.stats(peer))
+    /// The endpoint's counters and what it holds now ([`Stats::peers`]
+    /// left empty).
+    ///
+    /// Non-blocking in the sense that matters to async code: it never
+    /// waits for the network or another caller's RPC, only for the
+    /// engine's lock, which a driving thread holds for one bounded turn at
+    /// a time (microseconds at the median, a few milliseconds at worst
+    /// under load: measured in `docs/architecture.md`, "In async code").
+    /// The copy it takes is O(1): a few hundred bytes.
+    pub fn stats(&self) -> Result<Stats, Error> {
+        self.shared().read_engine(|e| e.stats(0))
+    }
+
+    /// [`Endpoint::stats`] with up to `max_peers` peers' own counters in
+    /// [`Stats::peers`], the busiest (bytes sent and received) first.
+    /// Visits every session under the engine's lock: O(sessions), so ask
+    /// for it at scrape intervals, not per request.
+    pub fn stats_with_peers(&self, max_peers: usize) -> Result<Stats, Error> {
+        self.shared().read_engine(|e| e.stats(max_peers))
+    }
+
+    /// The counters of `peer`'s session (`None` without one). O(1), and
+    /// non-blocking as [`Endpoint::stats`] is.
+    pub fn peer_stats(&self, peer: SocketAddr) -> Result<Option<PeerStats>, Error> {
+        self.shared().read_engine(|e| e.peer_stats(peer))
     }
 
     /// The TLS offload engine's counters (mlx5's `tx_tls_*` and

@@ -7,24 +7,41 @@ use std::time::Duration;
 pub use smt_proto::{HandshakeError, RpcError, SendError};
 pub use smt_udp::SocketError;
 
-/// Everything an SMT call can fail with.
+/// Everything an SMT call can fail with, sorted by who can fix it:
+///
+/// | blame | variants |
+/// |---|---|
+/// | the caller (the message says what to change) | [`Error::Config`], [`Error::Send`], [`Error::TooManyCalls`], [`Error::Closed`] |
+/// | the peer, or the network between | [`Error::Handshake`], [`Error::Rpc`], [`Error::Timeout`] |
+/// | this machine | [`Error::Socket`], [`Error::Io`] |
+///
+/// Malformed or forged packets are no error: the endpoint drops them and
+/// counts them ([`crate::stats::Counters::drops`]).
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
-    /// The socket could not be opened (permissions, address in use…).
-    Socket(SocketError),
-    /// An I/O error from the operating system.
-    Io(io::Error),
+    // ---- the caller's ----
+    /// A configuration that cannot work, refused before a socket is
+    /// opened: which setting, what is wrong and what to do.
+    Config(ConfigError),
     /// The request could not be sent as asked (no session, too large…);
     /// the message says what to change.
     Send(SendError),
-    /// The RPC was sent but did not complete (timeout, peer lost it…).
-    Rpc(RpcError),
+    /// A [`crate::LocalEndpoint`] already has
+    /// [`crate::EndpointConfig::max_outstanding_calls`] calls outstanding
+    /// (the caller's to fix: poll until some end, or raise the limit).
+    TooManyCalls {
+        /// The configured limit.
+        max: usize,
+    },
+    /// The endpoint has been closed.
+    Closed,
+    // ---- the peer's, or the network's ----
     /// No session could be established with the peer (bad certificate,
     /// wrong name, timeout…).
     Handshake(HandshakeError),
-    /// The endpoint has been closed.
-    Closed,
+    /// The RPC was sent but did not complete (timeout, peer lost it…).
+    Rpc(RpcError),
     /// The call's own deadline passed before its response was complete
     /// ([`crate::CallOptions::timeout`],
     /// [`crate::EndpointConfig::call_timeout`]). The RPC was aborted at
@@ -33,18 +50,60 @@ pub enum Error {
         /// The timeout the call had.
         after: Duration,
     },
-    /// A [`crate::LocalEndpoint`] already has
-    /// [`crate::EndpointConfig::max_outstanding_calls`] calls outstanding
-    /// (the caller's to fix: poll until some end, or raise the limit).
-    TooManyCalls {
-        /// The configured limit.
-        max: usize,
-    },
+    // ---- this machine's ----
+    /// The socket could not be opened (permissions, address in use…).
+    Socket(SocketError),
+    /// An I/O error from the operating system.
+    Io(io::Error),
 }
+
+/// A configuration value that cannot work ([`Error::Config`]): the
+/// setting at fault, as its getter is named (`EndpointConfig::mtu`,
+/// `ProtocolConfig::rpc_idle_timeout`…), and what is wrong with it and
+/// what to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConfigError {
+    setting: &'static str,
+    problem: String,
+}
+
+impl ConfigError {
+    pub(crate) fn new(setting: &'static str, problem: impl Into<String>) -> Self {
+        Self {
+            setting,
+            problem: problem.into(),
+        }
+    }
+
+    /// The setting at fault, e.g. `"EndpointConfig::max_outstanding_calls"`
+    /// (`"ProtocolConfig"` when several protocol settings disagree).
+    pub fn setting(&self) -> &'static str {
+        self.setting
+    }
+
+    /// What is wrong with it and what to do, to follow the setting's name.
+    pub fn problem(&self) -> &str {
+        &self.problem
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid SMT configuration: {} {}",
+            self.setting, self.problem
+        )
+    }
+}
+
+impl std::error::Error for ConfigError {}
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Self::Config(e) => write!(f, "{e}"),
             Self::Socket(e) => write!(f, "{e}"),
             Self::Io(e) => write!(f, "I/O error: {e}"),
             Self::Send(e) => write!(f, "cannot send: {e}"),
@@ -70,6 +129,7 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
+            Self::Config(e) => Some(e),
             Self::Socket(e) => Some(e),
             Self::Io(e) => Some(e),
             Self::Send(e) => Some(e),
@@ -77,6 +137,12 @@ impl std::error::Error for Error {
             Self::Handshake(e) => Some(e),
             Self::Closed | Self::Timeout { .. } | Self::TooManyCalls { .. } => None,
         }
+    }
+}
+
+impl From<ConfigError> for Error {
+    fn from(e: ConfigError) -> Self {
+        Self::Config(e)
     }
 }
 

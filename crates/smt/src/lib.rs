@@ -63,10 +63,12 @@ mod error;
 mod io;
 pub mod keys;
 mod local;
+mod metrics;
 pub mod observe;
 pub mod offload;
 mod recycle;
 mod request;
+pub mod stats;
 pub mod tls;
 mod wait;
 pub mod workers;
@@ -98,16 +100,17 @@ pub mod dns {
 
 pub use bytes::Bytes;
 pub use config::{
-    CallOptions, EndpointConfig, Mode, ProtocolConfig, SocketConfig, DEFAULT_IP_PROTOCOL,
-    DEFAULT_MAX_OUTSTANDING_CALLS,
+    CallOptions, EndpointConfig, Mode, ProtocolConfig, SeqLayout, SocketConfig,
+    DEFAULT_IP_PROTOCOL, DEFAULT_MAX_OUTSTANDING_CALLS,
 };
 pub use endpoint::Endpoint;
-pub use error::{Error, HandshakeError, RpcError, SendError, SocketError};
+pub use error::{ConfigError, Error, HandshakeError, RpcError, SendError, SocketError};
 pub use local::{CallId, LocalEndpoint, LocalEvent, RequestId};
 pub use request::IncomingRequest;
 pub use smt_proto::{
     AddressProof, DropReason, Handshake, HandshakeAcceptor, KeyResolver, Padding, Payload, Role,
-    SessionKeys, Stats,
+    SessionKeys,
 };
 pub use smt_udp::Features;
+pub use stats::{PeerStats, Stats};
 pub use zero_rtt::ServerAcceptor;

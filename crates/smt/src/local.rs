@@ -24,7 +24,7 @@ use smt_udp::Features;
 
 use crate::engine::{CallToken, Engine, Outcome, SystemClock};
 use crate::wait::wait;
-use crate::{CallOptions, EndpointConfig, Error, Stats};
+use crate::{CallOptions, EndpointConfig, Error, PeerStats, Stats};
 
 /// One of this endpoint's outstanding calls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -81,7 +81,9 @@ impl From<Outcome> for LocalEvent {
 
 /// An SMT endpoint driven by the thread that owns it. See the module docs.
 pub struct LocalEndpoint {
-    engine: Engine,
+    /// Boxed: the engine (the core, its tables and counters) is a few
+    /// kilobytes, and a `LocalEndpoint` is moved around by its owner.
+    engine: Box<Engine>,
     busy_poll: bool,
     /// The socket reported readable (or is fresh) since the last receive:
     /// without that, receiving is skipped (the system call would find
@@ -105,11 +107,11 @@ impl LocalEndpoint {
     /// Binds a socket. `config.busy_poll` makes [`LocalEndpoint::poll`]
     /// spin on the socket instead of sleeping.
     pub fn bind(addr: SocketAddr, config: EndpointConfig) -> Result<Self, Error> {
-        let engine = Engine::bind(addr, &config, Box::new(SystemClock))?;
+        let engine = Box::new(Engine::bind(addr, &config, Box::new(SystemClock))?);
         tracing::info!(local_addr = %engine.local_addr(), "SMT local endpoint bound: {}", engine.features());
         Ok(Self {
             engine,
-            busy_poll: config.busy_poll,
+            busy_poll: config.busy_poll(),
             readable: true,
             drained: false,
         })
@@ -325,9 +327,21 @@ impl LocalEndpoint {
         self.engine.wants_writable()
     }
 
-    /// Endpoint and (with `peer`) session counters.
-    pub fn stats(&self, peer: Option<SocketAddr>) -> (Stats, Option<Stats>) {
-        self.engine.stats(peer)
+    /// The endpoint's counters and what it holds now ([`Stats::peers`]
+    /// left empty). O(1).
+    pub fn stats(&self) -> Stats {
+        self.engine.stats(0)
+    }
+
+    /// [`LocalEndpoint::stats`] with up to `max_peers` peers' own counters
+    /// in [`Stats::peers`], the busiest first. O(sessions).
+    pub fn stats_with_peers(&self, max_peers: usize) -> Stats {
+        self.engine.stats(max_peers)
+    }
+
+    /// The counters of `peer`'s session (`None` without one). O(1).
+    pub fn peer_stats(&self, peer: SocketAddr) -> Option<PeerStats> {
+        self.engine.peer_stats(peer)
     }
 
     fn socket(&self) -> BorrowedFd<'_> {

@@ -260,7 +260,7 @@ fn forged_control_packets_for_a_live_rpc_change_nothing() {
         name: "forge-live-rpc-control".into(),
         attempts: attempts.len() as u64,
         accepted: after.accepted_since(&before)
-            + (after.client.requests_restarted - before.client.requests_restarted),
+            + (after.client.rpcs.restarted - before.client.rpcs.restarted),
     };
     release_tx.send(()).unwrap();
     let response = call
@@ -376,7 +376,7 @@ fn forged_multi_packet_segments_do_not_block_genuine_messages() {
             }
         }
     }
-    let (ss, cs) = (server.stats(None).unwrap().0, client.stats(None).unwrap().0);
+    let (ss, cs) = (server.stats().unwrap().total, client.stats().unwrap().total);
     let tally = smt_sim::attack::Tally {
         name: "forge-multi-packet-segment".into(),
         attempts,
@@ -389,7 +389,7 @@ fn forged_multi_packet_segments_do_not_block_genuine_messages() {
         "{tally} (accepted = genuine messages blocked); protocol_violation server {} client {}, requests restarted {}",
         ss.drops.get(pv),
         cs.drops.get(pv),
-        cs.requests_restarted
+        cs.rpcs.restarted
     );
     assert_eq!(tally.accepted, 0, "{tally}");
 }

@@ -104,7 +104,7 @@ fn replay_after_restart(name: &str, static_psk: bool) -> Tally {
     let drops = attack_common::drops_since(&before, &after);
     println!(
         "{tally}; server handshakes completed {}; drops: {}",
-        after.server.handshakes_completed - before.server.handshakes_completed,
+        after.server.handshakes.completed - before.server.handshakes.completed,
         attack_common::format_drops(&drops)
     );
     tally

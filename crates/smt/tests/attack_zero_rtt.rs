@@ -149,7 +149,7 @@ fn replay_from_new_addresses(
     let drops = attack_common::drops_since(&before, &after);
     println!(
         "{tally}; handshakes failed {}; drops: {}",
-        after.server.handshakes_failed - before.server.handshakes_failed,
+        after.server.handshakes.failed - before.server.handshakes.failed,
         format_drops(&drops)
     );
     tally
@@ -328,7 +328,7 @@ fn a_spoofed_hello_does_not_replace_an_established_session() {
     };
     println!(
         "{tally} (accepted = victim calls that failed); server handshakes failed {}",
-        server.stats(None).unwrap().0.handshakes_failed
+        server.stats().unwrap().total.handshakes.failed
     );
     assert_eq!(tally.accepted, 0, "{tally}");
 }

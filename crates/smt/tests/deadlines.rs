@@ -28,7 +28,9 @@ fn any_port() -> SocketAddr {
 /// A client that would wait 60 s before timing out on its own.
 fn patient() -> EndpointConfig {
     let mut config = EndpointConfig::default();
-    config.protocol.abort_ticks = 60_000;
+    config
+        .protocol_mut()
+        .set_rpc_idle_timeout(Duration::from_secs(60));
     config
 }
 
@@ -93,7 +95,7 @@ fn a_call_past_its_timeout_fails_with_timeout_and_the_server_frees_it() {
 #[test]
 fn the_endpoint_default_timeout_applies_unless_a_call_says_otherwise() {
     let mut config = patient();
-    config.call_timeout = Some(Duration::from_millis(150));
+    config.set_call_timeout(Some(Duration::from_millis(150)));
     let (client, server) = pair_with(config, EndpointConfig::default());
     let (go, done) = hold_one(&server, b"answered".to_vec());
     let to = server.local_addr();
@@ -130,7 +132,7 @@ fn the_endpoint_default_timeout_applies_unless_a_call_says_otherwise() {
 #[test]
 fn dropping_a_call_async_future_cancels_the_rpc_at_both_ends() {
     let mut config = patient();
-    config.max_outstanding_calls = 1;
+    config.set_max_outstanding_calls(1);
     let (client, server) = pair_with(config, EndpointConfig::default());
     let (go, done) = hold_one(&server, vec![0x5a; 1 << 20]);
     let to = server.local_addr();
@@ -146,7 +148,7 @@ fn dropping_a_call_async_future_cancels_the_rpc_at_both_ends() {
         .await
     });
     assert!(dropped.is_err(), "the server holds it: {dropped:?}");
-    let sent_before = server.stats(None).unwrap().0.bytes_tx;
+    let sent_before = server.stats().unwrap().total.traffic.bytes_sent;
     // The server application answers only now, after the cancel.
     std::thread::sleep(Duration::from_millis(50));
     go.send(()).unwrap();
@@ -160,7 +162,7 @@ fn dropping_a_call_async_future_cancels_the_rpc_at_both_ends() {
     let next = client.call_with(to, b"next", GENEROUS);
     assert_eq!(next.unwrap(), &b"next"[..]);
     std::thread::sleep(Duration::from_millis(200));
-    let sent = server.stats(None).unwrap().0.bytes_tx - sent_before;
+    let sent = server.stats().unwrap().total.traffic.bytes_sent - sent_before;
     assert!(
         sent < 256 << 10,
         "{sent} bytes of a cancelled 1 MiB response sent"
@@ -173,7 +175,7 @@ fn dropping_a_call_async_future_cancels_the_rpc_at_both_ends() {
 #[test]
 fn a_response_that_cannot_be_sent_is_an_error_and_fails_the_call_at_once() {
     let mut small = EndpointConfig::default();
-    small.protocol.max_message_len = 64 << 10;
+    small.protocol_mut().set_max_message_len(64 << 10);
     let (client, server) = pair_with(patient(), small);
     let (go, done) = hold_one(&server, vec![1; 100_000]);
     go.send(()).unwrap();
@@ -200,10 +202,11 @@ fn a_local_endpoint_call_times_out_inside_poll() {
     server.install_session(client.local_addr(), sk).unwrap();
     let (go, done) = hold_one(&server, b"late".to_vec());
     let timeout = Duration::from_millis(150);
+    // Before the call: its deadline counts from the moment it is made.
+    let started = Instant::now();
     let call = client
         .call_with(server.local_addr(), b"hold this", timeout)
         .unwrap();
-    let started = Instant::now();
     loop {
         assert!(started.elapsed() < GENEROUS, "no timeout event");
         match client.poll(Some(Duration::from_secs(1))).unwrap() {

@@ -73,9 +73,9 @@ fn sixteen_threads_make_five_hundred_blocking_calls_each() {
     for t in threads {
         t.join().unwrap();
     }
-    let (stats, _) = client.stats(None).unwrap();
-    assert_eq!(stats.rpcs_completed, 16 * 500);
-    assert_eq!(stats.rpcs_failed, 0);
+    let stats = client.stats().unwrap().total;
+    assert_eq!(stats.rpcs.completed, 16 * 500);
+    assert_eq!(stats.rpcs.failed, 0);
 }
 
 #[test]
@@ -117,7 +117,7 @@ fn blocking_and_async_callers_mixed() {
         t.join().unwrap();
     }
     assert_eq!(
-        client.stats(None).unwrap().0.rpcs_completed,
+        client.stats().unwrap().total.rpcs.completed,
         4 * 300 + 8 * 150
     );
 }
@@ -141,7 +141,7 @@ fn async_calls_alone_are_driven_by_the_background_thread() {
 #[test]
 fn a_caller_whose_peer_never_answers_times_out_while_others_complete() {
     let mut config = EndpointConfig::default();
-    config.protocol.tick = Duration::from_millis(2);
+    config.protocol_mut().set_tick(Duration::from_millis(2));
     let server = bind(EndpointConfig::default());
     let client = bind(config);
     let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
@@ -190,7 +190,7 @@ fn a_caller_whose_peer_never_answers_times_out_while_others_complete() {
     for t in busy {
         t.join().unwrap();
     }
-    assert_eq!(client.stats(None).unwrap().0.rpcs_failed, 1);
+    assert_eq!(client.stats().unwrap().total.rpcs.failed, 1);
 }
 
 #[test]
@@ -212,7 +212,7 @@ fn close_while_callers_drive_returns_and_fails_them_with_closed() {
         })
         .collect();
     // Let every caller get going (outcomes only, no timing asserted).
-    while client.stats(None).unwrap().0.rpcs_completed < 200 {
+    while client.stats().unwrap().total.rpcs.completed < 200 {
         std::thread::sleep(Duration::from_millis(1));
     }
     client.close();
@@ -221,14 +221,16 @@ fn close_while_callers_drive_returns_and_fails_them_with_closed() {
         assert!(matches!(err, Error::Closed), "{err}");
     }
     assert!(matches!(client.call(to, b"late"), Err(Error::Closed)));
-    assert!(matches!(client.stats(None), Err(Error::Closed)));
+    assert!(matches!(client.stats(), Err(Error::Closed)));
 }
 
 #[test]
 fn close_fails_calls_that_a_silent_peer_never_answers() {
     let mut config = EndpointConfig::default();
     // The calls must still be waiting when the close's grace ends.
-    config.protocol.abort_ticks = 100_000;
+    config
+        .protocol_mut()
+        .set_rpc_idle_timeout(Duration::from_secs(100));
     let client = bind(config);
     let silent = UdpSocket::bind(any_port()).unwrap();
     let to = silent.local_addr().unwrap();

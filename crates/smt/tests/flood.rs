@@ -25,24 +25,22 @@ const CLIENT_THREADS: usize = 8;
 
 /// Tight bounds, so the flood reaches them within the test.
 fn bounded() -> ProtocolConfig {
-    ProtocolConfig {
-        max_message_len: 1 << 20,
-        max_buffered_per_peer: 2 << 20,
-        max_buffered_total: 8 << 20,
-        max_incoming_per_peer: 64,
-        max_incoming_total: 512,
-        max_resolved_sessions: 16,
-        ..ProtocolConfig::default()
-    }
+    let mut config = ProtocolConfig::default();
+    config
+        .set_max_message_len(1 << 20)
+        .set_max_buffered_per_peer(2 << 20)
+        .set_max_buffered_total(8 << 20)
+        .set_max_incoming_per_peer(64)
+        .set_max_incoming_total(512)
+        .set_max_resolved_sessions(16);
+    config
 }
 
 /// An echo server whose key resolver gives every address a session (the
 /// worst case: attackers get sessions too, just not the keys).
 fn server() -> Endpoint {
-    let config = EndpointConfig {
-        protocol: bounded(),
-        ..EndpointConfig::default()
-    };
+    let mut config = EndpointConfig::default();
+    config.set_protocol(bounded());
     let server = Endpoint::bind("127.0.0.1:0".parse().unwrap(), config).unwrap();
     server
         .set_key_resolver(Box::new(PskResolver::new(MASTER, AeadAlgorithm::Aes128Gcm)))
@@ -251,15 +249,15 @@ fn legitimate_calls_are_served_and_memory_stays_bounded_under_a_flood() {
             while !stop.load(Ordering::Relaxed) {
                 if peak.samples % 10 == 0 {
                     for a in &attackers {
-                        if let Ok((_, Some(p))) = server.stats(Some(*a)) {
-                            peak.peer_bytes = peak.peer_bytes.max(p.usage.incoming_bytes);
+                        if let Ok(Some(p)) = server.peer_stats(*a) {
+                            peak.peer_bytes = peak.peer_bytes.max(p.held.incoming_bytes);
                         }
                     }
                 }
-                let (s, _) = server.stats(None).unwrap();
-                peak.bytes = peak.bytes.max(s.usage.incoming_bytes);
-                peak.partial = peak.partial.max(s.usage.partial_requests);
-                peak.sessions = peak.sessions.max(s.usage.sessions);
+                let s = server.stats().unwrap().held;
+                peak.bytes = peak.bytes.max(s.incoming_bytes);
+                peak.partial = peak.partial.max(s.partial_requests);
+                peak.sessions = peak.sessions.max(s.sessions);
                 peak.samples += 1;
                 std::thread::sleep(Duration::from_millis(5));
             }
@@ -273,7 +271,7 @@ fn legitimate_calls_are_served_and_memory_stays_bounded_under_a_flood() {
     stop.store(true, Ordering::Relaxed);
     attacker.join().unwrap();
     let peak = monitor.join().unwrap();
-    let (s, _) = server.stats(None).unwrap();
+    let s = server.stats().unwrap();
 
     baseline.report("without flood");
     flooded.report("with flood");
@@ -289,31 +287,31 @@ fn legitimate_calls_are_served_and_memory_stays_bounded_under_a_flood() {
         peak.partial,
         peak.samples,
         peak.peer_bytes,
-        s.usage.peak_incoming_bytes,
-        cfg.max_buffered_per_peer,
-        cfg.max_buffered_total,
+        s.held.peak_incoming_bytes,
+        cfg.max_buffered_per_peer(),
+        cfg.max_buffered_total(),
         peak.sessions,
-        cfg.max_resolved_sessions,
+        cfg.max_resolved_sessions(),
         rss_flood_start,
         rss_kib(),
     );
-    eprintln!("server drops: {:?}", s.drops);
+    eprintln!("server drops: {:?}", s.total.drops);
 
     assert_eq!(baseline.failed, 0, "every call succeeds without the flood");
     assert_eq!(
         flooded.failed, 0,
         "every legitimate call succeeds during the flood"
     );
-    assert!(peak.bytes <= cfg.max_buffered_total as u64);
-    assert!(peak.peer_bytes <= cfg.max_buffered_per_peer as u64);
+    assert!(peak.bytes <= cfg.max_buffered_total() as u64);
+    assert!(peak.peer_bytes <= cfg.max_buffered_per_peer() as u64);
     assert!(peak.peer_bytes > 0, "the per-peer figures were sampled");
-    assert!(s.usage.peak_incoming_bytes <= cfg.max_buffered_total as u64);
-    assert!(peak.partial <= cfg.max_incoming_total as u64);
+    assert!(s.held.peak_incoming_bytes <= cfg.max_buffered_total() as u64);
+    assert!(peak.partial <= cfg.max_incoming_total() as u64);
     // The client's own session was installed by hand; the resolver made
     // at most its cap.
-    assert!(peak.sessions <= cfg.max_resolved_sessions as u64 + 1);
+    assert!(peak.sessions <= cfg.max_resolved_sessions() as u64 + 1);
     assert!(
-        s.drops.get(smt::DropReason::OverLimit) > 0,
+        s.total.drops.get(smt::DropReason::OverLimit) > 0,
         "the flood reached the bounds"
     );
 }

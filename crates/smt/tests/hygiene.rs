@@ -129,10 +129,8 @@ fn close_async_returns_once_the_endpoint_has_stopped() {
 /// which cannot wait, says so.
 #[test]
 fn calls_beyond_max_outstanding_calls_wait_for_a_place() {
-    let config = EndpointConfig {
-        max_outstanding_calls: 2,
-        ..EndpointConfig::default()
-    };
+    let mut config = EndpointConfig::default();
+    config.set_max_outstanding_calls(2);
     let (client, server) = pair_with(config.clone(), EndpointConfig::default());
     let to = server.local_addr();
     let callers: Vec<_> = (0..3u8)
@@ -196,7 +194,7 @@ fn calls_beyond_max_outstanding_calls_wait_for_a_place() {
 #[test]
 fn the_request_queue_is_bounded_by_max_pending_requests() {
     let mut config = EndpointConfig::default();
-    config.protocol.max_pending_requests = 4;
+    config.protocol_mut().set_max_pending_requests(4);
     let (client, server) = pair_with(EndpointConfig::default(), config);
     let to = server.local_addr();
     // Nobody accepts while twelve calls arrive.
@@ -206,7 +204,7 @@ fn the_request_queue_is_bounded_by_max_pending_requests() {
             std::thread::spawn(move || c.call_with(to, &[i; 32], GENEROUS))
         })
         .collect();
-    let refused = |server: &Endpoint| server.stats(None).unwrap().0.requests_refused;
+    let refused = |server: &Endpoint| server.stats().unwrap().total.rpcs.refused;
     let started = Instant::now();
     while refused(&server) < 8 && started.elapsed() < GENEROUS {
         std::thread::sleep(Duration::from_millis(10));
@@ -251,7 +249,8 @@ fn stats_and_install_session_do_not_wait_for_rpcs() {
     let c = client.clone();
     std::thread::spawn(move || {
         for _ in 0..100 {
-            c.stats(Some(to)).unwrap();
+            c.stats().unwrap();
+            c.peer_stats(to).unwrap();
             let (keys, _) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
             c.install_session("127.0.0.1:9".parse().unwrap(), keys)
                 .unwrap();
@@ -274,12 +273,14 @@ fn stats_and_install_session_do_not_wait_for_rpcs() {
 #[test]
 fn closing_a_server_abandons_the_requests_nobody_accepted() {
     let mut patient = EndpointConfig::default();
-    patient.protocol.abort_ticks = 60_000;
+    patient
+        .protocol_mut()
+        .set_rpc_idle_timeout(Duration::from_secs(60));
     let (client, server) = pair_with(patient, EndpointConfig::default());
     let to = server.local_addr();
     let c = client.clone();
     let caller = std::thread::spawn(move || c.call_with(to, b"anyone?", GENEROUS));
-    let delivered = |s: &Endpoint| s.stats(None).unwrap().0.messages_received;
+    let delivered = |s: &Endpoint| s.stats().unwrap().total.traffic.messages_received;
     let started = Instant::now();
     while delivered(&server) == 0 && started.elapsed() < GENEROUS {
         std::thread::sleep(Duration::from_millis(10));

@@ -27,10 +27,10 @@ const ALG: AeadAlgorithm = AeadAlgorithm::Aes128Gcm;
 /// A configuration that admits messages of `len` bytes.
 fn config(len: usize) -> EndpointConfig {
     let mut config = EndpointConfig::default();
-    let p = &mut config.protocol;
-    p.max_message_len = p.max_message_len.max(len as u64);
-    p.max_buffered_per_peer = p.max_buffered_per_peer.max(2 * len);
-    p.max_buffered_total = p.max_buffered_total.max(2 * len);
+    let p = config.protocol_mut();
+    p.set_max_message_len(p.max_message_len().max(len as u64));
+    p.set_max_buffered_per_peer(p.max_buffered_per_peer().max(2 * len));
+    p.set_max_buffered_total(p.max_buffered_total().max(2 * len));
     config
 }
 
@@ -64,13 +64,13 @@ fn calls_in_a_row(len: usize, calls: u64) -> Vec<String> {
             Ok(_) => failures.push(format!("call {i}: response differs")),
             Err(e) => failures.push(format!("call {i}: {e}")),
         }
-        let (stats, _) = client.stats(None).unwrap();
+        let stats = client.stats().unwrap().total;
         eprintln!(
             "call {i}: {} MiB, rpcs failed {}, handshakes {}, retransmitted {}",
             len >> 20,
-            stats.rpcs_failed,
-            stats.handshakes_completed,
-            stats.retransmitted_packets
+            stats.rpcs.failed,
+            stats.handshakes.completed,
+            stats.packets.retransmitted
         );
         client.close();
     }

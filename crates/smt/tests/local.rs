@@ -74,7 +74,7 @@ fn one_call_at_a_time_between_local_endpoints() {
     let _ = client.poll(Some(Duration::from_millis(10)));
     let server = server.join().unwrap();
     assert_eq!(server.in_flight(), (0, 0));
-    assert_eq!(client.stats(None).0.drops.total(), 0);
+    assert_eq!(client.stats().total.drops.total(), 0);
 }
 
 #[test]
@@ -155,7 +155,7 @@ fn poll_with_nothing_to_do_returns_none_after_the_timeout() {
 #[test]
 fn a_call_to_a_silent_peer_fails_instead_of_hanging() {
     let mut config = EndpointConfig::default();
-    config.protocol.tick = Duration::from_millis(2);
+    config.protocol_mut().set_tick(Duration::from_millis(2));
     let mut client = LocalEndpoint::bind(any_port(), config).unwrap();
     let silent = std::net::UdpSocket::bind(any_port()).unwrap();
     let (ck, _) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
@@ -225,8 +225,8 @@ fn a_local_endpoint_starts_a_tls_handshake_on_its_first_call() {
     let server = tls_server(&ca);
     let mut client = tls_client(&ca);
     call_upper(&mut client, server.local_addr(), 10);
-    assert_eq!(client.stats(None).0.handshakes_completed, 1);
-    assert_eq!(server.stats(None).unwrap().0.handshakes_completed, 1);
+    assert_eq!(client.stats().total.handshakes.completed, 1);
+    assert_eq!(server.stats().unwrap().total.handshakes.completed, 1);
 }
 
 #[test]
@@ -253,7 +253,7 @@ fn calls_made_before_the_tls_handshake_ends_all_leave_once_it_does() {
             other => panic!("{other:?}"),
         }
     }
-    assert_eq!(client.stats(None).0.handshakes_completed, 1);
+    assert_eq!(client.stats().total.handshakes.completed, 1);
 }
 
 #[test]
@@ -280,8 +280,8 @@ fn a_local_endpoint_starts_a_psk_handshake_on_its_first_call() {
     let mut client = LocalEndpoint::bind(any_port(), EndpointConfig::default()).unwrap();
     client.set_psk_client(smt::keys::PskClient::new(MASTER, AeadAlgorithm::Aes128Gcm));
     call_upper(&mut client, server.local_addr(), 10);
-    assert_eq!(client.stats(None).0.handshakes_completed, 1);
-    assert_eq!(server.stats(None).unwrap().0.handshakes_completed, 1);
+    assert_eq!(client.stats().total.handshakes.completed, 1);
+    assert_eq!(server.stats().unwrap().total.handshakes.completed, 1);
 }
 
 /// An application with its own readiness loop (here mio, edge-triggered)

@@ -41,9 +41,11 @@ fn call_and_respond_over_udp_v4() {
     let big: Vec<u8> = (0..(1 << 20)).map(|i| b'a' + (i % 26) as u8).collect();
     let resp = client.call(server.local_addr(), &big).unwrap();
     assert_eq!(resp, big.to_ascii_uppercase());
-    let (stats, peer) = client.stats(Some(server.local_addr())).unwrap();
-    assert_eq!(stats.rpcs_completed, 2);
-    assert_eq!(peer.unwrap().rpcs_completed, 2);
+    let stats = client.stats().unwrap().total;
+    let peer = client.peer_stats(server.local_addr()).unwrap().unwrap();
+    assert_eq!(stats.rpcs.completed, 2);
+    assert_eq!(peer.counters.rpcs.completed, 2);
+    assert_eq!(peer.counters.rtt.count(), 2, "both round trips timed");
 }
 
 #[test]
@@ -162,7 +164,9 @@ fn clear_errors_for_api_misuse() {
 fn a_dropped_request_fails_the_call_at_once() {
     let server = bind("127.0.0.1:0");
     let mut patient = EndpointConfig::default();
-    patient.protocol.abort_ticks = 60_000;
+    patient
+        .protocol_mut()
+        .set_rpc_idle_timeout(Duration::from_secs(60));
     let client = Endpoint::bind("127.0.0.1:0".parse().unwrap(), patient).unwrap();
     let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
     client.install_session(server.local_addr(), ck).unwrap();
@@ -210,21 +214,19 @@ fn wrong_keys_are_counted_not_accepted() {
     server.install_session(client.local_addr(), sk).unwrap();
     serve_upper(&server, 1);
     assert!(client.call(server.local_addr(), b"secret").is_err());
-    let (stats, _) = server.stats(None).unwrap();
+    let stats = server.stats().unwrap().total;
     assert!(
         stats.drops.get(DropReason::AuthFailure) > 0,
         "{:?}",
         stats.drops
     );
-    assert_eq!(stats.messages_received, 0);
+    assert_eq!(stats.traffic.messages_received, 0);
 }
 
 #[test]
 fn busy_poll_mode_works() {
-    let config = EndpointConfig {
-        busy_poll: true,
-        ..EndpointConfig::default()
-    };
+    let mut config = EndpointConfig::default();
+    config.set_busy_poll(true);
     let server = Endpoint::bind("127.0.0.1:0".parse().unwrap(), config.clone()).unwrap();
     let client = Endpoint::bind("127.0.0.1:0".parse().unwrap(), config).unwrap();
     let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
@@ -260,7 +262,7 @@ fn features_are_reported() {
 #[test]
 fn an_overloaded_server_sheds_calls_with_a_clear_error() {
     let mut cfg = EndpointConfig::default();
-    cfg.protocol.max_pending_requests = 4;
+    cfg.protocol_mut().set_max_pending_requests(4);
     let server = Endpoint::bind("127.0.0.1:0".parse().unwrap(), cfg).unwrap();
     let client = bind("127.0.0.1:0");
     let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
@@ -295,8 +297,8 @@ fn an_overloaded_server_sheds_calls_with_a_clear_error() {
         .filter(|r| matches!(r, Err(Error::Rpc(RpcError::Overloaded))))
         .count();
     assert_eq!((served, shed), (4, 8), "{results:?}");
-    let (stats, _) = server.stats(None).unwrap();
-    assert_eq!(stats.requests_refused, 8);
+    let stats = server.stats().unwrap().total;
+    assert_eq!(stats.rpcs.refused, 8);
     serve_upper(&server, 1);
     assert_eq!(client.call(to, b"again").unwrap(), &b"AGAIN"[..]);
 }

@@ -67,10 +67,8 @@ fn the_capture_holds_exactly_the_datagrams_on_the_wire() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("wire.pcapng");
     let capture = Capture::create(&path).unwrap();
-    let config = EndpointConfig {
-        observe: Observe::new().capture(capture.clone()),
-        ..EndpointConfig::default()
-    };
+    let mut config = EndpointConfig::default();
+    config.set_observe(Observe::new().capture(capture.clone()));
     let client = Endpoint::bind("127.0.0.1:0".parse().unwrap(), config).unwrap();
     let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
     let (to, from) = (peer.local_addr().unwrap(), client.local_addr());
@@ -145,10 +143,8 @@ fn the_trace_is_json_lines_with_both_ends_of_an_rpc() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("run.jsonl");
     let trace = Trace::create(&path).unwrap();
-    let config = EndpointConfig {
-        observe: Observe::new().trace(trace.clone()),
-        ..EndpointConfig::default()
-    };
+    let mut config = EndpointConfig::default();
+    config.set_observe(Observe::new().trace(trace.clone()));
     let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let server = Endpoint::bind(any, config.clone()).unwrap();
     let client = Endpoint::bind(any, config).unwrap();

@@ -16,7 +16,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use smt::keys::{fresh_session_pair, AeadAlgorithm};
-use smt::{Endpoint, EndpointConfig, Error, Mode, SocketConfig};
+use smt::{Endpoint, EndpointConfig, Error, Mode};
 
 /// An address of this test's own: raw sockets see every packet of their
 /// protocol to their address, and other tests use 127.0.0.1.
@@ -27,17 +27,15 @@ const CALLS_EACH: usize = 8;
 
 /// `smt-bench`'s raw-IP configuration: 8 MiB socket buffers asked for.
 fn config() -> EndpointConfig {
-    EndpointConfig {
-        socket: SocketConfig {
-            mode: Mode::RawIp {
-                protocol: smt::DEFAULT_IP_PROTOCOL,
-            },
-            recv_buffer: 8 << 20,
-            send_buffer: 8 << 20,
-            ..SocketConfig::default()
-        },
-        ..EndpointConfig::default()
-    }
+    let mut config = EndpointConfig::default();
+    config
+        .socket_mut()
+        .set_mode(Mode::RawIp {
+            protocol: smt::DEFAULT_IP_PROTOCOL,
+        })
+        .set_recv_buffer(8 << 20)
+        .set_send_buffer(8 << 20);
+    config
 }
 
 /// Packets the kernel dropped at the receive queues of raw sockets bound
@@ -103,15 +101,15 @@ fn calls_of_64_kib_with_150_outstanding_overflow_no_raw_receive_queue() {
         .flat_map(|c| c.join().unwrap())
         .collect();
     let drops = kernel_drops();
-    let (cs, _) = client.stats(None).unwrap();
-    let (ss, _) = server.stats(None).unwrap();
+    let cs = client.stats().unwrap().total;
+    let ss = server.stats().unwrap().total;
     println!(
         "{} calls: {} failed; kernel drops {drops}; retransmitted client {} server {}; \
          rcvbuf {}",
         OUTSTANDING * CALLS_EACH,
         failed.len(),
-        cs.retransmitted_packets,
-        ss.retransmitted_packets,
+        cs.packets.retransmitted,
+        ss.packets.retransmitted,
         client.features(),
     );
     client.close();

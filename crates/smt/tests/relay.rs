@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use smt::keys::{fresh_session_pair, AeadAlgorithm};
+use smt::stats::Counters;
 use smt::{Endpoint, EndpointConfig, SessionKeys};
 use smt_proto::wire::{Packet, PacketType};
-use smt_proto::Stats;
 use smt_sim::relay::{Direction, Impairment, Relay, RelayConfig, RelayStats};
 
 type Executions = Arc<Mutex<HashMap<u64, u32>>>;
@@ -69,8 +69,8 @@ fn ten_thousand_rpcs_with_the_endpoints_starved_of_cpu() {
 struct Run {
     failures: u64,
     relay: RelayStats,
-    client: Stats,
-    server: Stats,
+    client: Counters,
+    server: Counters,
     executions: Executions,
 }
 
@@ -91,7 +91,7 @@ impl Run {
     /// asked for only its first packet, 1.2-1.6x after).
     fn check_retransmissions(&self) {
         let dropped = self.relay.to_server.lost + self.relay.to_client.lost;
-        let retransmitted = self.client.retransmitted_packets + self.server.retransmitted_packets;
+        let retransmitted = self.client.packets.retransmitted + self.server.packets.retransmitted;
         eprintln!("{retransmitted} packets retransmitted for {dropped} the relay dropped");
         assert!(
             retransmitted <= 2 * dropped,
@@ -145,8 +145,8 @@ fn ten_thousand_rpcs(hogs: usize) -> Run {
         h.join().unwrap();
     }
     let relay_stats = relay.stop();
-    let client_stats = client.stats(None).unwrap().0;
-    let server_stats = server.stats(None).unwrap().0;
+    let client_stats = client.stats().unwrap().total;
+    let server_stats = server.stats().unwrap().total;
     eprintln!("client: {client_stats:?}");
     eprintln!("server: {server_stats:?}");
     eprintln!(

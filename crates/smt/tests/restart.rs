@@ -137,8 +137,8 @@ fn killed_and_restarted_tls_server_never_executes_twice_and_clients_recover() {
     stop.store(true, Ordering::Relaxed);
     let seen: Vec<Seen> = threads.into_iter().map(|t| t.join().unwrap()).collect();
 
-    let (cs, _) = client.stats(None).unwrap();
-    let (ss, _) = second.endpoint.stats(None).unwrap();
+    let cs = client.stats().unwrap().total;
+    let ss = second.endpoint.stats().unwrap().total;
     let ex = executions.lock().unwrap();
     let twice: Vec<_> = ex.iter().filter(|(_, n)| **n > 1).collect();
     let calls: u64 = seen.iter().map(|s| s.calls).sum();
@@ -150,18 +150,18 @@ fn killed_and_restarted_tls_server_never_executes_twice_and_clients_recover() {
          {recovered} calls succeeded after a retry; server down {down_for:?}; longest single call \
          {longest:?}; client handshakes {} (failed {}); new server drops {:?}",
         ex.len(),
-        cs.handshakes_completed,
-        cs.handshakes_failed,
+        cs.handshakes.completed,
+        cs.handshakes.failed,
         ss.drops
     );
 
     assert!(twice.is_empty(), "executed twice: {twice:?}");
     assert!(errors > 0 && recovered > 0, "the kill hit calls in flight");
     assert!(
-        cs.handshakes_completed >= 2,
+        cs.handshakes.completed >= 2,
         "a new handshake after the restart"
     );
-    assert!(ss.handshakes_completed >= 1);
+    assert!(ss.handshakes.completed >= 1);
     // A call ends within its timeouts: RPC silence (100 ms), a
     // handshake's silence (100 ms), the dying server's close (2 s grace).
     assert!(

@@ -30,7 +30,9 @@ const CONCURRENCY: usize = 256;
 /// datacenter default.
 fn config() -> EndpointConfig {
     let mut config = EndpointConfig::default();
-    config.protocol.abort_ticks = 1000;
+    config
+        .protocol_mut()
+        .set_rpc_idle_timeout(Duration::from_secs(1));
     config
 }
 
@@ -106,7 +108,7 @@ fn sample_until(
             &client,
             &server,
         );
-        let held = |e: &Endpoint| e.stats(None).map_or(0, |(s, _)| s.usage.incoming_bytes);
+        let held = |e: &Endpoint| e.stats().map_or(0, |s| s.held.incoming_bytes);
         samples.push(Sample {
             done: done.load(Ordering::Relaxed),
             rss_kib: rss_kib(),
@@ -132,7 +134,7 @@ fn stall_watchdog(progress: &mut (u64, Instant), done: u64, client: &Endpoint, s
     if progress.1.elapsed() < STALL {
         return;
     }
-    let stats = |e: &Endpoint| e.stats(None).map(|(s, _)| s);
+    let stats = |e: &Endpoint| e.stats();
     // Straight to stderr: the test harness captures `eprintln!` from
     // threads the test spawned, and would drop it at the exit below.
     use std::io::Write;
@@ -224,8 +226,8 @@ fn soak_mixed_rpcs_through_loss_reordering_duplication_and_corruption() {
     stop.store(true, Ordering::Relaxed);
     let samples = sampler.join().unwrap();
     let relay_stats = relay.stop();
-    let (cs, _) = client.stats(None).unwrap();
-    let (ss, _) = server.stats(None).unwrap();
+    let cs = client.stats().unwrap();
+    let ss = server.stats().unwrap();
 
     let counts: Vec<u32> = executions
         .iter()
@@ -249,18 +251,18 @@ fn soak_mixed_rpcs_through_loss_reordering_duplication_and_corruption() {
          {} samples",
         samples.first().map_or(0, |s| s.rss_kib),
         samples.last().map_or(0, |s| s.rss_kib),
-        cs.usage.incoming_bytes,
-        ss.usage.incoming_bytes,
+        cs.held.incoming_bytes,
+        ss.held.incoming_bytes,
         samples.len()
     );
     eprintln!("relay: {relay_stats:?}");
     eprintln!(
         "client: retransmitted {} restarts {} drops {:?}",
-        cs.retransmitted_packets, cs.requests_restarted, cs.drops
+        cs.total.packets.retransmitted, cs.total.rpcs.restarted, cs.total.drops
     );
     eprintln!(
         "server: retransmitted {} drops {:?}",
-        ss.retransmitted_packets, ss.drops
+        ss.total.packets.retransmitted, ss.total.drops
     );
 
     assert_eq!(wrong, 0, "every response intact");
@@ -277,7 +279,7 @@ fn soak_mixed_rpcs_through_loss_reordering_duplication_and_corruption() {
         "RSS grew from {early} to {late} KiB"
     );
     assert_eq!(
-        cs.usage.incoming_bytes + ss.usage.incoming_bytes,
+        cs.held.incoming_bytes + ss.held.incoming_bytes,
         0,
         "state freed"
     );

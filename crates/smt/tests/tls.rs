@@ -56,10 +56,10 @@ fn first_call_runs_a_tls_handshake_and_later_calls_reuse_the_session() {
             msg.to_ascii_uppercase().as_bytes()
         );
     }
-    let (stats, _) = client.stats(None).unwrap();
-    assert_eq!(stats.handshakes_completed, 1);
-    let (sstats, _) = server.stats(None).unwrap();
-    assert_eq!(sstats.handshakes_completed, 1);
+    let stats = client.stats().unwrap().total;
+    assert_eq!(stats.handshakes.completed, 1);
+    let sstats = server.stats().unwrap().total;
+    assert_eq!(sstats.handshakes.completed, 1);
 }
 
 #[test]
@@ -77,7 +77,7 @@ fn concurrent_first_calls_share_one_handshake() {
     for t in threads {
         t.join().unwrap().unwrap();
     }
-    assert_eq!(client.stats(None).unwrap().0.handshakes_completed, 1);
+    assert_eq!(client.stats().unwrap().total.handshakes.completed, 1);
 }
 
 fn handshake_error(result: Result<smt::Bytes, Error>) -> HandshakeError {
@@ -206,7 +206,7 @@ fn a_client_restarting_on_the_same_address_handshakes_again() {
         again.call(server.local_addr(), b"two").unwrap(),
         &b"TWO"[..]
     );
-    assert_eq!(server.stats(None).unwrap().0.handshakes_completed, 2);
+    assert_eq!(server.stats().unwrap().total.handshakes.completed, 2);
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! peer that never authenticated anything. Real UDP sockets on loopback.
 
 use std::net::{SocketAddr, UdpSocket};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use smt::keys::{fresh_session_pair, AeadAlgorithm};
 use smt::{Endpoint, EndpointConfig, Error, RpcError};
@@ -34,8 +34,8 @@ fn a_call_to_a_closed_port_fails_fast_as_unreachable() {
         "expected Unreachable, got {err:?} ({err})"
     );
     assert!(err.to_string().contains("unreachable"), "{err}");
-    let (stats, _) = client.stats(None).unwrap();
-    assert!(stats.unreachable_reports >= 1, "{stats:?}");
+    let stats = client.stats().unwrap().total;
+    assert!(stats.packets.unreachable_reports >= 1, "{stats:?}");
     eprintln!(
         "failed after {:?} (the RPC timeout is about 1 s)",
         started.elapsed()
@@ -50,21 +50,23 @@ fn calls_right_after_an_unreachable_report_fail_without_sending() {
     // A hold of 5 s instead of 100 ms: a descheduled test thread must not
     // outlive it.
     let mut config = EndpointConfig::default();
-    config.protocol.handshake_abort_ticks = 5_000;
+    config
+        .protocol_mut()
+        .set_handshake_timeout(Duration::from_secs(5));
     let client = Endpoint::bind("127.0.0.1:0".parse().unwrap(), config).unwrap();
     let peer = closed_port();
     let (keys, _) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
     client.install_session(peer, keys).unwrap();
     let err = client.call(peer, b"first").expect_err("nothing listens");
     assert!(matches!(err, Error::Rpc(RpcError::Unreachable)), "{err:?}");
-    let (before, _) = client.stats(None).unwrap();
+    let before = client.stats().unwrap().total;
     for _ in 0..100 {
         let err = client.call(peer, b"again").expect_err("still nothing");
         assert!(matches!(err, Error::Rpc(RpcError::Unreachable)), "{err:?}");
     }
-    let (after, _) = client.stats(None).unwrap();
+    let after = client.stats().unwrap().total;
     assert_eq!(
-        after.datagrams_tx, before.datagrams_tx,
+        after.traffic.datagrams_sent, before.traffic.datagrams_sent,
         "calls within the report's hold sent nothing"
     );
 }
@@ -92,8 +94,12 @@ fn many_calls_to_a_closed_port_all_end_unreachable() {
 #[test]
 fn a_silent_service_is_not_reported_unreachable() {
     let mut config = EndpointConfig::default();
-    config.protocol.abort_ticks = 60;
-    config.protocol.resend_ticks = 5;
+    config
+        .protocol_mut()
+        .set_rpc_idle_timeout(Duration::from_millis(60));
+    config
+        .protocol_mut()
+        .set_resend_after(Duration::from_millis(5));
     let client = Endpoint::bind("127.0.0.1:0".parse().unwrap(), config).unwrap();
     let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
     let peer = silent.local_addr().unwrap();

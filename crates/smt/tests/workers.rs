@@ -36,11 +36,15 @@ const LOSSY_SIZES: [usize; 6] = [8, 64, 1024, 3000, 16_384, 40_000];
 /// An echo server on `shards` workers that counts executions by the
 /// request's first 8 bytes, giving every peer `keys` (the relay's
 /// per-client address is not known in advance).
+/// The default worker configuration with `n` shards.
+fn with_shards(n: usize) -> WorkerConfig {
+    let mut config = WorkerConfig::default();
+    config.set_shards(n);
+    config
+}
+
 fn echo_workers(shards: usize, keys: SessionKeys) -> (WorkerServer, Executions) {
-    let config = WorkerConfig {
-        shards,
-        ..WorkerConfig::default()
-    };
+    let config = with_shards(shards);
     echo_server(config, keys)
 }
 
@@ -85,7 +89,7 @@ fn check_spread(stats: &WorkerStats, rpcs: u64) {
         stats.dispatch
     );
     for s in &stats.shards {
-        eprintln!("shard: {:?}", s.core);
+        eprintln!("shard: {:?}", s.counters);
     }
     assert!(served.iter().sum::<u64>() >= rpcs);
     let fair = rpcs / served.len() as u64;
@@ -146,11 +150,11 @@ fn thousands_of_rpcs_through_loss_and_reordering_on_two_shards() {
     // Retransmissions follow losses (as in tests/relay.rs): shards that
     // each see a share of the packets do not retransmit spuriously.
     let dropped = relay_stats.to_server.lost + relay_stats.to_client.lost;
-    let client_rexmit = client.stats(None).unwrap().0.retransmitted_packets;
+    let client_rexmit = client.stats().unwrap().total.packets.retransmitted;
     let server_rexmit: u64 = stats
         .shards
         .iter()
-        .map(|s| s.core.retransmitted_packets)
+        .map(|s| s.counters.packets.retransmitted)
         .sum();
     eprintln!(
         "retransmitted: client {client_rexmit}, shards {server_rexmit}; relay dropped {dropped}"
@@ -159,7 +163,7 @@ fn thousands_of_rpcs_through_loss_and_reordering_on_two_shards() {
     let replays: u64 = stats
         .shards
         .iter()
-        .map(|s| s.core.drops.get(smt::DropReason::Replay))
+        .map(|s| s.counters.drops.get(smt::DropReason::Replay))
         .sum();
     eprintln!("replayed packets dropped by the shards' guards: {replays}");
 }
@@ -179,10 +183,7 @@ fn one_peers_handlers_run_at_the_same_time_on_different_shards() {
         r.fetch_sub(1, Ordering::SeqCst);
         data
     };
-    let config = WorkerConfig {
-        shards: 2,
-        ..WorkerConfig::default()
-    };
+    let config = with_shards(2);
     let server = WorkerServer::bind("127.0.0.1:0".parse().unwrap(), config, handler).unwrap();
     let client = Endpoint::bind("127.0.0.1:0".parse().unwrap(), EndpointConfig::default()).unwrap();
     server.install_session(client.local_addr(), sk).unwrap();
@@ -198,26 +199,20 @@ fn one_peers_handlers_run_at_the_same_time_on_different_shards() {
 
 #[test]
 fn a_server_without_workers_is_refused_with_the_fix() {
-    let config = WorkerConfig {
-        shards: 0,
-        ..WorkerConfig::default()
-    };
+    let config = with_shards(0);
     let err = WorkerServer::bind("127.0.0.1:0".parse().unwrap(), config, |_, d| d).unwrap_err();
     assert!(err.to_string().contains("at least one worker"), "{err}");
+    assert!(
+        matches!(&err, smt::Error::Config(e) if e.setting() == "WorkerConfig::shards"),
+        "{err:?}"
+    );
 }
 
 #[test]
 fn installing_reflectable_keys_in_the_shards_is_refused() {
     let (_, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
-    let server = WorkerServer::bind(
-        "127.0.0.1:0".parse().unwrap(),
-        WorkerConfig {
-            shards: 2,
-            ..WorkerConfig::default()
-        },
-        |_, d| d,
-    )
-    .unwrap();
+    let server =
+        WorkerServer::bind("127.0.0.1:0".parse().unwrap(), with_shards(2), |_, d| d).unwrap();
     let peer: SocketAddr = "127.0.0.1:9".parse().unwrap();
     server.install_session(peer, sk.clone()).unwrap();
     // The same cipher both ways would let a packet be reflected back.
@@ -231,11 +226,8 @@ fn installing_reflectable_keys_in_the_shards_is_refused() {
 fn many_peers_on_reuseport_sockets_all_get_answers() {
     let _one_at_a_time = heavy();
     let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
-    let config = WorkerConfig {
-        shards: 2,
-        spread: smt::workers::Spread::ReusePort,
-        ..WorkerConfig::default()
-    };
+    let mut config = with_shards(2);
+    config.set_spread(smt::workers::Spread::ReusePort);
     // One session for every peer, as in the relay test: the key resolver.
     let (server, executions) = echo_server(config, sk);
     const PEERS: u64 = 8;
@@ -285,7 +277,9 @@ fn shards_follow_the_clients_key_updates() {
     );
     let mut endpoint = EndpointConfig::default();
     // 10 bits of message ID: 512 client IDs per epoch.
-    endpoint.protocol.seq_layout = smt_proto::record::SeqLayout::new(54).unwrap();
+    endpoint
+        .protocol_mut()
+        .set_seq_layout(smt_proto::record::SeqLayout::new(54).unwrap());
     let executions: Executions = Arc::default();
     let ex = executions.clone();
     let handler = move |_peer: SocketAddr, data: Vec<u8>| {
@@ -293,11 +287,8 @@ fn shards_follow_the_clients_key_updates() {
         *ex.lock().unwrap().entry(tag).or_default() += 1;
         data
     };
-    let config = WorkerConfig {
-        endpoint: endpoint.clone(),
-        shards: 2,
-        ..WorkerConfig::default()
-    };
+    let mut config = with_shards(2);
+    config.set_endpoint(endpoint.clone());
     let server = WorkerServer::bind("127.0.0.1:0".parse().unwrap(), config, handler).unwrap();
     let client = Endpoint::bind("127.0.0.1:0".parse().unwrap(), endpoint).unwrap();
     server.install_session(client.local_addr(), sk).unwrap();
@@ -305,9 +296,8 @@ fn shards_follow_the_clients_key_updates() {
     const RPCS: u64 = 2000;
     let failures = run_rpcs(&client, server.local_addr(), RPCS, 32);
     let epoch = client
-        .stats(Some(server.local_addr()))
+        .peer_stats(server.local_addr())
         .unwrap()
-        .1
         .unwrap()
         .key_epoch;
     let stats = server.close();
@@ -318,6 +308,6 @@ fn shards_follow_the_clients_key_updates() {
         "the client rekeyed several times (epoch {epoch})"
     );
     for s in &stats.shards {
-        eprintln!("shard at epoch {}: {:?}", s.core.key_epoch, s.core.drops);
+        eprintln!("shard drops: {:?}", s.counters.drops);
     }
 }

@@ -95,14 +95,15 @@ fn zero_rtt_without_forward_secrecy_keeps_the_smt_key() {
             msg.to_ascii_uppercase().as_bytes()
         );
     }
-    let (stats, peer) = c.stats(Some(s.server.local_addr())).unwrap();
-    assert_eq!(stats.handshakes_completed, 1);
+    let stats = c.stats().unwrap().total;
+    let peer = c.peer_stats(s.server.local_addr()).unwrap();
+    assert_eq!(stats.handshakes.completed, 1);
     assert_eq!(
         peer.unwrap().key_epoch,
         0,
         "no forward secrecy: the SMT-key stays"
     );
-    assert_eq!(s.server.stats(None).unwrap().0.handshakes_completed, 1);
+    assert_eq!(s.server.stats().unwrap().total.handshakes.completed, 1);
 }
 
 #[test]
@@ -123,9 +124,8 @@ fn zero_rtt_with_forward_secrecy_switches_to_the_fs_key() {
             msg.to_ascii_uppercase().as_bytes()
         );
     }
-    let (_, peer) = c.stats(Some(s.server.local_addr())).unwrap();
-    let peer = peer.unwrap();
-    assert!(peer.rpcs_completed >= 11);
+    let peer = c.peer_stats(s.server.local_addr()).unwrap().unwrap();
+    assert!(peer.counters.rpcs.completed >= 11);
     assert_eq!(peer.key_epoch, 1, "the session moved to the fs-key");
     assert_eq!(s.executions.lock().unwrap().len(), 11);
 }
@@ -163,9 +163,9 @@ fn replayed_first_flight_executes_nothing() {
         Some(&1),
         "executed twice"
     );
-    let (stats, _) = s.server.stats(None).unwrap();
+    let stats = s.server.stats().unwrap().total;
     assert!(
-        stats.handshakes_failed >= 1,
+        stats.handshakes.failed >= 1,
         "the replayed hello was rejected: {stats:?}"
     );
 }
@@ -214,7 +214,7 @@ fn a_client_restarting_on_the_same_address_gets_a_new_session() {
         again.call(s.server.local_addr(), b"after restart").unwrap(),
         &b"AFTER RESTART"[..]
     );
-    assert_eq!(s.server.stats(None).unwrap().0.handshakes_completed, 2);
+    assert_eq!(s.server.stats().unwrap().total.handshakes.completed, 2);
 }
 
 /// How a client in [`a_new_client_on_a_port_an_earlier_session_used_is_served`]
@@ -268,7 +268,7 @@ fn a_new_client_on_a_port_an_earlier_session_used_is_served() {
         }
     }
     assert_eq!(
-        s.server.stats(None).unwrap().0.handshakes_completed,
+        s.server.stats().unwrap().total.handshakes.completed,
         sessions
     );
 }

@@ -62,26 +62,25 @@ impl Slot for SmtSlot {
 pub const JUMBO_MTU: usize = 9000;
 
 pub(crate) fn config(system: System) -> EndpointConfig {
-    let mut c = EndpointConfig {
-        socket: smt::SocketConfig {
-            recv_buffer: SOCKET_BUFFER,
-            send_buffer: SOCKET_BUFFER,
-            enable_gro: !matches!(system, System::SmtAesNoGro | System::SmtNullNoGro),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
+    let mut c = EndpointConfig::default();
+    c.socket_mut()
+        .set_recv_buffer(SOCKET_BUFFER)
+        .set_send_buffer(SOCKET_BUFFER)
+        .set_gro(!matches!(
+            system,
+            System::SmtAesNoGro | System::SmtNullNoGro
+        ));
     if system == System::SmtRaw {
-        c.socket.mode = smt::Mode::RawIp {
+        c.socket_mut().set_mode(smt::Mode::RawIp {
             protocol: smt::DEFAULT_IP_PROTOCOL,
-        };
+        });
     }
-    c.busy_poll = system == System::SmtBusyPoll;
+    c.set_busy_poll(system == System::SmtBusyPoll);
     if system == System::SmtAesJumbo {
-        c.mtu = Some(JUMBO_MTU);
+        c.set_mtu(Some(JUMBO_MTU));
     }
     if system == System::SmtAesOffload {
-        c.offload = Some(smt::offload::OffloadConfig::default());
+        c.set_offload(Some(smt::offload::OffloadConfig::default()));
     }
     c
 }

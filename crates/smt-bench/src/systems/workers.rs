@@ -47,11 +47,11 @@ pub fn start_placed(
     if let Some((_, server_cpus)) = placement {
         crate::sys::set_affinity_to(server_cpus)?;
     }
-    let config = WorkerConfig {
-        endpoint: cfg,
-        shards,
-        spread: Spread::Messages,
-    };
+    let mut config = WorkerConfig::default();
+    config
+        .set_endpoint(cfg)
+        .set_shards(shards)
+        .set_spread(Spread::Messages);
     let server = WorkerServer::bind(any, config, |_peer, request| request);
     if let Some((client_cpus, _)) = placement {
         crate::sys::set_affinity_to(client_cpus)?;

@@ -191,6 +191,8 @@ pub(crate) struct ClientRpc {
     /// The server lost the request, but no message ID is free until the
     /// previous key epoch drains: the tick retries the restart.
     pub restart_pending: bool,
+    /// When the application started it, for `Stats::rtt`.
+    pub started: Instant,
 }
 
 #[derive(Debug)]
@@ -376,12 +378,24 @@ impl Endpoint {
 
     /// Counters of one peer's session.
     pub fn peer_stats(&self, peer: SocketAddr) -> Option<Stats> {
-        let mut stats = self.peers.get(&peer)?.stats;
+        Some(self.tallied(peer, &self.peers.get(&peer)?.stats))
+    }
+
+    /// Every peer with a session and its counters, in no particular
+    /// order, without the transmissions of a batch still being sent
+    /// (which [`Endpoint::peer_stats`] adds): to rank peers, say. O(sessions).
+    pub fn peers_stats(&self) -> impl Iterator<Item = (SocketAddr, &Stats)> + '_ {
+        self.peers.iter().map(|(addr, p)| (*addr, &p.stats))
+    }
+
+    /// A peer's counters with the transmissions not yet added to them.
+    fn tallied(&self, peer: SocketAddr, stats: &Stats) -> Stats {
+        let mut stats = *stats;
         if self.tx_tally.peer == Some(peer) {
             stats.datagrams_tx += self.tx_tally.datagrams;
             stats.bytes_tx += self.tx_tally.bytes;
         }
-        Some(stats)
+        stats
     }
 
     /// RPCs this endpoint started that are still in flight.
@@ -543,6 +557,7 @@ impl Endpoint {
             silent_ticks: 0,
             restarts: 0,
             restart_pending: false,
+            started: now,
         };
         let key = rpc.key();
         let handle = self.clients.insert(rpc);
@@ -871,6 +886,7 @@ impl Endpoint {
         })?;
         keys.records_sealed += layout.records();
         stats.records_sealed += layout.records();
+        stats.messages_sent += 1;
         self.stats.records_sealed += layout.records();
         self.stats.messages_sent += 1;
         let mss = cfg.mss() as u16;
@@ -900,6 +916,9 @@ impl Endpoint {
         if let Some(c) = self.clients.remove(&rpc) {
             let key = c.key();
             self.client_ids.remove(&key);
+            if let Some(s) = self.peers.get_mut(&c.peer) {
+                s.stats.rpcs_failed += 1;
+            }
             self.recycle_client(c);
             self.stats.rpcs_failed += 1;
             trace_event!(

@@ -47,8 +47,10 @@ pub(crate) struct LastRoute {
     phase: bool,
     key: ServerRpcHandle,
     msg: MsgKey,
-    /// Packets that took the route, not yet in the peer's counters.
+    /// Packets that took the route, and their bytes, not yet in the
+    /// peer's counters.
     datagrams: u64,
+    bytes: u64,
 }
 
 /// Splits a control packet into the authenticated part and its MAC.
@@ -198,6 +200,7 @@ impl Endpoint {
             .get_mut(&from)
             .ok_or(DropReason::UnknownSession)?;
         peer.session.stats.datagrams_rx += 1;
+        peer.session.stats.bytes_rx += datagram.len() as u64;
         if !peer.validated {
             peer.rx_bytes += datagram.len() as u64;
         }
@@ -281,6 +284,7 @@ impl Endpoint {
         let (key, msg) = (route.key, route.msg);
         if let Some(route) = self.last_route.as_mut() {
             route.datagrams += 1;
+            route.bytes += packet.as_bytes().len() as u64;
         }
         let result = self.store_data(now, key, msg, &h, packet.payload());
         if !matches!(result, Ok(Some(_))) {
@@ -300,6 +304,7 @@ impl Endpoint {
                 key,
                 msg,
                 datagrams: 0,
+                bytes: 0,
             });
         }
     }
@@ -312,6 +317,7 @@ impl Endpoint {
         };
         if let Some(p) = self.peers.get_mut(&route.from) {
             p.session.stats.datagrams_rx += route.datagrams;
+            p.session.stats.bytes_rx += route.bytes;
         }
     }
 
@@ -868,6 +874,7 @@ impl Endpoint {
             return;
         };
         let data = inc.take_data();
+        let rtt = now.saturating_duration_since(rpc.started);
         self.recycle_incoming(inc);
         self.recycle_client(rpc);
         self.client_ids.remove(&key);
@@ -883,9 +890,11 @@ impl Endpoint {
             }
         );
         self.stats.rpcs_completed += 1;
+        self.stats.rtt.record(rtt);
         if let Some(s) = self.peers.get_mut(&key.peer) {
             s.stats.messages_received += 1;
             s.stats.rpcs_completed += 1;
+            s.stats.rtt.record(rtt);
         }
         self.queue_ack(now, key);
         self.outbox
@@ -1154,6 +1163,9 @@ impl Endpoint {
             }
         );
         self.stats.requests_restarted += 1;
+        if let Some(s) = self.peers.get_mut(&old.peer) {
+            s.stats.requests_restarted += 1;
+        }
         self.mark_sendable(MsgKey::Client(handle));
         self.arm_tick(now);
     }

@@ -204,7 +204,12 @@ impl Endpoint {
         }
         match repr.body {
             Body::Grant { .. } => self.stats.grants_sent += 1,
-            Body::Resend { .. } => self.stats.resends_sent += 1,
+            Body::Resend { .. } => {
+                self.stats.resends_sent += 1;
+                if let Some(s) = self.peers.get_mut(&peer) {
+                    s.stats.resends_sent += 1;
+                }
+            }
             _ => {}
         }
         self.stats.control_packets_tx += 1;
@@ -240,6 +245,7 @@ impl Endpoint {
             stats,
             ticks,
             tx_records,
+            peers,
             ..
         } = self;
         while let Some(mut top) = scheduler.sendable.peek_mut() {
@@ -289,7 +295,11 @@ impl Endpoint {
             }
             stats.data_packets_tx += 1;
             if p.retransmit {
+                // Rare: the peer's own count is worth a lookup here.
                 stats.retransmitted_packets += 1;
+                if let Some(s) = peers.get_mut(&k.peer) {
+                    s.stats.retransmitted_packets += 1;
+                }
             }
             let t = Transmit {
                 destination: k.peer,

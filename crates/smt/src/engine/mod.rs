@@ -32,7 +32,7 @@ use bytes::Bytes;
 
 use smt_proto::{
     Endpoint as Core, Event, HandshakeError, KeyResolver, Payload, RpcHandle, SendError,
-    ServerRpcHandle, SessionKeys, Stats,
+    ServerRpcHandle, SessionKeys,
 };
 use smt_udp::{Features, Socket};
 
@@ -41,6 +41,7 @@ use self::sessions::{Parked, Sessions, Started};
 use crate::io::Io;
 use crate::observe::{CaptureTap, Framing};
 use crate::recycle::Recycler;
+use crate::stats::{PeerStats, Stats};
 use crate::{CallOptions, EndpointConfig, Error};
 
 /// Longest a graceful close waits for in-flight RPCs.
@@ -108,33 +109,30 @@ impl Engine {
         config: &EndpointConfig,
         clock: Box<dyn Clock>,
     ) -> Result<Self, Error> {
-        if config.max_outstanding_calls == 0 {
-            return Err(Error::Io(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "EndpointConfig::max_outstanding_calls is 0: no call could ever start; use at least 1",
-            )));
-        }
+        // Refused before a socket is opened.
+        config.validate(addr)?;
         let (socket, local_addr, mut core) = open(addr, config)?;
         let features = socket.features().clone();
         let max_datagram = core.config().max_datagram_size;
-        let tap = config.observe.capture.clone().map(|capture| CaptureTap {
+        let observe = config.observe();
+        let tap = observe.capture.clone().map(|capture| CaptureTap {
             capture,
             local: local_addr,
-            framing: match config.socket.mode {
+            framing: match config.socket().mode() {
                 smt_udp::Mode::Udp => Framing::Udp,
                 smt_udp::Mode::RawIp { protocol } => Framing::Ip(protocol),
             },
         });
-        let io = Io::new(socket, max_datagram, config.offload.as_ref(), tap).map_err(Error::Io)?;
-        let trace = config.observe.trace.clone();
+        let io = Io::new(socket, max_datagram, config.offload(), tap).map_err(Error::Io)?;
+        let trace = observe.trace.clone();
         core.set_tracing(trace.is_some());
         Ok(Self {
             io,
             core,
             clock,
             sessions: Sessions::new(),
-            calls: Calls::new(config.max_outstanding_calls),
-            call_timeout: config.call_timeout,
+            calls: Calls::new(config.max_outstanding_calls()),
+            call_timeout: config.call_timeout(),
             outcomes: VecDeque::new(),
             recycler: Arc::default(),
             closing: None,
@@ -159,10 +157,16 @@ impl Engine {
         self.io.socket().map(|s| s.as_fd())
     }
 
-    /// Endpoint-wide counters, and `peer`'s if given.
-    pub fn stats(&self, peer: Option<SocketAddr>) -> (Stats, Option<Stats>) {
-        let peer_stats = peer.and_then(|p| self.core.peer_stats(p));
-        (*self.core.stats(), peer_stats)
+    /// The endpoint's counters with its `max_peers` busiest peers'
+    /// (O(sessions) unless 0).
+    pub fn stats(&self, max_peers: usize) -> Stats {
+        crate::stats::snapshot(&self.core, max_peers)
+    }
+
+    /// `peer`'s session counters, if it has a session.
+    pub fn peer_stats(&self, peer: SocketAddr) -> Option<PeerStats> {
+        let stats = self.core.peer_stats(peer)?;
+        Some(PeerStats::new(peer, &stats))
     }
 
     /// The offload engine's counters, with `EndpointConfig::offload`.
@@ -612,25 +616,23 @@ fn open(addr: SocketAddr, config: &EndpointConfig) -> Result<(Socket, SocketAddr
     // Raw IP has no kernel ports: the SMT header's ports demultiplex, so
     // an endpoint needs one of its own, chosen before binding so the
     // socket's kernel filter queues only packets for it (smt-udp).
-    let addr = match config.socket.mode {
+    let mode = config.socket().mode();
+    let addr = match mode {
         smt_udp::Mode::RawIp { .. } => SocketAddr::new(addr.ip(), raw_port(addr.port())),
         smt_udp::Mode::Udp => addr,
     };
-    let socket = Socket::bind(addr, &config.socket)?;
-    let local_addr = match config.socket.mode {
+    let socket = Socket::bind(addr, config.socket())?;
+    let local_addr = match mode {
         smt_udp::Mode::RawIp { .. } => addr,
         smt_udp::Mode::Udp => socket.local_addr()?,
     };
-    let mut protocol = config.protocol.clone();
-    protocol.local_port = local_addr.port();
-    protocol.verify_ports = matches!(config.socket.mode, smt_udp::Mode::RawIp { .. });
-    protocol.tx_offload = config.offload.is_some();
-    if let Some(mtu) = config.mtu {
-        protocol.max_datagram_size =
-            EndpointConfig::datagram_size_for(mtu, local_addr, config.socket.mode);
-    }
-    let mut core = Core::new(protocol)
-        .map_err(|e| Error::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))?;
+    let protocol = config.core_config(local_addr)?;
+    let mut core = Core::new(protocol).map_err(|e| {
+        Error::Config(crate::error::ConfigError::new(
+            "ProtocolConfig",
+            format!("settings do not work together: {}", e.0),
+        ))
+    })?;
     // Stateless retry under handshake floods (docs/protocol.md § 4): a
     // fresh random key per endpoint, so tokens die with it.
     let retry_key = smt_crypto::TrafficKey::random(smt_crypto::AeadAlgorithm::Aes128Gcm);
@@ -680,8 +682,9 @@ mod tests {
         let mut datagram = [0u8; 2048];
         assert!(silent.recv_from(&mut datagram).is_ok(), "the request left");
         // Step time to each deadline: no real waiting.
-        let tick = config.protocol.tick;
-        for _ in 0..config.protocol.abort_ticks * 2 {
+        let tick = config.protocol().tick();
+        let abort_ticks = config.core_config(any).unwrap().abort_ticks;
+        for _ in 0..abort_ticks * 2 {
             let next = engine
                 .deadline()
                 .expect("a timer while the call is pending");
@@ -700,7 +703,7 @@ mod tests {
                 }
             }
         }
-        panic!("no timeout after {} ticks", config.protocol.abort_ticks * 2);
+        panic!("no timeout after {} ticks", abort_ticks * 2);
     }
 
     /// A call past its own deadline fails with `Error::Timeout` at that
@@ -724,7 +727,10 @@ mod tests {
         let mut datagram = [0u8; 2048];
         let (_, _) = server.recv_from(&mut datagram).unwrap();
         let id = datagram[20..28].to_vec();
-        assert_eq!(engine.deadline(), Some(clock.now() + config.protocol.tick));
+        assert_eq!(
+            engine.deadline(),
+            Some(clock.now() + config.protocol().tick())
+        );
         clock.advance(timeout - Duration::from_millis(1));
         engine.turn(false);
         assert!(engine.poll_outcome().is_none(), "not yet");

@@ -32,21 +32,15 @@ use smt_proto::Endpoint as Core;
 use crate::observe::CaptureTap;
 use smt_udp::Socket;
 
-/// How big the NIC stand-in is.
+/// How big the NIC stand-in is: `Default` and `set_*` setters, as
+/// [`crate::EndpointConfig`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct OffloadConfig {
-    /// Transmit queues, each drained by its own worker thread; a message's
-    /// packets stay on one queue.
-    pub queues: u16,
-    /// Transmit flow contexts the NIC can hold (one per queue, peer and
-    /// key epoch in use; the least recently used one of a queue is
-    /// destroyed when its share is full).
-    pub contexts: usize,
-    /// Receive contexts (one per peer and key phase in use).
-    pub rx_contexts: usize,
-    /// Descriptor batches each transmit queue holds before the driver
-    /// waits for room (the send queue's depth).
-    pub ring: usize,
+    queues: u16,
+    contexts: usize,
+    rx_contexts: usize,
+    ring: usize,
 }
 
 impl Default for OffloadConfig {
@@ -56,6 +50,81 @@ impl Default for OffloadConfig {
             contexts: 1024,
             rx_contexts: 1024,
             ring: 256,
+        }
+    }
+}
+
+impl OffloadConfig {
+    /// Transmit queues, each drained by its own worker thread; a message's
+    /// packets stay on one queue. Default 2, at least 1.
+    pub fn queues(&self) -> u16 {
+        self.queues
+    }
+
+    /// Sets [`OffloadConfig::queues`].
+    pub fn set_queues(&mut self, queues: u16) -> &mut Self {
+        self.queues = queues;
+        self
+    }
+
+    /// Transmit flow contexts the NIC can hold (one per queue, peer and
+    /// key epoch in use; the least recently used one of a queue is
+    /// destroyed when its share is full). Default 1024, at least one per
+    /// queue.
+    pub fn contexts(&self) -> usize {
+        self.contexts
+    }
+
+    /// Sets [`OffloadConfig::contexts`].
+    pub fn set_contexts(&mut self, contexts: usize) -> &mut Self {
+        self.contexts = contexts;
+        self
+    }
+
+    /// Receive contexts (one per peer and key phase in use). Default 1024,
+    /// at least 1.
+    pub fn rx_contexts(&self) -> usize {
+        self.rx_contexts
+    }
+
+    /// Sets [`OffloadConfig::rx_contexts`].
+    pub fn set_rx_contexts(&mut self, contexts: usize) -> &mut Self {
+        self.rx_contexts = contexts;
+        self
+    }
+
+    /// Descriptor batches each transmit queue holds before the driver
+    /// waits for room (the send queue's depth). Default 256, at least 1.
+    pub fn ring(&self) -> usize {
+        self.ring
+    }
+
+    /// Sets [`OffloadConfig::ring`].
+    pub fn set_ring(&mut self, ring: usize) -> &mut Self {
+        self.ring = ring;
+        self
+    }
+
+    /// Errs if the NIC stand-in could not work with these sizes.
+    pub(crate) fn validate(&self) -> Result<(), crate::error::ConfigError> {
+        let zero = |setting| {
+            Err(crate::error::ConfigError::new(
+                setting,
+                "is 0; the NIC stand-in needs at least 1",
+            ))
+        };
+        match () {
+            _ if self.queues == 0 => zero("OffloadConfig::queues"),
+            _ if self.rx_contexts == 0 => zero("OffloadConfig::rx_contexts"),
+            _ if self.ring == 0 => zero("OffloadConfig::ring"),
+            _ if self.contexts < usize::from(self.queues) => Err(crate::error::ConfigError::new(
+                "OffloadConfig::contexts",
+                format!(
+                    "of {} is fewer than the {} queues: each queue needs a context; raise it",
+                    self.contexts, self.queues
+                ),
+            )),
+            _ => Ok(()),
         }
     }
 }

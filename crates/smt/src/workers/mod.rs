@@ -46,6 +46,7 @@ use std::thread::JoinHandle;
 use smt_proto::{KeyResolver, SessionKeys};
 use smt_udp::Socket;
 
+use crate::error::ConfigError;
 use crate::wait::WakePipe;
 use crate::{EndpointConfig, Error};
 use dispatch::{Counters, Dispatcher};
@@ -75,16 +76,14 @@ impl<F: Fn(SocketAddr, Vec<u8>) -> Vec<u8> + Send + Sync + 'static> Handler for 
     }
 }
 
-/// How a [`WorkerServer`] is built.
+/// How a [`WorkerServer`] is built: `Default` and `set_*` setters, as
+/// [`EndpointConfig`].
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct WorkerConfig {
-    /// Socket, MTU and protocol settings, as for [`crate::Endpoint`]. UDP
-    /// mode only.
-    pub endpoint: EndpointConfig,
-    /// Worker threads (shards), one per core you give the server.
-    pub shards: usize,
-    /// How work is spread over the shards.
-    pub spread: Spread,
+    endpoint: EndpointConfig,
+    shards: usize,
+    spread: Spread,
 }
 
 impl Default for WorkerConfig {
@@ -94,6 +93,48 @@ impl Default for WorkerConfig {
             shards: std::thread::available_parallelism().map_or(1, |n| n.get()),
             spread: Spread::Messages,
         }
+    }
+}
+
+impl WorkerConfig {
+    /// Socket, MTU and protocol settings, as for [`crate::Endpoint`]. UDP
+    /// mode only, without TLS offload.
+    pub fn endpoint(&self) -> &EndpointConfig {
+        &self.endpoint
+    }
+
+    /// [`WorkerConfig::endpoint`], to change in place.
+    pub fn endpoint_mut(&mut self) -> &mut EndpointConfig {
+        &mut self.endpoint
+    }
+
+    /// Sets [`WorkerConfig::endpoint`].
+    pub fn set_endpoint(&mut self, endpoint: EndpointConfig) -> &mut Self {
+        self.endpoint = endpoint;
+        self
+    }
+
+    /// Worker threads (shards), one per core you give the server. Default:
+    /// the available parallelism; at least 1.
+    pub fn shards(&self) -> usize {
+        self.shards
+    }
+
+    /// Sets [`WorkerConfig::shards`].
+    pub fn set_shards(&mut self, shards: usize) -> &mut Self {
+        self.shards = shards;
+        self
+    }
+
+    /// How work is spread over the shards. Default: [`Spread::Messages`].
+    pub fn spread(&self) -> Spread {
+        self.spread
+    }
+
+    /// Sets [`WorkerConfig::spread`].
+    pub fn set_spread(&mut self, spread: Spread) -> &mut Self {
+        self.spread = spread;
+        self
     }
 }
 
@@ -154,23 +195,22 @@ impl WorkerServer {
         config: WorkerConfig,
         handler: impl Handler,
     ) -> Result<Self, Error> {
-        let protocol = check(&config)?;
+        check(&config, addr)?;
         let handler: Arc<dyn Handler> = Arc::new(handler);
         match config.spread {
-            Spread::Messages => Self::bind_messages(addr, &config, protocol, handler),
-            Spread::ReusePort => Self::bind_reuseport(addr, &config, protocol, handler),
+            Spread::Messages => Self::bind_messages(addr, &config, handler),
+            Spread::ReusePort => Self::bind_reuseport(addr, &config, handler),
         }
     }
 
     fn bind_messages(
         addr: SocketAddr,
         config: &WorkerConfig,
-        protocol: smt_proto::Config,
         handler: Arc<dyn Handler>,
     ) -> Result<Self, Error> {
-        let socket = Arc::new(Socket::bind(addr, &config.endpoint.socket)?);
+        let socket = Arc::new(Socket::bind(addr, config.endpoint.socket())?);
         let local_addr = socket.local_addr()?;
-        let protocol = for_address(protocol, config, local_addr);
+        let protocol = for_address(config, local_addr)?;
         let (spare_tx, spare_rx) = flume::unbounded();
         let mut inboxes = Vec::new();
         let mut shards = Vec::new();
@@ -178,7 +218,7 @@ impl WorkerServer {
             let (tx, rx) = flume::bounded(INBOX_BATCHES);
             let wire = Wire::Shared(socket.clone());
             let shard = Shard::new(&protocol, wire, rx, spare_tx.clone(), handler.clone())
-                .map_err(invalid)?;
+                .map_err(protocol_error)?;
             let name = format!("smt-shard-{i}");
             shards.push(
                 std::thread::Builder::new()
@@ -215,12 +255,11 @@ impl WorkerServer {
     fn bind_reuseport(
         addr: SocketAddr,
         config: &WorkerConfig,
-        protocol: smt_proto::Config,
         handler: Arc<dyn Handler>,
     ) -> Result<Self, Error> {
-        let sockets = reuseport::bind_group(addr, config.shards, &config.endpoint.socket)?;
+        let sockets = reuseport::bind_group(addr, config.shards, config.endpoint.socket())?;
         let local_addr = sockets[0].local_addr()?;
-        let protocol = for_address(protocol, config, local_addr);
+        let protocol = for_address(config, local_addr)?;
         let closing = Arc::new(AtomicBool::new(false));
         let (spare_tx, _) = flume::unbounded();
         let (mut inboxes, mut shards, mut wakes) = (Vec::new(), Vec::new(), Vec::new());
@@ -228,7 +267,7 @@ impl WorkerServer {
             let (tx, rx) = flume::bounded(INBOX_BATCHES);
             let wire = reuseport::sender(&socket)?;
             let shard = Shard::new(&protocol, wire, rx, spare_tx.clone(), handler.clone())
-                .map_err(invalid)?;
+                .map_err(protocol_error)?;
             let wake = Arc::new(WakePipe::new()?);
             let (w, c) = (wake.clone(), closing.clone());
             let name = format!("smt-shard-{i}");
@@ -330,39 +369,43 @@ impl Drop for WorkerServer {
 /// The protocol configuration for a socket bound to `local_addr`, as the
 /// engine derives it: our port in the header, the datagram size from the
 /// MTU. Ports are not checked (over UDP the kernel demultiplexed already).
-fn for_address(
-    mut protocol: smt_proto::Config,
-    config: &WorkerConfig,
-    local_addr: SocketAddr,
-) -> smt_proto::Config {
-    protocol.local_port = local_addr.port();
+fn for_address(config: &WorkerConfig, local_addr: SocketAddr) -> Result<smt_proto::Config, Error> {
+    let mut protocol = config.endpoint.core_config(local_addr)?;
     protocol.verify_ports = false;
-    if let Some(mtu) = config.endpoint.mtu {
-        protocol.max_datagram_size =
-            EndpointConfig::datagram_size_for(mtu, local_addr, config.endpoint.socket.mode);
-    }
-    protocol
+    Ok(protocol)
 }
 
-/// The protocol configuration, if the worker configuration can work.
-fn check(config: &WorkerConfig) -> Result<smt_proto::Config, Error> {
+/// Refuses a worker configuration that cannot work, before any socket is
+/// opened.
+fn check(config: &WorkerConfig, addr: SocketAddr) -> Result<(), Error> {
     if config.shards == 0 {
-        return Err(invalid(
-            "WorkerConfig::shards is 0; give the server at least one worker thread",
-        ));
+        return Err(ConfigError::new(
+            "WorkerConfig::shards",
+            "is 0; give the server at least one worker thread",
+        )
+        .into());
     }
-    if !matches!(config.endpoint.socket.mode, smt_udp::Mode::Udp) {
-        return Err(invalid(
-            "the worker server runs over UDP only; set EndpointConfig::socket.mode to Mode::Udp",
-        ));
+    if !matches!(config.endpoint.socket().mode(), smt_udp::Mode::Udp) {
+        return Err(ConfigError::new(
+            "SocketConfig::mode",
+            "is raw IP; the worker server runs over UDP only: set it to Mode::Udp",
+        )
+        .into());
     }
-    config.endpoint.protocol.validate().map_err(invalid)?;
-    Ok(config.endpoint.protocol.clone())
+    if config.endpoint.offload().is_some() {
+        return Err(ConfigError::new(
+            "EndpointConfig::offload",
+            "is set; the worker server seals in software only: set it to None",
+        )
+        .into());
+    }
+    config.endpoint.validate(addr)
 }
 
-fn invalid(e: impl std::fmt::Display) -> Error {
-    Error::Io(std::io::Error::new(
-        std::io::ErrorKind::InvalidInput,
-        e.to_string(),
-    ))
+fn protocol_error(e: smt_proto::ConfigError) -> Error {
+    ConfigError::new(
+        "ProtocolConfig",
+        format!("settings do not work together: {}", e.0),
+    )
+    .into()
 }

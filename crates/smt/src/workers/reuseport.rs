@@ -46,7 +46,7 @@ pub(crate) fn bind_group(
         }
         s.bind(&addr.into())?;
         s.set_nonblocking(true)?;
-        if let Err(e) = smt_udp::size_buffers(&s, config.recv_buffer, config.send_buffer) {
+        if let Err(e) = smt_udp::size_buffers(&s, config.recv_buffer(), config.send_buffer()) {
             tracing::debug!("socket buffers not resized: {e}");
         }
         let socket: UdpSocket = s.into();

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use smt_proto::{Endpoint as Core, Event, Stats};
+use smt_proto::{Endpoint as Core, Event};
 
 use super::inbox::{Batch, ToShard};
 use super::tx::{Tx, Wire};
@@ -39,11 +39,11 @@ pub(crate) struct Shard {
 }
 
 /// What a shard reports when it stops.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 #[non_exhaustive]
 pub struct ShardStats {
     /// The shard's protocol counters.
-    pub core: Stats,
+    pub counters: crate::stats::Counters,
     /// Requests handed to the handler.
     pub requests: u64,
     /// Datagrams lost to send errors (the protocol retransmitted them).
@@ -99,7 +99,7 @@ impl Shard {
 
     pub(super) fn stats(&self, requests: u64) -> ShardStats {
         ShardStats {
-            core: *self.core.stats(),
+            counters: self.core.stats().into(),
             requests,
             send_lost: self.tx.lost,
         }

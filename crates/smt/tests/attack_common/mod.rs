@@ -16,7 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use smt::keys::{fresh_session_pair, AeadAlgorithm};
-use smt::{DropReason, Endpoint, EndpointConfig, SessionKeys, Stats};
+use smt::stats::Counters;
+use smt::{DropReason, Endpoint, EndpointConfig, SessionKeys};
 use smt_sim::attack::Tally;
 use smt_sim::{Captured, Relay, RelayConfig, Tamper};
 
@@ -129,16 +130,16 @@ pub fn spawn_relay(upstream: SocketAddr, tamper: Option<Arc<dyn Tamper>>) -> Rel
 /// What both victims have done so far.
 #[derive(Clone, Debug)]
 pub struct Snapshot {
-    pub server: Stats,
-    pub client: Stats,
+    pub server: Counters,
+    pub client: Counters,
     pub executions: HashMap<Vec<u8>, u32>,
 }
 
 impl Snapshot {
     pub fn take(server: &Endpoint, client: &Endpoint, executions: &Executions) -> Self {
         Self {
-            server: server.stats(None).unwrap().0,
-            client: client.stats(None).unwrap().0,
+            server: server.stats().unwrap().total,
+            client: client.stats().unwrap().total,
             executions: executions.lock().unwrap().clone(),
         }
     }
@@ -150,22 +151,28 @@ impl Snapshot {
         let d = |a: u64, b: u64| a.saturating_sub(b);
         d(execs(self), execs(before))
             + d(
-                self.server.messages_received,
-                before.server.messages_received,
+                self.server.traffic.messages_received,
+                before.server.traffic.messages_received,
             )
             + d(
-                self.client.messages_received,
-                before.client.messages_received,
+                self.client.traffic.messages_received,
+                before.client.traffic.messages_received,
             )
-            + d(self.server.data_packets_tx, before.server.data_packets_tx)
-            + d(self.client.data_packets_tx, before.client.data_packets_tx)
+            + d(
+                self.server.packets.data_sent,
+                before.server.packets.data_sent,
+            )
+            + d(
+                self.client.packets.data_sent,
+                before.client.packets.data_sent,
+            )
     }
 
     /// Datagrams the two victims received since `before`.
     pub fn received_since(&self, before: &Snapshot) -> u64 {
-        self.server.datagrams_rx + self.client.datagrams_rx
-            - before.server.datagrams_rx
-            - before.client.datagrams_rx
+        self.server.traffic.datagrams_received + self.client.traffic.datagrams_received
+            - before.server.traffic.datagrams_received
+            - before.client.traffic.datagrams_received
     }
 }
 

@@ -1,0 +1,157 @@
+//! `smt server --metrics`: a real server process scraped over TCP as
+//! Prometheus would, its text read with a Prometheus text-format parser,
+//! and the figures checked against the client's own counters and the
+//! server's `--json` counter lines.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::{free_addr, psk, smt_ok, BIN};
+use prometheus_parse::{Scrape, Value};
+use serde_json::Value as Json;
+
+/// The body of `GET /metrics` at `addr`, with its status line checked.
+fn scrape(addr: &str) -> Scrape {
+    let mut s = TcpStream::connect(addr).expect("connect to --metrics");
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP response");
+    assert!(head.starts_with("HTTP/1.1 200 OK"), "{head}");
+    assert!(
+        head.contains("Content-Type: text/plain; version=0.0.4"),
+        "{head}"
+    );
+    Scrape::parse(body.lines().map(|l| Ok(l.to_string()))).expect("Prometheus text format")
+}
+
+/// A counter or gauge by name and labels.
+fn value(scrape: &Scrape, name: &str, labels: &[(&str, &str)]) -> u64 {
+    let sample = scrape
+        .samples
+        .iter()
+        .find(|s| s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+        .unwrap_or_else(|| panic!("no {name} {labels:?}"));
+    match sample.value {
+        Value::Counter(v) | Value::Gauge(v) => v as u64,
+        ref other => panic!("{name}: {other:?}"),
+    }
+}
+
+#[test]
+fn a_servers_metrics_parse_and_agree_with_its_counters() {
+    let (key, listen) = (psk(), free_addr());
+    let mut server = Command::new(BIN)
+        .args(["server", "--listen", &listen, "--psk", &key])
+        .args(["--metrics", "127.0.0.1:0", "--metrics-peers", "4"])
+        .args(["--stats-interval", "0.2", "--json", "--duration", "30"])
+        .env_remove("SMT_PSK")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn smt server");
+    let (tx, lines) = mpsc::channel();
+    let stdout = server.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let next = || {
+        lines
+            .recv_timeout(Duration::from_secs(20))
+            .expect("a line from the server")
+    };
+    assert!(next().starts_with("smt server on "));
+    let metrics_line = next();
+    let metrics = metrics_line
+        .strip_prefix("metrics on http://")
+        .and_then(|l| l.split_once("/metrics"))
+        .map(|(addr, _)| addr.to_string())
+        .unwrap_or_else(|| panic!("no metrics address: {metrics_line}"));
+
+    let client: Json = serde_json::from_str(&smt_ok(&[
+        "client",
+        "--server",
+        &listen,
+        "--psk",
+        &key,
+        "--seconds",
+        "0.4",
+        "--size",
+        "2000",
+        "--json",
+    ]))
+    .unwrap();
+    let client_addr = client["client"].as_str().unwrap();
+    let calls = client["stats"]["total"]["rpcs"]["completed"]
+        .as_u64()
+        .unwrap();
+    assert!(calls > 1, "{client}");
+    // Let the last acknowledgements land, and forget the counter lines
+    // printed until now.
+    std::thread::sleep(Duration::from_millis(300));
+    while lines.try_recv().is_ok() {}
+
+    let s = scrape(&metrics);
+    // Every request the client completed was received once.
+    assert_eq!(value(&s, "smt_messages_received_total", &[]), calls);
+    assert_eq!(value(&s, "smt_handshakes_completed_total", &[]), 1);
+    let peer = [("peer", client_addr)];
+    assert_eq!(value(&s, "smt_peer_messages_received_total", &peer), calls);
+    assert_eq!(
+        value(&s, "smt_drops_total", &[("reason", "auth_failure")]),
+        0
+    );
+    // What the client sent, the server received (no loss on loopback),
+    // and the few acknowledgements the client's close sent after it
+    // printed its counters.
+    let sent = client["stats"]["total"]["traffic"]["bytes_sent"]
+        .as_u64()
+        .unwrap();
+    let received = value(&s, "smt_received_bytes_total", &[]);
+    assert!(
+        (sent..sent + 1024).contains(&received),
+        "{received} vs {sent}"
+    );
+    // The server made no calls: an empty RTT histogram, still well-formed.
+    let rtt = s
+        .samples
+        .iter()
+        .find(|x| x.metric == "smt_rpc_rtt_seconds")
+        .expect("the RTT histogram");
+    match &rtt.value {
+        Value::Histogram(h) => assert!(h.iter().all(|b| b.count == 0.0)),
+        other => panic!("{other:?}"),
+    }
+
+    // The server's own counters, printed after the scrape, say the same.
+    let printed: Json = serde_json::from_str(&next()).expect("a JSON counter line");
+    let total = &printed["stats"]["total"];
+    for (metric, field) in [
+        (
+            "smt_messages_received_total",
+            &total["traffic"]["messages_received"],
+        ),
+        (
+            "smt_datagrams_received_total",
+            &total["traffic"]["datagrams_received"],
+        ),
+        (
+            "smt_received_bytes_total",
+            &total["traffic"]["bytes_received"],
+        ),
+        ("smt_sent_bytes_total", &total["traffic"]["bytes_sent"]),
+        ("smt_records_opened_total", &total["records"]["opened"]),
+        ("smt_sessions", &printed["stats"]["held"]["sessions"]),
+    ] {
+        assert_eq!(Some(value(&s, metric, &[])), field.as_u64(), "{metric}");
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+}
