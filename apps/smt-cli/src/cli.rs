@@ -271,6 +271,27 @@ pub struct TransportArgs {
     pub busy_poll: bool,
 }
 
+/// Recording what the endpoint does (`docs/observability.md`).
+#[derive(Debug, Args, Clone, Default)]
+pub struct ObserveArgs {
+    /// Capture every datagram the endpoint sends and receives into FILE
+    /// (pcapng, with IP and UDP headers; Wireshark reads it), and the
+    /// session keys into FILE's name with .keys: `smt dump FILE --keylog
+    /// FILE.keys` decrypts every message. Anyone with the key file can
+    /// decrypt the sessions: for debugging only.
+    #[arg(long, value_name = "FILE")]
+    pub capture: Option<PathBuf>,
+    /// Write the protocol's events (packets, GRANTs, RESENDs,
+    /// retransmissions, timeouts, records, handshakes) into FILE, one JSON
+    /// object per line: `smt dump --trace FILE` prints each RPC's timeline.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Overwrite the --capture and --trace files (and the capture's .keys)
+    /// if they exist (otherwise `smt` refuses).
+    #[arg(long)]
+    pub force: bool,
+}
+
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     #[command(flatten)]
@@ -301,6 +322,10 @@ pub struct DemoArgs {
     /// (docs/offload.md); its counters are printed.
     #[arg(long)]
     pub offload: bool,
+    /// --capture records the client's datagrams (all there are between
+    /// the two); --trace both endpoints' events.
+    #[command(flatten)]
+    pub observe: ObserveArgs,
 }
 
 #[derive(Debug, Args)]
@@ -336,6 +361,8 @@ pub struct ServerArgs {
     #[arg(long, value_name = "N", default_value_t = 0, requires = "metrics",
           value_parser = count::<0, 1000>, allow_negative_numbers = true)]
     pub metrics_peers: usize,
+    #[command(flatten)]
+    pub observe: ObserveArgs,
 }
 
 #[derive(Debug, Args)]
@@ -367,4 +394,6 @@ pub struct ClientArgs {
     /// Print one JSON document instead of the table.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub observe: ObserveArgs,
 }

@@ -7,18 +7,23 @@
 //! caller and, unlike it, can be shared by the throughput phase's threads.
 
 use std::net::{SocketAddr, UdpSocket};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use smt::keys::{fresh_session_pair, AeadAlgorithm};
+use smt::keys::{session, AeadAlgorithm, TrafficKey};
 use smt::stats::Counters;
+use smt::Role;
 use smt::{Endpoint, EndpointConfig};
 
 use crate::cli::{DemoArgs, TransportArgs};
 use crate::error::CliError;
+use crate::record::Recording;
 use crate::report;
+
+const ALGORITHM: AeadAlgorithm = AeadAlgorithm::Aes128Gcm;
 
 /// The endpoint configuration the transport options ask for, on `addr`,
 /// checked before anything is opened: a refused setting comes back as a
@@ -107,7 +112,11 @@ fn udp_echo(socket: &UdpSocket, stop: &AtomicBool) {
 
 /// A throwaway CA, a server certificate for the server's IP, and TLS on
 /// both endpoints: the first call runs the handshake.
-fn throwaway_tls(client: &Endpoint, server: &Endpoint) -> Result<(), CliError> {
+fn throwaway_tls(
+    client: &Endpoint,
+    server: &Endpoint,
+    key_log: Option<&Path>,
+) -> Result<(), CliError> {
     let err = |e: String| CliError::Environment(format!("throwaway CA: {e}"));
     let mut tag = [0u8; 4];
     smt_crypto::fill_random(&mut tag);
@@ -119,7 +128,7 @@ fn throwaway_tls(client: &Endpoint, server: &Endpoint) -> Result<(), CliError> {
         cert.chain_pem().as_bytes(),
         cert.key_pem().as_bytes(),
         None,
-        &crate::pki::tls_options(),
+        &crate::pki::tls_options(key_log),
     )
     .map_err(|e| err(e.to_string()))?;
     server.set_tls_server(tls_server)?;
@@ -127,7 +136,7 @@ fn throwaway_tls(client: &Endpoint, server: &Endpoint) -> Result<(), CliError> {
         smt_tls::TlsClient::with_options(
             ca.cert_pem().as_bytes(),
             None,
-            &crate::pki::tls_options(),
+            &crate::pki::tls_options(key_log),
         )
         .map_err(|e| err(e.to_string()))?,
     )?;
@@ -138,15 +147,23 @@ const ECHO_THREADS: usize = 2;
 const FLOOR_SIZE: usize = 64;
 
 pub fn run(args: DemoArgs) -> Result<(), CliError> {
-    let (client, server, how) = start_pair(&args)?;
+    let recording = Recording::open(&args.observe)?;
+    let (client, server, how) = start_pair(&args, &recording)?;
     if !args.json {
         print_banner(&args, &client, &server, how);
     }
     // Measured first, in the same run: the machine's state now is what
     // SMT's figures below are compared with.
-    let floor = udp_floor(FLOOR_SIZE, args.seconds / 2, ECHO_THREADS)
-        .map_err(|e| CliError::Environment(format!("UDP floor measurement: {e}")))?;
-    let rows = measure_sizes(&args, &client, &server)?;
+    let measured = udp_floor(FLOOR_SIZE, args.seconds / 2, ECHO_THREADS)
+        .map_err(|e| CliError::Environment(format!("UDP floor measurement: {e}")))
+        .and_then(|floor| Ok((floor, measure_sizes(&args, &client, &server)?)));
+    if measured.is_err() {
+        // The capture and trace of a failed run are completed too.
+        client.close();
+        server.close();
+        recording.finish()?;
+    }
+    let (floor, rows) = measured?;
     let (cs, ss) = (client.stats()?, server.stats()?);
     if args.json {
         report::print_json(&json!({
@@ -174,13 +191,17 @@ pub fn run(args: DemoArgs) -> Result<(), CliError> {
     }
     client.close();
     server.close();
+    recording.finish()?;
     report::all_succeeded(&rows)
 }
 
 /// The two endpoints, with keys (a TLS handshake to come, or installed
 /// directly) and the server answering; and how the keys come, for the
 /// banner.
-fn start_pair(args: &DemoArgs) -> Result<(Endpoint, Endpoint, &'static str), CliError> {
+fn start_pair(
+    args: &DemoArgs,
+    recording: &Recording,
+) -> Result<(Endpoint, Endpoint, &'static str), CliError> {
     // Port 0 on both: in raw-IP mode too, where it makes each endpoint
     // pick a random SMT port, so two demos never share one.
     let any: SocketAddr = (std::net::Ipv4Addr::LOCALHOST, 0).into();
@@ -189,15 +210,26 @@ fn start_pair(args: &DemoArgs) -> Result<(Endpoint, Endpoint, &'static str), Cli
     for &size in &args.sizes {
         report::check_load("--sizes", size, args.concurrency, &cfg)?;
     }
-    let server = Endpoint::bind(any, cfg.clone())?;
+    // The client's capture holds every datagram between the two.
+    let mut server_cfg = cfg.clone();
+    server_cfg.set_observe(recording.trace_only());
+    cfg.set_observe(recording.observe());
+    let server = Endpoint::bind(any, server_cfg)?;
     let client = Endpoint::bind(any, cfg)?;
     let how = if args.no_handshake {
-        let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
-        client.install_session(server.local_addr(), ck)?;
-        server.install_session(client.local_addr(), sk)?;
+        let (c2s, s2c) = (TrafficKey::random(ALGORITHM), TrafficKey::random(ALGORITHM));
+        client.install_session(server.local_addr(), session(Role::Client, &c2s, &s2c))?;
+        server.install_session(client.local_addr(), session(Role::Server, &c2s, &s2c))?;
+        if recording.key_log_path().is_some() {
+            // No handshake names the session: any id does (`smt dump`
+            // finds the keys by trial decryption).
+            if let Some(log) = recording.session_key_log()? {
+                log.installed_keys(b"smt demo --no-handshake", &c2s, &s2c);
+            }
+        }
         "fresh keys installed directly"
     } else {
-        throwaway_tls(&client, &server)?;
+        throwaway_tls(&client, &server, recording.key_log_path())?;
         "TLS 1.3 handshake on the first call (throwaway CA, ECDSA P-256, X25519MLKEM768)"
     };
     spawn_echo(&server, ECHO_THREADS)?;

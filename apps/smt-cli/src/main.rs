@@ -11,6 +11,7 @@ mod files;
 mod metrics;
 mod mode;
 mod pki;
+mod record;
 mod report;
 mod run;
 mod tickets;

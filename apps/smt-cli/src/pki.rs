@@ -11,10 +11,14 @@ use crate::cli::{CaCommand, CertCommand, TicketCommand};
 use crate::error::CliError;
 use crate::files::{self, Access, Output};
 
-/// TLS options of the CLI: the standard SSLKEYLOGFILE is honoured (for
-/// decrypting captures while debugging; never set it in production).
-pub fn tls_options() -> TlsOptions {
-    TlsOptions::default().key_log(KeyLogPolicy::FromEnv)
+/// TLS options of the CLI: the key log goes to `key_log` (the key file of
+/// `--capture`), else to the standard SSLKEYLOGFILE if set (for decrypting
+/// captures while debugging; never set it in production).
+pub fn tls_options(key_log: Option<&Path>) -> TlsOptions {
+    TlsOptions::default().key_log(match key_log {
+        Some(path) => KeyLogPolicy::File(path.to_path_buf()),
+        None => KeyLogPolicy::FromEnv,
+    })
 }
 
 pub fn ca(cmd: CaCommand) -> Result<(), CliError> {
@@ -210,6 +214,7 @@ pub fn tls_server(
     cert: &Path,
     key: &Path,
     client_ca: Option<&Path>,
+    key_log: Option<&Path>,
 ) -> Result<TlsServer, CliError> {
     let client_ca_pem = client_ca
         .map(|p| files::read(p, "--ca", "client CA certificate"))
@@ -218,14 +223,18 @@ pub fn tls_server(
         &files::read(cert, "--cert", "certificate")?,
         &files::read(key, "--key", "key")?,
         client_ca_pem.as_deref(),
-        &tls_options(),
+        &tls_options(key_log),
     )
     .map_err(|e| unusable(&[("--cert", cert), ("--key", key)], client_ca, e))
 }
 
 /// A TLS client trusting `ca`; with `auth`, presenting that certificate
 /// and key to a server that asks for one (mutual TLS).
-pub fn tls_client(ca: &Path, auth: Option<(&PathBuf, &PathBuf)>) -> Result<TlsClient, CliError> {
+pub fn tls_client(
+    ca: &Path,
+    auth: Option<(&PathBuf, &PathBuf)>,
+    key_log: Option<&Path>,
+) -> Result<TlsClient, CliError> {
     let (ca_path, auth_paths) = (ca, auth);
     let ca = files::read(ca, "--ca", "CA certificate")?;
     let auth = match auth {
@@ -238,7 +247,7 @@ pub fn tls_client(ca: &Path, auth: Option<(&PathBuf, &PathBuf)>) -> Result<TlsCl
     TlsClient::with_options(
         &ca,
         auth.as_ref().map(|(c, k)| (c.as_slice(), k.as_slice())),
-        &tls_options(),
+        &tls_options(key_log),
     )
     .map_err(|e| {
         let files = match auth_paths {

@@ -1,11 +1,10 @@
 //! `smt server`, `smt client`, `smt keygen`.
 
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use smt::keys::{AeadAlgorithm, PskClient, SessionKeyLog};
+use smt::keys::{AeadAlgorithm, PskClient};
 use smt::tls::{ServerName, TlsClient};
 use smt::{Endpoint, HandshakeError, RpcError, ServerAcceptor};
 
@@ -14,6 +13,7 @@ use crate::demo::{config, spawn_echo};
 use crate::error::CliError;
 use crate::files::{self, Access, Output};
 use crate::mode::{ClientKeys, ServerKeys};
+use crate::record::Recording;
 use crate::{pki, report, tickets};
 
 const ALGORITHM: AeadAlgorithm = AeadAlgorithm::Aes128Gcm;
@@ -46,23 +46,30 @@ pub fn keygen(args: KeygenArgs) -> Result<(), CliError> {
 /// What answers handshakes: TLS (or mutual TLS), the PSK nonce exchange,
 /// neither (0-RTT tickets only), plus 0-RTT tickets when served. Files are
 /// loaded and checked before the socket is opened.
-fn server_setup(keys: Option<&ServerKeys>) -> Result<ServerAcceptor, CliError> {
+fn server_setup(
+    keys: Option<&ServerKeys>,
+    recording: &Recording,
+) -> Result<ServerAcceptor, CliError> {
+    let key_log = recording.key_log_path();
     Ok(match keys {
         Some(ServerKeys::Tls { cert, key }) => {
-            ServerAcceptor::new(Some(pki::tls_server(cert, key, None)?), None)
+            ServerAcceptor::new(Some(pki::tls_server(cert, key, None, key_log)?), None)
         }
         Some(ServerKeys::MutualTls {
             cert,
             key,
             client_ca,
-        }) => ServerAcceptor::new(Some(pki::tls_server(cert, key, Some(client_ca))?), None),
+        }) => ServerAcceptor::new(
+            Some(pki::tls_server(cert, key, Some(client_ca), key_log)?),
+            None,
+        ),
         // The PSK nonce exchange: fresh keys per session, so a restarted
         // server never executes a replayed request. The session keys go to
-        // SSLKEYLOGFILE, as TLS's secrets do, so `smt dump` can decrypt a
-        // capture (docs/observability.md).
+        // SSLKEYLOGFILE (or --capture's key file), as TLS's secrets do, so
+        // `smt dump` can decrypt a capture (docs/observability.md).
         Some(ServerKeys::Psk(psk)) => ServerAcceptor::new(None, None)
             .with_psk(psk.bytes(), ALGORITHM)
-            .with_key_log(SessionKeyLog::from_env()?.map(Arc::new)),
+            .with_key_log(recording.session_key_log()?),
         None => ServerAcceptor::new(None, None),
     })
 }
@@ -76,13 +83,16 @@ pub fn server(args: ServerArgs) -> Result<(), CliError> {
         true => None,
         false => Some(ServerKeys::from_args(&args.keys)?),
     };
-    let mut acceptor = server_setup(keys.as_ref())?;
+    let recording = Recording::open(&args.observe)?;
+    let mut acceptor = server_setup(keys.as_ref(), &recording)?;
     let served = tickets::serve(&args.tickets)?;
     if let Some(s) = &served {
         acceptor = acceptor.with_zero_rtt(s.zero_rtt.clone());
     }
-    let server = Endpoint::bind(args.listen, config(&args.transport, args.listen)?)
-        .map_err(|e| cannot_bind("--listen", args.listen, e))?;
+    let mut cfg = config(&args.transport, args.listen)?;
+    cfg.set_observe(recording.observe());
+    let server =
+        Endpoint::bind(args.listen, cfg).map_err(|e| cannot_bind("--listen", args.listen, e))?;
     server.set_handshake_acceptor(Box::new(acceptor))?;
     if served.is_some() {
         // A new 0-RTT server refuses hellos stamped before its start plus
@@ -113,6 +123,7 @@ pub fn server(args: ServerArgs) -> Result<(), CliError> {
     let every = args.stats_interval.map(|i| (i, args.json));
     let result = serve(&server, args.duration, every);
     drop(served);
+    recording.finish()?;
     result
 }
 
@@ -194,15 +205,15 @@ enum ClientSetup {
     Psk(PskClient),
 }
 
-fn client_setup(keys: &ClientKeys) -> Result<ClientSetup, CliError> {
+fn client_setup(keys: &ClientKeys, recording: &Recording) -> Result<ClientSetup, CliError> {
+    let key_log = recording.key_log_path();
     Ok(match keys {
-        ClientKeys::Tls { ca } => ClientSetup::Tls(pki::tls_client(ca, None)?),
+        ClientKeys::Tls { ca } => ClientSetup::Tls(pki::tls_client(ca, None, key_log)?),
         ClientKeys::MutualTls { ca, cert, key } => {
-            ClientSetup::Tls(pki::tls_client(ca, Some((cert, key)))?)
+            ClientSetup::Tls(pki::tls_client(ca, Some((cert, key)), key_log)?)
         }
         ClientKeys::Psk(psk) => ClientSetup::Psk(
-            PskClient::new(psk.bytes(), ALGORITHM)
-                .with_key_log(SessionKeyLog::from_env()?.map(Arc::new)),
+            PskClient::new(psk.bytes(), ALGORITHM).with_key_log(recording.session_key_log()?),
         ),
     })
 }
@@ -310,7 +321,8 @@ fn hint(e: &smt::Error, keys: &ClientKeys, checked: &str) -> String {
 pub fn client(args: ClientArgs) -> Result<(), CliError> {
     let keys = ClientKeys::from_args(&args.keys)?;
     let ticket = client_ticket(&args, &keys)?;
-    let client = open_client(&args, &keys)?;
+    let recording = Recording::open(&args.observe)?;
+    let client = open_client(&args, &keys, &recording)?;
     let server = args.server.addr;
     let checked = checked_name(&args).unwrap_or_else(|| server.ip().to_string());
     let mode = match &ticket {
@@ -335,17 +347,22 @@ pub fn client(args: ClientArgs) -> Result<(), CliError> {
             client.features(),
         );
     }
-    reach(&client, server, &keys, &checked)?;
-    let row = report::measure(
-        &client,
-        server,
-        None,
-        args.size,
-        args.seconds,
-        args.concurrency,
-    )?;
-    let stats = client.stats()?;
+    let measured = reach(&client, server, &keys, &checked).and_then(|()| {
+        let row = report::measure(
+            &client,
+            server,
+            None,
+            args.size,
+            args.seconds,
+            args.concurrency,
+        )?;
+        Ok((row, client.stats()?))
+    });
+    // A failed run's capture and trace are the ones most worth reading:
+    // they are completed either way.
     client.close();
+    recording.finish()?;
+    let (row, stats) = measured?;
     if args.json {
         let name = match (&ticket, args.ticket.forward_secrecy) {
             (Some(_), true) => "zero-rtt-fs",
@@ -372,8 +389,12 @@ pub fn client(args: ClientArgs) -> Result<(), CliError> {
 /// The client's endpoint, with its keys: files read and the load checked
 /// before its socket is opened. With TLS, the server's certificate is
 /// checked against `--server-name`, else --server's HOST, else its IP.
-fn open_client(args: &ClientArgs, keys: &ClientKeys) -> Result<Endpoint, CliError> {
-    let setup = client_setup(keys)?;
+fn open_client(
+    args: &ClientArgs,
+    keys: &ClientKeys,
+    recording: &Recording,
+) -> Result<Endpoint, CliError> {
+    let setup = client_setup(keys, recording)?;
     let server = args.server.addr;
     let name = checked_name(args)
         .map(|n| {
@@ -385,7 +406,8 @@ fn open_client(args: &ClientArgs, keys: &ClientKeys) -> Result<Endpoint, CliErro
         })
         .transpose()?;
     let local = local_towards(server)?;
-    let cfg = config(&args.transport, local)?;
+    let mut cfg = config(&args.transport, local)?;
+    cfg.set_observe(recording.observe());
     report::check_load("--size", args.size, args.concurrency, &cfg)?;
     let client = Endpoint::bind(local, cfg).map_err(|e| cannot_bind("local", local, e))?;
     match setup {

@@ -30,6 +30,10 @@ pub struct Capture<'a> {
     pub format: Format,
     pub frames: Vec<Frame<'a>>,
     pub truncated: Option<CaptureError>,
+    /// Packets the capturing program says it dropped (pcapng interface
+    /// statistics, `isb_ifdrop`, summed over interfaces); `None` when the
+    /// file does not say.
+    pub dropped: Option<u64>,
 }
 
 /// Which container the file was.
@@ -113,6 +117,7 @@ fn read_pcap<'a>(
         format: Format::Pcap,
         frames: Vec::new(),
         truncated: None,
+        dropped: None,
     };
     while !rest.is_empty() {
         let number = capture.frames.len() as u64 + 1;
@@ -149,6 +154,7 @@ fn read_pcapng<'a>(total: usize, slice: PcapNGSlice<'a>) -> Capture<'a> {
         format: Format::PcapNg,
         frames: Vec::new(),
         truncated: None,
+        dropped: None,
     };
     let mut interfaces: Vec<Interface> = Vec::new();
     let mut offset = 0;
@@ -188,6 +194,11 @@ fn read_pcapng<'a>(total: usize, slice: PcapNGSlice<'a>) -> Capture<'a> {
                     data: &epb.data[..caplen],
                     orig_len: epb.origlen,
                 });
+            }
+            Block::InterfaceStatistics(isb) => {
+                if let Some(Ok(n)) = isb.isb_ifdrop() {
+                    *capture.dropped.get_or_insert(0) += n;
+                }
             }
             Block::SimplePacket(spb) => {
                 let Some(iface) = interfaces.first() else {

@@ -7,11 +7,20 @@ use clap::Args;
 
 use crate::{dump, KeyLog, Options};
 
-/// `smt dump CAPTURE [--keylog FILE] [--json]`.
+/// `smt dump CAPTURE [--keylog FILE] [--json]`, `smt dump --trace FILE...`.
 #[derive(Debug, Args)]
 pub struct DumpArgs {
-    /// A pcap or pcapng file (tcpdump -w, Wireshark).
-    pub capture: PathBuf,
+    /// A pcap or pcapng file (tcpdump -w, Wireshark, smt --capture).
+    #[arg(required_unless_present = "trace")]
+    pub capture: Option<PathBuf>,
+    /// An event trace (smt --trace, JSON lines): print one timeline per
+    /// RPC, merging the traces given (repeat for each endpoint's file).
+    #[arg(long, value_name = "FILE")]
+    pub trace: Vec<PathBuf>,
+    /// With --trace: only the RPC with this message ID (hex 0x.. or
+    /// decimal).
+    #[arg(long, value_name = "ID", requires = "trace")]
+    pub id: Option<String>,
     /// The endpoints' key log: SSLKEYLOGFILE lines for TLS sessions, SMT's
     /// labels for PSK and 0-RTT ones (docs/observability.md).
     #[arg(long, env = "SSLKEYLOGFILE")]
@@ -66,11 +75,57 @@ impl std::fmt::Display for DumpError {
 
 impl std::error::Error for DumpError {}
 
-/// Runs `smt dump`: prints the report on stdout. A capture that stops
-/// early is reported (on stderr too) and makes the run fail after the
-/// report.
+/// Runs `smt dump`: prints the report on stdout (the capture's, then the
+/// traces' timelines). A capture that stops early is reported (on stderr
+/// too) and makes the run fail after the report.
 pub fn run(args: &DumpArgs) -> Result<(), DumpError> {
-    let bytes = std::fs::read(&args.capture).map_err(|e| DumpError::Io(args.capture.clone(), e))?;
+    if let Some(capture) = &args.capture {
+        run_capture(args, capture)?;
+    }
+    if !args.trace.is_empty() {
+        run_traces(args)?;
+    }
+    Ok(())
+}
+
+/// Prints the timelines of `--trace` files.
+fn run_traces(args: &DumpArgs) -> Result<(), DumpError> {
+    let files = args
+        .trace
+        .iter()
+        .map(|path| {
+            let text = std::fs::read(path).map_err(|e| DumpError::Io(path.clone(), e))?;
+            let name = path.display().to_string();
+            Ok((name, String::from_utf8_lossy(&text).into_owned()))
+        })
+        .collect::<Result<Vec<_>, DumpError>>()?;
+    let timelines = crate::trace::timelines(&files).map_err(|e| DumpError::Usage(e.to_string()))?;
+    let text = if args.json {
+        let mut t = timelines;
+        if let Some(id) = &args.id {
+            t.rpcs.retain(|r| r.is(id));
+        }
+        // NOTE(unwrap): the timelines hold strings, numbers and JSON values.
+        serde_json::to_string_pretty(&t).expect("serialisable") + "\n"
+    } else {
+        timelines.to_text(args.id.as_deref())
+    };
+    print(&text)
+}
+
+/// Writes `text` to standard output; a reader that went away (`smt dump
+/// ... | head`) is not an error.
+fn print(text: &str) -> Result<(), DumpError> {
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(DumpError::Io("standard output".into(), e))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn run_capture(args: &DumpArgs, capture: &std::path::Path) -> Result<(), DumpError> {
+    let bytes = std::fs::read(capture).map_err(|e| DumpError::Io(capture.to_owned(), e))?;
     let log = match &args.keylog {
         Some(path) => {
             let text = std::fs::read(path).map_err(|e| DumpError::Io(path.clone(), e))?;
@@ -94,13 +149,7 @@ pub fn run(args: &DumpArgs) -> Result<(), DumpError> {
     } else {
         report.to_text()
     };
-    // A reader that went away (`smt dump ... | head`) is not an error.
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            return Err(DumpError::Io("standard output".into(), e))
-        }
-        _ => {}
-    }
+    print(&text)?;
     for line in &report.capture.key_log_errors {
         eprintln!("smt dump: key log {line}");
     }

@@ -225,6 +225,7 @@ pub fn dump(capture: &[u8], keys: Option<&KeyLog>, opts: &Options) -> Result<Rep
         smt_packets: 0,
         skipped: BTreeMap::new(),
         error: cap.truncated.as_ref().map(ToString::to_string),
+        capture_dropped: cap.dropped,
         key_log_errors: keys.map_or(Vec::new(), |k| {
             k.bad_lines
                 .iter()

@@ -19,6 +19,9 @@
 //!        ─► pass 2: tags verified, messages placed and opened ─► Report
 //! ```
 //!
+//! With `--trace`, it reads the JSON-lines event traces endpoints write
+//! (`smt::observe::Trace`) and prints one timeline per RPC ([`trace`]).
+//!
 //! Bad input never panics: an unreadable capture is a [`CaptureError`], a
 //! malformed frame or packet is reported and skipped, and everything else
 //! is a finding in the [`Report`].
@@ -33,6 +36,7 @@ pub mod link;
 mod message;
 pub mod packet;
 pub mod report;
+pub mod trace;
 
 pub use capture::CaptureError;
 pub use dump::{dump, Options};

@@ -31,6 +31,10 @@ pub struct CaptureSummary {
     pub skipped: std::collections::BTreeMap<String, u64>,
     /// Why reading stopped before the end of the file, if it did.
     pub error: Option<String>,
+    /// Packets the capturing program dropped, as the file says (pcapng
+    /// `isb_ifdrop`, as `smt`'s own capture writes it); `null` when it
+    /// does not say.
+    pub capture_dropped: Option<u64>,
     /// Key-log lines that could not be read: "line N: why".
     pub key_log_errors: Vec<String>,
 }
@@ -176,6 +180,12 @@ impl Report {
         );
         for (why, n) in &c.skipped {
             let _ = write!(out, "; {n} skipped: {why}");
+        }
+        if let Some(n) = c.capture_dropped.filter(|n| *n > 0) {
+            let _ = write!(
+                out,
+                "; the capturing program dropped {n} packets (not in the file)"
+            );
         }
         let _ = writeln!(out);
         out

@@ -199,6 +199,27 @@ fn check_packet(at: &str, fields: &BTreeMap<String, Vec<String>>, tree: &Value, 
     }
 }
 
+/// The zoo holds a packet of every type the dissector names, so the test
+/// below sees each decoded.
+#[test]
+fn the_zoo_has_every_packet_type() {
+    let dir = repo().join("tools/wireshark/testdata");
+    let truth: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("smt-zoo.truth.json")).unwrap())
+            .unwrap();
+    let types: std::collections::BTreeSet<&str> = truth["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|f| f["packets"].as_array().unwrap())
+        .filter(|p| p["malformed"] == false)
+        .filter_map(|p| p["type"].as_str())
+        .collect();
+    for (name, code) in TYPES {
+        assert!(types.contains(name), "no {name} ({code:#x}) in the zoo");
+    }
+}
+
 #[test]
 fn tshark_decodes_every_packet_as_the_capture_was_built() {
     if !tshark_available() {
@@ -211,4 +232,59 @@ fn tshark_decodes_every_packet_as_the_capture_was_built() {
     }
     println!("tshark: {packets} SMT packets checked");
     assert!(packets > 80);
+}
+
+/// tshark reads the pcapng the endpoint itself writes (`--capture`):
+/// every frame is an SMT datagram on the dissector's UDP port heuristic,
+/// none malformed, the multi-packet messages' DATA packets among them,
+/// and as many frames as the capture says it wrote.
+#[test]
+fn tshark_reads_the_endpoints_own_capture() {
+    if !tshark_available() {
+        println!("SKIPPED: tshark is not installed (scripts/tshark-test.sh --install, as root)");
+        return;
+    }
+    use smt::keys::{fresh_session_pair, AeadAlgorithm};
+    use smt::observe::{Capture, Observe};
+    use smt::{Endpoint, EndpointConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("own.pcapng");
+    let capture = Capture::create(&path).unwrap();
+    let any = "127.0.0.1:0".parse().unwrap();
+    let server = Endpoint::bind(any, EndpointConfig::default()).unwrap();
+    let mut config = EndpointConfig::default();
+    config.set_observe(Observe::new().capture(capture.clone()));
+    let client = Endpoint::bind(any, config).unwrap();
+    let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
+    client.install_session(server.local_addr(), ck).unwrap();
+    server.install_session(client.local_addr(), sk).unwrap();
+    let echo = server.clone();
+    std::thread::spawn(move || {
+        while let Ok(mut req) = echo.accept() {
+            let data = req.take_data();
+            let _ = req.respond(&data);
+        }
+    });
+    for len in [64, 4000, 20_000] {
+        let req = vec![len as u8; len];
+        assert_eq!(client.call(server.local_addr(), &req).unwrap(), req[..]);
+    }
+    client.close();
+    server.close();
+    let written = capture.finish().unwrap().datagrams;
+    let frames = tshark_json(&path);
+    assert_eq!(frames.len() as u64, written);
+    let mut data_packets = 0;
+    for frame in &frames {
+        let layers = &frame["_source"]["layers"];
+        let mut fields = BTreeMap::new();
+        flatten(&layers["smt"], &mut fields);
+        assert!(!fields.is_empty(), "not dissected as SMT: {layers}");
+        assert!(!fields.contains_key("smt.malformed"), "{fields:?}");
+        data_packets += fields
+            .get("smt.type")
+            .map_or(0, |t| t.iter().filter(|t| number(t) == 0x10).count());
+    }
+    // 1 + 3 + 15 packets each way.
+    assert!(data_packets >= 2 * 19, "{data_packets} DATA packets");
 }

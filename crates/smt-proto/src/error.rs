@@ -217,6 +217,23 @@ pub enum RpcError {
     Abandoned,
 }
 
+impl RpcError {
+    /// A short stable name for traces and logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Timeout => "timeout",
+            Self::PeerLostRequest => "peer_lost_request",
+            Self::Aborted => "aborted",
+            Self::SessionClosed => "session_closed",
+            Self::IdSpaceExhausted => "id_space_exhausted",
+            Self::PeerMisbehaved => "peer_misbehaved",
+            Self::Unreachable => "unreachable",
+            Self::Overloaded => "overloaded",
+            Self::Abandoned => "abandoned",
+        }
+    }
+}
+
 impl fmt::Display for RpcError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

@@ -36,6 +36,7 @@ pub mod session;
 pub mod sim;
 pub mod stats;
 mod timer;
+pub mod trace;
 pub mod wire;
 
 pub use config::{Config, ConfigError, Padding, MIN_DATAGRAM_SIZE};
@@ -47,6 +48,7 @@ pub use handshake::{AddressProof, Handshake, HandshakeAcceptor, HandshakeError};
 pub use payload::Payload;
 pub use session::{Role, SessionKeys};
 pub use stats::{DropCounts, RttHistogram, Stats, Usage};
+pub use trace::{TraceEvent, Traced};
 
 #[cfg(test)]
 mod tests;

@@ -99,6 +99,11 @@ pub struct RelayConfig {
     pub capture: bool,
     /// Most datagrams kept when `capture` is on; later ones are not kept.
     pub capture_limit: usize,
+    /// Forward each client's datagrams from the port it sent from (on the
+    /// listening address's IP, which must then differ from the client's):
+    /// both ends see the same pair of ports, so their captures and traces
+    /// name the flow alike (`smt dump --trace` merges them by port).
+    pub keep_ports: bool,
 }
 
 impl RelayConfig {
@@ -117,6 +122,7 @@ impl RelayConfig {
             seed: 1,
             capture: false,
             capture_limit: 10_000,
+            keep_ports: false,
         }
     }
 
@@ -247,6 +253,7 @@ impl Relay {
             listen: Arc::clone(&listen),
             upstream: config.upstream,
             tamper,
+            keep_ports: config.keep_ports.then_some(local_addr.ip()),
         });
         let mut relay = Relay {
             shared: Arc::clone(&shared),
@@ -461,6 +468,9 @@ struct Shared {
     listen: Arc<UdpSocket>,
     upstream: SocketAddr,
     tamper: Option<Arc<dyn Tamper>>,
+    /// With `RelayConfig::keep_ports`: the IP the upstream sockets bind
+    /// (with each client's port).
+    keep_ports: Option<IpAddr>,
 }
 
 /// One direction: its impairment, generator and counters.
@@ -517,7 +527,17 @@ impl Shared {
             SocketAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             SocketAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
         };
-        let socket = Arc::new(UdpSocket::bind(SocketAddr::new(unspecified, 0)).ok()?);
+        let from = match self.keep_ports {
+            Some(ip) => SocketAddr::new(ip, client.port()),
+            None => SocketAddr::new(unspecified, 0),
+        };
+        let socket = match UdpSocket::bind(from) {
+            Ok(s) => Arc::new(s),
+            Err(e) => {
+                tracing::warn!("relay: cannot forward {client} from {from}: {e}");
+                return None;
+            }
+        };
         size_relay_buffers(&socket);
         socket.set_read_timeout(Some(POLL)).ok()?;
         let back = Route {

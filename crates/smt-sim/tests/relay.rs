@@ -244,6 +244,31 @@ fn two_clients_each_get_their_own_replies() {
     );
 }
 
+/// With `keep_ports`, the server sees each client's own port number (on
+/// the relay's IP), and replies still reach the right client.
+#[test]
+fn keep_ports_forwards_from_the_clients_port() {
+    let server = EchoServer::start();
+    let relay = Relay::spawn(RelayConfig {
+        listen: "127.0.0.2:0".parse().unwrap(),
+        keep_ports: true,
+        ..RelayConfig::new(server.addr)
+    })
+    .unwrap();
+    let client = Client::new(&relay);
+    client.send(b"same port");
+    assert_eq!(client.recv_n(1)[0], b"same port");
+    let port = client.socket.local_addr().unwrap().port();
+    let seen: Vec<SocketAddr> = server.peers().into_iter().collect();
+    assert_eq!(
+        seen,
+        ["127.0.0.2"
+            .parse::<std::net::IpAddr>()
+            .map(|ip| SocketAddr::new(ip, port))
+            .unwrap()]
+    );
+}
+
 #[test]
 fn stop_is_prompt_even_with_datagrams_held() {
     let server = EchoServer::start();

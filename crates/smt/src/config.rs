@@ -31,6 +31,7 @@ pub use smt_proto::record::SeqLayout;
 pub use smt_udp::{Mode, SocketConfig, DEFAULT_IP_PROTOCOL};
 
 use crate::error::ConfigError;
+use crate::observe::Observe;
 use crate::offload::OffloadConfig;
 use crate::{Error, Padding};
 
@@ -46,6 +47,7 @@ pub struct EndpointConfig {
     call_timeout: Option<Duration>,
     max_outstanding_calls: usize,
     offload: Option<OffloadConfig>,
+    observe: Observe,
 }
 
 /// The largest SMT packet: what a UDP datagram or IP packet can carry.
@@ -66,6 +68,7 @@ impl Default for EndpointConfig {
             call_timeout: None,
             max_outstanding_calls: DEFAULT_MAX_OUTSTANDING_CALLS,
             offload: None,
+            observe: Observe::default(),
         }
     }
 }
@@ -178,6 +181,20 @@ impl EndpointConfig {
     /// Sets [`EndpointConfig::offload`].
     pub fn set_offload(&mut self, offload: Option<OffloadConfig>) -> &mut Self {
         self.offload = offload;
+        self
+    }
+
+    /// What the endpoint records for debugging: a pcapng capture of
+    /// every datagram it sends and receives, and a JSON-lines trace of the
+    /// protocol core's events (`docs/observability.md`). Nothing by
+    /// default.
+    pub fn observe(&self) -> &Observe {
+        &self.observe
+    }
+
+    /// Sets [`EndpointConfig::observe`].
+    pub fn set_observe(&mut self, observe: Observe) -> &mut Self {
+        self.observe = observe;
         self
     }
 

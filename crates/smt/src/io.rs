@@ -11,6 +11,7 @@ use std::time::Instant;
 use smt_proto::Endpoint as Core;
 use smt_udp::{Mode, RecvBuffers, Socket};
 
+use crate::observe::CaptureTap;
 use crate::offload::{Offload, OffloadConfig, OffloadCounters};
 
 /// Most bytes one GSO send carries (the UDP length limit over IPv4), so a
@@ -109,6 +110,9 @@ pub(crate) struct Io {
     held: Option<(SocketAddr, Vec<u8>)>,
     /// The NIC stand-in, with TLS offload on (`EndpointConfig::offload`).
     offload: Option<Offload>,
+    /// Where every datagram sent and received is copied, with a capture
+    /// on (`EndpointConfig::observe`); boxed: off, it is one pointer.
+    capture: Option<Box<CaptureTap>>,
 }
 
 impl Io {
@@ -118,10 +122,11 @@ impl Io {
         socket: Socket,
         max_datagram: usize,
         offload: Option<&OffloadConfig>,
+        capture: Option<CaptureTap>,
     ) -> io::Result<Self> {
         let socket = Arc::new(socket);
         let offload = offload
-            .map(|c| Offload::start(socket.clone(), c))
+            .map(|c| Offload::start(socket.clone(), c, capture.clone()))
             .transpose()?;
         let features = socket.features();
         Ok(Self {
@@ -133,6 +138,7 @@ impl Io {
             send_errors_seen: HashSet::new(),
             held: None,
             offload,
+            capture: capture.map(Box::new),
             socket: Some(socket),
         })
     }
@@ -192,6 +198,11 @@ impl Io {
                 addressed_to(datagram, local_port)
                     .then(|| (with_smt_source_port(from, datagram), datagram))
             });
+            if let Some(tap) = &self.capture {
+                for (from, datagram) in batch.clone() {
+                    tap.received(now, from, datagram);
+                }
+            }
             // Validated peers' datagrams first, the rest within a budget.
             match &mut self.offload {
                 None => core.handle_batch(now, batch),
@@ -224,7 +235,7 @@ impl Io {
     }
 
     fn try_transmit(&mut self, core: &mut Core, now: Instant) -> io::Result<()> {
-        if self.blocked || (self.batch.count > 0 && !self.flush()?) {
+        if self.blocked || (self.batch.count > 0 && !self.flush(now)?) {
             return Ok(());
         }
         if let Some((dest, datagram)) = self.held.take() {
@@ -244,7 +255,7 @@ impl Io {
             // Another destination or size: the batch before it leaves
             // first, then the datagram moves to the front of the buffer.
             let start = self.batch.used;
-            let flushed = self.flush();
+            let flushed = self.flush(now);
             if !matches!(flushed, Ok(true)) {
                 // The socket is full (or failed): keep the datagram aside.
                 let datagram = self.batch.buf[start..start + t.len].to_vec();
@@ -255,20 +266,24 @@ impl Io {
             self.batch.commit(t.destination, t.len);
         }
         if self.batch.count > 0 {
-            self.flush()?;
+            self.flush(now)?;
         }
         Ok(())
     }
 
     /// Sends the batch; returns false if the socket buffer is full (the
     /// batch is kept and retried once the socket is writable).
-    fn flush(&mut self) -> io::Result<bool> {
+    fn flush(&mut self, now: Instant) -> io::Result<bool> {
         let (Some(dest), Some(socket)) = (self.batch.dest, &self.socket) else {
             self.batch.clear();
             return Ok(true);
         };
-        match socket.send(dest, &self.batch.buf[..self.batch.used], self.batch.segment) {
+        let datagrams = &self.batch.buf[..self.batch.used];
+        match socket.send(dest, datagrams, self.batch.segment) {
             Ok(()) => {
+                if let Some(tap) = &self.capture {
+                    tap.sent(now, dest, datagrams, self.batch.segment);
+                }
                 self.batch.clear();
                 Ok(true)
             }

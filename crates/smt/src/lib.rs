@@ -42,6 +42,12 @@
 //! endpoint for a later message, so a stream of megabyte messages reuses
 //! memory instead of faulting fresh pages in.
 //!
+//! Debugging: [`EndpointConfig::observe`] captures every datagram into a
+//! pcapng file ([`observe::Capture`]; `smt dump` decrypts it with the key
+//! log) and writes the protocol's events as JSON lines
+//! ([`observe::Trace`]; `smt dump --trace` draws per-RPC timelines);
+//! `docs/observability.md`.
+//!
 //! Architecture: one engine per endpoint owns the socket (UDP with GSO/GRO
 //! and batched receive, or raw IP), the clock, the session-establishment
 //! policy and the sans-IO protocol core (`smt-proto`). Two faces drive it:
@@ -58,6 +64,7 @@ mod io;
 pub mod keys;
 mod local;
 mod metrics;
+pub mod observe;
 pub mod offload;
 mod recycle;
 mod request;

@@ -818,6 +818,7 @@ pub fn zoo() -> Built {
         (s, c, emit(s, c, 2, true, Body::RpcUnknown, true)),
         (s, c, emit(s, c, 2, false, Body::NeedAck, true)),
         (s, c, emit(s, c, 2, false, Body::Overloaded, true)),
+        (s, c, emit(s, c, 4, false, Body::Abandoned, true)),
         (c, s, emit(c, s, 0, false, Body::Ack(ids), true)),
         (c, s, emit(c, s, 0, true, Body::KeyUpdate, true)),
         (c, s, emit(c, s, 1, true, Body::KeyUpdate, true)),

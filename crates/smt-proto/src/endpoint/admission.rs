@@ -57,6 +57,7 @@ impl Endpoint {
         I: Iterator<Item = (SocketAddr, &'a [u8], T)> + Clone,
         F: Fn(&mut Self, Instant, SocketAddr, &'a [u8], T),
     {
+        self.trace_now(now);
         let mut turns = std::mem::take(&mut self.batch_turns);
         turns.clear();
         let mut previous: Option<(SocketAddr, Turn)> = None;

@@ -14,10 +14,11 @@ use std::time::Instant;
 
 use self::reorder::Reassembly;
 use super::retry::{self, Retry};
-use super::{Endpoint, Event, KEY_UPDATE_CONFIRM};
+use super::{trace_event, Endpoint, Event, KEY_UPDATE_CONFIRM};
 use crate::crypto::TAG_LEN;
 use crate::error::DropReason;
 use crate::handshake::{AddressProof, Handshake, HandshakeAcceptor, HandshakeError};
+use crate::trace::Traced;
 use crate::wire::{Body, Packet, Repr, COMMON_HEADER_LEN, HANDSHAKE_RETRY, HANDSHAKE_TOKEN};
 use crate::SessionKeys;
 
@@ -176,14 +177,23 @@ impl Endpoint {
         if self.handshakes.contains_key(&peer) {
             return;
         }
+        self.trace_now(now);
         if self.is_quarantined(now, peer) {
             self.stats.handshakes_failed += 1;
             let error = HandshakeError::Unreachable;
+            trace_event!(
+                self,
+                Traced::HandshakeFailed {
+                    peer,
+                    error: error.clone(),
+                }
+            );
             self.outbox
                 .events
                 .push_back(Event::HandshakeFailed { peer, error });
             return;
         }
+        trace_event!(self, Traced::HandshakeStarted { peer, kind });
         let mut conn = HandshakeConn::new(hs, kind);
         conn.initiator = true;
         self.handshakes.insert(peer, conn);
@@ -661,6 +671,7 @@ impl Endpoint {
         }
         self.track_unvalidated(peer);
         self.stats.handshakes_completed += 1;
+        trace_event!(self, Traced::HandshakeDone { peer });
         self.outbox.events.push_back(Event::Connected { peer });
         for d in early {
             self.handle_datagram(now, peer, &d);
@@ -692,6 +703,13 @@ impl Endpoint {
             }
         }
         self.stats.handshakes_failed += 1;
+        trace_event!(
+            self,
+            Traced::HandshakeFailed {
+                peer,
+                error: error.clone(),
+            }
+        );
         self.outbox
             .events
             .push_back(Event::HandshakeFailed { peer, error });

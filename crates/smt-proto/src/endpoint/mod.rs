@@ -10,8 +10,9 @@
 //!    [`Endpoint::abandon_request`], [`Endpoint::flush_acks`],
 //!    [`Endpoint::install_session`];
 //! 4. drain outputs: [`Endpoint::poll_transmit`] until `None` (send each
-//!    datagram), [`Endpoint::poll_event`] until `None`, then sleep until
-//!    [`Endpoint::poll_timeout`] or the next datagram.
+//!    datagram), [`Endpoint::poll_event`] until `None`, with tracing on
+//!    ([`Endpoint::set_tracing`]) [`Endpoint::poll_trace`] until `None`,
+//!    then sleep until [`Endpoint::poll_timeout`] or the next datagram.
 //!
 //! Every call does bounded work: one datagram in, one datagram out, one
 //! tick over the live RPCs.
@@ -36,6 +37,18 @@ use outbox::Outbox;
 use scheduler::Scheduler;
 use table::{ClientTable, ServerTable};
 
+/// Queues a trace event if tracing is on; the event is not even built
+/// otherwise (one branch).
+macro_rules! trace_event {
+    ($ep:expr, $what:expr) => {
+        if $ep.trace.is_some() {
+            let what = $what;
+            $ep.record_trace(what);
+        }
+    };
+}
+pub(crate) use trace_event;
+
 /// Hash maps of the per-packet path: foldhash with a per-process random
 /// key (fast; keys include addresses an attacker may choose, so keyed).
 pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
@@ -55,6 +68,7 @@ use crate::rpc::{Incoming, Outgoing, SegmentBuf};
 use crate::session::{Session, SessionKeys};
 use crate::stats::Stats;
 use crate::timer::{Timer, TimerTable};
+use crate::trace::{FreeReason, MessageKind, Traced};
 use crate::wire::{Body, Repr};
 pub use handshake::kind as handshake_kind;
 use handshake::HandshakeConn;
@@ -292,6 +306,8 @@ pub struct Endpoint {
     /// which frames them with plaintext bodies and empty tags (one shared
     /// instance, not one per message).
     pub(crate) framing: Arc<dyn crate::crypto::PacketCipher>,
+    /// The event trace, when on ([`Endpoint::set_tracing`]).
+    pub(crate) trace: Option<Box<crate::trace::Tracer>>,
 }
 
 /// Segment lists kept for reuse: one per message being received at once
@@ -344,6 +360,7 @@ impl Endpoint {
             tx_records: None,
             rx_mark: None,
             framing: Arc::new(NullCipher),
+            trace: None,
         })
     }
 
@@ -525,9 +542,11 @@ impl Endpoint {
         peer: SocketAddr,
         data: impl Into<Payload<'a>>,
     ) -> Result<RpcHandle, SendError> {
+        self.trace_now(now);
         let data = data.into();
         self.check_len(data.len())?;
         let (epoch, id) = self.allocate_id(peer)?;
+        let data_len = data.len() as u64;
         let request = self.seal(peer, epoch, id, data)?;
         let rpc = ClientRpc {
             peer,
@@ -543,6 +562,16 @@ impl Endpoint {
         let key = rpc.key();
         let handle = self.clients.insert(rpc);
         self.client_ids.insert(key, handle);
+        trace_event!(
+            self,
+            Traced::RpcStarted {
+                rpc: handle,
+                peer,
+                epoch,
+                id,
+                len: data_len,
+            }
+        );
         // A fresh request always has bytes to send (its unscheduled part).
         if self.is_quarantined(now, peer) {
             // The network said nothing answers there, a moment ago: fail
@@ -562,6 +591,7 @@ impl Endpoint {
         rpc: ServerRpcHandle,
         data: impl Into<Payload<'a>>,
     ) -> Result<(), SendError> {
+        self.trace_now(now);
         let data = data.into();
         self.check_len(data.len())?;
         match self.servers.get(&rpc).map(|s| &s.state) {
@@ -594,6 +624,15 @@ impl Endpoint {
         };
         let key = c.key();
         self.client_ids.remove(&key);
+        trace_event!(
+            self,
+            Traced::RpcAborted {
+                rpc,
+                peer: key.peer,
+                epoch: key.epoch,
+                id: key.id,
+            }
+        );
         // A restart waiting for an ID has no request at the server.
         if !c.restart_pending {
             self.queue_control(key.peer, key.epoch, key.id, Body::RpcUnknown);
@@ -614,6 +653,7 @@ impl Endpoint {
             Some(ServerState::InService)
         ) {
             self.drop_server(&key);
+            self.trace_freed(key, FreeReason::Abandoned);
             self.queue_control(key.peer, key.epoch, key.id, Body::Abandoned);
             return true;
         }
@@ -643,12 +683,50 @@ impl Endpoint {
         self.outbox.events.pop_front()
     }
 
+    /// Turns the event trace on or off ([`crate::trace`]); off by default.
+    /// Turning it off drops the events not yet taken.
+    pub fn set_tracing(&mut self, on: bool) {
+        self.trace = match (on, self.trace.take()) {
+            (true, Some(t)) => Some(t),
+            (true, None) => Some(Box::new(crate::trace::Tracer::new(
+                crate::trace::DEFAULT_TRACE_CAPACITY,
+            ))),
+            (false, _) => None,
+        };
+    }
+
+    /// The next trace event, oldest first (`None` with tracing off).
+    /// Drain it as often as [`Endpoint::poll_event`]: the queue holds
+    /// [`crate::trace::DEFAULT_TRACE_CAPACITY`] events, and loses (and
+    /// counts) the newest beyond that.
+    pub fn poll_trace(&mut self) -> Option<crate::TraceEvent> {
+        self.trace.as_mut()?.pop()
+    }
+
     /// When [`Endpoint::handle_timeout`] must next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.timers.next()
     }
 
     // ---- internals shared by the submodules ----
+
+    /// Queues a trace event (tracing is on: see the `trace_event!` macro).
+    #[cold]
+    pub(crate) fn record_trace(&mut self, what: crate::trace::Traced) {
+        let tick = self.ticks;
+        if let Some(t) = self.trace.as_mut() {
+            t.push(tick, what);
+        }
+    }
+
+    /// The call in progress carries `now`: trace events take their time
+    /// from it.
+    #[inline]
+    pub(crate) fn trace_now(&mut self, now: Instant) {
+        if let Some(t) = self.trace.as_mut() {
+            t.set_now(now);
+        }
+    }
 
     /// The session with `peer`, asking the key resolver for one if there
     /// is none and `Config::max_resolved_sessions` allows another.
@@ -702,6 +780,14 @@ impl Endpoint {
             tracing::debug!(%peer, epoch, "rekeyed: new key epoch, message IDs restart");
             session.key_update_unconfirmed = Some(0);
             self.queue_control(peer, epoch, KEY_UPDATE_ANNOUNCE, Body::KeyUpdate);
+            trace_event!(
+                self,
+                Traced::Rekeyed {
+                    peer,
+                    epoch,
+                    by_peer: false,
+                }
+            );
         }
         let session = self.peers.get_mut(&peer).ok_or(SendError::NoSession)?;
         match session.current.ids.allocate() {
@@ -754,6 +840,10 @@ impl Endpoint {
             .get_mut(&peer)
             .ok_or(SendError::NoSession)?
             .session;
+        let kind = match session.is_local_id(id) {
+            true => MessageKind::Request,
+            false => MessageKind::Response,
+        };
         let stats = &mut session.stats;
         let keys = match session.current.number == epoch {
             true => &mut session.current,
@@ -800,7 +890,20 @@ impl Endpoint {
         self.stats.records_sealed += layout.records();
         self.stats.messages_sent += 1;
         let mss = cfg.mss() as u16;
-        Ok(Outgoing::new(sealed, mss, cfg.unscheduled_bytes, for_nic))
+        let out = Outgoing::new(sealed, mss, cfg.unscheduled_bytes, for_nic);
+        trace_event!(
+            self,
+            Traced::Sealed {
+                peer,
+                epoch,
+                id,
+                kind,
+                len,
+                wire_len: layout.wire_len(),
+                records: layout.records(),
+            }
+        );
+        Ok(out)
     }
 
     pub(crate) fn arm_tick(&mut self, now: Instant) {
@@ -811,12 +914,23 @@ impl Endpoint {
 
     pub(crate) fn fail_client(&mut self, rpc: RpcHandle, error: RpcError) {
         if let Some(c) = self.clients.remove(&rpc) {
-            self.client_ids.remove(&c.key());
+            let key = c.key();
+            self.client_ids.remove(&key);
             if let Some(s) = self.peers.get_mut(&c.peer) {
                 s.stats.rpcs_failed += 1;
             }
             self.recycle_client(c);
             self.stats.rpcs_failed += 1;
+            trace_event!(
+                self,
+                Traced::RpcFailed {
+                    rpc,
+                    peer: key.peer,
+                    epoch: key.epoch,
+                    id: key.id,
+                    error: error.clone(),
+                }
+            );
             self.outbox.events.push_back(Event::Failed { rpc, error });
         }
     }
@@ -849,6 +963,19 @@ impl Endpoint {
             ServerState::InService => self.in_service = self.in_service.saturating_sub(1),
         }
         true
+    }
+
+    /// Traces the end of a server RPC (freed by the caller).
+    pub(crate) fn trace_freed(&mut self, key: ServerRpcHandle, reason: FreeReason) {
+        trace_event!(
+            self,
+            Traced::ServerFreed {
+                peer: key.peer,
+                epoch: key.epoch,
+                id: key.id,
+                reason,
+            }
+        );
     }
 
     /// Queues a control packet about an RPC of key epoch `epoch`.

@@ -6,7 +6,9 @@ use std::time::Instant;
 
 use super::limits::Charge;
 use super::tick::missing;
-use super::{Endpoint, Event, MsgKey, RpcHandle, ServerRpc, ServerRpcHandle, ServerState};
+use super::{
+    trace_event, Endpoint, Event, MsgKey, RpcHandle, ServerRpc, ServerRpcHandle, ServerState,
+};
 use crate::crypto::TAG_LEN;
 use crate::error::{DropReason, RpcError, SendError};
 use crate::offload::KeyId;
@@ -15,6 +17,7 @@ use crate::record::OffloadTally;
 use crate::rpc::{Accepted, Incoming, MESSAGE_OVERHEAD};
 use crate::session::ReplayCheck;
 use crate::timer::Timer;
+use crate::trace::{FreeReason, MessageKind, PacketSummary, Traced};
 use crate::wire::{
     first_packet_len, AckIds, Body, DataHeader, Packet, PacketType, Repr, WireError,
 };
@@ -109,6 +112,7 @@ impl Endpoint {
     ) {
         self.stats.datagrams_rx += 1;
         self.stats.bytes_rx += datagram.len() as u64;
+        self.trace_now(now);
         let tagged = self.config.authenticate_control;
         let mut rest = datagram;
         loop {
@@ -126,6 +130,13 @@ impl Endpoint {
     /// One packet (the whole datagram, or one of its coalesced packets).
     /// Returns whether the packets after it may be handled.
     fn handle_packet(&mut self, now: Instant, from: SocketAddr, packet: &[u8]) -> bool {
+        trace_event!(
+            self,
+            Traced::Received {
+                peer: from,
+                packet: PacketSummary::of(packet, self.config.authenticate_control),
+            }
+        );
         let Err(reason) = self.process(now, from, packet) else {
             return true;
         };
@@ -139,6 +150,7 @@ impl Endpoint {
     }
 
     pub(crate) fn drop_packet(&mut self, from: SocketAddr, reason: DropReason) {
+        trace_event!(self, Traced::Dropped { peer: from, reason });
         tracing::debug!(%from, reason = reason.name(), "dropped packet");
         self.stats.drops.add(reason);
         if let Some(s) = self.peers.get_mut(&from) {
@@ -374,6 +386,14 @@ impl Endpoint {
         }
         if let Some(epoch) = epoch {
             self.queue_control(from, epoch, super::KEY_UPDATE_CONFIRM, Body::KeyUpdate);
+            trace_event!(
+                self,
+                Traced::Rekeyed {
+                    peer: from,
+                    epoch,
+                    by_peer: true,
+                }
+            );
         }
         Ok(())
     }
@@ -444,6 +464,7 @@ impl Endpoint {
         if u64::from(h.message_len) > self.config.message_len_limit() {
             return Err(DropReason::OverLimit);
         }
+        let opened_before = self.stats.records_opened;
         let mut outcome = self.store_and_open(now, msg, key, h, payload, false);
         if let Ok(Opened::NeedsRoom(more)) = outcome {
             // A new segment buffer is admitted first (this may recount or
@@ -458,6 +479,9 @@ impl Endpoint {
             outcome = self.store_and_open(now, msg, key, h, payload, true);
         }
         self.scheduler.grants_dirty = true;
+        if self.trace.is_some() {
+            self.trace_opening(key, &outcome, self.stats.records_opened - opened_before);
+        }
         match outcome {
             Err(e) => Err(e),
             Ok(Opened::Discard(e)) => {
@@ -478,6 +502,44 @@ impl Endpoint {
                 Ok(None)
             }
         }
+    }
+
+    /// Traces what storing a DATA packet opened, or failed to open.
+    /// `attempted`: records whose opening was tried (opening stops at the
+    /// first that fails).
+    #[cold]
+    fn trace_opening(
+        &mut self,
+        key: ServerRpcHandle,
+        outcome: &Result<Opened, DropReason>,
+        attempted: u64,
+    ) {
+        let (peer, epoch, id) = (key.peer, key.epoch, key.id);
+        let records = match outcome {
+            Ok(Opened::Failed { .. }) => attempted.saturating_sub(1),
+            _ => attempted,
+        };
+        if records > 0 {
+            let what = Traced::Opened {
+                peer,
+                epoch,
+                id,
+                records,
+            };
+            self.record_trace(what);
+        }
+        let reason = match outcome {
+            Ok(Opened::Failed { .. }) => DropReason::AuthFailure,
+            Ok(Opened::Discard(reason)) => *reason,
+            _ => return,
+        };
+        let what = Traced::OpenFailed {
+            peer,
+            epoch,
+            id,
+            reason,
+        };
+        self.record_trace(what);
     }
 
     /// The per-packet part of DATA: stores the payload, opens what became
@@ -759,6 +821,17 @@ impl Endpoint {
                 let data = inc.take_data();
                 self.recycle_incoming(inc);
                 self.in_service += 1;
+                trace_event!(
+                    self,
+                    Traced::Delivered {
+                        peer: k.peer,
+                        epoch: k.epoch,
+                        id: k.id,
+                        kind: MessageKind::Request,
+                        len: data.len() as u64,
+                        rpc: None,
+                    }
+                );
                 if let Some(s) = self.peers.get_mut(&k.peer) {
                     if let Some(e) = s.epoch_mut(k.epoch) {
                         e.replay.mark(k.id);
@@ -778,6 +851,7 @@ impl Endpoint {
     /// RPC_UNKNOWN), its state is freed, and the client hears OVERLOADED.
     fn refuse_request(&mut self, key: ServerRpcHandle) {
         self.drop_server(&key);
+        self.trace_freed(key, FreeReason::Overloaded);
         if let Some(epoch) = self
             .peers
             .get_mut(&key.peer)
@@ -804,6 +878,17 @@ impl Endpoint {
         self.recycle_incoming(inc);
         self.recycle_client(rpc);
         self.client_ids.remove(&key);
+        trace_event!(
+            self,
+            Traced::Delivered {
+                peer: key.peer,
+                epoch: key.epoch,
+                id: key.id,
+                kind: MessageKind::Response,
+                len: data.len() as u64,
+                rpc: Some(handle),
+            }
+        );
         self.stats.rpcs_completed += 1;
         self.stats.rtt.record(rtt);
         if let Some(s) = self.peers.get_mut(&key.peer) {
@@ -983,6 +1068,7 @@ impl Endpoint {
             (Body::Resend { .. }, _) => self.queue_control(key.peer, key.epoch, key.id, Body::Busy),
             (Body::RpcUnknown, _) => {
                 self.drop_server(&key);
+                self.trace_freed(key, FreeReason::ClientGone);
             }
             (Body::Busy | Body::Grant { .. }, _) => {}
             _ => return Err(DropReason::Unsupported),
@@ -992,8 +1078,9 @@ impl Endpoint {
 
     fn on_ack(&mut self, key: ServerRpcHandle, ids: &AckIds) -> Result<(), DropReason> {
         for &id in ids.as_slice() {
-            if !self.is_local_id(key.peer, id) {
-                self.drop_server(&ServerRpcHandle { id, ..key });
+            let done = ServerRpcHandle { id, ..key };
+            if !self.is_local_id(key.peer, id) && self.drop_server(&done) {
+                self.trace_freed(done, FreeReason::Acked);
             }
         }
         Ok(())
@@ -1064,6 +1151,17 @@ impl Endpoint {
                 self.recycle_incoming(inc);
             }
         }
+        trace_event!(
+            self,
+            Traced::RpcRestarted {
+                rpc: handle,
+                peer: old.peer,
+                old_epoch: old.epoch,
+                old_id: old.id,
+                epoch,
+                id,
+            }
+        );
         self.stats.requests_restarted += 1;
         if let Some(s) = self.peers.get_mut(&old.peer) {
             s.stats.requests_restarted += 1;

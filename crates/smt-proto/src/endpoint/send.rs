@@ -8,7 +8,8 @@ use std::time::Instant;
 use super::{Endpoint, MsgKey, ServerRpcHandle, ServerState, Transmit};
 use crate::crypto::TAG_LEN;
 use crate::rpc::Outgoing;
-use crate::wire::{Body, Packet, Repr, MIN_PACKET_LEN};
+use crate::trace::{PacketSummary, Traced};
+use crate::wire::{first_packet_len, Body, Packet, Repr, MIN_PACKET_LEN};
 
 impl Endpoint {
     /// Writes the next datagram to send into `buf` and says where it goes.
@@ -22,7 +23,8 @@ impl Endpoint {
     /// # Panics
     /// If `buf` is shorter than `Config::max_datagram_size`: a programming
     /// error in the driver, not something the network can cause.
-    pub fn poll_transmit(&mut self, _now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        self.trace_now(now);
         let limit = self.config.max_datagram_size;
         assert!(
             buf.len() >= limit,
@@ -43,10 +45,27 @@ impl Endpoint {
                 self.stats.coalesced_packets_tx += 1;
             }
         }
+        if self.trace.is_some() {
+            self.trace_datagram(first.destination, &buf[..len]);
+        }
         Some(self.count_tx(Transmit {
             destination: first.destination,
             len,
         }))
+    }
+
+    /// Traces each packet of a datagram about to leave.
+    #[cold]
+    fn trace_datagram(&mut self, peer: SocketAddr, datagram: &[u8]) {
+        let tagged = self.config.authenticate_control;
+        let mut rest = datagram;
+        while !rest.is_empty() {
+            let len = first_packet_len(rest, tagged).unwrap_or(rest.len());
+            let (packet, tail) = rest.split_at(len);
+            let packet = PacketSummary::of(packet, tagged);
+            self.record_trace(Traced::Sent { peer, packet });
+            rest = tail;
+        }
     }
 
     /// The first packet of the next datagram and its key epoch: a prebuilt

@@ -65,6 +65,7 @@ enum Action {
 impl Endpoint {
     /// Handles every timer expired at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.trace_now(now);
         while let Some(timer) = self.timers.pop_expired(now) {
             match timer {
                 Timer::Tick => self.tick(now),
@@ -291,6 +292,7 @@ impl Endpoint {
             Action::FreeServer(k) => {
                 tracing::debug!(peer = %k.peer, id = k.id, "freeing server RPC after silence");
                 self.drop_server(&k);
+                self.trace_freed(k, crate::trace::FreeReason::Timeout);
             }
         }
     }

@@ -28,6 +28,10 @@ OPTIONS:
     --corrupt P              probability one random bit is flipped [0]
     --delay-us N             fixed extra one-way delay, in µs [0]
     --seed N                 seed for the impairment decisions [1]
+    --keep-ports             forward each client's datagrams from its own port number, on
+                             --listen's IP (which must differ from the client's, e.g.
+                             127.0.0.2): both ends see the same ports, so `smt dump --trace`
+                             merges their traces
     --duration-s SECS        stop after this many seconds (default: run until killed)
     -h, --help               print this help
 
@@ -105,6 +109,7 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Options>, Stri
     };
     let mut seed = 1;
     let mut duration = None;
+    let mut keep_ports = false;
     let args: Vec<String> = args.into_iter().collect();
     if args.iter().any(|a| a == "-h" || a == "--help") {
         return Ok(None);
@@ -122,6 +127,7 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Options>, Stri
                 .ok_or_else(|| format!("{flag} needs a value"))
         };
         match flag {
+            "--keep-ports" => keep_ports = true,
             "--listen" => listen = Some(address(flag, &value()?)?),
             "--upstream" => upstream = Some(address(flag, &value()?)?),
             "--loss" => impairment.loss = probability(flag, &value()?)?,
@@ -140,6 +146,7 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Options>, Stri
     let config = RelayConfig {
         listen,
         seed,
+        keep_ports,
         ..RelayConfig::new(upstream).both_ways(impairment)
     };
     Ok(Some(Options { config, duration }))

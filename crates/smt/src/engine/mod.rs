@@ -39,6 +39,7 @@ use smt_udp::{Features, Socket};
 use self::calls::Calls;
 use self::sessions::{Parked, Sessions, Started};
 use crate::io::Io;
+use crate::observe::{CaptureTap, Framing};
 use crate::recycle::Recycler;
 use crate::stats::{PeerStats, Stats};
 use crate::{CallOptions, EndpointConfig, Error};
@@ -96,6 +97,9 @@ pub(crate) struct Engine {
     closing: Option<Instant>,
     local_addr: SocketAddr,
     features: Features,
+    /// Where the core's trace events go, with a trace on
+    /// (`EndpointConfig::observe`).
+    trace: Option<crate::observe::Trace>,
 }
 
 impl Engine {
@@ -107,10 +111,21 @@ impl Engine {
     ) -> Result<Self, Error> {
         // Refused before a socket is opened.
         config.validate(addr)?;
-        let (socket, local_addr, core) = open(addr, config)?;
+        let (socket, local_addr, mut core) = open(addr, config)?;
         let features = socket.features().clone();
         let max_datagram = core.config().max_datagram_size;
-        let io = Io::new(socket, max_datagram, config.offload()).map_err(Error::Io)?;
+        let observe = config.observe();
+        let tap = observe.capture.clone().map(|capture| CaptureTap {
+            capture,
+            local: local_addr,
+            framing: match config.socket().mode() {
+                smt_udp::Mode::Udp => Framing::Udp,
+                smt_udp::Mode::RawIp { protocol } => Framing::Ip(protocol),
+            },
+        });
+        let io = Io::new(socket, max_datagram, config.offload(), tap).map_err(Error::Io)?;
+        let trace = observe.trace.clone();
+        core.set_tracing(trace.is_some());
         Ok(Self {
             io,
             core,
@@ -123,6 +138,7 @@ impl Engine {
             closing: None,
             local_addr,
             features,
+            trace,
         })
     }
 
@@ -340,6 +356,7 @@ impl Engine {
     /// sent afterwards.
     pub fn close_socket(&mut self) {
         self.io.close();
+        self.drain_trace();
     }
 
     /// Ends every call still waiting with [`Error::Closed`].
@@ -377,6 +394,7 @@ impl Engine {
         self.retry_deferred(now);
         self.expire_calls(now);
         self.io.transmit(&mut self.core, now);
+        self.drain_trace();
     }
 
     /// Transmits what is queued, as far as grants and the socket allow.
@@ -384,6 +402,7 @@ impl Engine {
         let now = self.clock.now();
         self.dispatch(now);
         self.io.transmit(&mut self.core, now);
+        self.drain_trace();
     }
 
     /// The next reply or request.
@@ -392,6 +411,18 @@ impl Engine {
     }
 
     // ---- internals ----
+
+    /// Hands the core's trace events to the trace's writer (with a trace
+    /// on; otherwise one branch).
+    fn drain_trace(&mut self) {
+        let Some(trace) = &self.trace else {
+            return;
+        };
+        let events: Vec<_> = std::iter::from_fn(|| self.core.poll_trace()).collect();
+        if !events.is_empty() {
+            trace.record(self.local_addr, events);
+        }
+    }
 
     /// Sends the call's request, or parks it, or says why it cannot start.
     fn start(

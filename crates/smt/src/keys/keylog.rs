@@ -62,6 +62,15 @@ impl SessionKeyLog {
         self.write_line(PSK_SERVER_TRAFFIC_KEY, client_nonce, s2c);
     }
 
+    /// Logs the traffic keys of a session installed without a handshake
+    /// ([`crate::Endpoint::install_session`] with keys from
+    /// [`super::session`]) under the PSK labels and `id`: any bytes (no
+    /// handshake names the session in a capture, so `smt dump` finds its
+    /// keys by trial decryption).
+    pub fn installed_keys(&self, id: &[u8], c2s: &TrafficKey, s2c: &TrafficKey) {
+        self.psk_keys(id, c2s, s2c);
+    }
+
     /// Best effort: a failing debug log must not fail the handshake.
     fn write_line(&self, label: &str, id: &[u8], key: &TrafficKey) {
         let line = format!("{label} {} {}{}\n", hex(id), hex(key.key()), hex(key.iv()));

@@ -28,6 +28,8 @@ pub use smt_offload::{RxCounters, TxCounters};
 pub use tx::{wire_datagram, DeterministicNic, ThreadedNic, TxNic, TxOffload, TxOffloadStats};
 
 use smt_proto::Endpoint as Core;
+
+use crate::observe::CaptureTap;
 use smt_udp::Socket;
 
 /// How big the NIC stand-in is: `Default` and `set_*` setters, as
@@ -175,10 +177,16 @@ pub(crate) struct Offload {
 }
 
 impl Offload {
-    /// Starts the transmit workers on `socket`.
-    pub fn start(socket: Arc<Socket>, config: &OffloadConfig) -> io::Result<Self> {
+    /// Starts the transmit workers on `socket`; with `capture`, they copy
+    /// what they send into it.
+    pub fn start(
+        socket: Arc<Socket>,
+        config: &OffloadConfig,
+        capture: Option<CaptureTap>,
+    ) -> io::Result<Self> {
         let gso = socket.features().gso_max_segments;
-        let nic = ThreadedNic::start(socket, config.queues, config.contexts, config.ring, gso)?;
+        let (queues, contexts, ring) = (config.queues, config.contexts, config.ring);
+        let nic = ThreadedNic::start_capturing(socket, queues, contexts, ring, gso, capture)?;
         Ok(Self {
             tx: TxOffload::new(nic, config.queues, config.contexts),
             rx: RxOffload::new(config.rx_contexts),

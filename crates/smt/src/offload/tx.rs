@@ -38,6 +38,8 @@ use smt_proto::offload::{RecordPos, TxRecords};
 use smt_proto::Endpoint as Core;
 use smt_udp::Socket;
 
+use crate::observe::CaptureTap;
+
 /// Bytes of the destination put in front of each segment's header.
 const DEST_LEN: usize = 19;
 
@@ -308,14 +310,26 @@ impl ThreadedNic {
         ring: usize,
         gso_segments: usize,
     ) -> io::Result<Self> {
+        Self::start_capturing(socket, queues, contexts, ring, gso_segments, None)
+    }
+
+    /// [`ThreadedNic::start`], the workers copying what they send into
+    /// `capture`.
+    pub(crate) fn start_capturing(
+        socket: Arc<Socket>,
+        queues: u16,
+        contexts: usize,
+        ring: usize,
+        gso_segments: usize,
+        capture: Option<CaptureTap>,
+    ) -> io::Result<Self> {
         let send_errors = Arc::new(AtomicU64::new(0));
         let outputs = (0..queues.max(1))
             .map(|_| {
-                Box::new(SocketOutput::new(
-                    socket.clone(),
-                    gso_segments,
-                    send_errors.clone(),
-                )) as Box<dyn WireOutput>
+                let mut output =
+                    SocketOutput::new(socket.clone(), gso_segments, send_errors.clone());
+                output.capture = capture.clone();
+                Box::new(output) as Box<dyn WireOutput>
             })
             .collect();
         let config = EngineConfig {
@@ -363,6 +377,8 @@ struct SocketOutput {
     last_short: bool,
     max_segments: usize,
     errors: Arc<AtomicU64>,
+    /// A copy of what leaves, with a capture on.
+    capture: Option<CaptureTap>,
 }
 
 impl SocketOutput {
@@ -376,6 +392,7 @@ impl SocketOutput {
             last_short: false,
             max_segments: max_segments.max(1),
             errors,
+            capture: None,
         }
     }
 
@@ -398,7 +415,15 @@ impl SocketOutput {
         let (mut at, mut waited) = (0, Duration::ZERO);
         while at < self.buf.len() {
             match self.socket.send_some(dest, &self.buf[at..], self.segment) {
-                Ok(n) if n > 0 => at += n,
+                Ok(n) if n > 0 => {
+                    if let Some(tap) = &self.capture {
+                        // A worker thread of the NIC stand-in: it keeps no
+                        // engine clock, and reads the system's.
+                        let sent = &self.buf[at..at + n];
+                        tap.sent(std::time::Instant::now(), dest, sent, self.segment);
+                    }
+                    at += n;
+                }
                 Ok(_) => break,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock && waited < FULL_SOCKET_WAIT => {
                     let step = Duration::from_millis(1);
