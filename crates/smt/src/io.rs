@@ -16,7 +16,7 @@ use crate::offload::{Offload, OffloadConfig, OffloadCounters};
 
 /// Most bytes one GSO send carries (the UDP length limit over IPv4), so a
 /// batch is always one all-or-nothing system call.
-const MAX_GSO_BYTES: usize = 65_507;
+pub(crate) const MAX_GSO_BYTES: usize = 65_507;
 /// Receive batches handled per call before transmitting (fairness).
 const RECV_BATCHES_PER_TURN: usize = 16;
 
@@ -52,12 +52,12 @@ impl Batch {
     }
 
     /// Where the core writes the next datagram.
-    fn free_space(&mut self) -> &mut [u8] {
+    pub fn free_space(&mut self) -> &mut [u8] {
         &mut self.buf[self.used..self.used + self.max_datagram]
     }
 
     /// Whether `len` bytes to `dest` can join the batch.
-    fn fits(&self, dest: SocketAddr, len: usize) -> bool {
+    pub fn fits(&self, dest: SocketAddr, len: usize) -> bool {
         self.count == 0
             || (self.dest == Some(dest)
                 && !self.last_short
@@ -67,7 +67,7 @@ impl Batch {
     }
 
     /// Adds the `len` bytes written into `free_space` to the batch.
-    fn commit(&mut self, dest: SocketAddr, len: usize) {
+    pub fn commit(&mut self, dest: SocketAddr, len: usize) {
         if self.count == 0 {
             self.dest = Some(dest);
             self.segment = len;
@@ -83,7 +83,14 @@ impl Batch {
         self.commit(dest, datagram.len());
     }
 
-    fn clear(&mut self) {
+    /// The batch's datagrams, back to back; where they go; and the size
+    /// of each (the last may be shorter). `None` while empty.
+    pub fn gathered(&self) -> Option<(SocketAddr, &[u8], usize)> {
+        let dest = self.dest.filter(|_| self.count > 0)?;
+        Some((dest, &self.buf[..self.used], self.segment))
+    }
+
+    pub fn clear(&mut self) {
         self.used = 0;
         self.dest = None;
         self.count = 0;

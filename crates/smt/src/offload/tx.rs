@@ -38,6 +38,7 @@ use smt_proto::offload::{RecordPos, TxRecords};
 use smt_proto::Endpoint as Core;
 use smt_udp::Socket;
 
+use crate::io::{Batch, MAX_GSO_BYTES};
 use crate::observe::CaptureTap;
 
 /// Bytes of the destination put in front of each segment's header.
@@ -360,22 +361,16 @@ impl TxNic for ThreadedNic {
     }
 }
 
-/// Most bytes one GSO send carries (the UDP length limit over IPv4).
-const MAX_GSO_BYTES: usize = 65_507;
 /// How long a worker waits for room in a full socket before it gives up
 /// on a batch (the protocol retransmits).
 const FULL_SOCKET_WAIT: Duration = Duration::from_millis(50);
 
 /// One worker's way to the wire: consecutive datagrams to one destination
-/// and of one size (the last may be shorter) are sent in one GSO call.
+/// and of one size (the last may be shorter) are sent in one GSO call,
+/// gathered by the same rule as the engine's own sends ([`Batch`]).
 struct SocketOutput {
     socket: Arc<Socket>,
-    buf: Vec<u8>,
-    dest: Option<SocketAddr>,
-    segment: usize,
-    count: usize,
-    last_short: bool,
-    max_segments: usize,
+    batch: Batch,
     errors: Arc<AtomicU64>,
     /// A copy of what leaves, with a capture on.
     capture: Option<CaptureTap>,
@@ -385,42 +380,30 @@ impl SocketOutput {
     fn new(socket: Arc<Socket>, max_segments: usize, errors: Arc<AtomicU64>) -> Self {
         Self {
             socket,
-            buf: Vec::with_capacity(MAX_GSO_BYTES),
-            dest: None,
-            segment: 0,
-            count: 0,
-            last_short: false,
-            max_segments: max_segments.max(1),
+            // Room for any one datagram after a full batch: the engine's
+            // segments are never longer than a GSO send.
+            batch: Batch::new(max_segments, MAX_GSO_BYTES),
             errors,
             capture: None,
         }
-    }
-
-    fn fits(&self, dest: SocketAddr, len: usize) -> bool {
-        self.count == 0
-            || (self.dest == Some(dest)
-                && !self.last_short
-                && len <= self.segment
-                && self.count < self.max_segments
-                && self.buf.len() + len <= MAX_GSO_BYTES)
     }
 
     /// Sends the gathered datagrams, waiting a little for room if the
     /// socket is full. `send_some` says how far a refused batch got, so
     /// no datagram goes out twice.
     fn send(&mut self) {
-        let Some(dest) = self.dest.take() else {
+        let Some((dest, bytes, segment)) = self.batch.gathered() else {
             return;
         };
         let (mut at, mut waited) = (0, Duration::ZERO);
-        while at < self.buf.len() {
-            match self.socket.send_some(dest, &self.buf[at..], self.segment) {
+        while at < bytes.len() {
+            match self.socket.send_some(dest, &bytes[at..], segment) {
                 Ok(n) if n > 0 => {
                     if let Some(tap) = &self.capture {
                         // A worker thread of the NIC stand-in: it keeps no
                         // engine clock, and reads the system's.
-                        let sent = &self.buf[at..at + n];
-                        tap.sent(std::time::Instant::now(), dest, sent, self.segment);
+                        let sent = &bytes[at..at + n];
+                        tap.sent(std::time::Instant::now(), dest, sent, segment);
                     }
                     at += n;
                 }
@@ -433,15 +416,13 @@ impl SocketOutput {
                 }
                 Err(e) => {
                     tracing::debug!("offload engine: send failed: {e}");
-                    let left = (self.buf.len() - at).div_ceil(self.segment.max(1));
+                    let left = (bytes.len() - at).div_ceil(segment.max(1));
                     self.errors.fetch_add(left as u64, Ordering::Relaxed);
                     break;
                 }
             }
         }
-        self.buf.clear();
-        self.count = 0;
-        self.last_short = false;
+        self.batch.clear();
     }
 }
 
@@ -452,17 +433,19 @@ impl WireOutput for SocketOutput {
         };
         let header = &segment.header[DEST_LEN..];
         let len = header.len() + segment.payload.len();
-        if !self.fits(dest, len) {
+        if len > MAX_GSO_BYTES {
+            // Not a datagram any socket could send; the engine never
+            // makes one (its segments are one MTU's worth).
+            self.errors.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if !self.batch.fits(dest, len) {
             self.send();
         }
-        if self.count == 0 {
-            self.dest = Some(dest);
-            self.segment = len;
-        }
-        self.last_short = len < self.segment;
-        self.buf.extend_from_slice(header);
-        self.buf.extend_from_slice(&segment.payload);
-        self.count += 1;
+        let room = self.batch.free_space();
+        room[..header.len()].copy_from_slice(header);
+        room[header.len()..len].copy_from_slice(&segment.payload);
+        self.batch.commit(dest, len);
     }
 
     fn flush(&mut self) {
