@@ -115,6 +115,10 @@ pub(crate) struct Io {
     send_errors_seen: HashSet<io::ErrorKind>,
     /// A datagram that could not join the batch the full socket refused.
     held: Option<(SocketAddr, Vec<u8>)>,
+    /// ICMP errors may wait in the socket's error queue with nothing left
+    /// to announce them (a send took the socket's error signal, or the
+    /// last turn read its share and stopped): the next receive drains.
+    errors_pending: bool,
     /// The NIC stand-in, with TLS offload on (`EndpointConfig::offload`).
     offload: Option<Offload>,
     /// Where every datagram sent and received is copied, with a capture
@@ -144,6 +148,7 @@ impl Io {
             more_to_read: false,
             send_errors_seen: HashSet::new(),
             held: None,
+            errors_pending: false,
             offload,
             capture: capture.map(Box::new),
             socket: Some(socket),
@@ -170,19 +175,23 @@ impl Io {
         self.held = None;
     }
 
-    /// Reads up to [`RECV_BATCHES_PER_TURN`] batches into `core`.
+    /// Reads up to [`RECV_BATCHES_PER_TURN`] batches into `core`, after
+    /// the ICMP errors queued for the socket if any are known to wait.
     pub fn receive(&mut self, core: &mut Core, now: Instant) {
         self.more_to_read = false;
         let Some(socket) = &self.socket else {
             return;
         };
+        if self.errors_pending {
+            self.errors_pending = report_unreachable(socket, core, now) == Errors::More;
+        }
         self.more_to_read = true;
         for _ in 0..RECV_BATCHES_PER_TURN {
             match socket.recv(&mut self.recv) {
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.more_to_read = false;
-                    return;
+                    break;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
@@ -190,7 +199,7 @@ impl Io {
                     // datagram we sent surfaces here once; the socket
                     // queued the details (IP_RECVERR).
                     tracing::debug!("recv error: {e}");
-                    report_unreachable(socket, core, now);
+                    self.errors_pending = report_unreachable(socket, core, now) == Errors::More;
                     continue;
                 }
             }
@@ -218,9 +227,19 @@ impl Io {
             if !self.recv.was_full() {
                 // Drained: no need for the empty receive that would say so.
                 self.more_to_read = false;
-                return;
+                break;
             }
         }
+        // Errors left for the next turn: it comes without sleeping (the
+        // queue takes room from the receive buffer, and no new signal may
+        // announce what is already queued).
+        self.more_to_read |= self.errors_pending;
+    }
+
+    /// The socket polled as failed (`POLLERR`): its error queue holds
+    /// something; the next receive reads it.
+    pub fn socket_failed(&mut self) {
+        self.errors_pending = true;
     }
 
     /// Whether datagrams wait for room in the socket.
@@ -286,7 +305,22 @@ impl Io {
             return Ok(true);
         };
         let datagrams = &self.batch.buf[..self.batch.used];
-        match socket.send(dest, datagrams, self.batch.segment) {
+        let mut result = socket.send(dest, datagrams, self.batch.segment);
+        for _ in 0..SEND_ATTEMPTS_AFTER_ICMP {
+            match &result {
+                Err(e) if is_icmp_report(e) => {
+                    // The error is the socket's, not this send's: an ICMP
+                    // report about an earlier datagram (to anyone), handed
+                    // to the first call that looked. Its details wait in
+                    // the error queue; this batch was not sent: try again.
+                    self.errors_pending = true;
+                    self.more_to_read = true;
+                    result = socket.send(dest, datagrams, self.batch.segment);
+                }
+                _ => break,
+            }
+        }
+        match result {
             Ok(()) => {
                 if let Some(tap) = &self.capture {
                     tap.sent(now, dest, datagrams, self.batch.segment);
@@ -299,8 +333,8 @@ impl Io {
                 Ok(false)
             }
             Err(e) => {
-                // Unreachable destination or similar: the datagrams are
-                // lost; the protocol retransmits what matters.
+                // The datagrams are lost; the protocol retransmits what
+                // matters.
                 self.batch.clear();
                 Err(e)
             }
@@ -337,13 +371,45 @@ fn addressed_to(datagram: &[u8], port: u16) -> bool {
     matches!(datagram, [_, _, a, b, ..] if u16::from_be_bytes([*a, *b]) == port)
 }
 
-/// ICMP reports read per call at most: the rest wait for the next error.
-const MAX_ERRORS_PER_TURN: usize = 64;
+/// ICMP reports read per turn at most: past it the rest wait for the next
+/// turn, which comes without sleeping (`Io::errors_pending`).
+const MAX_ERRORS_PER_TURN: usize = 256;
 
-/// Hands the socket's queued ICMP errors to the core: calls to a peer that
-/// never answered fail at once instead of timing out (`Core::peer_unreachable`
-/// decides; a peer that has authenticated is left to its timers).
-fn report_unreachable(socket: &Socket, core: &mut Core, now: Instant) {
+/// Sends tried again when the socket answers with an ICMP report meant for
+/// an earlier datagram (each attempt takes one report off the socket).
+const SEND_ATTEMPTS_AFTER_ICMP: usize = 4;
+
+/// Whether a send or receive failed with the socket's pending ICMP report
+/// (`IP_RECVERR`) rather than for its own reasons.
+pub(crate) fn is_icmp_report(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(
+            libc::ECONNREFUSED
+                | libc::EHOSTUNREACH
+                | libc::ENETUNREACH
+                | libc::EHOSTDOWN
+                | libc::ENETDOWN
+                | libc::ENONET
+                | libc::EPROTO
+                | libc::EACCES
+        )
+    )
+}
+
+/// Whether the error queue was emptied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Errors {
+    Drained,
+    More,
+}
+
+/// Hands the socket's queued ICMP errors to the core, at most
+/// [`MAX_ERRORS_PER_TURN`] of them: calls to a peer that never answered
+/// fail at once instead of timing out (`Core::peer_unreachable` decides; a
+/// report about an address we never called, or one that has
+/// authenticated, changes nothing but a counter).
+fn report_unreachable(socket: &Socket, core: &mut Core, now: Instant) -> Errors {
     for _ in 0..MAX_ERRORS_PER_TURN {
         match socket.take_error() {
             Ok(Some((peer, error))) => {
@@ -351,11 +417,13 @@ fn report_unreachable(socket: &Socket, core: &mut Core, now: Instant) {
                     tracing::debug!(%peer, %error, "peer unreachable: its calls fail");
                 }
             }
-            Ok(None) => return,
+            Ok(None) => return Errors::Drained,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => {
                 tracing::debug!("reading the socket's error queue: {e}");
-                return;
+                return Errors::Drained;
             }
         }
     }
+    Errors::More
 }

@@ -365,6 +365,9 @@ impl LocalEndpoint {
         let timeout = wake.map(|w| w.saturating_duration_since(self.engine.now()));
         let ready = wait(self.socket(), self.engine.wants_writable(), None, timeout)?;
         self.readable |= ready.readable;
+        if ready.failed {
+            self.engine.socket_failed();
+        }
         if ready.writable {
             self.engine.writable();
         }

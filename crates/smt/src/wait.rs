@@ -21,6 +21,9 @@ pub(crate) struct Readiness {
     pub writable: bool,
     /// The wake-up descriptor fired (see [`WakePipe`]).
     pub woken: bool,
+    /// The socket polled as failed: its error queue holds ICMP reports
+    /// (also reported as readable).
+    pub failed: bool,
 }
 
 /// Waits until `socket` is readable (or writable, with `want_write`),
@@ -49,6 +52,7 @@ pub(crate) fn wait(
         readable: fds[0].revents & (libc::POLLIN | failed) != 0,
         writable: fds[0].revents & libc::POLLOUT != 0,
         woken: fds[1].revents & libc::POLLIN != 0,
+        failed: fds[0].revents & libc::POLLERR != 0,
     })
 }
 

@@ -413,41 +413,54 @@ impl Endpoint {
 
     /// The network says `peer` cannot be reached: an ICMP port or host
     /// unreachable came back for a datagram we sent it (the driver reads
-    /// them with `IP_RECVERR`). Acted on only while nothing authenticated
-    /// has come from the peer: then nothing speaks SMT there (a closed
-    /// port, a host that is down, another service), and our calls to it
-    /// fail at once with [`RpcError::Unreachable`] instead of each timing
-    /// out, and a handshake we started with it fails with
+    /// them with `IP_RECVERR`). Acted on only for an address we called
+    /// (calls of ours are under way to it, or a handshake we started) and
+    /// while nothing authenticated has come from it: then nothing speaks
+    /// SMT there (a closed port, a host that is down, another service), and
+    /// our calls to it fail at once with [`RpcError::Unreachable`] instead
+    /// of each timing out, and our handshake with it fails with
     /// [`HandshakeError::Unreachable`] instead of retrying. A peer that has
     /// authenticated before may be restarting, and anyone who can forge
-    /// ICMP could otherwise end its calls: its timers decide. Returns
-    /// whether anything failed. For `handshake_abort_ticks` afterwards,
-    /// new calls and handshakes to the peer fail the same way without
-    /// sending: an application that calls again at once does not turn the
-    /// report into a stream of packets toward the address.
+    /// ICMP could otherwise end its calls: its timers decide. A report
+    /// about an address that only sent to us (a spoofed opening we
+    /// answered, say) changes nothing but a counter: it is the answer to a
+    /// stranger's claim, and no one else's calls or sessions depend on it.
+    /// Returns whether anything failed. For `handshake_abort_ticks`
+    /// afterwards, new calls and handshakes to the peer fail the same way
+    /// without sending: an application that calls again at once does not
+    /// turn the report into a stream of packets toward the address.
+    ///
+    /// [`RpcError::Unreachable`]: crate::RpcError::Unreachable
     pub fn peer_unreachable(&mut self, now: Instant, peer: SocketAddr) -> bool {
+        self.stats.unreachable_reports += 1;
         if self.peers.get(&peer).is_some_and(|p| p.validated) {
             return false;
-        }
-        self.quarantine(now, peer);
-        let calls: Vec<super::RpcHandle> = self
-            .clients
-            .iter()
-            .filter(|(_, c)| c.peer == peer)
-            .map(|(h, _)| h)
-            .collect();
-        for &h in &calls {
-            self.fail_client(h, crate::error::RpcError::Unreachable);
         }
         let handshake = self
             .handshakes
             .get(&peer)
             .is_some_and(|c| c.initiator && !c.keys_installed);
+        let calls: Vec<super::RpcHandle> = match self.peers.contains_key(&peer) {
+            // Our calls need a session with the peer.
+            true => self
+                .clients
+                .iter()
+                .filter(|(_, c)| c.peer == peer)
+                .map(|(h, _)| h)
+                .collect(),
+            false => Vec::new(),
+        };
+        if calls.is_empty() && !handshake {
+            return false;
+        }
+        self.quarantine(now, peer);
+        for &h in &calls {
+            self.fail_client(h, crate::error::RpcError::Unreachable);
+        }
         if handshake {
             self.fail_handshake(now, peer, HandshakeError::Unreachable);
         }
-        self.stats.unreachable_reports += 1;
-        !calls.is_empty() || handshake
+        true
     }
 
     /// Remembers `peer` as unreachable for `handshake_abort_ticks`; at

@@ -662,6 +662,9 @@ impl Shared {
         match ready {
             Ok(ready) => {
                 g.readable |= ready.readable;
+                if ready.failed {
+                    g.engine.socket_failed();
+                }
                 if ready.writable {
                     g.engine.writable();
                 }

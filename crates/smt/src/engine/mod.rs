@@ -218,6 +218,12 @@ impl Engine {
         self.io.blocked = false;
     }
 
+    /// The socket polled as failed (`POLLERR`): ICMP reports wait in its
+    /// error queue; the next turn reads them.
+    pub fn socket_failed(&mut self) {
+        self.io.socket_failed();
+    }
+
     /// The protocol's housekeeping period.
     pub fn tick(&self) -> Duration {
         self.core.config().tick

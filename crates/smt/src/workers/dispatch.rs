@@ -68,6 +68,9 @@ pub(crate) struct Dispatcher {
     pub counters: Arc<Counters>,
 }
 
+/// ICMP reports read per turn at most.
+const ERRORS_PER_TURN: usize = 256;
+
 impl Dispatcher {
     /// Reads and routes until the server closes.
     pub fn run(self) {
@@ -80,10 +83,17 @@ impl Dispatcher {
                     self.hand_over(&mut filling);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    let _ = crate::wait::wait(self.socket.as_fd(), false, None, Some(POLL));
+                    let ready = crate::wait::wait(self.socket.as_fd(), false, None, Some(POLL));
+                    if ready.is_ok_and(|r| r.failed) {
+                        // Reports a shard's send took the signal of.
+                        self.drain_errors();
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => self.drain_errors(&e),
+                Err(e) => {
+                    tracing::debug!("worker socket receive error: {e}");
+                    self.drain_errors();
+                }
             }
         }
     }
@@ -141,14 +151,18 @@ impl Dispatcher {
         }
     }
 
-    /// A receive failed with something other than "nothing to read": an
-    /// ICMP error for a datagram a shard sent. A server has no calls to
-    /// fail, so the errors are read (the socket polls as failed until they
-    /// are) and logged.
-    fn drain_errors(&self, e: &io::Error) {
-        tracing::debug!("worker socket receive error: {e}");
-        while let Ok(Some((peer, error))) = self.socket.take_error() {
-            tracing::debug!(%peer, "unreachable: {error}");
+    /// ICMP errors for datagrams the shards sent wait in the socket's
+    /// error queue (a receive failed with one, or the socket polled as
+    /// failed). A server has no calls to fail, so they are read (they take
+    /// room from the receive buffer, and the socket polls as failed until
+    /// they are) and logged; at most a batch per call, the rest at the next
+    /// turn (the socket still polls as failed).
+    fn drain_errors(&self) {
+        for _ in 0..ERRORS_PER_TURN {
+            match self.socket.take_error() {
+                Ok(Some((peer, error))) => tracing::debug!(%peer, "unreachable: {error}"),
+                _ => return,
+            }
         }
     }
 }

@@ -146,6 +146,9 @@ impl Tx {
                     let _ = crate::wait::wait(socket.fd(), true, None, Some(FULL_SOCKET_WAIT));
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // The socket's pending ICMP report about an earlier
+                // datagram, not this send's failure: send again.
+                Err(e) if crate::io::is_icmp_report(&e) && Instant::now() < deadline => {}
                 other => break other,
             }
         };
