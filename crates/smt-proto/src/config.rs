@@ -133,8 +133,32 @@ pub struct Config {
     /// guard, letting old packets be replayed.
     pub session_idle_timeout: Option<Duration>,
     /// Handshakes in progress at once. A HANDSHAKE packet that would open
-    /// one more is dropped (`DropReason::OverLimit`).
+    /// one more displaces the oldest handshake a peer opened with us if
+    /// that one is older than `resend_ticks` × 2 (a genuine handshake
+    /// finishes in a round trip or two; one held open by a trickle of bytes
+    /// does not), and is dropped (`DropReason::OverLimit`) otherwise.
     pub max_handshakes: usize,
+    /// Once the handshake table is half full: handshakes peers may hold
+    /// open at once from one IP address (`max_handshakes_per_ip`) and from
+    /// one /24 (IPv4) or /64 (IPv6) prefix (`max_handshakes_per_prefix`).
+    /// An opening past either is dropped (`DropReason::OverLimit`), so one
+    /// host cannot hold the table; below half full nothing is refused for
+    /// its source.
+    pub max_handshakes_per_ip: usize,
+    pub max_handshakes_per_prefix: usize,
+    /// Ticks a handshake may take in all, however often its peer sends
+    /// (the silence timeout, `handshake_abort_ticks`, alone would let a
+    /// peer that trickles a byte now and then hold its place forever);
+    /// past it the handshake fails with `HandshakeError::Timeout`.
+    pub handshake_deadline_ticks: u32,
+    /// Sessions held at once, of every origin. A handshake or the key
+    /// resolver making one more first evicts the least proven: a session
+    /// whose peer never used its keys (oldest first), else the handshake
+    /// session heard from least recently with no RPC in flight; if there is
+    /// none, the new session is refused. Installed sessions (the
+    /// application's) count but are never evicted; resolved ones neither
+    /// (see `session_idle_timeout`).
+    pub max_sessions: usize,
     /// Sessions a responder's handshake made whose address nothing
     /// authenticated has validated yet (a PSK hello, which anyone can send
     /// from any source, makes one at once). Past it the oldest such
@@ -214,6 +238,10 @@ impl Default for Config {
             max_unopened_bytes: 16 << 20,
             max_resolved_sessions: 64 * 1024,
             max_handshakes: 4096,
+            max_handshakes_per_ip: 64,
+            max_handshakes_per_prefix: 512,
+            handshake_deadline_ticks: 2000,
+            max_sessions: 16 * 1024,
             max_unvalidated_sessions: 1024,
             retry_above_handshakes: 64,
             unvalidated_per_batch: 64,
@@ -291,6 +319,21 @@ impl Config {
         {
             return err(
                 "tick must be non-zero and abort_ticks, handshake_abort_ticks > resend_ticks > 0",
+            );
+        }
+        if self.handshake_deadline_ticks < self.handshake_abort_ticks {
+            return err(
+                "handshake_deadline_ticks (the whole handshake) must be at least \
+                 handshake_abort_ticks (its silence timeout)",
+            );
+        }
+        if self.max_handshakes_per_ip == 0
+            || self.max_handshakes_per_prefix == 0
+            || self.max_sessions == 0
+        {
+            return err(
+                "max_handshakes_per_ip, max_handshakes_per_prefix and max_sessions must be at \
+                 least 1",
             );
         }
         if self.replay_window == 0

@@ -80,6 +80,17 @@ pub struct Stats {
     /// anything authenticated validated their address (expired with their
     /// handshake, or the oldest past `Config::max_unvalidated_sessions`).
     pub unvalidated_sessions_dropped: u64,
+    /// Handshakes a peer opened that a newer opening displaced from a full
+    /// table (they were the oldest, and older than a genuine handshake
+    /// takes), and those that ran past `Config::handshake_deadline_ticks`.
+    pub handshakes_displaced: u64,
+    pub handshakes_past_deadline: u64,
+    /// Openings refused because their IP address or prefix held its share
+    /// of the handshake table (`Config::max_handshakes_per_ip`,
+    /// `max_handshakes_per_prefix`).
+    pub handshakes_over_quota: u64,
+    /// Sessions evicted to make room under `Config::max_sessions`.
+    pub sessions_displaced: u64,
     /// Handshake openings answered with a stateless RETRY, and openings
     /// whose retry token was accepted.
     pub retries_sent: u64,

@@ -524,3 +524,101 @@ fn receive_batches_serve_validated_peers_first_and_keyless_senders_within_a_budg
     let s = server.stats();
     assert_eq!(s.drops.get(DropReason::OverBudget), 157 + 36, "{s:?}");
 }
+
+/// An opening from `from` carrying the retry token of the RETRY in
+/// `retry` (what a sender that receives at its address does).
+fn opening_with_token(from: SocketAddr, retry: &[u8]) -> Vec<u8> {
+    let token = &retry[COMMON_HEADER_LEN + 12..];
+    let mut data = vec![token.len() as u8];
+    data.extend_from_slice(token);
+    data.extend_from_slice(HELLO);
+    let repr = Repr {
+        src_port: from.port(),
+        dst_port: SERVER_PORT,
+        key_phase: false,
+        id: 0,
+        body: Body::Handshake {
+            offset: 0,
+            ack: 0,
+            len: data.len() as u16,
+            kind: 0,
+            flags: smt_proto::wire::HANDSHAKE_TOKEN,
+        },
+    };
+    let mut buf = vec![0; COMMON_HEADER_LEN + 12];
+    repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
+    buf.extend_from_slice(&data);
+    buf
+}
+
+/// Issue #22 item 2: a sender that follows RETRY (it receives at its
+/// addresses) but has no key opens sessions whose keys it never uses. A
+/// token proves the address, not the key: such sessions stay within
+/// `max_unvalidated_sessions`, go after the validated peers in a receive
+/// batch, and expire; before, the token made them validated sessions,
+/// uncapped and kept for the ten-minute idle timeout (152,682 of them in
+/// 30 s, 1.1 GB).
+#[test]
+fn retry_following_senders_without_the_key_hold_no_lasting_sessions() {
+    let config = Config {
+        local_port: SERVER_PORT,
+        retry_above_handshakes: 0,
+        max_unvalidated_sessions: 64,
+        ..Config::default()
+    };
+    let mut server = Endpoint::new(config).expect("valid config");
+    server.set_handshake_acceptor(Box::new(Acceptor));
+    server.set_retry_key(std::sync::Arc::new(KeyedCipher::new(99)));
+    let mut now = Instant::now();
+    let start = now;
+    let mut buf = vec![0; 65_536];
+    for i in 0..1_000 {
+        let from = victim(i);
+        server.handle_datagram(now, from, &hello_from(from));
+        let t = server.poll_transmit(now, &mut buf).expect("a RETRY");
+        let retry = buf[..t.len].to_vec();
+        server.handle_datagram(now, from, &opening_with_token(from, &retry));
+        while server.poll_transmit(now, &mut buf).is_some() {}
+        assert!(
+            server.stats().usage.sessions <= 64,
+            "opening {i}: {} sessions",
+            server.stats().usage.sessions
+        );
+    }
+    let s = server.stats();
+    assert_eq!(s.retry_tokens_accepted, 1_000);
+    assert_eq!(s.unvalidated_sessions_dropped, 1_000 - 64);
+    run(
+        &mut server,
+        &mut now,
+        start + Duration::from_millis(300),
+        &mut HashMap::new(),
+    );
+    assert_eq!(server.stats().usage.sessions, 0, "expired unused");
+}
+
+/// Issue #22 item 2: every session counts against `max_sessions`; the
+/// least proven goes first (sessions whose peers never used their keys),
+/// and a peer that used its keys keeps its session.
+#[test]
+fn sessions_are_bounded_and_the_least_proven_go_first() {
+    let config = Config {
+        local_port: SERVER_PORT,
+        max_sessions: 8,
+        ..Config::default()
+    };
+    let mut server = Endpoint::new(config).expect("valid config");
+    server.set_handshake_acceptor(Box::new(Acceptor));
+    let mut now = Instant::now();
+    let (_client, client_addr) = connected_client(&mut server, &mut now);
+    for i in 0..100 {
+        server.handle_datagram(now, victim(i), &hello_from(victim(i)));
+        assert!(server.stats().usage.sessions <= 8);
+    }
+    let s = server.stats();
+    assert!(s.sessions_displaced >= 92, "{s:?}");
+    assert!(
+        server.peer_stats(client_addr).is_some(),
+        "the peer that used its keys keeps its session"
+    );
+}

@@ -48,6 +48,7 @@ pub struct EndpointConfig {
     max_outstanding_calls: usize,
     offload: Option<OffloadConfig>,
     observe: Observe,
+    return_memory: bool,
 }
 
 /// The largest SMT packet: what a UDP datagram or IP packet can carry.
@@ -69,6 +70,7 @@ impl Default for EndpointConfig {
             max_outstanding_calls: DEFAULT_MAX_OUTSTANDING_CALLS,
             offload: None,
             observe: Observe::default(),
+            return_memory: true,
         }
     }
 }
@@ -129,6 +131,23 @@ impl EndpointConfig {
     /// Sets [`EndpointConfig::busy_poll`].
     pub fn set_busy_poll(&mut self, on: bool) -> &mut Self {
         self.busy_poll = on;
+        self
+    }
+
+    /// Give memory the endpoint freed back to the system (default on):
+    /// once a second at most, after the endpoint has done something, if
+    /// glibc's allocator holds more than 16 MiB free, `malloc_trim`
+    /// returns it. A server that held hundreds of megabytes during a flood
+    /// or a burst of large messages shrinks again afterwards. Does nothing
+    /// on other platforms or allocators; turn it off if the process tunes
+    /// its allocator itself.
+    pub fn return_memory(&self) -> bool {
+        self.return_memory
+    }
+
+    /// Sets [`EndpointConfig::return_memory`].
+    pub fn set_return_memory(&mut self, on: bool) -> &mut Self {
+        self.return_memory = on;
         self
     }
 
@@ -274,7 +293,13 @@ pub struct ProtocolConfig {
     resend_after: Duration,
     rpc_idle_timeout: Duration,
     handshake_timeout: Duration,
+    /// `None`: [`HANDSHAKE_DEADLINE_FACTOR`] × `handshake_timeout`.
+    handshake_deadline: Option<Duration>,
 }
+
+/// The default [`ProtocolConfig::handshake_deadline`], in
+/// `handshake_timeout`s (2 s with the default 100 ms).
+const HANDSHAKE_DEADLINE_FACTOR: u32 = 20;
 
 impl Default for ProtocolConfig {
     fn default() -> Self {
@@ -283,6 +308,7 @@ impl Default for ProtocolConfig {
             resend_after: core.tick * core.resend_ticks,
             rpc_idle_timeout: core.tick * core.abort_ticks,
             handshake_timeout: core.tick * core.handshake_abort_ticks,
+            handshake_deadline: None,
             core,
         }
     }
@@ -374,8 +400,22 @@ settings! {
     /// minutes); `None` keeps them. At least
     /// [`ProtocolConfig::rpc_idle_timeout`].
     session_idle_timeout, set_session_idle_timeout: Option<Duration>;
-    /// Handshakes in progress at once (default 4096).
+    /// Handshakes in progress at once (default 4096). A new opening to a
+    /// full table displaces the oldest handshake a peer opened if that one
+    /// has taken longer than two `resend_after`s, and is dropped otherwise.
     max_handshakes, set_max_handshakes: usize;
+    /// Once the handshake table is half full, handshakes peers may hold
+    /// open from one IP address (default 64) ...
+    max_handshakes_per_ip, set_max_handshakes_per_ip: usize;
+    /// ... and from one /24 (IPv4) or /64 (IPv6) prefix (default 512);
+    /// openings past either are dropped.
+    max_handshakes_per_prefix, set_max_handshakes_per_prefix: usize;
+    /// Sessions held at once, of every origin (default 16 384). One more
+    /// from a handshake or the key resolver first evicts the least proven:
+    /// a session whose peer never used its keys, else the handshake
+    /// session heard from least recently with nothing under way; installed
+    /// and resolved sessions are never evicted.
+    max_sessions, set_max_sessions: usize;
     /// Sessions a responder's handshake made whose address nothing has
     /// validated yet (default 1024); past it the oldest is forgotten.
     max_unvalidated_sessions, set_max_unvalidated_sessions: usize;
@@ -435,6 +475,22 @@ impl ProtocolConfig {
         self
     }
 
+    /// The longest a handshake may take in all, however often its peer
+    /// sends (default 20 × [`ProtocolConfig::handshake_timeout`], 2 s):
+    /// past it the handshake fails, so a peer that trickles a byte now and
+    /// then cannot hold its place in the table. At least
+    /// `handshake_timeout`.
+    pub fn handshake_deadline(&self) -> Duration {
+        self.handshake_deadline
+            .unwrap_or(self.handshake_timeout * HANDSHAKE_DEADLINE_FACTOR)
+    }
+
+    /// Sets [`ProtocolConfig::handshake_deadline`].
+    pub fn set_handshake_deadline(&mut self, deadline: Duration) -> &mut Self {
+        self.handshake_deadline = Some(deadline);
+        self
+    }
+
     /// The largest message this configuration can carry: bounded by the
     /// record-index bits, the wire's 32-bit length field and
     /// [`ProtocolConfig::max_message_len`].
@@ -464,6 +520,22 @@ impl ProtocolConfig {
             tick,
             "ProtocolConfig::handshake_timeout",
         )?;
+        core.handshake_deadline_ticks = ticks(
+            self.handshake_deadline(),
+            tick,
+            "ProtocolConfig::handshake_deadline",
+        )?;
+        if core.handshake_deadline_ticks < core.handshake_abort_ticks {
+            return Err(ConfigError::new(
+                "ProtocolConfig::handshake_deadline",
+                format!(
+                    "{:?} is shorter than handshake_timeout ({:?}), the silence it allows; \
+                     make it at least as long",
+                    self.handshake_deadline(),
+                    self.handshake_timeout
+                ),
+            ));
+        }
         for (setting, ticks, timeout) in [
             (
                 "ProtocolConfig::rpc_idle_timeout",

@@ -195,8 +195,32 @@ const COUNTERS: &[Counter] = &[
     },
     Counter {
         name: "unvalidated_sessions_dropped_total",
-        help: "Handshake sessions forgotten before the peer's address was validated.",
+        help: "Handshake sessions forgotten before the peer used their keys.",
         read: |c| c.handshakes.unvalidated_sessions_dropped,
+        peer: false,
+    },
+    Counter {
+        name: "handshakes_displaced_total",
+        help: "Handshakes a newer opening displaced from a full table.",
+        read: |c| c.handshakes.displaced,
+        peer: false,
+    },
+    Counter {
+        name: "handshakes_past_deadline_total",
+        help: "Handshakes that ran past handshake_deadline.",
+        read: |c| c.handshakes.past_deadline,
+        peer: false,
+    },
+    Counter {
+        name: "handshakes_over_quota_total",
+        help: "Handshake openings refused for their address's or prefix's share of the table.",
+        read: |c| c.handshakes.over_quota,
+        peer: false,
+    },
+    Counter {
+        name: "sessions_displaced_total",
+        help: "Sessions evicted to make room under max_sessions.",
+        read: |c| c.handshakes.sessions_displaced,
         peer: false,
     },
 ];

@@ -200,9 +200,19 @@ pub struct HandshakeCounts {
     /// Sessions a handshake made, forgotten after `session_idle_timeout`
     /// of silence.
     pub sessions_evicted: u64,
-    /// Sessions a responder's handshake made, forgotten before anything
-    /// authenticated validated the peer's address.
+    /// Sessions a responder's handshake made, forgotten before the peer
+    /// used their keys (nothing authenticated came under them).
     pub unvalidated_sessions_dropped: u64,
+    /// Handshakes peers opened that a newer opening displaced from a full
+    /// table (the oldest, and older than a genuine handshake takes).
+    pub displaced: u64,
+    /// Handshakes that ran past `ProtocolConfig::handshake_deadline`.
+    pub past_deadline: u64,
+    /// Openings refused because their IP address or prefix held its
+    /// share of the table (`max_handshakes_per_ip`, `_per_prefix`).
+    pub over_quota: u64,
+    /// Sessions evicted to make room under `max_sessions`.
+    pub sessions_displaced: u64,
 }
 
 /// Gauges: what an endpoint holds now, as of the last event that changed
@@ -329,6 +339,10 @@ impl From<&smt_proto::Stats> for Counters {
                 retry_tokens_accepted: s.retry_tokens_accepted,
                 sessions_evicted: s.sessions_evicted,
                 unvalidated_sessions_dropped: s.unvalidated_sessions_dropped,
+                displaced: s.handshakes_displaced,
+                past_deadline: s.handshakes_past_deadline,
+                over_quota: s.handshakes_over_quota,
+                sessions_displaced: s.sessions_displaced,
             },
             drops: s.drops,
             rtt: s.rtt,

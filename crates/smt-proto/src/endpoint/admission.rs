@@ -107,11 +107,16 @@ impl Endpoint {
     /// authenticated a packet from it, the application installed its keys
     /// for that address (it chose to talk to it), or a handshake with it
     /// was opened by us or with a valid retry token. (Keys the resolver
-    /// derived for any address that asks are not a voucher.)
+    /// derived for any address that asks are not a voucher, nor are keys a
+    /// responder's handshake made that the peer has not used yet: a PSK
+    /// hello and its reply are exchanged without the key.)
     fn is_validated_address(&self, from: SocketAddr) -> bool {
         self.peers
             .get(&from)
-            .is_some_and(|p| p.validated || p.origin == Origin::Installed)
-            || self.handshakes.get(&from).is_some_and(|c| c.vouched_for())
+            .is_some_and(|p| p.proven || p.origin == Origin::Installed)
+            || self
+                .handshakes
+                .get(&from)
+                .is_some_and(|c| c.vouches_for_its_packets())
     }
 }

@@ -7,6 +7,7 @@
 //! (tick.rs); a handshake silent for `handshake_abort_ticks` fails. The
 //! [`Handshake`] implementation turns the bytes into session keys.
 
+mod admit;
 mod reorder;
 
 use std::net::SocketAddr;
@@ -36,6 +37,13 @@ const MAX_EARLY: usize = 64;
 /// ... and their bytes: datagrams may be up to 64 KiB, so the count alone
 /// would let each handshake hold 4 MiB.
 const MAX_EARLY_BYTES: usize = 128 * 1024;
+
+/// Out-of-order handshake bytes all handshakes may hold at once (each
+/// handshake's window is `reorder::WINDOW_COST`): past it a chunk that
+/// would open another window is dropped, and its sender sends it again
+/// once the bytes before it have arrived (they are not acknowledged).
+/// 128 windows (4.5 MiB): genuine handshakes rarely reorder at all.
+const MAX_REORDER_TOTAL: usize = 128 * reorder::WINDOW_COST;
 
 /// Peers remembered as unreachable at once (`Endpoint::quarantine`).
 const MAX_UNREACHABLE: usize = 1024;
@@ -105,14 +113,21 @@ pub(crate) struct HandshakeConn {
     /// Responder: the opening carried a valid retry token, so the peer
     /// owns its address (no amplification limit, no held keys needed).
     address_validated: bool,
+    /// The endpoint's tick count when it started (for
+    /// `Config::handshake_deadline_ticks` and for choosing whom to
+    /// displace from a full table).
+    started: u64,
 }
 
 impl HandshakeConn {
-    /// Its peer's address is vouched for: we opened the handshake (we
-    /// chose to talk to that address), or its opening carried a valid
-    /// retry token.
-    pub(crate) fn vouched_for(&self) -> bool {
-        self.initiator || self.address_validated
+    /// Whether the peer's packets go first in a receive batch on the
+    /// handshake's word: its address is vouched for (we opened the
+    /// handshake: we chose to talk to that address; or its opening carried
+    /// a valid retry token) and, for a responder, it has no keys yet (once
+    /// it has, the session says whether the peer used them,
+    /// `Peer::proven`).
+    pub(crate) fn vouches_for_its_packets(&self) -> bool {
+        self.initiator || (self.address_validated && !self.keys_installed)
     }
 }
 
@@ -129,8 +144,9 @@ impl std::fmt::Debug for HandshakeConn {
 }
 
 impl HandshakeConn {
-    fn new(hs: Box<dyn Handshake>, kind: u8) -> Self {
+    fn new(hs: Box<dyn Handshake>, kind: u8, started: u64) -> Self {
         Self {
+            started,
             hs,
             kind,
             sent: Vec::new(),
@@ -194,7 +210,7 @@ impl Endpoint {
             return;
         }
         trace_event!(self, Traced::HandshakeStarted { peer, kind });
-        let mut conn = HandshakeConn::new(hs, kind);
+        let mut conn = HandshakeConn::new(hs, kind, self.ticks);
         conn.initiator = true;
         self.handshakes.insert(peer, conn);
         self.pump_handshake(now, peer);
@@ -280,9 +296,7 @@ impl Endpoint {
                 }
                 None => false,
             };
-            if self.handshakes.len() >= self.config.max_handshakes {
-                return Err(DropReason::OverLimit);
-            }
+            self.admit_handshake(from)?;
             let hs = self
                 .acceptor
                 .as_mut()
@@ -291,7 +305,7 @@ impl Endpoint {
             if !validated && self.must_prove_return(from, &*hs, payload) {
                 return self.send_retry(now, from, kind, datagram.len());
             }
-            let mut conn = HandshakeConn::new(hs, kind);
+            let mut conn = HandshakeConn::new(hs, kind, self.ticks);
             conn.address_validated = validated;
             self.handshakes.insert(from, conn);
             self.arm_tick(now);
@@ -306,6 +320,13 @@ impl Endpoint {
             conn.silent_ticks = 0;
         }
         let held = conn.stream.held_bytes();
+        let windows = self.stats.usage.handshake_bytes as usize;
+        if !payload.is_empty()
+            && conn.stream.would_allocate(offset)
+            && windows + reorder::WINDOW_COST > MAX_REORDER_TOTAL
+        {
+            return Err(DropReason::OverLimit);
+        }
         let bytes = conn.take_in_order(offset, payload)?;
         let now_held = conn.stream.held_bytes();
         let u = &mut self.stats.usage;
@@ -433,7 +454,7 @@ impl Endpoint {
     /// [`RpcError::Unreachable`]: crate::RpcError::Unreachable
     pub fn peer_unreachable(&mut self, now: Instant, peer: SocketAddr) -> bool {
         self.stats.unreachable_reports += 1;
-        if self.peers.get(&peer).is_some_and(|p| p.validated) {
+        if self.peers.get(&peer).is_some_and(|p| p.proven) {
             return false;
         }
         let handshake = self
@@ -663,6 +684,12 @@ impl Endpoint {
     }
 
     fn finish_handshake(&mut self, now: Instant, peer: SocketAddr, keys: crate::SessionKeys) {
+        if !self.peers.contains_key(&peer) && !self.make_room_for_session() {
+            let error = HandshakeError::Protocol(
+                "this endpoint holds as many sessions as max_sessions allows, none of them evictable".to_owned(),
+            );
+            return self.fail_handshake(now, peer, error);
+        }
         if let Err(e) = self.install_session(peer, keys) {
             let error = HandshakeError::Protocol(e.to_string());
             return self.fail_handshake(now, peer, error);
@@ -729,34 +756,60 @@ impl Endpoint {
         let _ = now;
     }
 
-    /// Counts a session a responder's handshake just made, if its address
-    /// is not validated yet, forgetting the oldest such session past
+    /// Counts a session a responder's handshake just made, if the peer has
+    /// not used its keys yet, forgetting the oldest such session past
     /// `Config::max_unvalidated_sessions`.
     fn track_unvalidated(&mut self, peer: SocketAddr) {
         let responder = self.handshakes.get(&peer).is_some_and(|c| !c.initiator);
-        if !responder || self.peers.get(&peer).is_none_or(|p| p.validated) {
-            return;
+        let made = self.ticks;
+        match self.peers.get_mut(&peer) {
+            Some(p) if responder && !p.proven => p.made = made,
+            _ => return,
         }
-        self.unvalidated.push_back(peer);
+        self.unvalidated.push_back((peer, made));
         while self.unvalidated.len() > self.config.max_unvalidated_sessions {
-            // Only responders' sessions are queued.
-            if let Some(oldest) = self.unvalidated.pop_front() {
-                self.drop_if_unvalidated(oldest);
+            if let Some((oldest, made)) = self.unvalidated.pop_front() {
+                self.drop_if_unproven(oldest, made);
             }
         }
     }
 
+    /// Forgets the sessions a responder's handshake made that the peer has
+    /// not used within `handshake_abort_ticks`: a genuine client uses them
+    /// within a round trip (the request it made the handshake for). At most
+    /// what expired; the work follows the expired entries, not the
+    /// sessions.
+    pub(crate) fn expire_unproven(&mut self) {
+        let limit = u64::from(self.config.handshake_abort_ticks);
+        while let Some(&(peer, made)) = self.unvalidated.front() {
+            if self.ticks - made < limit {
+                break;
+            }
+            self.unvalidated.pop_front();
+            self.drop_if_unproven(peer, made);
+        }
+    }
+
+    /// Forgets `peer`'s session made at tick `made` by a responder's
+    /// handshake, if nothing authenticated has come from the peer since
+    /// (and it is still that session).
+    pub(crate) fn drop_if_unproven(&mut self, peer: SocketAddr, made: u64) {
+        if self.peers.get(&peer).is_some_and(|p| p.made == made) {
+            self.drop_if_unvalidated(peer);
+        }
+    }
+
     /// Forgets `peer`'s session, which a responder's handshake made, if
-    /// nothing authenticated has come from the address since.
+    /// nothing authenticated has come from the peer since.
     fn drop_if_unvalidated(&mut self, peer: SocketAddr) {
-        let unvalidated = self
+        let unproven = self
             .peers
             .get(&peer)
-            .is_some_and(|p| !p.validated && p.origin == super::peer::Origin::Handshake);
+            .is_some_and(|p| !p.proven && p.origin == super::peer::Origin::Handshake);
         // A newer handshake from this address, as initiator, owns it now.
         let initiator = self.handshakes.get(&peer).is_some_and(|c| c.initiator);
-        if unvalidated && !initiator {
-            tracing::debug!(%peer, "forgetting a session whose address was never validated");
+        if unproven && !initiator {
+            tracing::debug!(%peer, "forgetting a session whose peer never used its keys");
             self.remove_session(peer);
             self.stats.unvalidated_sessions_dropped += 1;
         }
@@ -836,6 +889,7 @@ impl Endpoint {
     /// on silent handshakes, forget finished ones once quiet.
     pub(crate) fn tick_handshakes(&mut self, now: Instant) {
         let (resend, abort) = (self.config.resend_ticks, self.config.handshake_abort_ticks);
+        let deadline = u64::from(self.config.handshake_deadline_ticks);
         let peers: Vec<SocketAddr> = self.handshakes.keys().copied().collect();
         for peer in peers {
             let Some(conn) = self.handshakes.get_mut(&peer) else {
@@ -845,6 +899,12 @@ impl Endpoint {
             let silent = conn.silent_ticks;
             let (unacked, done) = (conn.unacked(), conn.keys_installed);
             let (acked, sent) = (conn.acked as usize, conn.sent.len());
+            let overdue = !done && self.ticks - conn.started >= deadline;
+            if overdue {
+                self.stats.handshakes_past_deadline += 1;
+                self.fail_handshake(now, peer, HandshakeError::Timeout);
+                continue;
+            }
             if silent >= abort {
                 if done {
                     let responder = self.remove_handshake(peer).is_some_and(|c| !c.initiator);

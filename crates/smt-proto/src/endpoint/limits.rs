@@ -131,8 +131,14 @@ impl Endpoint {
 
     /// Adds what was just allocated for `peer`.
     pub(crate) fn charge(&mut self, peer: SocketAddr, more: Charge) {
-        let peer = self.peers.get_mut(&peer);
-        add_charge(peer, &mut self.usage_total, &mut self.stats.usage, more);
+        let entry = self.peers.get_mut(&peer).map(|p| (peer, p));
+        let Self {
+            usage_total,
+            stats,
+            charged,
+            ..
+        } = self;
+        add_charge(entry, charged, usage_total, &mut stats.usage, more);
     }
 
     /// What `peer`'s partially received messages hold (zero for a peer
@@ -141,7 +147,10 @@ impl Endpoint {
         self.peers.get(&peer).map(|p| p.usage).unwrap_or_default()
     }
 
-    /// Counts exactly what every partially received message holds.
+    /// Counts exactly what every partially received message holds. Looks
+    /// at the peers charged since the last recount and those holding
+    /// something, not at every peer: the work per tick follows the
+    /// messages in flight, not the number of sessions.
     pub(crate) fn recount_usage(&mut self, now: Instant) {
         let mut usage: HashMap<SocketAddr, Charge> = HashMap::default();
         let mut total = Charge::default();
@@ -153,12 +162,25 @@ impl Endpoint {
             usage.entry(peer).or_default().add(c);
             total.add(c);
         }
-        for (addr, p) in self.peers.iter_mut() {
-            p.usage = usage.get(addr).copied().unwrap_or_default();
-            let u = &mut p.session.stats.usage;
-            u.incoming_bytes = p.usage.bytes as u64;
-            u.partial_requests = p.usage.requests as u64;
+        // The list is reused (no allocation per tick).
+        let mut charged = std::mem::take(&mut self.charged);
+        for addr in &charged {
+            if let Some(p) = self.peers.get_mut(addr) {
+                p.charged = false;
+                set_usage(p, Charge::default());
+            }
         }
+        charged.clear();
+        for (addr, c) in &usage {
+            if let Some(p) = self.peers.get_mut(addr) {
+                set_usage(p, *c);
+                if !p.charged {
+                    p.charged = true;
+                    charged.push(*addr);
+                }
+            }
+        }
+        self.charged = charged;
         self.usage_total = total;
         self.usage_recounted = Some(now);
         self.recount_handshake_bytes();
@@ -213,6 +235,50 @@ impl Endpoint {
         }
     }
 
+    /// Peers with an RPC or a handshake under way.
+    fn busy_peers(&self) -> HashSet<SocketAddr> {
+        self.clients
+            .values()
+            .map(|c| c.peer)
+            .chain(self.servers.keys().map(|k| k.peer))
+            .chain(self.handshakes.keys().copied())
+            .collect()
+    }
+
+    /// Whether one more session fits `Config::max_sessions`, evicting the
+    /// least proven one if it would not: a session whose peer never used
+    /// its keys (oldest first), else the handshake session heard from least
+    /// recently with nothing under way. Installed and resolved sessions are
+    /// never evicted (see `Config::max_sessions`). O(1) while there is
+    /// room; past it, at worst one pass over the sessions and the RPCs.
+    pub(crate) fn make_room_for_session(&mut self) -> bool {
+        if self.peers.len() < self.config.max_sessions {
+            return true;
+        }
+        let before = self.peers.len();
+        while let Some((peer, made)) = self.unvalidated.pop_front() {
+            self.drop_if_unproven(peer, made);
+            if self.peers.len() < before {
+                self.stats.sessions_displaced += 1;
+                return true;
+            }
+        }
+        let busy = self.busy_peers();
+        let victim = self
+            .peers
+            .iter()
+            .filter(|(a, p)| p.origin == super::Origin::Handshake && !busy.contains(a))
+            .min_by_key(|(a, p)| (p.heard, **a))
+            .map(|(a, _)| *a);
+        let Some(victim) = victim else {
+            return false;
+        };
+        tracing::debug!(peer = %victim, "evicting the least recently heard session: too many");
+        self.remove_session(victim);
+        self.stats.sessions_displaced += 1;
+        true
+    }
+
     /// Forgets sessions a handshake made whose peer has sent nothing
     /// authenticated for `session_idle_timeout` and that hold no RPC or
     /// handshake. A session never heard from is timed from this sweep.
@@ -220,13 +286,7 @@ impl Endpoint {
         let Some(timeout) = self.config.session_idle_timeout else {
             return;
         };
-        let busy: HashSet<SocketAddr> = self
-            .clients
-            .values()
-            .map(|c| c.peer)
-            .chain(self.servers.keys().map(|k| k.peer))
-            .chain(self.handshakes.keys().copied())
-            .collect();
+        let busy = self.busy_peers();
         let mut idle = Vec::new();
         let handshaken = self
             .peers
@@ -255,16 +315,31 @@ pub(crate) fn spare(cfg: &crate::Config, total: &Charge, mine: usize) -> usize {
     for_peer.min(for_all)
 }
 
-/// Charges `more` to a peer (if it has a session) and to the total, and
-/// publishes the gauges: the per-packet form of [`Endpoint::charge`], for
-/// callers that already hold the peer.
+/// Sets what a peer's partially received messages hold, and its gauges.
+fn set_usage(p: &mut super::Peer, usage: Charge) {
+    p.usage = usage;
+    let u = &mut p.session.stats.usage;
+    u.incoming_bytes = usage.bytes as u64;
+    u.partial_requests = usage.requests as u64;
+}
+
+/// Charges `more` to a peer (if it has a session: its address and entry)
+/// and to the total, and publishes the gauges: the per-packet form of
+/// [`Endpoint::charge`], for callers that already hold the peer. A peer
+/// charged for the first time since the last recount joins `charged`, the
+/// peers the next recount looks at.
 pub(crate) fn add_charge(
-    peer: Option<&mut super::Peer>,
+    peer: Option<(SocketAddr, &mut super::Peer)>,
+    charged: &mut Vec<SocketAddr>,
     total: &mut Charge,
     usage: &mut crate::stats::Usage,
     more: Charge,
 ) {
-    if let Some(p) = peer {
+    if let Some((addr, p)) = peer {
+        if !p.charged {
+            p.charged = true;
+            charged.push(addr);
+        }
         p.usage.add(more);
         let u = &mut p.session.stats.usage;
         u.incoming_bytes = p.usage.bytes as u64;

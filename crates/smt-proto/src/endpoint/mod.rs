@@ -271,6 +271,12 @@ pub struct Endpoint {
     /// What partially received messages hold in total (per peer: in
     /// [`Peer::usage`]); limits.rs.
     pub(crate) usage_total: limits::Charge,
+    /// Peers charged since the last recount or holding something then:
+    /// what the next recount looks at (limits.rs).
+    pub(crate) charged: Vec<SocketAddr>,
+    /// Peers whose key-update announcement is not confirmed yet (tick.rs
+    /// announces again; the peer's `key_update_unconfirmed` counts).
+    pub(crate) key_updates: Vec<SocketAddr>,
     pub(crate) usage_recounted: Option<Instant>,
     /// Peers whose sessions the key resolver created, and those a
     /// handshake installed (counts of `Peer::origin`).
@@ -281,10 +287,12 @@ pub struct Endpoint {
     pub(crate) buffers: BufferPool,
     /// Segment lists of finished incoming messages, for the next ones.
     pub(crate) spare_segment_lists: Vec<Vec<(u32, SegmentBuf)>>,
-    /// Addresses of sessions a responder's handshake made, oldest first,
-    /// for `Config::max_unvalidated_sessions` (entries whose session has
-    /// since been validated or replaced are skipped when they come up).
-    pub(crate) unvalidated: VecDeque<SocketAddr>,
+    /// Sessions a responder's handshake made that the peer has not used
+    /// yet, oldest first, with the tick each was made at: for
+    /// `Config::max_unvalidated_sessions` and their expiry (entries whose
+    /// session has since been proven or replaced are skipped when they
+    /// come up).
+    pub(crate) unvalidated: VecDeque<(SocketAddr, u64)>,
     /// The stateless-retry key, if set (`set_retry_key`).
     pub(crate) retry: Option<retry::Retry>,
     /// Peers the network reported unreachable, and until when calls and
@@ -348,6 +356,8 @@ impl Endpoint {
             handshake_queue: VecDeque::new(),
             acceptor: None,
             usage_total: limits::Charge::default(),
+            charged: Vec::new(),
+            key_updates: Vec::new(),
             usage_recounted: None,
             resolved_count: 0,
             handshake_count: 0,
@@ -736,7 +746,7 @@ impl Endpoint {
             if self.resolver.is_none() {
                 return Err(DropReason::UnknownSession);
             }
-            if !self.may_resolve() {
+            if !self.may_resolve() || !self.make_room_for_session() {
                 return Err(DropReason::OverLimit);
             }
             let keys = self
@@ -778,7 +788,9 @@ impl Endpoint {
         if (ids_low || records_low) && drained && session.advance() {
             let epoch = session.current.number;
             tracing::debug!(%peer, epoch, "rekeyed: new key epoch, message IDs restart");
-            session.key_update_unconfirmed = Some(0);
+            if session.key_update_unconfirmed.replace(0).is_none() {
+                self.key_updates.push(peer);
+            }
             self.queue_control(peer, epoch, KEY_UPDATE_ANNOUNCE, Body::KeyUpdate);
             trace_event!(
                 self,

@@ -35,11 +35,25 @@ pub(crate) struct Peer {
     /// What its partially received messages hold (limits.rs): never below
     /// the truth, exact after each recount.
     pub usage: Charge,
-    /// Something authenticated under this session arrived from the
-    /// address: whoever sends from it holds the keys, so it is not a
-    /// spoofed victim. Until then, what we send it in reaction to its
-    /// packets is bounded by [`AMPLIFICATION`] times what it sent.
+    /// The peer is in `Endpoint::charged` (it has been charged since the
+    /// last recount, or held something at it), so a recount looks at it.
+    pub charged: bool,
+    /// The address is validated: something authenticated under this
+    /// session arrived from it ([`Peer::proven`]), or the handshake that
+    /// made the session opened with a valid retry token. Whoever sends from
+    /// it receives there, so it is not a spoofed victim. Until then, what
+    /// we send it in reaction to its packets is bounded by
+    /// [`AMPLIFICATION`] times what it sent.
     pub validated: bool,
+    /// The peer has used its keys: something authenticated under this
+    /// session arrived. Only then is it an authenticated peer: a session a
+    /// responder's handshake made without it (a PSK hello and its reply,
+    /// which anyone can exchange, retry token or not) is held within
+    /// `Config::max_unvalidated_sessions` and expires with its handshake.
+    pub proven: bool,
+    /// The tick a responder's handshake made the session at (0 for
+    /// others): names it in `Endpoint::unvalidated`.
+    pub made: u64,
     /// Datagram bytes received from the address (authenticated or not),
     /// and bytes of reactive control packets sent to it, while it is not
     /// validated.
@@ -61,7 +75,10 @@ impl Peer {
             origin,
             heard: None,
             usage: Charge::default(),
+            charged: false,
             validated: false,
+            proven: false,
+            made: 0,
             rx_bytes: 0,
             reactive_tx_bytes: 0,
         }
@@ -73,6 +90,7 @@ impl Peer {
     pub fn authenticated(&mut self, now: Instant) {
         self.heard = Some(now);
         self.validated = true;
+        self.proven = true;
     }
 
     /// Whether a reactive packet of `len` bytes may go to the peer, and

@@ -219,7 +219,7 @@ impl Endpoint {
                 .map_err(|_| DropReason::BadControlTag)?;
             // `Peer::authenticated`, field by field: `epoch` borrows the
             // session.
-            (peer.heard, peer.validated) = (Some(now), true);
+            (peer.heard, peer.validated, peer.proven) = (Some(now), true, true);
             Packet::new_checked(body).map_err(|_| DropReason::Malformed)?
         } else {
             packet
@@ -566,6 +566,7 @@ impl Endpoint {
             scheduler,
             config,
             usage_total,
+            charged,
             buffers,
             rx_mark,
             ..
@@ -643,7 +644,8 @@ impl Endpoint {
                 bytes: grown,
                 requests: 0,
             };
-            super::limits::add_charge(peer, usage_total, &mut stats.usage, more);
+            let entry = peer.map(|p| (key.peer, p));
+            super::limits::add_charge(entry, charged, usage_total, &mut stats.usage, more);
         }
         match result {
             Ok(Accepted::Stored) => Ok(Opened::Stored),

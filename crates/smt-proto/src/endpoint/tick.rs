@@ -107,18 +107,17 @@ impl Endpoint {
             self.apply(now, action);
         }
         self.tick_handshakes(now);
+        self.expire_unproven();
         self.tick_key_updates();
         // Frees since the last tick (completions, ACKs, aborts, this
         // tick's expiries) are seen here; between ticks the usage figures
         // only grow.
         self.recount_usage(now);
-        let unconfirmed = self
-            .peers
-            .values()
-            .any(|s| s.key_update_unconfirmed.is_some());
+        let unconfirmed = !self.key_updates.is_empty();
         if !self.clients.is_empty()
             || !self.servers.is_empty()
             || !self.handshakes.is_empty()
+            || !self.unvalidated.is_empty()
             || unconfirmed
         {
             self.timers.set(Timer::Tick, now + self.config.tick);
@@ -133,14 +132,21 @@ impl Endpoint {
     fn tick_key_updates(&mut self) {
         let resend = self.config.resend_ticks;
         let mut again = Vec::new();
-        for (peer, s) in self.peers.iter_mut() {
-            if let Some(ticks) = s.key_update_unconfirmed.as_mut() {
-                *ticks += 1;
-                if ticks.is_multiple_of(resend) {
-                    again.push((*peer, s.current.number));
-                }
+        let mut pending = std::mem::take(&mut self.key_updates);
+        pending.retain(|peer| {
+            let Some(s) = self.peers.get_mut(peer) else {
+                return false;
+            };
+            let Some(ticks) = s.key_update_unconfirmed.as_mut() else {
+                return false;
+            };
+            *ticks += 1;
+            if ticks.is_multiple_of(resend) {
+                again.push((*peer, s.current.number));
             }
-        }
+            true
+        });
+        self.key_updates = pending;
         for (peer, epoch) in again {
             self.queue_control(peer, epoch, super::KEY_UPDATE_ANNOUNCE, Body::KeyUpdate);
         }

@@ -20,6 +20,7 @@
 //! [`Clock`] given at bind time.
 
 mod calls;
+mod memory;
 mod sessions;
 
 use std::collections::VecDeque;
@@ -100,6 +101,8 @@ pub(crate) struct Engine {
     /// Where the core's trace events go, with a trace on
     /// (`EndpointConfig::observe`).
     trace: Option<crate::observe::Trace>,
+    /// Returning freed memory to the system after load.
+    trim: memory::Trim,
 }
 
 impl Engine {
@@ -139,6 +142,7 @@ impl Engine {
             local_addr,
             features,
             trace,
+            trim: memory::Trim::new(config.return_memory()),
         })
     }
 
@@ -190,10 +194,16 @@ impl Engine {
     /// close.
     pub fn deadline(&self) -> Option<Instant> {
         let close = self.closing.map(|c| c + CLOSE_GRACE);
-        [self.core.poll_timeout(), self.calls.next_deadline(), close]
-            .into_iter()
-            .flatten()
-            .min()
+        let trim = self.trim.deadline();
+        [
+            self.core.poll_timeout(),
+            self.calls.next_deadline(),
+            close,
+            trim,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Calls outstanding (sent, or waiting for a handshake or key epoch).
@@ -401,6 +411,7 @@ impl Engine {
         self.expire_calls(now);
         self.io.transmit(&mut self.core, now);
         self.drain_trace();
+        self.trim.after_turn(now);
     }
 
     /// Transmits what is queued, as far as grants and the socket allow.

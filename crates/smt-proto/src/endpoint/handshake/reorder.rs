@@ -11,8 +11,15 @@
 
 use crate::error::DropReason;
 
-/// Out-of-order handshake bytes buffered per peer.
-pub(super) const WINDOW: u32 = 64 * 1024;
+/// Out-of-order handshake bytes buffered per peer: a flight of a few
+/// dozen packets (a TLS ClientHello, a client's certificate chain and
+/// Finished) fits. All handshakes' windows together are bounded too
+/// (`MAX_REORDER_TOTAL`): a peer that sent one byte out of order once made
+/// its handshake hold a 72 KiB window, and thousands of such handshakes
+/// held hundreds of megabytes.
+pub(super) const WINDOW: u32 = 32 * 1024;
+/// What a window costs when allocated: its bytes and one bit each.
+pub(super) const WINDOW_COST: usize = WINDOW as usize + WINDOW as usize / 8;
 const BITS: usize = 64;
 
 /// The receiving side of one handshake stream.
@@ -29,6 +36,12 @@ pub(super) struct Reassembly {
 }
 
 impl Reassembly {
+    /// Whether taking a chunk at `offset` would allocate the window (it is
+    /// the first byte to wait for earlier ones).
+    pub(super) fn would_allocate(&self, offset: u32) -> bool {
+        self.ring.is_empty() && offset > self.received
+    }
+
     /// Bytes given to the handshake so far (the cumulative ACK).
     pub(super) fn received(&self) -> u32 {
         self.received
