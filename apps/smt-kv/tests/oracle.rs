@@ -221,7 +221,8 @@ fn cases() -> Vec<Case> {
              ZADD z NX 10 a 3 d\r\nZADD z XX 10 a 3 e\r\nZADD z GT 1 a\r\nZADD z GT 20 a\r\nZADD z LT 30 a\r\n\
              ZADD z LT 0.5 a\r\nZADD z XX GT CH 25 a\r\nZADD z INCR 1.25 a\r\nZADD z INCR NX 1 a\r\n\
              ZADD z INCR XX 1 new\r\nZADD z INCR GT -1 a\r\nZADD z GT CH 1 brandnew\r\nZRANGE z 0 -1 WITHSCORES\r\n\
-             ZCARD z\r\nZRANGE z 0 1\r\nZRANGE z -2 -1 REV\r\nZRANGE z 0 -1 REV WITHSCORES\r\nZRANGE z 5 1\r\n\
+             ZCARD z\r\nZRANGE z 0 1\r\nZRANGE z -2 -1 REV\r\nZRANGE z 0 -1 REV WITHSCORES\r\nZRANGE z 5 1\r\nZREVRANGE z 0 1\r\n\
+             ZREVRANGE z -1 -1 WITHSCORES\r\n\
              ZINCRBY z 2 b\r\nZINCRBY z 1 newmember\r\nZREM z brandnew zz\r\nZPOPMIN z\r\nZPOPMIN z 2\r\nZPOPMAX z\r\n\
              ZPOPMAX z 0\r\nZPOPMIN z 100\r\nEXISTS z\r\nZPOPMIN z\r\nZPOPMAX z\r\nZPOPMIN nokey 3\r\nZSCORE z a\r\n\
              ZCARD z\r\nZRANGE z 0 -1\r\nZADD t 1 a 1 b 1 c 0 d\r\nZADD t -0 e\r\nZADD t 0 e\r\nZRANGE t 0 -1 WITHSCORES\r\n\
@@ -245,7 +246,8 @@ fn cases() -> Vec<Case> {
              ZRANGE z 0 1 BYLEX WITHSCORES\r\nZRANGE z 0 1 FOO\r\nZRANGE z 0 1 REV REV\r\nZRANGE z 0 1 LIMIT x 1\r\n\
              ZRANGE z 0 1 LIMIT 0\r\nZRANGE z 0 1 WITHSCORES WITHSCORES\r\nZRANGE str 0 1\r\nZRANGE nokey 0 1\r\n\
              ZRANGE nokey a b\r\nZINCRBY z x a\r\nZINCRBY z 1\r\nZINCRBY str 1 a\r\nZREM z\r\nZREM str a\r\nZCARD str\r\n\
-             ZCARD\r\nZSCORE z\r\nZRANGE z 0 -1 WITHSCORES\r\n",
+             ZCARD\r\nZSCORE z\r\nZRANGE z 0 -1 WITHSCORES\r\nZREVRANGE z 0 1 REV\r\nZREVRANGE z 0 1 BYSCORE\r\n\
+             ZREVRANGE z 0 1 LIMIT 0 1\r\nZREVRANGE z 0\r\nZREVRANGE str 0 1\r\nZREVRANGE z x 1\r\n",
         ),
         open(
             "auth without a password",

@@ -60,7 +60,8 @@ impl Conditions {
         match current {
             None => !self.xx && !self.gt,
             Some(current) => {
-                !self.nx && !(self.gt && new <= current) && !(self.lt && new >= current)
+                let refused = self.nx || (self.gt && new <= current) || (self.lt && new >= current);
+                !refused
             }
         }
     }

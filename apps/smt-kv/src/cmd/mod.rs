@@ -174,6 +174,7 @@ const COMMANDS: &[Spec] = &[
     spec("zcard", 2, zsets::zcard),
     spec("zrem", -3, zsets::zrem),
     spec("zrange", -4, zsets::zrange),
+    spec("zrevrange", -4, zsets::zrevrange),
     spec("zpopmax", -2, zsets::zpopmax),
     spec("scan", -2, keys::scan),
     spec("dbsize", 1, keys::dbsize),

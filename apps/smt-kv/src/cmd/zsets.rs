@@ -67,7 +67,7 @@ fn check_flags(f: AddFlags, pairs: usize) -> Result<(), CmdError> {
             "XX and NX options at the same time are not compatible",
         ));
     }
-    if (f.gt && f.nx) || (f.lt && f.nx) || (f.gt && f.lt) {
+    if (f.nx && (f.gt || f.lt)) || (f.gt && f.lt) {
         return Err(CmdError::Message(
             "GT, LT, and/or NX options at the same time are not compatible",
         ));
@@ -198,7 +198,17 @@ struct RangeOptions {
 /// [WITHSCORES]`, by rank: BYSCORE and BYLEX are parsed (so that errors
 /// match Redis's) but not served.
 pub fn zrange(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
-    let o = range_options(&args[4..])?;
+    let o = range_options(&args[4..], false)?;
+    range(cx, args, o)
+}
+
+/// `ZREVRANGE key start stop [WITHSCORES]`: ZRANGE ... REV.
+pub fn zrevrange(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+    let o = range_options(&args[4..], true)?;
+    range(cx, args, o)
+}
+
+fn range(cx: &mut Ctx<'_>, args: &[&[u8]], o: RangeOptions) -> Result<After, CmdError> {
     if o.limit && !o.by_score && !o.by_lex {
         return Err(CmdError::Message(
             "syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
@@ -235,8 +245,15 @@ pub fn zrange(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     Ok(After::Continue)
 }
 
-fn range_options(opts: &[&[u8]]) -> Result<RangeOptions, CmdError> {
-    let mut o = RangeOptions::default();
+/// ZRANGE's options; `rev` for ZREVRANGE, whose direction and kind of
+/// range are fixed (REV, BYSCORE and BYLEX are then no options, as in
+/// Redis).
+fn range_options(opts: &[&[u8]], rev: bool) -> Result<RangeOptions, CmdError> {
+    let fixed = rev;
+    let mut o = RangeOptions {
+        rev,
+        ..RangeOptions::default()
+    };
     let mut i = 0;
     while let Some(opt) = opts.get(i) {
         let left = opts.len() - i - 1;
@@ -249,9 +266,9 @@ fn range_options(opts: &[&[u8]]) -> Result<RangeOptions, CmdError> {
             i += 2;
         } else if is_keyword(opt, "rev") && !o.rev {
             o.rev = true;
-        } else if is_keyword(opt, "bylex") && !o.by_lex && !o.by_score {
+        } else if is_keyword(opt, "bylex") && !fixed && !o.by_lex && !o.by_score {
             o.by_lex = true;
-        } else if is_keyword(opt, "byscore") && !o.by_lex && !o.by_score {
+        } else if is_keyword(opt, "byscore") && !fixed && !o.by_lex && !o.by_score {
             o.by_score = true;
         } else {
             return Err(CmdError::Syntax);

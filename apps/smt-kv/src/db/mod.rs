@@ -414,6 +414,24 @@ mod tests {
     }
 
     #[test]
+    fn the_active_cycle_does_at_most_its_budget_per_call() {
+        let mut db = Db::default();
+        for i in 0..2500 {
+            db.set(format!("k{i}").as_bytes(), s("v"), Ttl::At(100 + i % 7));
+        }
+        db.set(b"later", s("v"), Ttl::At(10_000));
+        assert_eq!(db.expire_due(500, 1000), 1000);
+        assert_eq!(db.len(), 1501);
+        // What is left is still due: the loop comes back without sleeping.
+        assert!(db.next_deadline().is_some_and(|t| t <= 500));
+        assert_eq!(db.expire_due(500, 1000), 1000);
+        assert_eq!(db.expire_due(500, 1000), 500);
+        assert_eq!(db.expire_due(500, 1000), 0);
+        assert_eq!(db.len(), 1);
+        assert_eq!(db.next_deadline(), Some(10_000));
+    }
+
+    #[test]
     fn set_clears_or_keeps_the_ttl() {
         let mut db = Db::default();
         db.set(b"a", s("1"), Ttl::At(100));
