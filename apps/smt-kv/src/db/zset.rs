@@ -109,20 +109,24 @@ impl ZSet {
 
     /// Members ranked `first..=last` (positions already inside the set),
     /// counted from the lowest score, or from the highest with `rev`.
-    /// Costs `first + count` steps (the set has no rank index).
-    pub fn range(
-        &self,
-        first: usize,
-        last: usize,
-        rev: bool,
-    ) -> Box<dyn Iterator<Item = (&Bytes, Score)> + '_> {
-        let pairs = self.order.iter().map(|(s, m)| (m, *s));
+    /// The walk starts at the nearer end of the order (the set has no
+    /// rank index): it costs the distance from that end plus the count.
+    pub fn range(&self, first: usize, last: usize, rev: bool) -> Vec<(&Bytes, Score)> {
         let count = last + 1 - first;
-        if rev {
-            Box::new(pairs.rev().skip(first).take(count))
-        } else {
-            Box::new(pairs.skip(first).take(count))
+        let from_end = self.len().saturating_sub(last + 1);
+        let pairs = self.order.iter().map(|(s, m)| (m, *s));
+        if first <= from_end {
+            return match rev {
+                false => pairs.skip(first).take(count).collect(),
+                true => pairs.rev().skip(first).take(count).collect(),
+            };
         }
+        let mut near: Vec<_> = match rev {
+            false => pairs.rev().skip(from_end).take(count).collect(),
+            true => pairs.skip(from_end).take(count).collect(),
+        };
+        near.reverse();
+        near
     }
 
     pub fn bytes(&self) -> usize {
@@ -139,16 +143,52 @@ mod tests {
     }
 
     #[test]
+    fn ranges_read_the_same_from_either_end() {
+        let mut z = ZSet::default();
+        for i in 0..50u32 {
+            z.insert(format!("m{i:02}").as_bytes(), s(f64::from(i % 7)));
+        }
+        let all: Vec<Bytes> = z
+            .range(0, 49, false)
+            .into_iter()
+            .map(|(m, _)| m.clone())
+            .collect();
+        for (first, last) in [(0, 0), (0, 49), (3, 10), (40, 49), (49, 49), (20, 30)] {
+            let fwd: Vec<Bytes> = z
+                .range(first, last, false)
+                .into_iter()
+                .map(|(m, _)| m.clone())
+                .collect();
+            assert_eq!(fwd, all[first..=last], "{first}..={last}");
+            let rev: Vec<Bytes> = z
+                .range(first, last, true)
+                .into_iter()
+                .map(|(m, _)| m.clone())
+                .collect();
+            let want: Vec<Bytes> = all
+                .iter()
+                .rev()
+                .skip(first)
+                .take(last + 1 - first)
+                .cloned()
+                .collect();
+            assert_eq!(rev, want, "rev {first}..={last}");
+        }
+    }
+
+    #[test]
     fn ordered_by_score_then_member_and_updates_move_members() {
         let mut z = ZSet::default();
         assert!(z.insert(b"b", s(1.0)));
         assert!(z.insert(b"a", s(1.0)));
         assert!(z.insert(b"c", s(0.5)));
         assert!(!z.insert(b"c", s(2.0)));
-        let order: Vec<_> = z.range(0, 2, false).map(|(m, _)| m.clone()).collect();
-        assert_eq!(order, [&b"a"[..], b"b", b"c"]);
-        let top: Vec<_> = z.range(0, 0, true).map(|(m, _)| m.clone()).collect();
-        assert_eq!(top, [&b"c"[..]]);
+        let names =
+            |v: Vec<(&Bytes, Score)>| v.into_iter().map(|(m, _)| m.clone()).collect::<Vec<_>>();
+        assert_eq!(names(z.range(0, 2, false)), [&b"a"[..], b"b", b"c"]);
+        assert_eq!(names(z.range(0, 0, true)), [&b"c"[..]]);
+        assert_eq!(names(z.range(2, 2, false)), [&b"c"[..]]);
+        assert_eq!(names(z.range(1, 2, true)), [&b"b"[..], b"a"]);
         assert_eq!(z.pop(false).map(|(m, _)| m), Some(Bytes::from_static(b"a")));
         assert!(z.remove(b"c"));
         assert!(!z.remove(b"c"));
