@@ -54,7 +54,7 @@ use crate::client::{local_for, Host};
 use crate::resp::reply;
 
 /// A client of the store's SMT front end: see the module docs.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct KvClient {
     endpoint: smt::Endpoint,
     server: SocketAddr,
@@ -63,6 +63,18 @@ pub struct KvClient {
     timeout: Option<Duration>,
     /// No call has found the endpoint closed.
     open: bool,
+}
+
+impl std::fmt::Debug for KvClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the password.
+        f.debug_struct("KvClient")
+            .field("server", &self.server)
+            .field("local_addr", &self.endpoint.local_addr())
+            .field("password", &self.auth.as_ref().map(|_| ".."))
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 impl KvClient {

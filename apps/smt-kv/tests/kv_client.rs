@@ -267,6 +267,7 @@ fn a_password_goes_with_every_message() {
     let refused: RedisResult<Option<String>> = wrong.get("k");
     assert_eq!(refused.unwrap_err().code(), Some("WRONGPASS"));
     let mut kv = client(&server, &ca).with_password("sesame");
+    assert!(!format!("{kv:?}").contains("sesame"), "{kv:?}");
     let () = kv.set("k", "v").unwrap();
     assert_eq!(kv.get::<_, String>("k").unwrap(), "v");
     let (a, b): (String, String) = redis::pipe().get("k").get("k").query(&mut kv).unwrap();

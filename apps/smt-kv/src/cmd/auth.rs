@@ -5,8 +5,9 @@ use super::{After, CmdError, Ctx};
 use crate::resp::reply;
 
 /// The password clients must send with `AUTH` before any other command.
-/// Its `Debug` never shows it.
-#[derive(Clone, PartialEq, Eq)]
+/// Its `Debug` never shows it, and it has no `==`: compare with
+/// [`Password::matches`].
+#[derive(Clone)]
 pub struct Password(Vec<u8>);
 
 impl Password {
