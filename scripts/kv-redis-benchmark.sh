@@ -1,27 +1,36 @@
 #!/usr/bin/env bash
-# redis-benchmark against smt-kv's TCP and TLS front ends and against the
-# real redis-server (TCP and TLS) on the same machine, same settings:
-# -t ping,set,get, 50 clients, without and with -P 16, TLS 1.3 with
-# TLS_AES_128_GCM_SHA256 on both (the suite SMT uses). Prints a Markdown
-# table of requests per second (docs/apps.md).
+# redis-benchmark's default suite (every test the installed version runs:
+# PING, SET, GET, INCR, lists, sets, sorted sets, hashes, LRANGE, MSET)
+# against smt-kv's TCP and TLS front ends and against the real
+# redis-server (TCP and TLS) on the same machine, same settings: 50
+# clients, without and with -P 16, TLS 1.3 with TLS_AES_128_GCM_SHA256 on
+# both (the suite SMT uses). Prints a Markdown table of requests per
+# second, one row per test (docs/apps.md).
 #
-#   scripts/kv-redis-benchmark.sh [--pin] [REQUESTS]
+#   scripts/kv-redis-benchmark.sh [--pin] [--raw] [REQUESTS]
 #
 # --pin runs both servers and redis-benchmark on CPU 1 (taskset -c 1).
+# --raw prints redis-benchmark -q's own output for smt-kv over TCP and
+#       over TLS instead of the table, each after its command line.
 # Needs redis-server and redis-benchmark (scripts/redis-test.sh --install).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 pin=()
-if [ "${1:-}" = "--pin" ]; then
-    pin=(taskset -c 1)
+raw=no
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --pin) pin=(taskset -c 1) ;;
+        --raw) raw=yes ;;
+        *) break ;;
+    esac
     shift
-fi
-requests=${1:-200000}
+done
+requests=${1:-100000}
 
 bash scripts/redis-test.sh --install
 cargo build --release -q -p smt-kv
-bin=target/release/smt-kv
+bin=${CARGO_TARGET_DIR:-target}/release/smt-kv
 dir=$(mktemp -d)
 pids=()
 cleanup() {
@@ -44,27 +53,62 @@ pids+=($!)
 pids+=($!)
 sleep 1
 
-# One run: prints "PING_INLINE PING_MBULK SET GET" requests per second.
-bench() {
-    local port=$1 pipeline=$2
-    shift 2
-    "${pin[@]}" redis-benchmark -h 127.0.0.1 -p "$port" -t ping,set,get -n "$requests" \
-        -c 50 -P "$pipeline" --csv "$@" 2>/dev/null |
-        awk -F'"' '/^"(PING_INLINE|PING_MBULK|SET|GET)"/ { printf "%s ", $4 }'
+tls=(--tls --cacert "$dir/ca.pem" --tls-ciphersuites TLS_AES_128_GCM_SHA256)
+
+# The arguments of one run: port, pipeline, and "tls" or nothing.
+bench_args() {
+    local port=$1 pipeline=$2 kind=${3:-}
+    local args=(-h 127.0.0.1 -p "$port" -n "$requests" -c 50 -P "$pipeline")
+    if [ "$kind" = tls ]; then args+=("${tls[@]}"); fi
+    echo "${args[@]}"
 }
 
-tls=(--tls --cacert "$dir/ca.pem" --tls-ciphersuites TLS_AES_128_GCM_SHA256)
-echo "| server | -P | PING_INLINE | PING_MBULK | SET | GET |"
-echo "|---|---|---|---|---|---|"
-for pipeline in 1 16; do
-    for target in "redis-server TCP:$redis_tcp" "smt-kv TCP:$kv_tcp" \
-                  "redis-server TLS:$redis_tls:tls" "smt-kv TLS:$kv_tls:tls"; do
-        IFS=: read -r name port kind <<<"$target"
-        if [ "${kind:-}" = tls ]; then
-            result=$(bench "$port" "$pipeline" "${tls[@]}")
-        else
-            result=$(bench "$port" "$pipeline")
-        fi
-        printf "| %s | %s | %s |\n" "$name" "$pipeline" "$(echo "$result" | sed 's/ $//; s/ / | /g')"
+if [ "$raw" = yes ]; then
+    for pipeline in 1 16; do
+        for target in "smt-kv TCP:$kv_tcp:" "smt-kv TLS:$kv_tls:tls"; do
+            IFS=: read -r name port kind <<<"$target"
+            # shellcheck disable=SC2046
+            args=$(bench_args "$port" "$pipeline" "$kind" | sed "s|$dir|DIR|g")
+            echo "## $name: redis-benchmark -q $args"
+            # shellcheck disable=SC2046
+            "${pin[@]}" redis-benchmark -q $(bench_args "$port" "$pipeline" "$kind") 2>&1 |
+                tr '\r' '\n' | grep 'requests per second'
+            echo
+        done
     done
+    exit 0
+fi
+
+# One run's CSV as "test<TAB>rps" lines.
+bench() {
+    # shellcheck disable=SC2046
+    "${pin[@]}" redis-benchmark --csv $(bench_args "$@") 2>/dev/null |
+        awk -F'"' 'NR > 1 { printf "%s\t%s\n", $2, $4 }'
+}
+
+targets=("redis-server TCP:$redis_tcp:" "smt-kv TCP:$kv_tcp:" "redis-server TLS:$redis_tls:tls" "smt-kv TLS:$kv_tls:tls")
+for pipeline in 1 16; do
+    files=()
+    for target in "${targets[@]}"; do
+        IFS=: read -r name port kind <<<"$target"
+        file="$dir/$(echo "$name" | tr ' ' _)-$pipeline.tsv"
+        bench "$port" "$pipeline" "$kind" >"$file"
+        files+=("$file")
+    done
+    echo
+    echo "-P $pipeline:"
+    echo
+    echo "| test | redis-server TCP | smt-kv TCP | redis-server TLS | smt-kv TLS |"
+    echo "|---|---|---|---|---|"
+    # Rows in the suite's order, from the first file; a missing result is "—".
+    awk -F'\t' '
+        FNR == 1 { f++ }
+        { rps[f, $1] = $2; if (f == 1) order[++n] = $1 }
+        END {
+            for (i = 1; i <= n; i++) {
+                t = order[i]; line = "| " t
+                for (j = 1; j <= f; j++) line = line " | " ((j, t) in rps ? rps[j, t] : "—")
+                print line " |"
+            }
+        }' "${files[@]}"
 done

@@ -3,7 +3,7 @@
 
 use std::fmt;
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
 
 use rustls::crypto::aws_lc_rs;
@@ -123,10 +123,24 @@ impl Client {
         server: SocketAddr,
         ca_pem: &str,
     ) -> Result<Self, ClientError> {
+        Self::connect_to(transport, &server.to_string(), ca_pem)
+    }
+
+    /// Connects to `server`, `HOST:PORT` where HOST is a name or an IP
+    /// address. TLS and SMT verify the server's certificate against
+    /// `ca_pem` and HOST (a name is also sent as SNI). TCP and TLS try the
+    /// name's addresses in turn; SMT, which has no connection to refuse,
+    /// takes its first IPv4 address (else its first).
+    pub fn connect_to(
+        transport: Transport,
+        server: &str,
+        ca_pem: &str,
+    ) -> Result<Self, ClientError> {
+        let host = Host::parse(server)?;
         let link = match transport {
-            Transport::Tcp => Link::Tcp(tcp(server)?),
-            Transport::Tls => Link::Tls(Box::new(tls(server, ca_pem)?)),
-            Transport::Smt => smt_link(server, ca_pem)?,
+            Transport::Tcp => Link::Tcp(tcp(&host)?),
+            Transport::Tls => Link::Tls(Box::new(tls(&host, ca_pem)?)),
+            Transport::Smt => smt_link(&host, ca_pem)?,
         };
         Ok(Self {
             link,
@@ -152,6 +166,36 @@ impl Client {
         }
     }
 
+    /// Sends `AUTH password`, then the command: the command's reply, or
+    /// AUTH's error. Over SMT both go in one message (each message is a
+    /// session of its own); over a stream the connection stays
+    /// authenticated.
+    pub fn call_authenticated(
+        &mut self,
+        password: &[u8],
+        args: &[&[u8]],
+    ) -> Result<Value, ClientError> {
+        let Link::Smt { endpoint, server } = &mut self.link else {
+            return match self.call(&[b"AUTH", password])? {
+                error @ Value::Error(_) => Ok(error),
+                _ => self.call(args),
+            };
+        };
+        self.request.clear();
+        reply::command(&mut self.request, &[b"AUTH", password]);
+        reply::command(&mut self.request, args);
+        let reply = smt_call(endpoint, *server, &self.request)?;
+        let malformed = || BadReply("an SMT response must hold one reply per command");
+        let (auth, len) = Value::parse(&reply)?.ok_or_else(malformed)?;
+        if let Value::Error(_) = auth {
+            return Ok(auth);
+        }
+        match Value::parse(&reply[len..])? {
+            Some((value, n)) if len + n == reply.len() => Ok(value),
+            _ => Err(malformed().into()),
+        }
+    }
+
     /// Sends raw bytes (for tests): over SMT, one message whose whole
     /// response is returned; over a stream, the bytes, then whatever
     /// arrives until `until` ends the input or the server closes.
@@ -174,8 +218,71 @@ impl Client {
     }
 }
 
-fn tcp(server: SocketAddr) -> io::Result<TcpStream> {
-    let s = TcpStream::connect(server)?;
+/// A server named as `HOST:PORT`, looked up.
+#[derive(Debug)]
+pub struct Host {
+    /// The name or IP address, as given (without IPv6 brackets).
+    pub name: String,
+    /// Its addresses, in the resolver's order.
+    pub addrs: Vec<SocketAddr>,
+}
+
+impl Host {
+    /// Looks up `server`: an IP socket address, or `HOST:PORT` through
+    /// the system resolver. A malformed `server` is an
+    /// `io::ErrorKind::InvalidInput` error that says what is expected.
+    pub fn parse(server: &str) -> io::Result<Self> {
+        if let Ok(addr) = server.parse::<SocketAddr>() {
+            return Ok(Self {
+                name: addr.ip().to_string(),
+                addrs: vec![addr],
+            });
+        }
+        let invalid = |why: String| io::Error::new(io::ErrorKind::InvalidInput, why);
+        let (host, port) = server.rsplit_once(':').ok_or_else(|| {
+            invalid(format!(
+                "{server:?} is not HOST:PORT (a host name or IP address, a colon and a port)"
+            ))
+        })?;
+        let port: u16 = port
+            .parse()
+            .map_err(|_| invalid(format!("{server:?}: {port:?} is not a port number")))?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let addrs: Vec<SocketAddr> = (host, port).to_socket_addrs()?.collect();
+        if addrs.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{host} has no address"),
+            ));
+        }
+        Ok(Self {
+            name: host.to_owned(),
+            addrs,
+        })
+    }
+
+    /// The address a datagram client uses: the first IPv4 one, else the
+    /// first.
+    pub fn datagram_addr(&self) -> SocketAddr {
+        self.addrs
+            .iter()
+            .find(|a| a.is_ipv4())
+            .copied()
+            .unwrap_or(self.addrs[0])
+    }
+
+    /// The name TLS verifies the certificate against.
+    fn server_name(&self) -> Result<ServerName<'static>, ClientError> {
+        match self.name.parse::<IpAddr>() {
+            Ok(ip) => Ok(ServerName::IpAddress(ip.into())),
+            Err(_) => ServerName::try_from(self.name.clone())
+                .map_err(|e| ClientError::Tls(format!("{:?}: {e}", self.name))),
+        }
+    }
+}
+
+fn tcp(host: &Host) -> io::Result<TcpStream> {
+    let s = TcpStream::connect(&host.addrs[..])?;
     s.set_nodelay(true)?;
     Ok(s)
 }
@@ -202,12 +309,11 @@ pub fn tls_client_config(ca_pem: &str) -> Result<Arc<rustls::ClientConfig>, Clie
     Ok(Arc::new(config))
 }
 
-fn tls(server: SocketAddr, ca_pem: &str) -> Result<TlsStream, ClientError> {
+fn tls(host: &Host, ca_pem: &str) -> Result<TlsStream, ClientError> {
     let config = tls_client_config(ca_pem)?;
-    let name = ServerName::IpAddress(server.ip().into());
-    let conn =
-        rustls::ClientConnection::new(config, name).map_err(|e| ClientError::Tls(e.to_string()))?;
-    let mut stream = rustls::StreamOwned::new(conn, tcp(server)?);
+    let conn = rustls::ClientConnection::new(config, host.server_name()?)
+        .map_err(|e| ClientError::Tls(e.to_string()))?;
+    let mut stream = rustls::StreamOwned::new(conn, tcp(host)?);
     // Finish the handshake now, so that the first call's latency is a
     // call's, not a handshake's.
     while stream.conn.is_handshaking() {
@@ -219,13 +325,27 @@ fn tls(server: SocketAddr, ca_pem: &str) -> Result<TlsStream, ClientError> {
     Ok(stream)
 }
 
-fn smt_link(server: SocketAddr, ca_pem: &str) -> Result<Link, ClientError> {
-    let local = SocketAddr::new(server.ip(), 0);
-    let mut endpoint = smt::LocalEndpoint::bind(local, smt::EndpointConfig::default())?;
+fn smt_link(host: &Host, ca_pem: &str) -> Result<Link, ClientError> {
+    let server = host.datagram_addr();
+    let mut endpoint = smt::LocalEndpoint::bind(local_for(server), smt::EndpointConfig::default())?;
     let tls = smt_tls::TlsClient::new(ca_pem.as_bytes(), None)
         .map_err(|e| ClientError::Tls(e.to_string()))?;
     endpoint.set_tls_client(tls);
+    if let Ok(name) = host.server_name() {
+        endpoint.set_server_name(server, name);
+    }
     Ok(Link::Smt { endpoint, server })
+}
+
+/// Where a client endpoint for `server` binds: the same loopback address
+/// for a server on this machine, else any address of its family.
+pub fn local_for(server: SocketAddr) -> SocketAddr {
+    let ip = match server.ip() {
+        ip if ip.is_loopback() => ip,
+        IpAddr::V4(_) => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+        IpAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+    };
+    SocketAddr::new(ip, 0)
 }
 
 /// One call on a caller-driven endpoint: sends `request` and polls until

@@ -1,10 +1,11 @@
 //! `smt-kv`: serve the store, or run YCSB against it. See `docs/apps.md`.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use smt_kv::cmd::Password;
 use smt_kv::resp::Limits;
 use smt_kv::server::{Identity, RunningServer, ServerConfig};
 
@@ -26,8 +27,10 @@ enum Command {
     /// Run YCSB workloads A-D over TCP, TLS/TCP and SMT (see `ycsb --help`).
     Ycsb(smt_kv::ycsb::cli::YcsbArgs),
     /// Write a throwaway CA and a server certificate (ca.pem, server.pem,
-    /// server-key.pem) for `serve --cert/--key` and for other servers and
-    /// clients (redis-server, redis-benchmark --cacert).
+    /// server-key.pem, the key readable by its owner only) for
+    /// `serve --cert/--key` and for other servers and clients
+    /// (redis-server, redis-benchmark --cacert). Existing files are kept
+    /// unless --force is given.
     Certs(CertsArgs),
     /// Send one command and print the reply (like redis-cli), over any
     /// front end: the way to talk to the SMT one by hand.
@@ -36,15 +39,19 @@ enum Command {
 
 #[derive(clap::Args, Debug)]
 struct CliArgs {
-    /// The server's front end.
+    /// The server's front end: HOST:PORT, HOST a name (checked against
+    /// the certificate for tls and smt) or an IP address.
     #[arg(long)]
-    server: SocketAddr,
+    server: String,
     /// tcp, tls or smt.
     #[arg(long, default_value = "tcp")]
     transport: String,
     /// The CA certificate that issued the server's (for tls and smt).
     #[arg(long)]
     ca: Option<PathBuf>,
+    /// The server's password, sent with AUTH first (as redis-cli -a).
+    #[arg(short = 'a', long, env = "SMT_KV_PASSWORD", hide_env_values = true)]
+    password: Option<String>,
     /// The command and its arguments.
     #[arg(required = true, num_args = 1..)]
     command: Vec<String>,
@@ -58,6 +65,9 @@ struct CertsArgs {
     /// Names the certificate carries: IP addresses or DNS names.
     #[arg(long, value_delimiter = ',', default_value = "127.0.0.1,localhost")]
     names: Vec<String>,
+    /// Replace files that are already there.
+    #[arg(long)]
+    force: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -91,6 +101,13 @@ struct ServeArgs {
     /// Stream clients served at once (Redis's maxclients).
     #[arg(long, default_value_t = 10_000)]
     maxclients: usize,
+    /// Clients of every front end (TCP, TLS and SMT) must send this
+    /// password with AUTH before any other command (Redis's requirepass).
+    /// Over SMT, where each message stands alone, a message starts with
+    /// AUTH. Prefer the environment variable to the flag, which other
+    /// users of the machine can see.
+    #[arg(long, env = "SMT_KV_REQUIREPASS", hide_env_values = true)]
+    requirepass: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -126,6 +143,7 @@ fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             query_buffer_limit: args.client_query_buffer_limit,
         },
         max_clients: args.maxclients,
+        requirepass: args.requirepass.map(|p| Password::new(p.into_bytes())),
     };
     let server = RunningServer::start(config)?;
     for (name, addr) in [
@@ -154,9 +172,13 @@ fn one_command(args: CliArgs) -> Result<(), Box<dyn std::error::Error>> {
         None if transport == Transport::Tcp => String::new(),
         None => return Err("--ca is needed for tls and smt".into()),
     };
-    let mut client = Client::connect(transport, args.server, &ca)?;
+    let mut client = Client::connect_to(transport, &args.server, &ca)?;
     let words: Vec<&[u8]> = args.command.iter().map(|w| w.as_bytes()).collect();
-    println!("{}", show(&client.call(&words)?));
+    let reply = match &args.password {
+        Some(password) => client.call_authenticated(password.as_bytes(), &words)?,
+        None => client.call(&words)?,
+    };
+    println!("{}", show(&reply));
     Ok(())
 }
 
@@ -179,18 +201,67 @@ fn show(v: &smt_kv::resp::Value) -> String {
     }
 }
 
+/// The files `certs` writes, and who may read them.
+const CERT_FILES: [(&str, u32); 3] = [
+    ("ca.pem", 0o644),
+    ("server.pem", 0o644),
+    ("server-key.pem", 0o600),
+];
+
 fn certs(args: CertsArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let existing: Vec<&str> = CERT_FILES
+        .iter()
+        .map(|(name, _)| *name)
+        .filter(|name| args.dir.join(name).exists())
+        .collect();
+    if !existing.is_empty() && !args.force {
+        return Err(format!(
+            "{} already exists in {} (nothing written; --force replaces them)",
+            existing.join(", "),
+            args.dir.display()
+        )
+        .into());
+    }
     let names: Vec<&str> = args.names.iter().map(String::as_str).collect();
     let identity = Identity::generate(&names)?;
     std::fs::create_dir_all(&args.dir)?;
-    std::fs::write(args.dir.join("ca.pem"), identity.ca_pem.unwrap_or_default())?;
-    std::fs::write(args.dir.join("server.pem"), identity.chain_pem)?;
-    std::fs::write(args.dir.join("server-key.pem"), identity.key_pem)?;
+    let contents = [
+        identity.ca_pem.unwrap_or_default(),
+        identity.chain_pem,
+        identity.key_pem,
+    ];
+    for ((name, mode), text) in CERT_FILES.iter().zip(contents) {
+        write_file(&args.dir.join(name), text.as_bytes(), *mode)?;
+    }
     eprintln!(
-        "smt-kv: wrote ca.pem, server.pem, server-key.pem in {}",
+        "smt-kv: wrote ca.pem, server.pem, server-key.pem (mode 600) in {}",
         args.dir.display()
     );
     Ok(())
+}
+
+/// Writes `path` with permissions `mode` from the start (a private key is
+/// never readable by others, not even briefly): into a new file next to
+/// it, then renamed over it.
+fn write_file(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let temp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let result = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&temp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_all()))
+        .and_then(|()| std::fs::rename(&temp, path));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    result
 }
 
 /// The certificate from files, or a throwaway one naming the listening

@@ -72,6 +72,65 @@ pub fn push_i64(out: &mut Vec<u8>, n: i64) {
     let _ = write!(out, "{n}");
 }
 
+/// Parses a float as Redis's `string2d` does (`strtod`, then checks):
+/// the whole string, no leading white space, not NaN, and not a finite
+/// number too large or too small to be anything but infinity or zero
+/// (`1e400`, `1e-400`). `inf`, `-inf`, `+inf` and `infinity` (any case)
+/// are scores. Hexadecimal floats, which C's `strtod` also reads, are not.
+pub fn parse_f64(s: &[u8]) -> Option<f64> {
+    // Rust's parser refuses white space and trailing bytes, as the
+    // checks after strtod do.
+    let text = std::str::from_utf8(s).ok()?;
+    let value: f64 = text.parse().ok()?;
+    let unsigned = text.trim_start_matches(['+', '-']);
+    let literal_infinity = unsigned.starts_with(['i', 'I']);
+    if value.is_nan() || (value.is_infinite() && !literal_infinity) {
+        return None;
+    }
+    let mantissa = unsigned.split(['e', 'E']).next().unwrap_or("");
+    let underflow = value == 0.0 && mantissa.bytes().any(|b| (b'1'..=b'9').contains(&b));
+    (!underflow).then_some(value)
+}
+
+/// Appends `d` as Redis 7.0 writes a score in RESP2: C's `%.17g`
+/// (17 significant digits, trailing zeros dropped, an exponent below
+/// 1e-4 and from 1e17 on), and `inf` / `-inf`.
+pub fn push_f64(out: &mut Vec<u8>, d: f64) {
+    use std::io::Write;
+    const DIGITS: i32 = 17;
+    if d.is_infinite() {
+        out.extend_from_slice(if d > 0.0 { b"inf" } else { b"-inf" });
+        return;
+    }
+    // The exponent %e would print with 17 significant digits decides
+    // between the two forms, as C specifies for %g.
+    let sci = format!("{d:.16e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if (-4..DIGITS).contains(&exp) {
+        let decimals = usize::try_from(DIGITS - 1 - exp).unwrap_or(0);
+        let fixed = format!("{d:.decimals$}");
+        out.extend_from_slice(strip_fraction_zeros(&fixed).as_bytes());
+    } else {
+        let sign = if exp < 0 { '-' } else { '+' };
+        // Writing into a Vec cannot fail.
+        let _ = write!(
+            out,
+            "{}e{sign}{:02}",
+            strip_fraction_zeros(mantissa),
+            exp.unsigned_abs()
+        );
+    }
+}
+
+/// `1.2500` → `1.25`, `3.000` → `3`: %g's trailing-zero removal.
+fn strip_fraction_zeros(s: &str) -> &str {
+    if !s.contains('.') {
+        return s;
+    }
+    s.trim_end_matches('0').trim_end_matches('.')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,5 +168,56 @@ mod tests {
         assert_eq!(parse_cursor(b" 1"), None);
         assert_eq!(parse_cursor(b"1x"), None);
         assert_eq!(parse_cursor(b"18446744073709551616"), None);
+    }
+
+    #[test]
+    fn floats_are_read_as_string2d_does() {
+        for (s, want) in [
+            (&b"1"[..], Some(1.0)),
+            (b"-1.5", Some(-1.5)),
+            (b"+.5", Some(0.5)),
+            (b"1e3", Some(1000.0)),
+            (b"inf", Some(f64::INFINITY)),
+            (b"-INF", Some(f64::NEG_INFINITY)),
+            (b"+infinity", Some(f64::INFINITY)),
+            (b"1e-310", Some(1e-310)),
+            (b"0e-999", Some(0.0)),
+            (b"nan", None),
+            (b"1e400", None),
+            (b"1e-400", None),
+            (b" 1", None),
+            (b"1 ", None),
+            (b"", None),
+            (b"1x", None),
+            (b"0x10", None),
+        ] {
+            assert_eq!(parse_f64(s), want, "{:?}", String::from_utf8_lossy(s));
+        }
+    }
+
+    #[test]
+    fn floats_are_written_as_printf_17g() {
+        let show = |d: f64| {
+            let mut out = Vec::new();
+            push_f64(&mut out, d);
+            String::from_utf8(out).unwrap()
+        };
+        for (d, want) in [
+            (3.0, "3"),
+            (-0.0, "-0"),
+            (1.1, "1.1000000000000001"),
+            (0.1, "0.10000000000000001"),
+            (123.456, "123.456"),
+            (1e16, "10000000000000000"),
+            (1e17, "1e+17"),
+            (1.5e300, "1.5000000000000001e+300"),
+            (1e-4, "0.0001"),
+            (1e-5, "1.0000000000000001e-05"),
+            (f64::INFINITY, "inf"),
+            (f64::NEG_INFINITY, "-inf"),
+            (9007199254740993.0, "9007199254740992"),
+        ] {
+            assert_eq!(show(d), want, "{d:e}");
+        }
     }
 }

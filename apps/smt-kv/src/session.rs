@@ -1,9 +1,9 @@
 //! One client's command stream: parse, execute, reply. Shared by the
 //! stream front ends (a TCP or TLS connection is one session) and the SMT
 //! front end (each request message is a session of its own, which ends
-//! with the message).
+//! with the message: so with a password, a message starts with `AUTH`).
 
-use crate::cmd::{self, After, Store};
+use crate::cmd::{self, After, ClientState, Store};
 use crate::db::UnixMs;
 use crate::resp::{reply, Limits, ProtocolError, RequestParser, Step};
 
@@ -20,16 +20,19 @@ pub enum Stop {
     Close,
 }
 
-/// A client's parser state between reads.
+/// A client's parser state between reads, and what the server knows of
+/// it (authentication).
 #[derive(Debug)]
 pub struct Session {
     parser: RequestParser,
+    client: ClientState,
 }
 
 impl Session {
     pub fn new(limits: Limits) -> Self {
         Self {
             parser: RequestParser::new(limits),
+            client: ClientState::default(),
         }
     }
 
@@ -50,7 +53,7 @@ impl Session {
             match self.parser.step(rest) {
                 Ok(Step::Command { len }) => {
                     let args = self.parser.args(rest);
-                    let after = cmd::execute(store, &args, now, out);
+                    let after = cmd::execute(store, &mut self.client, &args, now, out);
                     consumed += len;
                     if after == After::Close {
                         return (consumed, Stop::Close);
@@ -112,6 +115,16 @@ mod tests {
         assert_eq!(message(b"*1\r\n$4\r\nPING\r\n"), b"+PONG\r\n");
         assert_eq!(message(b"PING\r\nPING\r\n"), b"+PONG\r\n+PONG\r\n");
         assert_eq!(message(b""), b"");
+    }
+
+    #[test]
+    fn with_a_password_each_message_authenticates_on_its_own() {
+        let mut store = Store::default();
+        store.settings.requirepass = Some(cmd::Password::new(b"pw".to_vec()));
+        let mut run = |m: &[u8]| run_message(m, &mut store, 0, Limits::default());
+        assert_eq!(run(b"AUTH pw\r\nSET k v\r\n"), b"+OK\r\n+OK\r\n");
+        assert_eq!(run(b"GET k\r\n"), b"-NOAUTH Authentication required.\r\n");
+        assert_eq!(run(b"AUTH pw\r\nGET k\r\n"), b"+OK\r\n$1\r\nv\r\n");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{kv_server, show};
+use common::{kv_server, kv_server_with, show};
 use smt_kv::client::{Client, Transport};
 use smt_kv::resp::Value;
 
@@ -98,4 +98,73 @@ fn three_front_ends_serve_one_database() {
     };
     let info = String::from_utf8(info).unwrap();
     assert!(info.contains("smt_requests_processed:4"), "{info}");
+}
+
+/// With a password, each front end refuses commands until AUTH: a TCP or
+/// TLS connection stays authenticated, an SMT message only for itself.
+#[test]
+fn every_front_end_asks_for_the_password() {
+    let (server, ca) = kv_server_with(|c| {
+        c.requirepass = Some(smt_kv::cmd::Password::new(b"sesame".to_vec()));
+    });
+    let noauth = Value::Error(b"NOAUTH Authentication required.".to_vec());
+    let wrongpass =
+        Value::Error(b"WRONGPASS invalid username-password pair or user is disabled.".to_vec());
+    for transport in [Transport::Tcp, Transport::Tls, Transport::Smt] {
+        let addr = match transport {
+            Transport::Tcp => server.tcp,
+            Transport::Tls => server.tls,
+            Transport::Smt => server.smt,
+        };
+        let mut c = Client::connect(transport, addr.unwrap(), &ca).unwrap();
+        assert_eq!(
+            c.call(&[b"SET", b"k", b"v"]).unwrap(),
+            noauth,
+            "{transport:?}"
+        );
+        assert_eq!(
+            c.call_authenticated(b"open", &[b"GET", b"k"]).unwrap(),
+            wrongpass,
+            "{transport:?}"
+        );
+        assert_eq!(
+            c.call_authenticated(b"sesame", &[b"SET", b"k", b"v"])
+                .unwrap(),
+            Value::Simple(b"OK".to_vec()),
+            "{transport:?}"
+        );
+        let after = c.call(&[b"GET", b"k"]).unwrap();
+        match transport {
+            Transport::Smt => assert_eq!(after, noauth, "a message stands alone"),
+            _ => assert_eq!(after, Value::Bulk(b"v".to_vec()), "{transport:?}"),
+        }
+    }
+}
+
+/// Keys nobody reads again still go: the loop's active expiry, a bounded
+/// number per turn, collects them all (DBSIZE counts keys not yet
+/// collected, as Redis's does).
+#[test]
+fn keys_nobody_reads_expire_anyway() {
+    let (server, ca) = kv_server();
+    let mut c = Client::connect(Transport::Tcp, server.tcp.unwrap(), &ca).unwrap();
+    let mut pipeline = Vec::new();
+    for i in 0..5000 {
+        let key = format!("k{i}");
+        smt_kv::resp::reply::command(&mut pipeline, &[b"SET", key.as_bytes(), b"v", b"PX", b"50"]);
+    }
+    smt_kv::resp::reply::command(&mut pipeline, &[b"SET", b"kept", b"v", b"EX", b"1000"]);
+    let ends_after_all =
+        |input: &[u8]| input.windows(5).filter(|w| w == b"+OK\r\n").count() == 5001;
+    c.raw(&pipeline, ends_after_all).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let size = c.call(&[b"DBSIZE"]).unwrap();
+        if size == Value::Integer(1) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "still {size:?} keys");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(c.call(&[b"TTL", b"kept"]).unwrap(), Value::Integer(1000));
 }

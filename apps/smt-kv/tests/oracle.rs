@@ -21,7 +21,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::{exchange, kv_server, redis_available, show, RealRedis};
+use common::{exchange, kv_server, kv_server_with, redis_available, show, RealRedis};
 use smt_kv::client::{Client, Transport};
 use smt_kv::resp::Value;
 
@@ -138,6 +138,121 @@ fn cases() -> Vec<Case> {
             "SET \"a b\" 'c d'\r\nGET \"a b\"\r\nECHO \"\\x41\\n\\q\"\r\nECHO 'it\\'s'\r\nECHO ab\"cd\"\r\nECHO \"\\xZZ\"\r\n\
              \r\n   \r\nPING\n  PING  \r\n$4\r\nECHO a\rb\tc\r\n",
         ),
+        open(
+            "incrby, decr and decrby",
+            "INCRBY n 5\r\nINCRBY n -10\r\nDECR n\r\nDECRBY n 3\r\nDECRBY n -9223372036854775808\r\nINCRBY n x\r\n\
+             INCRBY n 9223372036854775807\r\nSET n 9223372036854775807\r\nINCRBY n 1\r\nDECRBY n 1\r\nGET n\r\n\
+             SET m -9223372036854775808\r\nDECR m\r\nDECRBY m 1\r\nINCRBY m -1\r\nHSET h f v\r\nINCRBY h 1\r\nINCRBY h x\r\n\
+             DECR h\r\nINCRBY\r\nINCRBY a\r\nDECR a b\r\nDECRBY a 01\r\nSET s 1.5\r\nDECR s\r\n",
+        ),
+        open(
+            "setex and psetex",
+            "SETEX k 100 v\r\nGET k\r\nTTL k\r\nPSETEX k 100000 w\r\nGET k\r\nTTL k\r\nSETEX k 0 v\r\nSETEX k -1 v\r\n\
+             SETEX k x v\r\nPSETEX k 0 v\r\nSETEX k 9223372036854775807 v\r\nPSETEX k 9223372036854775807 v\r\n\
+             SETEX k 10\r\nSETEX k 10 v extra\r\nHSET h f v\r\nSETEX h 100 v\r\nTYPE h\r\nGET k\r\n",
+        ),
+        open(
+            "expire, ttl and persist",
+            "SET k v\r\nTTL k\r\nPTTL k\r\nEXPIRE k 100\r\nTTL k\r\nEXPIRE k 100 NX\r\nEXPIRE k 200 XX\r\nTTL k\r\n\
+             EXPIRE k 50 GT\r\nEXPIRE k 300 GT\r\nTTL k\r\nEXPIRE k 400 LT\r\nEXPIRE k 100 lt\r\nTTL k\r\n\
+             PERSIST k\r\nPERSIST k\r\nTTL k\r\nEXPIRE k 100 GT\r\nEXPIRE k 100 LT\r\nTTL k\r\nEXPIRE k 100 XX\r\n\
+             PERSIST nokey\r\nTTL nokey\r\nPTTL nokey\r\nEXPIRE nokey 10\r\nPEXPIRE k 100000\r\nTTL k\r\n\
+             EXPIREAT k 99999999999\r\nEXPIRETIME k\r\nPEXPIREAT k 99999999999000\r\nPEXPIRETIME k\r\nTTL k\r\n\
+             EXPIRETIME nokey\r\nPEXPIRETIME nokey\r\nSET p v\r\nEXPIRETIME p\r\nEXPIRE p -1\r\nEXISTS p\r\n\
+             SET p v\r\nEXPIREAT p 1\r\nEXISTS p\r\nSET p v\r\nPEXPIRE p 0\r\nEXISTS p\r\nSET p v\r\nEXPIRE p 0 NX\r\n\
+             EXISTS p\r\nSET p v EX 100\r\nSET p w KEEPTTL\r\nTTL p\r\nSET p x\r\nTTL p\r\nHSET h f v\r\nEXPIRE h 100\r\nTTL h\r\n\
+             INCR p2\r\nEXPIRE p2 100\r\nINCR p2\r\nTTL p2\r\nDBSIZE\r\n",
+        ),
+        open(
+            "expire errors",
+            "SET k v\r\nEXPIRE k\r\nEXPIRE k x\r\nEXPIRE k 10 FOO\r\nEXPIRE k 10 NX XX\r\nEXPIRE k 10 GT LT\r\nEXPIRE k 10 NX GT\r\n\
+             EXPIRE k x FOO\r\nEXPIRE k 10 nx nx\r\nEXPIRE k 10 FOO NX XX\r\nEXPIRE k 10 NX XX FOO\r\nEXPIRE k 1.5\r\n\
+             EXPIRE k 9223372036854775807\r\nEXPIRE k -9223372036854775808\r\nPEXPIRE k 9223372036854775807\r\n\
+             EXPIREAT k 9223372036854775807\r\nPEXPIREAT k 9223372036854775807\r\nPEXPIRETIME k\r\nPERSIST k\r\n\
+             TTL\r\nTTL a b\r\nPTTL\r\nPERSIST\r\nPERSIST a b\r\nEXPIRETIME\r\nPEXPIREAT k\r\nTTL k\r\n",
+        ),
+        open(
+            "type and scan by type",
+            "SET s v\r\nHSET h f v\r\nLPUSH l a\r\nSADD st a\r\nZADD z 1 a\r\nTYPE s\r\nTYPE h\r\nTYPE l\r\nTYPE st\r\n\
+             TYPE z\r\nTYPE nokey\r\nTYPE\r\nTYPE a b\r\nSCAN 0 TYPE list COUNT 100\r\nSCAN 0 TYPE zset COUNT 100\r\n\
+             SCAN 0 TYPE set COUNT 100\r\nFLUSHDB\r\nDBSIZE\r\nFLUSHDB ASYNC\r\nFLUSHDB x\r\n",
+        ),
+        open(
+            "hdel and hlen",
+            "HSET h a 1 b 2 c 3\r\nHDEL h a zz\r\nHGETALL h\r\nHLEN h\r\nHDEL h b c\r\nEXISTS h\r\nHLEN h\r\n\
+             HDEL nokey a\r\nHDEL h\r\nHLEN\r\nSET s v\r\nHDEL s a\r\nHLEN s\r\nHSET h a 1 b 2 c 3 d 4\r\nHDEL h b\r\n\
+             HSET h b 5\r\nHGETALL h\r\n",
+        ),
+        open(
+            "lists",
+            "LPUSH l a b c\r\nRPUSH l d e\r\nLRANGE l 0 -1\r\nLLEN l\r\nLPOP l\r\nRPOP l\r\nLPOP l 2\r\nLRANGE l 0 -1\r\n\
+             LPOP l 0\r\nRPOP l 0\r\nRPOP l 5\r\nEXISTS l\r\nLPOP l\r\nRPOP l\r\nLPOP l 2\r\nRPOP l 0\r\nLLEN l\r\n\
+             RPUSH l x\r\nLPUSH l y\r\nLRANGE l 0 -1\r\nRPOP l 1\r\nLRANGE l 0 0\r\n",
+        ),
+        open(
+            "list ranges",
+            "RPUSH r 0 1 2 3 4 5 6 7 8 9\r\nLRANGE r 0 2\r\nLRANGE r -3 -1\r\nLRANGE r 5 100\r\nLRANGE r -100 2\r\n\
+             LRANGE r 3 1\r\nLRANGE r 10 20\r\nLRANGE r 0 -11\r\nLRANGE r -1 -1\r\nLRANGE r 9 9\r\n\
+             LRANGE r 9223372036854775807 -9223372036854775808\r\nLRANGE r -9223372036854775808 9223372036854775807\r\n\
+             LRANGE nokey 0 -1\r\nLRANGE nokey x 1\r\nLRANGE r 0\r\nLRANGE r a 1\r\nLRANGE r 0 b\r\nLRANGE r 1.0 2\r\n",
+        ),
+        open(
+            "list errors",
+            "SET s v\r\nLPUSH s a\r\nRPUSH s a\r\nLPOP s\r\nRPOP s 2\r\nLPOP s 0\r\nLPOP s x\r\nLRANGE s 0 1\r\nLLEN s\r\n\
+             LPOP nokey -1\r\nLPOP nokey 0\r\nLPOP nokey x\r\nLPOP l 1 2\r\nRPOP l 1 2 3\r\nLPOP l -1\r\nLPOP l 01\r\n\
+             LPUSH\r\nLPUSH l\r\nRPUSH l\r\nLPOP\r\nRPOP\r\nLRANGE\r\nLLEN\r\nLLEN a b\r\nGET s\r\n",
+        ),
+        open(
+            "sets",
+            "SADD s 3 1 2 2\r\nSADD s 10\r\nSMEMBERS s\r\nSCARD s\r\nSISMEMBER s 1\r\nSISMEMBER s 9\r\nSREM s 1 9\r\n\
+             SMEMBERS s\r\nSPOP s 0\r\nSPOP s 10\r\nEXISTS s\r\nSPOP s\r\nSPOP s 1\r\nSMEMBERS s\r\nSCARD s\r\n\
+             SADD one x\r\nSPOP one\r\nSPOP one\r\nEXISTS one\r\nSADD one y\r\nSPOP one 1\r\nSADD m -5 7 -1 0 100\r\n\
+             SPOP m 5\r\nSADD t -0 01 a\r\nSCARD t\r\nSREM t a -0 01\r\nEXISTS t\r\nSMEMBERS nokey\r\n",
+        ),
+        open(
+            "set errors",
+            "SADD s a\r\nSPOP s -1\r\nSPOP s x\r\nSPOP s 1 2\r\nSPOP nokey -1\r\nSADD\r\nSADD s\r\nSREM s\r\n\
+             SISMEMBER s\r\nSISMEMBER s a b\r\nSMEMBERS\r\nSCARD\r\nSET str v\r\nSADD str a\r\nSPOP str\r\n\
+             SPOP str 0\r\nSPOP str 1\r\nSMEMBERS str\r\nSCARD str\r\nSISMEMBER str a\r\nSREM str a\r\nGET str\r\n",
+        ),
+        open(
+            "sorted sets",
+            "ZADD z 1 a 2 b 1.5 c\r\nZRANGE z 0 -1 WITHSCORES\r\nZADD z 1 a\r\nZADD z CH 5 a 2 b\r\nZSCORE z a\r\n\
+             ZADD z NX 10 a 3 d\r\nZADD z XX 10 a 3 e\r\nZADD z GT 1 a\r\nZADD z GT 20 a\r\nZADD z LT 30 a\r\n\
+             ZADD z LT 0.5 a\r\nZADD z XX GT CH 25 a\r\nZADD z INCR 1.25 a\r\nZADD z INCR NX 1 a\r\n\
+             ZADD z INCR XX 1 new\r\nZADD z INCR GT -1 a\r\nZADD z GT CH 1 brandnew\r\nZRANGE z 0 -1 WITHSCORES\r\n\
+             ZCARD z\r\nZRANGE z 0 1\r\nZRANGE z -2 -1 REV\r\nZRANGE z 0 -1 REV WITHSCORES\r\nZRANGE z 5 1\r\nZREVRANGE z 0 1\r\n\
+             ZREVRANGE z -1 -1 WITHSCORES\r\n\
+             ZINCRBY z 2 b\r\nZINCRBY z 1 newmember\r\nZREM z brandnew zz\r\nZPOPMIN z\r\nZPOPMIN z 2\r\nZPOPMAX z\r\n\
+             ZPOPMAX z 0\r\nZPOPMIN z 100\r\nEXISTS z\r\nZPOPMIN z\r\nZPOPMAX z\r\nZPOPMIN nokey 3\r\nZSCORE z a\r\n\
+             ZCARD z\r\nZRANGE z 0 -1\r\nZADD t 1 a 1 b 1 c 0 d\r\nZADD t -0 e\r\nZADD t 0 e\r\nZRANGE t 0 -1 WITHSCORES\r\n\
+             ZREM t a b c d e\r\nEXISTS t\r\n",
+        ),
+        open(
+            "scores as redis writes them",
+            "ZADD f 1.1 a 0.1 b 1e20 c -0 d 1e-5 e inf f -inf g 123.456 h 3 i 1e16 j 1e17 k 0.0001 l 2.5e-7 m\r\n\
+             ZRANGE f 0 -1 WITHSCORES\r\nZADD f +inf n\r\nZSCORE f n\r\nZADD f 1E3 o\r\nZSCORE f o\r\nZADD f .5 p\r\n\
+             ZSCORE f p\r\nZADD f 5. q\r\nZSCORE f q\r\nZADD f -Infinity r\r\nZSCORE f r\r\nZADD f 1e-310 s\r\nZSCORE f s\r\n\
+             ZADD f 1e400 x\r\nZADD f nan x\r\nZADD f 1e-400 x\r\nZADD f \" 1\" x\r\nZADD f 1x x\r\nZADD f \"\" x\r\n\
+             ZADD f INCR -inf f\r\nZINCRBY f -inf f\r\nZINCRBY f inf g\r\nZINCRBY f x a\r\nZADD f INCR 1 a\r\nZCARD f\r\n",
+        ),
+        open(
+            "sorted set errors",
+            "ZADD z 1 a\r\nZADD z\r\nZADD z 1\r\nZADD z 1 a 2\r\nZADD z NX XX 1 a\r\nZADD z GT LT 1 a\r\nZADD z NX GT 1 a\r\n\
+             ZADD z NX LT 1 a\r\nZADD z INCR 1 a 2 b\r\nZADD z x a\r\nZADD z 1 a x b\r\nZADD z NX\r\nZADD z CH\r\n\
+             ZADD z NX XX x a\r\nZADD z INCR NX XX 1 a 2 b\r\nSET str v\r\nZADD str 1 a\r\nZADD str XX 1 a\r\n\
+             ZADD str x a\r\nZSCORE str a\r\nZPOPMIN str\r\nZPOPMIN str 0\r\nZPOPMAX str 1\r\nZPOPMIN z -1\r\n\
+             ZPOPMIN z x\r\nZPOPMIN z 1 2\r\nZPOPMIN\r\nZRANGE z 0\r\nZRANGE z a 1\r\nZRANGE z 0 1 LIMIT 0 1\r\n\
+             ZRANGE z 0 1 BYLEX WITHSCORES\r\nZRANGE z 0 1 FOO\r\nZRANGE z 0 1 REV REV\r\nZRANGE z 0 1 LIMIT x 1\r\n\
+             ZRANGE z 0 1 LIMIT 0\r\nZRANGE z 0 1 WITHSCORES WITHSCORES\r\nZRANGE str 0 1\r\nZRANGE nokey 0 1\r\n\
+             ZRANGE nokey a b\r\nZINCRBY z x a\r\nZINCRBY z 1\r\nZINCRBY str 1 a\r\nZREM z\r\nZREM str a\r\nZCARD str\r\n\
+             ZCARD\r\nZSCORE z\r\nZRANGE z 0 -1 WITHSCORES\r\nZREVRANGE z 0 1 REV\r\nZREVRANGE z 0 1 BYSCORE\r\n\
+             ZREVRANGE z 0 1 LIMIT 0 1\r\nZREVRANGE z 0\r\nZREVRANGE str 0 1\r\nZREVRANGE z x 1\r\n",
+        ),
+        open(
+            "auth without a password",
+            "AUTH x\r\nAUTH default x\r\nAUTH other x\r\nAUTH a b c\r\nAUTH\r\nAUTH default\r\nPING\r\n",
+        ),
         open("empty multibulk", "*0\r\n*-1\r\n*-5\r\nPING\r\n"),
         open("bulk data is followed by two skipped bytes", "*1\r\n$4\r\nPINGx\r\n"),
         open(
@@ -224,6 +339,54 @@ fn replies_match_redis_server_byte_for_byte() {
         failures.len(),
         cases.len(),
         failures.join("\n")
+    );
+}
+
+/// With `requirepass` on both: what runs before AUTH (unknown commands,
+/// arity and subcommand errors, QUIT), NOAUTH for the rest, AUTH's errors
+/// in both forms, and that a wrong AUTH after a right one does not undo
+/// it. Each case ends authenticated, so that the sentinel runs.
+#[test]
+fn authentication_matches_redis_server() {
+    if !redis_available() {
+        return;
+    }
+    let redis = RealRedis::start(&["--requirepass", "sesame"]);
+    let (ours, _ca) = kv_server_with(|c| {
+        c.requirepass = Some(smt_kv::cmd::Password::new(b"sesame".to_vec()));
+    });
+    let ours = ours.tcp.unwrap();
+    let cases: [(&str, &[u8]); 4] = [
+        (
+            "before auth",
+            b"PING\r\nGET k\r\nSET k v\r\nFOO\r\nGET\r\nCONFIG FOO\r\nCONFIG GET\r\nCONFIG GET save\r\n\
+              SELECT 0\r\nAUTH\r\nAUTH sesame\r\n",
+        ),
+        (
+            "auth errors",
+            b"AUTH wrong\r\nAUTH default wrong\r\nAUTH other sesame\r\nAUTH sesame extra extra\r\nAUTH Sesame\r\n\
+              AUTH default sesame\r\nSET k v\r\nGET k\r\nAUTH wrong\r\nGET k\r\nDEL k\r\n",
+        ),
+        ("two-word auth", b"GET k\r\nAUTH default sesame\r\nGET k\r\n"),
+        (
+            "a binary password",
+            b"*2\r\n$4\r\nAUTH\r\n$7\r\nsesame\x00\r\n*2\r\n$4\r\nAUTH\r\n$6\r\nsesame\r\n",
+        ),
+    ];
+    for (name, input) in cases {
+        let want = exchange(redis.addr, input, true);
+        let got = exchange(ours, input, true);
+        assert_eq!(show(&got.reply), show(&want.reply), "case {name:?}");
+        let seen = show(&want.reply);
+        assert!(
+            seen.contains("NOAUTH") || seen.contains("WRONGPASS"),
+            "{name}: {seen}"
+        );
+    }
+    let quit = b"GET k\r\nQUIT\r\nPING\r\n";
+    assert_eq!(
+        exchange(ours, quit, false),
+        exchange(redis.addr, quit, false)
     );
 }
 

@@ -1,7 +1,7 @@
-//! Hash commands: HSET, HGET, HMGET, HGETALL.
+//! Hash commands: HSET, HGET, HMGET, HGETALL, HDEL, HLEN.
 
 use super::{After, CmdError, Ctx};
-use crate::db::Value;
+use crate::db::{Hash, Value};
 use crate::resp::reply;
 
 /// `HSET key field value [field value ...]`: the number of new fields.
@@ -9,7 +9,7 @@ pub fn hset(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     if !args.len().is_multiple_of(2) {
         return Err(CmdError::WrongArity("hset"));
     }
-    let hash = cx.store.db.hash_mut(args[1], cx.now)?;
+    let hash = cx.store.db.collection_or_new::<Hash>(args[1], cx.now)?;
     let added = args[2..]
         .chunks_exact(2)
         .filter(|pair| hash.set(pair[0], pair[1]))
@@ -57,5 +57,27 @@ pub fn hgetall(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
         }
         Some(_) => return Err(CmdError::WrongType),
     }
+    Ok(After::Continue)
+}
+
+/// `HDEL key field [field ...]`: the number of fields removed; the key
+/// goes with its last field.
+pub fn hdel(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+    let removed = match cx.store.db.collection::<Hash>(args[1], cx.now)? {
+        None => 0,
+        Some(hash) => args[2..].iter().filter(|f| hash.remove(f)).count(),
+    };
+    cx.store.db.drop_if_empty(args[1]);
+    reply::integer(cx.out, i64::try_from(removed).unwrap_or(i64::MAX));
+    Ok(After::Continue)
+}
+
+pub fn hlen(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+    let len = cx
+        .store
+        .db
+        .collection::<Hash>(args[1], cx.now)?
+        .map_or(0, |h| h.len());
+    reply::integer(cx.out, i64::try_from(len).unwrap_or(i64::MAX));
     Ok(After::Continue)
 }

@@ -1,4 +1,4 @@
-//! Keyspace commands: DEL, EXISTS, SCAN, DBSIZE, FLUSHALL.
+//! Keyspace commands: DEL, EXISTS, TYPE, SCAN, DBSIZE, FLUSHALL, FLUSHDB.
 
 use super::{is_keyword, After, CmdError, Ctx};
 use crate::db::glob::Glob;
@@ -27,9 +27,26 @@ pub fn exists(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     Ok(After::Continue)
 }
 
+/// `TYPE key`: `string`, `hash`, `list`, `set`, `zset`, or `none`.
+pub fn type_of(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+    let name = cx
+        .store
+        .db
+        .get(args[1], cx.now)
+        .map_or(&b"none"[..], |v| v.type_name());
+    // Type names are ASCII words.
+    reply::simple(cx.out, std::str::from_utf8(name).unwrap_or("none"));
+    Ok(After::Continue)
+}
+
 pub fn dbsize(cx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<After, CmdError> {
     reply::integer(cx.out, count(cx.store.db.len()));
     Ok(After::Continue)
+}
+
+/// `FLUSHDB [ASYNC | SYNC]`: the one database is all of them.
+pub fn flushdb(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+    flushall(cx, args)
 }
 
 /// `FLUSHALL [ASYNC | SYNC]`: both are synchronous here.

@@ -20,6 +20,8 @@ pub struct Settings {
     pub proto_max_bulk_len: u64,
     pub client_query_buffer_limit: usize,
     pub started: Instant,
+    /// Clients must `AUTH` with it first (Redis's `requirepass`).
+    pub requirepass: Option<super::Password>,
 }
 
 impl Default for Settings {
@@ -33,6 +35,7 @@ impl Default for Settings {
             proto_max_bulk_len: limits.max_bulk_len,
             client_query_buffer_limit: limits.query_buffer_limit,
             started: Instant::now(),
+            requirepass: None,
         }
     }
 }
@@ -100,8 +103,9 @@ pub fn quit(cx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<After, CmdError> {
     Ok(After::Close)
 }
 
-/// `CONFIG GET pattern [pattern ...]`, the one CONFIG subcommand served.
-pub fn config(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+/// CONFIG's subcommand exists and has its arguments: checked before
+/// authentication, as Redis checks a command's own.
+pub fn config_subcommand(args: &[&[u8]]) -> Result<(), CmdError> {
     // A subcommand is found by all its bytes, as a command is.
     if !args[1].eq_ignore_ascii_case(b"get") {
         return Err(CmdError::UnknownSubcommand);
@@ -109,6 +113,12 @@ pub fn config(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     if !arity_ok(-3, args.len()) {
         return Err(CmdError::WrongArity("config|get"));
     }
+    Ok(())
+}
+
+/// `CONFIG GET pattern [pattern ...]`, the one CONFIG subcommand served.
+pub fn config(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+    config_subcommand(args)?;
     let table = cx.store.settings.table();
     let mut found: Vec<(&[u8], &str)> = Vec::new();
     for &pattern in &args[2..] {

@@ -1,4 +1,5 @@
-//! String commands: GET, SET, MGET, MSET, INCR.
+//! String commands: GET, SET, SETEX, PSETEX, MGET, MSET, INCR, INCRBY,
+//! DECR, DECRBY.
 
 use super::{is_keyword, After, CmdError, Ctx};
 use crate::db::{Ttl, UnixMs, Value};
@@ -45,7 +46,7 @@ pub fn set(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     let (key, value) = (args[1], args[2]);
     let opts = set_options(&args[3..])?;
     let ttl = match opts.expire {
-        Some((unit, arg)) => Ttl::At(expire_at(unit, arg, cx.now)?),
+        Some((unit, arg)) => Ttl::At(expire_at(unit, arg, cx.now, "set")?),
         None if opts.keep_ttl => Ttl::Keep,
         None => Ttl::Clear,
     };
@@ -110,11 +111,16 @@ fn expire_keyword(opt: &[u8]) -> Option<Expire> {
     .map(|(_, kind)| kind)
 }
 
-/// The absolute deadline an expire argument names: a positive integer,
-/// small enough not to overflow in milliseconds.
-fn expire_at(unit: Expire, arg: &[u8], now: UnixMs) -> Result<UnixMs, CmdError> {
+/// The absolute deadline an expire argument of `command` names: a
+/// positive integer, small enough not to overflow in milliseconds.
+fn expire_at(
+    unit: Expire,
+    arg: &[u8],
+    now: UnixMs,
+    command: &'static str,
+) -> Result<UnixMs, CmdError> {
     let n = parse_i64(arg).ok_or(CmdError::NotInteger)?;
-    let invalid = CmdError::InvalidExpire("set");
+    let invalid = CmdError::InvalidExpire(command);
     let seconds = matches!(unit, Expire::Ex | Expire::ExAt);
     if n <= 0 || (seconds && n > i64::MAX / 1000) {
         return Err(invalid);
@@ -125,6 +131,30 @@ fn expire_at(unit: Expire, arg: &[u8], now: UnixMs) -> Result<UnixMs, CmdError> 
         Expire::ExAt | Expire::PxAt => ms,
     };
     u64::try_from(ms).map_err(|_| invalid)
+}
+
+/// `SETEX key seconds value`.
+pub fn setex(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+    set_with_ttl(cx, args, Expire::Ex, "setex")
+}
+
+/// `PSETEX key milliseconds value`.
+pub fn psetex(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+    set_with_ttl(cx, args, Expire::Px, "psetex")
+}
+
+fn set_with_ttl(
+    cx: &mut Ctx<'_>,
+    args: &[&[u8]],
+    unit: Expire,
+    command: &'static str,
+) -> Result<After, CmdError> {
+    let at = expire_at(unit, args[2], cx.now, command)?;
+    cx.store
+        .db
+        .set(args[1], Value::Str(args[3].to_vec()), Ttl::At(at));
+    reply::ok(cx.out);
+    Ok(After::Continue)
 }
 
 pub fn mget(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
@@ -154,15 +184,40 @@ pub fn mset(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
 /// `INCR key`: the value as a strict 64-bit integer, plus one; the TTL
 /// stays.
 pub fn incr(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
-    let key = args[1];
+    add(cx, args[1], 1)
+}
+
+pub fn decr(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+    add(cx, args[1], -1)
+}
+
+/// `INCRBY key increment`: the increment is checked before the value.
+pub fn incrby(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+    let by = parse_i64(args[2]).ok_or(CmdError::NotInteger)?;
+    add(cx, args[1], by)
+}
+
+/// `DECRBY key decrement`; a decrement of `i64::MIN` cannot be negated.
+pub fn decrby(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+    let by = parse_i64(args[2]).ok_or(CmdError::NotInteger)?;
+    let by = by
+        .checked_neg()
+        .ok_or(CmdError::Message("decrement would overflow"))?;
+    add(cx, args[1], by)
+}
+
+/// Adds `by` to the integer at `key` (0 when absent); the TTL stays.
+fn add(cx: &mut Ctx<'_>, key: &[u8], by: i64) -> Result<After, CmdError> {
     let n = match cx.store.db.get_mut(key, cx.now) {
         None => {
-            cx.store.db.set(key, Value::Str(b"1".to_vec()), Ttl::Clear);
-            1
+            let mut v = Vec::new();
+            push_i64(&mut v, by);
+            cx.store.db.set(key, Value::Str(v), Ttl::Clear);
+            by
         }
         Some(Value::Str(v)) => {
             let n = parse_i64(v).ok_or(CmdError::NotInteger)?;
-            let n = n.checked_add(1).ok_or(CmdError::Overflow)?;
+            let n = n.checked_add(by).ok_or(CmdError::Overflow)?;
             v.clear();
             push_i64(v, n);
             n

@@ -9,6 +9,10 @@ use std::collections::HashMap;
 
 /// Past this many fields, lookups go through an index.
 const LINEAR_MAX: usize = 16;
+/// Up to this many fields a deletion keeps the others in order (Redis's
+/// `hash-max-listpack-entries`); past it, the last field takes the
+/// deleted one's place, in constant time.
+const ORDERED_MAX: usize = 128;
 
 /// A hash value.
 #[derive(Debug, Default)]
@@ -42,6 +46,31 @@ impl Hash {
         }
         self.entries.push((field.to_vec(), value.to_vec()));
         self.index_last();
+        true
+    }
+
+    /// Removes `field`; `true` if it was there.
+    pub fn remove(&mut self, field: &[u8]) -> bool {
+        let Some(i) = self.position(field) else {
+            return false;
+        };
+        let swapped = self.entries.len() > ORDERED_MAX;
+        if swapped {
+            self.entries.swap_remove(i);
+        } else {
+            self.entries.remove(i);
+        }
+        if let Some(index) = &mut self.index {
+            index.remove(field);
+            // Re-point the fields that moved: the one swapped in, or
+            // every one after `i` (fewer than ORDERED_MAX).
+            let moved = if swapped { 1 } else { self.entries.len() };
+            for (at, (f, _)) in self.entries.iter().enumerate().skip(i).take(moved) {
+                if let Some(slot) = index.get_mut(f.as_slice()) {
+                    *slot = at;
+                }
+            }
+        }
         true
     }
 
@@ -100,5 +129,30 @@ mod tests {
         assert_eq!(fields[0], b"f0");
         assert_eq!(fields[39], b"f39");
         assert_eq!(h.len(), 40);
+    }
+
+    #[test]
+    fn removal_keeps_order_and_the_index_true() {
+        for size in [10u32, 40, 300] {
+            let mut h = Hash::default();
+            for i in 0..size {
+                h.set(format!("f{i}").as_bytes(), format!("{i}").as_bytes());
+            }
+            assert!(h.remove(b"f3"));
+            assert!(!h.remove(b"f3"));
+            assert_eq!(h.get(b"f3"), None);
+            for i in (0..size).filter(|&i| i != 3) {
+                let want = format!("{i}");
+                assert_eq!(
+                    h.get(format!("f{i}").as_bytes()),
+                    Some(want.as_bytes()),
+                    "{size} f{i}"
+                );
+            }
+            if size <= 128 {
+                let fields: Vec<_> = h.iter().map(|(f, _)| f.to_vec()).collect();
+                assert_eq!(fields[3], b"f4");
+            }
+        }
     }
 }

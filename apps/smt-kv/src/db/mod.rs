@@ -1,4 +1,5 @@
-//! The database: one keyspace of strings and hashes, with expiry.
+//! The database: one keyspace of strings, hashes, lists, sets and sorted
+//! sets, with expiry.
 //!
 //! ```text
 //! keys    key → Entry { value, slot, expires_at }   (keyed fast hash)
@@ -12,17 +13,29 @@
 //! least once), and the cursor is the next slot to look at.
 //!
 //! **Expiry** is lazy (a read of an expired key deletes it) and active: the
-//! event loop calls [`Db::expire_due`], which walks the ordered deadlines,
-//! so keys nobody reads again do not hold memory.
+//! event loop calls [`Db::expire_due`] every turn with a budget, and it
+//! walks the ordered deadlines, so keys nobody reads again do not hold
+//! memory, and a million keys expiring at once cost a thousand per turn
+//! instead of one long stall.
+//!
+//! **Collections** (hashes, lists, sets, sorted sets) exist only while
+//! they hold something, as in Redis: a command that empties one calls
+//! [`Db::drop_if_empty`].
 
 pub mod glob;
 pub mod hash;
+pub mod list;
+pub mod set;
+pub mod zset;
 
 use std::collections::{BTreeSet, HashMap};
 
 use bytes::Bytes;
 
 pub use hash::Hash;
+pub use list::{End, List};
+pub use set::Set;
+pub use zset::{Score, ZSet};
 
 /// Milliseconds since the Unix epoch (Redis's clock for TTLs).
 pub type UnixMs = u64;
@@ -32,6 +45,9 @@ pub type UnixMs = u64;
 pub enum Value {
     Str(Vec<u8>),
     Hash(Hash),
+    List(List),
+    Set(Set),
+    ZSet(ZSet),
 }
 
 impl Value {
@@ -40,9 +56,51 @@ impl Value {
         match self {
             Self::Str(_) => b"string",
             Self::Hash(_) => b"hash",
+            Self::List(_) => b"list",
+            Self::Set(_) => b"set",
+            Self::ZSet(_) => b"zset",
+        }
+    }
+
+    /// A collection with nothing left in it (never a string).
+    fn is_empty_collection(&self) -> bool {
+        match self {
+            Self::Str(_) => false,
+            Self::Hash(h) => h.is_empty(),
+            Self::List(l) => l.is_empty(),
+            Self::Set(s) => s.is_empty(),
+            Self::ZSet(z) => z.is_empty(),
         }
     }
 }
+
+/// A collection type: how to find it in a [`Value`] and make an empty one.
+pub trait Collection: Default {
+    fn of(value: &mut Value) -> Option<&mut Self>;
+    fn into_value(self) -> Value;
+}
+
+macro_rules! collection {
+    ($type:ident) => {
+        impl Collection for $type {
+            fn of(value: &mut Value) -> Option<&mut Self> {
+                match value {
+                    Value::$type(c) => Some(c),
+                    _ => None,
+                }
+            }
+
+            fn into_value(self) -> Value {
+                Value::$type(self)
+            }
+        }
+    };
+}
+
+collection!(Hash);
+collection!(List);
+collection!(Set);
+collection!(ZSet);
 
 #[derive(Debug)]
 struct Entry {
@@ -151,16 +209,66 @@ impl Db {
         );
     }
 
-    /// The hash at `key`, created empty if the key is absent; `Err` if the
+    /// The collection at `key`, `None` if the key is absent; `Err` if the
     /// key holds another type.
-    pub fn hash_mut(&mut self, key: &[u8], now: UnixMs) -> Result<&mut Hash, WrongType> {
+    pub fn collection<T: Collection>(
+        &mut self,
+        key: &[u8],
+        now: UnixMs,
+    ) -> Result<Option<&mut T>, WrongType> {
+        match self.get_mut(key, now) {
+            None => Ok(None),
+            Some(value) => T::of(value).map(Some).ok_or(WrongType),
+        }
+    }
+
+    /// The collection at `key`, created empty if the key is absent (the
+    /// caller must add to it, or call [`Db::drop_if_empty`]); `Err` if the
+    /// key holds another type.
+    pub fn collection_or_new<T: Collection>(
+        &mut self,
+        key: &[u8],
+        now: UnixMs,
+    ) -> Result<&mut T, WrongType> {
         if self.get(key, now).is_none() {
-            self.set(key, Value::Hash(Hash::default()), Ttl::Clear);
+            self.set(key, T::default().into_value(), Ttl::Clear);
         }
-        match self.keys.get_mut(key).map(|e| &mut e.value) {
-            Some(Value::Hash(h)) => Ok(h),
-            _ => Err(WrongType),
+        self.keys
+            .get_mut(key)
+            .and_then(|e| T::of(&mut e.value))
+            .ok_or(WrongType)
+    }
+
+    /// Deletes `key` if it holds an empty collection (Redis never keeps
+    /// one).
+    pub fn drop_if_empty(&mut self, key: &[u8]) {
+        if self
+            .keys
+            .get(key)
+            .is_some_and(|e| e.value.is_empty_collection())
+        {
+            self.delete(key);
         }
+    }
+
+    /// `key`'s deadline: `None` if the key is absent (or expired),
+    /// `Some(None)` if it has no TTL.
+    pub fn deadline(&mut self, key: &[u8], now: UnixMs) -> Option<Option<UnixMs>> {
+        self.expire_if_due(key, now);
+        self.keys.get(key).map(|e| e.expires_at)
+    }
+
+    /// Sets or clears (`None`) the deadline of `key`, which must exist;
+    /// whether it did and its deadline changed.
+    pub fn set_deadline(&mut self, key: &[u8], at: Option<UnixMs>, now: UnixMs) -> bool {
+        self.expire_if_due(key, now);
+        let Some(entry) = self.keys.get_mut(key) else {
+            return false;
+        };
+        let (slot, old) = (entry.slot, entry.expires_at);
+        entry.expires_at = at;
+        self.reindex_expiry(slot, old, at);
+        old != at
     }
 
     /// Deletes `key`; whether it existed (and had not expired).
@@ -306,6 +414,24 @@ mod tests {
     }
 
     #[test]
+    fn the_active_cycle_does_at_most_its_budget_per_call() {
+        let mut db = Db::default();
+        for i in 0..2500 {
+            db.set(format!("k{i}").as_bytes(), s("v"), Ttl::At(100 + i % 7));
+        }
+        db.set(b"later", s("v"), Ttl::At(10_000));
+        assert_eq!(db.expire_due(500, 1000), 1000);
+        assert_eq!(db.len(), 1501);
+        // What is left is still due: the loop comes back without sleeping.
+        assert!(db.next_deadline().is_some_and(|t| t <= 500));
+        assert_eq!(db.expire_due(500, 1000), 1000);
+        assert_eq!(db.expire_due(500, 1000), 500);
+        assert_eq!(db.expire_due(500, 1000), 0);
+        assert_eq!(db.len(), 1);
+        assert_eq!(db.next_deadline(), Some(10_000));
+    }
+
+    #[test]
     fn set_clears_or_keeps_the_ttl() {
         let mut db = Db::default();
         db.set(b"a", s("1"), Ttl::At(100));
@@ -314,6 +440,41 @@ mod tests {
         db.set(b"a", s("3"), Ttl::Clear);
         assert_eq!(db.volatile_len(), 0);
         assert!(db.get(b"a", 1000).is_some());
+    }
+
+    #[test]
+    fn deadlines_are_read_set_and_cleared() {
+        let mut db = Db::default();
+        db.set(b"a", s("1"), Ttl::Clear);
+        assert_eq!(db.deadline(b"a", 0), Some(None));
+        assert_eq!(db.deadline(b"nope", 0), None);
+        assert!(db.set_deadline(b"a", Some(500), 0));
+        assert_eq!(db.volatile_len(), 1);
+        assert_eq!(db.deadline(b"a", 0), Some(Some(500)));
+        assert!(db.set_deadline(b"a", None, 0));
+        assert!(!db.set_deadline(b"a", None, 0));
+        assert_eq!(db.volatile_len(), 0);
+        assert!(db.set_deadline(b"a", Some(500), 0));
+        assert_eq!(db.deadline(b"a", 500), None);
+        assert!(db.is_empty());
+    }
+
+    #[test]
+    fn collections_are_created_on_demand_and_dropped_when_empty() {
+        let mut db = Db::default();
+        assert!(db.collection::<List>(b"l", 0).unwrap().is_none());
+        db.collection_or_new::<List>(b"l", 0)
+            .unwrap()
+            .push(End::Tail, b"x");
+        assert!(db.collection::<Set>(b"l", 0).is_err());
+        db.drop_if_empty(b"l");
+        assert_eq!(db.len(), 1);
+        db.collection::<List>(b"l", 0)
+            .unwrap()
+            .unwrap()
+            .pop(End::Head);
+        db.drop_if_empty(b"l");
+        assert!(db.is_empty());
     }
 
     #[test]

@@ -55,6 +55,18 @@ pub fn nil(out: &mut Vec<u8>) {
     out.extend_from_slice(b"$-1\r\n");
 }
 
+/// The null array `*-1\r\n` (RESP2's "no values", where an array is due).
+pub fn nil_array(out: &mut Vec<u8>) {
+    out.extend_from_slice(b"*-1\r\n");
+}
+
+/// A score (a double) as a bulk string, as Redis 7.0 writes it.
+pub fn double(out: &mut Vec<u8>, d: f64) {
+    let mut text = Vec::with_capacity(24);
+    crate::num::push_f64(&mut text, d);
+    bulk(out, &text);
+}
+
 /// `*<len>\r\n`: an array header; its `len` elements follow.
 pub fn array(out: &mut Vec<u8>, len: usize) {
     out.push(b'*');

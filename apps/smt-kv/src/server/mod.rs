@@ -44,7 +44,7 @@ use mio::net::{TcpListener, TcpStream};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 
-use crate::cmd::{Settings, Store};
+use crate::cmd::{Password, Settings, Store};
 use crate::db::UnixMs;
 use crate::resp::Limits;
 use crate::session;
@@ -79,6 +79,9 @@ pub struct ServerConfig {
     pub limits: Limits,
     /// Stream clients served at once (Redis's `maxclients`).
     pub max_clients: usize,
+    /// Clients of every front end must `AUTH` with it first (Redis's
+    /// `requirepass`).
+    pub requirepass: Option<Password>,
 }
 
 impl ServerConfig {
@@ -93,6 +96,7 @@ impl ServerConfig {
             identity: Identity::generate(&[&ip.to_string(), "localhost"])?,
             limits: Limits::default(),
             max_clients: 10_000,
+            requirepass: None,
         })
     }
 }
@@ -232,14 +236,14 @@ impl EventLoop {
             max_clients: config.max_clients,
             proto_max_bulk_len: config.limits.max_bulk_len,
             client_query_buffer_limit: config.limits.query_buffer_limit,
+            requirepass: config.requirepass.clone(),
             ..Settings::default()
         };
         let event_loop = Self {
             poll,
-            store: Store {
-                settings,
-                ..Store::default()
-            },
+            // SPOP's choices need not be secret, only unpredictable
+            // enough not to repeat from run to run.
+            store: Store::new(settings, now_ms() ^ (u64::from(std::process::id()) << 32)),
             limits: config.limits,
             max_clients: config.max_clients,
             tcp,
