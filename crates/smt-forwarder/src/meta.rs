@@ -153,3 +153,113 @@ pub fn split(datagram: &[u8], tagged_control: bool) -> (Vec<Piece>, usize) {
     }
     (pieces, 0)
 }
+
+#[cfg(test)]
+mod tests {
+    use smt_proto::wire::{AckIds, Body, DataHeader, Repr};
+
+    use super::*;
+
+    fn packet(body: Body, payload: usize) -> Vec<u8> {
+        let repr = Repr {
+            src_port: 0x9c40,
+            dst_port: 0x1b58,
+            key_phase: true,
+            id: 0x1234,
+            body,
+        };
+        let mut out = vec![0u8; repr.buffer_len()];
+        repr.emit(&mut Packet::new_unchecked(&mut out[..]));
+        out.extend((0..payload).map(|i| i as u8));
+        out
+    }
+
+    fn samples() -> Vec<Vec<u8>> {
+        let data = DataHeader {
+            message_len: 100_000,
+            message_wire_len: 100_200,
+            segment_offset: 49_218,
+            segment_len: 49_218,
+            mss: 1428,
+            packet_index: 3,
+            retransmit: false,
+            incoming: 100_200,
+            priority: 5,
+        };
+        let mut ids = AckIds::new();
+        ids.push(2);
+        ids.push(4);
+        vec![
+            packet(Body::Data(data), 1428),
+            packet(
+                Body::Grant {
+                    offset: 9,
+                    priority: 1,
+                },
+                16,
+            ),
+            packet(Body::Ack(ids), 16),
+        ]
+    }
+
+    fn decide(datagram: &[u8]) -> Vec<(Piece, Meta)> {
+        let (pieces, junk) = split(datagram, true);
+        assert_eq!(junk, 0);
+        pieces
+            .into_iter()
+            .map(|p| {
+                let m = Meta::read(&datagram[p.range.start..p.range.start + p.header_len]).unwrap();
+                (p, m)
+            })
+            .collect()
+    }
+
+    /// The forwarder reads what it uses and nothing else: changing any
+    /// byte outside `FIELDS_READ` — ports, message length, `incoming`,
+    /// control bodies, every record and MAC byte — changes none of its
+    /// facts about the packet, nor how the datagram is cut.
+    #[test]
+    fn bytes_outside_the_fields_read_change_nothing() {
+        let read = |i: usize| FIELDS_READ.iter().any(|(r, _)| r.contains(&i));
+        for sample in samples() {
+            let want = decide(&sample);
+            let header = want[0].0.header_len;
+            for i in 0..sample.len() {
+                // ACK counts and handshake lengths live in body slots that
+                // DATA calls packet index and segment length.
+                if read(i) && i < header {
+                    continue;
+                }
+                for flip in [0x01u8, 0x80, 0xff] {
+                    let mut changed = sample.clone();
+                    changed[i] ^= flip;
+                    assert_eq!(decide(&changed), want, "byte {i} ^ {flip:#x}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_data_packet_says_its_message_size_place_and_priority() {
+        let m = Meta::read(&samples()[0][..44]).unwrap();
+        let d = m.data.unwrap();
+        assert_eq!((m.id, m.key_phase), (0x1234, true));
+        assert_eq!(d.message_wire_len, 100_200);
+        assert_eq!(d.wire_offset, 49_218 + 3 * 1428);
+        assert_eq!((d.payload_len, d.priority, d.retransmit), (1428, 5, false));
+    }
+
+    #[test]
+    fn a_coalesced_datagram_is_cut_into_its_packets() {
+        let s = samples();
+        let datagram: Vec<u8> = s.concat();
+        let pieces = decide(&datagram);
+        assert_eq!(pieces.len(), 3);
+        assert_eq!(pieces[1].0.range, s[0].len()..s[0].len() + s[1].len());
+        let (_, junk) = split(&[0u8; 5], true);
+        assert_eq!(
+            junk, 5,
+            "bytes that are no packet are counted, not forwarded"
+        );
+    }
+}

@@ -91,20 +91,34 @@ impl Replica {
     }
 }
 
+/// [`replica_server`] that gives `keys` to any peer (one client whose
+/// port the forwarder may not keep, e.g. behind the attack relay).
+pub fn replica_server_any(topo: &Topology, r: usize, keys: Arc<SessionKeys>) -> Replica {
+    replica_with(topo, r, Arc::new(move |_| Some((*keys).clone())))
+}
+
+type Resolve = Arc<dyn Fn(SocketAddr) -> Option<SessionKeys> + Send + Sync>;
+
 pub fn replica_server(topo: &Topology, r: usize, keys: Keys) -> Replica {
+    replica_with(
+        topo,
+        r,
+        Arc::new(move |peer: SocketAddr| keys.get(&peer.port()).cloned()),
+    )
+}
+
+fn replica_with(topo: &Topology, r: usize, resolve: Resolve) -> Replica {
     let log: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
     // smt binds IPv6 sockets IPv6-only: one endpoint per family, sharing
     // the keys (by port) and the execution log.
     let mut endpoints = Vec::new();
     for bind in ["0.0.0.0:7000", "[::]:7000"] {
-        let keys = keys.clone();
+        let resolve = resolve.clone();
         let bind: SocketAddr = bind.parse().unwrap();
         let ep = in_namespace(&topo.ns(&format!("s{r}")), move || {
             let ep = Endpoint::bind(bind, EndpointConfig::default()).expect("bind server");
-            ep.set_key_resolver(Box::new(move |peer: SocketAddr| {
-                keys.get(&peer.port()).cloned()
-            }))
-            .expect("resolver");
+            ep.set_key_resolver(Box::new(move |peer: SocketAddr| resolve(peer)))
+                .expect("resolver");
             ep
         })
         .expect("server namespace");
