@@ -9,6 +9,7 @@
 #   scripts/innetwork-topo.sh up TAG replicas [--clients N] [--replicas N] [--rate-mbit R0,..]
 #   scripts/innetwork-topo.sh down TAG
 #   scripts/innetwork-topo.sh run TAG VARIANT [options] -- COMMAND [ARGS...]
+#   scripts/innetwork-topo.sh check | --install
 #
 # `up` builds the topology (and removes what it built if a step fails);
 # `down` removes it; `run` builds it, runs COMMAND, and removes it however
@@ -39,7 +40,7 @@
 set -euo pipefail
 
 usage() {
-    sed -n '8,11p' "$0" >&2
+    sed -n '8,12p' "$0" >&2
     exit 2
 }
 
@@ -140,6 +141,13 @@ up() {
 
 cmd="${1:-}"
 [ -n "$cmd" ] || usage
+if [ "$cmd" = --install ]; then
+    # ip and tc come with Debian's iproute2; installed when root and missing.
+    if command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1; then exit 0; fi
+    [ "$(id -u)" -eq 0 ] || exit 1
+    (apt-get install -y iproute2 || { apt-get update && apt-get install -y iproute2; }) >/dev/null
+    exit $?
+fi
 if [ "$cmd" = check ]; then
     check
     exit $?
