@@ -25,6 +25,23 @@ use smt_sim::SplitMix64;
 
 const PORT: u16 = 7000;
 
+/// SMT's defaults are for datacenter links (a RESEND after 5 ms of
+/// silence, 72 KB in flight per message, 8 messages granted at once);
+/// the paths here are 50 Mbit/s, so the timers and windows are scaled
+/// with them, or a queue of a few hundred milliseconds reads as loss and
+/// RESENDs collapse the link. Both ends use the same settings.
+fn scaled() -> EndpointConfig {
+    let mut c = EndpointConfig::default();
+    c.protocol_mut()
+        .set_resend_after(Duration::from_millis(100))
+        .set_rpc_idle_timeout(Duration::from_secs(5))
+        .set_unscheduled_bytes(30_000)
+        .set_grant_window(30_000)
+        .set_max_resend_bytes(30_000)
+        .set_overcommit(2);
+    c
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let exp = args.first().map(String::as_str).unwrap_or("");
@@ -104,6 +121,7 @@ impl Lab {
         service: fn(usize) -> Duration,
     ) -> (Vec<Done>, serde_json::Value) {
         let mut args = base_args(PORT);
+        args.extend(["--buffer-bytes".into(), (1u64 << 20).to_string()]);
         args.extend(fwd_args.iter().cloned());
         let fwd = Running::start(&self.forwarder, &topo.ns("f"), &args).expect("forwarder");
         let pairs: Vec<(SessionKeys, SessionKeys)> =
@@ -114,7 +132,7 @@ impl Lab {
             client_keys
                 .into_iter()
                 .map(|k| {
-                    let ep = Endpoint::bind("0.0.0.0:0".parse().unwrap(), EndpointConfig::default())
+                    let ep = Endpoint::bind("0.0.0.0:0".parse().unwrap(), scaled())
                         .expect("client");
                     ep.install_session(to, k).expect("keys");
                     ep
@@ -136,7 +154,12 @@ impl Lab {
         let loads = loads.to_vec();
         let done = drive(clients, to, loads, seconds);
         let stats = fwd.stop().expect("forwarder counters");
-        drop(servers);
+        // The serving threads hold clones: close, so the next run can bind
+        // the port again.
+        for s in servers {
+            s.close();
+        }
+        std::thread::sleep(Duration::from_millis(300));
         (done, stats)
     }
 
@@ -314,7 +337,7 @@ impl Lab {
 /// `service(request size)` per request, one request at a time.
 fn serve(topo: &Topology, k: usize, keys: Arc<HashMap<u16, SessionKeys>>, service: fn(usize) -> Duration) -> Endpoint {
     let ep = in_namespace(&topo.ns(&format!("s{k}")), move || {
-        let ep = Endpoint::bind("0.0.0.0:7000".parse().unwrap(), EndpointConfig::default()).expect("server");
+        let ep = Endpoint::bind("0.0.0.0:7000".parse().unwrap(), scaled()).expect("server");
         ep.set_key_resolver(Box::new(move |peer: SocketAddr| keys.get(&peer.port()).cloned()))
             .expect("resolver");
         ep
