@@ -84,9 +84,15 @@ struct Path {
 }
 
 impl Path {
-    /// Seconds-equivalent cost of sending `bytes` more on this path.
+    /// When a message of `bytes` would finish on this path: the delay,
+    /// the bytes queued ahead of it, its own bytes, and of the bytes other
+    /// messages pinned here have yet to send, as many as its own size —
+    /// sharing the link with them (as the receivers' grants and the
+    /// queues interleave messages), a message waits for about as many of
+    /// their bytes as it sends itself. So a small message looks at the
+    /// queue and the delay, and large ones spread apart.
     fn expected_finish(&self, bytes: u64) -> Duration {
-        let backlog = self.queue.bytes() + self.committed + bytes;
+        let backlog = self.queue.bytes() + self.committed.min(bytes) + bytes;
         let serialise = match self.config.rate_bps {
             0 => Duration::ZERO,
             r => Duration::from_secs_f64(backlog as f64 * 8.0 / r as f64),

@@ -33,7 +33,7 @@ const PORT: u16 = 7000;
 fn scaled() -> EndpointConfig {
     let mut c = EndpointConfig::default();
     c.protocol_mut()
-        .set_resend_after(Duration::from_millis(100))
+        .set_resend_after(Duration::from_millis(50))
         .set_rpc_idle_timeout(Duration::from_secs(5))
         .set_unscheduled_bytes(30_000)
         .set_grant_window(30_000)
