@@ -172,8 +172,8 @@ impl Driver {
                 match event.token() {
                     TIMER => self.clear_timer(),
                     WAKER => {}
-                    Token(t) if t >= UPSTREAM0 => self.from_servers(t - UPSTREAM0, &mut buf),
-                    Token(t) => self.from_clients(t - LISTEN0, &mut buf)?,
+                    Token(t) if t >= UPSTREAM0 => self.read_servers(t - UPSTREAM0, &mut buf),
+                    Token(t) => self.read_clients(t - LISTEN0, &mut buf)?,
                 }
             }
         }
@@ -183,7 +183,7 @@ impl Driver {
         Ok(self.core.stats().clone())
     }
 
-    fn from_clients(&mut self, listener: usize, buf: &mut [u8]) -> io::Result<()> {
+    fn read_clients(&mut self, listener: usize, buf: &mut [u8]) -> io::Result<()> {
         loop {
             let (n, from) = match self.listeners[listener].recv_from(buf) {
                 Ok(r) => r,
@@ -201,7 +201,7 @@ impl Driver {
         }
     }
 
-    fn from_servers(&mut self, slot: usize, buf: &mut [u8]) {
+    fn read_servers(&mut self, slot: usize, buf: &mut [u8]) {
         let paths = self.core.config().paths.len();
         let (client_slot, path) = (slot / paths, slot % paths);
         loop {

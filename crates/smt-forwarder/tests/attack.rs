@@ -18,6 +18,9 @@ use smt_proto::wire::PacketType;
 use smt_sim::attack::{message_id, retarget_id, select, Tally};
 use smt_sim::{Direction, Relay, RelayConfig, SplitMix64};
 
+/// Datagrams to inject, each with its direction.
+type Attempts = Vec<(Direction, Vec<u8>)>;
+
 /// Deliveries, executions and DATA sent by every victim.
 fn activity(client: &Endpoint, replicas: &[Replica]) -> u64 {
     let mut n = 0;
@@ -78,7 +81,7 @@ fn the_attack_relay_through_the_forwarder_and_replicas_gets_nothing_accepted() {
     assert_eq!(executions, sizes.len() as u64);
     let victim = client.local_addr();
 
-    let mut attacks: Vec<(&str, Vec<(Direction, Vec<u8>)>)> = Vec::new();
+    let mut attacks: Vec<(&str, Attempts)> = Vec::new();
     // Every captured datagram again, both directions, shuffled.
     let mut all: Vec<_> = captured
         .iter()

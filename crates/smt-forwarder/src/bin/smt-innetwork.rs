@@ -48,11 +48,19 @@ fn main() {
     let seconds: f64 = flag(&args, "--seconds").map_or(10.0, |s| s.parse().expect("--seconds N"));
     let out = PathBuf::from(flag(&args, "--out").unwrap_or_else(|| "docs/innetwork".into()));
     std::fs::create_dir_all(&out).expect("output directory");
-    let script = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/innetwork-topo.sh"));
+    let script = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scripts/innetwork-topo.sh"
+    ));
     let forwarder = std::env::current_exe()
         .expect("own path")
         .with_file_name("smt-forwarder");
-    let lab = Lab { script, forwarder, out, seconds };
+    let lab = Lab {
+        script,
+        forwarder,
+        out,
+        seconds,
+    };
     match exp {
         "b" => lab.paths(),
         "c" => lab.replicas(),
@@ -65,7 +73,10 @@ fn main() {
 }
 
 fn flag(args: &[String], name: &str) -> Option<String> {
-    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned()
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
 }
 
 struct Lab {
@@ -124,16 +135,18 @@ impl Lab {
         args.extend(["--buffer-bytes".into(), (1u64 << 20).to_string()]);
         args.extend(fwd_args.iter().cloned());
         let fwd = Running::start(&self.forwarder, &topo.ns("f"), &args).expect("forwarder");
-        let pairs: Vec<(SessionKeys, SessionKeys)> =
-            loads.iter().map(|_| fresh_session_pair(AeadAlgorithm::Aes128Gcm)).collect();
+        let pairs: Vec<(SessionKeys, SessionKeys)> = loads
+            .iter()
+            .map(|_| fresh_session_pair(AeadAlgorithm::Aes128Gcm))
+            .collect();
         let to = Topology::forwarder_addr(0, false, PORT);
         let client_keys: Vec<SessionKeys> = pairs.iter().map(|p| p.0.clone()).collect();
         let clients: Vec<Endpoint> = in_namespace(&topo.ns("c0"), move || {
             client_keys
                 .into_iter()
                 .map(|k| {
-                    let ep = Endpoint::bind("0.0.0.0:0".parse().unwrap(), scaled())
-                        .expect("client");
+                    let ep =
+                        Endpoint::bind("0.0.0.0:0".parse().unwrap(), scaled()).expect("client");
                     ep.install_session(to, k).expect("keys");
                     ep
                 })
@@ -168,7 +181,12 @@ impl Lab {
         let delays = [200, 2000];
         let topo = self.topology("expb", Variant::Paths, 2, &rates);
         let size: fn(&mut SplitMix64) -> usize = |r| pareto(r, 1.1, 1_000.0, 2_000_000.0);
-        let loads = [Load { rate: 250.0, size, priority: 0, closed: None }; 4];
+        let loads = [Load {
+            rate: 250.0,
+            size,
+            priority: 0,
+            closed: None,
+        }; 4];
         let bins: [(usize, usize, &str); 4] = [
             (0, 10_000, "< 10 KB"),
             (10_000, 100_000, "10-100 KB"),
@@ -195,11 +213,19 @@ impl Lab {
                 let p = percentile(&lat, 0.99);
                 row += &format!(" {} ({}) |", fmt_ms(p), lat.len());
                 if let Some(p) = p {
-                    let mid = if hi == usize::MAX { lo as f64 * 1.4 } else { ((lo.max(1000) * hi) as f64).sqrt() };
+                    let mid = if hi == usize::MAX {
+                        lo as f64 * 1.4
+                    } else {
+                        ((lo.max(1000) * hi) as f64).sqrt()
+                    };
                     points.push((mid / 1000.0, p));
                 }
             }
-            let all: Vec<f64> = done.iter().filter(|d| d.ok).map(|d| d.latency.as_secs_f64() * 1e3).collect();
+            let all: Vec<f64> = done
+                .iter()
+                .filter(|d| d.ok)
+                .map(|d| d.latency.as_secs_f64() * 1e3)
+                .collect();
             let failed = done.iter().filter(|d| !d.ok).count();
             row += &format!(
                 " {} | {} ({failed}) | {} of {} | {} |\n",
@@ -211,7 +237,10 @@ impl Lab {
             );
             table += &row;
             series.push((mode.to_owned(), points));
-            json.insert(mode.into(), serde_json::json!({"forwarder": stats, "calls": done.len(), "failed": failed}));
+            json.insert(
+                mode.into(),
+                serde_json::json!({"forwarder": stats, "calls": done.len(), "failed": failed}),
+            );
         }
         self.finish("b", &table, serde_json::Value::Object(json));
         plot(
@@ -227,8 +256,20 @@ impl Lab {
         let topo = self.topology("expc", Variant::Replicas, 3, &[]);
         let heavy: fn(&mut SplitMix64) -> usize = |r| pareto(r, 1.2, 8_000.0, 128_000.0);
         let light: fn(&mut SplitMix64) -> usize = |r| pareto(r, 1.2, 1_000.0, 4_000.0);
-        let mut loads = vec![Load { rate: 300.0, size: heavy, priority: 0, closed: None }];
-        loads.extend([Load { rate: 100.0, size: light, priority: 0, closed: None }; 5]);
+        let mut loads = vec![Load {
+            rate: 300.0,
+            size: heavy,
+            priority: 0,
+            closed: None,
+        }];
+        loads.extend(
+            [Load {
+                rate: 100.0,
+                size: light,
+                priority: 0,
+                closed: None,
+            }; 5],
+        );
         // Service time: 50 µs plus 100 µs per KB (a replica does real work
         // in proportion to the request).
         let service: fn(usize) -> Duration = |n| Duration::from_micros(50 + n as u64 / 10);
@@ -263,7 +304,10 @@ impl Lab {
             );
             series.push((format!("{policy}: light requests"), cdf(&l)));
             series.push((format!("{policy}: heavy requests"), cdf(&h)));
-            json.insert(policy.into(), serde_json::json!({"forwarder": stats, "calls": done.len(), "failed": failed}));
+            json.insert(
+                policy.into(),
+                serde_json::json!({"forwarder": stats, "calls": done.len(), "failed": failed}),
+            );
         }
         self.finish("c", &table, serde_json::Value::Object(json));
         plot(
@@ -280,9 +324,24 @@ impl Lab {
         let bulk: fn(&mut SplitMix64) -> usize = |_| 1_000_000;
         let small: fn(&mut SplitMix64) -> usize = |_| 1_000;
         let loads = [
-            Load { rate: 0.0, size: bulk, priority: 0, closed: Some(4) },
-            Load { rate: 0.0, size: bulk, priority: 0, closed: Some(4) },
-            Load { rate: 50.0, size: small, priority: 7, closed: None },
+            Load {
+                rate: 0.0,
+                size: bulk,
+                priority: 0,
+                closed: Some(4),
+            },
+            Load {
+                rate: 0.0,
+                size: bulk,
+                priority: 0,
+                closed: Some(4),
+            },
+            Load {
+                rate: 50.0,
+                size: small,
+                priority: 7,
+                closed: None,
+            },
         ];
         let mut table = String::from(
             "| forwarder queues | p50 small (prio 7) | p99 small | bulk goodput (Mbit/s) | small calls (failed) |\n|---|---:|---:|---:|---:|\n",
@@ -298,9 +357,17 @@ impl Lab {
                 .filter(|d| d.ok && d.session == 2)
                 .map(|d| d.latency.as_secs_f64() * 1e3)
                 .collect();
-            let bulk_bytes: usize = done.iter().filter(|d| d.ok && d.session < 2).map(|d| d.size).sum();
+            let bulk_bytes: usize = done
+                .iter()
+                .filter(|d| d.ok && d.session < 2)
+                .map(|d| d.size)
+                .sum();
             let failed = done.iter().filter(|d| !d.ok && d.session == 2).count();
-            let name = if queues == 1 { "1 (FIFO)".to_owned() } else { format!("{queues} priorities") };
+            let name = if queues == 1 {
+                "1 (FIFO)".to_owned()
+            } else {
+                format!("{queues} priorities")
+            };
             table += &format!(
                 "| {name} | {} | {} | {:.1} | {} ({failed}) |\n",
                 fmt_ms(percentile(&small, 0.5)),
@@ -324,22 +391,37 @@ impl Lab {
     fn finish(&self, exp: &str, table: &str, json: serde_json::Value) {
         let cpu = std::fs::read_to_string("/proc/cpuinfo")
             .ok()
-            .and_then(|c| c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned()))
+            .and_then(|c| {
+                c.lines()
+                    .find(|l| l.starts_with("model name"))
+                    .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+            })
             .unwrap_or_default();
         let doc = serde_json::json!({"experiment": exp, "seconds": self.seconds, "cpu": cpu, "table": table, "results": json});
         let path = self.out.join(format!("{exp}.json"));
-        std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap_or_default()).expect("write results");
+        std::fs::write(
+            &path,
+            serde_json::to_string_pretty(&doc).unwrap_or_default(),
+        )
+        .expect("write results");
         println!("({exp}) {} s per run, CPU {cpu}\n{table}", self.seconds);
     }
 }
 
 /// An echo-ish server (8-byte answers) in server namespace `k`, taking
 /// `service(request size)` per request, one request at a time.
-fn serve(topo: &Topology, k: usize, keys: Arc<HashMap<u16, SessionKeys>>, service: fn(usize) -> Duration) -> Endpoint {
+fn serve(
+    topo: &Topology,
+    k: usize,
+    keys: Arc<HashMap<u16, SessionKeys>>,
+    service: fn(usize) -> Duration,
+) -> Endpoint {
     let ep = in_namespace(&topo.ns(&format!("s{k}")), move || {
         let ep = Endpoint::bind("0.0.0.0:7000".parse().unwrap(), scaled()).expect("server");
-        ep.set_key_resolver(Box::new(move |peer: SocketAddr| keys.get(&peer.port()).cloned()))
-            .expect("resolver");
+        ep.set_key_resolver(Box::new(move |peer: SocketAddr| {
+            keys.get(&peer.port()).cloned()
+        }))
+        .expect("resolver");
         ep
     })
     .expect("server namespace");
@@ -372,11 +454,21 @@ fn drive(clients: Vec<Endpoint>, to: SocketAddr, loads: Vec<Load>, seconds: f64)
         let mut tasks = Vec::new();
         for (session, (client, load)) in clients.into_iter().zip(loads).enumerate() {
             let mut rng = SplitMix64::new(0x1000 + session as u64);
-            let call = move |client: Endpoint, size: usize, at: Instant, done: Arc<Mutex<Vec<Done>>>| async move {
+            let call = move |client: Endpoint,
+                             size: usize,
+                             at: Instant,
+                             done: Arc<Mutex<Vec<Done>>>| async move {
                 let data = vec![0x5au8; size];
-                let options = CallOptions::new().priority(load.priority).timeout(Duration::from_secs(10));
+                let options = CallOptions::new()
+                    .priority(load.priority)
+                    .timeout(Duration::from_secs(10));
                 let ok = client.call_async_with(to, data, options).await.is_ok();
-                done.lock().unwrap().push(Done { size, session, latency: at.elapsed(), ok });
+                done.lock().unwrap().push(Done {
+                    size,
+                    session,
+                    latency: at.elapsed(),
+                    ok,
+                });
             };
             if let Some(n) = load.closed {
                 for _ in 0..n {
@@ -394,7 +486,10 @@ fn drive(clients: Vec<Endpoint>, to: SocketAddr, loads: Vec<Load>, seconds: f64)
             }
             let mut at = start;
             while at < end {
-                let gap = -((rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64).max(1e-12).ln() / load.rate;
+                let gap = -((rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64)
+                    .max(1e-12)
+                    .ln()
+                    / load.rate;
                 at += Duration::from_secs_f64(gap);
                 let size = (load.size)(&mut rng);
                 let (client, done) = (client.clone(), done.clone());
