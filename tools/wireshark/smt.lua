@@ -77,7 +77,7 @@ local F = {
     pkt_index = ProtoField.uint16("smt.pkt_index", "Packet index"),
     flags = ProtoField.uint8("smt.flags", "Flags", base.HEX),
     retransmit = ProtoField.uint8("smt.retransmit", "RETRANSMIT", base.DEC, nil, 0x01),
-    data_reserved = ProtoField.uint8("smt.data_reserved", "Reserved", base.HEX),
+    msg_priority = ProtoField.uint8("smt.msg_priority", "Message priority", base.DEC),
     msg_wire_len = ProtoField.uint32("smt.msg_wire_len", "Message wire length"),
     seg_len = ProtoField.uint32("smt.seg_len", "Segment length"),
     incoming = ProtoField.uint32("smt.incoming", "Incoming (sendable without grants)"),
@@ -191,8 +191,8 @@ local function check(tvb, off, len)
     end
     if hl ~= header_lens[ty] then return "bad header length" end
     if ty == TYPE_DATA then
-        local flags, res = tvb(off + 30, 1):uint(), tvb(off + 31, 1):uint()
-        if band(flags, 0xfe) ~= 0 or res ~= 0 then return "invalid field: unknown DATA flags" end
+        local flags = tvb(off + 30, 1):uint()
+        if band(flags, 0xfe) ~= 0 then return "invalid field: unknown DATA flags" end
         local retransmit = band(flags, 0x01) ~= 0
         local pkt, resend = tvb(off + 28, 2):uint(), tvb(off + 18, 2):uint()
         if retransmit and pkt ~= 0 then return "invalid field: retransmission with non-zero packet index" end
@@ -312,7 +312,7 @@ local function add_data(tree, tvb, pinfo, off, len)
     tree:add(F.pkt_index, tvb(off + 28, 2))
     local flags = tree:add(F.flags, tvb(off + 30, 1))
     flags:add(F.retransmit, tvb(off + 30, 1))
-    tree:add(F.data_reserved, tvb(off + 31, 1))
+    tree:add(F.msg_priority, tvb(off + 31, 1))
     tree:add(F.msg_wire_len, tvb(off + 32, 4))
     tree:add(F.seg_len, tvb(off + 36, 4))
     tree:add(F.incoming, tvb(off + 40, 4))

@@ -110,6 +110,7 @@ pub fn first_data(
         packet_index: 0,
         retransmit: false,
         incoming: wire_len.min(UNSCHEDULED),
+        priority: 0,
     };
     let mut payload = vec![0u8; header.payload_len()];
     rng.fill(&mut payload);

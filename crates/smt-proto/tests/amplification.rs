@@ -163,6 +163,7 @@ fn first_data_packet(from: SocketAddr, id: u64, message_len: u32) -> Vec<u8> {
         packet_index: 0,
         retransmit: false,
         incoming: 72_000,
+        priority: 0,
     };
     let repr = Repr {
         src_port: from.port(),

@@ -197,9 +197,10 @@ fn a_corrupt_packet_ends_its_datagram() {
     let now = Instant::now();
     send_abc_xyz(&mut client, now);
     let mut d = drain(&mut client, now).remove(0);
-    // Corrupt the first packet's reserved byte (31): its length can no
-    // longer be trusted, so the datagram ends there, one drop.
-    d[31] = 1;
+    // Corrupt the first packet's flags (a reserved bit of byte 30): its
+    // length can no longer be trusted, so the datagram ends there, one
+    // drop.
+    d[30] |= 0x80;
     server.handle_datagram(now, addr(CLIENT_PORT), &d);
     assert_eq!(server.stats().drops.total(), 1);
     assert!(server.poll_event().is_none());
@@ -261,4 +262,41 @@ fn split_packets_parse_like_lone_ones() {
         rest = tail;
     }
     assert_eq!(ids, [2, 4]);
+}
+
+/// A request's priority (`Endpoint::set_request_priority`) is byte 31 of
+/// each of its DATA packets (`docs/protocol.md` § 3); the receiver accepts
+/// it and delivers the request as any other; the response goes at 0.
+#[test]
+fn request_priority_is_written_in_byte_31_and_accepted() {
+    let (mut client, mut server) = pair(false);
+    let now = Instant::now();
+    let urgent = client
+        .send_request(now, addr(SERVER_PORT), b"abc")
+        .expect("session");
+    assert!(client.set_request_priority(urgent, 5));
+    client
+        .send_request(now, addr(SERVER_PORT), b"xyz")
+        .expect("session");
+    let sent = drain(&mut client, now);
+    assert_eq!(sent.len(), 2);
+    let mut expected = data_packet(CLIENT_PORT, SERVER_PORT, 2, b"abc");
+    expected[31] = 5;
+    assert_eq!(sent[0], expected, "byte 31 carries the priority");
+    assert_eq!(sent[1], data_packet(CLIENT_PORT, SERVER_PORT, 4, b"xyz"));
+    for d in &sent {
+        server.handle_datagram(now, addr(CLIENT_PORT), d);
+    }
+    let mut requests = Vec::new();
+    while let Some(e) = server.poll_event() {
+        if let Event::Request { rpc, data } = e {
+            requests.push(data.to_vec());
+            server.send_response(now, rpc, &b"ok"[..]).expect("respond");
+        }
+    }
+    assert_eq!(requests, [b"abc".to_vec(), b"xyz".to_vec()]);
+    for d in drain(&mut server, now) {
+        let p = Packet::new_checked(&d[..]).expect("header");
+        assert_eq!(p.priority(), 0, "responses go at priority 0");
+    }
 }

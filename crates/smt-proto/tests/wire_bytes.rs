@@ -262,6 +262,7 @@ fn data_header(retransmit: bool) -> DataHeader {
         packet_index: 33,
         retransmit,
         incoming: 196_608,
+        priority: 0,
     }
 }
 
@@ -482,7 +483,7 @@ fn data_first_transmission_deconstruct() {
     assert_eq!(p.resend_index(), 0);
     assert_eq!(p.packet_index(), 33);
     assert_eq!(p.data_flags(), DataFlags::default());
-    assert_eq!(p.data_reserved(), 0);
+    assert_eq!(p.priority(), 0);
     assert_eq!(p.message_wire_len(), 1_049_984);
     assert_eq!(p.segment_len(), 49_218);
     assert_eq!(p.incoming(), 196_608);
@@ -539,7 +540,7 @@ fn data_retransmission_deconstruct() {
     );
     assert!(p.data_flags().contains(DataFlags::RETRANSMIT));
     assert_eq!(p.data_flags(), DataFlags::RETRANSMIT);
-    assert_eq!(p.data_reserved(), 0);
+    assert_eq!(p.priority(), 0);
     assert_eq!(p.message_wire_len(), 1_049_984);
     assert_eq!(p.segment_len(), 49_218);
     assert_eq!(p.incoming(), 196_608);
@@ -781,6 +782,7 @@ fn worked_example_from_protocol_md() {
         packet_index: 0,
         retransmit: false,
         incoming: layout.wire_len() as u32,
+        priority: 0,
     };
     let repr = from_client(Body::Data(header));
     let bytes = emit(&repr, &sealed.wire);
@@ -959,13 +961,26 @@ fn reserved_data_bits_are_rejected() {
                 "flag bit {bit}"
             );
         }
-        for bit in 0..8 {
-            let bad = edited(&bytes, |b| b[31] |= 1 << bit);
-            assert_eq!(
-                parse(&bad),
-                Err(WireError::BadField("unknown DATA flags")),
-                "byte 31 bit {bit}"
-            );
+    }
+}
+
+/// Byte 31 of a DATA packet is the message priority (`docs/protocol.md`
+/// § 3): every value parses, comes back in `DataHeader::priority`, and is
+/// emitted where it was read.
+#[test]
+fn data_priority_is_byte_31() {
+    for bytes in [data_first(), data_retransmit()] {
+        for priority in [1, 7, 0x80, 0xff] {
+            let with = edited(&bytes, |b| b[31] = priority);
+            let repr = parse(&with).expect("any priority parses");
+            let Body::Data(d) = repr.body else {
+                panic!("{repr:?}")
+            };
+            assert_eq!(d.priority, priority);
+            assert_eq!(Packet::new_checked(&with[..]).unwrap().priority(), priority);
+            let mut out = vec![0x5a; repr.buffer_len()];
+            repr.emit(&mut Packet::new_unchecked(&mut out[..]));
+            assert_eq!(out[..], with[..DATA_HEADER_LEN], "priority {priority:#x}");
         }
     }
 }
@@ -1220,6 +1235,7 @@ fn segment_longer_than_max_segment_len_is_rejected() {
             packet_index: 0,
             retransmit: false,
             incoming: 1448,
+            priority: 0,
         };
         let bytes = emit(&from_client(Body::Data(header)), &[0; 1448]);
         assert!(
@@ -1392,6 +1408,7 @@ fn random_data_header(rng: &mut XorShift) -> DataHeader {
         packet_index: rng.range(0, last_index) as u16,
         retransmit: rng.chance(2),
         incoming: 0,
+        priority: 0,
     };
     // The sender may only send granted bytes: incoming covers the packet.
     let end = header.wire_offset() + header.payload_len() as u64;
@@ -1586,6 +1603,7 @@ fn seed_corpus() -> Vec<(String, Vec<u8>)> {
         packet_index: 0,
         retransmit: false,
         incoming: 25,
+        priority: 0,
     };
     seeds.push((
         "seed-data-abc".into(),

@@ -619,6 +619,7 @@ fn ticks(d: Duration, tick: Duration, setting: &'static str) -> Result<u32, Conf
 #[non_exhaustive]
 pub struct CallOptions {
     timeout: Deadline,
+    priority: u8,
 }
 
 /// Which deadline a call has.
@@ -649,6 +650,21 @@ impl CallOptions {
     pub fn no_timeout(mut self) -> Self {
         self.timeout = Deadline::None;
         self
+    }
+
+    /// The priority the request carries in every DATA packet
+    /// (`docs/protocol.md` § 3; seed 004's message priority): 0, the
+    /// default, is the lowest, larger is more urgent. Devices on the path
+    /// may queue by it (`smt-forwarder`); the endpoints themselves ignore
+    /// it. The response is sent at priority 0.
+    pub fn priority(mut self, priority: u8) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// The priority set with [`CallOptions::priority`].
+    pub fn priority_value(self) -> u8 {
+        self.priority
     }
 
     /// The call's timeout, given the endpoint's default.

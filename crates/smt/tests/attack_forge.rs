@@ -42,6 +42,7 @@ fn random_data_header(rng: &mut SplitMix64) -> DataHeader {
         packet_index: 0,
         retransmit: false,
         incoming: wire,
+        priority: 0,
     }
 }
 
@@ -309,6 +310,7 @@ fn multi_packet_header(rng: &mut SplitMix64, mss: u16) -> DataHeader {
         packet_index: rng.below(u64::from(packets)) as u16,
         retransmit: false,
         incoming: wire.min(segment_offset + segment_len + 60_000),
+        priority: 0,
     }
 }
 

@@ -149,6 +149,7 @@ fn forged(dst_port: u16, id: u64, message_len: u32, index: u16, fill: u8) -> Vec
         packet_index: index,
         retransmit: false,
         incoming: 40_000,
+        priority: 0,
     };
     let repr = Repr {
         src_port: 0,

@@ -731,6 +731,7 @@ pub fn zoo() -> Built {
             packet_index: index,
             retransmit,
             incoming: 3022,
+            priority: 0,
         };
         let mut out = emit(c, s, id, phase, Body::Data(d), false);
         let payload_len = d.payload_len();

@@ -594,6 +594,22 @@ impl Endpoint {
         Ok(handle)
     }
 
+    /// Sets the priority the request of `rpc` carries in its DATA packets
+    /// from now on (`docs/protocol.md` § 3: 0 is the default, larger is
+    /// more urgent), for devices on the path that queue by priority; a
+    /// restart keeps it. Call it right after [`Endpoint::send_request`],
+    /// before the next `poll_transmit`, for every packet to carry it.
+    /// Returns `false` if `rpc` is not a live RPC of ours.
+    pub fn set_request_priority(&mut self, rpc: RpcHandle, priority: u8) -> bool {
+        match self.clients.get_mut(&rpc) {
+            Some(c) => {
+                c.request.priority = priority;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Answers a request received as [`Event::Request`].
     pub fn send_response<'a>(
         &mut self,

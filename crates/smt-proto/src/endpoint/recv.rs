@@ -1114,6 +1114,7 @@ impl Endpoint {
         let Some(rpc) = self.clients.get_mut(&handle) else {
             return;
         };
+        let priority = rpc.request.priority;
         let mut data = self.buffers.take(rpc.request.data_len() as usize);
         let sealed = match rpc.request.recover(&mut data) {
             Ok(Some(kept)) => self.seal(old.peer, epoch, id, Payload::Owned(kept)),
@@ -1125,9 +1126,10 @@ impl Endpoint {
             }
         };
         self.buffers.give(data);
-        let Ok(request) = sealed else {
+        let Ok(mut request) = sealed else {
             return self.fail_client(handle, RpcError::IdSpaceExhausted);
         };
+        request.priority = priority;
         self.client_ids.remove(&old);
         self.client_ids.insert(
             ServerRpcHandle {

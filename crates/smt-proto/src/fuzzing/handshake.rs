@@ -206,6 +206,7 @@ fn null_request(from: SocketAddr, id: u64) -> Option<Vec<u8>> {
         packet_index: 0,
         retransmit: false,
         incoming: wire_len,
+        priority: 0,
     };
     let repr = Repr {
         src_port: from.port(),

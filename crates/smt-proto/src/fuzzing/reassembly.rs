@@ -113,6 +113,7 @@ impl Message {
             let same = DataHeader {
                 retransmit: h.retransmit,
                 incoming: h.incoming,
+                priority: 0,
                 ..*v
             };
             same == *h && self.wire[range.clone()] == *payload
@@ -139,6 +140,7 @@ fn packets_of(layout: &MessageLayout, mss: u64) -> Vec<(DataHeader, Range<usize>
                 packet_index: index as u16,
                 retransmit: false,
                 incoming: layout.wire_len() as u32,
+                priority: 0,
             };
             out.push((header, start as usize..end as usize));
         }
@@ -307,6 +309,7 @@ impl<'m> Run<'m> {
             packet_index: (f[4] >> 16) as u16,
             retransmit: f[5] & 4 != 0,
             incoming: 0,
+            priority: 0,
         };
         h.incoming = h.message_wire_len;
         let start = h.wire_offset().min(u64::from(wire_len)) as usize;

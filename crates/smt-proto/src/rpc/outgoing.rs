@@ -49,6 +49,8 @@ pub(crate) struct Outgoing {
     pub queued: bool,
     /// Its records are framed for a NIC to seal (transmit offload).
     pub for_nic: bool,
+    /// The priority its DATA packets carry (`DataHeader::priority`).
+    pub priority: u8,
 }
 
 impl Outgoing {
@@ -68,6 +70,7 @@ impl Outgoing {
             marked: 0,
             queued: false,
             for_nic,
+            priority: 0,
         }
     }
 
@@ -291,6 +294,7 @@ impl Outgoing {
             retransmit: p.retransmit,
             // A packet that starts below the grant is sent whole.
             incoming: self.granted.max(end).min(self.wire_len()) as u32,
+            priority: self.priority,
         };
         let repr = Repr {
             src_port: ports.0,

@@ -43,6 +43,7 @@ fn forged(id: u64, message_len: u32, segment_offset: u32, segment_len: u32, inde
         packet_index: index,
         retransmit: false,
         incoming: wire_len,
+        priority: 0,
     };
     let payload = h.payload_len();
     let repr = Repr {
@@ -192,6 +193,7 @@ fn one_byte_segments_are_charged_their_bookkeeping() {
                 packet_index: 0,
                 retransmit: false,
                 incoming: 110_000,
+                priority: 0,
             };
             let repr = Repr {
                 src_port: 0,

@@ -24,7 +24,9 @@ pub(crate) mod field {
     // DATA extension.
     pub const PKT_INDEX: Range<usize> = 28..30;
     pub const FLAGS: usize = 30;
-    pub const DATA_RESERVED: usize = 31;
+    /// The message's priority, set by the sending application (seed 004's
+    /// "Msg Pri"): 0 is the default, larger is more urgent.
+    pub const PRIORITY: usize = 31;
     pub const MSG_WIRE_LEN: Range<usize> = 32..36;
     pub const SEG_LEN: Range<usize> = 36..40;
     pub const INCOMING: Range<usize> = 40..44;
@@ -151,8 +153,10 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn data_flags(&self) -> DataFlags {
         DataFlags(self.buffer.as_ref()[field::FLAGS])
     }
-    pub fn data_reserved(&self) -> u8 {
-        self.buffer.as_ref()[field::DATA_RESERVED]
+    /// The message priority (byte 31 of a DATA packet): 0 by default,
+    /// larger is more urgent; a hint for the network, never authenticated.
+    pub fn priority(&self) -> u8 {
+        self.buffer.as_ref()[field::PRIORITY]
     }
     pub fn message_wire_len(&self) -> u32 {
         be32(self.buffer.as_ref(), field::MSG_WIRE_LEN)
@@ -217,8 +221,8 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     pub fn set_data_flags(&mut self, v: DataFlags) {
         self.buffer.as_mut()[field::FLAGS] = v.0;
     }
-    pub fn set_data_reserved(&mut self, v: u8) {
-        self.buffer.as_mut()[field::DATA_RESERVED] = v;
+    pub fn set_priority(&mut self, v: u8) {
+        self.buffer.as_mut()[field::PRIORITY] = v;
     }
     pub fn set_message_wire_len(&mut self, v: u32) {
         self.put(field::MSG_WIRE_LEN, &v.to_be_bytes());

@@ -41,6 +41,11 @@ pub struct DataHeader {
     pub retransmit: bool,
     /// Wire bytes the sender will send without further grants.
     pub incoming: u32,
+    /// The message's priority (seed 004's "Msg Pri"), for devices on the
+    /// path that queue by priority: 0 is the default, larger is more
+    /// urgent. The receiver ignores it; like every header field it is not
+    /// authenticated (`docs/protocol.md` § 3).
+    pub priority: u8,
 }
 
 impl DataHeader {
@@ -293,7 +298,7 @@ impl Repr {
 fn parse_data<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<DataHeader, WireError> {
     packet.check_data()?;
     let flags = packet.data_flags();
-    if flags.0 & !DataFlags::KNOWN.0 != 0 || packet.data_reserved() != 0 {
+    if flags.0 & !DataFlags::KNOWN.0 != 0 {
         return Err(WireError::BadField("unknown DATA flags"));
     }
     let retransmit = flags.contains(DataFlags::RETRANSMIT);
@@ -319,6 +324,7 @@ fn parse_data<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<DataHeader, WireErro
         packet_index,
         retransmit,
         incoming: packet.incoming(),
+        priority: packet.priority(),
     };
     header.check()?;
     if packet.payload().len() != header.payload_len() {
@@ -464,7 +470,7 @@ fn emit_data<T: AsRef<[u8]> + AsMut<[u8]>>(d: &DataHeader, packet: &mut Packet<T
         packet.set_resend_index(0);
         packet.set_data_flags(DataFlags::default());
     }
-    packet.set_data_reserved(0);
+    packet.set_priority(d.priority);
     packet.set_message_wire_len(d.message_wire_len);
     packet.set_segment_len(d.segment_len);
     packet.set_incoming(d.incoming);

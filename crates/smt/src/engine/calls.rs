@@ -22,6 +22,8 @@ struct Live {
     rpc: Option<RpcHandle>,
     /// When it times out, and the timeout that set it (for the error).
     deadline: Option<(Instant, Duration)>,
+    /// The priority its request carries (`CallOptions::priority`).
+    priority: u8,
 }
 
 /// Every outstanding call. Lookups by call and by RPC are hash lookups;
@@ -61,7 +63,7 @@ impl Calls {
     }
 
     /// A new call, timing out `timeout` after `now` if given.
-    pub fn open(&mut self, now: Instant, timeout: Option<Duration>) -> CallToken {
+    pub fn open(&mut self, now: Instant, timeout: Option<Duration>, priority: u8) -> CallToken {
         let call = CallToken(self.next);
         self.next += 1;
         let deadline = timeout.map(|t| (now.checked_add(t).unwrap_or(far_future(now)), t));
@@ -73,12 +75,18 @@ impl Calls {
             Live {
                 rpc: None,
                 deadline,
+                priority,
             },
         );
         call
     }
 
     /// The call's request is now RPC `rpc` in the core.
+    /// The priority `call`'s request carries (0 for an unknown call).
+    pub fn priority(&self, call: CallToken) -> u8 {
+        self.live.get(&call).map_or(0, |l| l.priority)
+    }
+
     pub fn sent(&mut self, call: CallToken, rpc: RpcHandle) {
         if let Some(live) = self.live.get_mut(&call) {
             live.rpc = Some(rpc);
@@ -151,9 +159,9 @@ mod tests {
     fn every_call_ends_exactly_once() {
         let now = Instant::now();
         let mut calls = Calls::new(8);
-        let a = calls.open(now, Some(Duration::from_millis(5)));
-        let b = calls.open(now, None);
-        let c = calls.open(now, Some(Duration::MAX));
+        let a = calls.open(now, Some(Duration::from_millis(5)), 0);
+        let b = calls.open(now, None, 0);
+        let c = calls.open(now, Some(Duration::MAX), 0);
         calls.sent(a, RpcHandle(10));
         calls.sent(b, RpcHandle(11));
         assert_eq!(calls.len(), 3);
@@ -175,8 +183,8 @@ mod tests {
     fn the_limit_counts_outstanding_calls() {
         let now = Instant::now();
         let mut calls = Calls::new(2);
-        let a = calls.open(now, None);
-        calls.open(now, None);
+        let a = calls.open(now, None, 0);
+        calls.open(now, None, 0);
         assert!(calls.full());
         calls.end(a);
         assert!(!calls.full());

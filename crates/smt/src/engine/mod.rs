@@ -297,7 +297,8 @@ impl Engine {
             return Err(Error::TooManyCalls { max });
         }
         let now = self.clock.now();
-        let call = self.calls.open(now, options.timeout_or(self.call_timeout));
+        let timeout = options.timeout_or(self.call_timeout);
+        let call = self.calls.open(now, timeout, options.priority_value());
         if let Err(e) = self.start(now, peer, call, data) {
             self.calls.end(call);
             return Err(e);
@@ -453,6 +454,8 @@ impl Engine {
         // needs its own copy of borrowed ones.
         match self.core.send_request(now, peer, data.clone()) {
             Ok(rpc) => {
+                self.core
+                    .set_request_priority(rpc, self.calls.priority(call));
                 self.calls.sent(call, rpc);
                 Ok(())
             }

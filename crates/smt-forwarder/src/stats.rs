@@ -1,0 +1,85 @@
+//! The forwarder's counters, printed as JSON when it stops.
+
+use serde::Serialize;
+
+use crate::queue::Occupancy;
+
+/// Packets and bytes.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Volume {
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+impl Volume {
+    pub fn add(&mut self, len: usize) {
+        self.packets += 1;
+        self.bytes += len as u64;
+    }
+}
+
+/// One path's counters.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PathStats {
+    /// Packets queued on this path.
+    pub queued: Volume,
+    /// Packets delivered to the path's server.
+    pub sent: Volume,
+    /// Packets refused by a full queue (tail drop).
+    pub drops: u64,
+    /// Packets that found more than the marking threshold queued (the
+    /// ECN-style mark the feedback carries).
+    pub marks: u64,
+    /// Messages pinned to this path (message-aware balance).
+    pub messages: u64,
+    /// Largest backlog seen at an arrival, and the sum of backlogs at
+    /// arrivals (mean = sum / queued packets).
+    pub max_queue_bytes: u64,
+    pub sum_queue_bytes: u64,
+}
+
+impl PathStats {
+    pub(crate) fn enqueued(&mut self, len: usize, occ: Occupancy) {
+        self.queued.add(len);
+        self.marks += u64::from(occ.ce);
+        self.max_queue_bytes = self.max_queue_bytes.max(occ.bytes);
+        self.sum_queue_bytes += occ.bytes;
+    }
+
+    pub(crate) fn sent(&mut self, len: usize) {
+        self.sent.add(len);
+    }
+}
+
+/// Everything the forwarder counts.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Stats {
+    /// Datagrams from clients, and back to them from the servers.
+    pub from_clients: Volume,
+    pub to_clients: Volume,
+    /// Datagrams that held several packets (cut apart).
+    pub coalesced_split: u64,
+    /// Bytes that were no SMT packet (dropped).
+    pub malformed_bytes: u64,
+    /// DATA packets (first transmissions) delivered, and those of them
+    /// delivered after a later part of their message.
+    pub data_packets: u64,
+    pub out_of_order_packets: u64,
+    /// Messages with at least one packet out of order.
+    pub reordered_messages: u64,
+    /// Messages not pinned because the table was full.
+    pub unpinned: u64,
+    pub paths: Vec<PathStats>,
+    /// Packets (and copies of broadcast ones) sent to each replica.
+    pub replicas: Vec<Volume>,
+}
+
+impl Stats {
+    pub(crate) fn new(paths: usize, replicas: usize) -> Self {
+        Self {
+            paths: vec![PathStats::default(); paths],
+            replicas: vec![Volume::default(); replicas],
+            ..Self::default()
+        }
+    }
+}
