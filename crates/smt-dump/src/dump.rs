@@ -330,7 +330,7 @@ fn follow_handshake(
         let s = sessions.last_mut().expect("pushed above or before");
         s.client = Some(from);
         s.server = Some(to);
-        s.kind = Some(kind);
+        s.kind = Some(kind.0);
     }
     let s = sessions.last_mut().expect("never empty");
     s.streams.entry(from).or_default().add(offset, data);

@@ -214,7 +214,7 @@ fn header(repr: &Repr) -> Header {
             offset: *offset,
             ack: *ack,
             len: *len,
-            kind: *kind,
+            kind: kind.0,
             flags: *flags,
         },
     }

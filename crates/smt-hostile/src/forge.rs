@@ -49,7 +49,7 @@ pub fn handshake(dst_port: u16, kind: u8, offset: u32, data: &[u8]) -> Vec<u8> {
         offset,
         ack: 0,
         len,
-        kind,
+        kind: smt_proto::HandshakeKind(kind),
         flags: 0,
     };
     emit(dst_port, 0, false, body, &data[..usize::from(len)])

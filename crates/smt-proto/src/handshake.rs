@@ -129,8 +129,12 @@ pub trait HandshakeAcceptor: Send {
 
     /// A handshake of protocol `kind` (the HANDSHAKE packet's kind byte:
     /// 0 TLS 1.3, 1 SMT-ticket). By default only TLS 1.3 is accepted.
-    fn accept_kind(&mut self, peer: SocketAddr, kind: u8) -> Option<Box<dyn Handshake>> {
-        if kind == 0 {
+    fn accept_kind(
+        &mut self,
+        peer: SocketAddr,
+        kind: crate::wire::HandshakeKind,
+    ) -> Option<Box<dyn Handshake>> {
+        if kind == crate::wire::HandshakeKind::TLS13 {
             self.accept(peer)
         } else {
             None

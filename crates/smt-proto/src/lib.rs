@@ -34,21 +34,21 @@ mod rpc;
 pub mod session;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;
+mod slab;
 pub mod stats;
 mod timer;
 pub mod trace;
 pub mod wire;
 
 pub use config::{Config, ConfigError, Padding, MIN_DATAGRAM_SIZE};
-pub use endpoint::{
-    handshake_kind, Endpoint, Event, KeyResolver, RpcHandle, ServerRpcHandle, Transmit,
-};
+pub use endpoint::{Endpoint, Event, KeyResolver, RpcHandle, ServerRpcHandle, Transmit};
 pub use error::{DropReason, RpcError, SendError};
 pub use handshake::{AddressProof, Handshake, HandshakeAcceptor, HandshakeError};
 pub use payload::Payload;
 pub use session::{Role, SessionKeys};
 pub use stats::{DropCounts, RttHistogram, Stats, Usage};
 pub use trace::{TraceEvent, Traced};
+pub use wire::HandshakeKind;
 
 #[cfg(test)]
 mod tests;

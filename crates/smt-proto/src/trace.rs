@@ -231,8 +231,11 @@ pub enum Traced {
         id: u64,
         reason: FreeReason,
     },
-    /// This side started a handshake of `kind` (`handshake_kind`).
-    HandshakeStarted { peer: SocketAddr, kind: u8 },
+    /// This side started a handshake of `kind`.
+    HandshakeStarted {
+        peer: SocketAddr,
+        kind: crate::wire::HandshakeKind,
+    },
     /// A handshake installed the session's keys.
     HandshakeDone { peer: SocketAddr },
     HandshakeFailed {
@@ -362,7 +365,7 @@ mod tests {
                 offset: 0,
                 ack: 0,
                 len: 3,
-                kind: 2,
+                kind: crate::HandshakeKind::PSK_NONCE,
                 flags: 0,
             },
             id: 0,

@@ -139,7 +139,7 @@ fn hello_from(from: SocketAddr) -> Vec<u8> {
             offset: 0,
             ack: 0,
             len: HELLO.len() as u16,
-            kind: 0,
+            kind: smt_proto::HandshakeKind::TLS13,
             flags: 0,
         },
     };
@@ -343,7 +343,7 @@ fn opening_client(now: Instant) -> (Endpoint, SocketAddr) {
             said: false,
             keys: None,
         }),
-        0,
+        smt_proto::HandshakeKind::TLS13,
     );
     (client, client_addr)
 }
@@ -542,7 +542,7 @@ fn opening_with_token(from: SocketAddr, retry: &[u8]) -> Vec<u8> {
             offset: 0,
             ack: 0,
             len: data.len() as u16,
-            kind: 0,
+            kind: smt_proto::HandshakeKind::TLS13,
             flags: smt_proto::wire::HANDSHAKE_TOKEN,
         },
     };

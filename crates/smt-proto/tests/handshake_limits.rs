@@ -125,7 +125,12 @@ fn client(now: Instant) -> Endpoint {
         initiator: true,
         keys: Some(KeyKind::Aes128(9).session().0),
     };
-    ep.connect(now, server_addr(), Box::new(hs), 0);
+    ep.connect(
+        now,
+        server_addr(),
+        Box::new(hs),
+        smt_proto::HandshakeKind::TLS13,
+    );
     ep
 }
 
@@ -144,7 +149,7 @@ fn chunk(offset: u32, len: usize) -> Vec<u8> {
             offset,
             ack: 0,
             len: len as u16,
-            kind: 0,
+            kind: smt_proto::HandshakeKind::TLS13,
             flags: 0,
         },
     };

@@ -205,7 +205,7 @@ fn restarted_client(now: Instant) -> Endpoint {
     let mut ep = Endpoint::new(Config::default()).unwrap();
     let keys = KeyKind::Aes128(2).session().0;
     let hs = Script::boxed(b"hi", keys, AddressProof::Proven);
-    ep.connect(now, server_addr(), hs, 0);
+    ep.connect(now, server_addr(), hs, smt_proto::HandshakeKind::TLS13);
     ep
 }
 

@@ -226,7 +226,7 @@ fn handshake_body(len: u16) -> Body {
         offset: 256,
         ack: 128,
         len,
-        kind: 0,
+        kind: smt_proto::HandshakeKind::TLS13,
         flags: 0,
     }
 }
@@ -1453,7 +1453,7 @@ fn random_repr(rng: &mut XorShift) -> (Repr, Vec<u8>) {
                 offset,
                 ack: rng.next() as u32,
                 len,
-                kind: rng.next() as u8,
+                kind: smt_proto::HandshakeKind(rng.next() as u8),
                 flags: 0,
             };
             (body, rng.bytes(usize::from(len)))

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use smt_crypto::AeadAlgorithm;
-use smt_proto::{handshake_kind, Handshake, HandshakeAcceptor};
+use smt_proto::{Handshake, HandshakeAcceptor, HandshakeKind};
 use smt_ticket::{ZeroRttServer, ZeroRttServerHandshake};
 use smt_tls::TlsServer;
 
@@ -70,17 +70,17 @@ impl HandshakeAcceptor for ServerAcceptor {
         self.tls.as_mut()?.accept(peer)
     }
 
-    fn accept_kind(&mut self, peer: SocketAddr, kind: u8) -> Option<Box<dyn Handshake>> {
+    fn accept_kind(&mut self, peer: SocketAddr, kind: HandshakeKind) -> Option<Box<dyn Handshake>> {
         match kind {
-            handshake_kind::TLS13 => self.accept(peer),
-            handshake_kind::SMT_TICKET => {
+            HandshakeKind::TLS13 => self.accept(peer),
+            HandshakeKind::SMT_TICKET => {
                 let server = self.zero_rtt.clone()?;
                 Some(Box::new(ZeroRttServerHandshake::new(
                     server,
                     SystemTime::now(),
                 )))
             }
-            handshake_kind::PSK_NONCE => {
+            HandshakeKind::PSK_NONCE => {
                 let (master, algorithm) = self.psk.as_ref()?;
                 let hs = PskServerHandshake::new(master, peer, *algorithm);
                 Some(Box::new(hs.with_key_log(self.key_log.clone())))

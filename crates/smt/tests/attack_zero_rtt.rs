@@ -345,7 +345,7 @@ fn handshake_packet(hello: &[u8]) -> Vec<u8> {
             offset: 0,
             ack: 0,
             len: hello.len() as u16,
-            kind: smt_proto::handshake_kind::SMT_TICKET,
+            kind: smt_proto::HandshakeKind::SMT_TICKET,
             flags: 0,
         },
     };

@@ -64,7 +64,7 @@ fn psk_hello(rng: &mut SplitMix64, port: u16) -> Vec<u8> {
             offset: 0,
             ack: 0,
             len: hello.len() as u16,
-            kind: smt_proto::handshake_kind::PSK_NONCE,
+            kind: smt_proto::HandshakeKind::PSK_NONCE,
             flags: 0,
         },
     };

@@ -24,7 +24,7 @@ use serde::Serialize;
 use smt::keys::{AeadAlgorithm, PskClient, SessionKeyLog};
 use smt::ServerAcceptor;
 use smt_proto::wire::{AckIds, Body, DataHeader, Packet, Repr};
-use smt_proto::{handshake_kind, Config, Endpoint, Event};
+use smt_proto::{Config, Endpoint, Event, HandshakeKind};
 use smt_tls::certs::Ca;
 use smt_tls::{KeyLogPolicy, TlsClient, TlsOptions, TlsServer};
 
@@ -249,7 +249,7 @@ pub fn build(ex: &Exchange) -> Built {
             let tls_client =
                 TlsClient::with_options(ca.cert_pem().as_bytes(), None, &options).unwrap();
             let hs = tls_client.handshake(&server_addr.ip().to_string()).unwrap();
-            client.connect(now, server_addr, hs, handshake_kind::TLS13);
+            client.connect(now, server_addr, hs, HandshakeKind::TLS13);
         }
         Keys::Psk => {
             let log = Some(Arc::new(SessionKeyLog::open(&key_path).unwrap()));
@@ -259,7 +259,7 @@ pub fn build(ex: &Exchange) -> Built {
             server.set_handshake_acceptor(Box::new(acceptor));
             let psk = PskClient::new(&MASTER, AeadAlgorithm::Aes128Gcm);
             let hs = psk.handshake(client_addr);
-            client.connect(now, server_addr, Box::new(hs), handshake_kind::PSK_NONCE);
+            client.connect(now, server_addr, Box::new(hs), HandshakeKind::PSK_NONCE);
         }
         Keys::InstalledZeroRtt => {
             let (c2s, s2c) = ([0x11u8; 32], [0x22u8; 32]);
@@ -578,7 +578,7 @@ fn truth_packet(
             f("hs_offset", offset.to_string()),
             f("hs_ack", ack.to_string()),
             f("hs_len", len.to_string()),
-            f("hs_kind", kind.to_string()),
+            f("hs_kind", kind.0.to_string()),
             f("hs_flags", flags.to_string()),
         ],
         _ => vec![],
@@ -755,7 +755,7 @@ pub fn zoo() -> Built {
                 offset,
                 ack: 0,
                 len: data.len() as u16,
-                kind,
+                kind: smt_proto::HandshakeKind(kind),
                 flags,
             },
             false,

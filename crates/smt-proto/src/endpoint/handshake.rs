@@ -20,7 +20,9 @@ use crate::crypto::TAG_LEN;
 use crate::error::DropReason;
 use crate::handshake::{AddressProof, Handshake, HandshakeAcceptor, HandshakeError};
 use crate::trace::Traced;
-use crate::wire::{Body, Packet, Repr, COMMON_HEADER_LEN, HANDSHAKE_RETRY, HANDSHAKE_TOKEN};
+use crate::wire::{
+    Body, HandshakeKind, Packet, Repr, COMMON_HEADER_LEN, HANDSHAKE_RETRY, HANDSHAKE_TOKEN,
+};
 use crate::SessionKeys;
 
 /// HANDSHAKE header length (common header + offset, ack, len, kind).
@@ -58,17 +60,6 @@ fn early_fits(buffered: &[Vec<u8>], len: usize) -> bool {
         && buffered.iter().map(Vec::len).sum::<usize>() + len <= MAX_EARLY_BYTES
 }
 
-/// Handshake protocols, as named in the HANDSHAKE packet's kind byte.
-pub mod kind {
-    /// TLS 1.3 (records, as a TLS-over-TCP peer would send them).
-    pub const TLS13: u8 = 0;
-    /// The 0-RTT SMT-ticket exchange.
-    pub const SMT_TICKET: u8 = 1;
-    /// The PSK nonce exchange (session keys from a pre-shared master and
-    /// both sides' fresh nonces).
-    pub const PSK_NONCE: u8 = 2;
-}
-
 /// A responder's keys for a peer that already has a session, held aside
 /// until the peer proves its address ([`AddressProof`]): a spoofed first
 /// flight must not replace the session of the address it claims.
@@ -84,7 +75,7 @@ struct Held {
 /// One handshake in progress (or just finished, answering late copies).
 pub(crate) struct HandshakeConn {
     hs: Box<dyn Handshake>,
-    kind: u8,
+    kind: HandshakeKind,
     /// Everything this side has written, for retransmission.
     sent: Vec<u8>,
     /// The peer has received `sent[..acked]`.
@@ -144,7 +135,7 @@ impl std::fmt::Debug for HandshakeConn {
 }
 
 impl HandshakeConn {
-    fn new(hs: Box<dyn Handshake>, kind: u8, started: u64) -> Self {
+    fn new(hs: Box<dyn Handshake>, kind: HandshakeKind, started: u64) -> Self {
         Self {
             started,
             hs,
@@ -189,7 +180,13 @@ impl Endpoint {
     /// with a handshake in progress share it; [`Event::Connected`] or
     /// [`Event::HandshakeFailed`] says how it ended. `kind` names the
     /// protocol for the server's acceptor (see [`kind`]).
-    pub fn connect(&mut self, now: Instant, peer: SocketAddr, hs: Box<dyn Handshake>, kind: u8) {
+    pub fn connect(
+        &mut self,
+        now: Instant,
+        peer: SocketAddr,
+        hs: Box<dyn Handshake>,
+        kind: HandshakeKind,
+    ) {
         if self.handshakes.contains_key(&peer) {
             return;
         }
@@ -362,7 +359,7 @@ impl Endpoint {
         &mut self,
         now: Instant,
         peer: SocketAddr,
-        kind: u8,
+        kind: HandshakeKind,
         received: usize,
     ) -> Result<(), DropReason> {
         let Some(retry) = self.retry.as_mut() else {
@@ -401,7 +398,7 @@ impl Endpoint {
         &mut self,
         now: Instant,
         peer: SocketAddr,
-        kind: u8,
+        kind: HandshakeKind,
         token: &[u8],
     ) -> Result<bool, DropReason> {
         let retry = self.retry.as_mut().ok_or(DropReason::BadToken)?;
@@ -733,7 +730,7 @@ impl Endpoint {
                 emit_handshake(&mut packet, ports, &conn, start as u32, alert);
                 self.outbox.prebuilt.push_back((peer, packet));
             }
-            if conn.keys_installed && conn.kind == kind::TLS13 {
+            if conn.keys_installed && conn.kind == HandshakeKind::TLS13 {
                 // TLS 1.3 gives the client keys before the server has checked
                 // a client certificate: a later alert withdraws the session.
                 // Other handshakes' late bytes are unauthenticated (anyone

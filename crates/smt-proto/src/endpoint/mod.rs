@@ -64,55 +64,16 @@ use crate::error::{DropReason, RpcError, SendError};
 use crate::handshake::{HandshakeAcceptor, HandshakeError};
 use crate::payload::Payload;
 use crate::record::{frame_message_into, seal_message_into, MessageLayout, Plaintext};
+pub(crate) use crate::rpc::MsgKey;
 use crate::rpc::{Incoming, Outgoing, SegmentBuf};
+pub use crate::rpc::{RpcHandle, ServerRpcHandle};
 use crate::session::{Session, SessionKeys};
 use crate::stats::Stats;
 use crate::timer::{Timer, TimerTable};
 use crate::trace::{FreeReason, MessageKind, Traced};
 use crate::wire::{Body, Repr};
-pub use handshake::kind as handshake_kind;
 use handshake::HandshakeConn;
 use peer::{Origin, Peer};
-
-/// The client's handle on an RPC it started. Stable across restarts (which
-/// change the wire message ID).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct RpcHandle(pub u64);
-
-/// Names an RPC on the wire: peer, key epoch and message ID (IDs restart
-/// with every epoch). The server's handle on a request it received; pass
-/// it back to [`Endpoint::send_response`].
-///
-/// Ordered by ID, then epoch, then peer: the RPC tables are searched by
-/// this key several times per packet, and IDs almost always differ, so a
-/// comparison is one integer compare (the peer's `SocketAddr` compare, which
-/// the derived order would do first, was a tenth of the CPU time at 64 B).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct ServerRpcHandle {
-    /// Who sent the request.
-    pub peer: SocketAddr,
-    /// The key epoch the RPC belongs to.
-    pub epoch: u64,
-    /// The RPC's message ID.
-    pub id: u64,
-}
-
-impl Ord for ServerRpcHandle {
-    #[inline]
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.id
-            .cmp(&other.id)
-            .then(self.epoch.cmp(&other.epoch))
-            .then_with(|| self.peer.cmp(&other.peer))
-    }
-}
-
-impl PartialOrd for ServerRpcHandle {
-    #[inline]
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
 
 /// Something the application must hear about.
 #[derive(Debug)]
@@ -206,13 +167,6 @@ pub(crate) enum ServerState {
 pub(crate) struct ServerRpc {
     pub state: ServerState,
     pub silent_ticks: u32,
-}
-
-/// Identifies a message in flight on either side.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) enum MsgKey {
-    Client(RpcHandle),
-    Server(ServerRpcHandle),
 }
 
 impl ClientRpc {

@@ -18,9 +18,7 @@ use crate::rpc::{Accepted, Incoming, MESSAGE_OVERHEAD};
 use crate::session::ReplayCheck;
 use crate::timer::Timer;
 use crate::trace::{FreeReason, MessageKind, PacketSummary, Traced};
-use crate::wire::{
-    first_packet_len, AckIds, Body, DataHeader, Packet, PacketType, Repr, WireError,
-};
+use crate::wire::{AckIds, Body, DataHeader, Packet, PacketType, Packets, Repr, WireError};
 
 /// What storing one DATA packet led to.
 enum Opened {
@@ -78,7 +76,7 @@ impl Endpoint {
     /// [`Endpoint::stats`]; it never panics and never fails the endpoint.
     ///
     /// A datagram may carry several packets back to back (coalesced, see
-    /// [`crate::wire::first_packet_len`]): each is split off by the length
+    /// [`crate::wire::Packets`]): each is split off by the length
     /// its header gives and handled on its own. Bytes whose length cannot
     /// be told are handled as one last packet, dropped with the reason its
     /// header earns; a packet dropped as malformed or forged ends the
@@ -114,16 +112,14 @@ impl Endpoint {
         self.stats.bytes_rx += datagram.len() as u64;
         self.trace_now(now);
         let tagged = self.config.authenticate_control;
-        let mut rest = datagram;
-        loop {
-            let len = first_packet_len(rest, tagged).unwrap_or(rest.len());
-            let (packet, tail) = rest.split_at(len);
+        for (i, packet) in Packets::new(datagram, tagged).enumerate() {
+            if i > 0 {
+                self.stats.coalesced_packets_rx += 1;
+            }
             before(self);
-            if !self.handle_packet(now, from, packet) || tail.is_empty() {
+            if !self.handle_packet(now, from, packet) {
                 return;
             }
-            self.stats.coalesced_packets_rx += 1;
-            rest = tail;
         }
     }
 

@@ -10,6 +10,7 @@
 //! kind, under a key only this endpoint holds (`Endpoint::set_retry_key`).
 //! It is good for [`TOKEN_LIFETIME_MS`].
 
+use crate::wire::HandshakeKind;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
@@ -43,7 +44,7 @@ impl Retry {
     }
 
     /// A token for `peer` opening a handshake of `kind`.
-    pub fn mint(&mut self, now: Instant, peer: SocketAddr, kind: u8) -> [u8; TOKEN_LEN] {
+    pub fn mint(&mut self, now: Instant, peer: SocketAddr, kind: HandshakeKind) -> [u8; TOKEN_LEN] {
         let issued = self.millis(now);
         let tag = self.mac.control_tag(&mac_input(peer, issued, kind));
         let mut token = [0; TOKEN_LEN];
@@ -54,7 +55,13 @@ impl Retry {
 
     /// Whether `token` was minted by this endpoint for `peer` and `kind`,
     /// less than [`TOKEN_LIFETIME_MS`] ago.
-    pub fn verify(&mut self, now: Instant, peer: SocketAddr, kind: u8, token: &[u8]) -> bool {
+    pub fn verify(
+        &mut self,
+        now: Instant,
+        peer: SocketAddr,
+        kind: HandshakeKind,
+        token: &[u8],
+    ) -> bool {
         let Ok(token) = <&[u8; TOKEN_LEN]>::try_from(token) else {
             return false;
         };
@@ -72,7 +79,7 @@ impl Retry {
 }
 
 /// `label || IPv6 (or IPv4-mapped) address || port || issued || kind`.
-fn mac_input(peer: SocketAddr, issued: u32, kind: u8) -> [u8; 32] {
+fn mac_input(peer: SocketAddr, issued: u32, kind: HandshakeKind) -> [u8; 32] {
     let ip = match peer.ip() {
         IpAddr::V4(v4) => v4.to_ipv6_mapped(),
         IpAddr::V6(v6) => v6,
@@ -82,7 +89,7 @@ fn mac_input(peer: SocketAddr, issued: u32, kind: u8) -> [u8; 32] {
     input[9..25].copy_from_slice(&ip.octets());
     input[25..27].copy_from_slice(&peer.port().to_be_bytes());
     input[27..31].copy_from_slice(&issued.to_be_bytes());
-    input[31] = kind;
+    input[31] = kind.0;
     input
 }
 
@@ -111,16 +118,19 @@ mod tests {
         let now = Instant::now();
         let a: SocketAddr = "10.0.0.1:4000".parse().unwrap();
         let b: SocketAddr = "10.0.0.1:4001".parse().unwrap();
-        let t = r.mint(now, a, 0);
-        assert!(r.verify(now, a, 0, &t));
-        assert!(!r.verify(now, b, 0, &t), "another port");
-        assert!(!r.verify(now, a, 2, &t), "another kind");
+        let t = r.mint(now, a, HandshakeKind::TLS13);
+        assert!(r.verify(now, a, HandshakeKind::TLS13, &t));
+        assert!(!r.verify(now, b, HandshakeKind::TLS13, &t), "another port");
+        assert!(
+            !r.verify(now, a, HandshakeKind::PSK_NONCE, &t),
+            "another kind"
+        );
         let later = now + Duration::from_millis(u64::from(TOKEN_LIFETIME_MS) + 1);
-        assert!(!r.verify(later, a, 0, &t), "expired");
+        assert!(!r.verify(later, a, HandshakeKind::TLS13, &t), "expired");
         let mut forged = t;
         forged[TOKEN_LEN - 1] ^= 1;
-        assert!(!r.verify(now, a, 0, &forged));
-        assert!(!r.verify(now, a, 0, &t[..TOKEN_LEN - 1]));
+        assert!(!r.verify(now, a, HandshakeKind::TLS13, &forged));
+        assert!(!r.verify(now, a, HandshakeKind::TLS13, &t[..TOKEN_LEN - 1]));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use super::{Endpoint, MsgKey, ServerRpcHandle, ServerState, Transmit};
 use crate::crypto::TAG_LEN;
 use crate::rpc::Outgoing;
 use crate::trace::{PacketSummary, Traced};
-use crate::wire::{first_packet_len, Body, Packet, Repr, MIN_PACKET_LEN};
+use crate::wire::{Body, Packet, Packets, Repr, MIN_PACKET_LEN};
 
 impl Endpoint {
     /// Writes the next datagram to send into `buf` and says where it goes.
@@ -58,13 +58,9 @@ impl Endpoint {
     #[cold]
     fn trace_datagram(&mut self, peer: SocketAddr, datagram: &[u8]) {
         let tagged = self.config.authenticate_control;
-        let mut rest = datagram;
-        while !rest.is_empty() {
-            let len = first_packet_len(rest, tagged).unwrap_or(rest.len());
-            let (packet, tail) = rest.split_at(len);
+        for packet in Packets::new(datagram, tagged) {
             let packet = PacketSummary::of(packet, tagged);
             self.record_trace(Traced::Sent { peer, packet });
-            rest = tail;
         }
     }
 

@@ -12,89 +12,7 @@
 //! operations (simulations must not depend on a hasher's seed).
 
 use super::{ClientRpc, HashMap, RpcHandle, ServerRpc, ServerRpcHandle};
-
-/// One slot: its generation (bumped when freed) and what it holds.
-#[derive(Debug)]
-struct Slot<T> {
-    generation: u32,
-    value: Option<T>,
-}
-
-/// Values in reusable slots, addressed by (index, generation).
-#[derive(Debug)]
-struct Slab<T> {
-    slots: Vec<Slot<T>>,
-    /// Free slot indexes, reused last-freed first (its memory is warm).
-    free: Vec<u32>,
-    len: usize,
-}
-
-impl<T> Default for Slab<T> {
-    fn default() -> Self {
-        Self {
-            slots: Vec::new(),
-            free: Vec::new(),
-            len: 0,
-        }
-    }
-}
-
-impl<T> Slab<T> {
-    fn insert(&mut self, value: T) -> (u32, u32) {
-        self.len += 1;
-        if let Some(index) = self.free.pop() {
-            let slot = &mut self.slots[index as usize];
-            slot.value = Some(value);
-            return (index, slot.generation);
-        }
-        let index = u32::try_from(self.slots.len()).expect("fewer than 2^32 RPCs in flight");
-        self.slots.push(Slot {
-            generation: 1,
-            value: Some(value),
-        });
-        (index, 1)
-    }
-
-    fn get(&self, index: u32, generation: u32) -> Option<&T> {
-        let slot = self.slots.get(index as usize)?;
-        (slot.generation == generation)
-            .then_some(slot.value.as_ref())
-            .flatten()
-    }
-
-    fn get_mut(&mut self, index: u32, generation: u32) -> Option<&mut T> {
-        let slot = self.slots.get_mut(index as usize)?;
-        (slot.generation == generation)
-            .then_some(slot.value.as_mut())
-            .flatten()
-    }
-
-    fn remove(&mut self, index: u32, generation: u32) -> Option<T> {
-        let slot = self.slots.get_mut(index as usize)?;
-        if slot.generation != generation {
-            return None;
-        }
-        let value = slot.value.take()?;
-        slot.generation = slot.generation.wrapping_add(1).max(1);
-        self.free.push(index);
-        self.len -= 1;
-        Some(value)
-    }
-
-    fn iter(&self) -> impl Iterator<Item = (u32, u32, &T)> {
-        self.slots
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| Some((i as u32, s.generation, s.value.as_ref()?)))
-    }
-
-    fn iter_mut(&mut self) -> impl Iterator<Item = (u32, u32, &mut T)> {
-        self.slots
-            .iter_mut()
-            .enumerate()
-            .filter_map(|(i, s)| Some((i as u32, s.generation, s.value.as_mut()?)))
-    }
-}
+use crate::slab::Slab;
 
 fn handle_of(index: u32, generation: u32) -> RpcHandle {
     RpcHandle(u64::from(generation) << 32 | u64::from(index))
@@ -133,11 +51,11 @@ impl ClientTable {
     }
 
     pub fn len(&self) -> usize {
-        self.slab.len
+        self.slab.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.slab.len == 0
+        self.slab.is_empty()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (RpcHandle, &ClientRpc)> {
@@ -196,11 +114,11 @@ impl ServerTable {
     }
 
     pub fn len(&self) -> usize {
-        self.slab.len
+        self.slab.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.slab.len == 0
+        self.slab.is_empty()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&ServerRpcHandle, &ServerRpc)> {
@@ -220,19 +138,6 @@ impl ServerTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_freed_slot_is_reused_under_a_new_generation() {
-        let mut slab = Slab::default();
-        let (a, ga) = slab.insert("a");
-        assert_eq!(slab.remove(a, ga), Some("a"));
-        let (b, gb) = slab.insert("b");
-        assert_eq!((b, gb), (a, ga + 1), "same slot, next generation");
-        assert_eq!(slab.get(a, ga), None, "the old key no longer finds it");
-        assert_eq!(slab.remove(a, ga), None);
-        assert_eq!(slab.get(b, gb), Some(&"b"));
-        assert_eq!(slab.len, 1);
-    }
 
     #[test]
     fn handles_round_trip_and_are_never_zero() {

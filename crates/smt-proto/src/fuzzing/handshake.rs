@@ -174,7 +174,7 @@ fn handshake(from: SocketAddr, offset: u32, ack: u32, kind: u8, chunk: &[u8]) ->
             offset,
             ack,
             len: chunk.len() as u16,
-            kind,
+            kind: crate::HandshakeKind(kind),
             flags: 0,
         },
     };
@@ -261,8 +261,12 @@ impl HandshakeAcceptor for Acceptor {
     }
 
     /// Kinds 0 and 1 are spoken; 2 and 3 are refused.
-    fn accept_kind(&mut self, peer: SocketAddr, kind: u8) -> Option<Box<dyn Handshake>> {
-        (kind < 2).then(|| self.accept(peer)).flatten()
+    fn accept_kind(
+        &mut self,
+        peer: SocketAddr,
+        kind: crate::HandshakeKind,
+    ) -> Option<Box<dyn Handshake>> {
+        (kind.0 < 2).then(|| self.accept(peer)).flatten()
     }
 }
 

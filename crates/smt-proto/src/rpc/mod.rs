@@ -2,8 +2,12 @@
 //! retransmission; the receive side ([`Incoming`]) reassembles packets into
 //! segments and opens records strictly in order.
 
+mod handle;
 mod incoming;
 mod outgoing;
+
+pub(crate) use handle::MsgKey;
+pub use handle::{RpcHandle, ServerRpcHandle};
 
 // The reassembly fuzz harness checks its memory bound with it.
 #[cfg(any(fuzzing, test))]

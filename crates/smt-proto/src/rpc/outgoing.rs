@@ -1,6 +1,6 @@
 use std::collections::BTreeSet;
 
-use crate::endpoint::ServerRpcHandle;
+use super::ServerRpcHandle;
 use crate::offload::{RecordPos, TxRecords};
 use crate::record::{SealedMessage, SeqLayout};
 use crate::wire::{Body, DataHeader, Packet, Repr, DATA_HEADER_LEN};

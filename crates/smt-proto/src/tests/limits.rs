@@ -563,7 +563,8 @@ fn idle_handshake_sessions_are_forgotten_and_installed_ones_kept() {
     wire.server.install_session(attacker(0), keys).unwrap();
     let hs = Greeting::new(TestKeys::Keyed(21).session().0);
     let (now, server_addr) = (wire.now, wire.server_addr);
-    wire.client.connect(now, server_addr, hs, 0);
+    wire.client
+        .connect(now, server_addr, hs, crate::HandshakeKind::TLS13);
     wire.settle();
     wire.advance(Duration::from_millis(1));
     assert!(
@@ -614,7 +615,8 @@ fn handshakes_in_progress_are_capped() {
         .set_handshake_acceptor(Box::new(GreetingAcceptor));
     let hs = Greeting::new(TestKeys::Keyed(21).session().0);
     let (now, server_addr) = (wire.now, wire.server_addr);
-    wire.client.connect(now, server_addr, hs, 0);
+    wire.client
+        .connect(now, server_addr, hs, crate::HandshakeKind::TLS13);
     let mut buf = vec![0; 2048];
     let t = wire.client.poll_transmit(now, &mut buf).unwrap();
     for n in 0..10 {

@@ -38,6 +38,48 @@ pub fn first_packet_len(buf: &[u8], tagged_control: bool) -> Result<usize, WireE
     Ok(len)
 }
 
+/// The packets of a datagram, in order, each split off by the length its
+/// own header gives ([`first_packet_len`]). Bytes whose length cannot be
+/// told (a truncated or malformed header, an unknown type) come out as one
+/// last packet holding the rest, for the receiver to drop with the reason
+/// its header earns; an empty datagram comes out as one empty packet. The
+/// one loop that splits datagrams: the endpoint, its
+/// trace, the driver's worker routing, the offload model and `smt dump`
+/// all walk a datagram with it.
+#[derive(Clone, Debug)]
+pub struct Packets<'a> {
+    rest: &'a [u8],
+    tagged_control: bool,
+    started: bool,
+}
+
+impl<'a> Packets<'a> {
+    /// The packets of `datagram`; `tagged_control` as for
+    /// [`first_packet_len`].
+    pub fn new(datagram: &'a [u8], tagged_control: bool) -> Self {
+        Self {
+            rest: datagram,
+            tagged_control,
+            started: false,
+        }
+    }
+}
+
+impl<'a> Iterator for Packets<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        if self.rest.is_empty() && std::mem::replace(&mut self.started, true) {
+            return None;
+        }
+        self.started = true;
+        let len = first_packet_len(self.rest, self.tagged_control).unwrap_or(self.rest.len());
+        let (packet, rest) = self.rest.split_at(len);
+        self.rest = rest;
+        Some(packet)
+    }
+}
+
 /// A DATA packet's payload length: `min(mss, segment_len - i * mss)` for
 /// its packet index `i` (the resend index on a retransmission).
 fn data_payload_len(packet: &Packet<&[u8]>) -> Result<usize, WireError> {
@@ -56,8 +98,7 @@ fn data_payload_len(packet: &Packet<&[u8]>) -> Result<usize, WireError> {
 }
 
 fn ack_count(buf: &[u8]) -> Result<usize, WireError> {
-    let b = field::BODY;
-    let count = match buf.get(b..b + 2) {
+    let count = match buf.get(field::ack::COUNT) {
         Some(c) => usize::from(u16::from_be_bytes([c[0], c[1]])),
         None => return Err(WireError::Truncated),
     };
@@ -68,8 +109,7 @@ fn ack_count(buf: &[u8]) -> Result<usize, WireError> {
 }
 
 fn handshake_payload_len(buf: &[u8]) -> Result<usize, WireError> {
-    let at = field::BODY + 8;
-    match buf.get(at..at + 2) {
+    match buf.get(field::handshake::LEN) {
         Some(l) => Ok(usize::from(u16::from_be_bytes([l[0], l[1]]))),
         None => Err(WireError::Truncated),
     }

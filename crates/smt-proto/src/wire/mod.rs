@@ -19,10 +19,10 @@ mod packet;
 mod repr;
 mod types;
 
-pub use coalesce::{first_packet_len, MIN_PACKET_LEN};
+pub use coalesce::{first_packet_len, Packets, MIN_PACKET_LEN};
 pub use packet::Packet;
 pub use repr::{AckIds, Body, DataHeader, Repr, ACK_MAX_IDS, HANDSHAKE_RETRY, HANDSHAKE_TOKEN};
-pub use types::{DataFlags, PacketType};
+pub use types::{DataFlags, HandshakeKind, PacketType};
 
 /// Length of the common header (TCP header + 8-byte message ID).
 pub const COMMON_HEADER_LEN: usize = 28;

@@ -30,8 +30,45 @@ pub(crate) mod field {
     pub const MSG_WIRE_LEN: Range<usize> = 32..36;
     pub const SEG_LEN: Range<usize> = 36..40;
     pub const INCOMING: Range<usize> = 40..44;
-    // Control bodies start right after the common header.
-    pub const BODY: usize = 28;
+    // Control bodies start right after the common header (at 28).
+
+    /// GRANT (`docs/protocol.md` § 4): the offset granted up to, the
+    /// receiver's rank for the message, three reserved bytes.
+    pub mod grant {
+        use std::ops::Range;
+        pub const OFFSET: Range<usize> = 28..32;
+        pub const PRIORITY: usize = 32;
+        pub const RESERVED: Range<usize> = 33..36;
+    }
+
+    /// RESEND: the byte range asked for, a priority, three reserved bytes.
+    pub mod resend {
+        use std::ops::Range;
+        pub const OFFSET: Range<usize> = 28..32;
+        pub const LENGTH: Range<usize> = 32..36;
+        pub const PRIORITY: usize = 36;
+        pub const RESERVED: Range<usize> = 37..40;
+    }
+
+    /// ACK: how many IDs follow the header, two reserved bytes, then the
+    /// IDs, 8 bytes each.
+    pub mod ack {
+        use std::ops::Range;
+        pub const COUNT: Range<usize> = 28..30;
+        pub const RESERVED: Range<usize> = 30..32;
+        pub const IDS: usize = 32;
+    }
+
+    /// HANDSHAKE: the chunk's stream offset, the cumulative ACK of the
+    /// peer's stream, the chunk's length, the protocol, the retry flags.
+    pub mod handshake {
+        use std::ops::Range;
+        pub const OFFSET: Range<usize> = 28..32;
+        pub const ACK: Range<usize> = 32..36;
+        pub const LEN: Range<usize> = 36..38;
+        pub const KIND: usize = 38;
+        pub const FLAGS: usize = 39;
+    }
 }
 
 /// A read/write view over a buffer holding one SMT packet.

@@ -2,7 +2,9 @@
 //! downstream works with values that are known to be consistent.
 
 use super::packet::field;
-use super::{DataFlags, Packet, PacketType, WireError, COMMON_HEADER_LEN, DATA_HEADER_LEN};
+use super::{
+    DataFlags, HandshakeKind, Packet, PacketType, WireError, COMMON_HEADER_LEN, DATA_HEADER_LEN,
+};
 
 /// Most message IDs one ACK packet carries.
 pub const ACK_MAX_IDS: usize = 16;
@@ -182,14 +184,14 @@ pub enum Body {
     /// `len` bytes of the sender's handshake stream, starting at stream
     /// offset `offset`, follow the header; `ack` is how many bytes of the
     /// receiver's stream the sender has received in order; `kind` names the
-    /// handshake protocol (0: TLS 1.3, 1: SMT-ticket 0-RTT, 2: PSK);
+    /// handshake protocol ([`HandshakeKind`]);
     /// `flags` mark a stateless retry ([`HANDSHAKE_RETRY`],
     /// [`HANDSHAKE_TOKEN`]; `docs/protocol.md` § 4, HANDSHAKE).
     Handshake {
         offset: u32,
         ack: u32,
         len: u16,
-        kind: u8,
+        kind: HandshakeKind,
         flags: u8,
     },
 }
@@ -349,8 +351,14 @@ fn require_zero_data_fields<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<(), Wi
     }
 }
 
-fn be32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+fn be32_at(b: &[u8], at: std::ops::Range<usize>) -> u32 {
+    let mut a = [0; 4];
+    a.copy_from_slice(&b[at]);
+    u32::from_be_bytes(a)
+}
+
+fn be16_at(b: &[u8], at: std::ops::Range<usize>) -> u16 {
+    u16::from_be_bytes([b[at.start], b[at.start + 1]])
 }
 
 fn parse_control<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Body, WireError> {
@@ -366,21 +374,22 @@ fn parse_control<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Body, WireError> 
     if packet.header_len() != expect {
         return Err(WireError::BadHeaderLength);
     }
-    let b = field::BODY;
     let body = match ty {
         PacketType::GRANT => {
-            reserved_zero(&buf[b + 5..b + 8])?;
+            use field::grant;
+            reserved_zero(&buf[grant::RESERVED])?;
             Body::Grant {
-                offset: be32_at(buf, b),
-                priority: buf[b + 4],
+                offset: be32_at(buf, grant::OFFSET),
+                priority: buf[grant::PRIORITY],
             }
         }
         PacketType::RESEND => {
-            reserved_zero(&buf[b + 9..b + 12])?;
+            use field::resend;
+            reserved_zero(&buf[resend::RESERVED])?;
             Body::Resend {
-                offset: be32_at(buf, b),
-                length: be32_at(buf, b + 4),
-                priority: buf[b + 8],
+                offset: be32_at(buf, resend::OFFSET),
+                length: be32_at(buf, resend::LENGTH),
+                priority: buf[resend::PRIORITY],
             }
         }
         PacketType::ACK => return parse_ack(buf),
@@ -406,9 +415,9 @@ fn reserved_zero(bytes: &[u8]) -> Result<(), WireError> {
 }
 
 fn parse_ack(buf: &[u8]) -> Result<Body, WireError> {
-    let b = field::BODY;
-    let count = usize::from(u16::from_be_bytes([buf[b], buf[b + 1]]));
-    reserved_zero(&buf[b + 2..b + 4])?;
+    use field::ack;
+    let count = usize::from(be16_at(buf, ack::COUNT));
+    reserved_zero(&buf[ack::RESERVED])?;
     if count == 0 || count > ACK_MAX_IDS {
         return Err(WireError::BadField("ACK count"));
     }
@@ -416,7 +425,7 @@ fn parse_ack(buf: &[u8]) -> Result<Body, WireError> {
         return Err(WireError::BadField("ACK length does not match count"));
     }
     let mut ids = AckIds::new();
-    for chunk in buf[ACK_HEADER_LEN..].chunks_exact(8) {
+    for chunk in buf[ack::IDS..].chunks_exact(8) {
         let mut a = [0; 8];
         a.copy_from_slice(chunk);
         ids.push(u64::from_be_bytes(a));
@@ -432,13 +441,13 @@ fn parse_handshake<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Body, WireError
     if packet.key_phase() {
         return Err(WireError::BadField("key phase on a handshake packet"));
     }
+    use field::handshake;
     let buf = packet.as_bytes();
-    let b = field::BODY;
-    let offset = be32_at(buf, b);
-    let ack = be32_at(buf, b + 4);
-    let len = u16::from_be_bytes([buf[b + 8], buf[b + 9]]);
-    let kind = buf[b + 10];
-    let flags = buf[b + 11];
+    let offset = be32_at(buf, handshake::OFFSET);
+    let ack = be32_at(buf, handshake::ACK);
+    let len = be16_at(buf, handshake::LEN);
+    let kind = HandshakeKind(buf[handshake::KIND]);
+    let flags = buf[handshake::FLAGS];
     if flags & !(HANDSHAKE_RETRY | HANDSHAKE_TOKEN) != 0 {
         return Err(WireError::BadField("handshake flags"));
     }
@@ -484,30 +493,30 @@ fn emit_zero_data_fields<T: AsRef<[u8]> + AsMut<[u8]>>(packet: &mut Packet<T>) {
 }
 
 fn emit_control_body<T: AsRef<[u8]> + AsMut<[u8]>>(body: &Body, packet: &mut Packet<T>) {
+    use field::{ack, grant, handshake, resend};
     let buf = packet.inner_mut();
-    let b = field::BODY;
     match body {
         Body::Grant { offset, priority } => {
-            buf[b..b + 4].copy_from_slice(&offset.to_be_bytes());
-            buf[b + 4] = *priority;
-            buf[b + 5..b + 8].fill(0);
+            buf[grant::OFFSET].copy_from_slice(&offset.to_be_bytes());
+            buf[grant::PRIORITY] = *priority;
+            buf[grant::RESERVED].fill(0);
         }
         Body::Resend {
             offset,
             length,
             priority,
         } => {
-            buf[b..b + 4].copy_from_slice(&offset.to_be_bytes());
-            buf[b + 4..b + 8].copy_from_slice(&length.to_be_bytes());
-            buf[b + 8] = *priority;
-            buf[b + 9..b + 12].fill(0);
+            buf[resend::OFFSET].copy_from_slice(&offset.to_be_bytes());
+            buf[resend::LENGTH].copy_from_slice(&length.to_be_bytes());
+            buf[resend::PRIORITY] = *priority;
+            buf[resend::RESERVED].fill(0);
         }
         Body::Ack(ids) => {
             let n = ids.as_slice().len() as u16;
-            buf[b..b + 2].copy_from_slice(&n.to_be_bytes());
-            buf[b + 2..b + 4].fill(0);
+            buf[ack::COUNT].copy_from_slice(&n.to_be_bytes());
+            buf[ack::RESERVED].fill(0);
             for (i, id) in ids.as_slice().iter().enumerate() {
-                let at = ACK_HEADER_LEN + 8 * i;
+                let at = ack::IDS + 8 * i;
                 buf[at..at + 8].copy_from_slice(&id.to_be_bytes());
             }
         }
@@ -518,11 +527,11 @@ fn emit_control_body<T: AsRef<[u8]> + AsMut<[u8]>>(body: &Body, packet: &mut Pac
             kind,
             flags,
         } => {
-            buf[b..b + 4].copy_from_slice(&offset.to_be_bytes());
-            buf[b + 4..b + 8].copy_from_slice(&ack.to_be_bytes());
-            buf[b + 8..b + 10].copy_from_slice(&len.to_be_bytes());
-            buf[b + 10] = *kind;
-            buf[b + 11] = *flags;
+            buf[handshake::OFFSET].copy_from_slice(&offset.to_be_bytes());
+            buf[handshake::ACK].copy_from_slice(&ack.to_be_bytes());
+            buf[handshake::LEN].copy_from_slice(&len.to_be_bytes());
+            buf[handshake::KIND] = kind.0;
+            buf[handshake::FLAGS] = *flags;
         }
         Body::RpcUnknown
         | Body::Busy

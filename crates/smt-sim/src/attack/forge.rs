@@ -81,7 +81,7 @@ pub fn forge_handshake(
         offset,
         ack: rng.next_u64() as u32 % 4096,
         len,
-        kind,
+        kind: smt_proto::HandshakeKind(kind),
         flags: 0,
     };
     let mut out = emit(ports, 0, false, body);

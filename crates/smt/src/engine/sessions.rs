@@ -9,7 +9,7 @@ use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use smt_proto::{handshake_kind, Endpoint as Core, HandshakeError};
+use smt_proto::{Endpoint as Core, HandshakeError, HandshakeKind};
 use smt_ticket::{KeyPool, VerifiedTicket, ZeroRttClientHandshake};
 use smt_tls::{ServerName, TlsClient};
 
@@ -103,12 +103,12 @@ impl Sessions {
     ) -> Result<Started, HandshakeError> {
         if let Some((ticket, fs)) = self.tickets.get(&peer) {
             let hs = ZeroRttClientHandshake::new(ticket, &self.key_pool, *fs);
-            core.connect(now, peer, Box::new(hs), handshake_kind::SMT_TICKET);
+            core.connect(now, peer, Box::new(hs), HandshakeKind::SMT_TICKET);
             return Ok(Started::ZeroRtt);
         }
         if let Some(psk) = &self.psk_client {
             let hs = psk.handshake(local_addr);
-            core.connect(now, peer, Box::new(hs), handshake_kind::PSK_NONCE);
+            core.connect(now, peer, Box::new(hs), HandshakeKind::PSK_NONCE);
             return Ok(Started::Later);
         }
         let Some(client) = &self.tls_client else {
@@ -124,7 +124,7 @@ impl Sessions {
         let hs = client
             .handshake_to(name)
             .map_err(|e| HandshakeError::Protocol(e.to_string()))?;
-        core.connect(now, peer, hs, handshake_kind::TLS13);
+        core.connect(now, peer, hs, HandshakeKind::TLS13);
         Ok(Started::Later)
     }
 

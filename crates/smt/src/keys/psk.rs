@@ -1,6 +1,6 @@
 //! The PSK nonce exchange: session keys from a pre-shared master secret and
 //! fresh nonces from both sides, over one round trip of HANDSHAKE packets
-//! (kind [`handshake_kind::PSK_NONCE`](smt_proto::handshake_kind::PSK_NONCE)).
+//! (kind [`HandshakeKind::PSK_NONCE`](smt_proto::HandshakeKind::PSK_NONCE)).
 //!
 //! ```text
 //! client                                            server (same master)

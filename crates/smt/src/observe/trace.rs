@@ -428,7 +428,7 @@ impl Line {
             },
             Traced::HandshakeStarted { peer, kind } => Self {
                 peer: Some(peer.to_string()),
-                kind: Some(*kind),
+                kind: Some(kind.0),
                 ..line("handshake_started")
             },
             Traced::HandshakeDone { peer } => Self {
@@ -520,7 +520,7 @@ impl Line {
                 offset: Some(u64::from(offset)),
                 ack: Some(ack),
                 length: Some(u64::from(len)),
-                kind: Some(kind),
+                kind: Some(kind.0),
                 flags: Some(flags),
                 ..base
             },
