@@ -82,7 +82,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         store.capacity_pages,
         store.address_limit
     );
-    let end = args.duration.map(|s| Instant::now() + Duration::from_secs_f64(s));
+    let end = args
+        .duration
+        .map(|s| Instant::now() + Duration::from_secs_f64(s));
     while end.is_none_or(|e| Instant::now() < e) {
         node.serve_once(Some(Duration::from_millis(100)))?;
     }

@@ -170,7 +170,10 @@ pub enum Response {
     Write(Vec<PageStatus>),
     Info(Info),
     /// The request as a whole was refused.
-    Refused { op: Op, status: RequestStatus },
+    Refused {
+        op: Op,
+        status: RequestStatus,
+    },
 }
 
 /// Why bytes are not a valid message; says which field.
@@ -558,9 +561,15 @@ mod tests {
         Request::Read(vec![0, 4096]).emit(&mut read);
         let cases: Vec<(Vec<u8>, RequestStatus)> = vec![
             (vec![], RequestStatus::MALFORMED),
-            (vec![2, 1, 0, 0, 0, 0, 0, 0], RequestStatus::UNSUPPORTED_VERSION),
+            (
+                vec![2, 1, 0, 0, 0, 0, 0, 0],
+                RequestStatus::UNSUPPORTED_VERSION,
+            ),
             (vec![1, 9, 0, 0, 0, 0, 0, 0], RequestStatus::UNKNOWN_OP),
-            (vec![1, 1, 0x01, 0x01, 0, 0, 0, 0], RequestStatus::TOO_MANY_PAGES),
+            (
+                vec![1, 1, 0x01, 0x01, 0, 0, 0, 0],
+                RequestStatus::TOO_MANY_PAGES,
+            ),
             (read[..read.len() - 1].to_vec(), RequestStatus::MALFORMED),
             ([&read[..], &[0]].concat(), RequestStatus::MALFORMED),
             (vec![1, 3, 0, 0, 1, 0, 0, 0], RequestStatus::MALFORMED),
@@ -571,7 +580,14 @@ mod tests {
         }
         // Every prefix and every single-byte change parses or errs, never panics.
         let mut w = Vec::new();
-        Request::Write(vec![(0, StoredPage { key: 1, bytes: sealed(1) })]).emit(&mut w);
+        Request::Write(vec![(
+            0,
+            StoredPage {
+                key: 1,
+                bytes: sealed(1),
+            },
+        )])
+        .emit(&mut w);
         for n in 0..w.len().min(64) {
             let _ = Request::parse(&w[..n]);
             let _ = Response::parse(&w[..n]);

@@ -125,9 +125,12 @@ fn the_pool_bounds_outstanding_requests_and_exhaustion_is_counted() {
         q.post_seal(key, tweak, boxed(&page(4)), i).unwrap();
     }
     assert_eq!(q.pool_free(), 0);
+    let refused = q.post_seal(key, tweak, boxed(&page(4)), 9).unwrap_err();
+    assert_eq!(refused.error, PostError::PoolExhausted { depth: 4 });
     assert_eq!(
-        q.post_seal(key, tweak, boxed(&page(4)), 9),
-        Err(PostError::PoolExhausted { depth: 4 })
+        &refused.buf[..PAGE_SIZE],
+        &page(4)[..],
+        "the buffer comes back"
     );
     assert_eq!(engine.counters().pool_exhausted, 1);
     // Completions come back in order and free their contexts.

@@ -187,6 +187,21 @@ impl fmt::Display for PostError {
 
 impl std::error::Error for PostError {}
 
+/// A post that was refused, with the buffer it carried.
+#[derive(Debug)]
+pub struct Refused {
+    pub error: PostError,
+    pub buf: Box<[u8; SEALED_LEN]>,
+}
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl std::error::Error for Refused {}
+
 /// Why a queue could not be opened.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -338,15 +353,19 @@ impl EngineQueue {
     }
 
     /// Decrypts and checks a sealed page: a context from the pool,
-    /// `[Configure(key, tweak), Open]` in one doorbell.
+    /// `[Configure(key, tweak), Open]` in one doorbell. A refused post
+    /// hands the buffer back.
     pub fn post_open(
         &mut self,
         key: KeyId,
         tweak: Tweak,
         buf: Box<[u8; SEALED_LEN]>,
         user: u64,
-    ) -> Result<(), PostError> {
-        let context = self.take_context()?;
+    ) -> Result<(), Refused> {
+        let context = match self.take_context() {
+            Ok(c) => c,
+            Err(error) => return Err(Refused { error, buf }),
+        };
         self.post_configured(key, tweak, Wqe::Open { context, buf, user })
     }
 
@@ -358,12 +377,15 @@ impl EngineQueue {
         tweak: Tweak,
         buf: Box<[u8; SEALED_LEN]>,
         user: u64,
-    ) -> Result<(), PostError> {
-        let context = self.take_context()?;
+    ) -> Result<(), Refused> {
+        let context = match self.take_context() {
+            Ok(c) => c,
+            Err(error) => return Err(Refused { error, buf }),
+        };
         self.post_configured(key, tweak, Wqe::Seal { context, buf, user })
     }
 
-    fn post_configured(&mut self, key: KeyId, tweak: Tweak, data: Wqe) -> Result<(), PostError> {
+    fn post_configured(&mut self, key: KeyId, tweak: Tweak, data: Wqe) -> Result<(), Refused> {
         let context = data.context();
         let config = Wqe::Configure {
             context,
@@ -371,8 +393,14 @@ impl EngineQueue {
             tweak,
             signaled: self.signal_config,
         };
-        self.post_chain(vec![config, data]).inspect_err(|_| {
+        // The only failure left is a stopped engine (both contexts are
+        // held); the data WQE's buffer is lost with it.
+        self.post_chain(vec![config, data]).map_err(|error| {
             self.pool.give_back(context);
+            Refused {
+                error,
+                buf: Box::new([0; SEALED_LEN]),
+            }
         })
     }
 
