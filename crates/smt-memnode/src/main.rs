@@ -59,7 +59,7 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
-    if args.address_limit % 4096 != 0 || args.address_limit == 0 {
+    if !args.address_limit.is_multiple_of(4096) || args.address_limit == 0 {
         return Err(format!(
             "--address-limit {} must be a positive multiple of 4096",
             args.address_limit

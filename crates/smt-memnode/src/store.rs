@@ -77,7 +77,7 @@ impl PageStore {
     }
 
     fn page_number(&self, address: u64) -> Result<u64, PageStatus> {
-        if address % PAGE != 0 {
+        if !address.is_multiple_of(PAGE) {
             return Err(PageStatus::MISALIGNED);
         }
         if address >= self.config.address_limit {

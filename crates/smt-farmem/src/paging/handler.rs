@@ -15,7 +15,7 @@ use smt_pagecrypt::PAGE_SIZE;
 use userfaultfd::{Event, EventBuffer, Uffd};
 
 use super::{sys::Mapping, RegionConfig, SharedStats};
-use crate::pipeline::{Done, Pipeline};
+use crate::pipeline::{Crypto, Done, Pipeline};
 use crate::requester::Requester;
 
 const UFFD: Token = Token(0);
@@ -89,7 +89,13 @@ impl Handler {
                 Requester::BusyWait => self.busy_turn()?,
                 Requester::Yield => self.yield_turn()?,
             };
-            if !progressed {
+            if !progressed && self.config.requester == Requester::BusyWait {
+                // DiLOS's cores never sleep: poll the fault queue again,
+                // offering the core to any other runnable thread (here the
+                // memory node's and the load's share these cores; on the
+                // seed's testbed they have machines of their own).
+                std::thread::yield_now();
+            } else if !progressed {
                 let timeout = self.idle_timeout();
                 if timeout.is_some_and(|t| t.is_zero()) {
                     std::thread::yield_now();
@@ -106,7 +112,7 @@ impl Handler {
     /// (yield the CPU, then look again) while the engine holds pages, as
     /// its completions are no descriptor's event.
     fn idle_timeout(&self) -> Option<Duration> {
-        if self.pipeline.in_flight() > 0 && self.pipeline.crypto().name() == "engine" {
+        if self.pipeline.in_flight() > 0 && matches!(self.pipeline.crypto(), Crypto::Engine(_)) {
             return Some(Duration::ZERO);
         }
         let protocol = self.pipeline.endpoint().timeout();
@@ -133,9 +139,12 @@ impl Handler {
                 {
                     Some(done) => {
                         self.install(done)?;
+                        // The woken faulting thread continues on this core
+                        // (in DiLOS it is the thread that was spinning).
+                        std::thread::yield_now();
                         break;
                     }
-                    None => std::hint::spin_loop(),
+                    None => std::thread::yield_now(),
                 }
             }
         }

@@ -13,7 +13,9 @@
 //!   new one evicts the oldest (FIFO; `MADV_DONTNEED`), so its next touch
 //!   faults again.
 //! - [`Requester::BusyWait`]: the handler takes one fault at a time and
-//!   spins (socket and completion queue) until its page is in.
+//!   spins (socket and completion queue) until its page is in; between
+//!   faults it spins on the fault queue (it never sleeps, as DiLOS's
+//!   cores do not).
 //!   [`Requester::Yield`]: the handler issues a fetch per fault as faults
 //!   arrive, completes them as their pages come back, and sleeps on its
 //!   descriptors when there is nothing to do, so the application's other
@@ -265,7 +267,7 @@ fn check(c: &RegionConfig) -> Result<(), RegionError> {
             "pages and cache_pages must be at least 1".into(),
         ));
     }
-    if c.remote_base % PAGE_SIZE as u64 != 0 {
+    if !c.remote_base.is_multiple_of(PAGE_SIZE as u64) {
         return Err(RegionError::Config(format!(
             "remote_base {:#x} must be a multiple of 4096",
             c.remote_base
