@@ -1,9 +1,11 @@
 //! How a requester waits for its pages (seed 002 §5.2).
 //!
 //! - **Busy-wait** (DiLOS): issue the fetch, then poll its completion
-//!   without giving up the CPU until the page is there; the endpoint
-//!   spins on its socket (`busy_poll`) and the engine's completion queue
-//!   is polled in the same loop. Nothing else runs meanwhile.
+//!   without sleeping until the page is there; the endpoint polls its
+//!   socket (`busy_poll`) and the engine's completion queue is polled in
+//!   the same loop. No other request is served meanwhile (between polls
+//!   the core is offered to other threads, which on a shared machine
+//!   include the memory node's; see `docs/remote-memory.md` § 5).
 //! - **Yield** (Adios): issue the fetch and go on with other work (other
 //!   faults, other requests); completions are picked up between pieces of
 //!   that work, and when there is none the requester sleeps on its file
