@@ -53,7 +53,10 @@ fn run(file: &str) {
         )
     });
     let entries = parse(&text);
-    let whole: Vec<&Entry> = entries.iter().filter(|e| e.bits.is_multiple_of(8)).collect();
+    let whole: Vec<&Entry> = entries
+        .iter()
+        .filter(|e| e.bits.is_multiple_of(8))
+        .collect();
     for encrypt in [true, false] {
         let n = whole.iter().filter(|e| e.encrypt == encrypt).count();
         assert_eq!(
