@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Fetches the third-party test vectors the smt-crypto tests check against.
+# Fetches the third-party test vectors the smt-crypto and smt-pagecrypt
+# tests check against.
 #
-# NIST CAVP AES-GCM vectors ship in the `cryptography-vectors` wheel on PyPI
-# (pinned below). This downloads the wheel with pip and unpacks only its
-# AES/GCM directory into <repo>/test-vectors/gcm/ (about 18 MB; $SMT_TEST_VECTORS/gcm/
-# when that is set). Needs python3 with pip. Idempotent: it exits at
-# once when the vectors are already there. test-vectors/ is git-ignored.
+# NIST CAVP AES-GCM and XTS-AES (XTSGenAES128/256, IEEE 1619) vectors ship
+# in the `cryptography-vectors` wheel on PyPI (pinned below). This
+# downloads the wheel with pip and unpacks only its AES/GCM and AES/XTS
+# directories into <repo>/test-vectors/gcm/ and test-vectors/xts/ (about
+# 19 MB; under $SMT_TEST_VECTORS when that is set). Needs python3 with pip.
+# Idempotent: it exits at once when the vectors are already there.
+# test-vectors/ is git-ignored.
 #
 # Usage: scripts/fetch-vectors.sh
 set -euo pipefail
@@ -14,22 +17,28 @@ VERSION="50.0.2"
 PACKAGE="cryptography-vectors"
 # The files crates/smt-crypto/tests/nist_gcm.rs reads.
 REQUIRED=(gcmEncryptExtIV128.rsp gcmEncryptExtIV256.rsp gcmDecrypt128.rsp gcmDecrypt256.rsp)
+# The files crates/smt-pagecrypt/tests/nist_xts.rs reads (both tweak forms).
+REQUIRED_XTS=(tweak-128hexstr/XTSGenAES128.rsp tweak-dataunitseqno/XTSGenAES128.rsp)
 
 repo_root="$(cd "$(dirname "$0")/.." && pwd)"
 # Where the tests look: SMT_TEST_VECTORS when set (a directory that already
 # holds gcm/ needs neither Python nor the network), else test-vectors/.
 dest="${SMT_TEST_VECTORS:-$repo_root/test-vectors}"
 gcm_dir="$dest/gcm"
+xts_dir="$dest/xts"
 
 have_all() {
     local f
     for f in "${REQUIRED[@]}"; do
         [[ -n "$(find "$gcm_dir" -name "$f" -print -quit 2>/dev/null)" ]] || return 1
     done
+    for f in "${REQUIRED_XTS[@]}"; do
+        [[ -f "$xts_dir/$f" ]] || return 1
+    done
 }
 
 if have_all; then
-    echo "fetch-vectors: NIST GCM vectors already in $gcm_dir"
+    echo "fetch-vectors: NIST GCM and XTS vectors already in $gcm_dir and $xts_dir"
     exit 0
 fi
 
@@ -55,11 +64,12 @@ fi
 wheel="$(ls $wheel_glob | head -n 1)"
 
 # Inside the wheel the vectors sit at
-# cryptography_vectors/ciphers/AES/GCM/*.rsp; keep just that directory.
-member_dir="cryptography_vectors/ciphers/AES/GCM"
+# cryptography_vectors/ciphers/AES/{GCM,XTS}/; keep just those directories.
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-python3 - "$wheel" "$member_dir" "$tmp" <<'PY'
+unpack() {
+    local member_dir="$1" to="$2"
+    python3 - "$wheel" "$member_dir" "$tmp" <<'PY'
 import sys, zipfile
 wheel, prefix, out = sys.argv[1], sys.argv[2].rstrip("/") + "/", sys.argv[3]
 with zipfile.ZipFile(wheel) as z:
@@ -68,13 +78,16 @@ with zipfile.ZipFile(wheel) as z:
         sys.exit(f"fetch-vectors: no {prefix} in {wheel}")
     z.extractall(out, members)
 PY
-rm -rf "$gcm_dir"
-mv "$tmp/$member_dir" "$gcm_dir"
-# The wheel holds every other vector set too (~55 MB); only GCM is kept.
+    rm -rf "$to"
+    mv "$tmp/$member_dir" "$to"
+}
+unpack "cryptography_vectors/ciphers/AES/GCM" "$gcm_dir"
+unpack "cryptography_vectors/ciphers/AES/XTS" "$xts_dir"
+# The wheel holds every other vector set too (~55 MB); only GCM and XTS are kept.
 rm -f "$wheel"
 
 if ! have_all; then
-    echo "fetch-vectors: $wheel lacks one of: ${REQUIRED[*]}" >&2
+    echo "fetch-vectors: $wheel lacks one of: ${REQUIRED[*]} ${REQUIRED_XTS[*]}" >&2
     exit 1
 fi
-echo "fetch-vectors: NIST GCM vectors unpacked into $gcm_dir"
+echo "fetch-vectors: NIST GCM and XTS vectors unpacked into $gcm_dir and $xts_dir"

@@ -23,6 +23,11 @@ bash scripts/c-api-test.sh --install || echo "test.sh: c++/pkg-config not instal
 # with iproute2's ip and tc; installed when root and missing, otherwise
 # those tests report SKIPPED.
 bash scripts/innetwork-topo.sh --install || echo "test.sh: iproute2 not installed; the smt-forwarder topology tests will be skipped"
+# The remote-memory crates: Debian's libclang-dev (the userfaultfd crate
+# generates its bindings with bindgen at build time), libssl-dev and
+# pkg-config (the openssl crate), and Python's cryptography (the
+# independent decryption in smt-farmem's tests, SKIPPED without it).
+bash scripts/memnode-test.sh --install || echo "test.sh: a remote-memory dependency is missing (see above)"
 # A hung test must not use up CI's whole budget in silence: past the
 # limit the run stops, and cargo's "has been running for over 60 seconds"
 # lines above name the test. A clean run takes ~15 minutes on 2 cores.
