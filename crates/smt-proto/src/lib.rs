@@ -44,7 +44,7 @@ pub use endpoint::{
     handshake_kind, Endpoint, Event, KeyResolver, RpcHandle, ServerRpcHandle, Transmit,
 };
 pub use error::{DropReason, RpcError, SendError};
-pub use handshake::{AddressProof, Handshake, HandshakeAcceptor, HandshakeError};
+pub use handshake::{AddressProof, Handshake, HandshakeAcceptor, HandshakeError, PeerIdentity};
 pub use payload::Payload;
 pub use session::{Role, SessionKeys};
 pub use stats::{DropCounts, RttHistogram, Stats, Usage};
