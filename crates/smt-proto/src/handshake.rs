@@ -79,6 +79,22 @@ pub enum AddressProof {
     Never,
 }
 
+/// What a handshake proved about the peer beyond its address, for the
+/// application to authorise requests by: given to the server's
+/// application with each request of the session (the `smt` crate's
+/// `IncomingRequest::session`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PeerIdentity {
+    /// The certificate chain the peer presented and the handshake
+    /// verified (DER, the peer's own certificate first): a TLS server's
+    /// always, a client's with mutual TLS. Empty without.
+    pub certificates: Vec<Vec<u8>>,
+    /// The server name the client asked for (TLS SNI), as the server saw
+    /// it.
+    pub server_name: Option<String>,
+}
+
 /// One side of a session-establishment protocol, driven with bytes.
 ///
 /// The endpoint calls [`Handshake::write`] to collect bytes to send,
@@ -119,6 +135,12 @@ pub trait Handshake: Send + fmt::Debug {
     fn opening_address_proof(&self, opening: &[u8]) -> AddressProof {
         let _ = opening;
         self.address_proof()
+    }
+
+    /// What the handshake proved about the peer (see [`PeerIdentity`]),
+    /// asked once the keys exist. Default: nothing beyond its address.
+    fn peer_identity(&self) -> PeerIdentity {
+        PeerIdentity::default()
     }
 }
 

@@ -43,7 +43,7 @@ pub mod wire;
 pub use config::{Config, ConfigError, Padding, MIN_DATAGRAM_SIZE};
 pub use endpoint::{Endpoint, Event, KeyResolver, RpcHandle, ServerRpcHandle, Transmit};
 pub use error::{DropReason, RpcError, SendError};
-pub use handshake::{AddressProof, Handshake, HandshakeAcceptor, HandshakeError};
+pub use handshake::{AddressProof, Handshake, HandshakeAcceptor, HandshakeError, PeerIdentity};
 pub use payload::Payload;
 pub use session::{Role, SessionKeys};
 pub use stats::{DropCounts, RttHistogram, Stats, Usage};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use rustls::{ClientConfig, ClientConnection, Connection, ServerConfig, ServerConnection};
 use rustls_pki_types::ServerName;
 use smt_crypto::secrets::{session_keys, TrafficSecrets};
-use smt_proto::handshake::{Handshake, HandshakeError};
+use smt_proto::handshake::{Handshake, HandshakeError, PeerIdentity};
 use smt_proto::{Role, SessionKeys};
 
 use crate::config::{CipherSuite, KxGroup, TlsConfigError};
@@ -179,6 +179,21 @@ impl Handshake for TlsHandshake {
                 Ok(_) => {}
             }
         }
+    }
+
+    /// The peer's verified certificate chain and, on the server, the
+    /// name the client asked for (SNI).
+    fn peer_identity(&self) -> PeerIdentity {
+        let mut identity = PeerIdentity::default();
+        identity.certificates = self
+            .conn
+            .peer_certificates()
+            .map(|chain| chain.iter().map(|c| c.as_ref().to_vec()).collect())
+            .unwrap_or_default();
+        if let Connection::Server(server) = &self.conn {
+            identity.server_name = server.server_name().map(str::to_owned);
+        }
+        identity
     }
 
     fn take_keys(&mut self) -> Option<SessionKeys> {

@@ -37,6 +37,15 @@
 //! `max_pending_requests` requests waiting for the application. Dropping
 //! the last [`Endpoint`] handle closes it.
 //!
+//! A server's application learns who sent each request and whether its
+//! caller still waits: [`IncomingRequest::session`] (the session's
+//! [`SessionId`], new for every session even from one address; how it was
+//! established; what the handshake proved: the client's verified
+//! certificate with mutual TLS, the SNI it sent) and
+//! [`IncomingRequest::cancellation`] (fires when the client cancels the
+//! call or passes its deadline; [`LocalEvent::RequestCancelled`] for a
+//! [`LocalEndpoint`]).
+//!
 //! Responses and requests arrive as [`Bytes`], the buffer the message was
 //! assembled in (no copy); dropping it gives a large buffer back to the
 //! endpoint for a later message, so a stream of megabyte messages reuses
@@ -55,6 +64,7 @@
 //! wait (a background thread covers the rest), and [`LocalEndpoint`],
 //! owned and driven by one thread. See `docs/architecture.md`.
 
+mod cancel;
 mod config;
 mod drive;
 mod endpoint;
@@ -68,6 +78,7 @@ pub mod observe;
 pub mod offload;
 mod recycle;
 mod request;
+mod session;
 pub mod stats;
 pub mod tls;
 mod wait;
@@ -99,6 +110,7 @@ pub mod dns {
 }
 
 pub use bytes::Bytes;
+pub use cancel::Cancellation;
 pub use config::{
     CallOptions, EndpointConfig, Mode, ProtocolConfig, SeqLayout, SocketConfig,
     DEFAULT_IP_PROTOCOL, DEFAULT_MAX_OUTSTANDING_CALLS,
@@ -107,6 +119,7 @@ pub use endpoint::Endpoint;
 pub use error::{ConfigError, Error, HandshakeError, RpcError, SendError, SocketError};
 pub use local::{CallId, LocalEndpoint, LocalEvent, RequestId};
 pub use request::IncomingRequest;
+pub use session::{PeerIdentity, SessionId, SessionInfo, SessionOrigin};
 pub use smt_proto::{
     AddressProof, DropReason, Handshake, HandshakeAcceptor, KeyResolver, Padding, Payload, Role,
     SessionKeys,

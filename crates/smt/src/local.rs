@@ -52,6 +52,10 @@ pub enum LocalEvent {
     Failed { call: CallId, error: Error },
     /// A complete, authenticated request.
     Request { request: RequestId, data: Bytes },
+    /// The client of a request delivered earlier and not answered yet
+    /// gave up on it (cancelled the call, or passed its deadline): a
+    /// response would reach nobody, and [`LocalEndpoint::respond`] fails.
+    RequestCancelled { request: RequestId },
 }
 
 impl From<Outcome> for LocalEvent {
@@ -71,9 +75,12 @@ impl From<Outcome> for LocalEvent {
                 call: CallId(call),
                 error,
             },
-            Outcome::Request { rpc, data } => Self::Request {
+            Outcome::Request { rpc, data, .. } => Self::Request {
                 request: RequestId(rpc),
                 data,
+            },
+            Outcome::Cancelled { rpc } => Self::RequestCancelled {
+                request: RequestId(rpc),
             },
         }
     }

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use smt_proto::ServerRpcHandle;
 
 use crate::drive::Shared;
-use crate::Error;
+use crate::{Error, SessionInfo};
 
 /// A complete, authenticated request. Answer it with
 /// [`IncomingRequest::respond`]; dropping it unanswered frees its state,
@@ -16,6 +16,7 @@ use crate::Error;
 pub struct IncomingRequest {
     rpc: ServerRpcHandle,
     data: Bytes,
+    session: Arc<SessionInfo>,
     shared: Option<Arc<Shared>>,
 }
 
@@ -30,10 +31,16 @@ impl std::fmt::Debug for IncomingRequest {
 }
 
 impl IncomingRequest {
-    pub(crate) fn new(rpc: ServerRpcHandle, data: Bytes, shared: Arc<Shared>) -> Self {
+    pub(crate) fn new(
+        rpc: ServerRpcHandle,
+        data: Bytes,
+        session: Arc<SessionInfo>,
+        shared: Arc<Shared>,
+    ) -> Self {
         Self {
             rpc,
             data,
+            session,
             shared: Some(shared),
         }
     }
@@ -43,11 +50,32 @@ impl IncomingRequest {
         self.rpc.peer
     }
 
+    /// The session the request arrived in: its ID (new for every session,
+    /// also from one address), how it was established and what that
+    /// proved about the client (its verified certificate with mutual
+    /// TLS, the server name it asked for). Authorise by this rather than
+    /// by [`IncomingRequest::peer`] alone.
+    pub fn session(&self) -> &Arc<SessionInfo> {
+        &self.session
+    }
+
     /// The request's handle, without the drop abandoning it (the caller
     /// does whatever it stands for, under the engine lock).
     pub(crate) fn into_rpc(mut self) -> ServerRpcHandle {
         self.shared = None;
         self.rpc
+    }
+
+    /// Tells when the client gives up on this request (it cancelled the
+    /// call or passed its deadline, and the server heard so; or this
+    /// endpoint closed): race it against long work and stop early, since
+    /// no response would reach anyone. Costs nothing for requests whose
+    /// cancellation nobody asks for; asking takes the engine's lock once.
+    pub fn cancellation(&self) -> crate::Cancellation {
+        match &self.shared {
+            Some(shared) => shared.watch(self.rpc),
+            None => crate::cancel::fired(),
+        }
     }
 
     /// The request bytes.

@@ -93,6 +93,14 @@ pub enum Event {
         peer: SocketAddr,
         error: HandshakeError,
     },
+    /// The client gave up on a request the application holds (delivered
+    /// as [`Event::Request`], not answered yet): it cancelled the call or
+    /// its deadline passed, and said so with RPC_UNKNOWN. The RPC's state
+    /// is freed (a response would fail with [`SendError::UnknownRpc`]), so
+    /// the application may stop working on it. Said once per request, and
+    /// only for this cause (a session that ends frees its requests
+    /// without it).
+    RequestCancelled { rpc: ServerRpcHandle },
 }
 
 /// A datagram [`Endpoint::poll_transmit`] wrote into the caller's buffer.

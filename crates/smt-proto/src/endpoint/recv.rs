@@ -1064,6 +1064,15 @@ impl Endpoint {
                 }
             }
             (Body::Resend { .. }, _) => self.queue_control(key.peer, key.epoch, key.id, Body::Busy),
+            (Body::RpcUnknown, ServerState::InService) => {
+                // The application holds the request: tell it the client
+                // is gone, so it can stop working on it.
+                self.drop_server(&key);
+                self.trace_freed(key, FreeReason::ClientGone);
+                self.outbox
+                    .events
+                    .push_back(Event::RequestCancelled { rpc: key });
+            }
             (Body::RpcUnknown, _) => {
                 self.drop_server(&key);
                 self.trace_freed(key, FreeReason::ClientGone);

@@ -42,6 +42,7 @@ use std::time::Instant;
 use smt_proto::{Payload, ServerRpcHandle};
 
 use self::handoff::{lock_ignoring_poison, HasWakes, Reply, Slot, Wakes};
+use crate::cancel::{Cancellation, Watches};
 use crate::endpoint::Ready;
 use crate::engine::{CallToken, Engine, Outcome};
 use crate::wait::{wait, WakePipe};
@@ -81,6 +82,12 @@ enum Answer<'a> {
 }
 
 impl Answer<'_> {
+    fn rpc(&self) -> ServerRpcHandle {
+        match self {
+            Self::Respond(rpc, _) | Self::Abandon(rpc) => *rpc,
+        }
+    }
+
     /// A response that cannot be sent is the caller's error, and its
     /// request is abandoned (the client hears so at once).
     fn apply(self, engine: &mut Engine) -> Result<(), Error> {
@@ -162,6 +169,8 @@ pub(crate) struct Inner {
     watch: Option<Arc<OwnedFd>>,
     /// Threads parked in `accept` (each woken at most once per request).
     accepting: Vec<Thread>,
+    /// Delivered requests whose cancellation is watched or has happened.
+    watches: Watches,
     /// The background thread, while it is parked (a caller leads).
     background_parked: Option<Thread>,
     /// The close finished: every call has failed, nothing drives anymore.
@@ -227,6 +236,7 @@ impl Shared {
             readable: true,
             watch: Some(Arc::new(socket)),
             accepting: Vec::new(),
+            watches: Watches::default(),
             background_parked: None,
             closed: false,
             wakes: Wakes::default(),
@@ -484,6 +494,7 @@ impl Shared {
         if g.closed {
             return Err(Error::Closed);
         }
+        g.watches.answered(answer.rpc());
         let applied = answer.apply(&mut g.engine);
         if self.requests.is_empty() {
             self.settle(&mut g);
@@ -494,6 +505,16 @@ impl Shared {
             self.route(&mut g);
         }
         applied
+    }
+
+    /// The cancellation signal of a delivered request (fired already if
+    /// its client gave up, or the endpoint is closed).
+    pub fn watch(&self, rpc: ServerRpcHandle) -> Cancellation {
+        let mut g = self.lock();
+        if g.closed {
+            return crate::cancel::fired();
+        }
+        g.watches.watch(rpc)
     }
 
     /// Counts an async waiter for as long as the guard lives, and makes
@@ -741,7 +762,7 @@ impl Shared {
         while let Some(outcome) = g.engine.poll_outcome() {
             match outcome {
                 Outcome::Reply { call, result } => deliver_reply(g, call, result),
-                Outcome::Request { rpc, data } => {
+                Outcome::Request { rpc, data, session } => {
                     if self.requests_tx.is_full() {
                         // Cannot happen: the core refuses requests beyond
                         // `max_pending_requests` unanswered ones, and the
@@ -751,7 +772,7 @@ impl Shared {
                         g.engine.abandon(rpc);
                         continue;
                     }
-                    let request = IncomingRequest::new(rpc, data, self.clone());
+                    let request = IncomingRequest::new(rpc, data, session, self.clone());
                     // Only this function sends, under the engine lock, and
                     // the queue has room: sending cannot fail or block.
                     let _ = self.requests_tx.try_send(request);
@@ -760,6 +781,7 @@ impl Shared {
                         g.wakes.push(thread);
                     }
                 }
+                Outcome::Cancelled { rpc } => g.watches.cancelled(rpc),
             }
         }
     }
@@ -809,6 +831,8 @@ impl Shared {
         while let Ok(request) = self.requests.try_recv() {
             g.engine.abandon(request.into_rpc());
         }
+        // Requests the application holds can no longer be answered.
+        g.watches.close();
         g.engine.flush();
         g.engine.close_socket();
         g.watch = None;

@@ -20,6 +20,7 @@
 //! [`Clock`] given at bind time.
 
 mod calls;
+mod identity;
 mod memory;
 mod sessions;
 
@@ -38,6 +39,7 @@ use smt_proto::{
 use smt_udp::{Features, Socket};
 
 use self::calls::Calls;
+use self::identity::Identities;
 use self::sessions::{Parked, Sessions, Started};
 use crate::io::Io;
 use crate::observe::{CaptureTap, Framing};
@@ -77,8 +79,14 @@ pub(crate) enum Outcome {
         call: CallToken,
         result: Result<Bytes, Error>,
     },
-    /// A complete, authenticated request.
-    Request { rpc: ServerRpcHandle, data: Bytes },
+    /// A complete, authenticated request, and the session it came in.
+    Request {
+        rpc: ServerRpcHandle,
+        data: Bytes,
+        session: Arc<crate::SessionInfo>,
+    },
+    /// The client of a delivered, unanswered request gave up on it.
+    Cancelled { rpc: ServerRpcHandle },
 }
 
 /// One endpoint's state and socket. See the module docs for the call order.
@@ -87,6 +95,8 @@ pub(crate) struct Engine {
     io: Io,
     clock: Box<dyn Clock>,
     sessions: Sessions,
+    /// Each peer's current session as requests see it.
+    identities: Identities,
     /// Every outstanding call: its RPC, its deadline.
     calls: Calls,
     /// [`EndpointConfig::call_timeout`].
@@ -134,6 +144,7 @@ impl Engine {
             core,
             clock,
             sessions: Sessions::new(),
+            identities: Identities::default(),
             calls: Calls::new(config.max_outstanding_calls()),
             call_timeout: config.call_timeout(),
             outcomes: VecDeque::new(),
@@ -246,14 +257,18 @@ impl Engine {
     // ---- commands ----
 
     pub fn install_session(&mut self, peer: SocketAddr, keys: SessionKeys) -> Result<(), Error> {
-        self.core.install_session(peer, keys).map_err(Error::Send)
+        self.core.install_session(peer, keys).map_err(Error::Send)?;
+        self.identities.installed(peer);
+        Ok(())
     }
 
     pub fn set_key_resolver(&mut self, resolver: Box<dyn KeyResolver>) {
+        let resolver = self.identities.resolver(resolver);
         self.core.set_key_resolver(resolver);
     }
 
     pub fn set_handshake_acceptor(&mut self, acceptor: Box<dyn smt_proto::HandshakeAcceptor>) {
+        let acceptor = self.identities.acceptor(acceptor);
         self.core.set_handshake_acceptor(acceptor);
     }
 
@@ -511,8 +526,14 @@ impl Engine {
                 Event::Response { rpc, data } => self.finish(rpc, Ok(data)),
                 Event::Failed { rpc, error } => self.finish(rpc, Err(Error::Rpc(error))),
                 Event::Request { rpc, data } => self.deliver_request(rpc, data),
-                Event::Connected { peer } => self.handshake_succeeded(now, peer),
+                Event::Connected { peer } => {
+                    self.identities.connected(peer);
+                    self.handshake_succeeded(now, peer);
+                }
                 Event::HandshakeFailed { peer, error } => self.handshake_failed(peer, &error),
+                Event::RequestCancelled { rpc } => {
+                    self.outcomes.push_back(Outcome::Cancelled { rpc })
+                }
                 // Server-side handshakes need nothing from the engine.
                 _ => {}
             }
@@ -541,7 +562,12 @@ impl Engine {
             return;
         }
         let data = self.recycler.wrap(data);
-        self.outcomes.push_back(Outcome::Request { rpc, data });
+        let sessions = self.core.stats().usage.sessions as usize;
+        let live = self.core.peers_stats().map(|(peer, _)| peer);
+        self.identities.prune(sessions, live);
+        let session = self.identities.for_request(rpc.peer);
+        self.outcomes
+            .push_back(Outcome::Request { rpc, data, session });
     }
 
     /// Starts the calls that waited for keys with `peer`.
