@@ -19,6 +19,10 @@ bash scripts/redis-test.sh --install || echo "test.sh: redis-server/redis-tools 
 # pkg-config are installed when root, otherwise those two checks report
 # SKIPPED.
 bash scripts/c-api-test.sh --install || echo "test.sh: c++/pkg-config not installed; their checks of libsmt will be skipped"
+# iproute2's ip and ss run smt-hostile's outside-in suite in its own
+# network namespace; installed when root (the suite needs root anyway),
+# otherwise it reports SKIPPED.
+bash scripts/hostile-test.sh --install || echo "test.sh: ip/ss not installed; smt-hostile's suite will be skipped"
 # A hung test must not use up CI's whole budget in silence: past the
 # limit the run stops, and cargo's "has been running for over 60 seconds"
 # lines above name the test. A clean run takes ~15 minutes on 2 cores.
