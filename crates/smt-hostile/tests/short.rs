@@ -66,6 +66,26 @@ const EXPECTED_FAILURES: &[(&str, &str, &str)] = &[
         "#22 defects 2 and 4: every keyless session kept (6,000-12,000 in 2 s, 60-96 MiB)",
     ),
     (
+        "session-fill",
+        "recovers",
+        "#22 defect 1 (not seen yet): the closed attacker sockets' ICMP can wedge it",
+    ),
+    (
+        "hold-psk",
+        "recovers",
+        "#22 defect 1 (not seen yet): up to 2 MB of ICMP errors left queued",
+    ),
+    (
+        "hold-tls",
+        "recovers",
+        "#22 defect 1 (not seen yet): as hold-psk",
+    ),
+    (
+        "hold-tls",
+        "memory",
+        "#22 defects 3 and 4: 4,096 held TLS handshakes take 50-60 MiB, kept after the end",
+    ),
+    (
         "huge",
         "memory",
         "#22 defects 2 and 4: in some runs the pool's keyless sessions outlive their \
@@ -157,7 +177,12 @@ fn after_every_attack_the_server_is_alive_and_answering() {
     println!("{stdout}");
     eprintln!("{stderr}");
     println!("smt-hostile took {:.1} s", start.elapsed().as_secs_f64());
-    if stdout.contains("SKIPPED: needs root") || stdout.contains("SKIPPED: iproute2") {
+    let skipped = [
+        "SKIPPED: needs root",
+        "SKIPPED: iproute2",
+        "SKIPPED: cannot create",
+    ];
+    if skipped.iter().any(|s| stdout.contains(s)) {
         return;
     }
     assert!(
