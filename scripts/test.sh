@@ -28,6 +28,10 @@ bash scripts/innetwork-topo.sh --install || echo "test.sh: iproute2 not installe
 # pkg-config (the openssl crate), and Python's cryptography (the
 # independent decryption in smt-farmem's tests, SKIPPED without it).
 bash scripts/memnode-test.sh --install || echo "test.sh: a remote-memory dependency is missing (see above)"
+# iproute2's ip and ss run smt-hostile's outside-in suite in its own
+# network namespace; installed when root (the suite needs root anyway),
+# otherwise it reports SKIPPED.
+bash scripts/hostile-test.sh --install || echo "test.sh: ip/ss not installed; smt-hostile's suite will be skipped"
 # A hung test must not use up CI's whole budget in silence: past the
 # limit the run stops, and cargo's "has been running for over 60 seconds"
 # lines above name the test. A clean run takes ~15 minutes on 2 cores.

@@ -1,158 +1,198 @@
 //! `smt server --metrics ADDR`: the endpoint's counters for Prometheus, at
-//! `GET /metrics` on a plain HTTP/1.1 listener of its own thread.
+//! `GET /metrics` on an HTTP/1.1 listener of its own thread (hyper on a
+//! single-threaded tokio runtime).
 //!
-//! One connection at a time, one request per connection (`Connection:
-//! close`), the request head read within [`READ_TIMEOUT`] and at most
-//! [`MAX_HEAD`] bytes: a scraper every few seconds is its only user, and a
-//! client that stalls or floods it delays the next scrape, nothing else
-//! (the listener never touches SMT traffic, and takes the engine's lock
-//! only to copy the counters).
+//! A scraper every few seconds is its only legitimate user, and anyone who
+//! can reach the port may be hostile, so every connection is bounded:
+//!
+//! | bound | value | what it stops |
+//! |---|---|---|
+//! | request head complete within | [`HEAD_TIMEOUT`] (hyper's header read timeout) | a slowloris: one header byte a second |
+//! | whole connection within | [`CONNECTION_TIMEOUT`] | an idle connection, a reader that never takes the response |
+//! | one request per connection | `Connection: close` | keep-alive connections piling up |
+//! | request head at most | [`MAX_HEAD`] bytes, else 431 | a head that grows without end |
+//! | connections at once | [`MAX_CONNECTIONS`]; one more closes the oldest | a connection flood holding every slot |
+//!
+//! Connections are served concurrently, so a stalled one delays nobody;
+//! past the limit the *oldest* goes, so a scraper (whose connection lives
+//! a few milliseconds) gets in even while an attacker holds the limit. The
+//! listener never touches SMT traffic and takes the engine's lock only to
+//! copy the counters.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::net::{SocketAddr, TcpListener};
 use std::time::Duration;
 
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use smt::Endpoint;
+use tokio::task::AbortHandle;
 
 use crate::error::CliError;
 
-/// How long a client has to send its request head.
-const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a client has to send its whole request head.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a connection may stay open at all, request and response.
+const CONNECTION_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The longest request head read; a longer one gets 431.
-const MAX_HEAD: u64 = 8 << 10;
+const MAX_HEAD: usize = 8 << 10;
+
+/// Connections served at once; one more closes the oldest.
+const MAX_CONNECTIONS: usize = 64;
+
+/// How long to wait before accepting again when accepting failed (out of
+/// file descriptors, say).
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 /// The exposition format's content type (Prometheus text, version 0.0.4).
-const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Starts answering scrapes on `listen` for `endpoint`, with its
 /// `peers` busiest peers as `smt_peer_*` metrics. Returns the bound
 /// address (`listen` may have port 0).
 pub fn serve(listen: SocketAddr, endpoint: Endpoint, peers: usize) -> Result<SocketAddr, CliError> {
+    // Bound here, so a bad address is the caller's error, not the thread's.
     let listener = TcpListener::bind(listen).map_err(|e| {
         CliError::Environment(format!("cannot open --metrics address {listen}: {e}"))
     })?;
     let bound = listener.local_addr()?;
+    listener.set_nonblocking(true)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Environment(format!("cannot start the metrics runtime: {e}")))?;
     std::thread::Builder::new()
         .name("smt-metrics".into())
-        .spawn(move || {
-            // A scraper that goes away mid-request is nobody's concern.
-            for stream in listener.incoming().flatten() {
-                let _ = answer(stream, &endpoint, peers);
-            }
-        })
+        .spawn(move || runtime.block_on(accept_loop(listener, endpoint, peers)))
         .map_err(|e| CliError::Environment(format!("cannot start the metrics thread: {e}")))?;
     Ok(bound)
 }
 
-/// Reads one request and answers it.
-fn answer(stream: TcpStream, endpoint: &Endpoint, peers: usize) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(READ_TIMEOUT))?;
-    stream.set_write_timeout(Some(READ_TIMEOUT))?;
-    let mut reader = BufReader::new((&stream).take(MAX_HEAD));
-    let response = match read_head(&mut reader)? {
-        Some(line) => respond(&line, endpoint, peers),
-        // Cut at the limit, or the client left before the head ended.
-        None if reader.get_ref().limit() == 0 => Response::text(
-            431,
-            "Request Header Fields Too Large",
-            "request head too long\n",
-        ),
-        None => return Ok(()),
+/// Accepts connections for ever, each served by its own task.
+async fn accept_loop(listener: TcpListener, endpoint: Endpoint, peers: usize) {
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!("metrics listener: {e}; no metrics will be served");
+            return;
+        }
     };
-    response.write(&mut &stream)
-}
-
-/// The request line, once the whole head has arrived (`None` if the
-/// stream ended first: closed, or cut at [`MAX_HEAD`]).
-fn read_head(reader: &mut impl BufRead) -> std::io::Result<Option<String>> {
-    let mut first = String::new();
-    let mut line = String::new();
+    let mut live = Connections::default();
     loop {
-        line.clear();
-        if reader.read_line(&mut line)? == 0 {
-            return Ok(None);
-        }
-        if first.is_empty() {
-            first = line.trim_end().to_string();
-        }
-        if line == "\r\n" || line == "\n" {
-            return Ok(Some(first));
-        }
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                tracing::debug!("metrics listener: accept failed: {e}");
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+                continue;
+            }
+        };
+        live.make_room();
+        let endpoint = endpoint.clone();
+        let task = tokio::spawn(async move {
+            let io = TokioIo::new(stream);
+            let service = service_fn(|request| {
+                let response = respond(&request, &endpoint, peers);
+                async move { Ok::<_, Infallible>(response) }
+            });
+            let connection = http1_server().serve_connection(io, service);
+            // A client that goes away or stalls is nobody's concern.
+            let _ = tokio::time::timeout(CONNECTION_TIMEOUT, connection).await;
+        });
+        live.push(task.abort_handle());
     }
 }
 
-/// The decision table: method and path.
-fn respond(request_line: &str, endpoint: &Endpoint, peers: usize) -> Response {
-    let mut parts = request_line.split_whitespace();
-    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let path = path.split('?').next().unwrap_or("");
-    match (method, path) {
-        ("GET" | "HEAD", "/metrics") => {
-            let mut response = scrape(endpoint, peers);
-            response.head_only = method == "HEAD";
-            response
+/// hyper's HTTP/1.1 server with this listener's bounds.
+fn http1_server() -> http1::Builder {
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEAD_TIMEOUT)
+        .max_header_size(MAX_HEAD)
+        .keep_alive(false)
+        // The same head as before hyper: no Date, `Content-Type` as
+        // scripts may grep for it.
+        .auto_date_header(false)
+        .title_case_headers(true);
+    builder
+}
+
+/// The connections being served, oldest first.
+#[derive(Debug, Default)]
+struct Connections(VecDeque<AbortHandle>);
+
+impl Connections {
+    /// Forgets finished connections, then closes the oldest ones until
+    /// one more fits.
+    fn make_room(&mut self) {
+        self.0.retain(|task| !task.is_finished());
+        while self.0.len() >= MAX_CONNECTIONS {
+            if let Some(oldest) = self.0.pop_front() {
+                oldest.abort();
+            }
         }
-        ("GET" | "HEAD", _) => Response::text(404, "Not Found", "not found; try /metrics\n"),
-        _ => Response::text(405, "Method Not Allowed", "only GET and HEAD\n"),
+    }
+
+    fn push(&mut self, task: AbortHandle) {
+        self.0.push_back(task);
     }
 }
 
-fn scrape(endpoint: &Endpoint, peers: usize) -> Response {
+/// The decision table: method and path (hyper leaves out the body of an
+/// answer to HEAD).
+fn respond<B>(request: &Request<B>, endpoint: &Endpoint, peers: usize) -> Response<Full<Bytes>> {
+    let head_or_get = matches!(*request.method(), Method::GET | Method::HEAD);
+    match (head_or_get, request.uri().path()) {
+        (true, "/metrics") => scrape(endpoint, peers),
+        (true, _) => text(StatusCode::NOT_FOUND, "not found; try /metrics\n".into()),
+        (false, _) => text(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n".into()),
+    }
+}
+
+fn scrape(endpoint: &Endpoint, peers: usize) -> Response<Full<Bytes>> {
     let stats = match endpoint.stats_with_peers(peers) {
         Ok(stats) => stats,
-        Err(e) => return Response::text(503, "Service Unavailable", &format!("{e}\n")),
+        Err(e) => return text(StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")),
     };
     let mut body = String::with_capacity(16 << 10);
     // NOTE(unwrap): writing into a String cannot fail.
     stats
         .write_prometheus(&[], &mut body)
         .expect("formatting into a String");
-    Response {
-        status: (200, "OK"),
-        content_type: CONTENT_TYPE,
-        body,
-        head_only: false,
-    }
+    with_type(StatusCode::OK, PROMETHEUS_TEXT, body)
 }
 
-struct Response {
-    status: (u16, &'static str),
+fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+    with_type(status, "text/plain; charset=utf-8", body)
+}
+
+fn with_type(
+    status: StatusCode,
     content_type: &'static str,
     body: String,
-    head_only: bool,
-}
-
-impl Response {
-    fn text(code: u16, reason: &'static str, body: &str) -> Self {
-        Self {
-            status: (code, reason),
-            content_type: "text/plain; charset=utf-8",
-            body: body.to_string(),
-            head_only: false,
-        }
-    }
-
-    fn write(&self, out: &mut impl Write) -> std::io::Result<()> {
-        write!(
-            out,
-            "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-            self.status.0,
-            self.status.1,
-            self.content_type,
-            self.body.len()
-        )?;
-        if !self.head_only {
-            out.write_all(self.body.as_bytes())?;
-        }
-        out.flush()
-    }
+) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
 }
 
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
-    use std::io::Read;
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
 
     use prometheus_parse::{Scrape, Value};
     use smt::keys::{fresh_session_pair, AeadAlgorithm};
@@ -328,7 +368,7 @@ mod tests {
         // of it is read (no reset), and it is refused.
         let mut s = TcpStream::connect(metrics).unwrap();
         let mut long = "GET /metrics HTTP/1.1\r\nX: ".to_string();
-        long.push_str(&"a".repeat(MAX_HEAD as usize - long.len()));
+        long.push_str(&"a".repeat(MAX_HEAD - long.len()));
         s.write_all(long.as_bytes()).unwrap();
         s.shutdown(std::net::Shutdown::Write).unwrap();
         let mut text = String::new();

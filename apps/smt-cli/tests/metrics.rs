@@ -1,15 +1,18 @@
 //! `smt server --metrics`: a real server process scraped over TCP as
 //! Prometheus would, its text read with a Prometheus text-format parser,
 //! and the figures checked against the client's own counters and the
-//! server's `--json` counter lines.
+//! server's `--json` counter lines; and scrapes that still succeed while
+//! idle connections, slowloris clients and more connections than the
+//! listener's limit are held open (issue #22 defect 5).
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
 
 use common::{free_addr, psk, smt_ok, BIN};
 use prometheus_parse::{Scrape, Value};
@@ -154,4 +157,168 @@ fn a_servers_metrics_parse_and_agree_with_its_counters() {
     }
     let _ = server.kill();
     let _ = server.wait();
+}
+
+/// How long a scrape may take while hostile connections are held open.
+/// Generous (a scrape takes milliseconds), and far below "forever": the
+/// listener served one connection at a time, so a slowloris sending a
+/// header byte a second held it for good and each idle connection for
+/// 5 s.
+const SCRAPE_LIMIT: Duration = Duration::from_secs(10);
+
+/// The listener's connection limit (`MAX_CONNECTIONS` in
+/// `src/metrics.rs`).
+const CONNECTION_LIMIT: usize = 64;
+
+/// An `smt server --metrics` process and its metrics address; killed
+/// when dropped.
+struct MetricsServer {
+    child: Child,
+    metrics: String,
+}
+
+impl MetricsServer {
+    fn start() -> Self {
+        let mut child = Command::new(BIN)
+            .args(["server", "--listen", &free_addr(), "--psk", &psk()])
+            .args(["--metrics", "127.0.0.1:0", "--duration", "120"])
+            .env_remove("SMT_PSK")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn smt server");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut next = || lines.next().expect("a line").expect("server output");
+        assert!(next().starts_with("smt server on "));
+        let line = next();
+        let metrics = line
+            .strip_prefix("metrics on http://")
+            .and_then(|l| l.split_once("/metrics"))
+            .map(|(addr, _)| addr.to_string())
+            .unwrap_or_else(|| panic!("no metrics address: {line}"));
+        std::thread::spawn(move || lines.for_each(drop));
+        Self { child, metrics }
+    }
+
+    /// One scrape, which must answer 200 within [`SCRAPE_LIMIT`]; returns
+    /// how long it took.
+    fn scrape_within_limit(&self) -> Duration {
+        let start = Instant::now();
+        let mut s = TcpStream::connect(&self.metrics).expect("connect to --metrics");
+        s.set_read_timeout(Some(SCRAPE_LIMIT)).unwrap();
+        write!(s, "GET /metrics HTTP/1.1\r\nHost: {}\r\n\r\n", self.metrics).unwrap();
+        let mut text = String::new();
+        match s.read_to_string(&mut text) {
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                panic!("no answer to a scrape within {SCRAPE_LIMIT:?}")
+            }
+            Err(e) => panic!("scrape failed: {e}"),
+        }
+        assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+        assert!(text.contains("smt_rpcs_completed_total"), "{text}");
+        start.elapsed()
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Connections that send part of a request head, one byte a second,
+/// until dropped.
+struct Slowloris {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Slowloris {
+    fn start(addr: &str, connections: usize) -> Self {
+        let mut streams: Vec<TcpStream> = (0..connections)
+            .map(|_| TcpStream::connect(addr).expect("connect a slowloris"))
+            .collect();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let head = b"GET /metrics HTTP/1.1\r\nX-Slow: ".iter().copied();
+            for byte in head.chain(std::iter::repeat(b'a')) {
+                if flag.load(Ordering::Relaxed) {
+                    return;
+                }
+                // A connection the server closed is simply gone.
+                streams.retain_mut(|s| s.write_all(&[byte]).is_ok());
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        });
+        Self {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Slowloris {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Idle connections (connected, nothing sent) and slowloris connections
+/// (one header byte a second) held open for longer than the listener's
+/// old 5 s read timeout: scrapes are answered all along.
+#[test]
+fn scrapes_are_answered_while_idle_and_slowloris_connections_are_held() {
+    let server = MetricsServer::start();
+    let idle: Vec<TcpStream> = (0..8)
+        .map(|_| TcpStream::connect(&server.metrics).expect("connect an idle client"))
+        .collect();
+    let slow = Slowloris::start(&server.metrics, 8);
+    std::thread::sleep(Duration::from_millis(200));
+    let start = Instant::now();
+    let mut took = Vec::new();
+    while start.elapsed() < Duration::from_secs(12) {
+        took.push(server.scrape_within_limit());
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    println!("scrapes took {took:?}");
+    drop(slow);
+    drop(idle);
+}
+
+/// Far more connections than the listener's limit, each idle: the
+/// oldest are closed to make room (none is left waiting for a slot), and
+/// a scrape after them all is answered.
+#[test]
+fn connections_past_the_limit_neither_pile_up_nor_block_scrapes() {
+    let server = MetricsServer::start();
+    let opened = 4 * CONNECTION_LIMIT;
+    // A connection refused outright is one the listener did not queue.
+    let mut held: Vec<TcpStream> = (0..opened)
+        .filter_map(|_| TcpStream::connect(&server.metrics).ok())
+        .collect();
+    let refused = opened - held.len();
+    let took = server.scrape_within_limit();
+    println!("a scrape after {opened} idle connections ({refused} refused) took {took:?}");
+    // Those the listener closed read as ended (or reset); the others
+    // would block.
+    let closed = refused
+        + held
+            .iter_mut()
+            .map(|s| {
+                s.set_nonblocking(true).unwrap();
+                let mut b = [0u8; 1];
+                !matches!(s.read(&mut b), Err(e) if e.kind() == ErrorKind::WouldBlock)
+            })
+            .filter(|closed| *closed)
+            .count();
+    assert!(
+        closed >= opened - CONNECTION_LIMIT,
+        "only {closed} of {opened} connections were closed; the limit is {CONNECTION_LIMIT}"
+    );
 }

@@ -1,7 +1,8 @@
-//! Sending hostile datagrams at a fixed rate, from a pool of bound sockets
-//! (whose replies are counted) or from spoofed sources (raw IPv4 with a
-//! made-up source address and port, or a fresh socket on a random
-//! 127.0.0.0/8 address per datagram when raw sockets are not permitted).
+//! Sending hostile datagrams at a fixed rate (or as fast as one thread
+//! can), from a pool of bound sockets (whose replies are counted), from
+//! spoofed sources (raw IPv4 with a made-up source address and port, or a
+//! fresh socket on that address per datagram when raw sockets are not
+//! permitted), or as whole forged IPv4 packets.
 
 use std::io::ErrorKind;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
@@ -11,6 +12,8 @@ use std::time::{Duration, Instant};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use smt_sim::SplitMix64;
+
+use crate::{icmp, netns};
 
 /// How spoofed datagrams leave.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -31,6 +34,21 @@ pub enum Via {
     Pool(usize),
     /// A new spoofed source, the same for every datagram of the shot.
     Spoofed,
+    /// Whole IPv4 packets, headers and all, through the raw socket.
+    RawIp,
+}
+
+/// Which addresses spoofed datagrams claim to come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpoofFrom {
+    /// Any address in 127.1.0.0 – 127.254.255.255 and any port.
+    AnyLoopback,
+    /// One of this many distinct addresses, spread over the network
+    /// namespace's realms (`netns::Realm`), any port.
+    Pool(u32),
+    /// One of this many distinct loopback addresses (127.1.0.1 on), any
+    /// port: [`SpoofFrom::Pool`] without a network namespace.
+    LoopbackPool(u32),
 }
 
 /// Datagrams sent together from one source.
@@ -58,13 +76,19 @@ pub struct Tally {
 pub struct Sources {
     pool: Vec<UdpSocket>,
     spoofer: Spoofer,
+    from: SpoofFrom,
     target: SocketAddrV4,
 }
 
 impl Sources {
     /// `pool` sockets on distinct loopback addresses 127.0.2.1, 127.0.2.2,
     /// ... (so the server sees distinct peers) and a spoofer.
-    pub fn new(target: SocketAddr, pool: usize, spoof: SpoofMode) -> Result<Self, String> {
+    pub fn new(
+        target: SocketAddr,
+        pool: usize,
+        spoof: SpoofMode,
+        from: SpoofFrom,
+    ) -> Result<Self, String> {
         let SocketAddr::V4(target) = target else {
             return Err("the server must have an IPv4 address".into());
         };
@@ -81,17 +105,24 @@ impl Sources {
         Ok(Self {
             pool,
             spoofer: Spoofer::new(spoof)?,
+            from,
             target,
         })
     }
 
-    /// How spoofed datagrams leave: "raw" or "sockets".
-    pub fn spoof_kind(&self) -> &'static str {
-        if self.spoofer.raw.is_some() {
-            "raw IPv4, random 127/8 sources"
+    /// How spoofed datagrams leave, and from where.
+    pub fn spoof_kind(&self) -> String {
+        let how = if self.spoofer.raw.is_some() {
+            "raw IPv4"
         } else {
-            "a fresh socket per datagram, random 127/8 sources"
-        }
+            "a fresh socket per datagram"
+        };
+        let from = match self.from {
+            SpoofFrom::AnyLoopback => "random 127/8 sources".to_string(),
+            SpoofFrom::Pool(n) => format!("{n} sources in 10/8"),
+            SpoofFrom::LoopbackPool(n) => format!("{n} sources in 127/8"),
+        };
+        format!("{how}, {from}")
     }
 
     /// The pool's size.
@@ -108,7 +139,11 @@ impl Sources {
                     .iter()
                     .try_for_each(|d| socket.send_to(d, self.target).map(|_| ()))
             }
-            _ => self.spoofer.send(rng, self.target, &shot.datagrams),
+            Via::RawIp => self.spoofer.send_ip(self.target, &shot.datagrams),
+            _ => {
+                let src = spoofed_source(rng, self.from);
+                self.spoofer.send(src, self.target, &shot.datagrams)
+            }
         };
         let bytes: usize = shot.datagrams.iter().map(Vec::len).sum();
         tally.sent += shot.datagrams.len() as u64;
@@ -149,17 +184,16 @@ impl Spoofer {
 
     fn send(
         &self,
-        rng: &mut SplitMix64,
+        src: SocketAddrV4,
         to: SocketAddrV4,
         datagrams: &[Vec<u8>],
     ) -> std::io::Result<()> {
-        let src = random_source(rng);
         match &self.raw {
             Some(raw) => {
                 let dst = SockAddr::from(SocketAddrV4::new(*to.ip(), 0));
                 datagrams
                     .iter()
-                    .try_for_each(|d| raw.send_to(&ip_udp(src, to, d), &dst).map(|_| ()))
+                    .try_for_each(|d| raw.send_to(&icmp::ip_udp(src, to, d), &dst).map(|_| ()))
             }
             None => {
                 let socket = UdpSocket::bind(SocketAddrV4::new(*src.ip(), 0))?;
@@ -169,12 +203,54 @@ impl Spoofer {
             }
         }
     }
+
+    /// Sends whole IPv4 packets (to `to`'s address) through the raw socket.
+    fn send_ip(&self, to: SocketAddrV4, packets: &[Vec<u8>]) -> std::io::Result<()> {
+        let Some(raw) = &self.raw else {
+            return Err(std::io::Error::new(
+                ErrorKind::PermissionDenied,
+                "forged IPv4 packets need a raw socket",
+            ));
+        };
+        let dst = SockAddr::from(SocketAddrV4::new(*to.ip(), 0));
+        packets
+            .iter()
+            .try_for_each(|p| raw.send_to(p, &dst).map(|_| ()))
+    }
 }
 
+/// `IPPROTO_RAW`: a send-only raw socket whose packets carry their own IPv4
+/// header (`IP_HDRINCL` implied), whatever their protocol; unlike a raw UDP
+/// socket it receives nothing, so it is not handed a copy of every UDP
+/// datagram of the flood.
+const IPPROTO_RAW: i32 = 255;
+
 fn raw_socket() -> std::io::Result<Socket> {
-    let s = Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::UDP))?;
+    let s = Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::from(IPPROTO_RAW)))?;
     s.set_header_included_v4(true)?;
     Ok(s)
+}
+
+/// Whether classes that need raw sockets can run with `mode`.
+pub fn raw_permitted(mode: SpoofMode) -> bool {
+    mode != SpoofMode::Sockets && raw_socket().is_ok()
+}
+
+/// A source for one spoofed shot.
+fn spoofed_source(rng: &mut SplitMix64, from: SpoofFrom) -> SocketAddrV4 {
+    match from {
+        SpoofFrom::AnyLoopback => random_source(rng),
+        SpoofFrom::Pool(n) => {
+            let i = rng.below(u64::from(n.max(1))) as u32;
+            netns::pool_source(i, n, rng.next_u64())
+        }
+        SpoofFrom::LoopbackPool(n) => {
+            let i = rng.below(u64::from(n.max(1))) as u32;
+            let ip = u32::from(Ipv4Addr::new(127, 1, 0, 0)) + (i / 250) * 256 + 1 + i % 250;
+            let port = 1024 + (rng.next_u64() % (65_536 - 1024)) as u16;
+            SocketAddrV4::new(Ipv4Addr::from(ip), port)
+        }
+    }
 }
 
 /// A source address in 127.1.0.0 – 127.254.255.255 (never 127.0.x.x, where
@@ -191,28 +267,12 @@ fn random_source(rng: &mut SplitMix64) -> SocketAddrV4 {
     SocketAddrV4::new(ip, port)
 }
 
-/// An IPv4 header (checksum and identification left to the kernel, as
-/// `raw(7)` does with IP_HDRINCL) and a UDP header without a checksum (0 is
-/// allowed over IPv4) in front of `payload`.
-fn ip_udp(src: SocketAddrV4, dst: SocketAddrV4, payload: &[u8]) -> Vec<u8> {
-    let udp_len = (8 + payload.len()) as u16;
-    let total = 20 + udp_len;
-    let mut p = Vec::with_capacity(usize::from(total));
-    p.extend_from_slice(&[0x45, 0]);
-    p.extend_from_slice(&total.to_be_bytes());
-    p.extend_from_slice(&[0, 0, 0x40, 0, 64, 17, 0, 0]); // id, DF, TTL 64, UDP, checksum
-    p.extend_from_slice(&src.ip().octets());
-    p.extend_from_slice(&dst.ip().octets());
-    p.extend_from_slice(&src.port().to_be_bytes());
-    p.extend_from_slice(&dst.port().to_be_bytes());
-    p.extend_from_slice(&udp_len.to_be_bytes());
-    p.extend_from_slice(&[0, 0]);
-    p.extend_from_slice(payload);
-    p
-}
+/// Shots sent between two looks at the clock at full speed.
+const FULL_SPEED_BURST: u64 = 256;
 
-/// Sends `next()`'s shots at `pps` datagrams a second for `duration` or
-/// until `stop`, draining the pool's replies as it goes.
+/// Sends `next()`'s shots at `pps` datagrams a second (0: as fast as this
+/// thread can) for `duration` or until `stop`, draining the pool's replies
+/// as it goes.
 pub fn run(
     sources: &Sources,
     rng: &mut SplitMix64,
@@ -228,6 +288,14 @@ pub fn run(
         let elapsed = start.elapsed();
         if elapsed >= duration {
             break;
+        }
+        if pps == 0 {
+            for _ in 0..FULL_SPEED_BURST {
+                let shot = next(rng);
+                sources.send(rng, &shot, &mut tally);
+            }
+            sources.drain(&mut tally);
+            continue;
         }
         let due = (elapsed.as_secs_f64() * f64::from(pps)) as u64;
         let owed = due.saturating_sub(tally.sent + tally.skipped);

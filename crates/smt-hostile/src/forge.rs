@@ -4,7 +4,7 @@
 //! source port, so one packet serves every spoofed source.
 
 use smt_proto::crypto::TAG_LEN;
-use smt_proto::wire::{Body, DataHeader, Packet, PacketType, Repr};
+use smt_proto::wire::{Body, DataHeader, Packet, PacketType, Repr, HANDSHAKE_TOKEN};
 use smt_sim::attack::{forge_control, forge_handshake, CONTROL_TYPES};
 use smt_sim::SplitMix64;
 
@@ -44,15 +44,54 @@ pub fn emit(dst_port: u16, id: u64, key_phase: bool, body: Body, payload: &[u8])
 /// One HANDSHAKE packet carrying `data` (at most 65,535 bytes are taken)
 /// at stream `offset`, acknowledging nothing.
 pub fn handshake(dst_port: u16, kind: u8, offset: u32, data: &[u8]) -> Vec<u8> {
+    handshake_with(dst_port, kind, Stream { offset, ack: 0 }, 0, data)
+}
+
+/// Where a HANDSHAKE packet's data sits in the sender's stream, and how
+/// much of the receiver's stream it acknowledges.
+#[derive(Clone, Copy, Debug)]
+pub struct Stream {
+    pub offset: u32,
+    pub ack: u32,
+}
+
+/// One HANDSHAKE packet with `flags` (`HANDSHAKE_TOKEN`: `data` starts
+/// with the token's length byte and the token).
+pub fn handshake_with(dst_port: u16, kind: u8, at: Stream, flags: u8, data: &[u8]) -> Vec<u8> {
     let len = u16::try_from(data.len()).unwrap_or(u16::MAX);
     let body = Body::Handshake {
-        offset,
-        ack: 0,
+        offset: at.offset,
+        ack: at.ack,
         len,
         kind: smt_proto::HandshakeKind(kind),
-        flags: 0,
+        flags,
     };
     emit(dst_port, 0, false, body, &data[..usize::from(len)])
+}
+
+/// An opening that answers a RETRY: offset 0, flag TOKEN, data = token
+/// length, token, then `stream` (the stream's first bytes).
+pub fn token_opening(dst_port: u16, kind: u8, token: &[u8], stream: &[u8]) -> Vec<u8> {
+    let mut data = Vec::with_capacity(1 + token.len() + stream.len());
+    data.push(u8::try_from(token.len()).unwrap_or(u8::MAX));
+    data.extend_from_slice(&token[..token.len().min(255)]);
+    data.extend_from_slice(stream);
+    handshake_with(
+        dst_port,
+        kind,
+        Stream { offset: 0, ack: 0 },
+        HANDSHAKE_TOKEN,
+        &data,
+    )
+}
+
+/// The PskHello stream (34 bytes: type 1, version 1, a random nonce).
+pub fn psk_hello_stream(rng: &mut SplitMix64) -> Vec<u8> {
+    let mut hello = vec![0u8; 34];
+    hello[0] = 1;
+    hello[1] = 1;
+    rng.fill(&mut hello[2..]);
+    hello
 }
 
 /// A handshake stream cut into HANDSHAKE packets as an endpoint sends it.
@@ -71,11 +110,7 @@ pub fn handshake_stream(dst_port: u16, kind: u8, stream: &[u8]) -> Vec<Vec<u8>> 
 /// A PskHello (type 1, version 1, a random 32-byte client nonce) opening
 /// a PSK nonce exchange: 74 bytes, no key needed.
 pub fn psk_hello(rng: &mut SplitMix64, dst_port: u16) -> Vec<u8> {
-    let mut hello = [0u8; 34];
-    hello[0] = 1;
-    hello[1] = 1;
-    rng.fill(&mut hello[2..]);
-    handshake(dst_port, KIND_PSK_NONCE, 0, &hello)
+    handshake(dst_port, KIND_PSK_NONCE, 0, &psk_hello_stream(rng))
 }
 
 /// A handshake opening of a kind a PSK server does not accept (or a TLS

@@ -2,7 +2,9 @@
 //! process but on their own sockets. One established client calls in a
 //! loop (one call at a time, at most one per millisecond); a second thread
 //! starts a new client every 250 ms and makes one call with it, so new
-//! sessions are measured as well as an established one.
+//! sessions are measured as well as an established one; a third scrapes
+//! the server's `--metrics` every 250 ms, as Prometheus would, and keeps
+//! what the server says it holds.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -12,6 +14,8 @@ use std::time::{Duration, Instant};
 
 use smt::keys::{AeadAlgorithm, PskClient};
 use smt::{Endpoint, EndpointConfig};
+
+use crate::scrape::{self, Gauges};
 
 /// Which part of a class run a call started in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,6 +44,8 @@ pub struct Sample {
     pub phase: Phase,
     pub latency: Duration,
     pub ok: bool,
+    /// When it returned.
+    pub end: Instant,
 }
 
 /// How clients get keys.
@@ -58,6 +64,10 @@ pub struct Outcome {
     pub established: Vec<Sample>,
     /// First calls of new clients.
     pub new_clients: Vec<Sample>,
+    /// Scrapes of the server's metrics.
+    pub scrapes: Vec<Sample>,
+    /// What each successful scrape read, by phase.
+    pub gauges: Vec<(Phase, Gauges)>,
     /// Calls still running when the run ended (counted as failures).
     pub hung: usize,
 }
@@ -65,6 +75,10 @@ pub struct Outcome {
 const REQUEST_LEN: usize = 1024;
 const PACE: Duration = Duration::from_millis(1);
 const NEW_CLIENT_EVERY: Duration = Duration::from_millis(250);
+const SCRAPE_EVERY: Duration = Duration::from_millis(250);
+/// A scrape that takes longer failed (Prometheus's default timeout is
+/// 10 s; a scrape of an idle listener takes a millisecond).
+pub const SCRAPE_LIMIT: Duration = Duration::from_secs(5);
 
 /// The running clients.
 #[derive(Debug)]
@@ -72,6 +86,7 @@ pub struct Clients {
     stop: Arc<AtomicBool>,
     phase: Arc<AtomicU8>,
     loops: Vec<Loop>,
+    gauges: Arc<Mutex<Vec<(Phase, Gauges)>>>,
 }
 
 #[derive(Debug)]
@@ -82,9 +97,13 @@ struct Loop {
 }
 
 impl Clients {
-    /// Connects the established client (a few attempts) and starts both
-    /// loops in the baseline phase.
-    pub fn start(server: SocketAddr, keys: &ClientKeys) -> Result<Self, String> {
+    /// Connects the established client (a few attempts) and starts the
+    /// loops in the baseline phase, scraping `metrics`.
+    pub fn start(
+        server: SocketAddr,
+        metrics: SocketAddr,
+        keys: &ClientKeys,
+    ) -> Result<Self, String> {
         let client = new_client(keys)?;
         let request = request_bytes();
         let connected = (0..10).any(|_| call_ok(&client, server, &request));
@@ -117,10 +136,29 @@ impl Clients {
             },
             || {},
         )?;
+        let gauges = Arc::new(Mutex::new(Vec::new()));
+        let (read, phase_now) = (gauges.clone(), phase.clone());
+        let scraper = spawn_loop(
+            &stop,
+            &phase,
+            SCRAPE_EVERY,
+            move || match scrape::scrape(metrics, SCRAPE_LIMIT) {
+                Ok(g) => {
+                    let p = Phase::from_u8(phase_now.load(Ordering::Relaxed));
+                    if let Ok(mut v) = read.lock() {
+                        v.push((p, g));
+                    }
+                    true
+                }
+                Err(_) => false,
+            },
+            || {},
+        )?;
         Ok(Self {
             stop,
             phase,
-            loops: vec![established, newcomer],
+            loops: vec![established, newcomer, scraper],
+            gauges,
         })
     }
 
@@ -129,7 +167,7 @@ impl Clients {
         self.phase.store(phase as u8, Ordering::Relaxed);
     }
 
-    /// Stops both loops, waiting at most `grace` for calls in flight.
+    /// Stops the loops, waiting at most `grace` for calls in flight.
     pub fn finish(self, grace: Duration) -> Outcome {
         self.stop.store(true, Ordering::Relaxed);
         let deadline = Instant::now() + grace;
@@ -146,16 +184,18 @@ impl Clients {
                         phase,
                         latency: grace,
                         ok: false,
+                        end: Instant::now(),
                     });
                     outcome.hung += 1;
                 }
             }
-            if i == 0 {
-                outcome.established = samples;
-            } else {
-                outcome.new_clients = samples;
+            match i {
+                0 => outcome.established = samples,
+                1 => outcome.new_clients = samples,
+                _ => outcome.scrapes = samples,
             }
         }
+        outcome.gauges = self.gauges.lock().map(|g| g.clone()).unwrap_or_default();
         outcome
     }
 }
@@ -192,6 +232,7 @@ where
                         phase: p,
                         latency,
                         ok,
+                        end: Instant::now(),
                     });
                 }
                 if let Some(rest) = pace.checked_sub(latency) {

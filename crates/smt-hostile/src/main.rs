@@ -1,199 +1,176 @@
 //! `smt-hostile`: hostile traffic from outside, against a real `smt
-//! server` process, while a legitimate client calls it (issue #11 item 6).
+//! server` process, while legitimate clients call it (issues #11 and #22).
 //!
-//! For each class (random datagrams, absurd headers, forged control
-//! packets, keyless PSK hellos, first packets of 64 MiB messages, TLS
-//! ClientHellos) it starts a fresh server process, connects a legitimate
-//! client (an `smt::Endpoint` over real UDP, in this process), measures the
-//! unloaded latency, floods the server from other sockets at a fixed rate,
-//! lets it recover, and reports the legitimate success rate and latency,
-//! the server's resident memory (`/proc/<pid>/status`) and what came back
-//! to the attacker. The amplification class sends each spoofable packet
-//! type from its own fresh socket and counts the bytes the server sends to
-//! that address. Results are markdown tables; issue #11's thresholds are
-//! PASS/MISS lines.
+//! As root it creates a network namespace (`netns.rs`) and runs itself
+//! inside it, where the server's answers to spoofed sources meet hosts
+//! with nothing listening and a router, and ICMP errors really come back;
+//! without root it prints `SKIPPED` and exits 0 (`--no-netns` runs here
+//! instead, without the classes that need raw sockets unless permitted).
+//!
+//! For each class it starts a fresh server process, connects legitimate
+//! clients (`smt::Endpoint`s over real UDP, in this process) and a
+//! Prometheus-style scraper of the server's `--metrics`, measures them
+//! unloaded, runs the attack, lets the server recover, and reports: the
+//! legitimate success before, during and after; p99 during against
+//! before; the server's RSS idle, at its peak and after the recovery time;
+//! its socket's queues (`ss`) and its threads' CPU once the clients
+//! stopped; and what the attack did. Classes: the six floods of issue #11
+//! (a)–(f), amplification probes (g), and issue #22's spoofed floods at
+//! full speed (h), (i), forged ICMP errors (j), the RETRY-following keyless
+//! session fill (k) and hold-open of handshakes (l), (m), and a slowloris
+//! against `--metrics` (n). Results are markdown tables; the targets are
+//! PASS/MISS lines, and each check a `CHECK` line for the tests.
 //!
 //! Exit status: 0 when every server stayed alive and its legitimate
-//! client succeeded at least once; 1 when not (or on an error); 3 with
-//! `--strict` when any threshold was missed; 2 for bad arguments.
+//! client succeeded at least once (or when SKIPPED); 1 when not (or on an
+//! error); 3 with `--strict` when any target was missed; 2 for bad
+//! arguments.
 
 mod amplify;
+mod checks;
 mod classes;
+mod env;
 mod flood;
 mod forge;
+mod icmp;
+mod keyless;
 mod legit;
+mod netns;
+mod observe;
 mod report;
+mod run;
+mod scrape;
 mod server;
+mod slowloris;
 
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use clap::Parser;
-use smt_sim::SplitMix64;
 
-use classes::{Class, Generator};
-use flood::{Shot, Sources, SpoofMode, Tally, Via};
-use legit::{ClientKeys, Clients, Phase};
-use report::ClassResult;
-use server::{Server, ServerKeys};
+use classes::Class;
+use env::Env;
+use flood::SpoofMode;
+use run::Plan;
 
-/// Floods a real `smt server` process with hostile traffic while a
-/// legitimate client calls it; prints per-class tables and issue #11's
-/// thresholds as PASS/MISS.
+/// Attacks a real `smt server` process from outside while legitimate
+/// clients call it; prints per-class tables and the targets of issues #11
+/// and #22 as PASS/MISS.
 #[derive(Debug, Parser)]
 #[command(name = "smt-hostile", version, about, long_about = None)]
 struct Args {
     /// The `smt` binary (apps/smt-cli). Default: `smt` next to this program.
     #[arg(long)]
     smt: Option<PathBuf>,
-    /// Long variant: 3 s unloaded, 30 s flood, 10 s recovery per class,
+    /// Long variant: 3 s unloaded, 30 s attack, 10 s recovery per class,
     /// longer listening for amplification.
     #[arg(long)]
     long: bool,
-    /// Exit with status 3 when any threshold is missed.
+    /// Exit with status 3 when any target is missed.
     #[arg(long)]
     strict: bool,
     /// Classes to run, comma separated (default: all).
     #[arg(long, value_enum, value_delimiter = ',')]
     classes: Vec<Class>,
-    /// Flood rate in datagrams per second (1 to 1,000,000).
+    /// Flood rate of classes (a)–(f), datagrams per second (1 to
+    /// 1,000,000).
     #[arg(long, default_value_t = 15_000)]
     pps: u32,
-    /// Seconds of flood per class (default 3, with --long 30).
+    /// Rate of classes (h)–(j), datagrams per second; 0: as fast as one
+    /// thread sends.
+    #[arg(long, default_value_t = 0)]
+    spoof_pps: u32,
+    /// Seconds of attack per class (default 3, with --long 30).
     #[arg(long)]
     flood_secs: Option<f64>,
-    /// Seconds of unloaded calls before each flood (default 1, --long 3).
+    /// Seconds of unloaded calls before each attack (default 1, --long 3).
     #[arg(long)]
     baseline_secs: Option<f64>,
-    /// Seconds of recovery after each flood (default 1, --long 10).
+    /// Seconds of recovery after each attack, before RSS, socket queues
+    /// and threads are read (default 2, --long 10).
     #[arg(long)]
     recovery_secs: Option<f64>,
+    /// Sockets holding handshakes open in classes (l) and (m).
+    #[arg(long, default_value_t = 4_500)]
+    hold_sockets: usize,
+    /// Exchanges at once in the session fill (k).
+    #[arg(long, default_value_t = 256)]
+    fill_sockets: usize,
+    /// Source addresses of the session fill (k).
+    #[arg(long, default_value_t = 4_096)]
+    fill_addresses: usize,
     /// How spoofed sources are made.
     #[arg(long, value_enum, default_value_t = SpoofMode::Auto)]
     spoof: SpoofMode,
-    /// Stop a flood when the server's RSS passes this many MiB (protects
-    /// the machine; the class then reports MISS).
+    /// Stop an attack when the server's RSS passes this many MiB (protects
+    /// the machine; the class then misses its RSS target).
     #[arg(long, default_value_t = 2048)]
     rss_cap_mib: u64,
     /// Seed of the attacker's random choices.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Run in the current network namespace (server on 127.0.0.1, spoofed
+    /// sources in 127/8) instead of one of its own.
+    #[arg(long)]
+    no_netns: bool,
+    /// Set by the program itself when it runs inside its namespace.
+    #[arg(long, hide = true)]
+    inside_netns: bool,
 }
 
-/// Timings and rates of one run.
-#[derive(Debug, Clone, Copy)]
-struct Plan {
-    baseline: Duration,
-    flood: Duration,
-    recovery: Duration,
-    pps: u32,
-    quiet: Duration,
-    limit: Duration,
-    spoof: SpoofMode,
-    rss_cap_kib: u64,
-    seed: u64,
-}
-
-impl Plan {
-    fn from_args(a: &Args) -> Result<Self, String> {
-        let secs =
-            |v: Option<f64>, short: f64, long: f64, what: &str| -> Result<Duration, String> {
-                let v = v.unwrap_or(if a.long { long } else { short });
-                if !(v.is_finite() && v > 0.0 && v <= 3600.0) {
-                    return Err(format!(
-                        "--{what} must be more than 0 and at most 3600 seconds, not {v}"
-                    ));
-                }
-                Ok(Duration::from_secs_f64(v))
-            };
-        if !(1..=1_000_000).contains(&a.pps) {
-            return Err(format!("--pps must be 1 to 1000000, not {}", a.pps));
+fn plan(a: &Args) -> Result<Plan, String> {
+    let secs = |v: Option<f64>, short: f64, long: f64, what: &str| -> Result<Duration, String> {
+        let v = v.unwrap_or(if a.long { long } else { short });
+        if !(v.is_finite() && v > 0.0 && v <= 3600.0) {
+            return Err(format!(
+                "--{what} must be more than 0 and at most 3600 seconds, not {v}"
+            ));
         }
-        if a.rss_cap_mib == 0 {
-            return Err("--rss-cap-mib must be above 0".into());
-        }
-        Ok(Self {
-            baseline: secs(a.baseline_secs, 1.0, 3.0, "baseline-secs")?,
-            flood: secs(a.flood_secs, 3.0, 30.0, "flood-secs")?,
-            recovery: secs(a.recovery_secs, 1.0, 10.0, "recovery-secs")?,
-            pps: a.pps,
-            quiet: Duration::from_millis(if a.long { 1000 } else { 300 }),
-            limit: Duration::from_secs(if a.long { 20 } else { 3 }),
-            spoof: a.spoof,
-            rss_cap_kib: a.rss_cap_mib.saturating_mul(1024),
-            seed: a.seed,
-        })
+        Ok(Duration::from_secs_f64(v))
+    };
+    if !(1..=1_000_000).contains(&a.pps) {
+        return Err(format!("--pps must be 1 to 1000000, not {}", a.pps));
     }
-}
-
-/// What every class shares: the binary, the keys, the TLS files.
-struct Env {
-    smt: PathBuf,
-    psk_hex: String,
-    psk: Vec<u8>,
-    tls_files: (PathBuf, PathBuf),
-    tls_client: smt_tls::TlsClient,
-    _dir: tempfile::TempDir,
-}
-
-impl Env {
-    fn new(smt: PathBuf) -> Result<Self, String> {
-        let mut psk = vec![0u8; 32];
-        smt_crypto::fill_random(&mut psk);
-        let psk_hex = hex::encode(&psk);
-        let dir =
-            tempfile::tempdir().map_err(|e| format!("cannot make a temporary directory: {e}"))?;
-        let ca = smt_tls::certs::Ca::generate("smt-hostile test CA")
-            .map_err(|e| format!("cannot make a CA: {e}"))?;
-        let cert = ca
-            .issue(&["127.0.0.1"], false)
-            .map_err(|e| format!("cannot issue the server certificate: {e}"))?;
-        let (cert_path, key_path) = (
-            dir.path().join("server.pem"),
-            dir.path().join("server-key.pem"),
-        );
-        std::fs::write(&cert_path, cert.chain_pem())
-            .map_err(|e| format!("cannot write {}: {e}", cert_path.display()))?;
-        std::fs::write(&key_path, cert.key_pem())
-            .map_err(|e| format!("cannot write {}: {e}", key_path.display()))?;
-        let tls_client = smt_tls::TlsClient::new(ca.cert_pem().as_bytes(), None)
-            .map_err(|e| format!("cannot make the TLS client: {e}"))?;
-        Ok(Self {
-            smt,
-            psk_hex,
-            psk,
-            tls_files: (cert_path, key_path),
-            tls_client,
-            _dir: dir,
-        })
+    if a.spoof_pps > 1_000_000 {
+        return Err(format!(
+            "--spoof-pps must be 0 to 1000000, not {}",
+            a.spoof_pps
+        ));
     }
-
-    fn server_keys(&self, tls: bool) -> ServerKeys {
-        if tls {
-            ServerKeys::Tls {
-                cert: self.tls_files.0.clone(),
-                key: self.tls_files.1.clone(),
-            }
-        } else {
-            ServerKeys::Psk(self.psk_hex.clone())
+    if a.rss_cap_mib == 0 {
+        return Err("--rss-cap-mib must be above 0".into());
+    }
+    for (n, what) in [
+        (a.hold_sockets, "hold-sockets"),
+        (a.fill_sockets, "fill-sockets"),
+        (a.fill_addresses, "fill-addresses"),
+    ] {
+        if !(1..=60_000).contains(&n) {
+            return Err(format!("--{what} must be 1 to 60000, not {n}"));
         }
     }
-
-    fn client_keys(&self, tls: bool) -> ClientKeys {
-        if tls {
-            ClientKeys::Tls(self.tls_client.clone())
-        } else {
-            ClientKeys::Psk(self.psk.clone())
-        }
-    }
+    Ok(Plan {
+        baseline: secs(a.baseline_secs, 1.0, 3.0, "baseline-secs")?,
+        flood: secs(a.flood_secs, 3.0, 30.0, "flood-secs")?,
+        recovery: secs(a.recovery_secs, 2.0, 10.0, "recovery-secs")?,
+        pps: a.pps,
+        spoof_pps: a.spoof_pps,
+        quiet: Duration::from_millis(if a.long { 1000 } else { 300 }),
+        limit: Duration::from_secs(if a.long { 20 } else { 3 }),
+        spoof: a.spoof,
+        rss_cap_kib: a.rss_cap_mib.saturating_mul(1024),
+        seed: a.seed,
+        hold_sockets: a.hold_sockets,
+        fill_sockets: a.fill_sockets,
+        fill_addresses: a.fill_addresses,
+    })
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    match run(&args) {
+    match dispatch(&args) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("smt-hostile: error: {e}");
@@ -202,46 +179,137 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: &Args) -> Result<ExitCode, String> {
-    let plan = Plan::from_args(args)?;
-    let env = Env::new(locate_smt(args.smt.as_deref())?)?;
+/// Here, or inside a namespace of its own (as root).
+fn dispatch(args: &Args) -> Result<ExitCode, String> {
+    let plan = plan(args)?;
+    let smt = locate_smt(args.smt.as_deref())?;
+    if args.inside_netns {
+        return run(
+            args,
+            &plan,
+            Env::new(smt, IpAddr::V4(netns::SERVER_IP), true)?,
+        );
+    }
+    if args.no_netns {
+        let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        return run(args, &plan, Env::new(smt, loopback, false)?);
+    }
+    if !netns::is_root() {
+        println!(
+            "smt-hostile: SKIPPED: needs root to create its network namespace \
+             (raw sockets for spoofed sources, ICMP errors that come back); \
+             run as root, or with --no-netns to run here without them"
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !(netns::which("ip") && netns::which("ss")) {
+        println!(
+            "smt-hostile: SKIPPED: iproute2's `ip` and `ss` are needed \
+             (scripts/hostile-test.sh --install)"
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let ns = match netns::Namespace::create() {
+        Ok(ns) => ns,
+        Err(e) => {
+            // Root without the right to make namespaces (a container
+            // without CAP_SYS_ADMIN, say): nothing this run could measure.
+            println!("smt-hostile: SKIPPED: cannot create a network namespace here: {e}");
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
+    eprintln!(
+        "smt-hostile: running inside network namespace {}",
+        ns.name()
+    );
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot find this program's path: {e}"))?;
+    let mut inner: Vec<String> = std::env::args().skip(1).collect();
+    inner.push("--inside-netns".into());
+    if args.smt.is_none() {
+        inner.push("--smt".into());
+        inner.push(smt.display().to_string());
+    }
+    let status = ns.run_inside(&exe, &inner)?;
+    Ok(match status.code() {
+        Some(0) => ExitCode::SUCCESS,
+        Some(c) => ExitCode::from(u8::try_from(c).unwrap_or(1)),
+        None => ExitCode::from(1),
+    })
+}
+
+/// File descriptors kept for everything but the attacker's sockets (the
+/// legitimate clients, the pool classes, pipes).
+const FD_RESERVE: u64 = 1024;
+
+/// The plan with its socket counts within the open-files limit.
+fn fit_to_fd_limit(mut plan: Plan) -> Plan {
+    let Some((soft, _)) = netns::open_files_limit() else {
+        return plan;
+    };
+    let room = usize::try_from(soft.saturating_sub(FD_RESERVE))
+        .unwrap_or(usize::MAX)
+        .max(1);
+    for (n, what) in [
+        (&mut plan.hold_sockets, "--hold-sockets"),
+        (&mut plan.fill_sockets, "--fill-sockets"),
+    ] {
+        if *n > room {
+            println!("note: {what} lowered from {n} to {room}: the open-files limit is {soft}");
+            *n = room;
+        }
+    }
+    plan
+}
+
+fn run(args: &Args, plan: &Plan, env: Env) -> Result<ExitCode, String> {
+    let plan = &fit_to_fd_limit(*plan);
     let mut wanted = if args.classes.is_empty() {
-        let mut all = Class::FLOODS.to_vec();
+        let mut all = Class::ATTACKS.to_vec();
         all.push(Class::Amplification);
         all
     } else {
         args.classes.clone()
     };
-    // The issue's order, each class once.
+    // The tables' order, each class once.
     wanted.sort();
     wanted.dedup();
-    println!("{}", preamble(&env, &plan, args.long));
-    let mut floods = Vec::new();
+    println!("{}", preamble(&env, plan, args.long));
+    let raw = flood::raw_permitted(plan.spoof);
+    let mut results = Vec::new();
     let mut probes = Vec::new();
     for class in wanted {
+        if class.needs_raw() && !raw {
+            println!(
+                "SKIPPED {}: needs raw sockets (root, or CAP_NET_RAW)",
+                class.label()
+            );
+            continue;
+        }
         eprintln!("smt-hostile: {} ...", class.label());
         if class == Class::Amplification {
-            probes = amplification(&plan, &env)?;
-        } else {
-            let r = run_class(class, &plan, &env)?;
-            eprintln!(
-                "smt-hostile:   server counters at the end: {}",
-                r.server_stats
-            );
-            floods.push(r);
+            probes = run::amplification(plan, &env)?;
+            continue;
         }
+        let r = run::run_class(class, plan, &env)?;
+        eprintln!(
+            "smt-hostile:   {}; server counters at the end: {}",
+            r.attack, r.server_stats
+        );
+        results.push(r);
     }
     println!("load average at the end: {}", loadavg());
     println!();
-    if !floods.is_empty() {
-        println!("{}", report::flood_table(&floods));
+    if !results.is_empty() {
+        println!("{}", report::class_table(&results));
     }
     if !probes.is_empty() {
         println!("{}", report::amplification_table(&probes));
     }
-    let (lines, misses) = report::verdicts(&floods, &probes);
+    let (lines, misses) = report::verdicts(&results, &probes);
     println!("{lines}");
-    let dead: Vec<&str> = floods
+    print!("{}", report::check_lines(&results));
+    let dead: Vec<&str> = results
         .iter()
         .filter(|r| !r.live())
         .map(|r| r.class.label())
@@ -253,129 +321,11 @@ fn run(args: &Args) -> Result<ExitCode, String> {
         );
         return Ok(ExitCode::from(1));
     }
-    println!("liveness: every server stayed alive and answered its legitimate client; {misses} threshold(s) missed");
+    println!("liveness: every server stayed alive and answered its legitimate client; {misses} target(s) missed");
     if args.strict && misses > 0 {
         return Ok(ExitCode::from(3));
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// One flood class against a fresh server.
-fn run_class(class: Class, plan: &Plan, env: &Env) -> Result<ClassResult, String> {
-    let mut server = Server::start(&env.smt, &env.server_keys(class.tls()))?;
-    let addr = server.addr();
-    let sources = Sources::new(addr, class.pool(), plan.spoof)?;
-    let mut rng =
-        SplitMix64::new(plan.seed ^ (class as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    let hellos = if class == Class::ClientHello {
-        classes::client_hellos(&env.tls_client, "127.0.0.1", addr.port(), 16)?
-    } else {
-        Vec::new()
-    };
-    let mut generator = Generator::new(class, addr.port(), sources.pool_len(), hellos);
-    let clients = Clients::start(addr, &env.client_keys(class.tls()))?;
-    std::thread::sleep(plan.baseline);
-    let before = server.memory();
-    clients.set_phase(Phase::Flood);
-    let mut tally = Tally::default();
-    if class.primed() {
-        for n in 0..sources.pool_len() {
-            let shot = Shot {
-                via: Via::Pool(n),
-                datagrams: vec![forge::psk_hello(&mut rng, addr.port())],
-            };
-            sources.send(&mut rng, &shot, &mut tally);
-        }
-        std::thread::sleep(Duration::from_millis(100));
-        sources.drain(&mut tally);
-    }
-    let stop = AtomicBool::new(false);
-    let (flood_tally, peak_rss, capped) = std::thread::scope(|s| {
-        let flood = s.spawn(|| {
-            flood::run(&sources, &mut rng, plan.pps, plan.flood, &stop, &mut |r| {
-                generator.next(r)
-            })
-        });
-        let (mut peak, mut capped) = (0, false);
-        while !flood.is_finished() {
-            if let Some(m) = server.memory() {
-                peak = peak.max(m.rss_kib);
-                if m.rss_kib > plan.rss_cap_kib {
-                    stop.store(true, Ordering::Relaxed);
-                    capped = true;
-                }
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        (flood.join().unwrap_or_default(), peak, capped)
-    });
-    tally = add(tally, flood_tally);
-    clients.set_phase(Phase::After);
-    std::thread::sleep(plan.recovery);
-    let after = server.memory();
-    let outcome = clients.finish(Duration::from_secs(5));
-    let hwm = after.map_or(0, |m| m.hwm_kib);
-    Ok(ClassResult {
-        class,
-        tally,
-        pps: plan.pps,
-        clients: outcome,
-        before,
-        peak_kib: peak_rss.max(hwm),
-        after,
-        alive: server.alive(),
-        capped,
-        spoof: (!class.primed() && class.pool() == 0).then(|| sources.spoof_kind()),
-        server_stats: server.last_stats(),
-    })
-}
-
-/// The priming hellos count as sent, their replies as back; the elapsed
-/// time is the flood's.
-fn add(a: Tally, b: Tally) -> Tally {
-    Tally {
-        sent: a.sent + b.sent,
-        sent_bytes: a.sent_bytes + b.sent_bytes,
-        send_errors: a.send_errors + b.send_errors,
-        back: a.back + b.back,
-        back_bytes: a.back_bytes + b.back_bytes,
-        elapsed: b.elapsed,
-        skipped: b.skipped,
-    }
-}
-
-/// Every probe against a PSK server, then the ClientHello against a TLS
-/// server; each from its own address 127.0.3.n.
-fn amplification(plan: &Plan, env: &Env) -> Result<Vec<amplify::ProbeResult>, String> {
-    let mut rng = SplitMix64::new(plan.seed ^ 0xa3a3_a3a3);
-    let mut results = Vec::new();
-    let mut n = 0u8;
-    let mut from = || {
-        n = n.wrapping_add(1).max(1);
-        SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(127, 0, 3, n), 0))
-    };
-    let mut probe = |server: &Server, probe: &amplify::Probe| -> Result<(), String> {
-        eprintln!("smt-hostile:   probe: {}", probe.name);
-        results.push(amplify::run(
-            server.addr(),
-            from(),
-            probe,
-            plan.quiet,
-            plan.limit,
-        )?);
-        Ok(())
-    };
-    let server = Server::start(&env.smt, &env.server_keys(false))?;
-    for p in amplify::psk_probes(&mut rng, server.addr().port()) {
-        probe(&server, &p)?;
-    }
-    drop(server);
-    let server = Server::start(&env.smt, &env.server_keys(true))?;
-    let hello = classes::client_hellos(&env.tls_client, "127.0.0.1", server.addr().port(), 1)?;
-    if let Some(hello) = hello.into_iter().next() {
-        probe(&server, &amplify::tls_probe(hello))?;
-    }
-    Ok(results)
 }
 
 /// `--smt`, or `smt` next to this program (or one directory up, for a
@@ -408,12 +358,26 @@ fn preamble(env: &Env, plan: &Plan, long: bool) -> String {
     let cpu = smt_bench::sys::cpu_model();
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let command: Vec<String> = std::env::args().collect();
+    let spoof_rate = match plan.spoof_pps {
+        0 => "full speed".to_string(),
+        n => format!("{n} datagrams/s"),
+    };
+    let network = if env.in_netns {
+        format!(
+            "a network namespace of its own: server on {}, spoofed sources answered by ICMP port unreachables (10.0.0.0/9), silence (10.128.0.0/10) and a router's host unreachables (10.192.0.0/10)",
+            env.server_ip
+        )
+    } else {
+        "the current network namespace: server on 127.0.0.1, spoofed sources in 127/8".into()
+    };
     format!(
         "smt-hostile ({} variant), {} UTC\n\
          command: {}\nserver binary: {}\nCPU: {cpu}, {cores} CPUs available\n\
-         load average at the start: {}\n\
-         per class: {:.0} s unloaded, {:.0} s flood at {} datagrams/s, {:.0} s recovery; \
-         legitimate calls: 1 KiB echo, one at a time, at most 1 per ms; a new client every 250 ms",
+         load average at the start: {}\nnetwork: {network}\n\
+         per class: {:.0} s unloaded, {:.0} s attack ((a)–(f) at {} datagrams/s, (h)–(j) at {spoof_rate}), \
+         {:.0} s recovery, then 1 s of thread CPU with the clients stopped; \
+         legitimate calls: 1 KiB echo, one at a time, at most 1 per ms; a new client every 250 ms; \
+         a metrics scrape every 250 ms",
         if long { "long" } else { "short" },
         utc_now(),
         command.join(" "),

@@ -1,44 +1,45 @@
-//! The results: one markdown table per measurement and the issue #11
-//! thresholds as PASS/MISS lines.
+//! The results: per class, what the attack did and what the server and
+//! its legitimate users saw before, during and after it; a markdown table
+//! with one row per class (the one `docs/security.md` carries), the
+//! amplification table, the checks (`checks.rs`) as PASS/MISS lines, and
+//! one machine-readable `CHECK` line per check for the tests.
 
 use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::amplify::ProbeResult;
+use crate::checks::{checks, CheckKind, MAX_AFTER_GROWTH, MAX_AMPLIFICATION};
 use crate::classes::Class;
-use crate::flood::Tally;
 use crate::legit::{Outcome, Phase, Sample};
+use crate::observe::{SocketQueues, ThreadLoad};
+use crate::scrape::Gauges;
 use crate::server::Memory;
 
-/// Legitimate success rate at least this (issue #11, "What to build" 2).
-pub const MIN_SUCCESS: f64 = 0.99;
-/// p99 under a flood at most this many times the unloaded p99.
-pub const MAX_P99_FACTOR: f64 = 5.0;
-/// Bytes toward an unvalidated address at most this many times the bytes
-/// received from it (issue #11, "What to build" 3).
-pub const MAX_AMPLIFICATION: f64 = 3.0;
-/// "Bounded RSS", as this program reads it: the peak at most this much
-/// above the resident size before the flood...
-pub const MAX_PEAK_GROWTH_KIB: u64 = 64 * 1024;
-/// ... and the resident size after the recovery time at most this much
-/// above it (memory returned after a flood).
-pub const MAX_AFTER_GROWTH_KIB: u64 = 16 * 1024;
-
-/// One flood class's measurements.
+/// One attack class's measurements.
 #[derive(Debug)]
 pub struct ClassResult {
     pub class: Class,
-    pub tally: Tally,
-    pub pps: u32,
+    /// What the attacker sent, in a few words with figures.
+    pub attack: String,
     pub clients: Outcome,
+    /// Resident memory at the end of the unloaded period ("idle").
     pub before: Option<Memory>,
     pub peak_kib: u64,
+    /// ... and at the end of the recovery time.
     pub after: Option<Memory>,
     pub alive: bool,
-    /// The flood was stopped early because the server passed the RSS cap.
+    /// The attack was stopped early because the server passed the RSS cap.
     pub capped: bool,
-    pub spoof: Option<&'static str>,
+    /// From the attack's end to the first legitimate success after it.
+    pub recovery: Option<Duration>,
+    /// The server socket's memory once the legitimate clients stopped.
+    pub queues: Option<SocketQueues>,
+    /// The server's threads' CPU shares over a second once the legitimate
+    /// clients stopped.
+    pub threads: Vec<ThreadLoad>,
     pub server_stats: String,
+    /// The recovery time (the "after" of the RSS figure).
+    pub recovery_time: Duration,
 }
 
 /// Successes and latencies of one phase's calls.
@@ -46,7 +47,6 @@ pub struct ClassResult {
 pub struct Summary {
     pub ok: usize,
     pub total: usize,
-    pub p50: Option<Duration>,
     pub p99: Option<Duration>,
 }
 
@@ -59,7 +59,6 @@ impl Summary {
         Self {
             ok: ok.len(),
             total: mine.len(),
-            p50: quantile(&ok, 0.50),
             p99: quantile(&ok, 0.99),
         }
     }
@@ -69,17 +68,10 @@ impl Summary {
         (self.total > 0).then(|| self.ok as f64 / self.total as f64)
     }
 
-    fn cell(&self) -> String {
+    pub(crate) fn percent(&self) -> String {
         match self.rate() {
-            Some(r) => format!("{}/{} ({:.1} %)", self.ok, self.total, 100.0 * r),
-            None => "no calls".into(),
-        }
-    }
-
-    fn latency_cell(&self) -> String {
-        match (self.p50, self.p99) {
-            (Some(a), Some(b)) => format!("{} / {}", ms(a), ms(b)),
-            _ => "—".into(),
+            Some(r) => format!("{:.1} %", 100.0 * r),
+            None => "—".into(),
         }
     }
 }
@@ -92,7 +84,7 @@ fn quantile(sorted: &[Duration], q: f64) -> Option<Duration> {
     sorted.get(rank - 1).copied()
 }
 
-fn ms(d: Duration) -> String {
+pub(crate) fn ms(d: Duration) -> String {
     let v = d.as_secs_f64() * 1e3;
     if v < 10.0 {
         format!("{v:.2}")
@@ -101,46 +93,86 @@ fn ms(d: Duration) -> String {
     }
 }
 
-fn mib(kib: u64) -> String {
+pub(crate) fn mib(kib: u64) -> String {
     format!("{:.1}", kib as f64 / 1024.0)
 }
 
 impl ClassResult {
-    fn established(&self, phase: Phase) -> Summary {
+    pub(crate) fn established(&self, phase: Phase) -> Summary {
         Summary::of(&self.clients.established, phase)
     }
 
-    fn newcomers(&self, phase: Phase) -> Summary {
+    pub(crate) fn newcomers(&self, phase: Phase) -> Summary {
         Summary::of(&self.clients.new_clients, phase)
     }
 
-    /// The CI's only requirement: the server lives and the legitimate
-    /// client succeeded at least once in the run.
+    pub(crate) fn scrapes(&self, phase: Phase) -> Summary {
+        Summary::of(&self.clients.scrapes, phase)
+    }
+
+    /// The server's sessions and handshakes at their most during the
+    /// attack, as its metrics said.
+    pub(crate) fn held_peak(&self) -> Option<Gauges> {
+        let during = self
+            .clients
+            .gauges
+            .iter()
+            .filter(|(p, _)| *p == Phase::Flood);
+        during.map(|(_, g)| *g).reduce(|a, b| Gauges {
+            sessions: a.sessions.max(b.sessions),
+            handshakes: a.handshakes.max(b.handshakes),
+            unreachable_reports: a.unreachable_reports.max(b.unreachable_reports),
+        })
+    }
+
+    /// ICMP errors the server's socket reported to it, by its counter at
+    /// the last scrape.
+    pub(crate) fn unreachable_reports(&self) -> Option<u64> {
+        self.clients
+            .gauges
+            .iter()
+            .map(|(_, g)| g.unreachable_reports)
+            .max()
+    }
+
+    /// The server lives and the legitimate client succeeded at least once
+    /// in the run: what makes the program fail (exit 1) when missed.
     pub fn live(&self) -> bool {
         self.alive && self.clients.established.iter().any(|s| s.ok)
     }
+
+    /// A scrape succeeded after the attack's end.
+    pub(crate) fn scraped_after(&self) -> bool {
+        self.clients
+            .scrapes
+            .iter()
+            .any(|s| s.phase == Phase::After && s.ok)
+    }
+
+    pub(crate) fn busiest(&self) -> Option<&ThreadLoad> {
+        self.threads.first()
+    }
+
+    pub(crate) fn rss_after_ok(&self) -> Option<bool> {
+        let (b, a) = (self.before?, self.after?);
+        Some(a.rss_kib as f64 <= b.rss_kib as f64 * (1.0 + MAX_AFTER_GROWTH))
+    }
 }
 
-/// The flood table (markdown).
-pub fn flood_table(results: &[ClassResult]) -> String {
+/// The class table (markdown), one row per class, as `docs/security.md`
+/// carries it.
+pub fn class_table(results: &[ClassResult]) -> String {
     let mut t = String::new();
-    t.push_str("| class | flood sent (datagrams/s) | established client, flood: ok | unloaded p50 / p99 ms | flood p50 / p99 ms | after flood: ok | new clients, flood: ok | server RSS before → peak → after (MiB) | bytes back to attacker sockets ÷ sent | server datagrams in / out (its counters) | server alive |\n");
-    t.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    t.push_str("| class | attack | legitimate calls ok: before / during / after | new clients ok during | p99 ms: before → during | first success after the end | server RSS MiB: idle → peak → after | server socket after: queued / buffer, drops | busiest server thread after | server held at peak: sessions / handshakes | ICMP errors the server read | targets missed | bound that holds it |\n");
+    t.push_str("|---|---|---|---:|---|---:|---|---|---|---:|---:|---|---|\n");
     for r in results {
-        let secs = r.tally.elapsed.as_secs_f64().max(1e-3);
-        let rate = r.tally.sent as f64 / secs;
-        let sent = format!(
-            "{} ({:.0}/s of {}{}){}",
-            r.tally.sent,
-            rate,
-            r.pps,
-            if r.tally.skipped > 0 {
-                ", fell behind"
-            } else {
-                ""
-            },
-            if r.capped { ", stopped at RSS cap" } else { "" }
+        let calls = format!(
+            "{} / {} / {}",
+            r.established(Phase::Baseline).percent(),
+            r.established(Phase::Flood).percent(),
+            r.established(Phase::After).percent()
         );
+        let p99 = |p: Phase| r.established(p).p99.map_or_else(|| "—".into(), ms);
         let rss = match (r.before, r.after) {
             (Some(b), Some(a)) => format!(
                 "{} → {} → {}",
@@ -150,53 +182,43 @@ pub fn flood_table(results: &[ClassResult]) -> String {
             ),
             _ => "unreadable".into(),
         };
-        let back = if r.class.pool() > 0 {
-            format!(
-                "{} B ÷ {} B = {:.2}",
-                r.tally.back_bytes,
-                r.tally.sent_bytes,
-                r.tally.back_bytes as f64 / r.tally.sent_bytes.max(1) as f64
-            )
-        } else {
-            "spoofed: not seen".into()
-        };
+        let missed: Vec<&str> = checks(r)
+            .iter()
+            .filter(|c| c.kind == CheckKind::Target && !c.pass)
+            .map(|c| c.name)
+            .collect();
         let _ = writeln!(
             t,
-            "| {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} → {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.class.label(),
-            r.spoof
-                .map_or_else(String::new, |s| format!(" (sources: {s})")),
-            sent,
-            r.established(Phase::Flood).cell(),
-            r.established(Phase::Baseline).latency_cell(),
-            r.established(Phase::Flood).latency_cell(),
-            r.established(Phase::After).cell(),
-            r.newcomers(Phase::Flood).cell(),
+            r.attack,
+            calls,
+            {
+                let n = r.newcomers(Phase::Flood);
+                format!("{}/{}", n.ok, n.total)
+            },
+            p99(Phase::Baseline),
+            p99(Phase::Flood),
+            r.recovery
+                .map_or_else(|| "**none**".into(), |d| format!("{} ms", ms(d))),
             rss,
-            back,
-            server_counters(&r.server_stats),
-            if r.alive { "yes" } else { "**no**" },
+            r.queues.map_or_else(|| "—".into(), |q| q.to_string()),
+            r.busiest().map_or_else(|| "—".into(), |b| b.to_string()),
+            r.held_peak().map_or_else(
+                || "—".into(),
+                |g| format!("{} / {}", g.sessions, g.handshakes)
+            ),
+            r.unreachable_reports()
+                .map_or_else(|| "—".into(), |n| n.to_string()),
+            if missed.is_empty() {
+                "none".to_string()
+            } else {
+                missed.join(", ")
+            },
+            r.class.bound(),
         );
     }
     t
-}
-
-/// "in / out" from the server's last counter line ("server: N datagrams
-/// out, M in, ...").
-fn server_counters(line: &str) -> String {
-    let words: Vec<&str> = line.split_whitespace().collect();
-    let out = words
-        .iter()
-        .position(|w| *w == "datagrams")
-        .and_then(|i| words.get(i.wrapping_sub(1)));
-    let inn = words
-        .iter()
-        .position(|w| *w == "in,")
-        .and_then(|i| words.get(i.wrapping_sub(1)));
-    match (inn, out) {
-        (Some(i), Some(o)) => format!("{i} / {o}"),
-        _ => "—".into(),
-    }
 }
 
 /// For a probe that opens with a PSK hello: the bytes back beyond what the
@@ -247,76 +269,23 @@ pub fn amplification_table(results: &[ProbeResult]) -> String {
     t
 }
 
-/// The threshold lines and how many were missed.
+/// The target lines (PASS/MISS), the `CHECK` lines, and how many targets
+/// were missed.
 pub fn verdicts(classes: &[ClassResult], probes: &[ProbeResult]) -> (String, usize) {
     let mut out = String::new();
     let mut misses = 0;
-    let mut line = |pass: bool, text: String| {
-        misses += usize::from(!pass);
-        let _ = writeln!(out, "{} {text}", if pass { "PASS" } else { "MISS" });
-    };
     for r in classes {
-        let name = r.class.label();
-        let flood = r.established(Phase::Flood);
-        let rate = flood.rate().unwrap_or(0.0);
-        line(
-            rate >= MIN_SUCCESS,
-            format!(
-                "{name}: established client success {:.1} % (≥ {:.0} %)",
-                100.0 * rate,
-                100.0 * MIN_SUCCESS
-            ),
-        );
-        let newcomers = r.newcomers(Phase::Flood);
-        let new_rate = newcomers.rate().unwrap_or(0.0);
-        line(
-            new_rate >= MIN_SUCCESS,
-            format!(
-                "{name}: new clients {}/{} succeeded (≥ {:.0} %)",
-                newcomers.ok,
-                newcomers.total,
-                100.0 * MIN_SUCCESS
-            ),
-        );
-        let base = r.established(Phase::Baseline).p99;
-        match (base, flood.p99) {
-            (Some(b), Some(f)) => line(
-                f.as_secs_f64() <= MAX_P99_FACTOR * b.as_secs_f64(),
-                format!(
-                    "{name}: p99 {} ms under the flood, {:.1}× the unloaded {} ms (≤ {MAX_P99_FACTOR}×)",
-                    ms(f),
-                    f.as_secs_f64() / b.as_secs_f64().max(1e-9),
-                    ms(b)
-                ),
-            ),
-            _ => line(false, format!("{name}: p99 not measurable (no successful calls)")),
+        for c in checks(r) {
+            let verdict = if c.pass { "PASS" } else { "MISS" };
+            misses += usize::from(!c.pass && c.kind == CheckKind::Target);
+            let _ = writeln!(
+                out,
+                "{verdict} {}: {}: {}",
+                r.class.label(),
+                c.name,
+                c.detail
+            );
         }
-        match (r.before, r.after) {
-            (Some(b), Some(a)) => {
-                let peak = r.peak_kib.saturating_sub(b.rss_kib);
-                let kept = a.rss_kib.saturating_sub(b.rss_kib);
-                line(
-                    peak <= MAX_PEAK_GROWTH_KIB && kept <= MAX_AFTER_GROWTH_KIB && !r.capped,
-                    format!(
-                        "{name}: RSS +{} MiB at the peak (≤ {}), +{} MiB after (≤ {}){}",
-                        mib(peak),
-                        mib(MAX_PEAK_GROWTH_KIB),
-                        mib(kept),
-                        mib(MAX_AFTER_GROWTH_KIB),
-                        if r.capped {
-                            ", flood stopped at the RSS cap"
-                        } else {
-                            ""
-                        }
-                    ),
-                );
-            }
-            _ => line(false, format!("{name}: RSS unreadable")),
-        }
-        line(
-            r.live(),
-            format!("{name}: server alive and at least one legitimate success"),
-        );
     }
     for p in probes {
         // A probe behind a hello is judged by what its own packets add.
@@ -324,13 +293,37 @@ pub fn verdicts(classes: &[ClassResult], probes: &[ProbeResult]) -> (String, usi
             Some(v) => (v, "beyond the hello's"),
             None => (p.ratio(), "in all"),
         };
-        line(
-            ratio <= MAX_AMPLIFICATION,
-            format!(
-                "(g) {}: amplification {ratio:.2}× {what} (≤ {MAX_AMPLIFICATION}×)",
-                p.name
-            ),
+        let pass = ratio <= MAX_AMPLIFICATION;
+        misses += usize::from(!pass);
+        let _ = writeln!(
+            out,
+            "{} (g) {}: amplification {ratio:.2}× {what} (≤ {MAX_AMPLIFICATION}×)",
+            if pass { "PASS" } else { "MISS" },
+            p.name
         );
     }
     (out, misses)
+}
+
+/// One `CHECK <class> <check> <after|target> <PASS|FAIL> <detail>` line per
+/// check, for the tests to read.
+pub fn check_lines(classes: &[ClassResult]) -> String {
+    let mut out = String::new();
+    for r in classes {
+        for c in checks(r) {
+            let _ = writeln!(
+                out,
+                "CHECK {} {} {} {} {}",
+                r.class.id(),
+                c.name,
+                match c.kind {
+                    CheckKind::After => "after",
+                    CheckKind::Target => "target",
+                },
+                if c.pass { "PASS" } else { "FAIL" },
+                c.detail
+            );
+        }
+    }
+    out
 }

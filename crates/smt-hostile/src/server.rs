@@ -1,8 +1,9 @@
-//! The `smt server` process under attack: started fresh for each class,
-//! watched through `/proc/<pid>/status`, killed when dropped.
+//! The `smt server` process under attack: started fresh for each class
+//! (with `--metrics` on loopback), watched through `/proc/<pid>/status`,
+//! killed when dropped.
 
 use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -33,19 +34,20 @@ pub struct Memory {
 pub struct Server {
     child: Child,
     addr: SocketAddr,
+    metrics: SocketAddr,
     last_line: Arc<Mutex<String>>,
 }
 
 impl Server {
-    /// Starts `smt server` on a free loopback port and waits (at most 10 s)
-    /// until it says it is listening.
-    pub fn start(smt: &Path, keys: &ServerKeys) -> Result<Self, String> {
-        let addr = free_port()?;
+    /// Starts `smt server` on a free port of `ip` and waits (at most 10 s)
+    /// until it says it is listening and where its metrics are.
+    pub fn start(smt: &Path, keys: &ServerKeys, ip: IpAddr) -> Result<Self, String> {
+        let addr = free_port(ip)?;
         let mut cmd = Command::new(smt);
         // The server's counters (the report's in/out column) print only
         // when asked.
         cmd.args(["server", "--listen", &addr.to_string()])
-            .args(["--stats-interval", "1"])
+            .args(["--stats-interval", "1", "--metrics", "127.0.0.1:0"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
@@ -70,24 +72,40 @@ impl Server {
         };
         let last_line = Arc::new(Mutex::new(String::new()));
         let ready = drain_output(stdout, last_line.clone());
-        let server = Self {
+        let line = || {
+            ready.recv_timeout(Duration::from_secs(10)).map_err(|_| {
+                format!(
+                    "the server ({}) did not report listening within 10 s",
+                    smt.display()
+                )
+            })
+        };
+        let banner = line()?;
+        if !banner.starts_with("smt server on") {
+            let _ = child.kill();
+            return Err(format!("unexpected first line from the server: {banner:?}"));
+        }
+        let second = line()?;
+        let Some(metrics) = metrics_address(&second) else {
+            let _ = child.kill();
+            return Err(format!("no metrics address from the server: {second:?}"));
+        };
+        Ok(Self {
             child,
             addr,
+            metrics,
             last_line,
-        };
-        match ready.recv_timeout(Duration::from_secs(10)) {
-            Ok(line) if line.starts_with("smt server on") => Ok(server),
-            Ok(line) => Err(format!("unexpected first line from the server: {line:?}")),
-            Err(_) => Err(format!(
-                "the server ({}) did not report listening within 10 s",
-                smt.display()
-            )),
-        }
+        })
     }
 
     /// The address the server listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Where it serves `GET /metrics`.
+    pub fn metrics(&self) -> SocketAddr {
+        self.metrics
     }
 
     /// The process ID.
@@ -126,21 +144,26 @@ impl Drop for Server {
     }
 }
 
-/// Reads the server's stdout until it closes: the first line goes to the
-/// returned channel, every line to `last` (the pipe must keep draining or
-/// the server would block on its once-a-second report).
+/// "metrics on http://ADDR/metrics (...)" → ADDR.
+fn metrics_address(line: &str) -> Option<SocketAddr> {
+    let rest = line.strip_prefix("metrics on http://")?;
+    rest.split_once("/metrics")?.0.parse().ok()
+}
+
+/// Reads the server's stdout until it closes: the first two lines (banner,
+/// metrics address) go to the returned channel, every line to `last` (the
+/// pipe must keep draining or the server would block on its once-a-second
+/// report).
 fn drain_output(
     stdout: std::process::ChildStdout,
     last: Arc<Mutex<String>>,
 ) -> mpsc::Receiver<String> {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
-        let mut first = true;
-        for line in BufReader::new(stdout).lines() {
+        for (n, line) in BufReader::new(stdout).lines().enumerate() {
             let Ok(line) = line else { break };
-            if first {
+            if n < 2 {
                 let _ = tx.send(line.clone());
-                first = false;
             }
             if let Ok(mut slot) = last.lock() {
                 *slot = line;
@@ -150,10 +173,10 @@ fn drain_output(
     rx
 }
 
-/// A loopback UDP port nobody uses at the moment of asking.
-fn free_port() -> Result<SocketAddr, String> {
-    let probe =
-        UdpSocket::bind("127.0.0.1:0").map_err(|e| format!("cannot bind a probe socket: {e}"))?;
+/// A UDP port of `ip` nobody uses at the moment of asking.
+fn free_port(ip: IpAddr) -> Result<SocketAddr, String> {
+    let probe = UdpSocket::bind(SocketAddr::new(ip, 0))
+        .map_err(|e| format!("cannot bind a probe socket on {ip}: {e}"))?;
     probe
         .local_addr()
         .map_err(|e| format!("cannot read the probe socket's address: {e}"))

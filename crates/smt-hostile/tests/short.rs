@@ -1,14 +1,97 @@
 //! The short variant of `smt-hostile` against freshly started `smt server`
-//! processes. It checks liveness only: every server stays alive and its
-//! legitimate client succeeds at least once. Issue #11's thresholds are
-//! printed as PASS/MISS lines and not asserted (today's server misses
-//! several of them; `--strict` turns them into a failure).
+//! processes, inside the network namespace it creates (as root; without
+//! root it prints `SKIPPED` and this test passes). It asserts only the
+//! "after" checks of every class — the server is alive, a legitimate call
+//! and a metrics scrape succeed after the attack, nothing is left queued
+//! on its socket, no server thread is busy, its RSS is within the 64 MiB
+//! bound — never a timing threshold; the long variant's targets are
+//! printed as PASS/MISS lines and not asserted.
+//!
+//! Checks that fail against today's server are listed, in one place, in
+//! [`EXPECTED_FAILURES`]: they are reported and tolerated. When a fix lands,
+//! its entries are removed here (the test then holds the fix); one that
+//! passes while still listed is reported as `XPASS` (not a failure: some of
+//! these failures come 4 times in 5, not always).
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
 const BIN: &str = env!("CARGO_BIN_EXE_smt-hostile");
+
+/// `(class, check, why)`: the checks that fail, always or in some runs,
+/// against the server as of issue #22's report (main at 57d39df), with the
+/// defect whose fix should make them pass; class `*` is every class.
+/// Remove a fix's entries once it has landed: the test then holds it.
+///
+/// The symptom behind #22 defect 1's entries, seen with strace: the
+/// server's answers to spoofed sources, to attacker sockets that have
+/// closed, or even to a legitimate client that closed its socket after
+/// its call, draw ICMP errors onto its socket's error queue; once `sk_err`
+/// has been consumed, a thread loops on `ppoll` returning `POLLERR` at once
+/// and `recvmmsg` returning `EAGAIN`, never reading the error queue, which
+/// grows until it takes the whole 8 MiB receive buffer; from then on every
+/// arriving datagram is dropped. So any class can end with a busy thread
+/// or errors left queued; the spoofed floods wedge the server.
+const EXPECTED_FAILURES: &[(&str, &str, &str)] = &[
+    (
+        "*",
+        "threads",
+        "#22 defect 1: a thread spins on the undrained error queue",
+    ),
+    (
+        "*",
+        "queues",
+        "#22 defect 1: errors left on the error queue",
+    ),
+    (
+        "spoofed-psk",
+        "recovers",
+        "#22 defect 1: wedged, the error queue holds the whole receive buffer",
+    ),
+    (
+        "spoofed-tls",
+        "recovers",
+        "#22 defect 1: wedged in most runs",
+    ),
+    (
+        "forged-icmp",
+        "recovers",
+        "#22 defect 1 (not seen in these runs; the issue's reporter saw it)",
+    ),
+    (
+        "session-fill",
+        "memory",
+        "#22 defects 2 and 4: every keyless session kept (6,000-12,000 in 2 s, 60-96 MiB)",
+    ),
+    (
+        "session-fill",
+        "recovers",
+        "#22 defect 1 (not seen yet): the closed attacker sockets' ICMP can wedge it",
+    ),
+    (
+        "hold-psk",
+        "recovers",
+        "#22 defect 1 (not seen yet): up to 2 MB of ICMP errors left queued",
+    ),
+    (
+        "hold-tls",
+        "recovers",
+        "#22 defect 1 (not seen yet): as hold-psk",
+    ),
+    (
+        "hold-tls",
+        "memory",
+        "#22 defects 3 and 4: 4,096 held TLS handshakes take 50-60 MiB, kept after the end",
+    ),
+    (
+        "huge",
+        "memory",
+        "#22 defects 2 and 4: in some runs the pool's keyless sessions outlive their \
+         handshake and take first DATA of 64 MiB requests: 57 of them held 145 MiB, kept",
+    ),
+];
 
 /// `smt` from the same target directory and profile as this test's
 /// binary, built there if missing (`cargo test --workspace` builds it
@@ -43,8 +126,35 @@ fn smt_binary() -> PathBuf {
     smt
 }
 
+/// One `CHECK <class> <check> <after|target> <PASS|FAIL> <detail>` line.
+#[derive(Debug)]
+struct CheckLine {
+    class: String,
+    check: String,
+    after: bool,
+    pass: bool,
+    detail: String,
+}
+
+fn parse_checks(stdout: &str) -> Vec<CheckLine> {
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("CHECK "))
+        .filter_map(|l| {
+            let mut w = l.splitn(5, ' ');
+            Some(CheckLine {
+                class: w.next()?.to_string(),
+                check: w.next()?.to_string(),
+                after: w.next()? == "after",
+                pass: w.next()? == "PASS",
+                detail: w.next().unwrap_or_default().to_string(),
+            })
+        })
+        .collect()
+}
+
 #[test]
-fn every_flood_leaves_the_server_alive_and_answering() {
+fn after_every_attack_the_server_is_alive_and_answering() {
     let smt = smt_binary();
     let start = Instant::now();
     let out = Command::new(BIN)
@@ -56,7 +166,7 @@ fn every_flood_leaves_the_server_alive_and_answering() {
             "--flood-secs",
             "2",
             "--recovery-secs",
-            "0.5",
+            "2",
             "--pps",
             "10000",
         ])
@@ -67,13 +177,63 @@ fn every_flood_leaves_the_server_alive_and_answering() {
     println!("{stdout}");
     eprintln!("{stderr}");
     println!("smt-hostile took {:.1} s", start.elapsed().as_secs_f64());
+    let skipped = [
+        "SKIPPED: needs root",
+        "SKIPPED: iproute2",
+        "SKIPPED: cannot create",
+    ];
+    if skipped.iter().any(|s| stdout.contains(s)) {
+        return;
+    }
     assert!(
-        out.status.success(),
-        "smt-hostile reported a dead server or no legitimate success (status {:?})",
+        !stderr.contains("smt-hostile: error:"),
+        "smt-hostile could not run (status {:?})",
         out.status.code()
     );
-    assert!(stdout.contains("liveness: every server stayed alive"));
     assert!(stdout.contains("(g) PSK hello (HANDSHAKE kind 2)"));
+    let checks = parse_checks(&stdout);
+    let classes: BTreeSet<&str> = checks.iter().map(|c| c.class.as_str()).collect();
+    assert!(classes.len() >= 13, "classes reported: {classes:?}");
+    // Which entry, if any, lists a check: the class's own first.
+    let listed = |class: &str, check: &str| {
+        let by = |c: &str| EXPECTED_FAILURES.iter().any(|e| e.0 == c && e.1 == check);
+        if by(class) {
+            Some(class.to_string())
+        } else {
+            by("*").then(|| "*".to_string())
+        }
+    };
+    let mut unexpected = Vec::new();
+    let mut wildcard_passes: Vec<String> = Vec::new();
+    println!("after checks that failed, or passed while listed by class:");
+    for c in checks.iter().filter(|c| c.after) {
+        let entry = listed(&c.class, &c.check);
+        let verdict = match (c.pass, entry.as_deref()) {
+            (true, None) => continue,
+            (true, Some("*")) => {
+                wildcard_passes.push(format!("{} {}", c.class, c.check));
+                continue;
+            }
+            (true, Some(_)) => {
+                "XPASS (listed in EXPECTED_FAILURES: remove it once its fix has landed)"
+            }
+            (false, Some(_)) => "expected failure",
+            (false, None) => "FAILED",
+        };
+        println!("  {} {}: {verdict}: {}", c.class, c.check, c.detail);
+        if !c.pass && entry.is_none() {
+            unexpected.push(format!("{} {}: {}", c.class, c.check, c.detail));
+        }
+    }
+    println!(
+        "listed for every class (\"*\") but passed here: {}",
+        wildcard_passes.join(", ")
+    );
+    assert!(
+        unexpected.is_empty(),
+        "after checks failed that are not in EXPECTED_FAILURES:\n{}",
+        unexpected.join("\n")
+    );
 }
 
 #[test]
@@ -84,6 +244,10 @@ fn bad_arguments_are_refused_with_a_clear_error() {
         (
             &["--flood-secs", "NaN"][..],
             "--flood-secs must be more than 0",
+        ),
+        (
+            &["--hold-sockets", "0"][..],
+            "--hold-sockets must be 1 to 60000",
         ),
         (&["--smt", "/nonexistent/smt"][..], "no such file"),
         (&["--classes", "bogus"][..], "invalid value 'bogus'"),
