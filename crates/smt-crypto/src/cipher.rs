@@ -5,11 +5,12 @@ use std::fmt;
 use std::sync::OnceLock;
 
 use aws_lc_rs::cipher::{EncryptingKey, EncryptionContext, UnboundCipherKey};
-use aws_lc_rs::{aead, hkdf, hmac};
+use aws_lc_rs::{aead, hkdf};
 use smt_proto::crypto::{
     CryptoError, OffloadKey, OffloadSuite, PacketCipher, RECORD_HEADER_LEN, TAG_LEN,
 };
 
+use crate::control_mac::ControlMac;
 use crate::key::{AeadAlgorithm, TrafficKey, IV_LEN};
 
 /// Records one AES-GCM key may protect: 2^24.5 rounded down (RFC 8446 §5.5).
@@ -21,13 +22,6 @@ pub const AES_GCM_RECORD_LIMIT: u64 = 23_726_566;
 /// call's separate encryption of the content type cost ~150 instructions
 /// more than the copy).
 const SCATTER_FROM: usize = 1024;
-
-/// HKDF-Extract salt for the control-packet MAC key.
-const CONTROL_SALT: &[u8] = b"smt control v1";
-/// HKDF-Expand info for the control-packet MAC key.
-const CONTROL_INFO: &[u8] = b"smt ctrl";
-/// Length of the derived control-packet MAC key (one SHA-256 block of output).
-const CONTROL_KEY_LEN: usize = 32;
 
 /// The per-record nonce of RFC 8446 §5.3: `seq` as a 64-bit big-endian
 /// number, left-padded to [`IV_LEN`] bytes and XORed with the static IV.
@@ -44,13 +38,13 @@ pub fn record_nonce(iv: &[u8; IV_LEN], seq: u64) -> [u8; IV_LEN] {
 ///
 /// Records are sealed exactly as TLS 1.3 seals them (RFC 8446 §5.2-5.3), so
 /// a record this produces is a record a TLS stack with the same key accepts.
-/// Control packets are authenticated with HMAC-SHA256 under a key derived
+/// Control packets are authenticated with AES-CMAC under a key derived
 /// from, and distinct from, the traffic key:
 ///
 /// ```text
-/// prk         = HKDF-Extract(salt = "smt control v1", ikm = key || iv)
-/// control_key = HKDF-Expand(prk, info = "smt ctrl", 32)
-/// tag         = HMAC-SHA256(control_key, packet)[..16]
+/// prk         = HKDF-Extract(salt = "smt control v2", ikm = key || iv)
+/// control_key = HKDF-Expand(prk, info = "smt ctrl", len(key))
+/// tag         = AES-CMAC(control_key, packet)
 /// ```
 ///
 /// `Debug` shows only the algorithm.
@@ -58,7 +52,7 @@ pub struct AesGcmCipher {
     algorithm: AeadAlgorithm,
     key: aead::LessSafeKey,
     iv: [u8; IV_LEN],
-    control_key: hmac::Key,
+    control_mac: ControlMac,
     /// The key itself, for a NIC that takes record protection over
     /// (`offload_key`).
     traffic: TrafficKey,
@@ -79,7 +73,7 @@ impl AesGcmCipher {
             algorithm,
             key: aead::LessSafeKey::new(unbound),
             iv: *key.iv(),
-            control_key: derive_control_key(key),
+            control_mac: ControlMac::derive(key),
             traffic: key.clone(),
             ctr: OnceLock::new(),
         }
@@ -230,10 +224,7 @@ impl PacketCipher for AesGcmCipher {
     }
 
     fn control_tag(&self, packet: &[u8]) -> [u8; TAG_LEN] {
-        let full = hmac::sign(&self.control_key, packet);
-        let mut tag = [0; TAG_LEN];
-        tag.copy_from_slice(&full.as_ref()[..TAG_LEN]);
-        tag
+        self.control_mac.tag(packet)
     }
 
     fn record_limit(&self) -> u64 {
@@ -292,22 +283,6 @@ impl fmt::Debug for AesGcmCipher {
             .field("algorithm", &self.algorithm)
             .finish_non_exhaustive()
     }
-}
-
-/// The HMAC key for control packets; see [`AesGcmCipher`] for the recipe.
-fn derive_control_key(key: &TrafficKey) -> hmac::Key {
-    // `key || iv` on the stack: at most a 32-byte key plus the IV.
-    let mut ikm = [0; 32 + IV_LEN];
-    let ikm_len = key.key().len() + IV_LEN;
-    ikm[..key.key().len()].copy_from_slice(key.key());
-    ikm[key.key().len()..ikm_len].copy_from_slice(key.iv());
-    let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, CONTROL_SALT).extract(&ikm[..ikm_len]);
-    let mut control_key = [0; CONTROL_KEY_LEN];
-    // NOTE(unwrap): 32 bytes is far below HKDF-SHA256's 255 * 32 limit.
-    prk.expand(&[CONTROL_INFO], OkmLen(CONTROL_KEY_LEN))
-        .and_then(|okm| okm.fill(&mut control_key))
-        .expect("32 bytes is a valid HKDF-SHA256 output length");
-    hmac::Key::new(hmac::HMAC_SHA256, &control_key)
 }
 
 /// An HKDF output length, as aws-lc-rs wants it.
@@ -517,26 +492,6 @@ mod tests {
         let two =
             AesGcmCipher::new(&TrafficKey::new(AeadAlgorithm::Aes128Gcm, &key, [2; 12]).unwrap());
         assert_ne!(one.control_tag(b"p"), two.control_tag(b"p"));
-    }
-
-    /// The control key recipe computed a second way, with aws-lc-rs's HMAC
-    /// doing HKDF by hand (RFC 5869 §2.2-2.3), so a mix-up of salt and info
-    /// or of the IKM order would show.
-    #[test]
-    fn control_key_matches_hkdf_by_hand() {
-        let key = TrafficKey::new(AeadAlgorithm::Aes128Gcm, &[0x22; 16], [0x33; 12]).unwrap();
-        let salt_key = hmac::Key::new(hmac::HMAC_SHA256, CONTROL_SALT);
-        let mut ikm = key.key().to_vec();
-        ikm.extend_from_slice(key.iv());
-        let prk = hmac::sign(&salt_key, &ikm);
-        let mut t1_input = CONTROL_INFO.to_vec();
-        t1_input.push(1);
-        let okm = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, prk.as_ref()), &t1_input);
-        let expected = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, okm.as_ref()), b"pkt");
-        assert_eq!(
-            AesGcmCipher::new(&key).control_tag(b"pkt"),
-            expected.as_ref()[..TAG_LEN]
-        );
     }
 
     #[test]
