@@ -42,6 +42,13 @@ impl AeadAlgorithm {
             Self::Aes256Gcm => &aead::AES_256_GCM,
         }
     }
+
+    pub(crate) fn ring(self) -> &'static ring::aead::Algorithm {
+        match self {
+            Self::Aes128Gcm => &ring::aead::AES_128_GCM,
+            Self::Aes256Gcm => &ring::aead::AES_256_GCM,
+        }
+    }
 }
 
 impl fmt::Display for AeadAlgorithm {

@@ -14,8 +14,8 @@
 //! - [`AesGcmCipher`]: AES-128-GCM / AES-256-GCM record protection exactly
 //!   as TLS 1.3 does it (RFC 8446 §5.2-5.3, nonce = IV XOR sequence number,
 //!   the 5-byte record header as associated data, usage limit of §5.5), plus
-//!   an HMAC-SHA256 control-packet MAC under a key derived from the traffic
-//!   key. The `*_raw` methods take an explicit nonce and associated data so
+//!   an AES-CMAC control-packet MAC (RFC 4493) under a key derived from the
+//!   traffic key. The `*_raw` methods take an explicit nonce and associated data so
 //!   published AES-GCM vectors run through the very code records use.
 //! - [`psk`]: HKDF-Expand-Label (RFC 8446 §7.1) and per-peer session keys
 //!   derived from one pre-shared master secret.
@@ -31,6 +31,7 @@
 //! print their algorithm only.
 
 mod cipher;
+mod control_mac;
 mod key;
 pub mod psk;
 pub mod secrets;

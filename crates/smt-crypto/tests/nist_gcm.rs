@@ -1,6 +1,7 @@
 //! NIST CAVP AES-GCM vectors (`gcmEncryptExtIV*.rsp`, `gcmDecrypt*.rsp`)
-//! through `AesGcmCipher::seal_raw` / `open_raw`, the functions the record
-//! path calls.
+//! through both AES-GCM implementations the record path calls:
+//! `AesGcmCipher::seal_raw` / `open_raw` (ring, in place: small records)
+//! and `seal_raw_to` / `open_raw_to` (aws-lc, one pass: large records).
 //!
 //! Only the entries TLS 1.3 can produce are kept: 96-bit IVs and 128-bit
 //! tags. Decrypt entries marked FAIL must fail to open.
@@ -126,17 +127,45 @@ fn check_encrypt(file: &str, e: &Entry) {
         Ok(pt.len())
     );
     assert_eq!(buf[..pt.len()], *pt, "{file}:{}: reopened", e.line);
+    // The one-pass path, with the plaintext split into data and `extra`
+    // (as TLS 1.3's content type is) wherever it can be.
+    let c = cipher(file, e);
+    let split = pt.len().saturating_sub(1);
+    let mut out = vec![0xa5; pt.len() + TAG_LEN];
+    c.seal_raw_to(&nonce(e), &e.aad, &pt[..split], &pt[split..], &mut out)
+        .unwrap();
+    assert_eq!(
+        out[..pt.len()],
+        e.ct,
+        "{file}:{}: one-pass ciphertext",
+        e.line
+    );
+    assert_eq!(out[pt.len()..], e.tag, "{file}:{}: one-pass tag", e.line);
+    let mut back = vec![0x5a; pt.len()];
+    assert_eq!(
+        c.open_raw_to(&nonce(e), &e.aad, &out, &mut back),
+        Ok(pt.len())
+    );
+    assert_eq!(back, *pt, "{file}:{}: one-pass reopened", e.line);
 }
 
 fn check_decrypt(file: &str, e: &Entry) {
     let mut buf = e.ct.clone();
     buf.extend_from_slice(&e.tag);
+    let mut one_pass = vec![0xa5; e.ct.len()];
+    let one_pass_result = cipher(file, e).open_raw_to(&nonce(e), &e.aad, &buf, &mut one_pass);
     let result = cipher(file, e).open_raw(&nonce(e), &e.aad, &mut buf);
     if e.fail {
         assert_eq!(
             result,
             Err(CryptoError),
             "{file}:{}: FAIL entry opened",
+            e.line
+        );
+        assert_eq!(
+            one_pass_result,
+            Err(CryptoError),
+            "{file}:{}: FAIL entry opened in one pass",
             e.line
         );
         return;
@@ -146,6 +175,13 @@ fn check_decrypt(file: &str, e: &Entry) {
             .unwrap_or_else(|| panic!("{file}:{}: neither PT nor FAIL", e.line));
     assert_eq!(result, Ok(pt.len()), "{file}:{}: open", e.line);
     assert_eq!(buf[..pt.len()], *pt, "{file}:{}: plaintext", e.line);
+    assert_eq!(
+        one_pass_result,
+        Ok(pt.len()),
+        "{file}:{}: one-pass open",
+        e.line
+    );
+    assert_eq!(one_pass, *pt, "{file}:{}: one-pass plaintext", e.line);
 }
 
 fn cipher(file: &str, e: &Entry) -> AesGcmCipher {

@@ -3,11 +3,13 @@
 //! post-handshake records byte for byte, then open them back.
 //!
 //! The records go through `PacketCipher::seal_in_place` / `open_in_place`
-//! with the record header as associated data, exactly as `smt-proto` calls
-//! them; only the sequence number is TLS's plain counter here.
+//! (ring, the path of small records) with the record header as associated
+//! data, exactly as `smt-proto` calls them; only the sequence number is
+//! TLS's plain counter here. The last test runs them through the one-pass
+//! path of large records too (aws-lc, `seal_raw_to` / `open_raw_to`).
 
 use smt_crypto::test_vectors::*;
-use smt_crypto::{AeadAlgorithm, AesGcmCipher, TrafficKey};
+use smt_crypto::{record_nonce, AeadAlgorithm, AesGcmCipher, TrafficKey};
 use smt_proto::crypto::{CryptoError, PacketCipher, RECORD_HEADER_LEN, TAG_LEN};
 
 fn server() -> AesGcmCipher {
@@ -121,4 +123,55 @@ fn records_open_only_in_their_place() {
     let mut other_header = *seq1;
     other_header[2] = 0x01; // legacy_record_version 0x0301
     assert_eq!(open_record(&server(), 1, &other_header), Err(CryptoError));
+}
+
+/// The same three records, sealed from the payload with the content type
+/// as `extra` and opened into another buffer, through the one-pass
+/// implementation large records use.
+#[test]
+fn one_pass_path_makes_the_same_records() {
+    /// Cipher, its IV, sequence number, payload, content type, record.
+    type Case<'a> = (AesGcmCipher, [u8; 12], u64, &'a [u8], u8, &'a [u8]);
+    let cases: [Case<'_>; 3] = [
+        (
+            client(),
+            RFC8448_CLIENT_AP_IV,
+            0,
+            &RFC8448_APP_PAYLOAD,
+            CONTENT_TYPE_APPLICATION_DATA,
+            &RFC8448_CLIENT_AP_RECORD_SEQ0,
+        ),
+        (
+            server(),
+            RFC8448_SERVER_AP_IV,
+            1,
+            &RFC8448_APP_PAYLOAD,
+            CONTENT_TYPE_APPLICATION_DATA,
+            &RFC8448_SERVER_AP_RECORD_SEQ1,
+        ),
+        (
+            server(),
+            RFC8448_SERVER_AP_IV,
+            0,
+            &RFC8448_SERVER_NST_PAYLOAD,
+            CONTENT_TYPE_HANDSHAKE,
+            &RFC8448_SERVER_NST_RECORD_SEQ0,
+        ),
+    ];
+    for (cipher, iv, seq, payload, content_type, want) in cases {
+        let header: [u8; RECORD_HEADER_LEN] = want[..RECORD_HEADER_LEN].try_into().unwrap();
+        let nonce = record_nonce(&iv, seq);
+        let mut body = vec![0xa5; want.len() - RECORD_HEADER_LEN];
+        cipher
+            .seal_raw_to(&nonce, &header, payload, &[content_type], &mut body)
+            .unwrap();
+        assert_eq!(body, want[RECORD_HEADER_LEN..], "seq {seq}");
+        let mut inner = vec![0x5a; body.len() - TAG_LEN];
+        let n = cipher.open_raw_to(&nonce, &header, &body, &mut inner);
+        assert_eq!(n, Ok(payload.len() + 1));
+        assert_eq!(
+            (&inner[..payload.len()], inner[payload.len()]),
+            (payload, content_type)
+        );
+    }
 }
