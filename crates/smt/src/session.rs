@@ -46,13 +46,13 @@ pub enum SessionOrigin {
 
 impl SessionOrigin {
     /// The origin of a handshake of `kind` a peer started.
-    pub(crate) fn accepted(kind: u8) -> Self {
-        use smt_proto::handshake_kind as k;
+    pub(crate) fn accepted(kind: smt_proto::HandshakeKind) -> Self {
+        use smt_proto::HandshakeKind as k;
         match kind {
             k::TLS13 => Self::Tls,
             k::SMT_TICKET => Self::ZeroRttTicket,
             k::PSK_NONCE => Self::Psk,
-            other => Self::Handshake(other),
+            other => Self::Handshake(other.0),
         }
     }
 }

@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use smt_proto::{
-    handshake_kind, AddressProof, Handshake, HandshakeAcceptor, HandshakeError, KeyResolver,
+    AddressProof, Handshake, HandshakeAcceptor, HandshakeError, HandshakeKind, KeyResolver,
     PeerIdentity, SessionKeys,
 };
 
@@ -170,7 +170,7 @@ impl RecordingAcceptor {
     fn wrap(
         &self,
         peer: SocketAddr,
-        kind: u8,
+        kind: HandshakeKind,
         inner: Option<Box<dyn Handshake>>,
     ) -> Option<Box<dyn Handshake>> {
         Some(Box::new(Recording {
@@ -185,10 +185,10 @@ impl RecordingAcceptor {
 impl HandshakeAcceptor for RecordingAcceptor {
     fn accept(&mut self, peer: SocketAddr) -> Option<Box<dyn Handshake>> {
         let inner = self.inner.accept(peer);
-        self.wrap(peer, handshake_kind::TLS13, inner)
+        self.wrap(peer, HandshakeKind::TLS13, inner)
     }
 
-    fn accept_kind(&mut self, peer: SocketAddr, kind: u8) -> Option<Box<dyn Handshake>> {
+    fn accept_kind(&mut self, peer: SocketAddr, kind: HandshakeKind) -> Option<Box<dyn Handshake>> {
         let inner = self.inner.accept_kind(peer, kind);
         self.wrap(peer, kind, inner)
     }
@@ -201,7 +201,7 @@ impl HandshakeAcceptor for RecordingAcceptor {
 struct Recording {
     inner: Box<dyn Handshake>,
     peer: SocketAddr,
-    kind: u8,
+    kind: HandshakeKind,
     pending: Shared,
 }
 
