@@ -122,6 +122,12 @@ impl Drop for Handle {
 /// of their own, so they keep the endpoint open until someone calls
 /// `close`.
 ///
+/// When the close ends, every waiter wakes with [`Error::Closed`]:
+/// `accept` and `accept_async` (so an accept loop, threaded or tokio,
+/// ends), calls awaiting their reply, and `call` or `call_async` waiting
+/// for a place among the outstanding calls; an endpoint polled through
+/// [`Endpoint::ready_fd`] turns readable and `try_accept` says `Closed`.
+///
 /// # Bounds
 /// At most [`EndpointConfig::max_outstanding_calls`] calls run at once:
 /// a further `call` blocks, and `call_async` waits, until one ends.
@@ -378,7 +384,9 @@ impl Endpoint {
         Ok(req)
     }
 
-    /// Waits for the next request, asynchronously.
+    /// Waits for the next request, asynchronously. Fails with
+    /// [`Error::Closed`] once the endpoint is closed (`close` or
+    /// `close_async` from anywhere ends the wait).
     pub async fn accept_async(&self) -> Result<crate::IncomingRequest, Error> {
         let shared = self.shared();
         if let Ok(req) = shared.requests.try_recv() {

@@ -98,6 +98,11 @@ impl Answer<'_> {
 /// once: a call takes a token before it starts and gives it back when it
 /// ends. The free tokens wait in a bounded channel, which serves blocking
 /// callers (`recv`) and async ones (`recv_async`) alike, in order.
+///
+/// A close must wake the callers waiting for a token even when the calls
+/// holding every token are not given back (an async call's future kept
+/// but no longer polled holds its token until dropped): it adds one
+/// token beyond the limit (see [`Permits::relay_close`]).
 struct Permits {
     give: flume::Sender<()>,
     take: flume::Receiver<()>,
@@ -125,6 +130,14 @@ impl Permits {
         let _ = self.take.recv_async().await;
         Permit(self)
     }
+
+    /// Wakes the callers waiting for a token once the endpoint is closed:
+    /// one extra token relays from waiter to waiter, since each sees the
+    /// close, fails with [`Error::Closed`] and gives it back. A full
+    /// channel refuses it, and then nobody waits.
+    fn relay_close(&self) {
+        let _ = self.give.try_send(());
+    }
 }
 
 /// One call's token; dropping it frees the place.
@@ -150,6 +163,10 @@ enum Waiter {
 pub(crate) struct Inner {
     engine: Engine,
     calls: HashMap<CallToken, Waiter>,
+    /// Where requests for the application are queued (see
+    /// [`Shared::requests`]); dropped at the end of a close, so that
+    /// async accepters waiting on the queue wake with [`Error::Closed`].
+    requests_tx: Option<flume::Sender<IncomingRequest>>,
     leader: Option<Leader>,
     /// Set while the leader sleeps on the socket.
     sleep: Option<Sleep>,
@@ -183,8 +200,7 @@ pub(crate) struct Shared {
     /// Requests for the application, at most
     /// `ProtocolConfig::max_pending_requests` (the core refuses complete
     /// requests beyond those the application holds, queued ones included,
-    /// with OVERLOADED).
-    requests_tx: flume::Sender<IncomingRequest>,
+    /// with OVERLOADED). Disconnected once the endpoint is closed.
     pub requests: flume::Receiver<IncomingRequest>,
     pub ready: Ready,
     /// Async calls and accepts being awaited (the background thread drives
@@ -221,6 +237,7 @@ impl Shared {
         let inner = Inner {
             engine,
             calls: HashMap::new(),
+            requests_tx: Some(requests_tx),
             leader: None,
             sleep: None,
             wake_sent: false,
@@ -234,7 +251,6 @@ impl Shared {
         Ok(Arc::new(Self {
             inner: Mutex::new(inner),
             wake: WakePipe::new()?,
-            requests_tx,
             requests,
             ready: Ready::new()?,
             async_waiters: AtomicUsize::new(0),
@@ -742,19 +758,20 @@ impl Shared {
             match outcome {
                 Outcome::Reply { call, result } => deliver_reply(g, call, result),
                 Outcome::Request { rpc, data } => {
-                    if self.requests_tx.is_full() {
+                    let Some(queue) = g.requests_tx.as_ref().filter(|q| !q.is_full()) else {
                         // Cannot happen: the core refuses requests beyond
                         // `max_pending_requests` unanswered ones, and the
-                        // queue holds that many. Should it, the client
-                        // hears ABANDONED rather than wait.
-                        tracing::warn!(peer = %rpc.peer, "request queue full: request abandoned");
+                        // queue holds that many; a closed endpoint has
+                        // stopped receiving. Should it, the client hears
+                        // ABANDONED rather than wait.
+                        tracing::warn!(peer = %rpc.peer, "request queue full or closed: request abandoned");
                         g.engine.abandon(rpc);
                         continue;
-                    }
+                    };
                     let request = IncomingRequest::new(rpc, data, self.clone());
                     // Only this function sends, under the engine lock, and
                     // the queue has room: sending cannot fail or block.
-                    let _ = self.requests_tx.try_send(request);
+                    let _ = queue.try_send(request);
                     self.ready.notify();
                     if let Some(thread) = g.accepting.pop() {
                         g.wakes.push(thread);
@@ -800,7 +817,9 @@ impl Shared {
     }
 
     /// Ends the close: every waiting call fails with [`Error::Closed`],
-    /// and every parked or sleeping thread wakes to see it.
+    /// and every waiter wakes to see it: parked or sleeping threads,
+    /// async accepters (the request queue disconnects), callers waiting
+    /// for a place (blocking or async), `ready_fd` pollers.
     fn finish_close(self: &Arc<Self>, g: &mut Inner) {
         g.engine.fail_all_calls();
         self.route(g);
@@ -809,6 +828,7 @@ impl Shared {
         while let Ok(request) = self.requests.try_recv() {
             g.engine.abandon(request.into_rpc());
         }
+        g.requests_tx = None;
         g.engine.flush();
         g.engine.close_socket();
         g.watch = None;
@@ -828,6 +848,7 @@ impl Shared {
         }
         self.wake_leader(g);
         wake_background(g);
+        self.permits.relay_close();
         self.ready.mark_closed();
     }
 
