@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 use smt_proto::{KeyResolver, Payload, SessionKeys};
@@ -156,7 +156,24 @@ impl std::fmt::Debug for Endpoint {
     }
 }
 
+/// A handle that does not keep its endpoint open (what a metrics
+/// collector holds).
+#[derive(Clone)]
+pub(crate) struct WeakEndpoint(Weak<Handle>);
+
+impl WeakEndpoint {
+    /// The endpoint, while some handle still holds it.
+    pub fn upgrade(&self) -> Option<Endpoint> {
+        self.0.upgrade().map(|handle| Endpoint { handle })
+    }
+}
+
 impl Endpoint {
+    /// A handle that does not keep this endpoint open.
+    pub(crate) fn downgrade(&self) -> WeakEndpoint {
+        WeakEndpoint(Arc::downgrade(&self.handle))
+    }
+
     /// Binds a socket and starts the background thread.
     pub fn bind(addr: SocketAddr, config: EndpointConfig) -> Result<Self, Error> {
         let engine = Engine::bind(addr, &config, Box::new(SystemClock))?;

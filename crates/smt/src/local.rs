@@ -33,12 +33,16 @@ pub struct CallId(CallToken);
 /// A received request; answer it with [`LocalEndpoint::respond`] or drop
 /// its state with [`LocalEndpoint::abandon`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct RequestId(ServerRpcHandle);
+pub struct RequestId {
+    rpc: ServerRpcHandle,
+    /// When the engine delivered it (its handler latency runs from here).
+    delivered: Instant,
+}
 
 impl RequestId {
     /// Who sent the request.
     pub fn peer(&self) -> SocketAddr {
-        self.0.peer
+        self.rpc.peer
     }
 }
 
@@ -71,8 +75,8 @@ impl From<Outcome> for LocalEvent {
                 call: CallId(call),
                 error,
             },
-            Outcome::Request { rpc, data } => Self::Request {
-                request: RequestId(rpc),
+            Outcome::Request { rpc, data, at } => Self::Request {
+                request: RequestId { rpc, delivered: at },
                 data,
             },
         }
@@ -230,7 +234,8 @@ impl LocalEndpoint {
         request: RequestId,
         response: impl Into<Payload<'a>>,
     ) -> Result<(), Error> {
-        self.engine.respond(request.0, response.into())
+        self.engine
+            .respond(request.rpc, response.into(), request.delivered)
     }
 
     /// Sends what is queued now, as far as the peers' grants and the
@@ -243,7 +248,7 @@ impl LocalEndpoint {
     /// Drops an unanswered request: the client's call fails at once with
     /// `RpcError::Abandoned`, and the request is never executed twice.
     pub fn abandon(&mut self, request: RequestId) {
-        self.engine.abandon(request.0);
+        self.engine.abandon(request.rpc);
     }
 
     /// Gives up on a call; no event will report it. Its state is freed at

@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
 use smt_proto::ServerRpcHandle;
@@ -16,6 +17,8 @@ use crate::Error;
 pub struct IncomingRequest {
     rpc: ServerRpcHandle,
     data: Bytes,
+    /// When the engine delivered it (its handler latency runs from here).
+    delivered: Instant,
     shared: Option<Arc<Shared>>,
 }
 
@@ -30,10 +33,16 @@ impl std::fmt::Debug for IncomingRequest {
 }
 
 impl IncomingRequest {
-    pub(crate) fn new(rpc: ServerRpcHandle, data: Bytes, shared: Arc<Shared>) -> Self {
+    pub(crate) fn new(
+        rpc: ServerRpcHandle,
+        data: Bytes,
+        delivered: Instant,
+        shared: Arc<Shared>,
+    ) -> Self {
         Self {
             rpc,
             data,
+            delivered,
             shared: Some(shared),
         }
     }
@@ -77,7 +86,7 @@ impl IncomingRequest {
     /// that will not come.
     pub fn respond<'a>(mut self, response: impl Into<crate::Payload<'a>>) -> Result<(), Error> {
         let shared = self.shared.take().ok_or(Error::Closed)?;
-        shared.respond(self.rpc, response.into())
+        shared.respond(self.rpc, response.into(), self.delivered)
     }
 }
 

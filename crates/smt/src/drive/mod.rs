@@ -41,7 +41,8 @@ use std::time::Instant;
 
 use smt_proto::{Payload, ServerRpcHandle};
 
-use self::handoff::{lock_ignoring_poison, HasWakes, Reply, Slot, Wakes};
+pub(crate) use self::handoff::lock_ignoring_poison;
+use self::handoff::{HasWakes, Reply, Slot, Wakes};
 use crate::endpoint::Ready;
 use crate::engine::{CallToken, Engine, Outcome};
 use crate::wait::{wait, WakePipe};
@@ -76,7 +77,8 @@ struct Sleep {
 /// shared, not copied: a megabyte copy was a megabyte of fresh pages to
 /// fault in whenever the allocator had just given memory back.
 enum Answer<'a> {
-    Respond(ServerRpcHandle, Payload<'a>),
+    /// The response to a request delivered to the application then.
+    Respond(ServerRpcHandle, Payload<'a>, Instant),
     Abandon(ServerRpcHandle),
 }
 
@@ -85,7 +87,7 @@ impl Answer<'_> {
     /// request is abandoned (the client hears so at once).
     fn apply(self, engine: &mut Engine) -> Result<(), Error> {
         match self {
-            Self::Respond(rpc, data) => engine.respond(rpc, data),
+            Self::Respond(rpc, data, delivered) => engine.respond(rpc, data, delivered),
             Self::Abandon(rpc) => {
                 engine.abandon(rpc);
                 Ok(())
@@ -485,8 +487,13 @@ impl Shared {
 
     /// Sends a response at once. One that cannot be sent is an error, and
     /// its request is abandoned: the client hears so at once.
-    pub fn respond(self: &Arc<Self>, rpc: ServerRpcHandle, data: Payload<'_>) -> Result<(), Error> {
-        self.answer(Answer::Respond(rpc, data))
+    pub fn respond(
+        self: &Arc<Self>,
+        rpc: ServerRpcHandle,
+        data: Payload<'_>,
+        delivered: Instant,
+    ) -> Result<(), Error> {
+        self.answer(Answer::Respond(rpc, data, delivered))
     }
 
     pub fn abandon(self: &Arc<Self>, rpc: ServerRpcHandle) {
@@ -757,7 +764,7 @@ impl Shared {
         while let Some(outcome) = g.engine.poll_outcome() {
             match outcome {
                 Outcome::Reply { call, result } => deliver_reply(g, call, result),
-                Outcome::Request { rpc, data } => {
+                Outcome::Request { rpc, data, at } => {
                     let Some(queue) = g.requests_tx.as_ref().filter(|q| !q.is_full()) else {
                         // Cannot happen: the core refuses requests beyond
                         // `max_pending_requests` unanswered ones, and the
@@ -768,7 +775,7 @@ impl Shared {
                         g.engine.abandon(rpc);
                         continue;
                     };
-                    let request = IncomingRequest::new(rpc, data, self.clone());
+                    let request = IncomingRequest::new(rpc, data, at, self.clone());
                     // Only this function sends, under the engine lock, and
                     // the queue has room: sending cannot fail or block.
                     let _ = queue.try_send(request);

@@ -22,6 +22,7 @@
 mod calls;
 mod memory;
 mod sessions;
+mod timing;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -39,6 +40,7 @@ use smt_udp::{Features, Socket};
 
 use self::calls::Calls;
 use self::sessions::{Parked, Sessions, Started};
+pub(crate) use self::timing::Timing;
 use crate::io::Io;
 use crate::observe::{CaptureTap, Framing};
 use crate::recycle::Recycler;
@@ -77,8 +79,13 @@ pub(crate) enum Outcome {
         call: CallToken,
         result: Result<Bytes, Error>,
     },
-    /// A complete, authenticated request.
-    Request { rpc: ServerRpcHandle, data: Bytes },
+    /// A complete, authenticated request, delivered to the application
+    /// `at` (its handler latency runs from then to the response).
+    Request {
+        rpc: ServerRpcHandle,
+        data: Bytes,
+        at: Instant,
+    },
 }
 
 /// One endpoint's state and socket. See the module docs for the call order.
@@ -89,6 +96,8 @@ pub(crate) struct Engine {
     sessions: Sessions,
     /// Every outstanding call: its RPC, its deadline.
     calls: Calls,
+    /// Round trips, requests served and handler latency.
+    timing: Timing,
     /// [`EndpointConfig::call_timeout`].
     call_timeout: Option<Duration>,
     outcomes: VecDeque<Outcome>,
@@ -135,6 +144,7 @@ impl Engine {
             clock,
             sessions: Sessions::new(),
             calls: Calls::new(config.max_outstanding_calls()),
+            timing: Timing::default(),
             call_timeout: config.call_timeout(),
             outcomes: VecDeque::new(),
             recycler: Arc::default(),
@@ -164,13 +174,13 @@ impl Engine {
     /// The endpoint's counters with its `max_peers` busiest peers'
     /// (O(sessions) unless 0).
     pub fn stats(&self, max_peers: usize) -> Stats {
-        crate::stats::snapshot(&self.core, max_peers)
+        crate::stats::snapshot(&self.core, &self.timing, max_peers)
     }
 
     /// `peer`'s session counters, if it has a session.
     pub fn peer_stats(&self, peer: SocketAddr) -> Option<PeerStats> {
         let stats = self.core.peer_stats(peer)?;
-        Some(PeerStats::new(peer, &stats))
+        Some(PeerStats::new(peer, &stats, &self.timing))
     }
 
     /// The offload engine's counters, with `EndpointConfig::offload`.
@@ -246,7 +256,9 @@ impl Engine {
     // ---- commands ----
 
     pub fn install_session(&mut self, peer: SocketAddr, keys: SessionKeys) -> Result<(), Error> {
-        self.core.install_session(peer, keys).map_err(Error::Send)
+        self.core.install_session(peer, keys).map_err(Error::Send)?;
+        self.timing.session_started(peer);
+        Ok(())
     }
 
     pub fn set_key_resolver(&mut self, resolver: Box<dyn KeyResolver>) {
@@ -298,7 +310,9 @@ impl Engine {
         }
         let now = self.clock.now();
         let timeout = options.timeout_or(self.call_timeout);
-        let call = self.calls.open(now, timeout, options.priority_value());
+        let call = self
+            .calls
+            .open(now, peer, timeout, options.priority_value());
         if let Err(e) = self.start(now, peer, call, data) {
             self.calls.end(call);
             return Err(e);
@@ -306,16 +320,25 @@ impl Engine {
         Ok(call)
     }
 
-    /// Queues the response to `rpc` (transmitted by the next turn or
-    /// flush). A response that cannot be sent (too large, the client gone)
-    /// is an error, and the request is abandoned: its client hears so at
-    /// once instead of waiting for a response that will never come.
-    pub fn respond(&mut self, rpc: ServerRpcHandle, data: Payload<'_>) -> Result<(), Error> {
+    /// Queues the response to `rpc`, delivered to the application at
+    /// `delivered` (transmitted by the next turn or flush). A response
+    /// that cannot be sent (too large, the client gone) is an error, and
+    /// the request is abandoned: its client hears so at once instead of
+    /// waiting for a response that will never come.
+    pub fn respond(
+        &mut self,
+        rpc: ServerRpcHandle,
+        data: Payload<'_>,
+        delivered: Instant,
+    ) -> Result<(), Error> {
         let now = self.clock.now();
         let sent = self.core.send_response(now, rpc, data);
-        if let Err(e) = &sent {
-            tracing::debug!(peer = %rpc.peer, id = rpc.id, "response not sent, request abandoned: {e}");
-            self.core.abandon_request(rpc);
+        match &sent {
+            Ok(()) => self.timing.served(now.saturating_duration_since(delivered)),
+            Err(e) => {
+                tracing::debug!(peer = %rpc.peer, id = rpc.id, "response not sent, request abandoned: {e}");
+                self.abandon(rpc);
+            }
         }
         sent.map_err(Error::Send)
     }
@@ -324,6 +347,7 @@ impl Engine {
     /// `RpcError::Abandoned`, and the request is never executed twice.
     pub fn abandon(&mut self, rpc: ServerRpcHandle) {
         self.core.abandon_request(rpc);
+        self.timing.abandoned();
     }
 
     /// Gives up on a call; no outcome will report it. An RPC already sent
@@ -508,9 +532,9 @@ impl Engine {
     fn dispatch(&mut self, now: Instant) {
         while let Some(event) = self.core.poll_event() {
             match event {
-                Event::Response { rpc, data } => self.finish(rpc, Ok(data)),
-                Event::Failed { rpc, error } => self.finish(rpc, Err(Error::Rpc(error))),
-                Event::Request { rpc, data } => self.deliver_request(rpc, data),
+                Event::Response { rpc, data } => self.finish(now, rpc, Ok(data)),
+                Event::Failed { rpc, error } => self.finish(now, rpc, Err(Error::Rpc(error))),
+                Event::Request { rpc, data } => self.deliver_request(now, rpc, data),
                 Event::Connected { peer } => self.handshake_succeeded(now, peer),
                 Event::HandshakeFailed { peer, error } => self.handshake_failed(peer, &error),
                 // Server-side handshakes need nothing from the engine.
@@ -519,10 +543,15 @@ impl Engine {
         }
     }
 
-    fn finish(&mut self, rpc: RpcHandle, result: Result<Vec<u8>, Error>) {
+    fn finish(&mut self, now: Instant, rpc: RpcHandle, result: Result<Vec<u8>, Error>) {
         match self.calls.finish_rpc(rpc) {
-            Some(call) => {
+            Some(done) => {
+                if result.is_ok() {
+                    let rtt = now.saturating_duration_since(done.opened);
+                    self.timing.call_completed(&self.core, done.peer, rtt);
+                }
                 let result = result.map(|data| self.recycler.wrap(data));
+                let call = done.call;
                 self.outcomes.push_back(Outcome::Reply { call, result });
             }
             // Cancelled: nobody wants the data, the pool does.
@@ -534,14 +563,15 @@ impl Engine {
         }
     }
 
-    fn deliver_request(&mut self, rpc: ServerRpcHandle, data: Vec<u8>) {
+    fn deliver_request(&mut self, now: Instant, rpc: ServerRpcHandle, data: Vec<u8>) {
         if self.closing.is_some() {
             self.core.abandon_request(rpc);
             self.core.recycle(data);
             return;
         }
         let data = self.recycler.wrap(data);
-        self.outcomes.push_back(Outcome::Request { rpc, data });
+        self.outcomes
+            .push_back(Outcome::Request { rpc, data, at: now });
     }
 
     /// Starts the calls that waited for keys with `peer`.
@@ -551,6 +581,7 @@ impl Engine {
         // `handshake_abort_ticks`, and copying the parked calls' requests
         // (64 MiB or more) can take longer than that on a busy machine.
         self.io.transmit(&mut self.core, now);
+        self.timing.session_started(peer);
         for parked in self.sessions.handshake_ended(peer) {
             self.restart(now, peer, parked);
         }
