@@ -23,6 +23,10 @@ bash scripts/c-api-test.sh --install || echo "test.sh: c++/pkg-config not instal
 # with iproute2's ip and tc; installed when root and missing, otherwise
 # those tests report SKIPPED.
 bash scripts/innetwork-topo.sh --install || echo "test.sh: iproute2 not installed; the smt-forwarder topology tests will be skipped"
+# Debian's prometheus package ships promtool, which checks the metrics
+# pages (several endpoints in one) as Prometheus would; installed when
+# root, otherwise those checks report SKIPPED.
+bash scripts/promtool-test.sh --install || echo "test.sh: promtool not installed; its checks of the metrics pages will be skipped"
 # A hung test must not use up CI's whole budget in silence: past the
 # limit the run stops, and cargo's "has been running for over 60 seconds"
 # lines above name the test. A clean run takes ~15 minutes on 2 cores.
