@@ -4,6 +4,8 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use smt::stats::quantile;
+
 use crate::amplify::ProbeResult;
 use crate::classes::Class;
 use crate::flood::Tally;
@@ -82,14 +84,6 @@ impl Summary {
             _ => "—".into(),
         }
     }
-}
-
-fn quantile(sorted: &[Duration], q: f64) -> Option<Duration> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted.get(rank - 1).copied()
 }
 
 fn ms(d: Duration) -> String {

@@ -427,6 +427,9 @@ const COUNTERS: &[Counter] = &[
 /// A gauge: name after its prefix, help, how it is read.
 type Gauge<T> = (&'static str, &'static str, fn(&T) -> u64);
 
+/// A histogram of durations: name after its prefix, help, where it is.
+type Timed<T> = (&'static str, &'static str, fn(&T) -> &LatencyHistogram);
+
 /// The endpoint's gauges (`smt_*`).
 const GAUGES: [Gauge<Stats>; 7] = [
     ("sessions", "Sessions with keys.", |s| s.held.sessions),
@@ -497,7 +500,7 @@ fn write_endpoints(enc: &mut DescriptorEncoder<'_>, snaps: &[Labelled]) -> fmt::
             counter(&mut family, &labels, n)?;
         }
     }
-    let durations: [(&str, &str, fn(&Counters) -> &LatencyHistogram); 2] = [
+    let durations: [Timed<Counters>; 2] = [
         ("rpc_rtt_seconds", RTT_HELP, |c| &c.rtt),
         ("handler_latency_seconds", HANDLER_HELP, |c| {
             &c.handler_latency
