@@ -32,6 +32,10 @@ bash scripts/memnode-test.sh --install || echo "test.sh: a remote-memory depende
 # network namespace; installed when root (the suite needs root anyway),
 # otherwise it reports SKIPPED.
 bash scripts/hostile-test.sh --install || echo "test.sh: ip/ss not installed; smt-hostile's suite will be skipped"
+# Debian's prometheus package ships promtool, which checks the metrics
+# pages (several endpoints in one) as Prometheus would; installed when
+# root, otherwise those checks report SKIPPED.
+bash scripts/promtool-test.sh --install || echo "test.sh: promtool not installed; its checks of the metrics pages will be skipped"
 # A hung test must not use up CI's whole budget in silence: past the
 # limit the run stops, and cargo's "has been running for over 60 seconds"
 # lines above name the test. A clean run takes ~15 minutes on 2 cores.

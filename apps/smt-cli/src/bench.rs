@@ -105,7 +105,7 @@ fn first_response(
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
-    v[v.len() / 2]
+    smt::stats::quantile(&v, 0.5).unwrap_or_default()
 }
 
 pub fn handshake(args: BenchHandshakeArgs) -> Result<(), CliError> {

@@ -53,7 +53,7 @@ const MAX_CONNECTIONS: usize = 64;
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 /// The exposition format's content type (Prometheus text, version 0.0.4).
-const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+const PROMETHEUS_TEXT: &str = smt::metrics::CONTENT_TYPE;
 
 /// Starts answering scrapes on `listen` for `endpoint`, with its
 /// `peers` busiest peers as `smt_peer_*` metrics. Returns the bound
@@ -310,14 +310,14 @@ mod tests {
         // The RTT histogram: cumulative buckets ending at +Inf, its count
         // and its sum as the stats say.
         let rtt = buckets(&scrape, "smt_rpc_rtt_seconds", &[]);
-        assert_eq!(rtt.len(), smt::stats::RttHistogram::BUCKETS);
+        assert_eq!(rtt.len(), smt::stats::LatencyHistogram::BUCKETS);
         assert_eq!(rtt.last().unwrap(), &(f64::INFINITY, RPCS as f64));
         let mut cumulative = 0;
         for ((le, count), (i, n)) in rtt.iter().zip(t.rtt.buckets().iter().enumerate()) {
             cumulative += n;
             assert_eq!(*count, cumulative as f64);
             let bound =
-                smt::stats::RttHistogram::bound(i).map_or(f64::INFINITY, |b| b.as_secs_f64());
+                smt::stats::LatencyHistogram::bound(i).map_or(f64::INFINITY, |b| b.as_secs_f64());
             assert_eq!(*le, bound);
         }
         assert_eq!(

@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use smt::stats::Counters;
+use smt::stats::{quantile, Counters};
 use smt::{DropReason, Endpoint, EndpointConfig, Stats};
 
 use crate::error::CliError;
@@ -227,13 +227,6 @@ fn throughput_phase(
     Ok((done.load(Ordering::Relaxed), start.elapsed()))
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
-}
-
 fn mean(durations: &[Duration]) -> Duration {
     let n = u32::try_from(durations.len()).unwrap_or(u32::MAX).max(1);
     durations.iter().sum::<Duration>() / n
@@ -273,8 +266,8 @@ pub fn measure(
     Ok(Row {
         size,
         rpcs: rtts.len() as u64 + done,
-        p50: percentile(&rtts, 0.5),
-        p99: percentile(&rtts, 0.99),
+        p50: quantile(&rtts, 0.5).unwrap_or_default(),
+        p99: quantile(&rtts, 0.99).unwrap_or_default(),
         mean: mean(&rtts),
         rpc_per_s,
         gbit_per_s: rpc_per_s * size as f64 * 2.0 * 8.0 / 1e9,

@@ -20,6 +20,41 @@ use serde_json::Value as Json;
 
 /// The body of `GET /metrics` at `addr`, with its status line checked.
 fn scrape(addr: &str) -> Scrape {
+    let body = scrape_text(addr);
+    Scrape::parse(body.lines().map(|l| Ok(l.to_string()))).expect("Prometheus text format")
+}
+
+/// `promtool check metrics` on `page`: `None` without promtool (installed
+/// by `scripts/promtool-test.sh --install`), else what it said when it
+/// found fault (empty when it found none).
+fn promtool_problems(page: &str) -> Option<String> {
+    let mut child = match Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => panic!("promtool: {e}"),
+    };
+    let mut stdin = child.stdin.take().unwrap();
+    let text = page.to_string();
+    let writer = std::thread::spawn(move || stdin.write_all(text.as_bytes()));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    let said =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    Some(if out.status.success() {
+        said
+    } else {
+        format!("{}: {said}", out.status)
+    })
+}
+
+/// The body of `GET /metrics` at `addr`, with its status line checked.
+fn scrape_text(addr: &str) -> String {
     let mut s = TcpStream::connect(addr).expect("connect to --metrics");
     write!(s, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
     let mut text = String::new();
@@ -30,7 +65,7 @@ fn scrape(addr: &str) -> Scrape {
         head.contains("Content-Type: text/plain; version=0.0.4"),
         "{head}"
     );
-    Scrape::parse(body.lines().map(|l| Ok(l.to_string()))).expect("Prometheus text format")
+    body.to_string()
 }
 
 /// A counter or gauge by name and labels.
@@ -101,9 +136,15 @@ fn a_servers_metrics_parse_and_agree_with_its_counters() {
     std::thread::sleep(Duration::from_millis(300));
     while lines.try_recv().is_ok() {}
 
+    let page = scrape_text(&metrics);
+    match promtool_problems(&page) {
+        None => println!("SKIPPED: promtool check (promtool not installed)"),
+        Some(problems) => assert!(problems.trim().is_empty(), "promtool: {problems}"),
+    }
     let s = scrape(&metrics);
-    // Every request the client completed was received once.
+    // Every request the client completed was received once, and served.
     assert_eq!(value(&s, "smt_messages_received_total", &[]), calls);
+    assert_eq!(value(&s, "smt_requests_served_total", &[]), calls);
     assert_eq!(value(&s, "smt_handshakes_completed_total", &[]), 1);
     let peer = [("peer", client_addr)];
     assert_eq!(value(&s, "smt_peer_messages_received_total", &peer), calls);
@@ -130,6 +171,16 @@ fn a_servers_metrics_parse_and_agree_with_its_counters() {
         .expect("the RTT histogram");
     match &rtt.value {
         Value::Histogram(h) => assert!(h.iter().all(|b| b.count == 0.0)),
+        other => panic!("{other:?}"),
+    }
+    // Its handler answered every call: that many handler latencies.
+    let handled = s
+        .samples
+        .iter()
+        .find(|x| x.metric == "smt_handler_latency_seconds")
+        .expect("the handler latency histogram");
+    match &handled.value {
+        Value::Histogram(h) => assert_eq!(h.last().unwrap().count, calls as f64),
         other => panic!("{other:?}"),
     }
 

@@ -35,11 +35,10 @@ pub struct Record {
     pub slowdown_p99: Option<f64>,
 }
 
+/// The `p`-quantile of `sorted` by the workspace's one rule (nearest
+/// rank, [`smt::stats::quantile`]); 0 for no samples.
 fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+    smt::stats::quantile(sorted, p).unwrap_or(0.0)
 }
 
 impl Record {

@@ -7,6 +7,8 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use smt::stats::quantile;
+
 use crate::amplify::ProbeResult;
 use crate::checks::{checks, CheckKind, MAX_AFTER_GROWTH, MAX_AMPLIFICATION};
 use crate::classes::Class;
@@ -74,14 +76,6 @@ impl Summary {
             None => "—".into(),
         }
     }
-}
-
-fn quantile(sorted: &[Duration], q: f64) -> Option<Duration> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted.get(rank - 1).copied()
 }
 
 pub(crate) fn ms(d: Duration) -> String {

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use smt::keys::{fresh_session_pair, AeadAlgorithm};
+use smt::stats::quantile;
 use smt::{Bytes, Endpoint, EndpointConfig};
 
 fn main() {
@@ -108,7 +109,7 @@ fn main() {
 
 fn report(what: &str, waits: &mut [Duration]) {
     waits.sort();
-    let at = |q: f64| waits[((waits.len() - 1) as f64 * q) as usize];
+    let at = |q: f64| quantile(waits, q).unwrap_or_default();
     println!(
         "{what:>16}: {} calls, median {:?}, p99 {:?}, p99.9 {:?}, max {:?}",
         waits.len(),

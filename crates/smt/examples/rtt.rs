@@ -14,6 +14,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use smt::keys::{fresh_session_pair, AeadAlgorithm};
+use smt::stats::quantile;
 use smt::{Endpoint, EndpointConfig, LocalEndpoint, LocalEvent};
 
 fn main() {
@@ -56,7 +57,7 @@ fn main() {
 
 fn report(name: &str, mut samples: Vec<Duration>) {
     samples.sort();
-    let pick = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e6;
+    let pick = |q: f64| quantile(&samples, q).unwrap_or_default().as_secs_f64() * 1e6;
     println!(
         "{name:<24} p50 {:>7.1} µs  p99 {:>7.1} µs",
         pick(0.5),

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 use smt_proto::{KeyResolver, Payload, SessionKeys};
@@ -122,6 +122,12 @@ impl Drop for Handle {
 /// of their own, so they keep the endpoint open until someone calls
 /// `close`.
 ///
+/// When the close ends, every waiter wakes with [`Error::Closed`]:
+/// `accept` and `accept_async` (so an accept loop, threaded or tokio,
+/// ends), calls awaiting their reply, and `call` or `call_async` waiting
+/// for a place among the outstanding calls; an endpoint polled through
+/// [`Endpoint::ready_fd`] turns readable and `try_accept` says `Closed`.
+///
 /// # Bounds
 /// At most [`EndpointConfig::max_outstanding_calls`] calls run at once:
 /// a further `call` blocks, and `call_async` waits, until one ends.
@@ -150,7 +156,24 @@ impl std::fmt::Debug for Endpoint {
     }
 }
 
+/// A handle that does not keep its endpoint open (what a metrics
+/// collector holds).
+#[derive(Clone)]
+pub(crate) struct WeakEndpoint(Weak<Handle>);
+
+impl WeakEndpoint {
+    /// The endpoint, while some handle still holds it.
+    pub fn upgrade(&self) -> Option<Endpoint> {
+        self.0.upgrade().map(|handle| Endpoint { handle })
+    }
+}
+
 impl Endpoint {
+    /// A handle that does not keep this endpoint open.
+    pub(crate) fn downgrade(&self) -> WeakEndpoint {
+        WeakEndpoint(Arc::downgrade(&self.handle))
+    }
+
     /// Binds a socket and starts the background thread.
     pub fn bind(addr: SocketAddr, config: EndpointConfig) -> Result<Self, Error> {
         let engine = Engine::bind(addr, &config, Box::new(SystemClock))?;
@@ -378,7 +401,9 @@ impl Endpoint {
         Ok(req)
     }
 
-    /// Waits for the next request, asynchronously.
+    /// Waits for the next request, asynchronously. Fails with
+    /// [`Error::Closed`] once the endpoint is closed (`close` or
+    /// `close_async` from anywhere ends the wait).
     pub async fn accept_async(&self) -> Result<crate::IncomingRequest, Error> {
         let shared = self.shared();
         if let Ok(req) = shared.requests.try_recv() {

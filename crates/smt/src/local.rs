@@ -32,13 +32,35 @@ pub struct CallId(CallToken);
 
 /// A received request; answer it with [`LocalEndpoint::respond`] or drop
 /// its state with [`LocalEndpoint::abandon`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct RequestId(ServerRpcHandle);
+///
+/// Two IDs are equal when they name the same request: the one in
+/// [`LocalEvent::RequestCancelled`] equals the one delivered with it.
+#[derive(Clone, Copy, Debug)]
+pub struct RequestId {
+    rpc: ServerRpcHandle,
+    /// When the engine delivered it (its handler latency runs from here;
+    /// in a cancellation, when the cancellation was heard).
+    delivered: Instant,
+}
+
+impl PartialEq for RequestId {
+    fn eq(&self, other: &Self) -> bool {
+        self.rpc == other.rpc
+    }
+}
+
+impl Eq for RequestId {}
+
+impl std::hash::Hash for RequestId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.rpc.hash(state);
+    }
+}
 
 impl RequestId {
     /// Who sent the request.
     pub fn peer(&self) -> SocketAddr {
-        self.0.peer
+        self.rpc.peer
     }
 }
 
@@ -75,12 +97,12 @@ impl From<Outcome> for LocalEvent {
                 call: CallId(call),
                 error,
             },
-            Outcome::Request { rpc, data, .. } => Self::Request {
-                request: RequestId(rpc),
+            Outcome::Request { rpc, data, at, .. } => Self::Request {
+                request: RequestId { rpc, delivered: at },
                 data,
             },
-            Outcome::Cancelled { rpc } => Self::RequestCancelled {
-                request: RequestId(rpc),
+            Outcome::Cancelled { rpc, at } => Self::RequestCancelled {
+                request: RequestId { rpc, delivered: at },
             },
         }
     }
@@ -237,7 +259,8 @@ impl LocalEndpoint {
         request: RequestId,
         response: impl Into<Payload<'a>>,
     ) -> Result<(), Error> {
-        self.engine.respond(request.0, response.into())
+        self.engine
+            .respond(request.rpc, response.into(), request.delivered)
     }
 
     /// Sends what is queued now, as far as the peers' grants and the
@@ -250,7 +273,7 @@ impl LocalEndpoint {
     /// Drops an unanswered request: the client's call fails at once with
     /// `RpcError::Abandoned`, and the request is never executed twice.
     pub fn abandon(&mut self, request: RequestId) {
-        self.engine.abandon(request.0);
+        self.engine.abandon(request.rpc);
     }
 
     /// Gives up on a call; no event will report it. Its state is freed at

@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
 use smt_proto::ServerRpcHandle;
@@ -17,6 +18,8 @@ pub struct IncomingRequest {
     rpc: ServerRpcHandle,
     data: Bytes,
     session: Arc<SessionInfo>,
+    /// When the engine delivered it (its handler latency runs from here).
+    delivered: Instant,
     shared: Option<Arc<Shared>>,
 }
 
@@ -35,12 +38,14 @@ impl IncomingRequest {
         rpc: ServerRpcHandle,
         data: Bytes,
         session: Arc<SessionInfo>,
+        delivered: Instant,
         shared: Arc<Shared>,
     ) -> Self {
         Self {
             rpc,
             data,
             session,
+            delivered,
             shared: Some(shared),
         }
     }
@@ -105,7 +110,7 @@ impl IncomingRequest {
     /// that will not come.
     pub fn respond<'a>(mut self, response: impl Into<crate::Payload<'a>>) -> Result<(), Error> {
         let shared = self.shared.take().ok_or(Error::Closed)?;
-        shared.respond(self.rpc, response.into())
+        shared.respond(self.rpc, response.into(), self.delivered)
     }
 }
 

@@ -4,20 +4,28 @@
 //! Every type here is plain data: `Clone`, `PartialEq`, `Default`, and
 //! `serde::Serialize` / `Deserialize` (a JSON document, a metrics
 //! pipeline); [`Stats::write_prometheus`] writes the Prometheus text
-//! exposition format. Counters only grow (for the endpoint's lifetime, or
-//! a session's: a peer whose keys are replaced starts again from zero);
-//! the fields named as gauges say what is held now.
+//! exposition format ([`crate::metrics`] writes several endpoints' in one
+//! page). Counters only grow (for the endpoint's lifetime, or a session's:
+//! a peer whose keys are replaced starts again from zero); the fields
+//! named as gauges say what is held now. Durations are counted in
+//! [`LatencyHistogram`]s, whose quantiles are within 12.25 % of the true
+//! value; [`quantile`] is the same rank rule for sorted samples.
 //!
 //! ```no_run
 //! # fn f(ep: &smt::Endpoint) -> Result<(), smt::Error> {
 //! let stats = ep.stats()?;
 //! println!(
-//!     "{} RPCs, {} failed, {} packets retransmitted, {} datagrams dropped, median RTT ≤ {:?}",
+//!     "{} RPCs, {} failed, {} packets retransmitted, {} datagrams dropped, p99 RTT ≤ {:?}",
 //!     stats.total.rpcs.completed,
 //!     stats.total.rpcs.failed,
 //!     stats.total.packets.retransmitted,
 //!     stats.total.drops.total(),
-//!     stats.total.rtt.quantile(0.5),
+//!     stats.total.rtt.quantile(0.99),
+//! );
+//! println!(
+//!     "served {} requests, p99 handler latency ≤ {:?}",
+//!     stats.total.rpcs.served,
+//!     stats.total.handler_latency.quantile(0.99),
 //! );
 //! let json = serde_json::to_string(&stats).unwrap();
 //! # Ok(()) }
@@ -32,7 +40,8 @@ use std::time::Duration;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-pub use smt_proto::{DropCounts, DropReason, RttHistogram};
+pub use crate::histogram::{quantile, LatencyHistogram};
+pub use smt_proto::{DropCounts, DropReason};
 
 /// A snapshot of one endpoint: its counters (all peers together), what it
 /// holds now, and (from [`crate::Endpoint::stats_with_peers`]) its busiest
@@ -88,13 +97,20 @@ pub struct Counters {
     /// present, most at 0.
     #[serde(with = "drops_by_name")]
     pub drops: DropCounts,
-    /// Round-trip times of the RPCs completed as client: from the call's
-    /// request leaving the application to its whole response (the
-    /// server's processing, retransmissions and restarts included), on
-    /// the endpoint's clock, read once per turn. Log-scale buckets
-    /// ([`RttHistogram`]).
-    #[serde(with = "rtt_buckets")]
-    pub rtt: RttHistogram,
+    /// Round-trip times of the RPCs completed as client: from the
+    /// application's call to its whole response (a handshake it waited
+    /// for, the server's processing, retransmissions and restarts
+    /// included), on the endpoint's clock, read once per command or turn.
+    /// Fine log-scale buckets ([`LatencyHistogram`]). Empty in a
+    /// [`crate::workers`] shard's counters.
+    #[serde(with = "histogram_buckets")]
+    pub rtt: LatencyHistogram,
+    /// Server side: how long the application took to answer the requests
+    /// it served (`RpcCounts::served`), from a request's delivery to the
+    /// application (queued for `accept`, or reported by `poll`) until its
+    /// response was handed back (`respond`). The endpoint's only.
+    #[serde(with = "histogram_buckets")]
+    pub handler_latency: LatencyHistogram,
 }
 
 /// RPCs, as client and as server.
@@ -117,6 +133,15 @@ pub struct RpcCounts {
     /// peer's when the totals (`max_buffered_total`,
     /// `max_incoming_total`) were reached. The endpoint's only.
     pub evicted: u64,
+    /// Server side: requests delivered to the application and answered
+    /// (the response accepted for sending); their handler latency is in
+    /// `Counters::handler_latency`. The endpoint's only.
+    pub served: u64,
+    /// Server side: requests delivered to the application and dropped
+    /// unanswered (or left in the queue at a close), or whose response
+    /// could not be sent; their clients hear ABANDONED. The endpoint's
+    /// only.
+    pub abandoned: u64,
 }
 
 /// Datagrams, bytes and messages.
@@ -249,11 +274,18 @@ pub struct PeerHeld {
 }
 
 impl Stats {
-    /// The endpoint's snapshot from the core's counters, with `peers`.
-    pub(crate) fn new(core: &smt_proto::Stats, peers: Vec<PeerStats>) -> Self {
+    /// The endpoint's snapshot from the core's counters and the engine's
+    /// timing, with `peers`.
+    pub(crate) fn new(
+        core: &smt_proto::Stats,
+        timing: &crate::engine::Timing,
+        peers: Vec<PeerStats>,
+    ) -> Self {
         let u = &core.usage;
+        let mut total = Counters::from(core);
+        timing.fill_endpoint(&mut total);
         Self {
-            total: Counters::from(core),
+            total,
             held: Held {
                 sessions: u.sessions,
                 handshakes: u.handshakes,
@@ -268,27 +300,39 @@ impl Stats {
     }
 
     /// Writes the snapshot in the Prometheus text exposition format
-    /// (version 0.0.4): every metric named `smt_*` with its unit in the
-    /// name, `# HELP` and `# TYPE` lines, drops labelled by `reason`, the
-    /// RTT as a histogram in seconds, and the peers in [`Stats::peers`]
-    /// as `smt_peer_*` metrics labelled by `peer`. `labels` (e.g.
+    /// (version 0.0.4, by the `prometheus-client` crate): every metric
+    /// named `smt_*` with its unit in the name, `# HELP` and `# TYPE`
+    /// lines, drops labelled by `reason`, the RTT and handler latency as
+    /// histograms in seconds, and the peers in [`Stats::peers`] as
+    /// `smt_peer_*` metrics labelled by `peer`. `labels` (e.g.
     /// `[("endpoint", "127.0.0.1:7878")]`) go on every sample. See
     /// `docs/observability.md` for the list.
+    ///
+    /// One page per snapshot: two endpoints' pages pasted together name
+    /// each metric twice, which Prometheus refuses. Several endpoints go
+    /// in one page with [`crate::metrics::write`] or a
+    /// [`crate::metrics::EndpointCollector`].
     pub fn write_prometheus(
         &self,
         labels: &[(&str, &str)],
         out: &mut impl fmt::Write,
     ) -> fmt::Result {
-        crate::metrics::write(self, labels, out)
+        crate::metrics::write(&[(self, labels)], out)
     }
 }
 
 impl PeerStats {
-    pub(crate) fn new(addr: SocketAddr, core: &smt_proto::Stats) -> Self {
+    pub(crate) fn new(
+        addr: SocketAddr,
+        core: &smt_proto::Stats,
+        timing: &crate::engine::Timing,
+    ) -> Self {
+        let mut counters = Counters::from(core);
+        timing.fill_peer(addr, &mut counters);
         Self {
             addr,
             key_epoch: core.key_epoch,
-            counters: Counters::from(core),
+            counters,
             held: PeerHeld {
                 incoming_bytes: core.usage.incoming_bytes,
                 partial_requests: core.usage.partial_requests,
@@ -297,6 +341,8 @@ impl PeerStats {
     }
 }
 
+/// The core's counters; what the engine times itself (round trips,
+/// requests served, handler latency) is left empty.
 impl From<&smt_proto::Stats> for Counters {
     fn from(s: &smt_proto::Stats) -> Self {
         Self {
@@ -306,6 +352,8 @@ impl From<&smt_proto::Stats> for Counters {
                 restarted: s.requests_restarted,
                 refused: s.requests_refused,
                 evicted: s.partial_evicted,
+                served: 0,
+                abandoned: 0,
             },
             traffic: Traffic {
                 datagrams_sent: s.datagrams_tx,
@@ -345,18 +393,27 @@ impl From<&smt_proto::Stats> for Counters {
                 sessions_displaced: s.sessions_displaced,
             },
             drops: s.drops,
-            rtt: s.rtt,
+            rtt: LatencyHistogram::default(),
+            handler_latency: LatencyHistogram::default(),
         }
     }
 }
 
 /// The endpoint's snapshot with up to `max_peers` of its peers, the
 /// busiest (bytes sent and received) first. Visits every session once.
-pub(crate) fn snapshot(core: &smt_proto::Endpoint, max_peers: usize) -> Stats {
-    Stats::new(core.stats(), busiest_peers(core, max_peers))
+pub(crate) fn snapshot(
+    core: &smt_proto::Endpoint,
+    timing: &crate::engine::Timing,
+    max_peers: usize,
+) -> Stats {
+    Stats::new(core.stats(), timing, busiest_peers(core, timing, max_peers))
 }
 
-fn busiest_peers(core: &smt_proto::Endpoint, max: usize) -> Vec<PeerStats> {
+fn busiest_peers(
+    core: &smt_proto::Endpoint,
+    timing: &crate::engine::Timing,
+    max: usize,
+) -> Vec<PeerStats> {
     if max == 0 {
         return Vec::new();
     }
@@ -371,7 +428,9 @@ fn busiest_peers(core: &smt_proto::Endpoint, max: usize) -> Vec<PeerStats> {
     let mut peers: Vec<_> = top
         .into_sorted_vec()
         .into_iter()
-        .filter_map(|Reverse((_, addr))| Some(PeerStats::new(addr, &core.peer_stats(addr)?)))
+        .filter_map(|Reverse((_, addr))| {
+            Some(PeerStats::new(addr, &core.peer_stats(addr)?, timing))
+        })
         .collect();
     let busy = |p: &PeerStats| p.counters.traffic.bytes_sent + p.counters.traffic.bytes_received;
     peers.sort_by(|a, b| busy(b).cmp(&busy(a)).then(a.addr.cmp(&b.addr)));
@@ -401,32 +460,49 @@ mod drops_by_name {
     }
 }
 
-/// The RTT histogram serialised as its bucket counts (not cumulative;
-/// bucket `i` up to 2^i µs, the last one unbounded) and their sum in
-/// nanoseconds.
-mod rtt_buckets {
+/// A [`LatencyHistogram`] serialised as its filled buckets, shortest
+/// first: each one's upper bound in nanoseconds (`null` for the overflow
+/// bucket) and count (not cumulative), and the sum of the durations in
+/// nanoseconds. Read back, each count goes to the bucket that holds its
+/// bound, so a file written with other bounds still reads.
+mod histogram_buckets {
     use super::*;
 
     #[derive(Serialize, Deserialize)]
+    struct Bucket {
+        le_nanos: Option<u64>,
+        count: u64,
+    }
+
+    #[derive(Serialize, Deserialize)]
     struct Repr {
-        buckets: [u64; RttHistogram::BUCKETS],
+        buckets: Vec<Bucket>,
         sum_nanos: u64,
     }
 
-    pub fn serialize<S: Serializer>(h: &RttHistogram, s: S) -> Result<S::Ok, S::Error> {
-        let sum_nanos = u64::try_from(h.sum().as_nanos()).unwrap_or(u64::MAX);
+    pub fn serialize<S: Serializer>(h: &LatencyHistogram, s: S) -> Result<S::Ok, S::Error> {
+        let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let buckets = h
+            .filled()
+            .map(|(bound, count)| Bucket {
+                le_nanos: bound.map(nanos),
+                count,
+            })
+            .collect();
         Repr {
-            buckets: *h.buckets(),
-            sum_nanos,
+            buckets,
+            sum_nanos: nanos(h.sum()),
         }
         .serialize(s)
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<RttHistogram, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<LatencyHistogram, D::Error> {
         let r = Repr::deserialize(d)?;
-        Ok(RttHistogram::from_parts(
-            r.buckets,
-            Duration::from_nanos(r.sum_nanos),
-        ))
+        let mut h = LatencyHistogram::default();
+        for b in r.buckets {
+            h.add_bucket(b.le_nanos.map(Duration::from_nanos), b.count);
+        }
+        h.set_sum(Duration::from_nanos(r.sum_nanos));
+        Ok(h)
     }
 }

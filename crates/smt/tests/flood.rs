@@ -73,9 +73,7 @@ impl Phase {
     fn percentile(&self, p: f64) -> Duration {
         let mut l = self.latencies.clone();
         l.sort_unstable();
-        l.get(((l.len() as f64 - 1.0) * p) as usize)
-            .copied()
-            .unwrap_or_default()
+        smt::stats::quantile(&l, p).unwrap_or_default()
     }
 
     fn report(&self, name: &str) {

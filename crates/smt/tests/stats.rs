@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use smt::keys::{fresh_session_pair, AeadAlgorithm};
-use smt::stats::RttHistogram;
+use smt::stats::LatencyHistogram;
 use smt::{DropReason, Endpoint, EndpointConfig, Error, LocalEndpoint, Stats};
 
 fn any_port() -> SocketAddr {
@@ -62,11 +62,16 @@ fn serialised_stats_name_their_drop_reasons_and_buckets() {
     for reason in DropReason::ALL {
         assert_eq!(drops[reason.name()], 0, "{reason:?} in {drops}");
     }
-    let rtt = &json["total"]["rtt"];
-    assert_eq!(
-        rtt["buckets"].as_array().unwrap().len(),
-        RttHistogram::BUCKETS
-    );
+    // A histogram lists its filled buckets: the server timed its one
+    // answer, and made no calls.
+    let latency = &json["total"]["handler_latency"]["buckets"];
+    let filled = latency.as_array().unwrap();
+    assert_eq!(filled.len(), 1, "{latency}");
+    assert_eq!(filled[0]["count"], 1);
+    let le = Duration::from_nanos(filled[0]["le_nanos"].as_u64().unwrap());
+    assert!((0..LatencyHistogram::BOUNDED).any(|i| LatencyHistogram::bound(i) == Some(le)));
+    assert_eq!(json["total"]["rtt"]["buckets"], serde_json::json!([]));
+    assert_eq!(json["total"]["rpcs"]["served"], 1);
     assert_eq!(json["total"]["traffic"]["messages_received"], 1);
     assert_eq!(json["held"]["sessions"], 1);
     // A reason this version does not know is refused, not dropped.
@@ -105,6 +110,26 @@ fn the_rtt_histogram_brackets_the_measured_round_trips() {
     );
     let p50 = rtt.quantile(0.5).unwrap();
     assert!(p50 >= mean / 20 && p50 <= Duration::from_secs(2), "{p50:?}");
+    // Each round trip lies within its call as timed from outside, and a
+    // bucket's bound is at most `MAX_ERROR` above what it holds: the
+    // largest bound read back is within that of the longest call.
+    // Only these calls' buckets count: the histogram's difference from
+    // before them.
+    let before = rtt.buckets().to_owned();
+    let mut longest = Duration::ZERO;
+    for i in 0..20u8 {
+        let started = std::time::Instant::now();
+        clients[0].call(server.local_addr(), &[i; 100]).unwrap();
+        longest = longest.max(started.elapsed());
+    }
+    let rtt = clients[0].stats().unwrap().total.rtt;
+    let highest = (0..LatencyHistogram::BUCKETS)
+        .rev()
+        .find(|&i| rtt.buckets()[i] > before[i])
+        .unwrap();
+    let bound = LatencyHistogram::bound(highest).expect("not in the overflow bucket");
+    let limit = longest.mul_f64(1.0 + LatencyHistogram::MAX_ERROR);
+    assert!(bound <= limit, "{bound:?} > {limit:?}");
     let peer = clients[0].peer_stats(server.local_addr()).unwrap().unwrap();
     assert_eq!(peer.counters.rtt, rtt, "one peer: the same calls");
     // The server made no calls: nothing timed.

@@ -507,13 +507,12 @@ fn drive(clients: Vec<Endpoint>, to: SocketAddr, loads: Vec<Load>, seconds: f64)
     v
 }
 
+/// The `q`-quantile of `v` (in any order) by the workspace's one rule
+/// ([`smt::stats::quantile`]).
 fn percentile(v: &[f64], q: f64) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
-    Some(s[((s.len() as f64 * q).ceil() as usize).clamp(1, s.len()) - 1])
+    smt::stats::quantile(&s, q)
 }
 
 fn fmt_ms(v: Option<f64>) -> String {

@@ -41,7 +41,8 @@ use std::time::Instant;
 
 use smt_proto::{Payload, ServerRpcHandle};
 
-use self::handoff::{lock_ignoring_poison, HasWakes, Reply, Slot, Wakes};
+pub(crate) use self::handoff::lock_ignoring_poison;
+use self::handoff::{HasWakes, Reply, Slot, Wakes};
 use crate::cancel::{Cancellation, Watches};
 use crate::endpoint::Ready;
 use crate::engine::{CallToken, Engine, Outcome};
@@ -77,14 +78,15 @@ struct Sleep {
 /// shared, not copied: a megabyte copy was a megabyte of fresh pages to
 /// fault in whenever the allocator had just given memory back.
 enum Answer<'a> {
-    Respond(ServerRpcHandle, Payload<'a>),
+    /// The response to a request delivered to the application then.
+    Respond(ServerRpcHandle, Payload<'a>, Instant),
     Abandon(ServerRpcHandle),
 }
 
 impl Answer<'_> {
     fn rpc(&self) -> ServerRpcHandle {
         match self {
-            Self::Respond(rpc, _) | Self::Abandon(rpc) => *rpc,
+            Self::Respond(rpc, _, _) | Self::Abandon(rpc) => *rpc,
         }
     }
 
@@ -92,7 +94,7 @@ impl Answer<'_> {
     /// request is abandoned (the client hears so at once).
     fn apply(self, engine: &mut Engine) -> Result<(), Error> {
         match self {
-            Self::Respond(rpc, data) => engine.respond(rpc, data),
+            Self::Respond(rpc, data, delivered) => engine.respond(rpc, data, delivered),
             Self::Abandon(rpc) => {
                 engine.abandon(rpc);
                 Ok(())
@@ -105,6 +107,11 @@ impl Answer<'_> {
 /// once: a call takes a token before it starts and gives it back when it
 /// ends. The free tokens wait in a bounded channel, which serves blocking
 /// callers (`recv`) and async ones (`recv_async`) alike, in order.
+///
+/// A close must wake the callers waiting for a token even when the calls
+/// holding every token are not given back (an async call's future kept
+/// but no longer polled holds its token until dropped): it adds one
+/// token beyond the limit (see [`Permits::relay_close`]).
 struct Permits {
     give: flume::Sender<()>,
     take: flume::Receiver<()>,
@@ -132,6 +139,14 @@ impl Permits {
         let _ = self.take.recv_async().await;
         Permit(self)
     }
+
+    /// Wakes the callers waiting for a token once the endpoint is closed:
+    /// one extra token relays from waiter to waiter, since each sees the
+    /// close, fails with [`Error::Closed`] and gives it back. A full
+    /// channel refuses it, and then nobody waits.
+    fn relay_close(&self) {
+        let _ = self.give.try_send(());
+    }
 }
 
 /// One call's token; dropping it frees the place.
@@ -157,6 +172,10 @@ enum Waiter {
 pub(crate) struct Inner {
     engine: Engine,
     calls: HashMap<CallToken, Waiter>,
+    /// Where requests for the application are queued (see
+    /// [`Shared::requests`]); dropped at the end of a close, so that
+    /// async accepters waiting on the queue wake with [`Error::Closed`].
+    requests_tx: Option<flume::Sender<IncomingRequest>>,
     leader: Option<Leader>,
     /// Set while the leader sleeps on the socket.
     sleep: Option<Sleep>,
@@ -192,8 +211,7 @@ pub(crate) struct Shared {
     /// Requests for the application, at most
     /// `ProtocolConfig::max_pending_requests` (the core refuses complete
     /// requests beyond those the application holds, queued ones included,
-    /// with OVERLOADED).
-    requests_tx: flume::Sender<IncomingRequest>,
+    /// with OVERLOADED). Disconnected once the endpoint is closed.
     pub requests: flume::Receiver<IncomingRequest>,
     pub ready: Ready,
     /// Async calls and accepts being awaited (the background thread drives
@@ -230,6 +248,7 @@ impl Shared {
         let inner = Inner {
             engine,
             calls: HashMap::new(),
+            requests_tx: Some(requests_tx),
             leader: None,
             sleep: None,
             wake_sent: false,
@@ -244,7 +263,6 @@ impl Shared {
         Ok(Arc::new(Self {
             inner: Mutex::new(inner),
             wake: WakePipe::new()?,
-            requests_tx,
             requests,
             ready: Ready::new()?,
             async_waiters: AtomicUsize::new(0),
@@ -479,8 +497,13 @@ impl Shared {
 
     /// Sends a response at once. One that cannot be sent is an error, and
     /// its request is abandoned: the client hears so at once.
-    pub fn respond(self: &Arc<Self>, rpc: ServerRpcHandle, data: Payload<'_>) -> Result<(), Error> {
-        self.answer(Answer::Respond(rpc, data))
+    pub fn respond(
+        self: &Arc<Self>,
+        rpc: ServerRpcHandle,
+        data: Payload<'_>,
+        delivered: Instant,
+    ) -> Result<(), Error> {
+        self.answer(Answer::Respond(rpc, data, delivered))
     }
 
     pub fn abandon(self: &Arc<Self>, rpc: ServerRpcHandle) {
@@ -762,26 +785,32 @@ impl Shared {
         while let Some(outcome) = g.engine.poll_outcome() {
             match outcome {
                 Outcome::Reply { call, result } => deliver_reply(g, call, result),
-                Outcome::Request { rpc, data, session } => {
-                    if self.requests_tx.is_full() {
+                Outcome::Request {
+                    rpc,
+                    data,
+                    session,
+                    at,
+                } => {
+                    let Some(queue) = g.requests_tx.as_ref().filter(|q| !q.is_full()) else {
                         // Cannot happen: the core refuses requests beyond
                         // `max_pending_requests` unanswered ones, and the
-                        // queue holds that many. Should it, the client
-                        // hears ABANDONED rather than wait.
-                        tracing::warn!(peer = %rpc.peer, "request queue full: request abandoned");
+                        // queue holds that many; a closed endpoint has
+                        // stopped receiving. Should it, the client hears
+                        // ABANDONED rather than wait.
+                        tracing::warn!(peer = %rpc.peer, "request queue full or closed: request abandoned");
                         g.engine.abandon(rpc);
                         continue;
-                    }
-                    let request = IncomingRequest::new(rpc, data, session, self.clone());
+                    };
+                    let request = IncomingRequest::new(rpc, data, session, at, self.clone());
                     // Only this function sends, under the engine lock, and
                     // the queue has room: sending cannot fail or block.
-                    let _ = self.requests_tx.try_send(request);
+                    let _ = queue.try_send(request);
                     self.ready.notify();
                     if let Some(thread) = g.accepting.pop() {
                         g.wakes.push(thread);
                     }
                 }
-                Outcome::Cancelled { rpc } => g.watches.cancelled(rpc),
+                Outcome::Cancelled { rpc, .. } => g.watches.cancelled(rpc),
             }
         }
     }
@@ -822,7 +851,9 @@ impl Shared {
     }
 
     /// Ends the close: every waiting call fails with [`Error::Closed`],
-    /// and every parked or sleeping thread wakes to see it.
+    /// and every waiter wakes to see it: parked or sleeping threads,
+    /// async accepters (the request queue disconnects), callers waiting
+    /// for a place (blocking or async), `ready_fd` pollers.
     fn finish_close(self: &Arc<Self>, g: &mut Inner) {
         g.engine.fail_all_calls();
         self.route(g);
@@ -833,6 +864,7 @@ impl Shared {
         }
         // Requests the application holds can no longer be answered.
         g.watches.close();
+        g.requests_tx = None;
         g.engine.flush();
         g.engine.close_socket();
         g.watch = None;
@@ -852,6 +884,7 @@ impl Shared {
         }
         self.wake_leader(g);
         wake_background(g);
+        self.permits.relay_close();
         self.ready.mark_closed();
     }
 

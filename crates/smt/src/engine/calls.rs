@@ -8,6 +8,7 @@
 //! exactly one outcome.
 
 use std::collections::{BTreeSet, HashMap};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use smt_proto::RpcHandle;
@@ -24,6 +25,18 @@ struct Live {
     deadline: Option<(Instant, Duration)>,
     /// The priority its request carries (`CallOptions::priority`).
     priority: u8,
+    /// Whom it calls, and when the application made it (for its round
+    /// trip).
+    peer: SocketAddr,
+    opened: Instant,
+}
+
+/// A call whose RPC finished: who it called and when it was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Finished {
+    pub call: CallToken,
+    pub peer: SocketAddr,
+    pub opened: Instant,
 }
 
 /// Every outstanding call. Lookups by call and by RPC are hash lookups;
@@ -62,8 +75,14 @@ impl Calls {
         self.max
     }
 
-    /// A new call, timing out `timeout` after `now` if given.
-    pub fn open(&mut self, now: Instant, timeout: Option<Duration>, priority: u8) -> CallToken {
+    /// A new call to `peer`, timing out `timeout` after `now` if given.
+    pub fn open(
+        &mut self,
+        now: Instant,
+        peer: SocketAddr,
+        timeout: Option<Duration>,
+        priority: u8,
+    ) -> CallToken {
         let call = CallToken(self.next);
         self.next += 1;
         let deadline = timeout.map(|t| (now.checked_add(t).unwrap_or(far_future(now)), t));
@@ -76,6 +95,8 @@ impl Calls {
                 rpc: None,
                 deadline,
                 priority,
+                peer,
+                opened: now,
             },
         );
         call
@@ -96,10 +117,14 @@ impl Calls {
 
     /// Ends the call whose RPC finished (response or failure); `None` if
     /// it had already ended (cancelled, timed out).
-    pub fn finish_rpc(&mut self, rpc: RpcHandle) -> Option<CallToken> {
+    pub fn finish_rpc(&mut self, rpc: RpcHandle) -> Option<Finished> {
         let call = self.by_rpc.remove(&rpc)?;
-        self.forget(call);
-        Some(call)
+        let live = self.forget(call)?;
+        Some(Finished {
+            call,
+            peer: live.peer,
+            opened: live.opened,
+        })
     }
 
     /// Ends `call`; returns whether it was outstanding and its RPC, if it
@@ -155,13 +180,18 @@ fn far_future(now: Instant) -> Instant {
 mod tests {
     use super::*;
 
+    const PEER: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
+        std::net::Ipv4Addr::LOCALHOST,
+        7,
+    ));
+
     #[test]
     fn every_call_ends_exactly_once() {
         let now = Instant::now();
         let mut calls = Calls::new(8);
-        let a = calls.open(now, Some(Duration::from_millis(5)), 0);
-        let b = calls.open(now, None, 0);
-        let c = calls.open(now, Some(Duration::MAX), 0);
+        let a = calls.open(now, PEER, Some(Duration::from_millis(5)), 0);
+        let b = calls.open(now, PEER, None, 0);
+        let c = calls.open(now, PEER, Some(Duration::MAX), 0);
         calls.sent(a, RpcHandle(10));
         calls.sent(b, RpcHandle(11));
         assert_eq!(calls.len(), 3);
@@ -173,7 +203,11 @@ mod tests {
             Some((a, Duration::from_millis(5), Some(RpcHandle(10))))
         );
         assert_eq!(calls.finish_rpc(RpcHandle(10)), None, "already ended");
-        assert_eq!(calls.finish_rpc(RpcHandle(11)), Some(b));
+        let finished = calls.finish_rpc(RpcHandle(11)).unwrap();
+        assert_eq!(
+            (finished.call, finished.peer, finished.opened),
+            (b, PEER, now)
+        );
         assert_eq!(calls.end(c), Some(None), "never sent");
         assert_eq!(calls.end(c), None);
         assert_eq!((calls.len(), calls.next_deadline()), (0, None));
@@ -183,8 +217,8 @@ mod tests {
     fn the_limit_counts_outstanding_calls() {
         let now = Instant::now();
         let mut calls = Calls::new(2);
-        let a = calls.open(now, None, 0);
-        calls.open(now, None, 0);
+        let a = calls.open(now, PEER, None, 0);
+        calls.open(now, PEER, None, 0);
         assert!(calls.full());
         calls.end(a);
         assert!(!calls.full());

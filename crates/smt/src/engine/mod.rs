@@ -23,6 +23,7 @@ mod calls;
 mod identity;
 mod memory;
 mod sessions;
+mod timing;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -41,6 +42,7 @@ use smt_udp::{Features, Socket};
 use self::calls::Calls;
 use self::identity::Identities;
 use self::sessions::{Parked, Sessions, Started};
+pub(crate) use self::timing::Timing;
 use crate::io::Io;
 use crate::observe::{CaptureTap, Framing};
 use crate::recycle::Recycler;
@@ -79,14 +81,18 @@ pub(crate) enum Outcome {
         call: CallToken,
         result: Result<Bytes, Error>,
     },
-    /// A complete, authenticated request, and the session it came in.
+    /// A complete, authenticated request, the session it came in, and
+    /// when it was delivered to the application (its handler latency runs
+    /// from then to the response).
     Request {
         rpc: ServerRpcHandle,
         data: Bytes,
         session: Arc<crate::SessionInfo>,
+        at: Instant,
     },
-    /// The client of a delivered, unanswered request gave up on it.
-    Cancelled { rpc: ServerRpcHandle },
+    /// The client of a delivered, unanswered request gave up on it (heard
+    /// `at`).
+    Cancelled { rpc: ServerRpcHandle, at: Instant },
 }
 
 /// One endpoint's state and socket. See the module docs for the call order.
@@ -99,6 +105,8 @@ pub(crate) struct Engine {
     identities: Identities,
     /// Every outstanding call: its RPC, its deadline.
     calls: Calls,
+    /// Round trips, requests served and handler latency.
+    timing: Timing,
     /// [`EndpointConfig::call_timeout`].
     call_timeout: Option<Duration>,
     outcomes: VecDeque<Outcome>,
@@ -146,6 +154,7 @@ impl Engine {
             sessions: Sessions::new(),
             identities: Identities::default(),
             calls: Calls::new(config.max_outstanding_calls()),
+            timing: Timing::default(),
             call_timeout: config.call_timeout(),
             outcomes: VecDeque::new(),
             recycler: Arc::default(),
@@ -175,13 +184,13 @@ impl Engine {
     /// The endpoint's counters with its `max_peers` busiest peers'
     /// (O(sessions) unless 0).
     pub fn stats(&self, max_peers: usize) -> Stats {
-        crate::stats::snapshot(&self.core, max_peers)
+        crate::stats::snapshot(&self.core, &self.timing, max_peers)
     }
 
     /// `peer`'s session counters, if it has a session.
     pub fn peer_stats(&self, peer: SocketAddr) -> Option<PeerStats> {
         let stats = self.core.peer_stats(peer)?;
-        Some(PeerStats::new(peer, &stats))
+        Some(PeerStats::new(peer, &stats, &self.timing))
     }
 
     /// The offload engine's counters, with `EndpointConfig::offload`.
@@ -259,6 +268,7 @@ impl Engine {
     pub fn install_session(&mut self, peer: SocketAddr, keys: SessionKeys) -> Result<(), Error> {
         self.core.install_session(peer, keys).map_err(Error::Send)?;
         self.identities.installed(peer);
+        self.timing.session_started(peer);
         Ok(())
     }
 
@@ -313,7 +323,9 @@ impl Engine {
         }
         let now = self.clock.now();
         let timeout = options.timeout_or(self.call_timeout);
-        let call = self.calls.open(now, timeout, options.priority_value());
+        let call = self
+            .calls
+            .open(now, peer, timeout, options.priority_value());
         if let Err(e) = self.start(now, peer, call, data) {
             self.calls.end(call);
             return Err(e);
@@ -321,16 +333,25 @@ impl Engine {
         Ok(call)
     }
 
-    /// Queues the response to `rpc` (transmitted by the next turn or
-    /// flush). A response that cannot be sent (too large, the client gone)
-    /// is an error, and the request is abandoned: its client hears so at
-    /// once instead of waiting for a response that will never come.
-    pub fn respond(&mut self, rpc: ServerRpcHandle, data: Payload<'_>) -> Result<(), Error> {
+    /// Queues the response to `rpc`, delivered to the application at
+    /// `delivered` (transmitted by the next turn or flush). A response
+    /// that cannot be sent (too large, the client gone) is an error, and
+    /// the request is abandoned: its client hears so at once instead of
+    /// waiting for a response that will never come.
+    pub fn respond(
+        &mut self,
+        rpc: ServerRpcHandle,
+        data: Payload<'_>,
+        delivered: Instant,
+    ) -> Result<(), Error> {
         let now = self.clock.now();
         let sent = self.core.send_response(now, rpc, data);
-        if let Err(e) = &sent {
-            tracing::debug!(peer = %rpc.peer, id = rpc.id, "response not sent, request abandoned: {e}");
-            self.core.abandon_request(rpc);
+        match &sent {
+            Ok(()) => self.timing.served(now.saturating_duration_since(delivered)),
+            Err(e) => {
+                tracing::debug!(peer = %rpc.peer, id = rpc.id, "response not sent, request abandoned: {e}");
+                self.abandon(rpc);
+            }
         }
         sent.map_err(Error::Send)
     }
@@ -339,6 +360,7 @@ impl Engine {
     /// `RpcError::Abandoned`, and the request is never executed twice.
     pub fn abandon(&mut self, rpc: ServerRpcHandle) {
         self.core.abandon_request(rpc);
+        self.timing.abandoned();
     }
 
     /// Gives up on a call; no outcome will report it. An RPC already sent
@@ -523,16 +545,16 @@ impl Engine {
     fn dispatch(&mut self, now: Instant) {
         while let Some(event) = self.core.poll_event() {
             match event {
-                Event::Response { rpc, data } => self.finish(rpc, Ok(data)),
-                Event::Failed { rpc, error } => self.finish(rpc, Err(Error::Rpc(error))),
-                Event::Request { rpc, data } => self.deliver_request(rpc, data),
+                Event::Response { rpc, data } => self.finish(now, rpc, Ok(data)),
+                Event::Failed { rpc, error } => self.finish(now, rpc, Err(Error::Rpc(error))),
+                Event::Request { rpc, data } => self.deliver_request(now, rpc, data),
                 Event::Connected { peer } => {
                     self.identities.connected(peer);
                     self.handshake_succeeded(now, peer);
                 }
                 Event::HandshakeFailed { peer, error } => self.handshake_failed(peer, &error),
                 Event::RequestCancelled { rpc } => {
-                    self.outcomes.push_back(Outcome::Cancelled { rpc })
+                    self.outcomes.push_back(Outcome::Cancelled { rpc, at: now })
                 }
                 // Server-side handshakes need nothing from the engine.
                 _ => {}
@@ -540,10 +562,15 @@ impl Engine {
         }
     }
 
-    fn finish(&mut self, rpc: RpcHandle, result: Result<Vec<u8>, Error>) {
+    fn finish(&mut self, now: Instant, rpc: RpcHandle, result: Result<Vec<u8>, Error>) {
         match self.calls.finish_rpc(rpc) {
-            Some(call) => {
+            Some(done) => {
+                if result.is_ok() {
+                    let rtt = now.saturating_duration_since(done.opened);
+                    self.timing.call_completed(&self.core, done.peer, rtt);
+                }
                 let result = result.map(|data| self.recycler.wrap(data));
+                let call = done.call;
                 self.outcomes.push_back(Outcome::Reply { call, result });
             }
             // Cancelled: nobody wants the data, the pool does.
@@ -555,7 +582,7 @@ impl Engine {
         }
     }
 
-    fn deliver_request(&mut self, rpc: ServerRpcHandle, data: Vec<u8>) {
+    fn deliver_request(&mut self, now: Instant, rpc: ServerRpcHandle, data: Vec<u8>) {
         if self.closing.is_some() {
             self.core.abandon_request(rpc);
             self.core.recycle(data);
@@ -566,8 +593,12 @@ impl Engine {
         let live = self.core.peers_stats().map(|(peer, _)| peer);
         self.identities.prune(sessions, live);
         let session = self.identities.for_request(rpc.peer);
-        self.outcomes
-            .push_back(Outcome::Request { rpc, data, session });
+        self.outcomes.push_back(Outcome::Request {
+            rpc,
+            data,
+            session,
+            at: now,
+        });
     }
 
     /// Starts the calls that waited for keys with `peer`.
@@ -577,6 +608,7 @@ impl Engine {
         // `handshake_abort_ticks`, and copying the parked calls' requests
         // (64 MiB or more) can take longer than that on a busy machine.
         self.io.transmit(&mut self.core, now);
+        self.timing.session_started(peer);
         for parked in self.sessions.handshake_ended(peer) {
             self.restart(now, peer, parked);
         }
