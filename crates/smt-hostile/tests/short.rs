@@ -20,78 +20,17 @@ use std::time::Instant;
 
 const BIN: &str = env!("CARGO_BIN_EXE_smt-hostile");
 
-/// `(class, check, why)`: the checks that fail, always or in some runs,
-/// against the server as of issue #22's report (main at 57d39df), with the
-/// defect whose fix should make them pass; class `*` is every class.
-/// Remove a fix's entries once it has landed: the test then holds it.
+/// `(class, check, why)`: after checks that fail, always or in some runs,
+/// against today's server, with the defect whose fix should make them
+/// pass; class `*` is every class. Remove a fix's entries once it has
+/// landed: the test then holds it.
 ///
-/// The symptom behind #22 defect 1's entries, seen with strace: the
-/// server's answers to spoofed sources, to attacker sockets that have
-/// closed, or even to a legitimate client that closed its socket after
-/// its call, draw ICMP errors onto its socket's error queue; once `sk_err`
-/// has been consumed, a thread loops on `ppoll` returning `POLLERR` at once
-/// and `recvmmsg` returning `EAGAIN`, never reading the error queue, which
-/// grows until it takes the whole 8 MiB receive buffer; from then on every
-/// arriving datagram is dropped. So any class can end with a busy thread
-/// or errors left queued; the spoofed floods wedge the server.
-const EXPECTED_FAILURES: &[(&str, &str, &str)] = &[
-    (
-        "*",
-        "threads",
-        "#22 defect 1: a thread spins on the undrained error queue",
-    ),
-    (
-        "*",
-        "queues",
-        "#22 defect 1: errors left on the error queue",
-    ),
-    (
-        "spoofed-psk",
-        "recovers",
-        "#22 defect 1: wedged, the error queue holds the whole receive buffer",
-    ),
-    (
-        "spoofed-tls",
-        "recovers",
-        "#22 defect 1: wedged in most runs",
-    ),
-    (
-        "forged-icmp",
-        "recovers",
-        "#22 defect 1 (not seen in these runs; the issue's reporter saw it)",
-    ),
-    (
-        "session-fill",
-        "memory",
-        "#22 defects 2 and 4: every keyless session kept (6,000-12,000 in 2 s, 60-96 MiB)",
-    ),
-    (
-        "session-fill",
-        "recovers",
-        "#22 defect 1 (not seen yet): the closed attacker sockets' ICMP can wedge it",
-    ),
-    (
-        "hold-psk",
-        "recovers",
-        "#22 defect 1 (not seen yet): up to 2 MB of ICMP errors left queued",
-    ),
-    (
-        "hold-tls",
-        "recovers",
-        "#22 defect 1 (not seen yet): as hold-psk",
-    ),
-    (
-        "hold-tls",
-        "memory",
-        "#22 defects 3 and 4: 4,096 held TLS handshakes take 50-60 MiB, kept after the end",
-    ),
-    (
-        "huge",
-        "memory",
-        "#22 defects 2 and 4: in some runs the pool's keyless sessions outlive their \
-         handshake and take first DATA of 64 MiB requests: 57 of them held 145 MiB, kept",
-    ),
-];
+/// Empty since issue #22's fixes: every after check of every class passed
+/// (the list as of the issue's report, main at 57d39df, is in git history:
+/// threads and queues of every class, recovery after the spoofed floods,
+/// the forged ICMP, the session fill and the hold-opens, memory after the
+/// session fill, the held TLS handshakes and the 64 MiB first DATA).
+const EXPECTED_FAILURES: &[(&str, &str, &str)] = &[];
 
 /// `smt` from the same target directory and profile as this test's
 /// binary, built there if missing (`cargo test --workspace` builds it
