@@ -98,8 +98,9 @@ pub struct Config {
     /// Message IDs above the replay floor that the replay guard tracks
     /// individually; older ones are rejected wholesale.
     pub replay_window: u64,
-    /// Partially received requests allowed per peer; first packets of
-    /// more are dropped (`DropReason::OverLimit`).
+    /// Partially received requests allowed per peer; the first packet of
+    /// one more is dropped (`DropReason::OverLimit`) and the request
+    /// refused: its client hears OVERLOADED (`endpoint/refusal.rs`).
     pub max_incoming_per_peer: usize,
     /// Partially received requests allowed across all peers.
     pub max_incoming_total: usize,

@@ -113,9 +113,10 @@ pub struct Stats {
     pub rpcs_completed: u64,
     pub rpcs_failed: u64,
     pub requests_restarted: u64,
-    /// Complete requests refused unexecuted because the application held
-    /// `Config::max_pending_requests` (server side; the client hears
-    /// OVERLOADED).
+    /// Requests refused unexecuted (server side; the client hears
+    /// OVERLOADED): complete while the application held
+    /// `Config::max_pending_requests`, or not admitted by the bounds on
+    /// partial requests and buffered bytes (`endpoint/refusal.rs`).
     pub requests_refused: u64,
     /// Packets that shared a datagram with an earlier packet (coalesced),
     /// sent and received: `datagrams + coalesced = packets`.

@@ -109,9 +109,10 @@ pub struct RpcCounts {
     /// Requests sent again under a fresh message ID because the server
     /// had lost them.
     pub restarted: u64,
-    /// Server side: complete requests refused unexecuted because the
-    /// application held `max_pending_requests` (the client hears
-    /// OVERLOADED).
+    /// Server side: requests refused unexecuted (the client hears
+    /// OVERLOADED): complete while the application held
+    /// `max_pending_requests`, or not admitted by the bounds on partial
+    /// requests and buffered bytes.
     pub refused: u64,
     /// Server side: partial requests evicted to make room for another
     /// peer's when the totals (`max_buffered_total`,

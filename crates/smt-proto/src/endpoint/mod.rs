@@ -25,6 +25,7 @@ mod offload;
 mod outbox;
 mod peer;
 mod recv;
+mod refusal;
 mod retry;
 mod scheduler;
 mod send;

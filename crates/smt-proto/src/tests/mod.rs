@@ -4,4 +4,5 @@
 //! integration tests in `crates/smt-proto/tests/`.
 
 mod limits;
+mod refusal;
 mod scenarios;
