@@ -118,6 +118,10 @@ pub struct Stats {
     /// `Config::max_pending_requests`, or not admitted by the bounds on
     /// partial requests and buffered bytes (`endpoint/refusal.rs`).
     pub requests_refused: u64,
+    /// CREDIT packets sent (server side: the outstanding requests a peer
+    /// may have, `endpoint/credit.rs`) and accepted (client side).
+    pub credits_sent: u64,
+    pub credits_received: u64,
     /// Packets that shared a datagram with an earlier packet (coalesced),
     /// sent and received: `datagrams + coalesced = packets`.
     pub coalesced_packets_tx: u64,

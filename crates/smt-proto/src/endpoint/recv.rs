@@ -812,7 +812,9 @@ impl Endpoint {
                     requests: 1,
                 };
                 self.discharge(k.peer, done);
-                if self.in_service >= self.config.max_pending_requests {
+                let full = self.in_service >= self.config.max_pending_requests;
+                self.note_request(k.peer, full);
+                if full {
                     self.refuse_request(k);
                     return;
                 }
@@ -952,6 +954,7 @@ impl Endpoint {
     ) -> Result<(), DropReason> {
         match body {
             Body::Ack(ids) => return self.on_ack(key, &ids),
+            Body::Credit { limit, sequence } => return self.on_credit(key.peer, limit, sequence),
             Body::Handshake { .. } | Body::Data(_) | Body::KeyUpdate => {
                 return Err(DropReason::Unsupported)
             }

@@ -36,6 +36,7 @@ impl Endpoint {
         }
         epoch.replay.refuse(key.id);
         self.count_refused(key);
+        self.note_request(key.peer, true);
         self.queue_control(key.peer, key.epoch, key.id, Body::Overloaded);
     }
 

@@ -9,7 +9,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use crate::sim::{Link, Outcome, Pair, Verdict};
-use crate::wire::{Packets, PacketType};
+use crate::wire::{PacketType, Packets};
 use crate::{Config, DropReason, RpcError};
 
 const KEYS: crate::sim::TestKeys = crate::sim::TestKeys::Keyed(7);
@@ -66,7 +66,11 @@ fn a_request_refused_at_admission_is_overloaded_never_abandoned() {
             holds(
                 &d.bytes,
                 b_id,
-                &[PacketType::OVERLOADED, PacketType::RPC_UNKNOWN, PacketType::ABANDONED],
+                &[
+                    PacketType::OVERLOADED,
+                    PacketType::RPC_UNKNOWN,
+                    PacketType::ABANDONED,
+                ],
             )
         };
         if (hold.get() && a_rest) || (cut.get() && about_b) {
