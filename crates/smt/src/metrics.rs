@@ -39,7 +39,8 @@ const COUNTERS: &[Counter] = &[
     },
     Counter {
         name: "rpcs_refused_total",
-        help: "Requests refused unexecuted (OVERLOADED): max_pending_requests held, or not admitted.",
+        help:
+            "Requests refused unexecuted (OVERLOADED): max_pending_requests held, or not admitted.",
         read: |c| c.rpcs.refused,
         peer: true,
     },

@@ -166,6 +166,10 @@ pub struct PacketCounts {
     pub amplification_limited: u64,
     /// ICMP errors the socket reported (unreachable). The endpoint's only.
     pub unreachable_reports: u64,
+    /// CREDIT packets sent (server: how many requests a client may have
+    /// outstanding) and accepted (client). The endpoint's only.
+    pub credits_sent: u64,
+    pub credits_received: u64,
 }
 
 /// TLS records.
@@ -326,6 +330,8 @@ impl From<&smt_proto::Stats> for Counters {
                 coalesced_received: s.coalesced_packets_rx,
                 amplification_limited: s.amplification_limited,
                 unreachable_reports: s.unreachable_reports,
+                credits_sent: s.credits_sent,
+                credits_received: s.credits_received,
             },
             records: RecordCounts {
                 sealed: s.records_sealed,
