@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use smt::keys::{fresh_session_pair, AeadAlgorithm};
-use smt::{CallOptions, Endpoint, EndpointConfig, Error, RpcError};
+use smt::{CallOptions, Endpoint, EndpointConfig, Error, LocalEndpoint, LocalEvent, RpcError};
 
 fn pair(client_cfg: EndpointConfig, server_cfg: EndpointConfig) -> (Endpoint, Endpoint) {
     let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
@@ -130,4 +130,77 @@ fn refused_calls_are_retried_only_when_asked() {
     );
     assert!(failures.is_empty(), "failures: {failures:?}");
     assert!(refused > 0, "some were refused, and retried");
+}
+
+/// The caller-driven endpoint waits for credit the same way: 10,000 calls
+/// made back to back, then polled until every one has ended.
+#[test]
+fn a_local_endpoint_burst_waits_for_credit_too() {
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let server = Endpoint::bind(any, EndpointConfig::default()).expect("bind");
+    let mut client = LocalEndpoint::bind(any, EndpointConfig::default()).expect("bind");
+    let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
+    client.install_session(server.local_addr(), ck).unwrap();
+    server.install_session(client.local_addr(), sk).unwrap();
+    serve(&server, 2, Duration::ZERO);
+    let to = server.local_addr();
+    let options = CallOptions::new().timeout(Duration::from_secs(120));
+    let started = Instant::now();
+    for i in 0..10_000u32 {
+        client
+            .call_with(to, &i.to_be_bytes(), options)
+            .expect("started");
+    }
+    let (mut done, mut failed) = (0, Vec::new());
+    while done + failed.len() < 10_000 {
+        match client.poll(Some(Duration::from_secs(60))).unwrap() {
+            Some(LocalEvent::Response { .. }) => done += 1,
+            Some(LocalEvent::Failed { error, .. }) => failed.push(error),
+            Some(other) => panic!("client got {other:?}"),
+            None => panic!("no event for 60 s after {done} responses"),
+        }
+    }
+    println!(
+        "local burst: 10000 calls, {} failures, {:.0} ms",
+        failed.len(),
+        started.elapsed().as_secs_f64() * 1e3
+    );
+    assert!(
+        failed.is_empty(),
+        "failures: {:?}",
+        &failed[..failed.len().min(5)]
+    );
+    assert_eq!(server.stats().unwrap().total.rpcs.refused, 0);
+}
+
+/// Blocking calls from 64 threads (160 each, back to back) at a server
+/// that holds 16 requests: the client, told 16 from the start, keeps 48
+/// calls waiting for credit and none is refused.
+#[test]
+fn blocking_calls_from_many_threads_wait_for_credit_too() {
+    let mut server_cfg = EndpointConfig::default();
+    server_cfg.protocol_mut().set_max_pending_requests(16);
+    let mut client_cfg = EndpointConfig::default();
+    client_cfg.protocol_mut().set_initial_credit(16);
+    let (client, server) = pair(client_cfg, server_cfg);
+    serve(&server, 2, Duration::ZERO);
+    let to = server.local_addr();
+    let options = CallOptions::new().timeout(Duration::from_secs(120));
+    let threads: Vec<_> = (0..64)
+        .map(|t| {
+            let c = client.clone();
+            std::thread::spawn(move || {
+                (0..160)
+                    .filter(|i| {
+                        let msg = format!("{t} {i}");
+                        c.call_with(to, msg.as_bytes(), options).is_err()
+                    })
+                    .count()
+            })
+        })
+        .collect();
+    let failures: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    assert_eq!(failures, 0);
+    assert_eq!(client.stats().unwrap().total.rpcs.completed, 64 * 160);
+    assert_eq!(server.stats().unwrap().total.rpcs.refused, 0);
 }
