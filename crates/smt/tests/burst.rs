@@ -204,3 +204,39 @@ fn blocking_calls_from_many_threads_wait_for_credit_too() {
     assert_eq!(client.stats().unwrap().total.rpcs.completed, 64 * 160);
     assert_eq!(server.stats().unwrap().total.rpcs.refused, 0);
 }
+
+/// A call that never gets credit (the server holds every request it has
+/// and answers none) ends with its own deadline, not a hang, and the
+/// server never sees it.
+#[test]
+fn a_call_waiting_for_credit_ends_at_its_deadline() {
+    let mut server_cfg = EndpointConfig::default();
+    server_cfg.protocol_mut().set_max_pending_requests(2);
+    let mut client_cfg = EndpointConfig::default();
+    client_cfg.protocol_mut().set_initial_credit(2);
+    let (client, server) = pair(client_cfg, server_cfg);
+    let s = server.clone();
+    let held = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        while held.len() < 2 {
+            held.push(s.accept().expect("a request"));
+        }
+        held
+    });
+    let to = server.local_addr();
+    let slow = CallOptions::new().timeout(Duration::from_secs(60));
+    let (c1, c2) = (client.clone(), client.clone());
+    let first = std::thread::spawn(move || c1.call_with(to, b"one", slow));
+    let second = std::thread::spawn(move || c2.call_with(to, b"two", slow));
+    let held = held.join().unwrap();
+    let quick = CallOptions::new().timeout(Duration::from_millis(300));
+    let third = client.call_with(to, b"three", quick);
+    assert!(matches!(third, Err(Error::Timeout { .. })), "{third:?}");
+    assert_eq!(server.stats().unwrap().total.rpcs.refused, 0);
+    for req in held {
+        let echo = req.data().to_vec();
+        req.respond(&echo).unwrap();
+    }
+    assert_eq!(&first.join().unwrap().unwrap()[..], b"one");
+    assert_eq!(&second.join().unwrap().unwrap()[..], b"two");
+}
