@@ -35,17 +35,18 @@ smt.prefs.tagged = Pref.bool("Control packets carry a MAC", true,
 
 local TYPE_DATA, TYPE_GRANT, TYPE_RESEND = 0x10, 0x11, 0x12
 local TYPE_ACK, TYPE_KEY_UPDATE, TYPE_HANDSHAKE = 0x18, 0x19, 0x20
+local TYPE_CREDIT = 0x1c
 
 local type_names = {
     [0x10] = "DATA", [0x11] = "GRANT", [0x12] = "RESEND", [0x13] = "RPC_UNKNOWN",
     [0x14] = "BUSY", [0x17] = "NEED_ACK", [0x18] = "ACK", [0x19] = "KEY_UPDATE",
-    [0x1a] = "OVERLOADED", [0x1b] = "ABANDONED", [0x20] = "HANDSHAKE",
+    [0x1a] = "OVERLOADED", [0x1b] = "ABANDONED", [0x1c] = "CREDIT", [0x20] = "HANDSHAKE",
 }
 
 -- The header length each type must declare (docs/protocol.md section 2).
 local header_lens = {
     [0x10] = 44, [0x11] = 36, [0x12] = 40, [0x13] = 28, [0x14] = 28,
-    [0x17] = 28, [0x18] = 32, [0x19] = 28, [0x1a] = 28, [0x1b] = 28, [0x20] = 40,
+    [0x17] = 28, [0x18] = 32, [0x19] = 28, [0x1a] = 28, [0x1b] = 28, [0x1c] = 36, [0x20] = 40,
 }
 
 local kind_names = { [0] = "TLS 1.3", [1] = "0-RTT SMT-ticket", [2] = "PSK nonce exchange" }
@@ -98,6 +99,8 @@ local F = {
     reserved = ProtoField.bytes("smt.reserved", "Reserved"),
     resend_offset = ProtoField.uint32("smt.resend_offset", "Resend offset"),
     resend_length = ProtoField.uint32("smt.resend_length", "Resend length"),
+    credit_limit = ProtoField.uint32("smt.credit_limit", "Requests the receiver may have outstanding"),
+    credit_sequence = ProtoField.uint32("smt.credit_sequence", "CREDIT sequence number"),
     ack_count = ProtoField.uint16("smt.ack_count", "ID count"),
     ack_id = ProtoField.uint64("smt.ack_id", "Acknowledged ID", base.HEX),
     key_update = ProtoField.string("smt.key_update", "KEY_UPDATE"),
@@ -373,6 +376,10 @@ local function add_body(tree, tvb, pinfo, off, len, ty)
         tree:add(F.reserved, tvb(off + 37, 3))
         local o = tvb(off + 28, 4):uint()
         return string.format("RESEND id=%s bytes %d-%d", id, o, o + tvb(off + 32, 4):uint())
+    elseif ty == TYPE_CREDIT then
+        tree:add(F.credit_limit, tvb(off + 28, 4))
+        tree:add(F.credit_sequence, tvb(off + 32, 4))
+        return string.format("CREDIT limit=%d sequence=%d", tvb(off + 28, 4):uint(), tvb(off + 32, 4):uint())
     elseif ty == TYPE_ACK then
         tree:add(F.ack_count, tvb(off + 28, 2))
         tree:add(F.reserved, tvb(off + 30, 2))

@@ -52,6 +52,13 @@ pub enum Header {
     Overloaded,
     #[serde(rename = "ABANDONED")]
     Abandoned,
+    #[serde(rename = "CREDIT")]
+    Credit {
+        #[serde(rename = "credit_limit")]
+        limit: u32,
+        #[serde(rename = "credit_sequence")]
+        sequence: u32,
+    },
     #[serde(rename = "ACK")]
     Ack {
         #[serde(rename = "ack_ids")]
@@ -198,6 +205,10 @@ fn header(repr: &Repr) -> Header {
         Body::NeedAck => Header::NeedAck,
         Body::Overloaded => Header::Overloaded,
         Body::Abandoned => Header::Abandoned,
+        Body::Credit { limit, sequence } => Header::Credit {
+            limit: *limit,
+            sequence: *sequence,
+        },
         Body::Ack(ids) => Header::Ack {
             ids: ids.as_slice().iter().map(|id| format!("{id:#x}")).collect(),
         },
@@ -252,6 +263,7 @@ impl Header {
             Self::NeedAck => "NEED_ACK".into(),
             Self::Overloaded => "OVERLOADED".into(),
             Self::Abandoned => "ABANDONED".into(),
+            Self::Credit { limit, sequence } => format!("CREDIT limit={limit} sequence={sequence}"),
             Self::Ack { ids } => format!("ACK ids=[{}]", ids.join(",")),
             Self::KeyUpdate { announce } => {
                 format!("KEY_UPDATE {}", if *announce { "announce" } else { "confirm" })

@@ -80,6 +80,7 @@ impl PacketReport {
             Header::NeedAck => "NEED_ACK",
             Header::Overloaded => "OVERLOADED",
             Header::Abandoned => "ABANDONED",
+            Header::Credit { .. } => "CREDIT",
             Header::Ack { .. } => "ACK",
             Header::KeyUpdate { .. } => "KEY_UPDATE",
             Header::Handshake { .. } => "HANDSHAKE",

@@ -79,7 +79,7 @@ fn number(s: &str) -> u64 {
     }
 }
 
-const TYPES: [(&str, u64); 11] = [
+const TYPES: [(&str, u64); 12] = [
     ("DATA", 0x10),
     ("GRANT", 0x11),
     ("RESEND", 0x12),
@@ -90,6 +90,7 @@ const TYPES: [(&str, u64); 11] = [
     ("KEY_UPDATE", 0x19),
     ("OVERLOADED", 0x1a),
     ("ABANDONED", 0x1b),
+    ("CREDIT", 0x1c),
     ("HANDSHAKE", 0x20),
 ];
 

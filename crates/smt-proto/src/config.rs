@@ -90,6 +90,12 @@ pub struct Config {
     /// hears OVERLOADED (`RpcError::Overloaded`), so an overloaded server
     /// sheds load instead of letting its queue grow. Default 4096.
     pub max_pending_requests: usize,
+    /// Client: the requests a server is assumed to let us have
+    /// outstanding before its first CREDIT says how many
+    /// ([`crate::Endpoint::credit`]). Default 128: a burst to a fresh
+    /// server starts at once, and a server that allows more says so
+    /// within a round trip.
+    pub initial_credit: u32,
     /// Authenticate control packets with a MAC. Off reproduces the paper's
     /// forgeable plaintext control packets, for comparison only.
     pub authenticate_control: bool,
@@ -98,8 +104,9 @@ pub struct Config {
     /// Message IDs above the replay floor that the replay guard tracks
     /// individually; older ones are rejected wholesale.
     pub replay_window: u64,
-    /// Partially received requests allowed per peer; first packets of
-    /// more are dropped (`DropReason::OverLimit`).
+    /// Partially received requests allowed per peer; the first packet of
+    /// one more is dropped (`DropReason::OverLimit`) and the request
+    /// refused: its client hears OVERLOADED (`endpoint/refusal.rs`).
     pub max_incoming_per_peer: usize,
     /// Partially received requests allowed across all peers.
     pub max_incoming_total: usize,
@@ -228,6 +235,7 @@ impl Default for Config {
             handshake_abort_ticks: 100,
             max_restarts: 6,
             max_pending_requests: 4096,
+            initial_credit: 128,
             authenticate_control: true,
             padding: Padding::None,
             replay_window: 4096,
@@ -306,10 +314,11 @@ impl Config {
             || self.max_resend_bytes == 0
             || self.unvalidated_per_batch == 0
             || self.max_pending_requests == 0
+            || self.initial_credit == 0
         {
             return err(
                 "overcommit, unscheduled_bytes, grant_window, max_resend_bytes, \
-                 unvalidated_per_batch and max_pending_requests must be at least 1",
+                 unvalidated_per_batch, max_pending_requests and initial_credit must be at least 1",
             );
         }
         if self.tick.is_zero()

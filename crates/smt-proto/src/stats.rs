@@ -113,10 +113,15 @@ pub struct Stats {
     pub rpcs_completed: u64,
     pub rpcs_failed: u64,
     pub requests_restarted: u64,
-    /// Complete requests refused unexecuted because the application held
-    /// `Config::max_pending_requests` (server side; the client hears
-    /// OVERLOADED).
+    /// Requests refused unexecuted (server side; the client hears
+    /// OVERLOADED): complete while the application held
+    /// `Config::max_pending_requests`, or not admitted by the bounds on
+    /// partial requests and buffered bytes (`endpoint/refusal.rs`).
     pub requests_refused: u64,
+    /// CREDIT packets sent (server side: the outstanding requests a peer
+    /// may have, `endpoint/credit.rs`) and accepted (client side).
+    pub credits_sent: u64,
+    pub credits_received: u64,
     /// Packets that shared a datagram with an earlier packet (coalesced),
     /// sent and received: `datagrams + coalesced = packets`.
     pub coalesced_packets_tx: u64,

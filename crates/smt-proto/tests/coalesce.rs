@@ -148,7 +148,21 @@ fn responses_and_the_ack_batch_come_back_coalesced() {
     }
     let back = drain(&mut server, now);
     assert_eq!(back.len(), 1, "both responses in one datagram");
-    let mut want = data_packet(SERVER_PORT, CLIENT_PORT, 2, b"ABC");
+    // First the client's credit (control packets go first): 1024
+    // requests (`max_incoming_per_peer`), the server's first CREDIT, then
+    // its MAC (zero with the NullCipher).
+    #[rustfmt::skip]
+    let mut want = vec![
+        0x0f, 0xa0, 0x9c, 0x40,                         // ports
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // segment offset, message length: 0
+        0x90, 0x1c,                                     // 36-byte header, CREDIT
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00,             // mss, checksum, resend index: 0
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // ID: unused, 0
+        0x00, 0x00, 0x04, 0x00,                         // limit 1024
+        0x00, 0x00, 0x00, 0x01,                         // sequence 1
+    ];
+    want.extend([0; 16]);
+    want.extend(data_packet(SERVER_PORT, CLIENT_PORT, 2, b"ABC"));
     want.extend(data_packet(SERVER_PORT, CLIENT_PORT, 4, b"XYZ"));
     assert_eq!(back[0], want);
     client.handle_datagram(now, addr(SERVER_PORT), &back[0]);

@@ -126,6 +126,35 @@ const RESEND: [u8; 40] = [
     0x00, 0x00, 0x00,       // 37..40  reserved
 ];
 
+/// Server to client: you may have 1024 requests outstanding at me; the
+/// server's 7th CREDIT. The ID is unused (0).
+#[rustfmt::skip]
+const CREDIT: [u8; 36] = [
+    0x0f, 0xa0,             //  0..2   source port
+    0x9c, 0x40,             //  2..4   destination port
+    0x00, 0x00, 0x00, 0x00, //  4..8   segment offset: zero
+    0x00, 0x00, 0x00, 0x00, //  8..12  message length: zero
+    0x90,                   // 12      data offset 9 words = 36 B
+    0x1c,                   // 13      CREDIT
+    0x00, 0x00,             // 14..16  mss: zero
+    0x00, 0x00,             // 16..18  checksum 0
+    0x00, 0x00,             // 18..20  resend index: zero
+    0x00, 0x00, 0x00, 0x00, // 20..28  message ID: unused, zero
+    0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x04, 0x00, // 28..32  limit 1024
+    0x00, 0x00, 0x00, 0x07, // 32..36  sequence 7
+];
+
+fn credit_repr() -> Repr {
+    Repr {
+        id: 0,
+        ..from_server(Body::Credit {
+            limit: 1024,
+            sequence: 7,
+        })
+    }
+}
+
 /// A header-only control packet: only the type byte differs between
 /// RPC_UNKNOWN, BUSY and NEED_ACK.
 #[rustfmt::skip]
@@ -336,6 +365,7 @@ fn fixtures() -> Vec<(&'static str, Vec<u8>, Repr, Vec<u8>)> {
             vec![],
         ),
         ("BUSY", BUSY.to_vec(), from_server(Body::Busy), vec![]),
+        ("CREDIT", CREDIT.to_vec(), credit_repr(), vec![]),
         (
             "OVERLOADED",
             OVERLOADED.to_vec(),
@@ -591,6 +621,24 @@ fn grant_construct() {
     });
     assert_eq!(repr.buffer_len(), GRANT.len());
     assert_emits(&repr, &[], &GRANT);
+}
+
+#[test]
+fn credit_deconstruct() {
+    let p = Packet::new_checked(&CREDIT[..]).expect("valid header");
+    assert_eq!((p.src_port(), p.dst_port()), (SERVER_PORT, CLIENT_PORT));
+    assert_eq!((p.header_len(), p.packet_type()), (36, PacketType::CREDIT));
+    assert_eq!((p.doff_reserved(), p.checksum(), p.id()), (0, 0, 0));
+    check_data_fields_zero(&p);
+    let repr = Repr::parse(&p).expect("valid packet");
+    assert_eq!(repr, credit_repr());
+}
+
+#[test]
+fn credit_construct() {
+    let repr = credit_repr();
+    assert_eq!(repr.buffer_len(), CREDIT.len());
+    assert_emits(&repr, &[], &CREDIT);
 }
 
 #[test]

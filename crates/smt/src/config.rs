@@ -369,6 +369,11 @@ settings! {
     /// unexecuted and its client hears OVERLOADED
     /// ([`crate::RpcError::Overloaded`]).
     max_pending_requests, set_max_pending_requests: usize;
+    /// Client: the requests a server is assumed to let us have
+    /// outstanding before its first CREDIT says how many (default 128).
+    /// Calls beyond a server's credit wait for a place, within their
+    /// deadline, instead of being refused (`docs/protocol.md` § 4, CREDIT).
+    initial_credit, set_initial_credit: u32;
     /// Authenticate control packets with a MAC (default on). Off
     /// reproduces the paper's forgeable plaintext control packets, for
     /// comparison only.
@@ -620,6 +625,7 @@ fn ticks(d: Duration, tick: Duration, setting: &'static str) -> Result<u32, Conf
 pub struct CallOptions {
     timeout: Deadline,
     priority: u8,
+    overloaded_retries: u32,
 }
 
 /// Which deadline a call has.
@@ -665,6 +671,24 @@ impl CallOptions {
     /// The priority set with [`CallOptions::priority`].
     pub fn priority_value(self) -> u8 {
         self.priority
+    }
+
+    /// Retries the call up to `attempts` times when the server refuses
+    /// it with [`smt_proto::RpcError::Overloaded`] (it did not run, so
+    /// sending it again is safe), each after a jittered back-off (about
+    /// 2 ms, doubling up to 250 ms) and within the call's deadline; the
+    /// last refusal is the outcome. Off (0) by default: the caller sees
+    /// the first refusal. The request's bytes are kept until the call
+    /// ends (a copy, for borrowed bytes). Calls also wait for the
+    /// server's credit before they are sent, whatever this says.
+    pub fn retry_overloaded(mut self, attempts: u32) -> Self {
+        self.overloaded_retries = attempts;
+        self
+    }
+
+    /// The attempts set with [`CallOptions::retry_overloaded`].
+    pub fn overloaded_retries(self) -> u32 {
+        self.overloaded_retries
     }
 
     /// The call's timeout, given the endpoint's default.

@@ -226,7 +226,7 @@ const COUNTERS: &[Counter] = &[
     },
     Counter {
         name: "rpcs_refused",
-        help: "Requests refused unexecuted: the application held max_pending_requests.",
+        help: "Requests refused unexecuted (OVERLOADED): max_pending_requests held, or not admitted.",
         read: |c| c.rpcs.refused,
         peer: true,
     },

@@ -125,9 +125,10 @@ pub struct RpcCounts {
     /// Requests sent again under a fresh message ID because the server
     /// had lost them.
     pub restarted: u64,
-    /// Server side: complete requests refused unexecuted because the
-    /// application held `max_pending_requests` (the client hears
-    /// OVERLOADED).
+    /// Server side: requests refused unexecuted (the client hears
+    /// OVERLOADED): complete while the application held
+    /// `max_pending_requests`, or not admitted by the bounds on partial
+    /// requests and buffered bytes.
     pub refused: u64,
     /// Server side: partial requests evicted to make room for another
     /// peer's when the totals (`max_buffered_total`,
@@ -190,6 +191,10 @@ pub struct PacketCounts {
     pub amplification_limited: u64,
     /// ICMP errors the socket reported (unreachable). The endpoint's only.
     pub unreachable_reports: u64,
+    /// CREDIT packets sent (server: how many requests a client may have
+    /// outstanding) and accepted (client). The endpoint's only.
+    pub credits_sent: u64,
+    pub credits_received: u64,
 }
 
 /// TLS records.
@@ -373,6 +378,8 @@ impl From<&smt_proto::Stats> for Counters {
                 coalesced_received: s.coalesced_packets_rx,
                 amplification_limited: s.amplification_limited,
                 unreachable_reports: s.unreachable_reports,
+                credits_sent: s.credits_sent,
+                credits_received: s.credits_received,
             },
             records: RecordCounts {
                 sealed: s.records_sealed,

@@ -820,6 +820,21 @@ pub fn zoo() -> Built {
         (s, c, emit(s, c, 2, false, Body::NeedAck, true)),
         (s, c, emit(s, c, 2, false, Body::Overloaded, true)),
         (s, c, emit(s, c, 4, false, Body::Abandoned, true)),
+        (
+            s,
+            c,
+            emit(
+                s,
+                c,
+                0,
+                false,
+                Body::Credit {
+                    limit: 1024,
+                    sequence: 7,
+                },
+                true,
+            ),
+        ),
         (c, s, emit(c, s, 0, false, Body::Ack(ids), true)),
         (c, s, emit(c, s, 0, true, Body::KeyUpdate, true)),
         (c, s, emit(c, s, 1, true, Body::KeyUpdate, true)),

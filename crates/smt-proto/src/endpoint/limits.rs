@@ -5,8 +5,9 @@
 //! held is published in [`crate::Stats::usage`].
 //!
 //! Accounting is a running total per peer that only grows between ticks
-//! (every allocation is charged before it happens) and is recounted
-//! exactly at every tick, when frees are seen. So the figure is never
+//! (every allocation is charged before it happens; the one exception: a
+//! request's place is given back when it completes, `recv.rs` `deliver`)
+//! and is recounted exactly at every tick, when frees are seen. So the figure is never
 //! below what is really held, a check against it is a hard bound, and the
 //! work stays bounded: a check that fails on a stale figure recounts at
 //! most once per tick.
@@ -108,7 +109,7 @@ impl Endpoint {
     }
 
     /// Takes back what a freed message was charged.
-    fn discharge(&mut self, peer: SocketAddr, less: Charge) {
+    pub(crate) fn discharge(&mut self, peer: SocketAddr, less: Charge) {
         if let Some(c) = self.peers.get_mut(&peer).map(|p| &mut p.usage) {
             c.bytes = c.bytes.saturating_sub(less.bytes);
             c.requests = c.requests.saturating_sub(less.requests);

@@ -18,6 +18,7 @@
 //! tick over the live RPCs.
 
 mod admission;
+mod credit;
 mod grants;
 mod handshake;
 mod limits;
@@ -25,6 +26,7 @@ mod offload;
 mod outbox;
 mod peer;
 mod recv;
+mod refusal;
 mod retry;
 mod scheduler;
 mod send;
@@ -278,6 +280,8 @@ pub struct Endpoint {
     pub(crate) framing: Arc<dyn crate::crypto::PacketCipher>,
     /// The event trace, when on ([`Endpoint::set_tracing`]).
     pub(crate) trace: Option<Box<crate::trace::Tracer>>,
+    /// Credit given to peers and heard from them (`credit.rs`).
+    pub(crate) credits: credit::Credits,
 }
 
 /// Segment lists kept for reuse: one per message being received at once
@@ -333,6 +337,7 @@ impl Endpoint {
             rx_mark: None,
             framing: Arc::new(NullCipher),
             trace: None,
+            credits: credit::Credits::default(),
         })
     }
 
@@ -423,6 +428,7 @@ impl Endpoint {
 
     /// Adds or replaces `addr`'s peer entry, keeping the origin counts.
     fn put_peer(&mut self, addr: SocketAddr, peer: Peer) {
+        self.credits.forget(addr);
         self.count_origin(peer.origin, true);
         if let Some(old) = self.peers.insert(addr, peer) {
             self.count_origin(old.origin, false);

@@ -731,9 +731,13 @@ impl Endpoint {
             .ok_or(DropReason::UnknownSession)?;
         let epoch = session.epoch(key.epoch).ok_or(DropReason::KeyPhase)?;
         if epoch.replay.check(key.id) == ReplayCheck::Replayed {
+            self.answer_if_refused(key);
             return Err(DropReason::Replay);
         }
-        self.admit_message(now, key.peer, true)?;
+        if let Err(e) = self.admit_message(now, key.peer, true) {
+            self.refuse_unadmitted(key);
+            return Err(e);
+        }
         let incoming = self.new_incoming(h);
         let rpc = ServerRpc {
             state: ServerState::Receiving(incoming),
@@ -800,7 +804,17 @@ impl Endpoint {
         match msg {
             MsgKey::Client(handle) => self.complete_client(now, handle, key),
             MsgKey::Server(k) => {
-                if self.in_service >= self.config.max_pending_requests {
+                // No longer a partial request: its place is free now, not
+                // at the next recount (a burst of small requests would
+                // otherwise fill `max_incoming_per_peer` within a tick).
+                let done = Charge {
+                    bytes: 0,
+                    requests: 1,
+                };
+                self.discharge(k.peer, done);
+                let full = self.in_service >= self.config.max_pending_requests;
+                self.note_request(k.peer, full);
+                if full {
                     self.refuse_request(k);
                     return;
                 }
@@ -845,8 +859,9 @@ impl Endpoint {
 
     /// Sheds a complete request while the application holds
     /// `Config::max_pending_requests`: it is never executed (its ID is
-    /// retired, so late copies are replays and a RESEND for it hears
-    /// RPC_UNKNOWN), its state is freed, and the client hears OVERLOADED.
+    /// retired as refused, so late copies are replays and a RESEND for it
+    /// hears OVERLOADED again: `refusal.rs`), its state is freed, and the
+    /// client hears OVERLOADED.
     fn refuse_request(&mut self, key: ServerRpcHandle) {
         self.drop_server(&key);
         self.trace_freed(key, FreeReason::Overloaded);
@@ -855,12 +870,9 @@ impl Endpoint {
             .get_mut(&key.peer)
             .and_then(|s| s.epoch_mut(key.epoch))
         {
-            epoch.replay.retire(key.id);
+            epoch.replay.refuse(key.id);
         }
-        self.stats.requests_refused += 1;
-        if let Some(s) = self.peers.get_mut(&key.peer) {
-            s.stats.requests_refused += 1;
-        }
+        self.count_refused(key);
         self.queue_control(key.peer, key.epoch, key.id, Body::Overloaded);
     }
 
@@ -942,6 +954,7 @@ impl Endpoint {
     ) -> Result<(), DropReason> {
         match body {
             Body::Ack(ids) => return self.on_ack(key, &ids),
+            Body::Credit { limit, sequence } => return self.on_credit(key.peer, limit, sequence),
             Body::Handshake { .. } | Body::Data(_) | Body::KeyUpdate => {
                 return Err(DropReason::Unsupported)
             }
@@ -1029,6 +1042,11 @@ impl Endpoint {
             // then retired: late packets of it can no longer start a second
             // execution. A retired ID keeps getting RPC_UNKNOWN: the first
             // answer may have been lost. At most once, even across restarts.
+            // A refused ID hears OVERLOADED again, never ABANDONED.
+            let resend = matches!(body, Body::Resend { .. });
+            if resend && self.answer_if_refused(key) {
+                return Err(DropReason::UnknownRpc);
+            }
             let Some(epoch) = self
                 .peers
                 .get_mut(&key.peer)
@@ -1037,10 +1055,10 @@ impl Endpoint {
                 return Err(DropReason::KeyPhase);
             };
             let fresh = epoch.replay.check(key.id) == ReplayCheck::Fresh;
-            if matches!(body, Body::Resend { .. }) && (fresh || epoch.replay.is_retired(key.id)) {
+            if resend && (fresh || epoch.replay.is_retired(key.id)) {
                 epoch.replay.retire(key.id);
                 self.queue_control(key.peer, key.epoch, key.id, Body::RpcUnknown);
-            } else if matches!(body, Body::Resend { .. }) {
+            } else if resend {
                 // Delivered, and its state is gone (abandoned, timed out):
                 // no answer will ever come, so say so (again, if the first
                 // ABANDONED was lost) rather than let the client wait.

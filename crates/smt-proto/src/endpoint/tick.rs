@@ -109,6 +109,7 @@ impl Endpoint {
         self.tick_handshakes(now);
         self.expire_unproven();
         self.tick_key_updates();
+        self.sweep_credits();
         // Frees since the last tick (completions, ACKs, aborts, this
         // tick's expiries) are seen here; between ticks the usage figures
         // only grow.

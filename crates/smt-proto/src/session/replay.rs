@@ -7,6 +7,10 @@ pub enum ReplayCheck {
     Replayed,
 }
 
+/// Refused IDs remembered below the floor (8 KiB at most per key epoch,
+/// and only for a peer whose requests were refused).
+pub const REFUSED_BELOW_MAX: usize = 1024;
+
 /// The receive-side replay guard for peer-started message IDs (seed 001
 /// §4.4.1, §6.1; always on).
 ///
@@ -22,6 +26,13 @@ pub struct ReplayWindow {
     /// Of the marked IDs, those retired without delivery (the server said
     /// RPC_UNKNOWN for them), so a repeated question gets the same answer.
     retired: Vec<u64>,
+    /// Of the retired IDs, those refused (the server said OVERLOADED: the
+    /// request never ran), so a repeated question hears OVERLOADED again.
+    refused: Vec<u64>,
+    /// Refused IDs (parity indices) that slid below the floor, newest
+    /// last, at most [`REFUSED_BELOW_MAX`] of them: a RESEND about one, after the burst
+    /// that moved the floor, still hears OVERLOADED and not ABANDONED.
+    refused_below: std::collections::VecDeque<u64>,
     window: u64,
 }
 
@@ -33,6 +44,8 @@ impl ReplayWindow {
             floor: 0,
             bits: vec![0; words],
             retired: vec![0; words],
+            refused: vec![0; words],
+            refused_below: std::collections::VecDeque::new(),
             window: words as u64 * 64,
         }
     }
@@ -86,6 +99,37 @@ impl ReplayWindow {
         self.retired[w] & (1 << b) != 0
     }
 
+    /// Marks `id` as refused unexecuted (OVERLOADED): retired, and
+    /// remembered as refused even after it slides below the floor (the
+    /// last [`REFUSED_BELOW_MAX`] such IDs).
+    pub fn refuse(&mut self, id: u64) {
+        self.retire(id);
+        let n = id >> 1;
+        if n >= self.floor {
+            let (w, b) = self.slot(n);
+            self.refused[w] |= 1 << b;
+        }
+    }
+
+    /// Whether `id` was refused unexecuted (and is still remembered).
+    pub fn is_refused(&self, id: u64) -> bool {
+        let n = id >> 1;
+        if n < self.floor {
+            return self.refused_below.contains(&n);
+        }
+        if n - self.floor >= self.window {
+            return false;
+        }
+        let (w, b) = self.slot(n);
+        self.refused[w] & (1 << b) != 0
+    }
+
+    /// How far past the tracked range `id` lies, in windows (0: inside it
+    /// or below). Retiring an ID slides the floor up to it.
+    pub fn windows_ahead(&self, id: u64) -> u64 {
+        ((id >> 1).saturating_sub(self.floor)) / self.window
+    }
+
     /// The lowest ID parity-index still tracked individually.
     pub fn floor(&self) -> u64 {
         self.floor
@@ -104,17 +148,26 @@ impl ReplayWindow {
     /// Moves the floor up to `new_floor`, clearing the bits of the IDs that
     /// leave the window (their slots are reused by the IDs entering it).
     fn slide_to(&mut self, new_floor: u64) {
-        if new_floor - self.floor >= self.window {
-            self.bits.fill(0);
-            self.retired.fill(0);
-        } else {
-            for n in self.floor..new_floor {
-                let (w, b) = self.slot(n);
-                self.bits[w] &= !(1 << b);
-                self.retired[w] &= !(1 << b);
+        let end = new_floor.min(self.floor + self.window);
+        for n in self.floor..end {
+            let (w, b) = self.slot(n);
+            if self.refused[w] & (1 << b) != 0 {
+                self.remember_refused_below(n);
             }
+            self.bits[w] &= !(1 << b);
+            self.retired[w] &= !(1 << b);
+            self.refused[w] &= !(1 << b);
         }
         self.floor = new_floor;
+    }
+}
+
+impl ReplayWindow {
+    fn remember_refused_below(&mut self, n: u64) {
+        if self.refused_below.len() >= REFUSED_BELOW_MAX {
+            self.refused_below.pop_front();
+        }
+        self.refused_below.push_back(n);
     }
 }
 
@@ -156,6 +209,21 @@ mod tests {
         assert!(!r.is_retired(8));
         r.mark(2 * 500);
         assert!(!r.is_retired(6), "forgotten once below the floor");
+    }
+
+    #[test]
+    fn refused_ids_stay_refused_after_sliding_below_the_floor() {
+        let mut r = ReplayWindow::new(64);
+        r.refuse(6);
+        r.retire(8);
+        assert!(r.is_refused(6) && r.is_retired(6));
+        assert!(!r.is_refused(8));
+        assert_eq!(r.check(6), ReplayCheck::Replayed);
+        r.mark(2 * 500);
+        assert!(r.is_refused(6), "remembered below the floor");
+        assert!(!r.is_refused(8));
+        assert_eq!(r.windows_ahead(2 * 500 + 2 * 64), 1);
+        assert_eq!(r.windows_ahead(2), 0);
     }
 
     #[test]

@@ -3,5 +3,7 @@
 //! need only the public API (and real AES-GCM keys from smt-sim) are
 //! integration tests in `crates/smt-proto/tests/`.
 
+mod credit;
 mod limits;
+mod refusal;
 mod scenarios;

@@ -41,6 +41,14 @@ pub(crate) mod field {
         pub const RESERVED: Range<usize> = 33..36;
     }
 
+    /// CREDIT: how many requests the receiver may have outstanding at the
+    /// sender, and the sequence number that orders CREDIT packets.
+    pub mod credit {
+        use std::ops::Range;
+        pub const LIMIT: Range<usize> = 28..32;
+        pub const SEQUENCE: Range<usize> = 32..36;
+    }
+
     /// RESEND: the byte range asked for, a priority, three reserved bytes.
     pub mod resend {
         use std::ops::Range;

@@ -17,6 +17,7 @@ pub const HANDSHAKE_TOKEN: u8 = 0x02;
 
 const GRANT_LEN: usize = COMMON_HEADER_LEN + 8;
 const RESEND_LEN: usize = COMMON_HEADER_LEN + 12;
+const CREDIT_LEN: usize = COMMON_HEADER_LEN + 8;
 const ACK_HEADER_LEN: usize = COMMON_HEADER_LEN + 4;
 const HANDSHAKE_HEADER_LEN: usize = COMMON_HEADER_LEN + 12;
 
@@ -175,6 +176,9 @@ pub enum Body {
     /// The server's application will not answer the request (it dropped
     /// it, or its response could not be sent); it may have run.
     Abandoned,
+    /// The receiver may have `limit` requests outstanding at the sender;
+    /// of two CREDIT packets, the one with the larger `sequence` holds.
+    Credit { limit: u32, sequence: u32 },
     /// The server asks the client to acknowledge the RPC's response.
     NeedAck,
     /// These RPCs are complete; the server may free them.
@@ -207,6 +211,7 @@ impl Body {
             Self::Busy => PacketType::BUSY,
             Self::Overloaded => PacketType::OVERLOADED,
             Self::Abandoned => PacketType::ABANDONED,
+            Self::Credit { .. } => PacketType::CREDIT,
             Self::NeedAck => PacketType::NEED_ACK,
             Self::Ack(_) => PacketType::ACK,
             Self::KeyUpdate => PacketType::KEY_UPDATE,
@@ -219,6 +224,7 @@ impl Body {
             Self::Data(_) => DATA_HEADER_LEN,
             Self::Grant { .. } => GRANT_LEN,
             Self::Resend { .. } => RESEND_LEN,
+            Self::Credit { .. } => CREDIT_LEN,
             Self::RpcUnknown
             | Self::Busy
             | Self::Overloaded
@@ -368,6 +374,7 @@ fn parse_control<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Body, WireError> 
     let expect = match ty {
         PacketType::GRANT => GRANT_LEN,
         PacketType::RESEND => RESEND_LEN,
+        PacketType::CREDIT => CREDIT_LEN,
         PacketType::ACK => ACK_HEADER_LEN,
         _ => COMMON_HEADER_LEN,
     };
@@ -392,6 +399,10 @@ fn parse_control<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Body, WireError> 
                 priority: buf[resend::PRIORITY],
             }
         }
+        PacketType::CREDIT => Body::Credit {
+            limit: be32_at(buf, field::credit::LIMIT),
+            sequence: be32_at(buf, field::credit::SEQUENCE),
+        },
         PacketType::ACK => return parse_ack(buf),
         PacketType::RPC_UNKNOWN => Body::RpcUnknown,
         PacketType::BUSY => Body::Busy,
@@ -510,6 +521,10 @@ fn emit_control_body<T: AsRef<[u8]> + AsMut<[u8]>>(body: &Body, packet: &mut Pac
             buf[resend::LENGTH].copy_from_slice(&length.to_be_bytes());
             buf[resend::PRIORITY] = *priority;
             buf[resend::RESERVED].fill(0);
+        }
+        Body::Credit { limit, sequence } => {
+            buf[field::credit::LIMIT].copy_from_slice(&limit.to_be_bytes());
+            buf[field::credit::SEQUENCE].copy_from_slice(&sequence.to_be_bytes());
         }
         Body::Ack(ids) => {
             let n = ids.as_slice().len() as u16;

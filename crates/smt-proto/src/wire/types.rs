@@ -34,6 +34,10 @@ impl PacketType {
     /// be sent). It may have been executed." Not in Homa, whose client
     /// waits for its timeout instead.
     pub const ABANDONED: Self = Self(0x1b);
+    /// Server to client: "you may have this many requests outstanding at
+    /// me" (credit-based backpressure, `docs/protocol.md` § 4, CREDIT).
+    /// Not in Homa; 0x1c is free in its numbering.
+    pub const CREDIT: Self = Self(0x1c);
     /// TLS handshake records (carried by the session-establishment layer).
     pub const HANDSHAKE: Self = Self(0x20);
 
@@ -50,6 +54,7 @@ impl PacketType {
             Self::KEY_UPDATE => "KEY_UPDATE",
             Self::OVERLOADED => "OVERLOADED",
             Self::ABANDONED => "ABANDONED",
+            Self::CREDIT => "CREDIT",
             Self::HANDSHAKE => "HANDSHAKE",
             _ => return None,
         })

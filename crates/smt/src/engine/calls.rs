@@ -127,6 +127,27 @@ impl Calls {
         })
     }
 
+    /// The call whose RPC `rpc` is, without ending it.
+    pub fn call_of(&self, rpc: RpcHandle) -> Option<CallToken> {
+        self.by_rpc.get(&rpc).copied()
+    }
+
+    /// The call's RPC ended but the call goes on (it is retried): it has
+    /// no RPC until it is sent again.
+    pub fn unsend(&mut self, rpc: RpcHandle) {
+        let Some(call) = self.by_rpc.remove(&rpc) else {
+            return;
+        };
+        if let Some(live) = self.live.get_mut(&call) {
+            live.rpc = None;
+        }
+    }
+
+    /// When `call` times out, if it has a deadline.
+    pub fn deadline_of(&self, call: CallToken) -> Option<Instant> {
+        self.live.get(&call)?.deadline.map(|(at, _)| at)
+    }
+
     /// Ends `call`; returns whether it was outstanding and its RPC, if it
     /// had one (the caller aborts it in the core).
     pub fn end(&mut self, call: CallToken) -> Option<Option<RpcHandle>> {

@@ -20,6 +20,7 @@
 //! [`Clock`] given at bind time.
 
 mod calls;
+mod credit;
 mod identity;
 mod memory;
 mod sessions;
@@ -34,12 +35,13 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use smt_proto::{
-    Endpoint as Core, Event, HandshakeError, KeyResolver, Payload, RpcHandle, SendError,
+    Endpoint as Core, Event, HandshakeError, KeyResolver, Payload, RpcError, RpcHandle, SendError,
     ServerRpcHandle, SessionKeys,
 };
 use smt_udp::{Features, Socket};
 
 use self::calls::Calls;
+use self::credit::Load;
 use self::identity::Identities;
 use self::sessions::{Parked, Sessions, Started};
 pub(crate) use self::timing::Timing;
@@ -107,6 +109,9 @@ pub(crate) struct Engine {
     calls: Calls,
     /// Round trips, requests served and handler latency.
     timing: Timing,
+    /// Calls waiting for a server's credit or to retry `Overloaded`, and
+    /// the RPCs holding credit (`credit.rs`).
+    load: Load,
     /// [`EndpointConfig::call_timeout`].
     call_timeout: Option<Duration>,
     outcomes: VecDeque<Outcome>,
@@ -155,6 +160,7 @@ impl Engine {
             identities: Identities::default(),
             calls: Calls::new(config.max_outstanding_calls()),
             timing: Timing::default(),
+            load: Load::new(),
             call_timeout: config.call_timeout(),
             outcomes: VecDeque::new(),
             recycler: Arc::default(),
@@ -206,7 +212,7 @@ impl Engine {
     /// Whether calls wait for a handshake or a key epoch (someone must keep
     /// turning for them to leave).
     pub fn has_parked_calls(&self) -> bool {
-        self.sessions.has_parked()
+        self.sessions.has_parked() || self.load.has_parked()
     }
 
     /// When [`Engine::turn`] must next run even if nothing arrives: the
@@ -218,6 +224,7 @@ impl Engine {
         [
             self.core.poll_timeout(),
             self.calls.next_deadline(),
+            self.load.next_retry(),
             close,
             trim,
         ]
@@ -326,7 +333,13 @@ impl Engine {
         let call = self
             .calls
             .open(now, peer, timeout, options.priority_value());
+        let retries = options.overloaded_retries();
+        if retries > 0 {
+            self.load
+                .allow_retries(call, peer, data.clone().into_bytes(), retries);
+        }
         if let Err(e) = self.start(now, peer, call, data) {
+            self.load.done(call);
             self.calls.end(call);
             return Err(e);
         }
@@ -417,6 +430,7 @@ impl Engine {
     pub fn fail_all_calls(&mut self) {
         // Every parked call is also in `calls`: reported once, from there.
         self.sessions.drain();
+        self.load.drain();
         let closed = self.calls.drain().into_iter().map(|call| Outcome::Reply {
             call,
             result: Err(Error::Closed),
@@ -446,6 +460,7 @@ impl Engine {
         }
         self.dispatch(now);
         self.retry_deferred(now);
+        self.retry_overloaded(now);
         self.expire_calls(now);
         self.io.transmit(&mut self.core, now);
         self.drain_trace();
@@ -487,6 +502,27 @@ impl Engine {
         call: CallToken,
         data: Payload<'_>,
     ) -> Result<(), Error> {
+        if self.load.must_wait(peer, self.core.credit(peer)) {
+            // Beyond the server's credit: wait for a place (`credit.rs`).
+            let parked = Parked {
+                call,
+                data: data.into_bytes(),
+            };
+            self.load.wait(peer, parked);
+            return Ok(());
+        }
+        self.send(now, peer, call, data)
+    }
+
+    /// Sends the call's request now (its credit allows), or parks it for
+    /// keys, or says why it cannot start.
+    fn send(
+        &mut self,
+        now: Instant,
+        peer: SocketAddr,
+        call: CallToken,
+        data: Payload<'_>,
+    ) -> Result<(), Error> {
         // Cheap: a reference count for owned bytes; only a parked call
         // needs its own copy of borrowed ones.
         match self.core.send_request(now, peer, data.clone()) {
@@ -494,6 +530,7 @@ impl Engine {
                 self.core
                     .set_request_priority(rpc, self.calls.priority(call));
                 self.calls.sent(call, rpc);
+                self.load.sent(peer, rpc);
                 Ok(())
             }
             Err(SendError::NoSession) if self.sessions.can_connect(peer) => {
@@ -560,11 +597,41 @@ impl Engine {
                 _ => {}
             }
         }
+        self.release_waiting(now);
+    }
+
+    /// Sends the calls that waited for credit, as far as each peer's
+    /// credit now allows (responses freed places, or a CREDIT raised it).
+    fn release_waiting(&mut self, now: Instant) {
+        if !self.load.has_parked() {
+            return;
+        }
+        for peer in self.load.waiting_peers() {
+            while let Some(parked) = self.load.next_ready(peer, self.core.credit(peer)) {
+                let call = parked.call;
+                if let Err(e) = self.send(now, peer, call, Payload::Owned(parked.data)) {
+                    self.fail(call, e);
+                }
+            }
+        }
+    }
+
+    /// Sends again the calls refused with `Overloaded` whose back-off
+    /// has passed (`CallOptions::retry_overloaded`).
+    fn retry_overloaded(&mut self, now: Instant) {
+        while let Some((peer, parked)) = self.load.due_retry(now) {
+            self.restart(now, peer, parked);
+        }
     }
 
     fn finish(&mut self, now: Instant, rpc: RpcHandle, result: Result<Vec<u8>, Error>) {
+        self.load.ended(rpc);
+        if matches!(result, Err(Error::Rpc(RpcError::Overloaded))) && self.retry_later(rpc) {
+            return;
+        }
         match self.calls.finish_rpc(rpc) {
             Some(done) => {
+                self.load.done(done.call);
                 if result.is_ok() {
                     let rtt = now.saturating_duration_since(done.opened);
                     self.timing.call_completed(&self.core, done.peer, rtt);
@@ -580,6 +647,21 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// Whether the call of `rpc`, refused unexecuted, will be sent again
+    /// after a back-off (it asked to be; attempts and deadline allow).
+    fn retry_later(&mut self, rpc: RpcHandle) -> bool {
+        let Some(call) = self.calls.call_of(rpc) else {
+            return false;
+        };
+        let now = self.clock.now();
+        let deadline = self.calls.deadline_of(call);
+        if !self.load.retry(now, call, deadline) {
+            return false;
+        }
+        self.calls.unsend(rpc);
+        true
     }
 
     fn deliver_request(&mut self, now: Instant, rpc: ServerRpcHandle, data: Vec<u8>) {
@@ -666,12 +748,16 @@ impl Engine {
     /// Drops an ended call's state: its RPC in the core (which tells the
     /// server), or its place in a queue for keys.
     fn forget_call(&mut self, call: CallToken, rpc: Option<RpcHandle>) {
+        self.load.done(call);
         match rpc {
             Some(rpc) => {
+                self.load.ended(rpc);
                 self.core.abort(rpc);
             }
             None => {
-                self.sessions.cancel(call);
+                if !self.load.cancel(call) {
+                    self.sessions.cancel(call);
+                }
             }
         }
     }

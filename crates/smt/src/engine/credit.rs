@@ -1,0 +1,287 @@
+//! Calls held back for load (issue #24, item 3): those waiting for the
+//! server's credit, and those waiting to retry after `Overloaded`.
+//!
+//! *Credit.* The core says how many requests a server lets us have
+//! outstanding (`smt_proto::Endpoint::credit`, from its CREDIT packets,
+//! `docs/protocol.md` § 4). A call to a peer whose credit is used up waits
+//! here, in call order per peer, instead of being sent and refused; it
+//! leaves when a response (or failure) frees a place, or when the server
+//! grants more. A waiting call keeps its deadline (it ends with
+//! `Error::Timeout` like any other); without one it still leaves, since
+//! every call in flight ends (its response, or the core's silence
+//! timeout) and the credit is never below 1.
+//!
+//! *Retry.* A call made with [`crate::CallOptions::retry_overloaded`]
+//! keeps its request bytes; when the server refuses it (`Overloaded`: it
+//! did not run), it is sent again under a fresh ID after a jittered
+//! back-off, within its deadline and its number of attempts; the last
+//! refusal is its outcome.
+
+use std::collections::hash_map::RandomState;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::hash::BuildHasher;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use smt_proto::RpcHandle;
+
+use super::sessions::Parked;
+use super::CallToken;
+
+/// The first retry waits about this long (× 0.5 to 1.5), each next one
+/// twice as long, up to [`RETRY_MAX_BACKOFF`].
+pub(crate) const RETRY_BACKOFF: Duration = Duration::from_millis(2);
+/// The longest wait between two attempts.
+pub(crate) const RETRY_MAX_BACKOFF: Duration = Duration::from_millis(250);
+
+/// A call that may be retried after `Overloaded`: its bytes and budget.
+struct Retryable {
+    peer: SocketAddr,
+    data: Bytes,
+    /// Retries left.
+    left: u32,
+    /// Retries made.
+    made: u32,
+}
+
+/// Calls held back for load, and the RPCs that hold credit.
+pub(crate) struct Load {
+    /// RPCs sent, by peer: what holds the peer's credit.
+    in_flight: HashMap<SocketAddr, usize>,
+    rpc_peer: HashMap<RpcHandle, SocketAddr>,
+    /// Calls waiting for credit, per peer, oldest first.
+    waiting: HashMap<SocketAddr, VecDeque<Parked>>,
+    /// Calls due to be sent again, by when.
+    retries: BTreeMap<(Instant, CallToken), SocketAddr>,
+    retryable: HashMap<CallToken, Retryable>,
+    /// Jitter (xorshift64*, seeded once per endpoint).
+    rng: u64,
+}
+
+impl Load {
+    pub fn new() -> Self {
+        Self {
+            in_flight: HashMap::new(),
+            rpc_peer: HashMap::new(),
+            waiting: HashMap::new(),
+            retries: BTreeMap::new(),
+            retryable: HashMap::new(),
+            rng: RandomState::new().hash_one(0x5eed_u64) | 1,
+        }
+    }
+
+    /// Whether a new call to `peer` must wait: its credit is used up, or
+    /// earlier calls wait already (they go first).
+    pub fn must_wait(&self, peer: SocketAddr, credit: u32) -> bool {
+        self.waiting.contains_key(&peer) || !self.has_credit(peer, credit)
+    }
+
+    /// Whether one more RPC to `peer` fits its credit.
+    pub fn has_credit(&self, peer: SocketAddr, credit: u32) -> bool {
+        let used = self.in_flight.get(&peer).copied().unwrap_or(0);
+        used < credit as usize
+    }
+
+    /// Parks a call until `peer` has credit for it.
+    pub fn wait(&mut self, peer: SocketAddr, parked: Parked) {
+        self.waiting.entry(peer).or_default().push_back(parked);
+    }
+
+    /// RPC `rpc` was sent to `peer`: it holds a place of its credit.
+    pub fn sent(&mut self, peer: SocketAddr, rpc: RpcHandle) {
+        *self.in_flight.entry(peer).or_default() += 1;
+        self.rpc_peer.insert(rpc, peer);
+    }
+
+    /// RPC `rpc` ended (response, failure, abort): its place is free.
+    pub fn ended(&mut self, rpc: RpcHandle) {
+        let Some(peer) = self.rpc_peer.remove(&rpc) else {
+            return;
+        };
+        if let Some(n) = self.in_flight.get_mut(&peer) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.in_flight.remove(&peer);
+            }
+        }
+    }
+
+    /// Peers with calls waiting for credit.
+    pub fn waiting_peers(&self) -> Vec<SocketAddr> {
+        self.waiting.keys().copied().collect()
+    }
+
+    /// The next call waiting for `peer`'s credit, if the credit has room.
+    pub fn next_ready(&mut self, peer: SocketAddr, credit: u32) -> Option<Parked> {
+        if !self.has_credit(peer, credit) {
+            return None;
+        }
+        let queue = self.waiting.get_mut(&peer)?;
+        let next = queue.pop_front();
+        if queue.is_empty() {
+            self.waiting.remove(&peer);
+        }
+        next
+    }
+
+    /// Lets `call` to `peer` be retried `attempts` times after `Overloaded`,
+    /// keeping its request bytes.
+    pub fn allow_retries(&mut self, call: CallToken, peer: SocketAddr, data: Bytes, attempts: u32) {
+        let r = Retryable {
+            peer,
+            data,
+            left: attempts,
+            made: 0,
+        };
+        self.retryable.insert(call, r);
+    }
+
+    /// `call` was refused (`Overloaded`): schedules its next attempt
+    /// after a jittered back-off, if it has one left and `deadline`
+    /// (if any) is not past by then. Returns whether it will be retried.
+    pub fn retry(&mut self, now: Instant, call: CallToken, deadline: Option<Instant>) -> bool {
+        let Some(r) = self.retryable.get_mut(&call) else {
+            return false;
+        };
+        if r.left == 0 {
+            return false;
+        }
+        let base = RETRY_BACKOFF
+            .saturating_mul(1 << r.made.min(16))
+            .min(RETRY_MAX_BACKOFF);
+        let (left, made, peer) = (r.left - 1, r.made + 1, r.peer);
+        let at = now + self.jitter(base);
+        if deadline.is_some_and(|d| at >= d) {
+            return false;
+        }
+        if let Some(r) = self.retryable.get_mut(&call) {
+            (r.left, r.made) = (left, made);
+        }
+        self.retries.insert((at, call), peer);
+        true
+    }
+
+    /// The next retry's time.
+    pub fn next_retry(&self) -> Option<Instant> {
+        self.retries.first_key_value().map(|((at, _), _)| *at)
+    }
+
+    /// A retry due at `now`: its peer and the call with its bytes.
+    pub fn due_retry(&mut self, now: Instant) -> Option<(SocketAddr, Parked)> {
+        let (&(at, call), _) = self.retries.first_key_value()?;
+        if at > now {
+            return None;
+        }
+        let peer = self.retries.remove(&(at, call))?;
+        let data = self.retryable.get(&call)?.data.clone();
+        Some((peer, Parked { call, data }))
+    }
+
+    /// Forgets `call` wherever it waits; true if it waited here.
+    pub fn cancel(&mut self, call: CallToken) -> bool {
+        self.retryable.remove(&call);
+        let before = self.retries.len();
+        self.retries.retain(|(_, c), _| *c != call);
+        let mut found = self.retries.len() != before;
+        for queue in self.waiting.values_mut() {
+            let n = queue.len();
+            queue.retain(|p| p.call != call);
+            found |= queue.len() != n;
+        }
+        self.waiting.retain(|_, q| !q.is_empty());
+        found
+    }
+
+    /// The call ended: its bytes are not needed any more.
+    pub fn done(&mut self, call: CallToken) {
+        if !self.retryable.is_empty() {
+            self.retryable.remove(&call);
+        }
+    }
+
+    /// Whether calls wait here (someone must keep turning).
+    pub fn has_parked(&self) -> bool {
+        !self.waiting.is_empty() || !self.retries.is_empty()
+    }
+
+    /// Every call waiting here, removed (the endpoint is closing).
+    pub fn drain(&mut self) -> Vec<CallToken> {
+        self.retryable.clear();
+        let retries = std::mem::take(&mut self.retries)
+            .into_keys()
+            .map(|(_, c)| c);
+        let waiting = self.waiting.drain().flat_map(|(_, q)| q).map(|p| p.call);
+        retries.chain(waiting).collect()
+    }
+
+    /// `base` × a factor uniform in [0.5, 1.5).
+    fn jitter(&mut self, base: Duration) -> Duration {
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        let r = self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11;
+        let unit = r as f64 / (1u64 << 53) as f64;
+        base.mul_f64(0.5 + unit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr() -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], 9))
+    }
+
+    fn parked(n: u64) -> Parked {
+        Parked {
+            call: CallToken(n),
+            data: Bytes::from_static(b"x"),
+        }
+    }
+
+    #[test]
+    fn calls_beyond_the_credit_wait_in_order_and_leave_as_places_free() {
+        let mut load = Load::new();
+        load.sent(addr(), RpcHandle(1));
+        load.sent(addr(), RpcHandle(2));
+        assert!(load.must_wait(addr(), 2));
+        load.wait(addr(), parked(3));
+        load.wait(addr(), parked(4));
+        assert!(load.next_ready(addr(), 2).is_none(), "no room yet");
+        load.ended(RpcHandle(1));
+        assert_eq!(
+            load.next_ready(addr(), 2).map(|p| p.call),
+            Some(CallToken(3))
+        );
+        assert!(
+            load.must_wait(addr(), 2),
+            "call 4 still waits: new calls queue behind"
+        );
+        assert_eq!(
+            load.next_ready(addr(), 3).map(|p| p.call),
+            Some(CallToken(4))
+        );
+        assert!(!load.has_parked());
+    }
+
+    #[test]
+    fn retries_back_off_within_the_budget_and_the_deadline() {
+        let now = Instant::now();
+        let mut load = Load::new();
+        let call = CallToken(7);
+        load.allow_retries(call, addr(), Bytes::from_static(b"req"), 2);
+        assert!(load.retry(now, call, None));
+        let first = load.next_retry().expect("scheduled");
+        let wait = first - now;
+        assert!(wait >= RETRY_BACKOFF / 2 && wait < RETRY_BACKOFF * 3 / 2);
+        assert!(load.due_retry(now).is_none(), "not yet");
+        let (peer, p) = load.due_retry(first).expect("due");
+        assert_eq!((peer, p.call, &p.data[..]), (addr(), call, &b"req"[..]));
+        assert!(!load.retry(now, call, Some(now)), "past the deadline");
+        assert!(load.retry(now, call, None));
+        load.due_retry(now + RETRY_MAX_BACKOFF);
+        assert!(!load.retry(now, call, None), "budget spent");
+    }
+}
