@@ -245,8 +245,12 @@ impl Grouper {
     fn group_of(&mut self, e: &Value, ev: &str) -> Option<usize> {
         let names_message = match ev {
             "sent" | "received" => {
-                !matches!(e["type"].as_str(), Some("HANDSHAKE" | "KEY_UPDATE") | None)
-                    && e["malformed"].is_null()
+                // Packets about the session, not a message: the
+                // handshake, key updates, and CREDIT (the peer's share).
+                !matches!(
+                    e["type"].as_str(),
+                    Some("HANDSHAKE" | "KEY_UPDATE" | "CREDIT") | None
+                ) && e["malformed"].is_null()
             }
             "sealed" | "opened" | "open_failed" | "delivered" | "rpc_started" | "rpc_restarted"
             | "rpc_failed" | "rpc_aborted" | "server_freed" => true,
