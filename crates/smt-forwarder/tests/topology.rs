@@ -37,7 +37,10 @@ fn smt_crosses_two_paths_over_ipv4_and_ipv6() {
                 Ok(r) => r,
                 Err(e) => {
                     println!("client stats {:?}", client.stats().unwrap().total);
-                    panic!("call through the forwarder: {e} ({:?})", fwd.stop());
+                    panic!(
+                        "call of {size} B to {to} through the forwarder: {e} ({:?})",
+                        fwd.stop()
+                    );
                 }
             };
             assert!(resp.iter().eq(req.iter().rev()), "echo of {size} bytes");
