@@ -67,9 +67,29 @@ down() {
     done
 }
 
+# A namespace whose links skip duplicate address detection: a tentative
+# link-local address makes the kernel hold back neighbour solicitations
+# for traffic sourced from another interface (the inside address on lo),
+# so the first IPv6 packet toward a server would wait a full second for
+# the link-local's DAD (and an RPC with a 1 s idle timeout would fail).
 new_ns() {
     ip netns add "$1"
+    ip netns exec "$1" sh -c 'echo 0 > /proc/sys/net/ipv6/conf/default/accept_dad; echo 0 > /proc/sys/net/ipv6/conf/all/accept_dad' 2>/dev/null || true
     ip -n "$1" link set lo up
+}
+
+# Waits (at most 3 s) until no address of TAG's namespaces is tentative.
+settle() {
+    local n tries
+    for ((tries = 0; tries < 30; tries++)); do
+        local busy=0
+        for n in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^smtin-$tag-" || true); do
+            if [ -n "$(ip -n "$n" -6 addr show tentative 2>/dev/null)" ]; then busy=1; fi
+        done
+        [ "$busy" = 0 ] && return 0
+        sleep 0.1
+    done
+    echo "innetwork-topo: warning: IPv6 addresses still tentative after 3 s" >&2
 }
 
 # link NS_A IF_A ADDR_A NS_B IF_B ADDR_B V6_PREFIX: a veth pair, IPv4 /30
@@ -136,6 +156,7 @@ up() {
         done
         ;;
     esac
+    settle
     echo "innetwork-topo: $tag $variant: $clients client(s), $links link(s) up"
 }
 
