@@ -41,6 +41,8 @@ struct Script {
     proof: AddressProof,
     /// Keys as soon as this side has spoken (a 0-RTT hello's client).
     early: bool,
+    /// Speaks first (the client).
+    initiator: bool,
 }
 
 impl Script {
@@ -52,6 +54,7 @@ impl Script {
             heard: false,
             proof,
             early: false,
+            initiator: says == b"hi",
         })
     }
 }
@@ -69,7 +72,7 @@ impl Handshake for Script {
     }
 
     fn write(&mut self, out: &mut Vec<u8>) {
-        if !self.said && (self.heard || self.says == b"hi") {
+        if !self.said && (self.heard || self.initiator) {
             out.extend_from_slice(self.says);
             self.said = true;
         }
@@ -330,4 +333,80 @@ fn a_returning_zero_rtt_client_sends_its_first_flight_again_behind_the_token() {
     assert_eq!(w.executed, [b"first flight".to_vec()]);
     let stats = returning.stats();
     assert_eq!((stats.requests_restarted, stats.resends_sent), (0, 0));
+}
+
+/// docs/protocol.md § 4, *Stateless retry*, byte for byte: after a RETRY
+/// the opening carries `token length || token` before the stream bytes,
+/// inside the same 1,432-byte data limit (1,472-byte datagrams), so the
+/// first piece holds 1 + 20 + 1,411 bytes and a 1,424-byte opening (a TLS
+/// ClientHello with X25519MLKEM768, docs/handshake.md § 8.1) takes a
+/// second packet. `offset` and the peer's `ack` count stream bytes only.
+#[test]
+fn after_a_retry_the_first_piece_is_token_then_1411_stream_bytes() {
+    let mut w = World::new(AddressProof::Never).with_retry_key();
+    let now = w.now;
+    let hello: &'static [u8] = Box::leak((0..1424).map(|i| i as u8).collect::<Box<[u8]>>());
+    let mut client = Endpoint::new(Config::default()).unwrap();
+    let keys = KeyKind::Aes128(2).session().0;
+    let mut hs = Script::boxed(hello, keys, AddressProof::Proven);
+    hs.initiator = true;
+    client.connect(now, server_addr(), hs, smt_proto::HandshakeKind::TLS13);
+    let mut buf = vec![0xee; 2048];
+    while let Some(t) = client.poll_transmit(now, &mut buf) {
+        w.server.handle_datagram(now, client_addr(), &buf[..t.len]);
+    }
+    let t = w.server.poll_transmit(now, &mut buf).expect("a RETRY");
+    assert_eq!((t.len, buf[39]), (60, 0x01), "a 60-byte RETRY");
+    let token = buf[40..60].to_vec();
+    client.handle_datagram(now, server_addr(), &buf[..60]);
+
+    // Written over a poison byte, so a byte the emitter forgot shows.
+    buf.fill(0xee);
+    let first = client
+        .poll_transmit(now, &mut buf)
+        .expect("the token opening");
+    let mut want = vec![
+        0x00, 0x00, 0x13, 0x88, // ports: 0 (the client's own is not set), 5000
+        0, 0, 0, 0, 0, 0, 0, 0, // segment offset, message length
+        0xa0, 0x20, // header length 40, key phase 0; HANDSHAKE
+        0, 0, 0, 0, 0, 0, // mss, checksum, resend index
+        0, 0, 0, 0, 0, 0, 0, 0, // ID
+        0, 0, 0, 0, // offset 0 (stream bytes)
+        0, 0, 0, 0, // ack 0
+        0x05, 0x98, // len 1432 = 1 + 20 + 1411
+        0x00, 0x02, // kind TLS13, flags TOKEN
+        20,   // token length
+    ];
+    want.extend_from_slice(&token);
+    want.extend_from_slice(&hello[..1411]);
+    assert_eq!(first.len, 1472);
+    assert_eq!(buf[..first.len], want[..]);
+    let first = buf[..first.len].to_vec();
+
+    buf.fill(0xee);
+    let second = client.poll_transmit(now, &mut buf).expect("the rest");
+    let mut want = vec![
+        0x00, 0x00, 0x13, 0x88, 0, 0, 0, 0, 0, 0, 0, 0, 0xa0, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 0, //
+        0x00, 0x00, 0x05, 0x83, // offset 1411: the token is not in the stream
+        0, 0, 0, 0, // ack 0
+        0x00, 0x0d, // len 13
+        0x00, 0x00, // kind TLS13, no flags
+    ];
+    want.extend_from_slice(&hello[1411..]);
+    assert_eq!(buf[..second.len], want[..]);
+    let second = buf[..second.len].to_vec();
+
+    // The server acknowledges the whole stream: 1424, not 1445.
+    w.server.handle_datagram(now, client_addr(), &first);
+    w.server.handle_datagram(now, client_addr(), &second);
+    assert_eq!(w.server.stats().retry_tokens_accepted, 1);
+    let mut last_ack = None;
+    while let Some(t) = w.server.poll_transmit(now, &mut buf) {
+        if buf[13] == 0x20 {
+            last_ack = Some(u32::from_be_bytes([buf[32], buf[33], buf[34], buf[35]]));
+        }
+        let _ = t;
+    }
+    assert_eq!(last_ack, Some(1424));
 }
