@@ -78,8 +78,9 @@ fn first_response(
     warm: &Endpoint,
     method: &Method,
     ca_pem: &str,
+    config: &EndpointConfig,
 ) -> Result<Session, CliError> {
-    let client = Endpoint::bind(LOCALHOST_ANY, EndpointConfig::default())?;
+    let client = Endpoint::bind(LOCALHOST_ANY, config.clone())?;
     let (ck, sk) = smt::keys::fresh_session_pair(smt::keys::AeadAlgorithm::Aes128Gcm);
     client.install_session(warm.local_addr(), ck)?;
     warm.install_session(client.local_addr(), sk)?;
@@ -148,8 +149,22 @@ fn trace_session(
     );
 }
 
+/// The endpoints' configuration: with `SMT_BENCH_TRACE_FILE` set, every
+/// endpoint of the run writes its events into that one trace (for `smt
+/// dump --trace`: where a slow session spent its time).
+fn bench_config() -> Result<(EndpointConfig, Option<smt::observe::Trace>), CliError> {
+    let mut config = EndpointConfig::default();
+    let Some(path) = std::env::var_os("SMT_BENCH_TRACE_FILE") else {
+        return Ok((config, None));
+    };
+    let trace = smt::observe::Trace::create(&path).map_err(err)?;
+    config.set_observe(smt::observe::Observe::new().trace(trace.clone()));
+    Ok((config, Some(trace)))
+}
+
 pub fn handshake(args: BenchHandshakeArgs) -> Result<(), CliError> {
     let pki = pki()?;
+    let (config, trace_file) = bench_config()?;
     let replay = ReplayCache::new(1_000_000);
     let pool = Arc::new(KeyPool::new(64));
     let zero_rtt = ZeroRttServer::new(
@@ -159,7 +174,7 @@ pub fn handshake(args: BenchHandshakeArgs) -> Result<(), CliError> {
         replay,
     )
     .map_err(err)?;
-    let server = Endpoint::bind(LOCALHOST_ANY, EndpointConfig::default())?;
+    let server = Endpoint::bind(LOCALHOST_ANY, config.clone())?;
     server.set_handshake_acceptor(Box::new(ServerAcceptor::new(
         Some(pki.tls_server.clone()),
         Some(Arc::new(zero_rtt)),
@@ -182,6 +197,7 @@ pub fn handshake(args: BenchHandshakeArgs) -> Result<(), CliError> {
         &warm,
         &Method::Resumed(resuming.clone()),
         pki.ca.cert_pem(),
+        &config,
     )?; // obtain a ticket
     let methods = [
         ("established session (no handshake)", Method::Established),
@@ -209,7 +225,7 @@ pub fn handshake(args: BenchHandshakeArgs) -> Result<(), CliError> {
         let mut times = Vec::with_capacity(args.iterations);
         for _ in 0..args.iterations {
             let before = server.stats()?.total;
-            let s = first_response(to, &warm, method, pki.ca.cert_pem())?;
+            let s = first_response(to, &warm, method, pki.ca.cert_pem(), &config)?;
             let reused = !ports.insert(s.port);
             if trace {
                 trace_session(name, &s, reused, &before, &server.stats()?.total);
@@ -225,6 +241,9 @@ pub fn handshake(args: BenchHandshakeArgs) -> Result<(), CliError> {
     let costs = steps(&pki, args.iterations)?;
     server.close();
     warm.close();
+    if let Some(t) = trace_file {
+        t.finish().map_err(err)?;
+    }
     if args.json {
         print_json(&rows, &costs, args.iterations);
     } else {
