@@ -78,8 +78,9 @@ fn first_response(
     warm: &Endpoint,
     method: &Method,
     ca_pem: &str,
-) -> Result<Duration, CliError> {
-    let client = Endpoint::bind(LOCALHOST_ANY, EndpointConfig::default())?;
+    config: &EndpointConfig,
+) -> Result<Session, CliError> {
+    let client = Endpoint::bind(LOCALHOST_ANY, config.clone())?;
     let (ck, sk) = smt::keys::fresh_session_pair(smt::keys::AeadAlgorithm::Aes128Gcm);
     client.install_session(warm.local_addr(), ck)?;
     warm.install_session(client.local_addr(), sk)?;
@@ -99,17 +100,71 @@ fn first_response(
     let t = Instant::now();
     client.call(server, &[7u8; 64])?;
     let elapsed = t.elapsed();
+    let counters = client.stats()?.total;
+    let port = client.local_addr().port();
     client.close();
-    Ok(elapsed)
+    Ok(Session {
+        elapsed,
+        port,
+        counters,
+    })
 }
 
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    smt::stats::quantile(&v, 0.5).unwrap_or_default()
+/// One measured session: its time to first response, and what the client
+/// counted (for `SMT_BENCH_TRACE`).
+struct Session {
+    elapsed: Duration,
+    port: u16,
+    counters: smt::stats::Counters,
+}
+
+/// One line per session on stderr: where a slow one spent its time.
+fn trace_session(
+    name: &str,
+    s: &Session,
+    reused: bool,
+    before: &smt::stats::Counters,
+    after: &smt::stats::Counters,
+) {
+    let c = &s.counters;
+    eprintln!(
+        "{name}: {} us port {}{} client: restarted {} retransmitted {} resends {} drops {} server: retries {} tokens {} drops {} ({:?})",
+        s.elapsed.as_micros(),
+        s.port,
+        if reused { " (reused)" } else { "" },
+        c.rpcs.restarted,
+        c.packets.retransmitted,
+        c.packets.resends_sent,
+        c.drops.total(),
+        after.handshakes.retries_sent - before.handshakes.retries_sent,
+        after.handshakes.retry_tokens_accepted - before.handshakes.retry_tokens_accepted,
+        after.drops.total() - before.drops.total(),
+        after
+            .drops
+            .iter()
+            .zip(before.drops.iter())
+            .filter(|((_, a), (_, b))| a > b)
+            .map(|((r, a), (_, b))| (r.name(), a - b))
+            .collect::<Vec<_>>(),
+    );
+}
+
+/// The endpoints' configuration: with `SMT_BENCH_TRACE_FILE` set, every
+/// endpoint of the run writes its events into that one trace (for `smt
+/// dump --trace`: where a slow session spent its time).
+fn bench_config() -> Result<(EndpointConfig, Option<smt::observe::Trace>), CliError> {
+    let mut config = EndpointConfig::default();
+    let Some(path) = std::env::var_os("SMT_BENCH_TRACE_FILE") else {
+        return Ok((config, None));
+    };
+    let trace = smt::observe::Trace::create(&path).map_err(err)?;
+    config.set_observe(smt::observe::Observe::new().trace(trace.clone()));
+    Ok((config, Some(trace)))
 }
 
 pub fn handshake(args: BenchHandshakeArgs) -> Result<(), CliError> {
     let pki = pki()?;
+    let (config, trace_file) = bench_config()?;
     let replay = ReplayCache::new(1_000_000);
     let pool = Arc::new(KeyPool::new(64));
     let zero_rtt = ZeroRttServer::new(
@@ -119,7 +174,7 @@ pub fn handshake(args: BenchHandshakeArgs) -> Result<(), CliError> {
         replay,
     )
     .map_err(err)?;
-    let server = Endpoint::bind(LOCALHOST_ANY, EndpointConfig::default())?;
+    let server = Endpoint::bind(LOCALHOST_ANY, config.clone())?;
     server.set_handshake_acceptor(Box::new(ServerAcceptor::new(
         Some(pki.tls_server.clone()),
         Some(Arc::new(zero_rtt)),
@@ -142,6 +197,7 @@ pub fn handshake(args: BenchHandshakeArgs) -> Result<(), CliError> {
         &warm,
         &Method::Resumed(resuming.clone()),
         pki.ca.cert_pem(),
+        &config,
     )?; // obtain a ticket
     let methods = [
         ("established session (no handshake)", Method::Established),
@@ -163,26 +219,31 @@ pub fn handshake(args: BenchHandshakeArgs) -> Result<(), CliError> {
         ),
     ];
     let mut rows = Vec::with_capacity(methods.len());
+    let trace = std::env::var_os("SMT_BENCH_TRACE").is_some();
+    let mut ports = std::collections::HashSet::new();
     for (name, method) in &methods {
         let mut times = Vec::with_capacity(args.iterations);
         for _ in 0..args.iterations {
-            let t = first_response(to, &warm, method, pki.ca.cert_pem())?;
-            if std::env::var_os("SMT_BENCH_TRACE").is_some() {
-                eprintln!("{name}: {} us", t.as_micros());
+            let before = server.stats()?.total;
+            let s = first_response(to, &warm, method, pki.ca.cert_pem(), &config)?;
+            let reused = !ports.insert(s.port);
+            if trace {
+                trace_session(name, &s, reused, &before, &server.stats()?.total);
             }
-            times.push(t);
+            times.push(s.elapsed);
         }
-        let mean = times.iter().sum::<Duration>() / times.len() as u32;
-        rows.push(MethodRow {
+        rows.push(MethodRow::of(
             name,
-            full_tls: matches!(method, Method::FullTls),
-            p50: median(times),
-            mean,
-        });
+            matches!(method, Method::FullTls),
+            times,
+        ));
     }
     let costs = steps(&pki, args.iterations)?;
     server.close();
     warm.close();
+    if let Some(t) = trace_file {
+        t.finish().map_err(err)?;
+    }
     if args.json {
         print_json(&rows, &costs, args.iterations);
     } else {
@@ -196,7 +257,26 @@ struct MethodRow {
     name: &'static str,
     full_tls: bool,
     p50: Duration,
+    /// The tail is what 0-RTT exists to cut: a session that waits for a
+    /// timer shows here, not in the median.
+    p99: Duration,
+    max: Duration,
     mean: Duration,
+}
+
+impl MethodRow {
+    fn of(name: &'static str, full_tls: bool, mut times: Vec<Duration>) -> Self {
+        times.sort();
+        let q = |p| smt::stats::quantile(&times, p).unwrap_or_default();
+        Self {
+            name,
+            full_tls,
+            p50: q(0.5),
+            p99: q(0.99),
+            max: times.last().copied().unwrap_or_default(),
+            mean: times.iter().sum::<Duration>() / times.len().max(1) as u32,
+        }
+    }
 }
 
 /// Each method's median against the full handshake's, once that ran.
@@ -212,19 +292,25 @@ fn print_tables(rows: &[MethodRow], costs: &StepCosts, iterations: usize) {
         "time to first response of a 64 B RPC in a new session (warmed-up client endpoint), loopback UDP, {iterations} sessions each"
     );
     say!(
-        "{:<46} {:>10} {:>10} {:>10}",
+        "{:<46} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8}",
         "method",
         "p50_us",
+        "p99_us",
+        "max_us",
         "mean_us",
+        "p99/p50",
         "vs full"
     );
     for (row, ratio) in rows.iter().zip(ratios(rows)) {
         let ratio = ratio.map_or("-".to_string(), |r| format!("{r:.2}"));
         say!(
-            "{:<46} {:>10.1} {:>10.1} {ratio:>10}",
+            "{:<46} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>8.2} {ratio:>8}",
             row.name,
             micros(row.p50),
-            micros(row.mean)
+            micros(row.p99),
+            micros(row.max),
+            micros(row.mean),
+            micros(row.p99) / micros(row.p50).max(f64::MIN_POSITIVE)
         );
     }
     say!("Rsmpt (resumption without forward secrecy, psk_ke): not available, rustls offers only PSK with (EC)DHE");
@@ -255,6 +341,8 @@ fn print_json(rows: &[MethodRow], costs: &StepCosts, iterations: usize) {
             json!({
                 "method": row.name,
                 "p50_us": micros(row.p50),
+                "p99_us": micros(row.p99),
+                "max_us": micros(row.max),
                 "mean_us": micros(row.mean),
                 "vs_full_tls": ratio,
             })

@@ -195,6 +195,11 @@ fn json_output_is_one_document() {
         "{bench}"
     );
     assert!(bench["cpu_us"]["full_tls_handshake"].as_f64().unwrap() > 0.0);
+    for row in bench["first_response"].as_array().unwrap() {
+        for field in ["p50_us", "p99_us", "max_us", "mean_us"] {
+            assert!(row[field].as_f64().is_some(), "{field} missing: {row}");
+        }
+    }
 }
 
 #[test]

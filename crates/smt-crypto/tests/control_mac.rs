@@ -3,6 +3,22 @@
 //! server's application traffic key and IV of RFC 8448 § 3, and the
 //! same tag computed a second way (HKDF by hand with HMAC-SHA256, then
 //! aws-lc's own AES-CMAC).
+//!
+//! The expected bytes (`PRK`, `CONTROL_KEY`, `TAG`) were computed a third
+//! way, outside this repository, with Python's `cryptography` package
+//! (48.0.0, OpenSSL's HMAC, HKDF and CMAC):
+//!
+//! ```text
+//! h = hmac.HMAC(b"smt control v2", hashes.SHA256()); h.update(key + iv)
+//! prk = h.finalize()
+//! control_key = HKDFExpand(hashes.SHA256(), 16, b"smt ctrl").derive(prk)
+//! c = cmac.CMAC(algorithms.AES(control_key)); c.update(GRANT)
+//! tag = c.finalize()
+//! ```
+//!
+//! with `key` and `iv` the RFC 8448 § 3 server application traffic key and
+//! IV; the one-shot `HKDF(SHA256, 16, salt=b"smt control v2",
+//! info=b"smt ctrl").derive(key + iv)` gives the same control key.
 
 use aws_lc_rs::{cmac, hmac};
 use hex_literal::hex;

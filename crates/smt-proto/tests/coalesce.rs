@@ -261,6 +261,31 @@ fn trailing_bytes_that_are_no_packet_are_dropped() {
     assert!(matches!(server.poll_event(), Some(Event::Request { .. })));
 }
 
+/// docs/protocol.md § 2.1: a type byte not in § 2's table gives no
+/// length (such a packet may carry anything after its header), so the
+/// rest of the datagram is one last packet, dropped as *unknown type*.
+#[test]
+fn an_unknown_type_is_the_rest_of_its_datagram() {
+    let (mut client, mut server) = pair(true);
+    let now = Instant::now();
+    send_abc_xyz(&mut client, now);
+    let mut d = drain(&mut client, now).remove(0);
+    d[13] = 0x7f;
+    assert_eq!(
+        first_packet_len(&d, true),
+        Err(smt_proto::wire::WireError::UnknownType(
+            smt_proto::wire::PacketType(0x7f)
+        ))
+    );
+    let packets: Vec<&[u8]> = smt_proto::wire::Packets::new(&d, true).collect();
+    assert_eq!(packets, [&d[..]]);
+    server.handle_datagram(now, addr(CLIENT_PORT), &d);
+    let drops = server.stats().drops;
+    assert_eq!(drops.get(smt_proto::DropReason::UnknownType), 1);
+    assert_eq!(drops.total(), 1, "{drops:?}");
+    assert!(server.poll_event().is_none());
+}
+
 #[test]
 fn split_packets_parse_like_lone_ones() {
     let mut d = data_packet(CLIENT_PORT, SERVER_PORT, 2, b"abc");

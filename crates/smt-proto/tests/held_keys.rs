@@ -39,6 +39,10 @@ struct Script {
     said: bool,
     heard: bool,
     proof: AddressProof,
+    /// Keys as soon as this side has spoken (a 0-RTT hello's client).
+    early: bool,
+    /// Speaks first (the client).
+    initiator: bool,
 }
 
 impl Script {
@@ -49,6 +53,8 @@ impl Script {
             said: false,
             heard: false,
             proof,
+            early: false,
+            initiator: says == b"hi",
         })
     }
 }
@@ -66,14 +72,14 @@ impl Handshake for Script {
     }
 
     fn write(&mut self, out: &mut Vec<u8>) {
-        if !self.said && (self.heard || self.says == b"hi") {
+        if !self.said && (self.heard || self.initiator) {
             out.extend_from_slice(self.says);
             self.said = true;
         }
     }
 
     fn take_keys(&mut self) -> Option<SessionKeys> {
-        match self.said && self.heard {
+        match self.said && (self.heard || self.early) {
             true => self.keys.take(),
             false => None,
         }
@@ -209,6 +215,18 @@ fn restarted_client(now: Instant) -> Endpoint {
     ep
 }
 
+/// A new client at the established client's address whose handshake gives
+/// it keys as soon as its hello is written, as a 0-RTT hello does: its
+/// first request travels in the first flight.
+fn zero_rtt_client(now: Instant) -> Endpoint {
+    let mut ep = Endpoint::new(Config::default()).unwrap();
+    let keys = KeyKind::Aes128(2).session().0;
+    let mut hs = Script::boxed(b"hi", keys, AddressProof::Proven);
+    hs.early = true;
+    ep.connect(now, server_addr(), hs, smt_proto::HandshakeKind::TLS13);
+    ep
+}
+
 #[test]
 fn a_spoofed_first_flight_leaves_the_session_alone() {
     for proof in [AddressProof::FirstKeys, AddressProof::Never] {
@@ -289,4 +307,106 @@ fn a_spoofed_opening_from_a_returning_address_costs_one_retry() {
     assert_eq!(stats.handshakes_completed + stats.handshakes_failed, 0);
     assert!(w.established_call(b"still here"));
     assert_eq!(w.executed, [b"still here".to_vec()]);
+}
+
+#[test]
+fn a_returning_zero_rtt_client_sends_its_first_flight_again_behind_the_token() {
+    // The 0-RTT tail of `smt bench-handshake`: a new client on a reused
+    // port sends its request with its hello; the server's old session for
+    // the address refuses the request's records and the hello gets a
+    // RETRY. The request used to wait for the client's resend timer and an
+    // RPC_UNKNOWN restart (milliseconds); now it follows the token
+    // opening at once. Everything here happens at one virtual instant, so
+    // no timer can fire: the response comes from the RETRY round alone.
+    let mut w = World::new(AddressProof::Never).with_retry_key();
+    let now = w.now;
+    let mut returning = zero_rtt_client(now);
+    let h = returning
+        .send_request(now, server_addr(), b"first flight")
+        .unwrap();
+    w.settle(&mut returning, true);
+    assert_eq!(w.server.stats().retries_sent, 1);
+    assert_eq!(w.server.stats().retry_tokens_accepted, 1);
+    let answered = std::iter::from_fn(|| returning.poll_event())
+        .any(|e| matches!(e, Event::Response { rpc, .. } if rpc == h));
+    assert!(answered, "the first flight's request waits for a timer");
+    assert_eq!(w.executed, [b"first flight".to_vec()]);
+    let stats = returning.stats();
+    assert_eq!((stats.requests_restarted, stats.resends_sent), (0, 0));
+}
+
+/// docs/protocol.md § 4, *Stateless retry*, byte for byte: after a RETRY
+/// the opening carries `token length || token` before the stream bytes,
+/// inside the same 1,432-byte data limit (1,472-byte datagrams), so the
+/// first piece holds 1 + 20 + 1,411 bytes and a 1,424-byte opening (a TLS
+/// ClientHello with X25519MLKEM768, docs/handshake.md § 8.1) takes a
+/// second packet. `offset` and the peer's `ack` count stream bytes only.
+#[test]
+fn after_a_retry_the_first_piece_is_token_then_1411_stream_bytes() {
+    let mut w = World::new(AddressProof::Never).with_retry_key();
+    let now = w.now;
+    let hello: &'static [u8] = Box::leak((0..1424).map(|i| i as u8).collect::<Box<[u8]>>());
+    let mut client = Endpoint::new(Config::default()).unwrap();
+    let keys = KeyKind::Aes128(2).session().0;
+    let mut hs = Script::boxed(hello, keys, AddressProof::Proven);
+    hs.initiator = true;
+    client.connect(now, server_addr(), hs, smt_proto::HandshakeKind::TLS13);
+    let mut buf = vec![0xee; 2048];
+    while let Some(t) = client.poll_transmit(now, &mut buf) {
+        w.server.handle_datagram(now, client_addr(), &buf[..t.len]);
+    }
+    let t = w.server.poll_transmit(now, &mut buf).expect("a RETRY");
+    assert_eq!((t.len, buf[39]), (60, 0x01), "a 60-byte RETRY");
+    let token = buf[40..60].to_vec();
+    client.handle_datagram(now, server_addr(), &buf[..60]);
+
+    // Written over a poison byte, so a byte the emitter forgot shows.
+    buf.fill(0xee);
+    let first = client
+        .poll_transmit(now, &mut buf)
+        .expect("the token opening");
+    let mut want = vec![
+        0x00, 0x00, 0x13, 0x88, // ports: 0 (the client's own is not set), 5000
+        0, 0, 0, 0, 0, 0, 0, 0, // segment offset, message length
+        0xa0, 0x20, // header length 40, key phase 0; HANDSHAKE
+        0, 0, 0, 0, 0, 0, // mss, checksum, resend index
+        0, 0, 0, 0, 0, 0, 0, 0, // ID
+        0, 0, 0, 0, // offset 0 (stream bytes)
+        0, 0, 0, 0, // ack 0
+        0x05, 0x98, // len 1432 = 1 + 20 + 1411
+        0x00, 0x02, // kind TLS13, flags TOKEN
+        20,   // token length
+    ];
+    want.extend_from_slice(&token);
+    want.extend_from_slice(&hello[..1411]);
+    assert_eq!(first.len, 1472);
+    assert_eq!(buf[..first.len], want[..]);
+    let first = buf[..first.len].to_vec();
+
+    buf.fill(0xee);
+    let second = client.poll_transmit(now, &mut buf).expect("the rest");
+    let mut want = vec![
+        0x00, 0x00, 0x13, 0x88, 0, 0, 0, 0, 0, 0, 0, 0, 0xa0, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 0, //
+        0x00, 0x00, 0x05, 0x83, // offset 1411: the token is not in the stream
+        0, 0, 0, 0, // ack 0
+        0x00, 0x0d, // len 13
+        0x00, 0x00, // kind TLS13, no flags
+    ];
+    want.extend_from_slice(&hello[1411..]);
+    assert_eq!(buf[..second.len], want[..]);
+    let second = buf[..second.len].to_vec();
+
+    // The server acknowledges the whole stream: 1424, not 1445.
+    w.server.handle_datagram(now, client_addr(), &first);
+    w.server.handle_datagram(now, client_addr(), &second);
+    assert_eq!(w.server.stats().retry_tokens_accepted, 1);
+    let mut last_ack = None;
+    while let Some(t) = w.server.poll_transmit(now, &mut buf) {
+        if buf[13] == 0x20 {
+            last_ack = Some(u32::from_be_bytes([buf[32], buf[33], buf[34], buf[35]]));
+        }
+        let _ = t;
+    }
+    assert_eq!(last_ack, Some(1424));
 }

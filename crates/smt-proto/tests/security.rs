@@ -234,6 +234,34 @@ fn plaintext_control_mode_accepts_forgeries_like_the_paper() {
     );
 }
 
+/// docs/protocol.md § 5: the tag switch changes where a receiver splits a
+/// datagram. A receiver without tags reads a tagged control packet by its
+/// header length and acts on it; the 16 tag bytes are then no packet
+/// (*malformed*, which ends the datagram).
+#[test]
+fn a_tagged_packet_to_a_receiver_without_tags_is_read_and_its_tag_dropped() {
+    let cfg = Config {
+        authenticate_control: false,
+        ..Config::default()
+    };
+    let mut pair = Pair::new(cfg.clone(), cfg, AES, Link::default(), 7);
+    pair.auto_respond = false;
+    pair.call(b"x");
+    pair.run_for(Duration::from_micros(100));
+    let malformed = pair.server.stats().drops.get(DropReason::Malformed);
+    pair.deliver_now(&Datagram {
+        from: pair.client_addr,
+        to: pair.server_addr,
+        bytes: forge_control(PacketType::RPC_UNKNOWN, 2),
+    });
+    assert_eq!(pair.server.server_rpcs(), 0, "the packet was acted on");
+    assert_eq!(
+        pair.server.stats().drops.get(DropReason::Malformed),
+        malformed + 1,
+        "its tag was dropped as a malformed packet"
+    );
+}
+
 #[test]
 fn wrong_key_is_rejected() {
     let mut pair = Pair::with_keys(AES, Link::default(), 8);

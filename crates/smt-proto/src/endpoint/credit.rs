@@ -11,8 +11,14 @@
 //! last [`ACTIVE_TICKS`]; each active peer's share is the capacity divided
 //! by the number of active peers ([`Endpoint::credit_share`]). A peer hears
 //! its share with its first request, whenever it changes (checked every
-//! `resend_ticks`), every [`REFRESH_TICKS`] while active (a lost CREDIT
-//! costs at most that long), and when one of its requests is refused.
+//! `resend_ticks`) and every [`REFRESH_TICKS`] (a lost CREDIT costs at most
+//! that long) while it has sent a request within the last
+//! [`REFRESH_TICKS`], and when one of its requests is refused. A peer
+//! idle for longer still takes its share but hears nothing until it sends
+//! again: telling every active peer each change cost a server with many
+//! short-lived clients a burst of one CREDIT per client every few ticks
+//! (the 0-RTT tail of `smt bench-handshake`: a new client's first flight
+//! waited milliseconds behind hundreds of CREDITs to closed ports).
 //! The credit is advice: the server still enforces its bounds and refuses
 //! what exceeds them (`refusal.rs`).
 //!
@@ -130,8 +136,9 @@ impl Endpoint {
     }
 
     /// Every `resend_ticks`: forgets peers idle for [`ACTIVE_TICKS`] (or
-    /// without a session), and sends each active peer its share if it
-    /// changed or was last sent [`REFRESH_TICKS`] ago.
+    /// without a session), and sends each peer that sent a request within
+    /// [`REFRESH_TICKS`] its share if it changed or was last sent
+    /// [`REFRESH_TICKS`] ago.
     pub(crate) fn sweep_credits(&mut self) {
         let ticks = self.ticks;
         if self.credits.told.is_empty()
@@ -149,6 +156,7 @@ impl Endpoint {
             .credits
             .told
             .iter()
+            .filter(|(_, t)| ticks - t.last_request < REFRESH_TICKS)
             .filter(|(_, t)| t.limit != Some(share) || ticks - t.at >= REFRESH_TICKS)
             .map(|(a, _)| *a)
             .collect();

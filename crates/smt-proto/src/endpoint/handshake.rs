@@ -305,6 +305,9 @@ impl Endpoint {
             let mut conn = HandshakeConn::new(hs, kind, self.ticks);
             conn.address_validated = validated;
             self.handshakes.insert(from, conn);
+            if let Some(r) = self.retry.as_mut() {
+                r.opened();
+            }
             self.arm_tick(now);
         }
         let conn = self
@@ -347,9 +350,47 @@ impl Endpoint {
         self.retry = Some(Retry::new(key));
     }
 
-    /// Whether an opening without a token gets a RETRY instead of state.
-    fn must_retry(&self) -> bool {
-        self.retry.is_some() && self.handshakes.len() >= self.config.retry_above_handshakes
+    /// Whether an opening without a token gets a RETRY instead of state:
+    /// at least `retry_above_handshakes` handshakes are busy
+    /// ([`Endpoint::busy_handshakes`]). Bounded work: the table is counted
+    /// at most once per tick, and only once it holds that many entries.
+    fn must_retry(&mut self) -> bool {
+        let above = self.config.retry_above_handshakes;
+        if self.retry.is_none() || self.handshakes.len() < above {
+            return false;
+        }
+        let tick = self.ticks;
+        let busy = match self.retry.as_ref().and_then(|r| r.busy(tick)) {
+            Some(n) => n,
+            None => {
+                let n = self.busy_handshakes();
+                if let Some(r) = self.retry.as_mut() {
+                    r.set_busy(tick, n);
+                }
+                n
+            }
+        };
+        busy >= above
+    }
+
+    /// The handshakes a flood of spoofed openings could have made: all but
+    /// the finished ones whose peer proved its address (by a retry token
+    /// or an authenticated packet) and the ones we started. A finished
+    /// handshake stays `handshake_abort_ticks` (100 ms) to answer late
+    /// copies; counting those made a server that completed more than
+    /// `retry_above_handshakes` genuine handshakes in that time answer
+    /// every new client with a RETRY, and a 0-RTT client pay a round trip
+    /// (`smt bench-handshake`'s 0-RTT tail).
+    fn busy_handshakes(&self) -> usize {
+        let settled = |peer: &SocketAddr, c: &HandshakeConn| {
+            c.initiator
+                || (c.keys_installed
+                    && (c.address_validated || self.peers.get(peer).is_some_and(|p| p.validated)))
+        };
+        self.handshakes
+            .iter()
+            .filter(|(peer, c)| !settled(peer, c))
+            .count()
     }
 
     /// Answers an opening from `peer` with a RETRY carrying a token, and
@@ -426,7 +467,39 @@ impl Endpoint {
         conn.acked = 0;
         let sent = conn.sent.len();
         self.queue_handshake_bytes(from, 0, sent);
+        self.resend_first_flight(from);
         Ok(())
+    }
+
+    /// After a RETRY: sends again, right behind the token opening, the
+    /// request bytes our calls to `peer` already sent under keys the
+    /// handshake gave before the peer answered (a 0-RTT first flight).
+    /// The responder kept nothing of that flight (it held no handshake; a
+    /// session it had with the address refused the records), so without
+    /// this the requests waited for a resend timer and an RPC_UNKNOWN
+    /// restart: milliseconds where the RETRY costs one round trip. The
+    /// same bytes and IDs go again, so a copy of the first flight that
+    /// still arrives under the new keys is a duplicate, never a second
+    /// execution.
+    fn resend_first_flight(&mut self, peer: SocketAddr) {
+        let calls: Vec<super::RpcHandle> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| c.peer == peer)
+            .map(|(h, _)| h)
+            .collect();
+        let tick = self.ticks;
+        for h in calls {
+            let Some(rpc) = self.clients.get_mut(&h) else {
+                continue;
+            };
+            // Wire lengths fit 32 bits (the DATA header's field). An
+            // interval of 1: everything sent up to now, this tick included.
+            let sent = rpc.request.sent() as u32;
+            if sent > 0 && rpc.request.resend(0, sent, tick, 1) {
+                self.mark_sendable(super::MsgKey::Client(h));
+            }
+        }
     }
 
     /// The network says `peer` cannot be reached: an ICMP port or host

@@ -29,11 +29,37 @@ const LABEL: &[u8; 9] = b"smt retry";
 pub(crate) struct Retry {
     mac: Arc<dyn PacketCipher>,
     origin: Option<Instant>,
+    /// The handshakes that count toward `Config::retry_above_handshakes`
+    /// (`Endpoint::busy_handshakes`), counted at tick `.0` and raised by
+    /// every handshake opened since: one pass over the table per tick at
+    /// most, however many openings arrive.
+    busy: Option<(u64, usize)>,
 }
 
 impl Retry {
     pub fn new(mac: Arc<dyn PacketCipher>) -> Self {
-        Self { mac, origin: None }
+        Self {
+            mac,
+            origin: None,
+            busy: None,
+        }
+    }
+
+    /// The count of busy handshakes, if it was made in tick `tick`.
+    pub fn busy(&self, tick: u64) -> Option<usize> {
+        self.busy.filter(|&(at, _)| at == tick).map(|(_, n)| n)
+    }
+
+    /// Records `n` busy handshakes counted in tick `tick`.
+    pub fn set_busy(&mut self, tick: u64, n: usize) {
+        self.busy = Some((tick, n));
+    }
+
+    /// A handshake was opened: one more busy until the next count.
+    pub fn opened(&mut self) {
+        if let Some((_, n)) = self.busy.as_mut() {
+            *n += 1;
+        }
     }
 
     /// Milliseconds since the first token (wrapping after 49 days; the

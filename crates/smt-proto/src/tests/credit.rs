@@ -68,3 +68,96 @@ fn an_active_peer_hears_its_credit_again_and_a_stale_one_is_ignored() {
     assert_eq!(pair.client.stats().drops.total(), drops + 1);
     assert_eq!(pair.client.credit(server), 1024);
 }
+
+/// A server with many short-lived clients used to send every peer active
+/// in the last 1000 ticks a CREDIT each time the share changed (every
+/// `resend_ticks`, since each new client changes it) and every 100 ticks:
+/// a burst of one CREDIT per recent client that a new client's first
+/// flight waited behind (`smt bench-handshake`'s 0-RTT tail). A peer that
+/// has sent nothing for `REFRESH_TICKS` now hears nothing more, while
+/// another peer keeps the server busy and the share moving.
+#[test]
+fn an_idle_peer_hears_no_more_credits_while_others_come_and_go() {
+    use crate::sim::KeySource;
+    // `endpoint::credit::REFRESH_TICKS`.
+    const REFRESH_TICKS: u64 = 100;
+    use crate::{Endpoint, Event};
+    use std::net::SocketAddr;
+    use std::time::Instant;
+
+    #[allow(clippy::disallowed_methods)] // a test picks its origin
+    let mut now = Instant::now();
+    let server_addr: SocketAddr = "10.0.0.2:5000".parse().unwrap();
+    let mut server = Endpoint::new(Config::default()).unwrap();
+    let mut idle = Endpoint::new(Config::default()).unwrap();
+    let idle_addr: SocketAddr = "10.0.0.1:4000".parse().unwrap();
+    let (ck, sk) = crate::sim::TestKeys::Keyed(1).session();
+    idle.install_session(server_addr, ck).unwrap();
+    server.install_session(idle_addr, sk).unwrap();
+    let mut buf = vec![0; 65_536];
+    idle.send_request(now, server_addr, b"once").unwrap();
+    let mut heard_at_refresh = None;
+    for ms in 0..600u32 {
+        // A new client every 2 ms, each with one call: the share moves.
+        let mut others = Vec::new();
+        if ms % 2 == 0 {
+            let addr = SocketAddr::from(([10, 0, 1, (ms / 2 % 250) as u8], 6000 + ms as u16));
+            let (ck, sk) = crate::sim::TestKeys::Keyed(u64::from(ms) + 2).session();
+            let mut c = Endpoint::new(Config::default()).unwrap();
+            c.install_session(server_addr, ck).unwrap();
+            server.install_session(addr, sk).unwrap();
+            c.send_request(now, server_addr, b"short-lived").unwrap();
+            others.push((addr, c));
+        }
+        loop {
+            let mut moved = false;
+            while let Some(t) = idle.poll_transmit(now, &mut buf) {
+                server.handle_datagram(now, idle_addr, &buf[..t.len]);
+                moved = true;
+            }
+            for (addr, c) in &mut others {
+                while let Some(t) = c.poll_transmit(now, &mut buf) {
+                    server.handle_datagram(now, *addr, &buf[..t.len]);
+                    moved = true;
+                }
+            }
+            while let Some(t) = server.poll_transmit(now, &mut buf) {
+                if t.destination == idle_addr {
+                    idle.handle_datagram(now, server_addr, &buf[..t.len]);
+                }
+                for (addr, c) in &mut others {
+                    if t.destination == *addr {
+                        c.handle_datagram(now, server_addr, &buf[..t.len]);
+                    }
+                }
+                moved = true;
+            }
+            while let Some(e) = server.poll_event() {
+                if let Event::Request { rpc, data } = e {
+                    server.send_response(now, rpc, &data).unwrap();
+                    moved = true;
+                }
+            }
+            if !moved {
+                break;
+            }
+        }
+        if u64::from(ms) == REFRESH_TICKS + 10 {
+            heard_at_refresh = Some(idle.stats().credits_received);
+        }
+        now += Duration::from_millis(1);
+        server.handle_timeout(now);
+        idle.handle_timeout(now);
+    }
+    let heard = heard_at_refresh.unwrap();
+    assert!(heard >= 1, "the idle peer heard its share with its call");
+    assert_eq!(
+        idle.stats().credits_received,
+        heard,
+        "CREDITs to a peer idle for more than REFRESH_TICKS"
+    );
+    assert!(
+        server.stats().credits_sent >= 300,
+        "the others heard theirs"
+    );
+}

@@ -21,6 +21,10 @@ pub fn first_packet_len(buf: &[u8], tagged_control: bool) -> Result<usize, WireE
     let packet = Packet::new_checked(buf)?;
     let header = packet.header_len();
     let ty = packet.packet_type();
+    if ty.name().is_none() {
+        // A type we do not know may carry anything after its header.
+        return Err(WireError::UnknownType(ty));
+    }
     let tag = if ty == PacketType::KEY_UPDATE || (tagged_control && ty.is_control()) {
         TAG_LEN
     } else {
