@@ -9,9 +9,8 @@
 //! `timespec`, so protocol deadlines are not rounded to milliseconds.
 #![allow(unsafe_code)]
 
-use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
-use std::os::unix::net::UnixStream;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 
 /// What a wait reported.
@@ -19,7 +18,7 @@ use std::time::Duration;
 pub(crate) struct Readiness {
     pub readable: bool,
     pub writable: bool,
-    /// The wake-up descriptor fired (see [`WakePipe`]).
+    /// The wake-up descriptor fired (see [`WakeFd`]).
     pub woken: bool,
     /// The socket polled as failed: its error queue holds ICMP reports
     /// (also reported as readable).
@@ -90,37 +89,51 @@ fn ppoll(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> io::Result<usiz
     usize::try_from(n).map_err(|_| io::Error::last_os_error())
 }
 
-/// Wakes a thread sleeping in [`wait`]: a socket pair whose read end is
-/// readable while a wake-up is pending. At most one byte is in flight:
-/// `wake` writes only when the pipe was drained since.
+/// Wakes a thread sleeping in [`wait`]: an `eventfd`, readable while a
+/// wake-up is pending. Why an eventfd and not a socket pair: a wake-up is
+/// one `write` and taking it one `read`, where the pair needed a `send`
+/// and two `recv`s (the second to see it empty); the threaded endpoint's
+/// driver is woken up to once per batch of async calls, so the system
+/// calls count per RPC.
 #[derive(Debug)]
-pub(crate) struct WakePipe {
-    read: UnixStream,
-    write: UnixStream,
+pub(crate) struct WakeFd {
+    fd: OwnedFd,
 }
 
-impl WakePipe {
+impl WakeFd {
     pub fn new() -> io::Result<Self> {
-        let (read, write) = UnixStream::pair()?;
-        read.set_nonblocking(true)?;
-        write.set_nonblocking(true)?;
-        Ok(Self { read, write })
+        // SAFETY: eventfd takes no pointers; a non-negative result is a
+        // fresh descriptor that nothing else owns.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just created above and is owned by no one else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Self { fd })
     }
 
     /// The descriptor to pass to [`wait`].
     pub fn fd(&self) -> BorrowedFd<'_> {
-        self.read.as_fd()
+        self.fd.as_fd()
     }
 
-    /// Makes the read end readable. A full pipe is readable already, so a
-    /// refused write loses nothing.
+    /// Makes the descriptor readable. The counter cannot overflow in
+    /// practice (it would take 2^64 wake-ups without a drain), and a
+    /// refused write means it is readable already: nothing is lost.
     pub fn wake(&self) {
-        let _ = (&self.write).write(&[1]);
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: writes 8 bytes from a live local array to a descriptor
+        // this struct owns.
+        let _ = unsafe { libc::write(self.fd.as_raw_fd(), one.as_ptr().cast(), one.len()) };
     }
 
-    /// Consumes pending wake-ups.
+    /// Consumes pending wake-ups (one read resets the counter).
     pub fn drain(&self) {
-        let mut buf = [0u8; 16];
-        while matches!((&self.read).read(&mut buf), Ok(n) if n > 0) {}
+        let mut buf = [0u8; 8];
+        // SAFETY: reads at most 8 bytes into a live local array from a
+        // descriptor this struct owns; a non-blocking empty counter
+        // fails with EAGAIN, which is fine.
+        let _ = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
     }
 }

@@ -46,7 +46,7 @@ use self::handoff::{HasWakes, Reply, Slot, Wakes};
 use crate::cancel::{Cancellation, Watches};
 use crate::endpoint::Ready;
 use crate::engine::{CallToken, Engine, Outcome};
-use crate::wait::{wait, WakePipe};
+use crate::wait::{wait, WakeFd};
 use crate::{CallOptions, Error, IncomingRequest};
 
 type Locked<'a> = handoff::Locked<'a, Inner>;
@@ -179,7 +179,7 @@ pub(crate) struct Inner {
     leader: Option<Leader>,
     /// Set while the leader sleeps on the socket.
     sleep: Option<Sleep>,
-    /// A wake-up byte is in the pipe (so another one is not needed).
+    /// A wake-up is pending in the eventfd (so another one is not needed).
     wake_sent: bool,
     /// The socket reported readable since the last receive.
     readable: bool,
@@ -207,7 +207,7 @@ impl HasWakes for Inner {
 /// State shared by every handle, every request and the background thread.
 pub(crate) struct Shared {
     inner: Mutex<Inner>,
-    wake: WakePipe,
+    wake: WakeFd,
     /// Requests for the application, at most
     /// `ProtocolConfig::max_pending_requests` (the core refuses complete
     /// requests beyond those the application holds, queued ones included,
@@ -262,7 +262,7 @@ impl Shared {
         };
         Ok(Arc::new(Self {
             inner: Mutex::new(inner),
-            wake: WakePipe::new()?,
+            wake: WakeFd::new()?,
             requests,
             ready: Ready::new()?,
             async_waiters: AtomicUsize::new(0),

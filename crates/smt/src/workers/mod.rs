@@ -47,7 +47,7 @@ use smt_proto::{KeyResolver, SessionKeys};
 use smt_udp::Socket;
 
 use crate::error::ConfigError;
-use crate::wait::WakePipe;
+use crate::wait::WakeFd;
 use crate::{EndpointConfig, Error};
 use dispatch::{Counters, Dispatcher};
 use inbox::ToShard;
@@ -173,7 +173,7 @@ pub struct WorkerServer {
     dispatcher: Option<JoinHandle<()>>,
     shards: Vec<JoinHandle<ShardStats>>,
     /// Wake-ups of `ReusePort` shards (they sleep on their own sockets).
-    wakes: Vec<Arc<WakePipe>>,
+    wakes: Vec<Arc<WakeFd>>,
 }
 
 impl std::fmt::Debug for ToShard {
@@ -268,7 +268,7 @@ impl WorkerServer {
             let wire = reuseport::sender(&socket)?;
             let shard = Shard::new(&protocol, wire, rx, spare_tx.clone(), handler.clone())
                 .map_err(protocol_error)?;
-            let wake = Arc::new(WakePipe::new()?);
+            let wake = Arc::new(WakeFd::new()?);
             let (w, c) = (wake.clone(), closing.clone());
             let name = format!("smt-shard-{i}");
             shards.push(

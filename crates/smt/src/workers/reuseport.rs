@@ -20,7 +20,7 @@ use socket2::{Domain, Protocol, Type};
 
 use super::shard::{Shard, ShardStats};
 use super::tx::Wire;
-use crate::wait::WakePipe;
+use crate::wait::WakeFd;
 use crate::SocketConfig;
 
 /// Datagrams read per turn before the shard answers what they completed.
@@ -62,7 +62,7 @@ impl Shard {
     pub(crate) fn run_own_socket(
         mut self,
         socket: UdpSocket,
-        wake: Arc<WakePipe>,
+        wake: Arc<WakeFd>,
         closing: Arc<AtomicBool>,
     ) -> ShardStats {
         let mut buf = vec![0u8; 1 << 16];

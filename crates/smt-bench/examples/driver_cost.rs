@@ -1,0 +1,96 @@
+//! What one RPC costs the process in thread switches, for one system at one
+//! point: `call_async` tasks on one current-thread runtime (as `smt-bench`
+//! drives every concurrent run), C outstanding, 64 B echo by default.
+//! Prints the rate and the voluntary and involuntary context switches per
+//! RPC (all threads, from `getrusage`), the figures a driver's hand-offs
+//! show in; `strace -c -f` in front adds the system calls.
+//!
+//! ```sh
+//! cargo run --release -p smt-bench --example driver_cost -- smt-aes 150 64 2
+//! ```
+//! Arguments: system (`smt-aes`, `smt-aes-local`), outstanding, size,
+//! seconds.
+#![allow(unsafe_code)]
+
+use std::time::{Duration, Instant};
+
+use smt_bench::systems::{self, Slot, System};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let system = args.first().map_or("smt-aes", String::as_str);
+    let c: usize = args.get(1).map_or(150, |a| a.parse().expect("outstanding"));
+    let size: usize = args.get(2).map_or(64, |a| a.parse().expect("size"));
+    let secs: f64 = args.get(3).map_or(2.0, |a| a.parse().expect("seconds"));
+    let time = Duration::from_secs_f64(secs);
+    let before = switches();
+    let (n, elapsed) = match system {
+        "smt-aes" => {
+            let (server, slots) = systems::smt::start(System::SmtAes, c).expect("start");
+            let r = run(slots, size, time);
+            server.stop();
+            r
+        }
+        "smt-aes-local" => {
+            let (server, slots) = systems::smt_local::start(System::SmtLocal, c).expect("start");
+            let r = run(slots, size, time);
+            server.stop();
+            r
+        }
+        other => panic!("unknown system {other}"),
+    };
+    let (vol, invol) = switches();
+    let per = |x: i64| x as f64 / n as f64;
+    println!(
+        "{system} {size} B x{c}: {n} RPCs, {:.0} RPC/s, per RPC: {:.2} voluntary + {:.2} involuntary context switches",
+        n as f64 / elapsed.as_secs_f64(),
+        per(vol - before.0),
+        per(invol - before.1),
+    );
+}
+
+/// Runs `slots` in closed loop for `time`; returns RPCs done and the time.
+fn run<S: Slot>(slots: Vec<S>, size: usize, time: Duration) -> (u64, Duration) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async move {
+        let start = Instant::now();
+        let end = start + time;
+        let alone = slots.len() == 1;
+        let tasks: Vec<_> = slots
+            .into_iter()
+            .map(|mut s| {
+                s.set_alone(alone);
+                tokio::task::spawn_local(async move {
+                    let mut n = 0u64;
+                    while Instant::now() < end {
+                        if s.call(systems::payload(size)).await.is_ok() {
+                            n += 1;
+                        }
+                    }
+                    n
+                })
+            })
+            .collect();
+        let mut total = 0;
+        for t in tasks {
+            total += t.await.expect("task");
+        }
+        (total, start.elapsed())
+    })
+}
+
+/// Voluntary and involuntary context switches of every thread so far.
+fn switches() -> (i64, i64) {
+    // SAFETY: `getrusage` writes one `rusage` into the zeroed struct we
+    // own; RUSAGE_SELF covers every thread of the process.
+    let u = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        u
+    };
+    (u.ru_nvcsw, u.ru_nivcsw)
+}
