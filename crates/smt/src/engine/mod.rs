@@ -54,6 +54,11 @@ use crate::{CallOptions, EndpointConfig, Error};
 /// Longest a graceful close waits for in-flight RPCs.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
+/// Parked requests larger than this (in total) wait until the key
+/// confirmation has left; smaller ones are copied in far less time than
+/// the responder waits for it, and leave in the same flight.
+const CONFIRM_FIRST_BYTES: usize = 256 * 1024;
+
 /// Where the engine reads the time. Injectable so that tests can step
 /// time instead of waiting for it.
 pub(crate) trait Clock: Send {
@@ -685,15 +690,26 @@ impl Engine {
 
     /// Starts the calls that waited for keys with `peer`.
     fn handshake_succeeded(&mut self, now: Instant, peer: SocketAddr) {
-        // The key confirmation leaves first: it validates our address at a
-        // responder, which forgets an unvalidated session within
-        // `handshake_abort_ticks`, and copying the parked calls' requests
-        // (64 MiB or more) can take longer than that on a busy machine.
-        self.io.transmit(&mut self.core, now);
+        let parked = self.sessions.handshake_ended(peer);
+        let bytes: usize = parked.iter().map(|p| p.data.len()).sum();
+        if bytes > CONFIRM_FIRST_BYTES {
+            // The key confirmation leaves first: it validates our address
+            // at a responder, which forgets an unvalidated session within
+            // `handshake_abort_ticks`, and copying the parked calls'
+            // requests (64 MiB or more) can take longer than that on a
+            // busy machine.
+            self.io.transmit(&mut self.core, now);
+        }
         self.timing.session_started(peer);
-        for parked in self.sessions.handshake_ended(peer) {
+        for parked in parked {
             self.restart(now, peer, parked);
         }
+        // The requests leave in this turn, right behind the confirmation
+        // (for 0-RTT: in the first flight, with the hello). Left to the
+        // end of the driver's turn they waited for its next wake-up,
+        // 85-800 µs on a loaded machine (docs/benchmarks.md, "The 0-RTT
+        // tail").
+        self.io.transmit(&mut self.core, now);
     }
 
     fn handshake_failed(&mut self, peer: SocketAddr, error: &HandshakeError) {
