@@ -25,6 +25,7 @@ mod limits;
 mod offload;
 mod outbox;
 mod peer;
+mod peers;
 mod recv;
 mod refusal;
 mod retry;
@@ -76,6 +77,7 @@ use crate::trace::{FreeReason, MessageKind, Traced};
 use crate::wire::{Body, Repr};
 use handshake::HandshakeConn;
 use peer::{Origin, Peer};
+use peers::Peers;
 
 /// Something the application must hear about.
 #[derive(Debug)]
@@ -205,7 +207,7 @@ impl ClientRpc {
 pub struct Endpoint {
     pub(crate) config: Config,
     /// Every peer with a session (keys), with its liveness and usage.
-    pub(crate) peers: HashMap<SocketAddr, Peer>,
+    pub(crate) peers: Peers,
     pub(crate) resolver: Option<Box<dyn KeyResolver>>,
     // Slabs iterated in slot order (table.rs): iteration order (ticks,
     // scheduling ties) must not depend on a hasher's seed, or simulations
@@ -305,7 +307,7 @@ impl Endpoint {
         config.validate()?;
         Ok(Self {
             config,
-            peers: HashMap::default(),
+            peers: Peers::default(),
             resolver: None,
             clients: ClientTable::default(),
             client_ids: HashMap::default(),
