@@ -38,7 +38,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use outbox::Outbox;
 use scheduler::Scheduler;
-use table::{ClientTable, ServerTable};
+use table::{ClientTable, RpcKey, ServerTable};
 
 /// Queues a trace event if tracing is on; the event is not even built
 /// otherwise (one branch).
@@ -68,7 +68,7 @@ use crate::handshake::{HandshakeAcceptor, HandshakeError};
 use crate::payload::Payload;
 use crate::record::{frame_message_into, seal_message_into, MessageLayout, Plaintext};
 pub(crate) use crate::rpc::MsgKey;
-use crate::rpc::{Incoming, Outgoing, SegmentBuf};
+use crate::rpc::{Incoming, Outgoing, SegmentBuf, ServerMsg, ServerSlot};
 pub use crate::rpc::{RpcHandle, ServerRpcHandle};
 use crate::session::{Session, SessionKeys};
 use crate::stats::Stats;
@@ -77,7 +77,7 @@ use crate::trace::{FreeReason, MessageKind, Traced};
 use crate::wire::{Body, Repr};
 use handshake::HandshakeConn;
 use peer::{Origin, Peer};
-use peers::Peers;
+use peers::{PeerId, Peers};
 
 /// Something the application must hear about.
 #[derive(Debug)]
@@ -153,6 +153,8 @@ pub(crate) struct TxTally {
 #[derive(Debug)]
 pub(crate) struct ClientRpc {
     pub peer: SocketAddr,
+    /// The peer's slot (a new session fails the RPC, so it stays valid).
+    pub peer_id: PeerId,
     pub epoch: u64,
     pub id: u64,
     /// The request in its wire form; a restart takes the data again from
@@ -193,6 +195,15 @@ impl ClientRpc {
             .is_some_and(|r| !r.nothing_authenticated())
     }
 
+    /// The RPC's key inside the endpoint.
+    pub fn rpc_key(&self) -> RpcKey {
+        RpcKey {
+            peer: self.peer_id,
+            epoch: self.epoch,
+            id: self.id,
+        }
+    }
+
     /// The RPC's wire key.
     pub fn key(&self) -> ServerRpcHandle {
         ServerRpcHandle {
@@ -213,8 +224,8 @@ pub struct Endpoint {
     // scheduling ties) must not depend on a hasher's seed, or simulations
     // would not be reproducible.
     pub(crate) clients: ClientTable,
-    /// A response's wire key to the RPC it answers.
-    pub(crate) client_ids: HashMap<ServerRpcHandle, RpcHandle>,
+    /// A response's key to the RPC it answers.
+    pub(crate) client_ids: HashMap<RpcKey, RpcHandle>,
     pub(crate) servers: ServerTable,
     /// Control packets, ACK batches, prebuilt datagrams and events on
     /// their way out.
@@ -239,7 +250,7 @@ pub struct Endpoint {
     pub(crate) usage_total: limits::Charge,
     /// Peers charged since the last recount or holding something then:
     /// what the next recount looks at (limits.rs).
-    pub(crate) charged: Vec<SocketAddr>,
+    pub(crate) charged: Vec<PeerId>,
     /// Peers whose key-update announcement is not confirmed yet (tick.rs
     /// announces again; the peer's `key_update_unconfirmed` counts).
     pub(crate) key_updates: Vec<SocketAddr>,
@@ -525,11 +536,13 @@ impl Endpoint {
         self.trace_now(now);
         let data = data.into();
         self.check_len(data.len())?;
-        let (epoch, id) = self.allocate_id(peer)?;
+        let peer_id = self.peers.id(&peer).ok_or(SendError::NoSession)?;
+        let (epoch, id) = self.allocate_id(peer_id)?;
         let data_len = data.len() as u64;
-        let request = self.seal(peer, epoch, id, data)?;
+        let request = self.seal(peer_id, epoch, id, data)?;
         let rpc = ClientRpc {
             peer,
+            peer_id,
             epoch,
             id,
             request,
@@ -539,7 +552,7 @@ impl Endpoint {
             restart_pending: false,
             started: now,
         };
-        let key = rpc.key();
+        let key = rpc.rpc_key();
         let handle = self.clients.insert(rpc);
         self.client_ids.insert(key, handle);
         trace_event!(
@@ -590,19 +603,21 @@ impl Endpoint {
         self.trace_now(now);
         let data = data.into();
         self.check_len(data.len())?;
-        match self.servers.get(&rpc).map(|s| &s.state) {
+        let slot = self.server_slot(&rpc).ok_or(SendError::UnknownRpc)?;
+        match self.servers.get(slot).map(|s| &s.state) {
             Some(ServerState::InService) => {}
             Some(_) => return Err(SendError::AlreadyResponded),
             None => return Err(SendError::UnknownRpc),
         }
-        let response = self.seal(rpc.peer, rpc.epoch, rpc.id, data)?;
-        if let Some(s) = self.servers.get_mut(&rpc) {
+        let peer_id = self.servers.peer_of(slot).ok_or(SendError::UnknownRpc)?;
+        let response = self.seal(peer_id, rpc.epoch, rpc.id, data)?;
+        if let Some(s) = self.servers.get_mut(slot) {
             s.state = ServerState::Responding(response);
             s.silent_ticks = 0;
             self.in_service = self.in_service.saturating_sub(1);
         }
         // A fresh response always has bytes to send (its unscheduled part).
-        self.mark_sendable(MsgKey::Server(rpc));
+        self.mark_sendable(MsgKey::Server(ServerMsg { rpc, slot }));
         self.arm_tick(now);
         Ok(())
     }
@@ -619,7 +634,7 @@ impl Endpoint {
             return false;
         };
         let key = c.key();
-        self.client_ids.remove(&key);
+        self.client_ids.remove(&c.rpc_key());
         trace_event!(
             self,
             Traced::RpcAborted {
@@ -644,11 +659,14 @@ impl Endpoint {
     /// in answer to the client's next RESEND).
     pub fn abandon_request(&mut self, rpc: ServerRpcHandle) -> bool {
         let key = rpc;
+        let Some(slot) = self.server_slot(&key) else {
+            return false;
+        };
         if matches!(
-            self.servers.get(&key).map(|s| &s.state),
+            self.servers.get(slot).map(|s| &s.state),
             Some(ServerState::InService)
         ) {
-            self.drop_server(&key);
+            self.drop_server_at(slot);
             self.trace_freed(key, FreeReason::Abandoned);
             self.queue_control(key.peer, key.epoch, key.id, Body::Abandoned);
             return true;
@@ -727,8 +745,11 @@ impl Endpoint {
     /// The session with `peer`, asking the key resolver for one if there
     /// is none and `Config::max_resolved_sessions` allows another.
     /// One lookup when the peer is known (the per-packet case).
-    pub(crate) fn resolve_session(&mut self, peer: SocketAddr) -> Result<&mut Peer, DropReason> {
-        if !self.peers.contains_key(&peer) {
+    pub(crate) fn resolve_session(&mut self, peer: SocketAddr) -> Result<PeerId, DropReason> {
+        if let Some(id) = self.peers.id(&peer) {
+            return Ok(id);
+        }
+        {
             if self.resolver.is_none() {
                 return Err(DropReason::UnknownSession);
             }
@@ -742,12 +763,28 @@ impl Endpoint {
                 .ok_or(DropReason::UnknownSession)?;
             self.install_session(peer, keys)
                 .map_err(|_| DropReason::UnknownSession)?;
-            if let Some(mut p) = self.take_peer(peer) {
-                p.origin = Origin::Resolved;
-                self.put_peer(peer, p);
+            // Set in place: the peer keeps its slot.
+            if let Some(p) = self.peers.get_mut(&peer) {
+                let was = std::mem::replace(&mut p.origin, Origin::Resolved);
+                self.count_origin(was, false);
+                self.count_origin(Origin::Resolved, true);
             }
         }
-        self.peers.get_mut(&peer).ok_or(DropReason::UnknownSession)
+        self.peers.id(&peer).ok_or(DropReason::UnknownSession)
+    }
+
+    /// The internal key of the wire key `key` (one address hash).
+    pub(crate) fn rpc_key(&self, key: &ServerRpcHandle) -> Option<RpcKey> {
+        Some(RpcKey {
+            peer: self.peers.id(&key.peer)?,
+            epoch: key.epoch,
+            id: key.id,
+        })
+    }
+
+    /// The slot of the server RPC with wire key `key`.
+    pub(crate) fn server_slot(&self, key: &ServerRpcHandle) -> Option<ServerSlot> {
+        self.servers.slot(&self.rpc_key(key)?)
     }
 
     fn check_len(&self, len: usize) -> Result<(), SendError> {
@@ -765,9 +802,9 @@ impl Endpoint {
     /// A message ID for a new RPC to `peer`, moving the session to its next
     /// key epoch first when the current one runs low on IDs or on AEAD
     /// usage and its predecessor has drained (KeyUpdate semantics, §4.5.2).
-    pub(crate) fn allocate_id(&mut self, peer: SocketAddr) -> Result<(u64, u64), SendError> {
-        let drained = self.previous_drained(peer);
-        let session = self.peers.get_mut(&peer).ok_or(SendError::NoSession)?;
+    pub(crate) fn allocate_id(&mut self, peer_id: PeerId) -> Result<(u64, u64), SendError> {
+        let drained = self.previous_drained(peer_id);
+        let (peer, session) = self.peers.entry_mut(peer_id).ok_or(SendError::NoSession)?;
         let cur = &session.current;
         let records_low = cur.records_sealed > cur.tx.record_limit() / 4 * 3;
         let ids_low = cur.ids.remaining() <= cur.ids.capacity() / 4;
@@ -787,7 +824,7 @@ impl Endpoint {
                 }
             );
         }
-        let session = self.peers.get_mut(&peer).ok_or(SendError::NoSession)?;
+        let session = self.peers.at_mut(peer_id).ok_or(SendError::NoSession)?;
         match session.current.ids.allocate() {
             Some(id) => Ok((session.current.number, id)),
             None if session.update.is_some() => Err(SendError::RekeyPending),
@@ -796,10 +833,10 @@ impl Endpoint {
     }
 
     /// Whether no RPC with `peer` still uses the previous key epoch.
-    pub(crate) fn previous_drained(&self, peer: SocketAddr) -> bool {
+    pub(crate) fn previous_drained(&self, peer_id: PeerId) -> bool {
         let Some(prev) = self
             .peers
-            .get(&peer)
+            .at(peer_id)
             .and_then(|s| s.previous.as_ref())
             .map(|e| e.number)
         else {
@@ -808,11 +845,11 @@ impl Endpoint {
         let clients = self
             .clients
             .values()
-            .any(|c| c.peer == peer && c.epoch == prev && !c.restart_pending);
+            .any(|c| c.peer_id == peer_id && c.epoch == prev && !c.restart_pending);
         let servers = self
             .servers
-            .keys()
-            .any(|k| k.peer == peer && k.epoch == prev);
+            .slots()
+            .any(|(m, p, _)| p == peer_id && m.rpc.epoch == prev);
         !clients && !servers
     }
 
@@ -823,7 +860,7 @@ impl Endpoint {
     /// now.
     pub(crate) fn seal(
         &mut self,
-        peer: SocketAddr,
+        peer_id: PeerId,
         epoch: u64,
         id: u64,
         data: Payload<'_>,
@@ -833,11 +870,8 @@ impl Endpoint {
         let padded = cfg.padding.padded_len(len);
         let layout = MessageLayout::new(len, padded, cfg.record_size);
         let wire = self.buffers.take_filled(layout.wire_len() as usize);
-        let session = &mut self
-            .peers
-            .get_mut(&peer)
-            .ok_or(SendError::NoSession)?
-            .session;
+        let (peer, p) = self.peers.entry_mut(peer_id).ok_or(SendError::NoSession)?;
+        let session = &mut p.session;
         let kind = match session.is_local_id(id) {
             true => MessageKind::Request,
             false => MessageKind::Response,
@@ -913,8 +947,8 @@ impl Endpoint {
     pub(crate) fn fail_client(&mut self, rpc: RpcHandle, error: RpcError) {
         if let Some(c) = self.clients.remove(&rpc) {
             let key = c.key();
-            self.client_ids.remove(&key);
-            if let Some(s) = self.peers.get_mut(&c.peer) {
+            self.client_ids.remove(&c.rpc_key());
+            if let Some(s) = self.peers.at_mut(c.peer_id) {
                 s.stats.rpcs_failed += 1;
             }
             self.recycle_client(c);
@@ -952,7 +986,15 @@ impl Endpoint {
     /// Frees the server RPC `key`, keeping its buffers for later RPCs;
     /// returns whether it existed.
     pub(crate) fn drop_server(&mut self, key: &ServerRpcHandle) -> bool {
-        let Some(rpc) = self.servers.remove(key) else {
+        match self.server_slot(key) {
+            Some(slot) => self.drop_server_at(slot),
+            None => false,
+        }
+    }
+
+    /// Frees the server RPC in `slot` (see [`Endpoint::drop_server`]).
+    pub(crate) fn drop_server_at(&mut self, slot: ServerSlot) -> bool {
+        let Some(rpc) = self.servers.remove(slot) else {
             return false;
         };
         match rpc.state {

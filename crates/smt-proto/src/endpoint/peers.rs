@@ -44,6 +44,13 @@ impl Peers {
         self.slab.get_mut(id.index, id.generation).map(|(_, p)| p)
     }
 
+    /// The peer in slot `id` with its address.
+    #[inline]
+    pub fn entry_mut(&mut self, id: PeerId) -> Option<(SocketAddr, &mut Peer)> {
+        let (addr, p) = self.slab.get_mut(id.index, id.generation)?;
+        Some((*addr, p))
+    }
+
     pub fn get(&self, addr: &SocketAddr) -> Option<&Peer> {
         self.at(self.id(addr)?)
     }
@@ -76,6 +83,13 @@ impl Peers {
 
     pub fn iter(&self) -> impl Iterator<Item = (&SocketAddr, &Peer)> {
         self.slab.iter().map(|(_, _, (a, p))| (a, p))
+    }
+
+    /// Every peer with its slot and address.
+    pub fn slots(&self) -> impl Iterator<Item = (PeerId, &SocketAddr, &Peer)> {
+        self.slab
+            .iter()
+            .map(|(index, generation, (a, p))| (PeerId { index, generation }, a, p))
     }
 
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (&SocketAddr, &mut Peer)> {

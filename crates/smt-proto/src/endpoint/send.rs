@@ -329,8 +329,8 @@ impl Endpoint {
             .iter()
             .filter(|(_, c)| !c.request_done() && c.request.has_sendable())
             .map(|(h, _)| MsgKey::Client(h));
-        let servers = self.servers.iter().filter_map(|(k, s)| match &s.state {
-            ServerState::Responding(out) if out.has_sendable() => Some(MsgKey::Server(*k)),
+        let servers = self.servers.slots().filter_map(|(m, _, s)| match &s.state {
+            ServerState::Responding(out) if out.has_sendable() => Some(MsgKey::Server(m)),
             _ => None,
         });
         let all: Vec<MsgKey> = clients.chain(servers).collect();
@@ -355,8 +355,8 @@ fn outgoing_in<'a>(
             let (k, sending) = (c.key(), !c.request_done());
             Some((k, &mut c.request, sending))
         }
-        MsgKey::Server(k) => match &mut servers.get_mut(&k)?.state {
-            ServerState::Responding(out) => Some((k, out, true)),
+        MsgKey::Server(m) => match &mut servers.get_mut(m.slot)?.state {
+            ServerState::Responding(out) => Some((m.rpc, out, true)),
             _ => None,
         },
     }

@@ -5,13 +5,16 @@
 //!
 //! A client RPC's handle *is* its slot: index and the slot's generation, so
 //! a handle kept after its RPC ended never finds the RPC that reused the
-//! slot. Server RPCs are found by their wire key (peer, epoch, ID) through
-//! one hash-map lookup to their slot.
+//! slot. Server RPCs are found by their [`RpcKey`] (the peer's slot, epoch,
+//! ID: integers) through one hash-map lookup to their slot, and after that
+//! by the slot.
 //!
 //! Iteration is in slot order: deterministic for a given sequence of
 //! operations (simulations must not depend on a hasher's seed).
 
+use super::peers::PeerId;
 use super::{ClientRpc, HashMap, RpcHandle, ServerRpc, ServerRpcHandle};
+use crate::rpc::{ServerMsg, ServerSlot};
 use crate::slab::Slab;
 
 fn handle_of(index: u32, generation: u32) -> RpcHandle {
@@ -71,45 +74,95 @@ impl ClientTable {
     }
 }
 
-/// Requests received and not yet freed, by wire key.
+/// An RPC's key inside the endpoint: its peer's slot, key epoch and
+/// message ID. Integers only: hashing it is cheap, unlike the peer's
+/// `SocketAddr` in the wire key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct RpcKey {
+    pub peer: PeerId,
+    pub epoch: u64,
+    pub id: u64,
+}
+
+/// One server RPC with its wire key and its peer's slot.
+#[derive(Debug)]
+struct ServerEntry {
+    key: ServerRpcHandle,
+    peer: PeerId,
+    rpc: ServerRpc,
+}
+
+/// Requests received and not yet freed: in a slab, found by their
+/// [`RpcKey`] through one hash of integers, then by slot.
 #[derive(Debug, Default)]
 pub(crate) struct ServerTable {
-    slab: Slab<(ServerRpcHandle, ServerRpc)>,
-    index: HashMap<ServerRpcHandle, (u32, u32)>,
+    slab: Slab<ServerEntry>,
+    index: HashMap<RpcKey, ServerSlot>,
 }
 
 impl ServerTable {
-    /// Stores `rpc` under `key` (replacing any RPC with that key).
-    pub fn insert(&mut self, key: ServerRpcHandle, rpc: ServerRpc) {
-        self.remove(&key);
-        let slot = self.slab.insert((key, rpc));
-        self.index.insert(key, slot);
+    /// Stores `rpc` under `key` of peer `peer` (replacing any RPC with that
+    /// key) and returns its slot.
+    pub fn insert(&mut self, key: ServerRpcHandle, peer: PeerId, rpc: ServerRpc) -> ServerSlot {
+        let rkey = RpcKey {
+            peer,
+            epoch: key.epoch,
+            id: key.id,
+        };
+        if let Some(old) = self.index.get(&rkey).copied() {
+            self.remove(old);
+        }
+        let (index, generation) = self.slab.insert(ServerEntry { key, peer, rpc });
+        let slot = ServerSlot { index, generation };
+        self.index.insert(rkey, slot);
+        slot
     }
 
-    pub fn get(&self, key: &ServerRpcHandle) -> Option<&ServerRpc> {
-        let &(index, generation) = self.index.get(key)?;
-        self.slab.get(index, generation).map(|(_, s)| s)
+    /// The slot of the RPC with internal key `key`.
+    #[inline]
+    pub fn slot(&self, key: &RpcKey) -> Option<ServerSlot> {
+        self.index.get(key).copied()
     }
 
-    pub fn get_mut(&mut self, key: &ServerRpcHandle) -> Option<&mut ServerRpc> {
-        let &(index, generation) = self.index.get(key)?;
-        self.slab.get_mut(index, generation).map(|(_, s)| s)
+    #[inline]
+    pub fn get(&self, slot: ServerSlot) -> Option<&ServerRpc> {
+        self.slab.get(slot.index, slot.generation).map(|e| &e.rpc)
     }
 
-    pub fn remove(&mut self, key: &ServerRpcHandle) -> Option<ServerRpc> {
-        let (index, generation) = self.index.remove(key)?;
-        self.slab.remove(index, generation).map(|(_, s)| s)
+    #[inline]
+    pub fn get_mut(&mut self, slot: ServerSlot) -> Option<&mut ServerRpc> {
+        self.slab
+            .get_mut(slot.index, slot.generation)
+            .map(|e| &mut e.rpc)
+    }
+
+    /// The peer slot of the RPC in `slot`.
+    pub fn peer_of(&self, slot: ServerSlot) -> Option<PeerId> {
+        self.slab.get(slot.index, slot.generation).map(|e| e.peer)
+    }
+
+    pub fn remove(&mut self, slot: ServerSlot) -> Option<ServerRpc> {
+        let e = self.slab.remove(slot.index, slot.generation)?;
+        let rkey = RpcKey {
+            peer: e.peer,
+            epoch: e.key.epoch,
+            id: e.key.id,
+        };
+        self.index.remove(&rkey);
+        Some(e.rpc)
     }
 
     /// Keeps only the RPCs `keep` accepts.
     pub fn retain(&mut self, mut keep: impl FnMut(&ServerRpcHandle, &mut ServerRpc) -> bool) {
-        let gone: Vec<ServerRpcHandle> = self
+        let gone: Vec<ServerSlot> = self
             .slab
             .iter_mut()
-            .filter_map(|(_, _, (k, s))| (!keep(k, s)).then_some(*k))
+            .filter_map(|(index, generation, e)| {
+                (!keep(&e.key, &mut e.rpc)).then_some(ServerSlot { index, generation })
+            })
             .collect();
-        for key in gone {
-            self.remove(&key);
+        for slot in gone {
+            self.remove(slot);
         }
     }
 
@@ -122,7 +175,15 @@ impl ServerTable {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&ServerRpcHandle, &ServerRpc)> {
-        self.slab.iter().map(|(_, _, (k, s))| (k, s))
+        self.slab.iter().map(|(_, _, e)| (&e.key, &e.rpc))
+    }
+
+    /// Every RPC with its slot and its peer's slot.
+    pub fn slots(&self) -> impl Iterator<Item = (ServerMsg, PeerId, &ServerRpc)> {
+        self.slab.iter().map(|(index, generation, e)| {
+            let slot = ServerSlot { index, generation };
+            (ServerMsg { rpc: e.key, slot }, e.peer, &e.rpc)
+        })
     }
 
     pub fn keys(&self) -> impl Iterator<Item = &ServerRpcHandle> {

@@ -213,7 +213,10 @@ impl Endpoint {
     fn tick_server(&mut self, key: ServerRpcHandle, crowded: bool) -> Action {
         let (resend, abort) = (self.config.resend_ticks, self.config.abort_ticks);
         let max_len = self.config.max_resend_bytes;
-        let Some(rpc) = self.servers.get_mut(&key) else {
+        let Some(slot) = self.server_slot(&key) else {
+            return Action::None;
+        };
+        let Some(rpc) = self.servers.get_mut(slot) else {
             return Action::None;
         };
         let waiting_on_us = match &rpc.state {
