@@ -12,9 +12,8 @@ use super::{
     trace_event, Endpoint, Event, MsgKey, RpcHandle, ServerRpc, ServerRpcHandle, ServerState,
 };
 use crate::crypto::TAG_LEN;
-use crate::error::{DropReason, RpcError, SendError};
+use crate::error::{DropReason, RpcError};
 use crate::offload::KeyId;
-use crate::payload::Payload;
 use crate::record::OffloadTally;
 use crate::rpc::{Accepted, Incoming, ServerMsg, MESSAGE_OVERHEAD};
 use crate::session::ReplayCheck;
@@ -1130,91 +1129,5 @@ impl Endpoint {
             }
         }
         Ok(())
-    }
-
-    /// The server lost our request: send it again under a fresh message ID
-    /// (the old ID may never be reused under this key).
-    pub(crate) fn restart(&mut self, now: Instant, handle: RpcHandle) {
-        let Some(rpc) = self.clients.get(&handle) else {
-            return;
-        };
-        let (old, old_rkey, pid, restarts) = (rpc.key(), rpc.rpc_key(), rpc.peer_id, rpc.restarts);
-        if restarts >= self.config.max_restarts {
-            return self.fail_client(handle, RpcError::PeerLostRequest);
-        }
-        let (epoch, id) = match self.allocate_id(pid) {
-            Ok(slot) => slot,
-            Err(SendError::RekeyPending) => {
-                // Waits for the previous key epoch to drain; the tick
-                // retries.
-                if let Some(rpc) = self.clients.get_mut(&handle) {
-                    rpc.restart_pending = true;
-                    rpc.silent_ticks = 0;
-                }
-                return;
-            }
-            Err(_) => return self.fail_client(handle, RpcError::IdSpaceExhausted),
-        };
-        let Some(rpc) = self.clients.get_mut(&handle) else {
-            return;
-        };
-        let priority = rpc.request.priority;
-        let mut data = self.buffers.take(rpc.request.data_len() as usize);
-        let sealed = match rpc.request.recover(&mut data) {
-            Ok(Some(kept)) => self.seal(pid, epoch, id, Payload::Owned(kept)),
-            Ok(None) => self.seal(pid, epoch, id, Payload::Borrowed(&data)),
-            Err(_) => {
-                // Cannot happen: the request was sealed with its key kept.
-                tracing::error!(peer = %old.peer, id = old.id, "request plaintext not recoverable");
-                return self.fail_client(handle, RpcError::PeerLostRequest);
-            }
-        };
-        self.buffers.give(data);
-        let Ok(mut request) = sealed else {
-            return self.fail_client(handle, RpcError::IdSpaceExhausted);
-        };
-        request.priority = priority;
-        self.client_ids.remove(&old_rkey);
-        self.client_ids.insert(
-            RpcKey {
-                peer: pid,
-                epoch,
-                id,
-            },
-            handle,
-        );
-        let mut leftovers = None;
-        if let Some(rpc) = self.clients.get_mut(&handle) {
-            rpc.epoch = epoch;
-            rpc.id = id;
-            let old = std::mem::replace(&mut rpc.request, request);
-            leftovers = Some((old, rpc.response.take()));
-            rpc.restarts += 1;
-            rpc.silent_ticks = 0;
-            rpc.restart_pending = false;
-        }
-        if let Some((mut old, response)) = leftovers {
-            old.recycle(&mut self.buffers);
-            if let Some(inc) = response {
-                self.recycle_incoming(inc);
-            }
-        }
-        trace_event!(
-            self,
-            Traced::RpcRestarted {
-                rpc: handle,
-                peer: old.peer,
-                old_epoch: old.epoch,
-                old_id: old.id,
-                epoch,
-                id,
-            }
-        );
-        self.stats.requests_restarted += 1;
-        if let Some(s) = self.peers.at_mut(pid) {
-            s.stats.requests_restarted += 1;
-        }
-        self.mark_sendable(MsgKey::Client(handle));
-        self.arm_tick(now);
     }
 }
