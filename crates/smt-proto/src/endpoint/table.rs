@@ -12,6 +12,7 @@
 //! Iteration is in slot order: deterministic for a given sequence of
 //! operations (simulations must not depend on a hasher's seed).
 
+use std::collections::hash_map::Entry;
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -177,12 +178,16 @@ impl ServerTable {
             epoch: key.epoch,
             id: key.id,
         };
-        if let Some(old) = self.index.get(&rkey).copied() {
-            self.remove(old);
+        // One hash of the key; an RPC it replaces leaves the slab first (its
+        // slot is the one reused).
+        let entry = self.index.entry(rkey);
+        if let Entry::Occupied(old) = &entry {
+            let old = *old.get();
+            self.slab.remove(old.index, old.generation);
         }
         let (index, generation) = self.slab.insert(ServerEntry { key, peer, rpc });
         let slot = ServerSlot { index, generation };
-        self.index.insert(rkey, slot);
+        entry.insert_entry(slot);
         slot
     }
 
