@@ -12,14 +12,14 @@
 //! work stays bounded: a check that fails on a stale figure recounts at
 //! most once per tick.
 
-use super::{HashMap, HashSet};
+use super::HashMap;
 use std::net::SocketAddr;
 use std::time::Instant;
 
 use super::peers::PeerId;
 use super::{Endpoint, ServerState};
 use crate::rpc::Incoming;
-use crate::rpc::ServerMsg;
+use crate::rpc::ServerSlot;
 use crate::timer::Timer;
 
 /// Incoming state charged to one peer (or to all).
@@ -82,13 +82,17 @@ impl Endpoint {
         if !peer_fits || heavy == peer || !heavier {
             return false;
         }
-        let victims: Vec<(ServerMsg, Charge)> = self
-            .servers
-            .slots()
-            .filter(|(_, p, _)| *p == heavy)
-            .filter_map(|(m, _, s)| match &s.state {
+        let slots = self
+            .peers
+            .at(heavy)
+            .map(|p| p.rpcs.servers_of(None))
+            .unwrap_or_default();
+        let victims: Vec<(ServerSlot, Charge)> = slots
+            .into_iter()
+            .filter_map(|slot| Some((slot, self.servers.get(slot)?)))
+            .filter_map(|(slot, s)| match &s.state {
                 ServerState::Receiving(inc) if inc.authenticated_bytes() == 0 => Some((
-                    m,
+                    slot,
                     Charge {
                         bytes: inc.buffered_bytes(),
                         requests: 1,
@@ -98,9 +102,9 @@ impl Endpoint {
             })
             .take(EVICTIONS)
             .collect();
-        for (m, c) in victims {
-            tracing::debug!(peer = %m.rpc.peer, id = m.rpc.id, "evicting an unauthenticated partial request");
-            self.drop_server_at(m.slot);
+        for (slot, c) in victims {
+            tracing::debug!(?slot, "evicting an unauthenticated partial request");
+            self.drop_server_at(slot);
             self.stats.partial_evicted += 1;
             self.discharge(heavy, c);
             if self.fits(peer, more) {
@@ -238,16 +242,6 @@ impl Endpoint {
         }
     }
 
-    /// Peers with an RPC or a handshake under way.
-    fn busy_peers(&self) -> HashSet<SocketAddr> {
-        self.clients
-            .values()
-            .map(|c| c.peer)
-            .chain(self.servers.keys().map(|k| k.peer))
-            .chain(self.handshakes.keys().copied())
-            .collect()
-    }
-
     /// Whether one more session fits `Config::max_sessions`, evicting the
     /// least proven one if it would not: a session whose peer never used
     /// its keys (oldest first), else the handshake session heard from least
@@ -266,11 +260,13 @@ impl Endpoint {
                 return true;
             }
         }
-        let busy = self.busy_peers();
+        let handshakes = &self.handshakes;
+        let busy =
+            |a: &SocketAddr, p: &super::Peer| !p.rpcs.is_empty() || handshakes.contains_key(a);
         let victim = self
             .peers
             .iter()
-            .filter(|(a, p)| p.origin == super::Origin::Handshake && !busy.contains(a))
+            .filter(|(a, p)| p.origin == super::Origin::Handshake && !busy(a, p))
             .min_by_key(|(a, p)| (p.heard, **a))
             .map(|(a, _)| *a);
         let Some(victim) = victim else {
@@ -289,7 +285,7 @@ impl Endpoint {
         let Some(timeout) = self.config.session_idle_timeout else {
             return;
         };
-        let busy = self.busy_peers();
+        let handshakes = &self.handshakes;
         let mut idle = Vec::new();
         let handshaken = self
             .peers
@@ -297,7 +293,8 @@ impl Endpoint {
             .filter(|(_, p)| p.origin == super::Origin::Handshake);
         for (addr, p) in handshaken {
             let heard = *p.heard.get_or_insert(now);
-            if now >= heard + timeout && !busy.contains(addr) {
+            let busy = !p.rpcs.is_empty() || handshakes.contains_key(addr);
+            if now >= heard + timeout && !busy {
                 idle.push(*addr);
             }
         }

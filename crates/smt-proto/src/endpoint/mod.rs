@@ -56,7 +56,6 @@ pub(crate) use trace_event;
 /// Hash maps of the per-packet path: foldhash with a per-process random
 /// key (fast; keys include addresses an attacker may choose, so keyed).
 pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
-pub(crate) type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
@@ -161,8 +160,6 @@ pub struct Endpoint {
     // scheduling ties) must not depend on a hasher's seed, or simulations
     // would not be reproducible.
     pub(crate) clients: ClientTable,
-    /// A response's key to the RPC it answers.
-    pub(crate) client_ids: HashMap<RpcKey, RpcHandle>,
     pub(crate) servers: ServerTable,
     /// Control packets, ACK batches, prebuilt datagrams and events on
     /// their way out.
@@ -258,7 +255,6 @@ impl Endpoint {
             peers: Peers::default(),
             resolver: None,
             clients: ClientTable::default(),
-            client_ids: HashMap::default(),
             servers: ServerTable::default(),
             outbox: Outbox::default(),
             scheduler: Scheduler::default(),
@@ -407,24 +403,6 @@ impl Endpoint {
         };
     }
 
-    /// After one of our RPCs to `peer` timed out: if a handshake made the
-    /// session and nothing from the peer authenticated for `abort_ticks`,
-    /// the peer has most likely lost the session (a restarted server):
-    /// forget it, so the next call starts a new handshake instead of
-    /// timing out forever under keys the peer no longer holds. Sessions the
-    /// application installed are kept (it alone can replace them).
-    pub(crate) fn forget_silent_session(&mut self, now: Instant, peer: SocketAddr) {
-        let quiet = self.config.tick * self.config.abort_ticks;
-        let Some(p) = self.peers.get(&peer) else {
-            return;
-        };
-        let silent = p.heard.is_none_or(|t| now >= t + quiet);
-        if silent && p.origin == Origin::Handshake {
-            tracing::debug!(%peer, "peer silent: forgetting the handshake's session");
-            self.remove_session(peer);
-        }
-    }
-
     /// New keys for a peer start a new session: RPC state under the old
     /// keys (epoch numbers restart) is dropped; our calls fail with
     /// [`RpcError::SessionClosed`].
@@ -432,19 +410,40 @@ impl Endpoint {
         if !self.peers.contains_key(&peer) {
             return;
         }
-        self.servers.retain(|k, _| k.peer != peer);
+        let Some(pid) = self.peers.id(&peer) else {
+            return;
+        };
+        self.forget_servers(pid, None);
         self.in_service = self
             .servers
             .iter()
             .filter(|(_, s)| matches!(s.state, ServerState::InService))
             .count();
         self.outbox.pending_acks.retain(|(p, _), _| *p != peer);
-        let gone: Vec<RpcHandle> = self
-            .clients
-            .iter()
-            .filter(|(_, c)| c.peer == peer)
-            .map(|(h, _)| h)
-            .collect();
+        self.fail_clients(pid, None);
+    }
+
+    /// Frees the peer's requests (of key epoch `epoch`, or all) without
+    /// a word to it: their session or epoch ends.
+    pub(crate) fn forget_servers(&mut self, pid: PeerId, epoch: Option<u64>) {
+        let Some(slots) = self.peers.at(pid).map(|p| p.rpcs.servers_of(epoch)) else {
+            return;
+        };
+        for slot in slots {
+            if let Some((rkey, _)) = self.servers.remove(slot) {
+                if let Some(r) = self.peers.rpcs_mut(pid) {
+                    r.remove_server(rkey.epoch, rkey.id, slot);
+                }
+            }
+        }
+    }
+
+    /// Fails our calls to the peer (of key epoch `epoch`, or all): their
+    /// session or epoch ends.
+    pub(crate) fn fail_clients(&mut self, pid: PeerId, epoch: Option<u64>) {
+        let Some(gone) = self.peers.at(pid).map(|p| p.rpcs.clients_of(epoch)) else {
+            return;
+        };
         for h in gone {
             self.fail_client(h, RpcError::SessionClosed);
         }
@@ -489,9 +488,10 @@ impl Endpoint {
             restart_pending: false,
             started: now,
         };
-        let key = rpc.rpc_key();
         let handle = self.clients.insert(rpc);
-        self.client_ids.insert(key, handle);
+        if let Some(r) = self.peers.rpcs_mut(peer_id) {
+            r.add_client(epoch, id, handle);
+        }
         trace_event!(
             self,
             Traced::RpcStarted {
@@ -571,7 +571,7 @@ impl Endpoint {
             return false;
         };
         let key = c.key();
-        self.client_ids.remove(&c.rpc_key());
+        self.unindex_client(&c);
         trace_event!(
             self,
             Traced::RpcAborted {
@@ -721,7 +721,7 @@ impl Endpoint {
 
     /// The slot of the server RPC with wire key `key`.
     pub(crate) fn server_slot(&self, key: &ServerRpcHandle) -> Option<ServerSlot> {
-        self.servers.slot(&self.rpc_key(key)?)
+        self.peers.server(&self.rpc_key(key)?)
     }
 
     fn check_len(&self, len: usize) -> Result<(), SendError> {
@@ -779,15 +779,14 @@ impl Endpoint {
         else {
             return true;
         };
-        let clients = self
-            .clients
-            .values()
-            .any(|c| c.peer_id == peer_id && c.epoch == prev && !c.restart_pending);
-        let servers = self
-            .servers
-            .slots()
-            .any(|(m, p, _)| p == peer_id && m.rpc.epoch == prev);
-        !clients && !servers
+        let Some(rpcs) = self.peers.at(peer_id).map(|p| &p.rpcs) else {
+            return true;
+        };
+        let clients = rpcs
+            .clients_in(prev)
+            .filter_map(|h| self.clients.get(&h))
+            .any(|c| !c.restart_pending);
+        !clients && !rpcs.has_server_in(prev)
     }
 
     /// Seals `data` as message `id` of key epoch `epoch` towards `peer`:
@@ -884,7 +883,7 @@ impl Endpoint {
     pub(crate) fn fail_client(&mut self, rpc: RpcHandle, error: RpcError) {
         if let Some(c) = self.clients.remove(&rpc) {
             let key = c.key();
-            self.client_ids.remove(&c.rpc_key());
+            self.unindex_client(&c);
             if let Some(s) = self.peers.at_mut(c.peer_id) {
                 s.stats.rpcs_failed += 1;
             }
@@ -901,6 +900,13 @@ impl Endpoint {
                 }
             );
             self.outbox.events.push_back(Event::Failed { rpc, error });
+        }
+    }
+
+    /// Takes a client RPC (removed from its table) out of its peer's index.
+    pub(crate) fn unindex_client(&mut self, c: &ClientRpc) {
+        if let Some(r) = self.peers.rpcs_mut(c.peer_id) {
+            r.remove_client(c.epoch, c.id);
         }
     }
 
@@ -931,9 +937,12 @@ impl Endpoint {
 
     /// Frees the server RPC in `slot` (see [`Endpoint::drop_server`]).
     pub(crate) fn drop_server_at(&mut self, slot: ServerSlot) -> bool {
-        let Some(rpc) = self.servers.remove(slot) else {
+        let Some((rkey, rpc)) = self.servers.remove(slot) else {
             return false;
         };
+        if let Some(r) = self.peers.rpcs_mut(rkey.peer) {
+            r.remove_server(rkey.epoch, rkey.id, slot);
+        }
         match rpc.state {
             ServerState::Receiving(inc) => self.recycle_incoming(inc),
             ServerState::Responding(mut out) => out.recycle(&mut self.buffers),

@@ -108,8 +108,8 @@ impl Endpoint {
         let incoming = match local {
             true => self
                 .rpc_key(&key)
-                .and_then(|k| self.client_ids.get(&k))
-                .and_then(|h| self.clients.get(h))
+                .and_then(|k| self.peers.client(&k))
+                .and_then(|h| self.clients.get(&h))
                 .and_then(|c| c.response.as_ref()),
             false => match self
                 .server_slot(&key)
@@ -136,7 +136,7 @@ impl Endpoint {
             true => Some(
                 &self
                     .clients
-                    .get(self.client_ids.get(&self.rpc_key(&key)?)?)?
+                    .get(&self.peers.client(&self.rpc_key(&key)?)?)?
                     .request,
             ),
             false => match &self.servers.get(self.server_slot(&key)?)?.state {

@@ -10,7 +10,9 @@
 use std::net::SocketAddr;
 
 use super::peer::Peer;
-use super::HashMap;
+use super::table::{PeerRpcs, RpcKey};
+use super::{HashMap, RpcHandle};
+use crate::rpc::ServerSlot;
 use crate::slab::Slab;
 
 /// A peer's slot: index and generation in [`Peers`].
@@ -49,6 +51,23 @@ impl Peers {
     pub fn entry_mut(&mut self, id: PeerId) -> Option<(SocketAddr, &mut Peer)> {
         let (addr, p) = self.slab.get_mut(id.index, id.generation)?;
         Some((*addr, p))
+    }
+
+    /// Our call with internal key `k`: the per-packet RPC lookup.
+    #[inline]
+    pub fn client(&self, k: &RpcKey) -> Option<RpcHandle> {
+        self.at(k.peer)?.rpcs.client(k.epoch, k.id)
+    }
+
+    /// The peer's request with internal key `k`: the per-packet RPC lookup.
+    #[inline]
+    pub fn server(&self, k: &RpcKey) -> Option<ServerSlot> {
+        self.at(k.peer)?.rpcs.server(k.epoch, k.id)
+    }
+
+    /// The RPC index of the peer in slot `id`.
+    pub fn rpcs_mut(&mut self, id: PeerId) -> Option<&mut PeerRpcs> {
+        self.at_mut(id).map(|p| &mut p.rpcs)
     }
 
     pub fn get(&self, addr: &SocketAddr) -> Option<&Peer> {

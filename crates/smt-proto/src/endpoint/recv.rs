@@ -404,25 +404,19 @@ impl Endpoint {
 
     /// Forgets the previous key epoch's RPCs (the peer has moved on twice).
     fn drop_previous_epoch(&mut self, peer: SocketAddr) {
+        let Some(pid) = self.peers.id(&peer) else {
+            return;
+        };
         let Some(prev) = self
             .peers
-            .get(&peer)
+            .at(pid)
             .and_then(|s| s.previous.as_ref())
             .map(|e| e.number)
         else {
             return;
         };
-        self.servers
-            .retain(|k, _| !(k.peer == peer && k.epoch == prev));
-        let gone: Vec<RpcHandle> = self
-            .clients
-            .iter()
-            .filter(|(_, c)| c.peer == peer && c.epoch == prev)
-            .map(|(h, _)| h)
-            .collect();
-        for h in gone {
-            self.fail_client(h, RpcError::SessionClosed);
-        }
+        self.forget_servers(pid, Some(prev));
+        self.fail_clients(pid, Some(prev));
     }
 
     fn is_local_id(&self, peer: PeerId, id: u64) -> bool {
@@ -675,7 +669,7 @@ impl Endpoint {
         key: ServerRpcHandle,
         h: &DataHeader,
     ) -> Result<MsgKey, DropReason> {
-        let Some(&handle) = self.client_ids.get(&rpc_key(pid, &key)) else {
+        let Some(handle) = self.peers.client(&rpc_key(pid, &key)) else {
             return Err(if self.was_allocated(pid, key) {
                 DropReason::Replay
             } else {
@@ -726,7 +720,7 @@ impl Endpoint {
         key: ServerRpcHandle,
         h: &DataHeader,
     ) -> Result<MsgKey, DropReason> {
-        let found = self.servers.slot(&rpc_key(pid, &key));
+        let found = self.peers.server(&rpc_key(pid, &key));
         if let Some((slot, rpc)) = found.and_then(|s| Some((s, self.servers.get_mut(s)?))) {
             return match rpc.state {
                 // Silence is reset by progress only (`progressed`).
@@ -755,6 +749,14 @@ impl Endpoint {
             silent_ticks: 0,
         };
         let slot = self.servers.insert(key, pid, rpc);
+        let replaced = self
+            .peers
+            .rpcs_mut(pid)
+            .and_then(|r| r.add_server(key.epoch, key.id, slot));
+        if let Some(old) = replaced {
+            // Cannot happen: the key was looked up above and not found.
+            self.servers.remove(old);
+        }
         self.arm_tick(now);
         Ok(MsgKey::Server(ServerMsg { rpc: key, slot }))
     }
@@ -894,10 +896,10 @@ impl Endpoint {
         };
         let data = inc.take_data();
         let rtt = now.saturating_duration_since(rpc.started);
-        let (pid, rkey) = (rpc.peer_id, rpc.rpc_key());
+        let pid = rpc.peer_id;
+        self.unindex_client(&rpc);
         self.recycle_incoming(inc);
         self.recycle_client(rpc);
-        self.client_ids.remove(&rkey);
         trace_event!(
             self,
             Traced::Delivered {
@@ -986,7 +988,7 @@ impl Endpoint {
         key: ServerRpcHandle,
         body: Body,
     ) -> Result<(), DropReason> {
-        let Some(&handle) = self.client_ids.get(&rpc_key(pid, &key)) else {
+        let Some(handle) = self.peers.client(&rpc_key(pid, &key)) else {
             return match body {
                 Body::NeedAck if self.was_allocated(pid, key) => {
                     self.queue_ack(now, key);
@@ -1049,7 +1051,7 @@ impl Endpoint {
         body: Body,
     ) -> Result<(), DropReason> {
         let (ticks, interval) = (self.ticks, u64::from(self.config.resend_ticks));
-        let found = self.servers.slot(&rpc_key(pid, &key));
+        let found = self.peers.server(&rpc_key(pid, &key));
         let Some((slot, rpc)) = found.and_then(|s| Some((s, self.servers.get_mut(s)?))) else {
             // RPC_UNKNOWN makes the client resend the request under a new
             // ID, so it is only said for IDs never delivered, and the ID is
@@ -1123,7 +1125,7 @@ impl Endpoint {
             if self.is_local_id(pid, id) {
                 continue;
             }
-            let slot = self.servers.slot(&rpc_key(pid, &done));
+            let slot = self.peers.server(&rpc_key(pid, &done));
             if slot.is_some_and(|s| self.drop_server_at(s)) {
                 self.trace_freed(done, FreeReason::Acked);
             }

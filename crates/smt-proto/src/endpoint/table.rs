@@ -12,7 +12,6 @@
 //! Iteration is in slot order: deterministic for a given sequence of
 //! operations (simulations must not depend on a hasher's seed).
 
-use std::collections::hash_map::Entry;
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -65,15 +64,6 @@ impl ClientRpc {
         self.response
             .as_ref()
             .is_some_and(|r| !r.nothing_authenticated())
-    }
-
-    /// The RPC's key inside the endpoint.
-    pub fn rpc_key(&self) -> RpcKey {
-        RpcKey {
-            peer: self.peer_id,
-            epoch: self.epoch,
-            id: self.id,
-        }
     }
 
     /// The RPC's wire key.
@@ -161,40 +151,104 @@ struct ServerEntry {
     rpc: ServerRpc,
 }
 
-/// Requests received and not yet freed: in a slab, found by their
-/// [`RpcKey`] through one hash of integers, then by slot.
+/// One peer's RPCs by (key epoch, message ID): our calls to it and its
+/// requests to us. The per-packet RPC lookup is here, and whatever ends
+/// with the peer's session or key epoch finds its RPCs here instead of
+/// scanning every RPC.
+#[derive(Debug, Default)]
+pub(crate) struct PeerRpcs {
+    clients: HashMap<(u64, u64), RpcHandle>,
+    servers: HashMap<(u64, u64), ServerSlot>,
+}
+
+impl PeerRpcs {
+    #[inline]
+    pub fn client(&self, epoch: u64, id: u64) -> Option<RpcHandle> {
+        self.clients.get(&(epoch, id)).copied()
+    }
+
+    #[inline]
+    pub fn server(&self, epoch: u64, id: u64) -> Option<ServerSlot> {
+        self.servers.get(&(epoch, id)).copied()
+    }
+
+    pub fn add_client(&mut self, epoch: u64, id: u64, handle: RpcHandle) {
+        self.clients.insert((epoch, id), handle);
+    }
+
+    /// Returns the slot of an RPC the new one replaces.
+    pub fn add_server(&mut self, epoch: u64, id: u64, slot: ServerSlot) -> Option<ServerSlot> {
+        self.servers.insert((epoch, id), slot)
+    }
+
+    pub fn remove_client(&mut self, epoch: u64, id: u64) {
+        self.clients.remove(&(epoch, id));
+    }
+
+    pub fn remove_server(&mut self, epoch: u64, id: u64, slot: ServerSlot) {
+        if self.servers.get(&(epoch, id)) == Some(&slot) {
+            self.servers.remove(&(epoch, id));
+        }
+    }
+
+    /// Whether the peer has an RPC under way.
+    pub fn is_empty(&self) -> bool {
+        self.clients.is_empty() && self.servers.is_empty()
+    }
+
+    /// Its calls of key epoch `epoch`, in no particular order.
+    pub fn clients_in(&self, epoch: u64) -> impl Iterator<Item = RpcHandle> + '_ {
+        self.clients
+            .iter()
+            .filter(move |((e, _), _)| *e == epoch)
+            .map(|(_, h)| *h)
+    }
+
+    /// Whether it has a request of key epoch `epoch`.
+    pub fn has_server_in(&self, epoch: u64) -> bool {
+        self.servers.keys().any(|(e, _)| *e == epoch)
+    }
+
+    /// Its calls (of key epoch `epoch`, or all) in slot order: the order a
+    /// scan of the client table visits them.
+    pub fn clients_of(&self, epoch: Option<u64>) -> Vec<RpcHandle> {
+        let mut v: Vec<RpcHandle> = self
+            .clients
+            .iter()
+            .filter(|((e, _), _)| epoch.is_none_or(|x| x == *e))
+            .map(|(_, h)| *h)
+            .collect();
+        v.sort_unstable_by_key(|h| slot_of(*h).0);
+        v
+    }
+
+    /// Its requests (of key epoch `epoch`, or all) in slot order: the order
+    /// a scan of the server table visits them.
+    pub fn servers_of(&self, epoch: Option<u64>) -> Vec<ServerSlot> {
+        let mut v: Vec<ServerSlot> = self
+            .servers
+            .iter()
+            .filter(|((e, _), _)| epoch.is_none_or(|x| x == *e))
+            .map(|(_, s)| *s)
+            .collect();
+        v.sort_unstable_by_key(|s| s.index);
+        v
+    }
+}
+
+/// Requests received and not yet freed, in a slab; the peer's
+/// [`PeerRpcs`] finds one's slot by (key epoch, message ID).
 #[derive(Debug, Default)]
 pub(crate) struct ServerTable {
     slab: Slab<ServerEntry>,
-    index: HashMap<RpcKey, ServerSlot>,
 }
 
 impl ServerTable {
-    /// Stores `rpc` under `key` of peer `peer` (replacing any RPC with that
-    /// key) and returns its slot.
+    /// Stores `rpc` under `key` of peer `peer` and returns its slot (the
+    /// caller indexes it in the peer's `PeerRpcs`).
     pub fn insert(&mut self, key: ServerRpcHandle, peer: PeerId, rpc: ServerRpc) -> ServerSlot {
-        let rkey = RpcKey {
-            peer,
-            epoch: key.epoch,
-            id: key.id,
-        };
-        // One hash of the key; an RPC it replaces leaves the slab first (its
-        // slot is the one reused).
-        let entry = self.index.entry(rkey);
-        if let Entry::Occupied(old) = &entry {
-            let old = *old.get();
-            self.slab.remove(old.index, old.generation);
-        }
         let (index, generation) = self.slab.insert(ServerEntry { key, peer, rpc });
-        let slot = ServerSlot { index, generation };
-        entry.insert_entry(slot);
-        slot
-    }
-
-    /// The slot of the RPC with internal key `key`.
-    #[inline]
-    pub fn slot(&self, key: &RpcKey) -> Option<ServerSlot> {
-        self.index.get(key).copied()
+        ServerSlot { index, generation }
     }
 
     #[inline]
@@ -214,29 +268,16 @@ impl ServerTable {
         self.slab.get(slot.index, slot.generation).map(|e| e.peer)
     }
 
-    pub fn remove(&mut self, slot: ServerSlot) -> Option<ServerRpc> {
+    /// Removes the RPC in `slot`, with its internal key (for the caller to
+    /// take out of the peer's `PeerRpcs`).
+    pub fn remove(&mut self, slot: ServerSlot) -> Option<(RpcKey, ServerRpc)> {
         let e = self.slab.remove(slot.index, slot.generation)?;
         let rkey = RpcKey {
             peer: e.peer,
             epoch: e.key.epoch,
             id: e.key.id,
         };
-        self.index.remove(&rkey);
-        Some(e.rpc)
-    }
-
-    /// Keeps only the RPCs `keep` accepts.
-    pub fn retain(&mut self, mut keep: impl FnMut(&ServerRpcHandle, &mut ServerRpc) -> bool) {
-        let gone: Vec<ServerSlot> = self
-            .slab
-            .iter_mut()
-            .filter_map(|(index, generation, e)| {
-                (!keep(&e.key, &mut e.rpc)).then_some(ServerSlot { index, generation })
-            })
-            .collect();
-        for slot in gone {
-            self.remove(slot);
-        }
+        Some((rkey, e.rpc))
     }
 
     pub fn len(&self) -> usize {

@@ -5,9 +5,10 @@
 //! anyway, each of which would make it retransmit); at `abort_ticks` it
 //! gives up.
 
+use std::net::SocketAddr;
 use std::time::Instant;
 
-use super::table::RpcKey;
+use super::peer::Origin;
 use super::{trace_event, Endpoint, MsgKey, RpcHandle, ServerRpcHandle, ServerState};
 use crate::error::{RpcError, SendError};
 use crate::payload::Payload;
@@ -310,6 +311,24 @@ impl Endpoint {
         }
     }
 
+    /// After one of our RPCs to `peer` timed out: if a handshake made the
+    /// session and nothing from the peer authenticated for `abort_ticks`,
+    /// the peer has most likely lost the session (a restarted server):
+    /// forget it, so the next call starts a new handshake instead of
+    /// timing out forever under keys the peer no longer holds. Sessions the
+    /// application installed are kept (it alone can replace them).
+    pub(crate) fn forget_silent_session(&mut self, now: Instant, peer: SocketAddr) {
+        let quiet = self.config.tick * self.config.abort_ticks;
+        let Some(p) = self.peers.get(&peer) else {
+            return;
+        };
+        let silent = p.heard.is_none_or(|t| now >= t + quiet);
+        if silent && p.origin == Origin::Handshake {
+            tracing::debug!(%peer, "peer silent: forgetting the handshake's session");
+            self.remove_session(peer);
+        }
+    }
+
     // ---- restarts (from RPC_UNKNOWN, recv.rs, and from a pending restart here) ----
 
     /// The server lost our request: send it again under a fresh message ID
@@ -318,7 +337,7 @@ impl Endpoint {
         let Some(rpc) = self.clients.get(&handle) else {
             return;
         };
-        let (old, old_rkey, pid, restarts) = (rpc.key(), rpc.rpc_key(), rpc.peer_id, rpc.restarts);
+        let (old, pid, restarts) = (rpc.key(), rpc.peer_id, rpc.restarts);
         if restarts >= self.config.max_restarts {
             return self.fail_client(handle, RpcError::PeerLostRequest);
         }
@@ -354,15 +373,10 @@ impl Endpoint {
             return self.fail_client(handle, RpcError::IdSpaceExhausted);
         };
         request.priority = priority;
-        self.client_ids.remove(&old_rkey);
-        self.client_ids.insert(
-            RpcKey {
-                peer: pid,
-                epoch,
-                id,
-            },
-            handle,
-        );
+        if let Some(r) = self.peers.rpcs_mut(pid) {
+            r.remove_client(old.epoch, old.id);
+            r.add_client(epoch, id, handle);
+        }
         let mut leftovers = None;
         if let Some(rpc) = self.clients.get_mut(&handle) {
             rpc.epoch = epoch;
