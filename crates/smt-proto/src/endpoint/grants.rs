@@ -24,7 +24,7 @@ impl Endpoint {
                     Some(c) => c.key(),
                     None => continue,
                 },
-                MsgKey::Server(k) => k,
+                MsgKey::Server(m) => m.rpc,
             };
             self.queue_control(
                 k.peer,
@@ -46,7 +46,7 @@ impl Endpoint {
         keys.retain(|&key| {
             let inc = match key {
                 MsgKey::Client(h) => self.clients.get(&h).and_then(|c| c.response.as_ref()),
-                MsgKey::Server(k) => match &self.servers.get(&k).map(|s| &s.state) {
+                MsgKey::Server(m) => match &self.servers.get(m.slot).map(|s| &s.state) {
                     Some(ServerState::Receiving(inc)) => Some(inc),
                     _ => None,
                 },

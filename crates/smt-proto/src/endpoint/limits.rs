@@ -12,12 +12,14 @@
 //! work stays bounded: a check that fails on a stale figure recounts at
 //! most once per tick.
 
-use super::{HashMap, HashSet};
+use super::HashMap;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use super::{Endpoint, ServerRpcHandle, ServerState};
+use super::peers::PeerId;
+use super::{Endpoint, ServerState};
 use crate::rpc::Incoming;
+use crate::rpc::ServerSlot;
 use crate::timer::Timer;
 
 /// Incoming state charged to one peer (or to all).
@@ -40,7 +42,7 @@ impl Endpoint {
     /// Whether `more` can be charged to `peer` within every bound,
     /// recounting first (at most once per tick) if the running figures say
     /// no.
-    pub(crate) fn admit(&mut self, now: Instant, peer: SocketAddr, more: Charge) -> bool {
+    pub(crate) fn admit(&mut self, now: Instant, peer: PeerId, more: Charge) -> bool {
         if self.fits(peer, more) {
             return true;
         }
@@ -66,27 +68,31 @@ impl Endpoint {
     /// `EVICTIONS` per call; the scan stops once it has them, and at worst
     /// reads the whole table (at most `max_incoming_total` partial
     /// requests, and only when the totals refuse a packet).
-    fn evict_for(&mut self, peer: SocketAddr, more: Charge) -> bool {
+    fn evict_for(&mut self, peer: PeerId, more: Charge) -> bool {
         const EVICTIONS: usize = 8;
         let cfg = &self.config;
         let mine = self.usage_of(peer);
         let peer_fits = mine.bytes + more.bytes <= cfg.max_buffered_per_peer
             && mine.requests + more.requests <= cfg.max_incoming_per_peer;
-        let heaviest = self.peers.iter().max_by_key(|(_, p)| p.usage.bytes);
-        let Some((&heavy, theirs)) = heaviest.map(|(a, p)| (a, p.usage)) else {
+        let heaviest = self.peers.slots().max_by_key(|(_, _, p)| p.usage.bytes);
+        let Some((heavy, theirs)) = heaviest.map(|(id, _, p)| (id, p.usage)) else {
             return false;
         };
         let heavier = theirs.bytes > mine.bytes + more.bytes;
         if !peer_fits || heavy == peer || !heavier {
             return false;
         }
-        let victims: Vec<(ServerRpcHandle, Charge)> = self
-            .servers
-            .iter()
-            .filter(|(k, _)| k.peer == heavy)
-            .filter_map(|(k, s)| match &s.state {
+        let slots = self
+            .peers
+            .at(heavy)
+            .map(|p| p.rpcs.servers_of(None))
+            .unwrap_or_default();
+        let victims: Vec<(ServerSlot, Charge)> = slots
+            .into_iter()
+            .filter_map(|slot| Some((slot, self.servers.get(slot)?)))
+            .filter_map(|(slot, s)| match &s.state {
                 ServerState::Receiving(inc) if inc.authenticated_bytes() == 0 => Some((
-                    *k,
+                    slot,
                     Charge {
                         bytes: inc.buffered_bytes(),
                         requests: 1,
@@ -96,11 +102,11 @@ impl Endpoint {
             })
             .take(EVICTIONS)
             .collect();
-        for (k, c) in victims {
-            tracing::debug!(peer = %k.peer, id = k.id, "evicting an unauthenticated partial request");
-            self.drop_server(&k);
+        for (slot, c) in victims {
+            tracing::debug!(?slot, "evicting an unauthenticated partial request");
+            self.drop_server_at(slot);
             self.stats.partial_evicted += 1;
-            self.discharge(k.peer, c);
+            self.discharge(heavy, c);
             if self.fits(peer, more) {
                 return true;
             }
@@ -109,8 +115,8 @@ impl Endpoint {
     }
 
     /// Takes back what a freed message was charged.
-    pub(crate) fn discharge(&mut self, peer: SocketAddr, less: Charge) {
-        if let Some(c) = self.peers.get_mut(&peer).map(|p| &mut p.usage) {
+    pub(crate) fn discharge(&mut self, peer: PeerId, less: Charge) {
+        if let Some(c) = self.peers.at_mut(peer).map(|p| &mut p.usage) {
             c.bytes = c.bytes.saturating_sub(less.bytes);
             c.requests = c.requests.saturating_sub(less.requests);
         }
@@ -120,7 +126,7 @@ impl Endpoint {
         self.publish_usage(Some(peer));
     }
 
-    fn fits(&self, peer: SocketAddr, more: Charge) -> bool {
+    fn fits(&self, peer: PeerId, more: Charge) -> bool {
         let cfg = &self.config;
         let mine = self.usage_of(peer);
         let all = self.usage_total;
@@ -131,8 +137,8 @@ impl Endpoint {
     }
 
     /// Adds what was just allocated for `peer`.
-    pub(crate) fn charge(&mut self, peer: SocketAddr, more: Charge) {
-        let entry = self.peers.get_mut(&peer).map(|p| (peer, p));
+    pub(crate) fn charge(&mut self, peer: PeerId, more: Charge) {
+        let entry = self.peers.at_mut(peer).map(|p| (peer, p));
         let Self {
             usage_total,
             stats,
@@ -144,8 +150,8 @@ impl Endpoint {
 
     /// What `peer`'s partially received messages hold (zero for a peer
     /// without a session).
-    fn usage_of(&self, peer: SocketAddr) -> Charge {
-        self.peers.get(&peer).map(|p| p.usage).unwrap_or_default()
+    fn usage_of(&self, peer: PeerId) -> Charge {
+        self.peers.at(peer).map(|p| p.usage).unwrap_or_default()
     }
 
     /// Counts exactly what every partially received message holds. Looks
@@ -153,7 +159,7 @@ impl Endpoint {
     /// something, not at every peer: the work per tick follows the
     /// messages in flight, not the number of sessions.
     pub(crate) fn recount_usage(&mut self, now: Instant) {
-        let mut usage: HashMap<SocketAddr, Charge> = HashMap::default();
+        let mut usage: HashMap<PeerId, Charge> = HashMap::default();
         let mut total = Charge::default();
         for (peer, inc, request) in self.partial_messages() {
             let c = Charge {
@@ -165,19 +171,19 @@ impl Endpoint {
         }
         // The list is reused (no allocation per tick).
         let mut charged = std::mem::take(&mut self.charged);
-        for addr in &charged {
-            if let Some(p) = self.peers.get_mut(addr) {
+        for id in &charged {
+            if let Some(p) = self.peers.at_mut(*id) {
                 p.charged = false;
                 set_usage(p, Charge::default());
             }
         }
         charged.clear();
-        for (addr, c) in &usage {
-            if let Some(p) = self.peers.get_mut(addr) {
+        for (id, c) in &usage {
+            if let Some(p) = self.peers.at_mut(*id) {
                 set_usage(p, *c);
                 if !p.charged {
                     p.charged = true;
-                    charged.push(*addr);
+                    charged.push(*id);
                 }
             }
         }
@@ -189,13 +195,13 @@ impl Endpoint {
     }
 
     /// Every message being received: (peer, state, whether a request).
-    fn partial_messages(&self) -> impl Iterator<Item = (SocketAddr, &Incoming, bool)> {
+    fn partial_messages(&self) -> impl Iterator<Item = (PeerId, &Incoming, bool)> {
         let responses = self
             .clients
             .values()
-            .filter_map(|c| Some((c.peer, c.response.as_ref()?, false)));
-        let requests = self.servers.iter().filter_map(|(k, s)| match &s.state {
-            ServerState::Receiving(inc) => Some((k.peer, inc, true)),
+            .filter_map(|c| Some((c.peer_id, c.response.as_ref()?, false)));
+        let requests = self.servers.slots().filter_map(|(_, p, s)| match &s.state {
+            ServerState::Receiving(inc) => Some((p, inc, true)),
             _ => None,
         });
         responses.chain(requests)
@@ -203,9 +209,9 @@ impl Endpoint {
 
     /// Writes the usage gauges into the endpoint's stats, and into the
     /// peer's if `peer` is given.
-    fn publish_usage(&mut self, peer: Option<SocketAddr>) {
+    fn publish_usage(&mut self, peer: Option<PeerId>) {
         if let Some(peer) = peer {
-            if let Some(p) = self.peers.get_mut(&peer) {
+            if let Some(p) = self.peers.at_mut(peer) {
                 let u = &mut p.session.stats.usage;
                 u.incoming_bytes = p.usage.bytes as u64;
                 u.partial_requests = p.usage.requests as u64;
@@ -236,16 +242,6 @@ impl Endpoint {
         }
     }
 
-    /// Peers with an RPC or a handshake under way.
-    fn busy_peers(&self) -> HashSet<SocketAddr> {
-        self.clients
-            .values()
-            .map(|c| c.peer)
-            .chain(self.servers.keys().map(|k| k.peer))
-            .chain(self.handshakes.keys().copied())
-            .collect()
-    }
-
     /// Whether one more session fits `Config::max_sessions`, evicting the
     /// least proven one if it would not: a session whose peer never used
     /// its keys (oldest first), else the handshake session heard from least
@@ -264,11 +260,13 @@ impl Endpoint {
                 return true;
             }
         }
-        let busy = self.busy_peers();
+        let handshakes = &self.handshakes;
+        let busy =
+            |a: &SocketAddr, p: &super::Peer| !p.rpcs.is_empty() || handshakes.contains_key(a);
         let victim = self
             .peers
             .iter()
-            .filter(|(a, p)| p.origin == super::Origin::Handshake && !busy.contains(a))
+            .filter(|(a, p)| p.origin == super::Origin::Handshake && !busy(a, p))
             .min_by_key(|(a, p)| (p.heard, **a))
             .map(|(a, _)| *a);
         let Some(victim) = victim else {
@@ -287,7 +285,7 @@ impl Endpoint {
         let Some(timeout) = self.config.session_idle_timeout else {
             return;
         };
-        let busy = self.busy_peers();
+        let handshakes = &self.handshakes;
         let mut idle = Vec::new();
         let handshaken = self
             .peers
@@ -295,7 +293,8 @@ impl Endpoint {
             .filter(|(_, p)| p.origin == super::Origin::Handshake);
         for (addr, p) in handshaken {
             let heard = *p.heard.get_or_insert(now);
-            if now >= heard + timeout && !busy.contains(addr) {
+            let busy = !p.rpcs.is_empty() || handshakes.contains_key(addr);
+            if now >= heard + timeout && !busy {
                 idle.push(*addr);
             }
         }
@@ -330,16 +329,16 @@ fn set_usage(p: &mut super::Peer, usage: Charge) {
 /// charged for the first time since the last recount joins `charged`, the
 /// peers the next recount looks at.
 pub(crate) fn add_charge(
-    peer: Option<(SocketAddr, &mut super::Peer)>,
-    charged: &mut Vec<SocketAddr>,
+    peer: Option<(PeerId, &mut super::Peer)>,
+    charged: &mut Vec<PeerId>,
     total: &mut Charge,
     usage: &mut crate::stats::Usage,
     more: Charge,
 ) {
-    if let Some((addr, p)) = peer {
+    if let Some((id, p)) = peer {
         if !p.charged {
             p.charged = true;
-            charged.push(addr);
+            charged.push(id);
         }
         p.usage.add(more);
         let u = &mut p.session.stats.usage;

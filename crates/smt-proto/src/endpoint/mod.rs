@@ -25,6 +25,7 @@ mod limits;
 mod offload;
 mod outbox;
 mod peer;
+mod peers;
 mod recv;
 mod refusal;
 mod retry;
@@ -37,7 +38,8 @@ use std::collections::{BTreeMap, VecDeque};
 
 use outbox::Outbox;
 use scheduler::Scheduler;
-use table::{ClientTable, ServerTable};
+pub(crate) use table::{ClientRpc, ServerRpc, ServerState};
+use table::{ClientTable, RpcKey, ServerTable};
 
 /// Queues a trace event if tracing is on; the event is not even built
 /// otherwise (one branch).
@@ -54,7 +56,6 @@ pub(crate) use trace_event;
 /// Hash maps of the per-packet path: foldhash with a per-process random
 /// key (fast; keys include addresses an attacker may choose, so keyed).
 pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
-pub(crate) type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
@@ -67,7 +68,7 @@ use crate::handshake::{HandshakeAcceptor, HandshakeError};
 use crate::payload::Payload;
 use crate::record::{frame_message_into, seal_message_into, MessageLayout, Plaintext};
 pub(crate) use crate::rpc::MsgKey;
-use crate::rpc::{Incoming, Outgoing, SegmentBuf};
+use crate::rpc::{Incoming, Outgoing, SegmentBuf, ServerMsg, ServerSlot};
 pub use crate::rpc::{RpcHandle, ServerRpcHandle};
 use crate::session::{Session, SessionKeys};
 use crate::stats::Stats;
@@ -76,6 +77,7 @@ use crate::trace::{FreeReason, MessageKind, Traced};
 use crate::wire::{Body, Repr};
 use handshake::HandshakeConn;
 use peer::{Origin, Peer};
+use peers::{PeerId, Peers};
 
 /// Something the application must hear about.
 #[derive(Debug)]
@@ -148,71 +150,16 @@ pub(crate) struct TxTally {
     pub bytes: u64,
 }
 
-#[derive(Debug)]
-pub(crate) struct ClientRpc {
-    pub peer: SocketAddr,
-    pub epoch: u64,
-    pub id: u64,
-    /// The request in its wire form; a restart takes the data again from
-    /// it (`Outgoing::recover`).
-    pub request: Outgoing,
-    pub response: Option<Incoming>,
-    pub silent_ticks: u32,
-    pub restarts: u32,
-    /// The server lost the request, but no message ID is free until the
-    /// previous key epoch drains: the tick retries the restart.
-    pub restart_pending: bool,
-    /// When the application started it, for `Stats::rtt`.
-    pub started: Instant,
-}
-
-#[derive(Debug)]
-pub(crate) enum ServerState {
-    Receiving(Incoming),
-    InService,
-    Responding(Outgoing),
-}
-
-#[derive(Debug)]
-pub(crate) struct ServerRpc {
-    pub state: ServerState,
-    pub silent_ticks: u32,
-}
-
-impl ClientRpc {
-    /// Whether the server has our whole request: it answered, and part of
-    /// the answer authenticated. Response state alone proves nothing: its
-    /// first packet may be another message's with a corrupted (or forged)
-    /// ID, and a client that stopped sending on it would never answer the
-    /// server's RESENDs for what it lost.
-    pub fn request_done(&self) -> bool {
-        self.response
-            .as_ref()
-            .is_some_and(|r| !r.nothing_authenticated())
-    }
-
-    /// The RPC's wire key.
-    pub fn key(&self) -> ServerRpcHandle {
-        ServerRpcHandle {
-            peer: self.peer,
-            epoch: self.epoch,
-            id: self.id,
-        }
-    }
-}
-
 /// An SMT endpoint. See the module docs for the call order.
 pub struct Endpoint {
     pub(crate) config: Config,
     /// Every peer with a session (keys), with its liveness and usage.
-    pub(crate) peers: HashMap<SocketAddr, Peer>,
+    pub(crate) peers: Peers,
     pub(crate) resolver: Option<Box<dyn KeyResolver>>,
     // Slabs iterated in slot order (table.rs): iteration order (ticks,
     // scheduling ties) must not depend on a hasher's seed, or simulations
     // would not be reproducible.
     pub(crate) clients: ClientTable,
-    /// A response's wire key to the RPC it answers.
-    pub(crate) client_ids: HashMap<ServerRpcHandle, RpcHandle>,
     pub(crate) servers: ServerTable,
     /// Control packets, ACK batches, prebuilt datagrams and events on
     /// their way out.
@@ -237,7 +184,7 @@ pub struct Endpoint {
     pub(crate) usage_total: limits::Charge,
     /// Peers charged since the last recount or holding something then:
     /// what the next recount looks at (limits.rs).
-    pub(crate) charged: Vec<SocketAddr>,
+    pub(crate) charged: Vec<PeerId>,
     /// Peers whose key-update announcement is not confirmed yet (tick.rs
     /// announces again; the peer's `key_update_unconfirmed` counts).
     pub(crate) key_updates: Vec<SocketAddr>,
@@ -305,10 +252,9 @@ impl Endpoint {
         config.validate()?;
         Ok(Self {
             config,
-            peers: HashMap::default(),
+            peers: Peers::default(),
             resolver: None,
             clients: ClientTable::default(),
-            client_ids: HashMap::default(),
             servers: ServerTable::default(),
             outbox: Outbox::default(),
             scheduler: Scheduler::default(),
@@ -457,24 +403,6 @@ impl Endpoint {
         };
     }
 
-    /// After one of our RPCs to `peer` timed out: if a handshake made the
-    /// session and nothing from the peer authenticated for `abort_ticks`,
-    /// the peer has most likely lost the session (a restarted server):
-    /// forget it, so the next call starts a new handshake instead of
-    /// timing out forever under keys the peer no longer holds. Sessions the
-    /// application installed are kept (it alone can replace them).
-    pub(crate) fn forget_silent_session(&mut self, now: Instant, peer: SocketAddr) {
-        let quiet = self.config.tick * self.config.abort_ticks;
-        let Some(p) = self.peers.get(&peer) else {
-            return;
-        };
-        let silent = p.heard.is_none_or(|t| now >= t + quiet);
-        if silent && p.origin == Origin::Handshake {
-            tracing::debug!(%peer, "peer silent: forgetting the handshake's session");
-            self.remove_session(peer);
-        }
-    }
-
     /// New keys for a peer start a new session: RPC state under the old
     /// keys (epoch numbers restart) is dropped; our calls fail with
     /// [`RpcError::SessionClosed`].
@@ -482,19 +410,40 @@ impl Endpoint {
         if !self.peers.contains_key(&peer) {
             return;
         }
-        self.servers.retain(|k, _| k.peer != peer);
+        let Some(pid) = self.peers.id(&peer) else {
+            return;
+        };
+        self.forget_servers(pid, None);
         self.in_service = self
             .servers
             .iter()
             .filter(|(_, s)| matches!(s.state, ServerState::InService))
             .count();
         self.outbox.pending_acks.retain(|(p, _), _| *p != peer);
-        let gone: Vec<RpcHandle> = self
-            .clients
-            .iter()
-            .filter(|(_, c)| c.peer == peer)
-            .map(|(h, _)| h)
-            .collect();
+        self.fail_clients(pid, None);
+    }
+
+    /// Frees the peer's requests (of key epoch `epoch`, or all) without
+    /// a word to it: their session or epoch ends.
+    pub(crate) fn forget_servers(&mut self, pid: PeerId, epoch: Option<u64>) {
+        let Some(slots) = self.peers.at(pid).map(|p| p.rpcs.servers_of(epoch)) else {
+            return;
+        };
+        for slot in slots {
+            if let Some((rkey, _)) = self.servers.remove(slot) {
+                if let Some(r) = self.peers.rpcs_mut(pid) {
+                    r.remove_server(rkey.epoch, rkey.id, slot);
+                }
+            }
+        }
+    }
+
+    /// Fails our calls to the peer (of key epoch `epoch`, or all): their
+    /// session or epoch ends.
+    pub(crate) fn fail_clients(&mut self, pid: PeerId, epoch: Option<u64>) {
+        let Some(gone) = self.peers.at(pid).map(|p| p.rpcs.clients_of(epoch)) else {
+            return;
+        };
         for h in gone {
             self.fail_client(h, RpcError::SessionClosed);
         }
@@ -523,11 +472,13 @@ impl Endpoint {
         self.trace_now(now);
         let data = data.into();
         self.check_len(data.len())?;
-        let (epoch, id) = self.allocate_id(peer)?;
+        let peer_id = self.peers.id(&peer).ok_or(SendError::NoSession)?;
+        let (epoch, id) = self.allocate_id(peer_id)?;
         let data_len = data.len() as u64;
-        let request = self.seal(peer, epoch, id, data)?;
+        let request = self.seal(peer_id, epoch, id, data)?;
         let rpc = ClientRpc {
             peer,
+            peer_id,
             epoch,
             id,
             request,
@@ -537,9 +488,10 @@ impl Endpoint {
             restart_pending: false,
             started: now,
         };
-        let key = rpc.key();
         let handle = self.clients.insert(rpc);
-        self.client_ids.insert(key, handle);
+        if let Some(r) = self.peers.rpcs_mut(peer_id) {
+            r.add_client(epoch, id, handle);
+        }
         trace_event!(
             self,
             Traced::RpcStarted {
@@ -588,19 +540,21 @@ impl Endpoint {
         self.trace_now(now);
         let data = data.into();
         self.check_len(data.len())?;
-        match self.servers.get(&rpc).map(|s| &s.state) {
+        let slot = self.server_slot(&rpc).ok_or(SendError::UnknownRpc)?;
+        match self.servers.get(slot).map(|s| &s.state) {
             Some(ServerState::InService) => {}
             Some(_) => return Err(SendError::AlreadyResponded),
             None => return Err(SendError::UnknownRpc),
         }
-        let response = self.seal(rpc.peer, rpc.epoch, rpc.id, data)?;
-        if let Some(s) = self.servers.get_mut(&rpc) {
+        let peer_id = self.servers.peer_of(slot).ok_or(SendError::UnknownRpc)?;
+        let response = self.seal(peer_id, rpc.epoch, rpc.id, data)?;
+        if let Some(s) = self.servers.get_mut(slot) {
             s.state = ServerState::Responding(response);
             s.silent_ticks = 0;
             self.in_service = self.in_service.saturating_sub(1);
         }
         // A fresh response always has bytes to send (its unscheduled part).
-        self.mark_sendable(MsgKey::Server(rpc));
+        self.mark_sendable(MsgKey::Server(ServerMsg { rpc, slot }));
         self.arm_tick(now);
         Ok(())
     }
@@ -617,7 +571,7 @@ impl Endpoint {
             return false;
         };
         let key = c.key();
-        self.client_ids.remove(&key);
+        self.unindex_client(&c);
         trace_event!(
             self,
             Traced::RpcAborted {
@@ -642,11 +596,14 @@ impl Endpoint {
     /// in answer to the client's next RESEND).
     pub fn abandon_request(&mut self, rpc: ServerRpcHandle) -> bool {
         let key = rpc;
+        let Some(slot) = self.server_slot(&key) else {
+            return false;
+        };
         if matches!(
-            self.servers.get(&key).map(|s| &s.state),
+            self.servers.get(slot).map(|s| &s.state),
             Some(ServerState::InService)
         ) {
-            self.drop_server(&key);
+            self.drop_server_at(slot);
             self.trace_freed(key, FreeReason::Abandoned);
             self.queue_control(key.peer, key.epoch, key.id, Body::Abandoned);
             return true;
@@ -725,8 +682,11 @@ impl Endpoint {
     /// The session with `peer`, asking the key resolver for one if there
     /// is none and `Config::max_resolved_sessions` allows another.
     /// One lookup when the peer is known (the per-packet case).
-    pub(crate) fn resolve_session(&mut self, peer: SocketAddr) -> Result<&mut Peer, DropReason> {
-        if !self.peers.contains_key(&peer) {
+    pub(crate) fn resolve_session(&mut self, peer: SocketAddr) -> Result<PeerId, DropReason> {
+        if let Some(id) = self.peers.id(&peer) {
+            return Ok(id);
+        }
+        {
             if self.resolver.is_none() {
                 return Err(DropReason::UnknownSession);
             }
@@ -740,12 +700,28 @@ impl Endpoint {
                 .ok_or(DropReason::UnknownSession)?;
             self.install_session(peer, keys)
                 .map_err(|_| DropReason::UnknownSession)?;
-            if let Some(mut p) = self.take_peer(peer) {
-                p.origin = Origin::Resolved;
-                self.put_peer(peer, p);
+            // Set in place: the peer keeps its slot.
+            if let Some(p) = self.peers.get_mut(&peer) {
+                let was = std::mem::replace(&mut p.origin, Origin::Resolved);
+                self.count_origin(was, false);
+                self.count_origin(Origin::Resolved, true);
             }
         }
-        self.peers.get_mut(&peer).ok_or(DropReason::UnknownSession)
+        self.peers.id(&peer).ok_or(DropReason::UnknownSession)
+    }
+
+    /// The internal key of the wire key `key` (one address hash).
+    pub(crate) fn rpc_key(&self, key: &ServerRpcHandle) -> Option<RpcKey> {
+        Some(RpcKey {
+            peer: self.peers.id(&key.peer)?,
+            epoch: key.epoch,
+            id: key.id,
+        })
+    }
+
+    /// The slot of the server RPC with wire key `key`.
+    pub(crate) fn server_slot(&self, key: &ServerRpcHandle) -> Option<ServerSlot> {
+        self.peers.server(&self.rpc_key(key)?)
     }
 
     fn check_len(&self, len: usize) -> Result<(), SendError> {
@@ -763,9 +739,9 @@ impl Endpoint {
     /// A message ID for a new RPC to `peer`, moving the session to its next
     /// key epoch first when the current one runs low on IDs or on AEAD
     /// usage and its predecessor has drained (KeyUpdate semantics, §4.5.2).
-    pub(crate) fn allocate_id(&mut self, peer: SocketAddr) -> Result<(u64, u64), SendError> {
-        let drained = self.previous_drained(peer);
-        let session = self.peers.get_mut(&peer).ok_or(SendError::NoSession)?;
+    pub(crate) fn allocate_id(&mut self, peer_id: PeerId) -> Result<(u64, u64), SendError> {
+        let drained = self.previous_drained(peer_id);
+        let (peer, session) = self.peers.entry_mut(peer_id).ok_or(SendError::NoSession)?;
         let cur = &session.current;
         let records_low = cur.records_sealed > cur.tx.record_limit() / 4 * 3;
         let ids_low = cur.ids.remaining() <= cur.ids.capacity() / 4;
@@ -785,7 +761,7 @@ impl Endpoint {
                 }
             );
         }
-        let session = self.peers.get_mut(&peer).ok_or(SendError::NoSession)?;
+        let session = self.peers.at_mut(peer_id).ok_or(SendError::NoSession)?;
         match session.current.ids.allocate() {
             Some(id) => Ok((session.current.number, id)),
             None if session.update.is_some() => Err(SendError::RekeyPending),
@@ -794,24 +770,23 @@ impl Endpoint {
     }
 
     /// Whether no RPC with `peer` still uses the previous key epoch.
-    pub(crate) fn previous_drained(&self, peer: SocketAddr) -> bool {
+    pub(crate) fn previous_drained(&self, peer_id: PeerId) -> bool {
         let Some(prev) = self
             .peers
-            .get(&peer)
+            .at(peer_id)
             .and_then(|s| s.previous.as_ref())
             .map(|e| e.number)
         else {
             return true;
         };
-        let clients = self
-            .clients
-            .values()
-            .any(|c| c.peer == peer && c.epoch == prev && !c.restart_pending);
-        let servers = self
-            .servers
-            .keys()
-            .any(|k| k.peer == peer && k.epoch == prev);
-        !clients && !servers
+        let Some(rpcs) = self.peers.at(peer_id).map(|p| &p.rpcs) else {
+            return true;
+        };
+        let clients = rpcs
+            .clients_in(prev)
+            .filter_map(|h| self.clients.get(&h))
+            .any(|c| !c.restart_pending);
+        !clients && !rpcs.has_server_in(prev)
     }
 
     /// Seals `data` as message `id` of key epoch `epoch` towards `peer`:
@@ -821,7 +796,7 @@ impl Endpoint {
     /// now.
     pub(crate) fn seal(
         &mut self,
-        peer: SocketAddr,
+        peer_id: PeerId,
         epoch: u64,
         id: u64,
         data: Payload<'_>,
@@ -831,11 +806,8 @@ impl Endpoint {
         let padded = cfg.padding.padded_len(len);
         let layout = MessageLayout::new(len, padded, cfg.record_size);
         let wire = self.buffers.take_filled(layout.wire_len() as usize);
-        let session = &mut self
-            .peers
-            .get_mut(&peer)
-            .ok_or(SendError::NoSession)?
-            .session;
+        let (peer, p) = self.peers.entry_mut(peer_id).ok_or(SendError::NoSession)?;
+        let session = &mut p.session;
         let kind = match session.is_local_id(id) {
             true => MessageKind::Request,
             false => MessageKind::Response,
@@ -911,8 +883,8 @@ impl Endpoint {
     pub(crate) fn fail_client(&mut self, rpc: RpcHandle, error: RpcError) {
         if let Some(c) = self.clients.remove(&rpc) {
             let key = c.key();
-            self.client_ids.remove(&key);
-            if let Some(s) = self.peers.get_mut(&c.peer) {
+            self.unindex_client(&c);
+            if let Some(s) = self.peers.at_mut(c.peer_id) {
                 s.stats.rpcs_failed += 1;
             }
             self.recycle_client(c);
@@ -928,6 +900,13 @@ impl Endpoint {
                 }
             );
             self.outbox.events.push_back(Event::Failed { rpc, error });
+        }
+    }
+
+    /// Takes a client RPC (removed from its table) out of its peer's index.
+    pub(crate) fn unindex_client(&mut self, c: &ClientRpc) {
+        if let Some(r) = self.peers.rpcs_mut(c.peer_id) {
+            r.remove_client(c.epoch, c.id);
         }
     }
 
@@ -950,9 +929,20 @@ impl Endpoint {
     /// Frees the server RPC `key`, keeping its buffers for later RPCs;
     /// returns whether it existed.
     pub(crate) fn drop_server(&mut self, key: &ServerRpcHandle) -> bool {
-        let Some(rpc) = self.servers.remove(key) else {
+        match self.server_slot(key) {
+            Some(slot) => self.drop_server_at(slot),
+            None => false,
+        }
+    }
+
+    /// Frees the server RPC in `slot` (see [`Endpoint::drop_server`]).
+    pub(crate) fn drop_server_at(&mut self, slot: ServerSlot) -> bool {
+        let Some((rkey, rpc)) = self.servers.remove(slot) else {
             return false;
         };
+        if let Some(r) = self.peers.rpcs_mut(rkey.peer) {
+            r.remove_server(rkey.epoch, rkey.id, slot);
+        }
         match rpc.state {
             ServerState::Receiving(inc) => self.recycle_incoming(inc),
             ServerState::Responding(mut out) => out.recycle(&mut self.buffers),

@@ -107,11 +107,15 @@ impl Endpoint {
         let key = ServerRpcHandle { peer, epoch, id };
         let incoming = match local {
             true => self
-                .client_ids
-                .get(&key)
-                .and_then(|h| self.clients.get(h))
+                .rpc_key(&key)
+                .and_then(|k| self.peers.client(&k))
+                .and_then(|h| self.clients.get(&h))
                 .and_then(|c| c.response.as_ref()),
-            false => match self.servers.get(&key).map(|s| &s.state) {
+            false => match self
+                .server_slot(&key)
+                .and_then(|s| self.servers.get(s))
+                .map(|s| &s.state)
+            {
                 Some(ServerState::Receiving(inc)) => Some(inc),
                 _ => None,
             },
@@ -129,8 +133,13 @@ impl Endpoint {
     fn outgoing(&self, key: ServerRpcHandle) -> Option<&Outgoing> {
         let session = &self.peers.get(&key.peer)?.session;
         match session.is_local_id(key.id) {
-            true => Some(&self.clients.get(self.client_ids.get(&key)?)?.request),
-            false => match &self.servers.get(&key)?.state {
+            true => Some(
+                &self
+                    .clients
+                    .get(&self.peers.client(&self.rpc_key(&key)?)?)?
+                    .request,
+            ),
+            false => match &self.servers.get(self.server_slot(&key)?)?.state {
                 ServerState::Responding(out) => Some(out),
                 _ => None,
             },

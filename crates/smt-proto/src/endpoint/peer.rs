@@ -8,6 +8,7 @@ use std::ops::{Deref, DerefMut};
 use std::time::Instant;
 
 use super::limits::Charge;
+use super::table::PeerRpcs;
 use crate::session::Session;
 
 /// Where a peer's session keys came from: decides whether the session may
@@ -59,6 +60,8 @@ pub(crate) struct Peer {
     /// validated.
     pub rx_bytes: u64,
     pub reactive_tx_bytes: u64,
+    /// Its RPCs by (key epoch, message ID).
+    pub rpcs: PeerRpcs,
 }
 
 /// Before a peer's address is validated, reactive packets to it (RESEND,
@@ -81,6 +84,7 @@ impl Peer {
             made: 0,
             rx_bytes: 0,
             reactive_tx_bytes: 0,
+            rpcs: PeerRpcs::default(),
         }
     }
 }

@@ -5,16 +5,17 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use super::limits::Charge;
+use super::peers::PeerId;
+use super::table::RpcKey;
 use super::tick::missing;
 use super::{
     trace_event, Endpoint, Event, MsgKey, RpcHandle, ServerRpc, ServerRpcHandle, ServerState,
 };
 use crate::crypto::TAG_LEN;
-use crate::error::{DropReason, RpcError, SendError};
+use crate::error::{DropReason, RpcError};
 use crate::offload::KeyId;
-use crate::payload::Payload;
 use crate::record::OffloadTally;
-use crate::rpc::{Accepted, Incoming, MESSAGE_OVERHEAD};
+use crate::rpc::{Accepted, Incoming, ServerMsg, MESSAGE_OVERHEAD};
 use crate::session::ReplayCheck;
 use crate::timer::Timer;
 use crate::trace::{FreeReason, MessageKind, PacketSummary, Traced};
@@ -42,6 +43,7 @@ enum Opened {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct LastRoute {
     from: SocketAddr,
+    peer: PeerId,
     phase: bool,
     key: ServerRpcHandle,
     msg: MsgKey,
@@ -49,6 +51,15 @@ pub(crate) struct LastRoute {
     /// peer's counters.
     datagrams: u64,
     bytes: u64,
+}
+
+/// The internal key of an RPC of peer `peer` with wire key `key`.
+fn rpc_key(peer: PeerId, key: &ServerRpcHandle) -> RpcKey {
+    RpcKey {
+        peer,
+        epoch: key.epoch,
+        id: key.id,
+    }
 }
 
 /// Splits a control packet into the authenticated part and its MAC.
@@ -182,19 +193,15 @@ impl Endpoint {
         }
         let authenticate = self.config.authenticate_control;
         let phase = packet.key_phase();
-        if !self.peers.contains_key(&from) {
-            if self.stash_early(from, datagram) {
-                return Ok(());
-            }
-            self.resolve_session(from)?;
-        }
-        // From here on the peer is resolved once: keys, counters and
-        // liveness come from this one entry.
+        // The packet's one address hash: from here on the peer is its
+        // slot, and keys, counters and liveness come from that one entry.
+        let pid = match self.peers.id(&from) {
+            Some(pid) => pid,
+            None if self.stash_early(from, datagram) => return Ok(()),
+            None => self.resolve_session(from)?,
+        };
         let id_limit = self.config.seq_layout.id_limit();
-        let peer = self
-            .peers
-            .get_mut(&from)
-            .ok_or(DropReason::UnknownSession)?;
+        let peer = self.peers.at_mut(pid).ok_or(DropReason::UnknownSession)?;
         peer.session.stats.datagrams_rx += 1;
         peer.session.stats.bytes_rx += datagram.len() as u64;
         if !peer.validated {
@@ -239,13 +246,13 @@ impl Endpoint {
                 // records are opened: holding it (an `Arc` clone) across
                 // the call cost an atomic increment and decrement per
                 // packet.
-                let receiving = self.on_data(now, key, local, &h, packet.payload())?;
+                let receiving = self.on_data(now, pid, key, local, &h, packet.payload())?;
                 if let Some(msg) = receiving {
-                    self.remember_route(from, phase, key, msg);
+                    self.remember_route(pid, phase, key, msg);
                 }
                 Ok(())
             }
-            body => self.on_control(now, key, local, body),
+            body => self.on_control(now, pid, key, local, body),
         }
     }
 
@@ -277,12 +284,12 @@ impl Endpoint {
         else {
             return None;
         };
-        let (key, msg) = (route.key, route.msg);
+        let (pid, key, msg) = (route.peer, route.key, route.msg);
         if let Some(route) = self.last_route.as_mut() {
             route.datagrams += 1;
             route.bytes += packet.as_bytes().len() as u64;
         }
-        let result = self.store_data(now, key, msg, &h, packet.payload());
+        let result = self.store_data(now, pid, key, msg, &h, packet.payload());
         if !matches!(result, Ok(Some(_))) {
             self.forget_route();
         }
@@ -292,10 +299,11 @@ impl Endpoint {
     /// Keeps the route of a DATA packet stored for a message still being
     /// received, if its peer's address is validated (an unvalidated one
     /// counts the bytes it sends, per packet).
-    fn remember_route(&mut self, from: SocketAddr, phase: bool, key: ServerRpcHandle, msg: MsgKey) {
-        if self.peers.get(&from).is_some_and(|p| p.validated) {
+    fn remember_route(&mut self, peer: PeerId, phase: bool, key: ServerRpcHandle, msg: MsgKey) {
+        if self.peers.at(peer).is_some_and(|p| p.validated) {
             self.last_route = Some(LastRoute {
-                from,
+                from: key.peer,
+                peer,
                 phase,
                 key,
                 msg,
@@ -311,7 +319,7 @@ impl Endpoint {
         let Some(route) = self.last_route.take() else {
             return;
         };
-        if let Some(p) = self.peers.get_mut(&route.from) {
+        if let Some(p) = self.peers.at_mut(route.peer) {
             p.session.stats.datagrams_rx += route.datagrams;
             p.session.stats.bytes_rx += route.bytes;
         }
@@ -396,34 +404,28 @@ impl Endpoint {
 
     /// Forgets the previous key epoch's RPCs (the peer has moved on twice).
     fn drop_previous_epoch(&mut self, peer: SocketAddr) {
+        let Some(pid) = self.peers.id(&peer) else {
+            return;
+        };
         let Some(prev) = self
             .peers
-            .get(&peer)
+            .at(pid)
             .and_then(|s| s.previous.as_ref())
             .map(|e| e.number)
         else {
             return;
         };
-        self.servers
-            .retain(|k, _| !(k.peer == peer && k.epoch == prev));
-        let gone: Vec<RpcHandle> = self
-            .clients
-            .iter()
-            .filter(|(_, c)| c.peer == peer && c.epoch == prev)
-            .map(|(h, _)| h)
-            .collect();
-        for h in gone {
-            self.fail_client(h, RpcError::SessionClosed);
-        }
+        self.forget_servers(pid, Some(prev));
+        self.fail_clients(pid, Some(prev));
     }
 
-    fn is_local_id(&self, from: SocketAddr, id: u64) -> bool {
-        self.peers.get(&from).is_some_and(|s| s.is_local_id(id))
+    fn is_local_id(&self, peer: PeerId, id: u64) -> bool {
+        self.peers.at(peer).is_some_and(|s| s.is_local_id(id))
     }
 
-    fn was_allocated(&self, key: ServerRpcHandle) -> bool {
+    fn was_allocated(&self, peer: PeerId, key: ServerRpcHandle) -> bool {
         self.peers
-            .get(&key.peer)
+            .at(peer)
             .and_then(|s| s.epoch(key.epoch))
             .is_some_and(|e| e.ids.was_allocated(key.id))
     }
@@ -433,17 +435,18 @@ impl Endpoint {
     fn on_data(
         &mut self,
         now: Instant,
+        pid: PeerId,
         key: ServerRpcHandle,
         local: bool,
         h: &DataHeader,
         payload: &[u8],
     ) -> Result<Option<MsgKey>, DropReason> {
         let msg = if local {
-            self.response_key(now, key, h)?
+            self.response_key(now, pid, key, h)?
         } else {
-            self.request_key(now, key, h)?
+            self.request_key(now, pid, key, h)?
         };
-        self.store_data(now, key, msg, h, payload)
+        self.store_data(now, pid, key, msg, h, payload)
     }
 
     /// Stores a DATA packet of message `msg` (found by `on_data` or on the
@@ -452,6 +455,7 @@ impl Endpoint {
     fn store_data(
         &mut self,
         now: Instant,
+        pid: PeerId,
         key: ServerRpcHandle,
         msg: MsgKey,
         h: &DataHeader,
@@ -461,7 +465,7 @@ impl Endpoint {
             return Err(DropReason::OverLimit);
         }
         let opened_before = self.stats.records_opened;
-        let mut outcome = self.store_and_open(now, msg, key, h, payload, false);
+        let mut outcome = self.store_and_open(now, pid, msg, key, h, payload, false);
         if let Ok(Opened::NeedsRoom(more)) = outcome {
             // A new segment buffer is admitted first (this may recount or
             // evict, so it runs while no RPC is borrowed), then stored.
@@ -469,10 +473,10 @@ impl Endpoint {
                 bytes: more,
                 requests: 0,
             };
-            if !self.admit(now, key.peer, charge) {
+            if !self.admit(now, pid, charge) {
                 return Err(DropReason::OverLimit);
             }
-            outcome = self.store_and_open(now, msg, key, h, payload, true);
+            outcome = self.store_and_open(now, pid, msg, key, h, payload, true);
         }
         self.scheduler.grants_dirty = true;
         if self.trace.is_some() {
@@ -494,7 +498,7 @@ impl Endpoint {
             }
             Ok(Opened::Stored | Opened::NeedsRoom(_)) => Ok(Some(msg)),
             Ok(Opened::Complete) => {
-                self.deliver(now, msg, key);
+                self.deliver(now, pid, msg, key);
                 Ok(None)
             }
         }
@@ -548,6 +552,7 @@ impl Endpoint {
     fn store_and_open(
         &mut self,
         now: Instant,
+        pid: PeerId,
         msg: MsgKey,
         key: ServerRpcHandle,
         h: &DataHeader,
@@ -573,8 +578,8 @@ impl Endpoint {
                 let inc = c.response.as_mut().ok_or(DropReason::Duplicate)?;
                 (inc, &mut c.silent_ticks)
             }
-            MsgKey::Server(k) => {
-                let s = servers.get_mut(&k).ok_or(DropReason::Duplicate)?;
+            MsgKey::Server(m) => {
+                let s = servers.get_mut(m.slot).ok_or(DropReason::Duplicate)?;
                 match &mut s.state {
                     ServerState::Receiving(inc) => (inc, &mut s.silent_ticks),
                     _ => return Err(DropReason::Duplicate),
@@ -587,7 +592,7 @@ impl Endpoint {
                 return Ok(Opened::NeedsRoom(more));
             }
         }
-        let mut peer = peers.get_mut(&key.peer);
+        let mut peer = peers.at_mut(pid);
         let rx = peer
             .as_deref()
             .and_then(|p| p.session.epoch(key.epoch))
@@ -640,7 +645,7 @@ impl Endpoint {
                 bytes: grown,
                 requests: 0,
             };
-            let entry = peer.map(|p| (key.peer, p));
+            let entry = peer.map(|p| (pid, p));
             super::limits::add_charge(entry, charged, usage_total, &mut stats.usage, more);
         }
         match result {
@@ -660,11 +665,12 @@ impl Endpoint {
     fn response_key(
         &mut self,
         now: Instant,
+        pid: PeerId,
         key: ServerRpcHandle,
         h: &DataHeader,
     ) -> Result<MsgKey, DropReason> {
-        let Some(&handle) = self.client_ids.get(&key) else {
-            return Err(if self.was_allocated(key) {
+        let Some(handle) = self.peers.client(&rpc_key(pid, &key)) else {
+            return Err(if self.was_allocated(pid, key) {
                 DropReason::Replay
             } else {
                 DropReason::UnknownRpc
@@ -677,7 +683,7 @@ impl Endpoint {
             .response
             .is_some();
         if !has_response {
-            self.admit_message(now, key.peer, false)?;
+            self.admit_message(now, pid, false)?;
             let incoming = self.new_incoming(h);
             if let Some(rpc) = self.clients.get_mut(&handle) {
                 rpc.response = Some(incoming);
@@ -690,7 +696,7 @@ impl Endpoint {
     fn admit_message(
         &mut self,
         now: Instant,
-        peer: SocketAddr,
+        peer: PeerId,
         request: bool,
     ) -> Result<(), DropReason> {
         let charge = Charge {
@@ -710,13 +716,15 @@ impl Endpoint {
     fn request_key(
         &mut self,
         now: Instant,
+        pid: PeerId,
         key: ServerRpcHandle,
         h: &DataHeader,
     ) -> Result<MsgKey, DropReason> {
-        if let Some(rpc) = self.servers.get_mut(&key) {
+        let found = self.peers.server(&rpc_key(pid, &key));
+        if let Some((slot, rpc)) = found.and_then(|s| Some((s, self.servers.get_mut(s)?))) {
             return match rpc.state {
                 // Silence is reset by progress only (`progressed`).
-                ServerState::Receiving(_) => Ok(MsgKey::Server(key)),
+                ServerState::Receiving(_) => Ok(MsgKey::Server(ServerMsg { rpc: key, slot })),
                 _ => {
                     // The client is still sending: it has not heard the
                     // response yet.
@@ -725,16 +733,13 @@ impl Endpoint {
                 }
             };
         }
-        let session = self
-            .peers
-            .get(&key.peer)
-            .ok_or(DropReason::UnknownSession)?;
+        let session = self.peers.at(pid).ok_or(DropReason::UnknownSession)?;
         let epoch = session.epoch(key.epoch).ok_or(DropReason::KeyPhase)?;
         if epoch.replay.check(key.id) == ReplayCheck::Replayed {
             self.answer_if_refused(key);
             return Err(DropReason::Replay);
         }
-        if let Err(e) = self.admit_message(now, key.peer, true) {
+        if let Err(e) = self.admit_message(now, pid, true) {
             self.refuse_unadmitted(key);
             return Err(e);
         }
@@ -743,9 +748,17 @@ impl Endpoint {
             state: ServerState::Receiving(incoming),
             silent_ticks: 0,
         };
-        self.servers.insert(key, rpc);
+        let slot = self.servers.insert(key, pid, rpc);
+        let replaced = self
+            .peers
+            .rpcs_mut(pid)
+            .and_then(|r| r.add_server(key.epoch, key.id, slot));
+        if let Some(old) = replaced {
+            // Cannot happen: the key was looked up above and not found.
+            self.servers.remove(old);
+        }
         self.arm_tick(now);
-        Ok(MsgKey::Server(key))
+        Ok(MsgKey::Server(ServerMsg { rpc: key, slot }))
     }
 
     fn new_incoming(&mut self, h: &DataHeader) -> Incoming {
@@ -757,7 +770,7 @@ impl Endpoint {
     pub(crate) fn incoming_mut(&mut self, key: MsgKey) -> Option<&mut Incoming> {
         match key {
             MsgKey::Client(h) => self.clients.get_mut(&h)?.response.as_mut(),
-            MsgKey::Server(k) => match &mut self.servers.get_mut(&k)?.state {
+            MsgKey::Server(m) => match &mut self.servers.get_mut(m.slot)?.state {
                 ServerState::Receiving(inc) => Some(inc),
                 _ => None,
             },
@@ -793,17 +806,18 @@ impl Endpoint {
                     rpc.response = None;
                 }
             }
-            MsgKey::Server(k) => {
-                self.drop_server(&k);
+            MsgKey::Server(m) => {
+                self.drop_server_at(m.slot);
             }
         }
     }
 
-    fn deliver(&mut self, now: Instant, msg: MsgKey, key: ServerRpcHandle) {
+    fn deliver(&mut self, now: Instant, pid: PeerId, msg: MsgKey, key: ServerRpcHandle) {
         self.stats.messages_received += 1;
         match msg {
             MsgKey::Client(handle) => self.complete_client(now, handle, key),
-            MsgKey::Server(k) => {
+            MsgKey::Server(m) => {
+                let k = m.rpc;
                 // No longer a partial request: its place is free now, not
                 // at the next recount (a burst of small requests would
                 // otherwise fill `max_incoming_per_peer` within a tick).
@@ -811,14 +825,14 @@ impl Endpoint {
                     bytes: 0,
                     requests: 1,
                 };
-                self.discharge(k.peer, done);
+                self.discharge(pid, done);
                 let full = self.in_service >= self.config.max_pending_requests;
                 self.note_request(k.peer, full);
                 if full {
-                    self.refuse_request(k);
+                    self.refuse_request(pid, m);
                     return;
                 }
-                let Some(rpc) = self.servers.get_mut(&k) else {
+                let Some(rpc) = self.servers.get_mut(m.slot) else {
                     return;
                 };
                 // Only a request being received completes; the swap puts
@@ -844,7 +858,7 @@ impl Endpoint {
                         rpc: None,
                     }
                 );
-                if let Some(s) = self.peers.get_mut(&k.peer) {
+                if let Some(s) = self.peers.at_mut(pid) {
                     if let Some(e) = s.epoch_mut(k.epoch) {
                         e.replay.mark(k.id);
                     }
@@ -862,14 +876,11 @@ impl Endpoint {
     /// retired as refused, so late copies are replays and a RESEND for it
     /// hears OVERLOADED again: `refusal.rs`), its state is freed, and the
     /// client hears OVERLOADED.
-    fn refuse_request(&mut self, key: ServerRpcHandle) {
-        self.drop_server(&key);
+    fn refuse_request(&mut self, pid: PeerId, m: ServerMsg) {
+        let key = m.rpc;
+        self.drop_server_at(m.slot);
         self.trace_freed(key, FreeReason::Overloaded);
-        if let Some(epoch) = self
-            .peers
-            .get_mut(&key.peer)
-            .and_then(|s| s.epoch_mut(key.epoch))
-        {
+        if let Some(epoch) = self.peers.at_mut(pid).and_then(|s| s.epoch_mut(key.epoch)) {
             epoch.replay.refuse(key.id);
         }
         self.count_refused(key);
@@ -885,9 +896,10 @@ impl Endpoint {
         };
         let data = inc.take_data();
         let rtt = now.saturating_duration_since(rpc.started);
+        let pid = rpc.peer_id;
+        self.unindex_client(&rpc);
         self.recycle_incoming(inc);
         self.recycle_client(rpc);
-        self.client_ids.remove(&key);
         trace_event!(
             self,
             Traced::Delivered {
@@ -901,7 +913,7 @@ impl Endpoint {
         );
         self.stats.rpcs_completed += 1;
         self.stats.rtt.record(rtt);
-        if let Some(s) = self.peers.get_mut(&key.peer) {
+        if let Some(s) = self.peers.at_mut(pid) {
             s.stats.messages_received += 1;
             s.stats.rpcs_completed += 1;
             s.stats.rtt.record(rtt);
@@ -948,12 +960,13 @@ impl Endpoint {
     fn on_control(
         &mut self,
         now: Instant,
+        pid: PeerId,
         key: ServerRpcHandle,
         local: bool,
         body: Body,
     ) -> Result<(), DropReason> {
         match body {
-            Body::Ack(ids) => return self.on_ack(key, &ids),
+            Body::Ack(ids) => return self.on_ack(pid, key, &ids),
             Body::Credit { limit, sequence } => return self.on_credit(key.peer, limit, sequence),
             Body::Handshake { .. } | Body::Data(_) | Body::KeyUpdate => {
                 return Err(DropReason::Unsupported)
@@ -961,9 +974,9 @@ impl Endpoint {
             _ => {}
         }
         if local {
-            self.on_control_for_client(now, key, body)
+            self.on_control_for_client(now, pid, key, body)
         } else {
-            self.on_control_for_server(key, body)
+            self.on_control_for_server(pid, key, body)
         }
     }
 
@@ -971,12 +984,13 @@ impl Endpoint {
     fn on_control_for_client(
         &mut self,
         now: Instant,
+        pid: PeerId,
         key: ServerRpcHandle,
         body: Body,
     ) -> Result<(), DropReason> {
-        let Some(&handle) = self.client_ids.get(&key) else {
+        let Some(handle) = self.peers.client(&rpc_key(pid, &key)) else {
             return match body {
-                Body::NeedAck if self.was_allocated(key) => {
+                Body::NeedAck if self.was_allocated(pid, key) => {
                     self.queue_ack(now, key);
                     Ok(())
                 }
@@ -1032,11 +1046,13 @@ impl Endpoint {
     /// A control packet about an RPC the peer started.
     fn on_control_for_server(
         &mut self,
+        pid: PeerId,
         key: ServerRpcHandle,
         body: Body,
     ) -> Result<(), DropReason> {
         let (ticks, interval) = (self.ticks, u64::from(self.config.resend_ticks));
-        let Some(rpc) = self.servers.get_mut(&key) else {
+        let found = self.peers.server(&rpc_key(pid, &key));
+        let Some((slot, rpc)) = found.and_then(|s| Some((s, self.servers.get_mut(s)?))) else {
             // RPC_UNKNOWN makes the client resend the request under a new
             // ID, so it is only said for IDs never delivered, and the ID is
             // then retired: late packets of it can no longer start a second
@@ -1047,11 +1063,7 @@ impl Endpoint {
             if resend && self.answer_if_refused(key) {
                 return Err(DropReason::UnknownRpc);
             }
-            let Some(epoch) = self
-                .peers
-                .get_mut(&key.peer)
-                .and_then(|s| s.epoch_mut(key.epoch))
-            else {
+            let Some(epoch) = self.peers.at_mut(pid).and_then(|s| s.epoch_mut(key.epoch)) else {
                 return Err(DropReason::KeyPhase);
             };
             let fresh = epoch.replay.check(key.id) == ReplayCheck::Fresh;
@@ -1067,14 +1079,15 @@ impl Endpoint {
             return Err(DropReason::UnknownRpc);
         };
         rpc.silent_ticks = 0;
+        let msg = MsgKey::Server(ServerMsg { rpc: key, slot });
         match (body, &mut rpc.state) {
             (Body::Grant { offset, .. }, ServerState::Responding(out)) => {
                 out.grant(offset);
-                self.mark_sendable(MsgKey::Server(key));
+                self.mark_sendable(msg);
             }
             (Body::Resend { offset, length, .. }, ServerState::Responding(out)) => {
                 if out.resend(offset, length, ticks, interval) {
-                    self.mark_sendable(MsgKey::Server(key));
+                    self.mark_sendable(msg);
                 } else {
                     // What was asked for is still on its way (or not sent
                     // yet): say we are alive rather than send it twice.
@@ -1085,14 +1098,14 @@ impl Endpoint {
             (Body::RpcUnknown, ServerState::InService) => {
                 // The application holds the request: tell it the client
                 // is gone, so it can stop working on it.
-                self.drop_server(&key);
+                self.drop_server_at(slot);
                 self.trace_freed(key, FreeReason::ClientGone);
                 self.outbox
                     .events
                     .push_back(Event::RequestCancelled { rpc: key });
             }
             (Body::RpcUnknown, _) => {
-                self.drop_server(&key);
+                self.drop_server_at(slot);
                 self.trace_freed(key, FreeReason::ClientGone);
             }
             (Body::Busy | Body::Grant { .. }, _) => {}
@@ -1101,99 +1114,22 @@ impl Endpoint {
         Ok(())
     }
 
-    fn on_ack(&mut self, key: ServerRpcHandle, ids: &AckIds) -> Result<(), DropReason> {
+    fn on_ack(
+        &mut self,
+        pid: PeerId,
+        key: ServerRpcHandle,
+        ids: &AckIds,
+    ) -> Result<(), DropReason> {
         for &id in ids.as_slice() {
             let done = ServerRpcHandle { id, ..key };
-            if !self.is_local_id(key.peer, id) && self.drop_server(&done) {
+            if self.is_local_id(pid, id) {
+                continue;
+            }
+            let slot = self.peers.server(&rpc_key(pid, &done));
+            if slot.is_some_and(|s| self.drop_server_at(s)) {
                 self.trace_freed(done, FreeReason::Acked);
             }
         }
         Ok(())
-    }
-
-    /// The server lost our request: send it again under a fresh message ID
-    /// (the old ID may never be reused under this key).
-    pub(crate) fn restart(&mut self, now: Instant, handle: RpcHandle) {
-        let Some(rpc) = self.clients.get(&handle) else {
-            return;
-        };
-        let (old, restarts) = (rpc.key(), rpc.restarts);
-        if restarts >= self.config.max_restarts {
-            return self.fail_client(handle, RpcError::PeerLostRequest);
-        }
-        let (epoch, id) = match self.allocate_id(old.peer) {
-            Ok(slot) => slot,
-            Err(SendError::RekeyPending) => {
-                // Waits for the previous key epoch to drain; the tick
-                // retries.
-                if let Some(rpc) = self.clients.get_mut(&handle) {
-                    rpc.restart_pending = true;
-                    rpc.silent_ticks = 0;
-                }
-                return;
-            }
-            Err(_) => return self.fail_client(handle, RpcError::IdSpaceExhausted),
-        };
-        let Some(rpc) = self.clients.get_mut(&handle) else {
-            return;
-        };
-        let priority = rpc.request.priority;
-        let mut data = self.buffers.take(rpc.request.data_len() as usize);
-        let sealed = match rpc.request.recover(&mut data) {
-            Ok(Some(kept)) => self.seal(old.peer, epoch, id, Payload::Owned(kept)),
-            Ok(None) => self.seal(old.peer, epoch, id, Payload::Borrowed(&data)),
-            Err(_) => {
-                // Cannot happen: the request was sealed with its key kept.
-                tracing::error!(peer = %old.peer, id = old.id, "request plaintext not recoverable");
-                return self.fail_client(handle, RpcError::PeerLostRequest);
-            }
-        };
-        self.buffers.give(data);
-        let Ok(mut request) = sealed else {
-            return self.fail_client(handle, RpcError::IdSpaceExhausted);
-        };
-        request.priority = priority;
-        self.client_ids.remove(&old);
-        self.client_ids.insert(
-            ServerRpcHandle {
-                peer: old.peer,
-                epoch,
-                id,
-            },
-            handle,
-        );
-        let mut leftovers = None;
-        if let Some(rpc) = self.clients.get_mut(&handle) {
-            rpc.epoch = epoch;
-            rpc.id = id;
-            let old = std::mem::replace(&mut rpc.request, request);
-            leftovers = Some((old, rpc.response.take()));
-            rpc.restarts += 1;
-            rpc.silent_ticks = 0;
-            rpc.restart_pending = false;
-        }
-        if let Some((mut old, response)) = leftovers {
-            old.recycle(&mut self.buffers);
-            if let Some(inc) = response {
-                self.recycle_incoming(inc);
-            }
-        }
-        trace_event!(
-            self,
-            Traced::RpcRestarted {
-                rpc: handle,
-                peer: old.peer,
-                old_epoch: old.epoch,
-                old_id: old.id,
-                epoch,
-                id,
-            }
-        );
-        self.stats.requests_restarted += 1;
-        if let Some(s) = self.peers.get_mut(&old.peer) {
-            s.stats.requests_restarted += 1;
-        }
-        self.mark_sendable(MsgKey::Client(handle));
-        self.arm_tick(now);
     }
 }

@@ -5,6 +5,7 @@ use std::collections::binary_heap::PeekMut;
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use super::peers::PeerId;
 use super::{Endpoint, MsgKey, ServerRpcHandle, ServerState, Transmit};
 use crate::crypto::TAG_LEN;
 use crate::rpc::Outgoing;
@@ -159,11 +160,11 @@ impl Endpoint {
     /// validated are bounded by the amplification budget (peer.rs). ACKs
     /// and packets about our own calls go to a server the application
     /// chose to call, and KEY_UPDATE answers an authenticated packet.
-    fn may_react(&mut self, peer: SocketAddr, repr: &Repr, len: usize) -> bool {
+    fn may_react(&mut self, peer: Option<PeerId>, repr: &Repr, len: usize) -> bool {
         if matches!(repr.body, Body::Ack(_) | Body::KeyUpdate) {
             return true;
         }
-        let Some(p) = self.peers.get_mut(&peer) else {
+        let Some(p) = peer.and_then(|id| self.peers.at_mut(id)) else {
             return true;
         };
         p.session.is_local_id(repr.id) || p.may_react(len)
@@ -178,7 +179,9 @@ impl Endpoint {
     ) -> Option<Transmit> {
         let len = repr.buffer_len();
         let total = self.control_len(repr);
-        if !self.may_react(peer, repr, total) {
+        // The packet's one address hash; the peer is indexed after it.
+        let pid = self.peers.id(&peer);
+        if !self.may_react(pid, repr, total) {
             tracing::debug!(%peer, "control packet to an unvalidated address over its amplification budget: dropped");
             self.stats.amplification_limited += 1;
             return None;
@@ -194,7 +197,7 @@ impl Endpoint {
         // KEY_UPDATE switches keys: it is authenticated even when other
         // control packets are not.
         if total > len {
-            let keys = self.peers.get(&peer)?.epoch(epoch)?;
+            let keys = self.peers.at(pid?)?.epoch(epoch)?;
             let tag = keys.tx.control_tag(&buf[..len]);
             buf[len..total].copy_from_slice(&tag);
         }
@@ -202,7 +205,7 @@ impl Endpoint {
             Body::Grant { .. } => self.stats.grants_sent += 1,
             Body::Resend { .. } => {
                 self.stats.resends_sent += 1;
-                if let Some(s) = self.peers.get_mut(&peer) {
+                if let Some(s) = pid.and_then(|id| self.peers.at_mut(id)) {
                     s.stats.resends_sent += 1;
                 }
             }
@@ -329,8 +332,8 @@ impl Endpoint {
             .iter()
             .filter(|(_, c)| !c.request_done() && c.request.has_sendable())
             .map(|(h, _)| MsgKey::Client(h));
-        let servers = self.servers.iter().filter_map(|(k, s)| match &s.state {
-            ServerState::Responding(out) if out.has_sendable() => Some(MsgKey::Server(*k)),
+        let servers = self.servers.slots().filter_map(|(m, _, s)| match &s.state {
+            ServerState::Responding(out) if out.has_sendable() => Some(MsgKey::Server(m)),
             _ => None,
         });
         let all: Vec<MsgKey> = clients.chain(servers).collect();
@@ -355,8 +358,8 @@ fn outgoing_in<'a>(
             let (k, sending) = (c.key(), !c.request_done());
             Some((k, &mut c.request, sending))
         }
-        MsgKey::Server(k) => match &mut servers.get_mut(&k)?.state {
-            ServerState::Responding(out) => Some((k, out, true)),
+        MsgKey::Server(m) => match &mut servers.get_mut(m.slot)?.state {
+            ServerState::Responding(out) => Some((m.rpc, out, true)),
             _ => None,
         },
     }

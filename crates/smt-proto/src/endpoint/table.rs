@@ -5,14 +5,76 @@
 //!
 //! A client RPC's handle *is* its slot: index and the slot's generation, so
 //! a handle kept after its RPC ended never finds the RPC that reused the
-//! slot. Server RPCs are found by their wire key (peer, epoch, ID) through
-//! one hash-map lookup to their slot.
+//! slot. Server RPCs are found by their [`RpcKey`] (the peer's slot, epoch,
+//! ID: integers) through one hash-map lookup to their slot, and after that
+//! by the slot.
 //!
 //! Iteration is in slot order: deterministic for a given sequence of
 //! operations (simulations must not depend on a hasher's seed).
 
-use super::{ClientRpc, HashMap, RpcHandle, ServerRpc, ServerRpcHandle};
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use super::peers::PeerId;
+use super::{HashMap, RpcHandle, ServerRpcHandle};
+use crate::rpc::{Incoming, Outgoing};
+use crate::rpc::{ServerMsg, ServerSlot};
 use crate::slab::Slab;
+
+#[derive(Debug)]
+pub(crate) struct ClientRpc {
+    pub peer: SocketAddr,
+    /// The peer's slot (a new session fails the RPC, so it stays valid).
+    pub peer_id: PeerId,
+    pub epoch: u64,
+    pub id: u64,
+    /// The request in its wire form; a restart takes the data again from
+    /// it (`Outgoing::recover`).
+    pub request: Outgoing,
+    pub response: Option<Incoming>,
+    pub silent_ticks: u32,
+    pub restarts: u32,
+    /// The server lost the request, but no message ID is free until the
+    /// previous key epoch drains: the tick retries the restart.
+    pub restart_pending: bool,
+    /// When the application started it, for `Stats::rtt`.
+    pub started: Instant,
+}
+
+#[derive(Debug)]
+pub(crate) enum ServerState {
+    Receiving(Incoming),
+    InService,
+    Responding(Outgoing),
+}
+
+#[derive(Debug)]
+pub(crate) struct ServerRpc {
+    pub state: ServerState,
+    pub silent_ticks: u32,
+}
+
+impl ClientRpc {
+    /// Whether the server has our whole request: it answered, and part of
+    /// the answer authenticated. Response state alone proves nothing: its
+    /// first packet may be another message's with a corrupted (or forged)
+    /// ID, and a client that stopped sending on it would never answer the
+    /// server's RESENDs for what it lost.
+    pub fn request_done(&self) -> bool {
+        self.response
+            .as_ref()
+            .is_some_and(|r| !r.nothing_authenticated())
+    }
+
+    /// The RPC's wire key.
+    pub fn key(&self) -> ServerRpcHandle {
+        ServerRpcHandle {
+            peer: self.peer,
+            epoch: self.epoch,
+            id: self.id,
+        }
+    }
+}
 
 fn handle_of(index: u32, generation: u32) -> RpcHandle {
     RpcHandle(u64::from(generation) << 32 | u64::from(index))
@@ -71,46 +133,151 @@ impl ClientTable {
     }
 }
 
-/// Requests received and not yet freed, by wire key.
+/// An RPC's key inside the endpoint: its peer's slot, key epoch and
+/// message ID. Integers only: hashing it is cheap, unlike the peer's
+/// `SocketAddr` in the wire key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct RpcKey {
+    pub peer: PeerId,
+    pub epoch: u64,
+    pub id: u64,
+}
+
+/// One server RPC with its wire key and its peer's slot.
+#[derive(Debug)]
+struct ServerEntry {
+    key: ServerRpcHandle,
+    peer: PeerId,
+    rpc: ServerRpc,
+}
+
+/// One peer's RPCs by (key epoch, message ID): our calls to it and its
+/// requests to us. The per-packet RPC lookup is here, and whatever ends
+/// with the peer's session or key epoch finds its RPCs here instead of
+/// scanning every RPC.
+#[derive(Debug, Default)]
+pub(crate) struct PeerRpcs {
+    clients: HashMap<(u64, u64), RpcHandle>,
+    servers: HashMap<(u64, u64), ServerSlot>,
+}
+
+impl PeerRpcs {
+    #[inline]
+    pub fn client(&self, epoch: u64, id: u64) -> Option<RpcHandle> {
+        self.clients.get(&(epoch, id)).copied()
+    }
+
+    #[inline]
+    pub fn server(&self, epoch: u64, id: u64) -> Option<ServerSlot> {
+        self.servers.get(&(epoch, id)).copied()
+    }
+
+    pub fn add_client(&mut self, epoch: u64, id: u64, handle: RpcHandle) {
+        self.clients.insert((epoch, id), handle);
+    }
+
+    /// Returns the slot of an RPC the new one replaces.
+    pub fn add_server(&mut self, epoch: u64, id: u64, slot: ServerSlot) -> Option<ServerSlot> {
+        self.servers.insert((epoch, id), slot)
+    }
+
+    pub fn remove_client(&mut self, epoch: u64, id: u64) {
+        self.clients.remove(&(epoch, id));
+    }
+
+    pub fn remove_server(&mut self, epoch: u64, id: u64, slot: ServerSlot) {
+        if self.servers.get(&(epoch, id)) == Some(&slot) {
+            self.servers.remove(&(epoch, id));
+        }
+    }
+
+    /// Whether the peer has an RPC under way.
+    pub fn is_empty(&self) -> bool {
+        self.clients.is_empty() && self.servers.is_empty()
+    }
+
+    /// Its calls of key epoch `epoch`, in no particular order.
+    pub fn clients_in(&self, epoch: u64) -> impl Iterator<Item = RpcHandle> + '_ {
+        self.clients
+            .iter()
+            .filter(move |((e, _), _)| *e == epoch)
+            .map(|(_, h)| *h)
+    }
+
+    /// Whether it has a request of key epoch `epoch`.
+    pub fn has_server_in(&self, epoch: u64) -> bool {
+        self.servers.keys().any(|(e, _)| *e == epoch)
+    }
+
+    /// Its calls (of key epoch `epoch`, or all) in slot order: the order a
+    /// scan of the client table visits them.
+    pub fn clients_of(&self, epoch: Option<u64>) -> Vec<RpcHandle> {
+        let mut v: Vec<RpcHandle> = self
+            .clients
+            .iter()
+            .filter(|((e, _), _)| epoch.is_none_or(|x| x == *e))
+            .map(|(_, h)| *h)
+            .collect();
+        v.sort_unstable_by_key(|h| slot_of(*h).0);
+        v
+    }
+
+    /// Its requests (of key epoch `epoch`, or all) in slot order: the order
+    /// a scan of the server table visits them.
+    pub fn servers_of(&self, epoch: Option<u64>) -> Vec<ServerSlot> {
+        let mut v: Vec<ServerSlot> = self
+            .servers
+            .iter()
+            .filter(|((e, _), _)| epoch.is_none_or(|x| x == *e))
+            .map(|(_, s)| *s)
+            .collect();
+        v.sort_unstable_by_key(|s| s.index);
+        v
+    }
+}
+
+/// Requests received and not yet freed, in a slab; the peer's
+/// [`PeerRpcs`] finds one's slot by (key epoch, message ID).
 #[derive(Debug, Default)]
 pub(crate) struct ServerTable {
-    slab: Slab<(ServerRpcHandle, ServerRpc)>,
-    index: HashMap<ServerRpcHandle, (u32, u32)>,
+    slab: Slab<ServerEntry>,
 }
 
 impl ServerTable {
-    /// Stores `rpc` under `key` (replacing any RPC with that key).
-    pub fn insert(&mut self, key: ServerRpcHandle, rpc: ServerRpc) {
-        self.remove(&key);
-        let slot = self.slab.insert((key, rpc));
-        self.index.insert(key, slot);
+    /// Stores `rpc` under `key` of peer `peer` and returns its slot (the
+    /// caller indexes it in the peer's `PeerRpcs`).
+    pub fn insert(&mut self, key: ServerRpcHandle, peer: PeerId, rpc: ServerRpc) -> ServerSlot {
+        let (index, generation) = self.slab.insert(ServerEntry { key, peer, rpc });
+        ServerSlot { index, generation }
     }
 
-    pub fn get(&self, key: &ServerRpcHandle) -> Option<&ServerRpc> {
-        let &(index, generation) = self.index.get(key)?;
-        self.slab.get(index, generation).map(|(_, s)| s)
+    #[inline]
+    pub fn get(&self, slot: ServerSlot) -> Option<&ServerRpc> {
+        self.slab.get(slot.index, slot.generation).map(|e| &e.rpc)
     }
 
-    pub fn get_mut(&mut self, key: &ServerRpcHandle) -> Option<&mut ServerRpc> {
-        let &(index, generation) = self.index.get(key)?;
-        self.slab.get_mut(index, generation).map(|(_, s)| s)
+    #[inline]
+    pub fn get_mut(&mut self, slot: ServerSlot) -> Option<&mut ServerRpc> {
+        self.slab
+            .get_mut(slot.index, slot.generation)
+            .map(|e| &mut e.rpc)
     }
 
-    pub fn remove(&mut self, key: &ServerRpcHandle) -> Option<ServerRpc> {
-        let (index, generation) = self.index.remove(key)?;
-        self.slab.remove(index, generation).map(|(_, s)| s)
+    /// The peer slot of the RPC in `slot`.
+    pub fn peer_of(&self, slot: ServerSlot) -> Option<PeerId> {
+        self.slab.get(slot.index, slot.generation).map(|e| e.peer)
     }
 
-    /// Keeps only the RPCs `keep` accepts.
-    pub fn retain(&mut self, mut keep: impl FnMut(&ServerRpcHandle, &mut ServerRpc) -> bool) {
-        let gone: Vec<ServerRpcHandle> = self
-            .slab
-            .iter_mut()
-            .filter_map(|(_, _, (k, s))| (!keep(k, s)).then_some(*k))
-            .collect();
-        for key in gone {
-            self.remove(&key);
-        }
+    /// Removes the RPC in `slot`, with its internal key (for the caller to
+    /// take out of the peer's `PeerRpcs`).
+    pub fn remove(&mut self, slot: ServerSlot) -> Option<(RpcKey, ServerRpc)> {
+        let e = self.slab.remove(slot.index, slot.generation)?;
+        let rkey = RpcKey {
+            peer: e.peer,
+            epoch: e.key.epoch,
+            id: e.key.id,
+        };
+        Some((rkey, e.rpc))
     }
 
     pub fn len(&self) -> usize {
@@ -122,7 +289,15 @@ impl ServerTable {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&ServerRpcHandle, &ServerRpc)> {
-        self.slab.iter().map(|(_, _, (k, s))| (k, s))
+        self.slab.iter().map(|(_, _, e)| (&e.key, &e.rpc))
+    }
+
+    /// Every RPC with its slot and its peer's slot.
+    pub fn slots(&self) -> impl Iterator<Item = (ServerMsg, PeerId, &ServerRpc)> {
+        self.slab.iter().map(|(index, generation, e)| {
+            let slot = ServerSlot { index, generation };
+            (ServerMsg { rpc: e.key, slot }, e.peer, &e.rpc)
+        })
     }
 
     pub fn keys(&self) -> impl Iterator<Item = &ServerRpcHandle> {

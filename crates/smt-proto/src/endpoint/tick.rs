@@ -5,11 +5,15 @@
 //! anyway, each of which would make it retransmit); at `abort_ticks` it
 //! gives up.
 
+use std::net::SocketAddr;
 use std::time::Instant;
 
-use super::{Endpoint, RpcHandle, ServerRpcHandle, ServerState};
-use crate::error::RpcError;
+use super::peer::Origin;
+use super::{trace_event, Endpoint, MsgKey, RpcHandle, ServerRpcHandle, ServerState};
+use crate::error::{RpcError, SendError};
+use crate::payload::Payload;
 use crate::timer::Timer;
+use crate::trace::Traced;
 use crate::wire::Body;
 
 /// RESEND packets one message sends per tick.
@@ -213,7 +217,10 @@ impl Endpoint {
     fn tick_server(&mut self, key: ServerRpcHandle, crowded: bool) -> Action {
         let (resend, abort) = (self.config.resend_ticks, self.config.abort_ticks);
         let max_len = self.config.max_resend_bytes;
-        let Some(rpc) = self.servers.get_mut(&key) else {
+        let Some(slot) = self.server_slot(&key) else {
+            return Action::None;
+        };
+        let Some(rpc) = self.servers.get_mut(slot) else {
             return Action::None;
         };
         let waiting_on_us = match &rpc.state {
@@ -302,6 +309,107 @@ impl Endpoint {
                 self.trace_freed(k, crate::trace::FreeReason::Timeout);
             }
         }
+    }
+
+    /// After one of our RPCs to `peer` timed out: if a handshake made the
+    /// session and nothing from the peer authenticated for `abort_ticks`,
+    /// the peer has most likely lost the session (a restarted server):
+    /// forget it, so the next call starts a new handshake instead of
+    /// timing out forever under keys the peer no longer holds. Sessions the
+    /// application installed are kept (it alone can replace them).
+    pub(crate) fn forget_silent_session(&mut self, now: Instant, peer: SocketAddr) {
+        let quiet = self.config.tick * self.config.abort_ticks;
+        let Some(p) = self.peers.get(&peer) else {
+            return;
+        };
+        let silent = p.heard.is_none_or(|t| now >= t + quiet);
+        if silent && p.origin == Origin::Handshake {
+            tracing::debug!(%peer, "peer silent: forgetting the handshake's session");
+            self.remove_session(peer);
+        }
+    }
+
+    // ---- restarts (from RPC_UNKNOWN, recv.rs, and from a pending restart here) ----
+
+    /// The server lost our request: send it again under a fresh message ID
+    /// (the old ID may never be reused under this key).
+    pub(crate) fn restart(&mut self, now: Instant, handle: RpcHandle) {
+        let Some(rpc) = self.clients.get(&handle) else {
+            return;
+        };
+        let (old, pid, restarts) = (rpc.key(), rpc.peer_id, rpc.restarts);
+        if restarts >= self.config.max_restarts {
+            return self.fail_client(handle, RpcError::PeerLostRequest);
+        }
+        let (epoch, id) = match self.allocate_id(pid) {
+            Ok(slot) => slot,
+            Err(SendError::RekeyPending) => {
+                // Waits for the previous key epoch to drain; the tick
+                // retries.
+                if let Some(rpc) = self.clients.get_mut(&handle) {
+                    rpc.restart_pending = true;
+                    rpc.silent_ticks = 0;
+                }
+                return;
+            }
+            Err(_) => return self.fail_client(handle, RpcError::IdSpaceExhausted),
+        };
+        let Some(rpc) = self.clients.get_mut(&handle) else {
+            return;
+        };
+        let priority = rpc.request.priority;
+        let mut data = self.buffers.take(rpc.request.data_len() as usize);
+        let sealed = match rpc.request.recover(&mut data) {
+            Ok(Some(kept)) => self.seal(pid, epoch, id, Payload::Owned(kept)),
+            Ok(None) => self.seal(pid, epoch, id, Payload::Borrowed(&data)),
+            Err(_) => {
+                // Cannot happen: the request was sealed with its key kept.
+                tracing::error!(peer = %old.peer, id = old.id, "request plaintext not recoverable");
+                return self.fail_client(handle, RpcError::PeerLostRequest);
+            }
+        };
+        self.buffers.give(data);
+        let Ok(mut request) = sealed else {
+            return self.fail_client(handle, RpcError::IdSpaceExhausted);
+        };
+        request.priority = priority;
+        if let Some(r) = self.peers.rpcs_mut(pid) {
+            r.remove_client(old.epoch, old.id);
+            r.add_client(epoch, id, handle);
+        }
+        let mut leftovers = None;
+        if let Some(rpc) = self.clients.get_mut(&handle) {
+            rpc.epoch = epoch;
+            rpc.id = id;
+            let old = std::mem::replace(&mut rpc.request, request);
+            leftovers = Some((old, rpc.response.take()));
+            rpc.restarts += 1;
+            rpc.silent_ticks = 0;
+            rpc.restart_pending = false;
+        }
+        if let Some((mut old, response)) = leftovers {
+            old.recycle(&mut self.buffers);
+            if let Some(inc) = response {
+                self.recycle_incoming(inc);
+            }
+        }
+        trace_event!(
+            self,
+            Traced::RpcRestarted {
+                rpc: handle,
+                peer: old.peer,
+                old_epoch: old.epoch,
+                old_id: old.id,
+                epoch,
+                id,
+            }
+        );
+        self.stats.requests_restarted += 1;
+        if let Some(s) = self.peers.at_mut(pid) {
+            s.stats.requests_restarted += 1;
+        }
+        self.mark_sendable(MsgKey::Client(handle));
+        self.arm_tick(now);
     }
 }
 

@@ -43,9 +43,26 @@ impl PartialOrd for ServerRpcHandle {
     }
 }
 
+/// A server RPC's slot in the endpoint's table: index and generation, so a
+/// slot kept after its RPC was freed never finds the RPC that reused it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct ServerSlot {
+    pub index: u32,
+    pub generation: u32,
+}
+
+/// A server RPC in flight: its wire key (what the scheduler ranks ties
+/// by, as before slots existed) and its slot (what finds it: an index,
+/// not a hash of the peer's address).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct ServerMsg {
+    pub rpc: ServerRpcHandle,
+    pub slot: ServerSlot,
+}
+
 /// Identifies a message in flight on either side.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum MsgKey {
     Client(RpcHandle),
-    Server(ServerRpcHandle),
+    Server(ServerMsg),
 }

@@ -6,7 +6,7 @@ mod handle;
 mod incoming;
 mod outgoing;
 
-pub(crate) use handle::MsgKey;
+pub(crate) use handle::{MsgKey, ServerMsg, ServerSlot};
 pub use handle::{RpcHandle, ServerRpcHandle};
 
 // The reassembly fuzz harness checks its memory bound with it.

@@ -1,0 +1,117 @@
+//! Every peer with a session, in a slab: a packet finds its peer by one
+//! hash of its source address (`Peers::id`), and everything after that
+//! names the peer by its [`PeerId`], an index. Replacing a peer's session
+//! gives it a new `PeerId`, so a key kept from the old session never
+//! finds the new one.
+//!
+//! Iteration is in slot order: deterministic for a given sequence of
+//! operations (simulations must not depend on a hasher's seed).
+
+use std::net::SocketAddr;
+
+use super::peer::Peer;
+use super::table::{PeerRpcs, RpcKey};
+use super::{HashMap, RpcHandle};
+use crate::rpc::ServerSlot;
+use crate::slab::Slab;
+
+/// A peer's slot: index and generation in [`Peers`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct PeerId {
+    index: u32,
+    generation: u32,
+}
+
+/// The peers, by slot, with the one address map that demultiplexes.
+#[derive(Debug, Default)]
+pub(crate) struct Peers {
+    slab: Slab<(SocketAddr, Peer)>,
+    by_addr: HashMap<SocketAddr, PeerId>,
+}
+
+impl Peers {
+    /// The peer at `addr`: the one address hash of a packet.
+    #[inline]
+    pub fn id(&self, addr: &SocketAddr) -> Option<PeerId> {
+        self.by_addr.get(addr).copied()
+    }
+
+    #[inline]
+    pub fn at(&self, id: PeerId) -> Option<&Peer> {
+        self.slab.get(id.index, id.generation).map(|(_, p)| p)
+    }
+
+    #[inline]
+    pub fn at_mut(&mut self, id: PeerId) -> Option<&mut Peer> {
+        self.slab.get_mut(id.index, id.generation).map(|(_, p)| p)
+    }
+
+    /// The peer in slot `id` with its address.
+    #[inline]
+    pub fn entry_mut(&mut self, id: PeerId) -> Option<(SocketAddr, &mut Peer)> {
+        let (addr, p) = self.slab.get_mut(id.index, id.generation)?;
+        Some((*addr, p))
+    }
+
+    /// Our call with internal key `k`: the per-packet RPC lookup.
+    #[inline]
+    pub fn client(&self, k: &RpcKey) -> Option<RpcHandle> {
+        self.at(k.peer)?.rpcs.client(k.epoch, k.id)
+    }
+
+    /// The peer's request with internal key `k`: the per-packet RPC lookup.
+    #[inline]
+    pub fn server(&self, k: &RpcKey) -> Option<ServerSlot> {
+        self.at(k.peer)?.rpcs.server(k.epoch, k.id)
+    }
+
+    /// The RPC index of the peer in slot `id`.
+    pub fn rpcs_mut(&mut self, id: PeerId) -> Option<&mut PeerRpcs> {
+        self.at_mut(id).map(|p| &mut p.rpcs)
+    }
+
+    pub fn get(&self, addr: &SocketAddr) -> Option<&Peer> {
+        self.at(self.id(addr)?)
+    }
+
+    pub fn get_mut(&mut self, addr: &SocketAddr) -> Option<&mut Peer> {
+        self.at_mut(self.id(addr)?)
+    }
+
+    pub fn contains_key(&self, addr: &SocketAddr) -> bool {
+        self.by_addr.contains_key(addr)
+    }
+
+    /// Adds `peer` at `addr` under a new `PeerId`, returning the peer it
+    /// replaces.
+    pub fn insert(&mut self, addr: SocketAddr, peer: Peer) -> Option<Peer> {
+        let old = self.remove(&addr);
+        let (index, generation) = self.slab.insert((addr, peer));
+        self.by_addr.insert(addr, PeerId { index, generation });
+        old
+    }
+
+    pub fn remove(&mut self, addr: &SocketAddr) -> Option<Peer> {
+        let id = self.by_addr.remove(addr)?;
+        self.slab.remove(id.index, id.generation).map(|(_, p)| p)
+    }
+
+    pub fn len(&self) -> usize {
+        self.slab.len()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&SocketAddr, &Peer)> {
+        self.slab.iter().map(|(_, _, (a, p))| (a, p))
+    }
+
+    /// Every peer with its slot and address.
+    pub fn slots(&self) -> impl Iterator<Item = (PeerId, &SocketAddr, &Peer)> {
+        self.slab
+            .iter()
+            .map(|(index, generation, (a, p))| (PeerId { index, generation }, a, p))
+    }
+
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&SocketAddr, &mut Peer)> {
+        self.slab.iter_mut().map(|(_, _, (a, p))| (&*a, p))
+    }
+}
