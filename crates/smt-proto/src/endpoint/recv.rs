@@ -478,7 +478,7 @@ impl Endpoint {
             }
             outcome = self.store_and_open(now, pid, msg, key, h, payload, true);
         }
-        self.scheduler.grants_dirty = true;
+        self.scheduler.mark_grants_dirty();
         if self.trace.is_some() {
             self.trace_opening(key, &outcome, self.stats.records_opened - opened_before);
         }
@@ -614,7 +614,7 @@ impl Endpoint {
         // Progress, not mere arrival, keeps an RPC alive (see `progressed`).
         *silent = 0;
         if inc.granted() < inc.wire_len() {
-            scheduler.grantable.insert(msg);
+            scheduler.mark_grantable(msg);
         }
         let (mut opened, mut offloaded) = (0, OffloadTally::default());
         let mine = peer.as_deref().map_or(0, |p| p.usage.bytes);
