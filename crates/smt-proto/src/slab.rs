@@ -74,6 +74,27 @@ impl<T> Slab<T> {
         Some(value)
     }
 
+    /// Removes the value at (`index`, `generation`) after `f` has had it
+    /// in place: a value that is only emptied (its buffers given back)
+    /// is dropped where it lies instead of being moved out first.
+    pub fn remove_with<R>(
+        &mut self,
+        index: u32,
+        generation: u32,
+        f: impl FnOnce(&mut T) -> R,
+    ) -> Option<R> {
+        let slot = self.slots.get_mut(index as usize)?;
+        if slot.generation != generation {
+            return None;
+        }
+        let result = f(slot.value.as_mut()?);
+        slot.value = None;
+        slot.generation = slot.generation.wrapping_add(1).max(1);
+        self.free.push(index);
+        self.len -= 1;
+        Some(result)
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (u32, u32, &T)> {
         self.slots
             .iter()

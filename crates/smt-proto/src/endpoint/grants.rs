@@ -39,27 +39,23 @@ impl Endpoint {
     }
 
     /// Incoming messages that still need grants, keyed by bytes remaining
-    /// (taken from `self.scheduler.grantable`, pruned of those fully granted or gone).
+    /// (the scheduler's candidates, pruned of those fully granted or gone).
     pub(crate) fn grant_candidates(&mut self) -> Vec<(u64, MsgKey)> {
-        let mut keys = std::mem::take(&mut self.scheduler.grantable);
-        let mut candidates = Vec::new();
-        keys.retain(|&key| {
+        let Endpoint {
+            scheduler,
+            clients,
+            servers,
+            ..
+        } = self;
+        scheduler.grant_candidates(|key| {
             let inc = match key {
-                MsgKey::Client(h) => self.clients.get(&h).and_then(|c| c.response.as_ref()),
-                MsgKey::Server(m) => match &self.servers.get(m.slot).map(|s| &s.state) {
+                MsgKey::Client(h) => clients.get(&h).and_then(|c| c.response.as_ref()),
+                MsgKey::Server(m) => match &servers.get(m.slot).map(|s| &s.state) {
                     Some(ServerState::Receiving(inc)) => Some(inc),
                     _ => None,
                 },
-            };
-            match inc {
-                Some(inc) if inc.granted() < inc.wire_len() => {
-                    candidates.push((inc.remaining(), key));
-                    true
-                }
-                _ => false,
-            }
-        });
-        self.scheduler.grantable = keys;
-        candidates
+            }?;
+            (inc.granted() < inc.wire_len()).then(|| inc.remaining())
+        })
     }
 }

@@ -919,11 +919,8 @@ impl Endpoint {
     }
 
     /// Keeps a finished incoming message's buffers and segment list.
-    pub(crate) fn recycle_incoming(&mut self, inc: Incoming) {
-        let list = inc.recycle(&mut self.buffers);
-        if list.capacity() > 0 && self.spare_segment_lists.len() < MAX_SPARE_SEGMENT_LISTS {
-            self.spare_segment_lists.push(list);
-        }
+    pub(crate) fn recycle_incoming(&mut self, mut inc: Incoming) {
+        keep_incoming(&mut self.buffers, &mut self.spare_segment_lists, &mut inc);
     }
 
     /// Frees the server RPC `key`, keeping its buffers for later RPCs;
@@ -936,17 +933,26 @@ impl Endpoint {
     }
 
     /// Frees the server RPC in `slot` (see [`Endpoint::drop_server`]).
+    /// Its buffers are taken in place (the RPC is not moved out of its
+    /// slot: a copy of a few hundred bytes per RPC).
     pub(crate) fn drop_server_at(&mut self, slot: ServerSlot) -> bool {
-        let Some((rkey, rpc)) = self.servers.remove(slot) else {
+        let Endpoint {
+            servers,
+            buffers,
+            spare_segment_lists,
+            in_service,
+            ..
+        } = self;
+        let freed = servers.remove_with(slot, |rpc| match &mut rpc.state {
+            ServerState::Receiving(inc) => keep_incoming(buffers, spare_segment_lists, inc),
+            ServerState::Responding(out) => out.recycle(buffers),
+            ServerState::InService => *in_service = in_service.saturating_sub(1),
+        });
+        let Some((rkey, ())) = freed else {
             return false;
         };
         if let Some(r) = self.peers.rpcs_mut(rkey.peer) {
             r.remove_server(rkey.epoch, rkey.id, slot);
-        }
-        match rpc.state {
-            ServerState::Receiving(inc) => self.recycle_incoming(inc),
-            ServerState::Responding(mut out) => out.recycle(&mut self.buffers),
-            ServerState::InService => self.in_service = self.in_service.saturating_sub(1),
         }
         true
     }
@@ -980,5 +986,18 @@ impl Endpoint {
             Body::KeyUpdate => self.outbox.control.push_front((peer, epoch, repr)),
             _ => self.outbox.control.push_back((peer, epoch, repr)),
         }
+    }
+}
+
+/// Keeps a finished incoming message's buffers and segment list (a free
+/// function, so callers can hold other fields of the endpoint).
+fn keep_incoming(
+    buffers: &mut crate::buffers::BufferPool,
+    spare_segment_lists: &mut Vec<Vec<(u32, SegmentBuf)>>,
+    inc: &mut Incoming,
+) {
+    let list = inc.recycle(buffers);
+    if list.capacity() > 0 && spare_segment_lists.len() < MAX_SPARE_SEGMENT_LISTS {
+        spare_segment_lists.push(list);
     }
 }

@@ -478,7 +478,7 @@ impl Endpoint {
             }
             outcome = self.store_and_open(now, pid, msg, key, h, payload, true);
         }
-        self.scheduler.grants_dirty = true;
+        self.scheduler.mark_grants_dirty();
         if self.trace.is_some() {
             self.trace_opening(key, &outcome, self.stats.records_opened - opened_before);
         }
@@ -614,7 +614,7 @@ impl Endpoint {
         // Progress, not mere arrival, keeps an RPC alive (see `progressed`).
         *silent = 0;
         if inc.granted() < inc.wire_len() {
-            scheduler.grantable.insert(msg);
+            scheduler.mark_grantable(msg);
         }
         let (mut opened, mut offloaded) = (0, OffloadTally::default());
         let mine = peer.as_deref().map_or(0, |p| p.usage.bytes);
@@ -888,18 +888,28 @@ impl Endpoint {
     }
 
     fn complete_client(&mut self, now: Instant, handle: RpcHandle, key: ServerRpcHandle) {
-        let Some(mut rpc) = self.clients.remove(&handle) else {
+        // Emptied in place, not moved out of its slot (a copy of a few
+        // hundred bytes per RPC).
+        let Endpoint {
+            clients,
+            buffers,
+            spare_segment_lists,
+            ..
+        } = self;
+        let done = clients.remove_with(&handle, |rpc| {
+            let inc = rpc.response.as_mut()?;
+            let data = inc.take_data();
+            super::keep_incoming(buffers, spare_segment_lists, inc);
+            rpc.request.recycle(buffers);
+            Some((data, rpc.started, rpc.peer_id, rpc.epoch, rpc.id))
+        });
+        let Some(Some((data, started, pid, epoch, id))) = done else {
             return;
         };
-        let Some(mut inc) = rpc.response.take() else {
-            return;
-        };
-        let data = inc.take_data();
-        let rtt = now.saturating_duration_since(rpc.started);
-        let pid = rpc.peer_id;
-        self.unindex_client(&rpc);
-        self.recycle_incoming(inc);
-        self.recycle_client(rpc);
+        let rtt = now.saturating_duration_since(started);
+        if let Some(r) = self.peers.rpcs_mut(pid) {
+            r.remove_client(epoch, id);
+        }
         trace_event!(
             self,
             Traced::Delivered {

@@ -4,26 +4,89 @@
 //! not RPCs: entries name messages by key and may be stale; the code that
 //! takes them checks the RPC tables.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap};
+mod queue;
+
+use std::collections::BTreeSet;
 
 use super::MsgKey;
+use queue::SendQueue;
 
 #[derive(Debug, Default)]
 pub(crate) struct Scheduler {
     /// Outgoing messages that may have packets to send, ranked by bytes
     /// left to send: every sendable message is here, so choosing the next
-    /// packet takes the smallest entry instead of scanning every RPC. A
-    /// heap (its vector is reused: no allocation per message);
+    /// packet takes the smallest entry instead of scanning every RPC.
     /// `Outgoing::queued` keeps a message from being in it twice. Entries
     /// may be stale (gone, waiting for a grant, or ranked by an old
     /// count); `write_next_data` drops or re-ranks those.
-    pub sendable: BinaryHeap<Reverse<(u64, MsgKey)>>,
+    sendable: SendQueue,
     /// Incoming messages that may still need grants (same idea, for
     /// `update_grants`).
-    pub grantable: BTreeSet<MsgKey>,
+    grantable: BTreeSet<MsgKey>,
     /// Data arrived since grants were last computed: `poll_transmit`
     /// computes them once for everything received in between, so a batch
     /// of packets yields one GRANT per message, not one per packet.
-    pub grants_dirty: bool,
+    grants_dirty: bool,
+}
+
+impl Scheduler {
+    /// Ranks `key` among the send candidates by `rank`, its bytes left.
+    pub fn push_sendable(&mut self, rank: u64, key: MsgKey) {
+        self.sendable.push(rank, key);
+    }
+
+    /// The send candidate with the fewest bytes left (ties: the smaller
+    /// key) and its rank; it stays a candidate.
+    pub fn next_sendable(&self) -> Option<(u64, MsgKey)> {
+        self.sendable.peek()
+    }
+
+    /// Gives the candidate `next_sendable` named a new rank.
+    pub fn rerank_next(&mut self, rank: u64) {
+        self.sendable.rerank_top(rank);
+    }
+
+    /// Drops the candidate `next_sendable` named.
+    pub fn pop_next(&mut self) {
+        self.sendable.pop();
+    }
+
+    /// `key` received data and may need grants.
+    pub fn mark_grantable(&mut self, key: MsgKey) {
+        self.grantable.insert(key);
+    }
+
+    /// Grants are to be computed at the next transmit.
+    pub fn mark_grants_dirty(&mut self) {
+        self.grants_dirty = true;
+    }
+
+    /// Grants are to be computed at the next transmit if any message may
+    /// still need them.
+    pub fn mark_grants_dirty_if_any(&mut self) {
+        self.grants_dirty |= !self.grantable.is_empty();
+    }
+
+    /// Whether grants are to be computed now; clears the mark.
+    pub fn take_grants_dirty(&mut self) -> bool {
+        std::mem::take(&mut self.grants_dirty)
+    }
+
+    /// The grant candidates with their ranks (bytes left), in key order:
+    /// `remaining` gives a message's rank, or `None` for one that is gone
+    /// or fully granted, which stops being a candidate.
+    pub fn grant_candidates(
+        &mut self,
+        mut remaining: impl FnMut(MsgKey) -> Option<u64>,
+    ) -> Vec<(u64, MsgKey)> {
+        let mut candidates = Vec::new();
+        self.grantable.retain(|&key| match remaining(key) {
+            Some(rank) => {
+                candidates.push((rank, key));
+                true
+            }
+            None => false,
+        });
+        candidates
+    }
 }

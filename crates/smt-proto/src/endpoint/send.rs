@@ -1,7 +1,5 @@
 //! `poll_transmit`: control packets first, then DATA by SRPT.
 
-use std::cmp::Reverse;
-use std::collections::binary_heap::PeekMut;
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -31,7 +29,7 @@ impl Endpoint {
             buf.len() >= limit,
             "poll_transmit needs a buffer of at least Config::max_datagram_size ({limit} bytes)"
         );
-        if std::mem::take(&mut self.scheduler.grants_dirty) {
+        if self.scheduler.take_grants_dirty() {
             self.update_grants();
         }
         let Some((first, epoch)) = self.write_first_packet(buf) else {
@@ -247,22 +245,21 @@ impl Endpoint {
             peers,
             ..
         } = self;
-        while let Some(mut top) = scheduler.sendable.peek_mut() {
-            let Reverse((rank, key)) = *top;
+        while let Some((rank, key)) = scheduler.next_sendable() {
             let Some((k, out, sending)) = outgoing_in(clients, servers, key) else {
-                PeekMut::pop(top);
+                scheduler.pop_next();
                 continue;
             };
             if !sending || !out.has_sendable() {
                 // Queued again when a grant or resend request arrives (or
                 // by the tick's rescan).
                 out.queued = false;
-                PeekMut::pop(top);
+                scheduler.pop_next();
                 continue;
             }
             let remaining = out.remaining();
             if remaining != rank {
-                *top = Reverse((remaining, key));
+                scheduler.rerank_next(remaining);
                 continue;
             }
             if to.is_some_and(|to| to != (k.peer, k.epoch) || out.next_packet_len() > buf.len()) {
@@ -274,17 +271,17 @@ impl Endpoint {
                 // message sends nothing more and its RPC times out.
                 tracing::error!(peer = %k.peer, id = k.id, "sealing a record failed");
                 out.queued = false;
-                PeekMut::pop(top);
+                scheduler.pop_next();
                 continue;
             }
             let p = out.next_packet(*ticks)?;
             let ports = (ports, k.peer.port());
             let written = out.write_packet(p, ports, k.epoch & 1 == 1, k.id, buf);
             if out.has_sendable() {
-                *top = Reverse((out.remaining(), key));
+                scheduler.rerank_next(out.remaining());
             } else {
                 out.queued = false;
-                PeekMut::pop(top);
+                scheduler.pop_next();
             }
             let Some(len) = written else {
                 continue;
@@ -317,9 +314,7 @@ impl Endpoint {
         };
         if out.has_sendable() && !out.queued {
             out.queued = true;
-            self.scheduler
-                .sendable
-                .push(Reverse((out.remaining(), key)));
+            self.scheduler.push_sendable(out.remaining(), key);
         }
     }
 

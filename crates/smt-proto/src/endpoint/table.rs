@@ -112,6 +112,17 @@ impl ClientTable {
         self.slab.remove(index, generation)
     }
 
+    /// Removes the RPC `handle` after `f` has had it in place (see
+    /// [`Slab::remove_with`]).
+    pub fn remove_with<R>(
+        &mut self,
+        handle: &RpcHandle,
+        f: impl FnOnce(&mut ClientRpc) -> R,
+    ) -> Option<R> {
+        let (index, generation) = slot_of(*handle);
+        self.slab.remove_with(index, generation, f)
+    }
+
     pub fn len(&self) -> usize {
         self.slab.len()
     }
@@ -278,6 +289,23 @@ impl ServerTable {
             id: e.key.id,
         };
         Some((rkey, e.rpc))
+    }
+
+    /// Removes the RPC in `slot` after `f` has had it in place, with its
+    /// internal key (see [`Slab::remove_with`]).
+    pub fn remove_with<R>(
+        &mut self,
+        slot: ServerSlot,
+        f: impl FnOnce(&mut ServerRpc) -> R,
+    ) -> Option<(RpcKey, R)> {
+        self.slab.remove_with(slot.index, slot.generation, |e| {
+            let rkey = RpcKey {
+                peer: e.peer,
+                epoch: e.key.epoch,
+                id: e.key.id,
+            };
+            (rkey, f(&mut e.rpc))
+        })
     }
 
     pub fn len(&self) -> usize {

@@ -88,7 +88,7 @@ impl Endpoint {
         // grants are re-ranked at the next transmit, so those freed places
         // go to waiting messages even if no data arrives.
         let crowded = self.grant_candidates().len() > self.config.overcommit;
-        self.scheduler.grants_dirty |= !self.scheduler.grantable.is_empty();
+        self.scheduler.mark_grants_dirty_if_any();
         let pending: Vec<RpcHandle> = self
             .clients
             .iter()

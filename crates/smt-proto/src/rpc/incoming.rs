@@ -583,12 +583,14 @@ impl Incoming {
     /// Hands every buffer still held to `pool` (a message dropped or
     /// delivered: then only the reassembly leftovers remain) and returns
     /// the segment list's storage for [`Incoming::reuse`].
-    pub fn recycle(mut self, pool: &mut BufferPool) -> Vec<(u32, SegmentBuf)> {
-        pool.give(self.data);
+    /// Gives its buffers back to `pool` and hands out its (empty) segment
+    /// list; what is left holds no memory.
+    pub fn recycle(&mut self, pool: &mut BufferPool) -> Vec<(u32, SegmentBuf)> {
+        pool.give(std::mem::take(&mut self.data));
         for (_, seg) in self.segments.drain(..) {
             seg.recycle(pool);
         }
-        self.segments
+        std::mem::take(&mut self.segments)
     }
 
     pub fn take_data(&mut self) -> Vec<u8> {
