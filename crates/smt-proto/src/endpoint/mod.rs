@@ -28,11 +28,15 @@ mod peer;
 mod peers;
 mod recv;
 mod refusal;
+mod resolver;
 mod retry;
 mod scheduler;
 mod send;
 mod table;
 mod tick;
+
+use resolver::keys_are_reflectable;
+pub use resolver::KeyResolver;
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -114,33 +118,10 @@ pub struct Transmit {
     pub len: usize,
 }
 
-/// Finds session keys for a peer without installed keys (the paper's
-/// wildcard template): called on the first packet from that peer. Return
-/// distinct keys per peer (e.g. derived from a master secret and the
-/// peer's address): one key shared by several clients would repeat nonces.
-pub trait KeyResolver: Send {
-    fn resolve(&mut self, peer: SocketAddr) -> Option<SessionKeys>;
-}
-
-impl<F: FnMut(SocketAddr) -> Option<SessionKeys> + Send> KeyResolver for F {
-    fn resolve(&mut self, peer: SocketAddr) -> Option<SessionKeys> {
-        self(peer)
-    }
-}
-
 /// KEY_UPDATE's ID field: an announcement ("I now send with the next
 /// keys") or its confirmation.
 pub(crate) const KEY_UPDATE_ANNOUNCE: u64 = 0;
 pub(crate) const KEY_UPDATE_CONFIRM: u64 = 1;
-
-/// Whether both directions use one key: then a peer's packets reflected
-/// back to it would authenticate. Probed through the control MAC, which
-/// depends only on the key (the null cipher's all-zero MAC is exempt).
-fn keys_are_reflectable(keys: &SessionKeys) -> bool {
-    const PROBE: &[u8] = b"smt reflection probe";
-    let tag = keys.tx.control_tag(PROBE);
-    tag != [0; crate::crypto::TAG_LEN] && tag == keys.rx.control_tag(PROBE)
-}
 
 /// Datagrams sent to `peer` since its counters were last added to.
 #[derive(Debug, Default)]
