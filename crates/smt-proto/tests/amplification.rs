@@ -453,31 +453,49 @@ fn connected_client(server: &mut Endpoint, now: &mut Instant) -> (Endpoint, Sock
     let mut buf = vec![0; 65_536];
     let mut answered = false;
     for _ in 0..50 {
-        while let Some(t) = client.poll_transmit(*now, &mut buf) {
-            server.handle_datagram(*now, client_addr, &buf[..t.len]);
-        }
-        while let Some(t) = server.poll_transmit(*now, &mut buf) {
-            client.handle_datagram(*now, server_addr(), &buf[..t.len]);
-        }
-        while let Some(e) = server.poll_event() {
-            if let Event::Request { rpc, data } = e {
-                server.send_response(*now, rpc, &data).expect("in service");
-            }
-        }
-        while let Some(e) = client.poll_event() {
-            answered |= matches!(e, Event::Response { .. });
-        }
-        if client.peer_stats(server_addr()).is_some() && client.client_rpcs() == 0 && !answered {
-            client
-                .send_request(*now, server_addr(), b"hi")
-                .expect("session");
-        }
-        *now += Duration::from_millis(1);
-        client.handle_timeout(*now);
-        server.handle_timeout(*now);
+        answered |= one_turn(&mut client, client_addr, server, now, &mut buf, answered);
     }
     assert!(answered, "the genuine client's first call completed");
     (client, client_addr)
+}
+
+/// One millisecond of a genuine client beside `server`: both send what
+/// they have, the server echoes every request, and a connected client
+/// that is not `answered` yet calls "hi" when it has no call in flight.
+/// Whether a response arrived in this turn.
+fn one_turn(
+    client: &mut Endpoint,
+    client_addr: SocketAddr,
+    server: &mut Endpoint,
+    now: &mut Instant,
+    buf: &mut [u8],
+    answered: bool,
+) -> bool {
+    while let Some(t) = client.poll_transmit(*now, buf) {
+        server.handle_datagram(*now, client_addr, &buf[..t.len]);
+    }
+    while let Some(t) = server.poll_transmit(*now, buf) {
+        client.handle_datagram(*now, server_addr(), &buf[..t.len]);
+    }
+    while let Some(e) = server.poll_event() {
+        if let Event::Request { rpc, data } = e {
+            server.send_response(*now, rpc, &data).expect("in service");
+        }
+    }
+    let mut got = false;
+    while let Some(e) = client.poll_event() {
+        got |= matches!(e, Event::Response { .. });
+    }
+    if !(answered || got) && client.peer_stats(server_addr()).is_some() && client.client_rpcs() == 0
+    {
+        client
+            .send_request(*now, server_addr(), b"hi")
+            .expect("session");
+    }
+    *now += Duration::from_millis(1);
+    client.handle_timeout(*now);
+    server.handle_timeout(*now);
+    got
 }
 
 /// Issue #11 item 2: of one receive batch, a validated peer's datagrams
@@ -647,30 +665,9 @@ fn answered_client_at(server: &mut Endpoint, now: &mut Instant, client_addr: Soc
     );
     let mut buf = vec![0; 65_536];
     for _ in 0..10 {
-        while let Some(t) = client.poll_transmit(*now, &mut buf) {
-            server.handle_datagram(*now, client_addr, &buf[..t.len]);
+        if one_turn(&mut client, client_addr, server, now, &mut buf, false) {
+            return;
         }
-        while let Some(t) = server.poll_transmit(*now, &mut buf) {
-            client.handle_datagram(*now, server_addr(), &buf[..t.len]);
-        }
-        while let Some(e) = server.poll_event() {
-            if let Event::Request { rpc, data } = e {
-                server.send_response(*now, rpc, &data).expect("in service");
-            }
-        }
-        while let Some(e) = client.poll_event() {
-            if matches!(e, Event::Response { .. }) {
-                return;
-            }
-        }
-        if client.peer_stats(server_addr()).is_some() && client.client_rpcs() == 0 {
-            client
-                .send_request(*now, server_addr(), b"hi")
-                .expect("session");
-        }
-        *now += Duration::from_millis(1);
-        client.handle_timeout(*now);
-        server.handle_timeout(*now);
     }
     panic!("the client at {client_addr} got no answer");
 }
