@@ -12,9 +12,10 @@
 //! seconds.
 #![allow(unsafe_code)]
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use smt_bench::systems::{self, Slot, System};
+use smt_bench::workload;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -49,38 +50,21 @@ fn main() {
     );
 }
 
-/// Runs `slots` in closed loop for `time`; returns RPCs done and the time.
-fn run<S: Slot>(slots: Vec<S>, size: usize, time: Duration) -> (u64, Duration) {
+/// Runs `slots` in closed loop for `time` (the benchmark's own
+/// [`workload::closed_loop`]); returns RPCs done and the time.
+fn run<S: Slot>(mut slots: Vec<S>, size: usize, time: Duration) -> (u64, Duration) {
+    let alone = slots.len() == 1;
+    slots.iter_mut().for_each(|s| s.set_alone(alone));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
     let local = tokio::task::LocalSet::new();
-    local.block_on(&rt, async move {
-        let start = Instant::now();
-        let end = start + time;
-        let alone = slots.len() == 1;
-        let tasks: Vec<_> = slots
-            .into_iter()
-            .map(|mut s| {
-                s.set_alone(alone);
-                tokio::task::spawn_local(async move {
-                    let mut n = 0u64;
-                    while Instant::now() < end {
-                        if s.call(systems::payload(size)).await.is_ok() {
-                            n += 1;
-                        }
-                    }
-                    n
-                })
-            })
-            .collect();
-        let mut total = 0;
-        for t in tasks {
-            total += t.await.expect("task");
-        }
-        (total, start.elapsed())
-    })
+    let (_, samples) = local.block_on(
+        &rt,
+        workload::closed_loop(slots, workload::Sizes::Fixed(size), time),
+    );
+    (samples.rpcs.len() as u64, samples.elapsed)
 }
 
 /// Voluntary and involuntary context switches of every thread so far.
