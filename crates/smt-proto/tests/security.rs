@@ -212,14 +212,7 @@ fn forge_control(ty: PacketType, id: u64) -> Vec<u8> {
 
 #[test]
 fn plaintext_control_mode_accepts_forgeries_like_the_paper() {
-    let cfg = Config {
-        authenticate_control: false,
-        ..Config::default()
-    };
-    let mut pair = Pair::new(cfg.clone(), cfg, AES, Link::default(), 7);
-    pair.auto_respond = false;
-    pair.call(b"x");
-    pair.run_for(Duration::from_micros(100));
+    let mut pair = unanswered_call_without_control_macs();
     let mut unknown = forge_control(PacketType::RPC_UNKNOWN, 2);
     unknown.truncate(28);
     pair.deliver_now(&Datagram {
@@ -240,14 +233,7 @@ fn plaintext_control_mode_accepts_forgeries_like_the_paper() {
 /// (*malformed*, which ends the datagram).
 #[test]
 fn a_tagged_packet_to_a_receiver_without_tags_is_read_and_its_tag_dropped() {
-    let cfg = Config {
-        authenticate_control: false,
-        ..Config::default()
-    };
-    let mut pair = Pair::new(cfg.clone(), cfg, AES, Link::default(), 7);
-    pair.auto_respond = false;
-    pair.call(b"x");
-    pair.run_for(Duration::from_micros(100));
+    let mut pair = unanswered_call_without_control_macs();
     let malformed = pair.server.stats().drops.get(DropReason::Malformed);
     pair.deliver_now(&Datagram {
         from: pair.client_addr,
@@ -341,4 +327,18 @@ fn unknown_session_and_garbage_are_counted() {
     assert_eq!(drops.get(DropReason::Malformed), 3);
     assert_eq!(drops.get(DropReason::UnknownType), 1);
     assert_eq!(drops.get(DropReason::UnknownSession), 1);
+}
+
+/// A pair whose control packets carry no MAC (the paper's plaintext
+/// control), with one request at the server it has not answered.
+fn unanswered_call_without_control_macs() -> Pair {
+    let cfg = Config {
+        authenticate_control: false,
+        ..Config::default()
+    };
+    let mut pair = Pair::new(cfg.clone(), cfg, AES, Link::default(), 7);
+    pair.auto_respond = false;
+    pair.call(b"x");
+    pair.run_for(Duration::from_micros(100));
+    pair
 }
