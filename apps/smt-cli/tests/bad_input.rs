@@ -8,7 +8,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{free_addr, make_pki, psk, smt, smt_ok, start_server, temp_dir, Run};
+use common::{free_addr, make_pki, psk, smt, smt_ok, start_server, temp_dir, Run, ANY_PORT};
 
 /// Usage errors: the command line is wrong.
 const USAGE: i32 = 2;
@@ -468,13 +468,10 @@ fn failed_calls_say_why() {
     issue(&ca, "127.0.0.2", "elsewhere", false);
     issue(&other_ca, "client.test", "stranger", true);
     let (key_a, key_b) = (psk(), psk());
-    let tls = start_server(&free_addr(), &["--cert", &cert, "--key", &key]);
-    let mutual = start_server(
-        &free_addr(),
-        &["--cert", &cert, "--key", &key, "--ca", &ca_pem],
-    );
+    let tls = start_server(ANY_PORT, &["--cert", &cert, "--key", &key]);
+    let mutual = start_server(ANY_PORT, &["--cert", &cert, "--key", &key, "--ca", &ca_pem]);
     let elsewhere = start_server(
-        &free_addr(),
+        ANY_PORT,
         &[
             "--cert",
             &format!("{d}/elsewhere.pem"),
@@ -482,7 +479,7 @@ fn failed_calls_say_why() {
             &format!("{d}/elsewhere-key.pem"),
         ],
     );
-    let psk_server = start_server(&free_addr(), &["--psk", &key_a]);
+    let psk_server = start_server(ANY_PORT, &["--psk", &key_a]);
     let dead = free_addr();
     let stranger = [
         "--cert",
@@ -557,10 +554,17 @@ fn failed_calls_say_why() {
 #[test]
 fn calls_failing_mid_run_report_the_first_cause() {
     let key = psk();
-    let addr = free_addr();
     let run = {
-        let _server = start_server(&addr, &["--psk", &key, "--duration", "1"]);
-        smt(&["client", "--server", &addr, "--psk", &key, "--seconds", "5"])
+        let server = start_server(ANY_PORT, &["--psk", &key, "--duration", "1"]);
+        smt(&[
+            "client",
+            "--server",
+            &server.addr,
+            "--psk",
+            &key,
+            "--seconds",
+            "5",
+        ])
     };
     println!(
         "server gone mid-run -> exit {:?}: {}",
@@ -575,7 +579,7 @@ fn calls_failing_mid_run_report_the_first_cause() {
 #[test]
 fn unusable_listen_addresses_are_named() {
     let key = psk();
-    let taken = start_server(&free_addr(), &["--psk", &key]);
+    let taken = start_server(ANY_PORT, &["--psk", &key]);
     let in_use = format!(
         "cannot open --listen address {0}: address {0} is already in use by another socket",
         taken.addr

@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::{free_addr, make_pki, psk, smt, smt_ok, start_server, temp_dir, Pki, BIN};
+use common::{free_addr, make_pki, psk, smt, smt_ok, start_server, temp_dir, Pki, ANY_PORT, BIN};
 use serde_json::Value;
 
 #[cfg(unix)]
@@ -55,7 +55,7 @@ fn key_files_are_readable_by_their_owner_only() {
     smt_ok(&["ca", "init", "--dir", &ca, "--force"]);
     // The key file is what --psk takes (a trailing newline is fine).
     let key_text = std::fs::read_to_string(dir.join("psk.key")).unwrap();
-    let server = start_server(&free_addr(), &["--psk", &key_text]);
+    let server = start_server(ANY_PORT, &["--psk", &key_text]);
     smt_ok(&[
         "client",
         "--server",
@@ -84,7 +84,7 @@ fn banners_name_the_mode() {
         (vec!["--psk", &key_hex], "pre-shared key"),
     ];
     for (args, says) in servers {
-        let server = start_server(&free_addr(), &args);
+        let server = start_server(ANY_PORT, &args);
         assert!(
             server.banner.starts_with("smt server on "),
             "{}",
@@ -92,7 +92,7 @@ fn banners_name_the_mode() {
         );
         assert!(server.banner.contains(says), "{says}: {}", server.banner);
     }
-    let server = start_server(&free_addr(), &["--cert", &cert, "--key", &key]);
+    let server = start_server(ANY_PORT, &["--cert", &cert, "--key", &key]);
     let out = smt_ok(&[
         "client",
         "--server",
@@ -155,7 +155,7 @@ fn json(text: &str) -> Value {
 #[test]
 fn json_output_is_one_document() {
     let key = psk();
-    let server = start_server(&free_addr(), &["--psk", &key]);
+    let server = start_server(ANY_PORT, &["--psk", &key]);
     let client = json(&smt_ok(&[
         "client",
         "--server",

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use common::{free_addr, psk, smt_ok, BIN};
+use common::{banner_addr, psk, smt_ok, ANY_PORT, BIN};
 use prometheus_parse::{Scrape, Value};
 use serde_json::Value as Json;
 
@@ -83,9 +83,9 @@ fn value(scrape: &Scrape, name: &str, labels: &[(&str, &str)]) -> u64 {
 
 #[test]
 fn a_servers_metrics_parse_and_agree_with_its_counters() {
-    let (key, listen) = (psk(), free_addr());
+    let key = psk();
     let mut server = Command::new(BIN)
-        .args(["server", "--listen", &listen, "--psk", &key])
+        .args(["server", "--listen", ANY_PORT, "--psk", &key])
         .args(["--metrics", "127.0.0.1:0", "--metrics-peers", "4"])
         .args(["--stats-interval", "0.2", "--json", "--duration", "30"])
         .env_remove("SMT_PSK")
@@ -105,7 +105,9 @@ fn a_servers_metrics_parse_and_agree_with_its_counters() {
             .recv_timeout(Duration::from_secs(20))
             .expect("a line from the server")
     };
-    assert!(next().starts_with("smt server on "));
+    let banner = next();
+    assert!(banner.starts_with("smt server on "), "{banner}");
+    let listen = banner_addr(&banner, "smt server on ");
     let metrics_line = next();
     let metrics = metrics_line
         .strip_prefix("metrics on http://")
@@ -231,7 +233,7 @@ struct MetricsServer {
 impl MetricsServer {
     fn start() -> Self {
         let mut child = Command::new(BIN)
-            .args(["server", "--listen", &free_addr(), "--psk", &psk()])
+            .args(["server", "--listen", ANY_PORT, "--psk", &psk()])
             .args(["--metrics", "127.0.0.1:0", "--duration", "120"])
             .env_remove("SMT_PSK")
             .stdout(Stdio::piped())

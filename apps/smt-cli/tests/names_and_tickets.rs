@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{free_addr, make_pki, smt, smt_ok, start_server, temp_dir};
+use common::{banner_addr, make_pki, smt, smt_ok, start_server, temp_dir, ANY_PORT};
 use serde_json::Value;
 
 fn port(addr: &str) -> &str {
@@ -23,7 +23,7 @@ fn the_client_checks_the_certificate_against_the_name_it_was_given() {
     let dir = temp_dir("by-name");
     // A certificate with DNS names only, as `smt cert issue --name host.test`.
     let pki = make_pki(&dir, &["host.test", "localhost"]);
-    let server = start_server(&free_addr(), &["--cert", &pki.cert, "--key", &pki.key]);
+    let server = start_server(ANY_PORT, &["--cert", &pki.cert, "--key", &pki.key]);
     let call = |server_arg: &str, extra: &[&str]| {
         let mut args = vec!["client", "--server", server_arg, "--ca", &pki.ca_pem];
         args.extend_from_slice(&["--seconds", "0.2", "--json"]);
@@ -68,9 +68,8 @@ fn zero_rtt_tickets_from_a_file_and_from_dns() {
         &ticket,
     ]);
     let key = format!("{ticket}-static.key");
-    let dns = free_addr();
     let server = start_server(
-        &free_addr(),
+        ANY_PORT,
         &[
             "--cert",
             &pki.cert,
@@ -79,9 +78,10 @@ fn zero_rtt_tickets_from_a_file_and_from_dns() {
             "--ticket-key",
             &key,
             "--dns-listen",
-            &dns,
+            ANY_PORT,
         ],
     );
+    let dns = banner_addr(&server.banner, "published in DNS on ");
     assert!(
         server.banner.contains("0-RTT SMT-tickets for host.test")
             && server.banner.contains("published in DNS"),
@@ -139,7 +139,7 @@ fn zero_rtt_tickets_from_a_file_and_from_dns() {
         no_name.stderr
     );
     // The server alone with its ticket (no TLS) serves 0-RTT too.
-    let only = start_server(&free_addr(), &["--ticket-key", &key, "--ticket", &ticket]);
+    let only = start_server(ANY_PORT, &["--ticket-key", &key, "--ticket", &ticket]);
     let out = json(&smt_ok(&[
         "client",
         "--server",

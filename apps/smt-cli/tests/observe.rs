@@ -6,7 +6,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{free_addr, psk, smt, smt_ok, start_server, temp_dir};
+use common::{psk, smt, smt_ok, start_server, temp_dir, ANY_PORT};
 use serde_json::Value;
 
 /// `smt dump CAPTURE --keylog KEYS --json`: every message complete, no
@@ -132,10 +132,9 @@ fn server_and_client_each_record_themselves() {
     let dir = temp_dir("observe-two");
     let d = dir.to_str().unwrap();
     let key = psk();
-    let addr = free_addr();
     let (scap, strace) = (format!("{d}/server.pcapng"), format!("{d}/server.jsonl"));
     let mut server = start_server(
-        &addr,
+        ANY_PORT,
         &[
             "--psk",
             &key,
@@ -151,7 +150,7 @@ fn server_and_client_each_record_themselves() {
     smt_ok(&[
         "client",
         "--server",
-        &addr,
+        &server.addr,
         "--psk",
         &key,
         "--seconds",

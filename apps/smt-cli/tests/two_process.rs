@@ -6,7 +6,7 @@ use std::time::Duration;
 
 mod common;
 
-use common::{psk, smt_ok, start_server, temp_dir, BIN};
+use common::{psk, smt_ok, start_server, temp_dir, ANY_PORT, BIN};
 
 /// Runs `smt client` against `server` with `keys` (`--psk KEY`, `--ca
 /// FILE`, ...) for a second of 3000-byte calls; it must succeed.
@@ -43,8 +43,8 @@ fn rpcs_and_errors(report: &str) -> (u64, u64) {
 #[test]
 fn udp_client_and_server_processes() {
     let key = psk();
-    let _server = start_server("127.0.0.1:47811", &["--psk", &key]);
-    let report = run_client("127.0.0.1:47811", &["--psk", &key], &[]);
+    let server = start_server(ANY_PORT, &["--psk", &key]);
+    let report = run_client(&server.addr, &["--psk", &key], &[]);
     let (rpcs, errors) = rpcs_and_errors(&report);
     assert!(rpcs > 100, "{report}");
     assert_eq!(errors, 0, "{report}");
@@ -53,12 +53,12 @@ fn udp_client_and_server_processes() {
 #[test]
 fn wrong_psk_fails_cleanly() {
     let key = psk();
-    let _server = start_server("127.0.0.1:47812", &["--psk", &key]);
+    let server = start_server(ANY_PORT, &["--psk", &key]);
     let out = Command::new(BIN)
         .args([
             "client",
             "--server",
-            "127.0.0.1:47812",
+            &server.addr,
             "--psk",
             &psk(),
             "--seconds",
@@ -73,7 +73,7 @@ fn wrong_psk_fails_cleanly() {
     // The first call already fails: the run ends with the reason.
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("cannot reach an SMT server at 127.0.0.1:47812"),
+        stderr.contains(&format!("cannot reach an SMT server at {}", server.addr)),
         "{stderr}"
     );
 }
@@ -128,8 +128,8 @@ fn tls_files_from_ca_init_and_cert_issue() {
     ]);
     let ca_pem = format!("{ca_dir}/ca.pem");
     let (cert, key) = (format!("{d}/server.pem"), format!("{d}/server-key.pem"));
-    let _server = start_server("127.0.0.1:47815", &["--cert", &cert, "--key", &key]);
-    let report = run_client("127.0.0.1:47815", &["--ca", &ca_pem], &[]);
+    let server = start_server(ANY_PORT, &["--cert", &cert, "--key", &key]);
+    let report = run_client(&server.addr, &["--ca", &ca_pem], &[]);
     let (rpcs, errors) = rpcs_and_errors(&report);
     assert!(rpcs > 100 && errors == 0, "{report}");
     // A client trusting another CA fails with a certificate error.
@@ -139,7 +139,7 @@ fn tls_files_from_ca_init_and_cert_issue() {
         .args([
             "client",
             "--server",
-            "127.0.0.1:47815",
+            &server.addr,
             "--ca",
             &format!("{other}/ca.pem"),
             "--seconds",
@@ -274,10 +274,10 @@ fn a_client_against_a_non_smt_host_stops_with_the_reason() {
 #[test]
 fn a_server_stopped_for_200_ms_loses_no_calls() {
     let key = psk();
-    let server = start_server("127.0.0.1:47813", &["--psk", &key]);
+    let server = start_server(ANY_PORT, &["--psk", &key]);
     let pid = server.child.id().to_string();
     let client = Command::new(BIN)
-        .args(["client", "--server", "127.0.0.1:47813", "--psk", &key])
+        .args(["client", "--server", &server.addr, "--psk", &key])
         .args(["--seconds", "3", "--size", "3000"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

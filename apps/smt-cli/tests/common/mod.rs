@@ -64,7 +64,14 @@ pub fn psk() -> String {
     smt_ok(&["keygen"]).trim().to_string()
 }
 
-/// A loopback address whose UDP port was free a moment ago.
+/// Where [`start_server`] listens when any port will do: the kernel picks
+/// one and the banner says which, so no other test can take it between a
+/// probe and the bind.
+pub const ANY_PORT: &str = "127.0.0.1:0";
+
+/// A loopback address whose UDP port was free a moment ago: for addresses
+/// nothing binds (a dead peer) or that a test binds itself. Servers take
+/// [`ANY_PORT`] instead.
 pub fn free_addr() -> String {
     let socket = UdpSocket::bind("127.0.0.1:0").expect("bind a probe socket");
     socket.local_addr().expect("probe address").to_string()
@@ -95,7 +102,8 @@ impl Drop for Server {
 
 /// Starts `smt server --listen ADDR ARGS` (for at most 30 s unless ARGS
 /// give a `--duration`) and returns once it printed its banner: it is
-/// listening then.
+/// listening then. With port 0 (see [`ANY_PORT`]) `addr` of the result is
+/// the address the banner names.
 pub fn start_server(addr: &str, args: &[&str]) -> Server {
     let limit: &[&str] = if args.contains(&"--duration") {
         &[]
@@ -119,11 +127,25 @@ pub fn start_server(addr: &str, args: &[&str]) -> Server {
     };
     // Keeps the pipe drained, so a server printing counters never blocks.
     std::thread::spawn(move || lines.for_each(drop));
+    let addr = match addr.strip_suffix(":0") {
+        Some(_) => banner_addr(&banner, "smt server on "),
+        None => addr.to_string(),
+    };
     Server {
         child,
-        addr: addr.to_string(),
+        addr,
         banner,
     }
+}
+
+/// The address that follows `after` in a banner (up to the next space).
+pub fn banner_addr(banner: &str, after: &str) -> String {
+    let start = banner
+        .find(after)
+        .unwrap_or_else(|| panic!("no {after:?} in the banner {banner:?}"))
+        + after.len();
+    let rest = &banner[start..];
+    rest[..rest.find(' ').unwrap_or(rest.len())].to_string()
 }
 
 /// Files of a CA and one server certificate, made by `smt ca init` and
