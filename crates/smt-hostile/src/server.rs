@@ -3,7 +3,7 @@
 //! killed when dropped.
 
 use std::io::{BufRead, BufReader};
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -39,14 +39,14 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts `smt server` on a free port of `ip` and waits (at most 10 s)
-    /// until it says it is listening and where its metrics are.
+    /// Starts `smt server` on a port of `ip` the kernel picks (no probe
+    /// that another process could race) and waits (at most 10 s) until it
+    /// says where it listens and where its metrics are.
     pub fn start(smt: &Path, keys: &ServerKeys, ip: IpAddr) -> Result<Self, String> {
-        let addr = free_port(ip)?;
         let mut cmd = Command::new(smt);
         // The server's counters (the report's in/out column) print only
         // when asked.
-        cmd.args(["server", "--listen", &addr.to_string()])
+        cmd.args(["server", "--listen", &SocketAddr::new(ip, 0).to_string()])
             .args(["--stats-interval", "1", "--metrics", "127.0.0.1:0"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -81,10 +81,10 @@ impl Server {
             })
         };
         let banner = line()?;
-        if !banner.starts_with("smt server on") {
+        let Some(addr) = listen_address(&banner) else {
             let _ = child.kill();
             return Err(format!("unexpected first line from the server: {banner:?}"));
-        }
+        };
         let second = line()?;
         let Some(metrics) = metrics_address(&second) else {
             let _ = child.kill();
@@ -145,6 +145,12 @@ impl Drop for Server {
 }
 
 /// "metrics on http://ADDR/metrics (...)" → ADDR.
+/// The address in the banner, `smt server on ADDR (...`.
+fn listen_address(banner: &str) -> Option<SocketAddr> {
+    let rest = banner.strip_prefix("smt server on ")?;
+    rest.split_once(' ')?.0.parse().ok()
+}
+
 fn metrics_address(line: &str) -> Option<SocketAddr> {
     let rest = line.strip_prefix("metrics on http://")?;
     rest.split_once("/metrics")?.0.parse().ok()
@@ -173,11 +179,25 @@ fn drain_output(
     rx
 }
 
-/// A UDP port of `ip` nobody uses at the moment of asking.
-fn free_port(ip: IpAddr) -> Result<SocketAddr, String> {
-    let probe = UdpSocket::bind(SocketAddr::new(ip, 0))
-        .map_err(|e| format!("cannot bind a probe socket on {ip}: {e}"))?;
-    probe
-        .local_addr()
-        .map_err(|e| format!("cannot read the probe socket's address: {e}"))
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_are_read_from_the_servers_first_lines() {
+        let banner = "smt server on 127.0.0.1:40123 (gso, gro), PSK, 1 threads";
+        assert_eq!(
+            listen_address(banner),
+            Some("127.0.0.1:40123".parse().unwrap())
+        );
+        assert_eq!(
+            listen_address("smt server on [::1]:7 (udp), PSK"),
+            Some("[::1]:7".parse().unwrap())
+        );
+        assert_eq!(listen_address("something else"), None);
+        assert_eq!(
+            metrics_address("metrics on http://127.0.0.1:9/metrics (Prometheus)"),
+            Some("127.0.0.1:9".parse().unwrap())
+        );
+    }
 }
