@@ -100,16 +100,17 @@ fn a_burst_of_10000_calls_with_default_settings_all_complete() {
 /// A server that holds 4 requests, each taking 20 ms, and a client that
 /// assumes 128 before it hears the server's credit: the first burst
 /// overruns the server. Without the knob the refused calls fail with
-/// `Overloaded`; with it they are sent again and complete.
+/// `Overloaded`; with it they are sent again and complete. The client is
+/// a `LocalEndpoint`, which receives nothing until it is polled: all 40
+/// requests leave before the server's CREDIT can be heard, however the
+/// threads are scheduled (a threaded client on a busy machine sometimes
+/// heard it after the first few and kept within it, so nothing was
+/// refused). The retry itself is the engine's, shared by both faces.
 #[test]
 fn refused_calls_are_retried_only_when_asked() {
-    let mut server_cfg = EndpointConfig::default();
-    server_cfg.protocol_mut().set_max_pending_requests(4);
-    let (client, server) = pair(EndpointConfig::default(), server_cfg);
-    serve(&server, 1, Duration::from_millis(20));
-    let to = server.local_addr();
     let options = CallOptions::new().timeout(Duration::from_secs(120));
-    let failures = burst(&client, to, 40, options);
+    let (mut client, server) = overrun_pair();
+    let failures = local_burst(&mut client, server.local_addr(), 40, options);
     println!("without retries: {} of 40 refused", failures.len());
     assert!(!failures.is_empty(), "the first burst overran the server");
     assert!(failures
@@ -117,12 +118,9 @@ fn refused_calls_are_retried_only_when_asked() {
         .all(|e| matches!(e, Error::Rpc(RpcError::Overloaded))));
 
     // A fresh client (it starts from the initial credit again).
-    let mut server_cfg = EndpointConfig::default();
-    server_cfg.protocol_mut().set_max_pending_requests(4);
-    let (client, server) = pair(EndpointConfig::default(), server_cfg);
-    serve(&server, 1, Duration::from_millis(20));
+    let (mut client, server) = overrun_pair();
     let to = server.local_addr();
-    let failures = burst(&client, to, 40, options.retry_overloaded(20));
+    let failures = local_burst(&mut client, to, 40, options.retry_overloaded(20));
     let refused = server.stats().unwrap().total.rpcs.refused;
     println!(
         "with retries: {} failures, {refused} refusals retried",
@@ -130,6 +128,46 @@ fn refused_calls_are_retried_only_when_asked() {
     );
     assert!(failures.is_empty(), "failures: {failures:?}");
     assert!(refused > 0, "some were refused, and retried");
+}
+
+/// A caller-driven client and a server that holds 4 requests and answers
+/// one every 20 ms.
+fn overrun_pair() -> (LocalEndpoint, Endpoint) {
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let mut server_cfg = EndpointConfig::default();
+    server_cfg.protocol_mut().set_max_pending_requests(4);
+    let server = Endpoint::bind(any, server_cfg).expect("bind");
+    let mut client = LocalEndpoint::bind(any, EndpointConfig::default()).expect("bind");
+    let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
+    client.install_session(server.local_addr(), ck).unwrap();
+    server.install_session(client.local_addr(), sk).unwrap();
+    serve(&server, 1, Duration::from_millis(20));
+    (client, server)
+}
+
+/// Makes `n` calls back to back (each leaves at once; nothing is received
+/// meanwhile), then polls until all have ended; returns the failures.
+fn local_burst(
+    client: &mut LocalEndpoint,
+    to: SocketAddr,
+    n: u32,
+    options: CallOptions,
+) -> Vec<Error> {
+    for i in 0..n {
+        client
+            .call_with(to, &i.to_be_bytes(), options)
+            .expect("started");
+    }
+    let (mut done, mut failed) = (0, Vec::new());
+    while done + failed.len() < n as usize {
+        match client.poll(Some(Duration::from_secs(60))).unwrap() {
+            Some(LocalEvent::Response { .. }) => done += 1,
+            Some(LocalEvent::Failed { error, .. }) => failed.push(error),
+            Some(other) => panic!("client got {other:?}"),
+            None => panic!("no event for 60 s after {done} responses"),
+        }
+    }
+    failed
 }
 
 /// The caller-driven endpoint waits for credit the same way: 10,000 calls
