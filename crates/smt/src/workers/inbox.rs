@@ -51,7 +51,7 @@ impl Batch {
     }
 
     /// The packets, in arrival order.
-    pub fn iter(&self) -> impl Iterator<Item = (SocketAddr, &[u8])> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = (SocketAddr, &[u8])> + Clone + '_ {
         // Ranges were cut from `bytes` by `push`: always in bounds.
         self.packets
             .iter()

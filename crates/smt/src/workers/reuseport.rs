@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, Type};
 
+use super::inbox::Batch;
 use super::shard::{Shard, ShardStats};
 use super::tx::Wire;
 use crate::wait::WakeFd;
@@ -66,6 +67,8 @@ impl Shard {
         closing: Arc<AtomicBool>,
     ) -> ShardStats {
         let mut buf = vec![0u8; 1 << 16];
+        // What one turn read, handed to the core as one admission batch.
+        let mut batch = Batch::default();
         let mut requests = 0;
         while !closing.load(Ordering::Relaxed) {
             let now = Instant::now();
@@ -79,7 +82,9 @@ impl Shard {
             while let Ok(m) = self.inbox.try_recv() {
                 self.take(now, m);
             }
-            self.read(&socket, &mut buf, now);
+            read_turn(&socket, &mut buf, &mut batch);
+            self.core.handle_batch(now, batch.iter());
+            batch.clear();
             if deadline.is_some_and(|d| now >= d) {
                 self.core.handle_timeout(now);
             }
@@ -88,18 +93,18 @@ impl Shard {
         }
         self.stats(requests)
     }
+}
 
-    /// Reads up to [`RECV_PER_TURN`] datagrams into the core.
-    fn read(&mut self, socket: &UdpSocket, buf: &mut [u8], now: Instant) {
-        for _ in 0..RECV_PER_TURN {
-            match socket.recv_from(buf) {
-                Ok((n, from)) => self.core.handle_datagram(now, from, &buf[..n]),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                // An ICMP error for something this shard sent: a server
-                // has no calls to fail.
-                Err(e) => tracing::debug!("worker socket receive error: {e}"),
-            }
+/// Reads up to [`RECV_PER_TURN`] datagrams into `batch`.
+fn read_turn(socket: &UdpSocket, buf: &mut [u8], batch: &mut Batch) {
+    for _ in 0..RECV_PER_TURN {
+        match socket.recv_from(buf) {
+            Ok((n, from)) => batch.push(from, &buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // An ICMP error for something this shard sent: a server
+            // has no calls to fail.
+            Err(e) => tracing::debug!("worker socket receive error: {e}"),
         }
     }
 }
