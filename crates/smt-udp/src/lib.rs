@@ -64,6 +64,7 @@
 
 mod error;
 mod features;
+mod gso;
 mod recv;
 mod socket;
 #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -73,6 +74,7 @@ use std::fmt;
 
 pub use error::SocketError;
 pub use features::Features;
+pub use gso::{GsoBatch, MAX_GSO_PAYLOAD};
 pub use recv::RecvBuffers;
 pub use socket::{size_buffers, Socket};
 

@@ -11,13 +11,10 @@ use socket2::{Domain, Protocol, SockAddr, Type};
 
 use crate::{
     features::Bytes,
+    gso::MAX_GSO_PAYLOAD,
     recv::{Framing, RecvBuffers},
     Features, Mode, SocketConfig, SocketError,
 };
-
-/// Largest UDP payload one GSO `sendmsg` may carry: an IPv4 packet's 65 535 bytes less 20 of IP
-/// header and 8 of UDP header. IPv6 would allow 20 bytes more; one limit keeps it simple.
-const MAX_GSO_PAYLOAD: usize = 65_507;
 
 /// Receive slots per system call: quinn-udp uses `recvmmsg` where the platform has it.
 const RECV_BATCH: usize = if cfg!(any(

@@ -9,101 +9,20 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use smt_proto::Endpoint as Core;
-use smt_udp::{Mode, RecvBuffers, Socket};
+use smt_udp::{GsoBatch, Mode, RecvBuffers, Socket};
 
 use crate::observe::CaptureTap;
 use crate::offload::{Offload, OffloadConfig, OffloadCounters};
 
-/// Most bytes one GSO send carries (the UDP length limit over IPv4), so a
-/// batch is always one all-or-nothing system call.
-pub(crate) const MAX_GSO_BYTES: usize = 65_507;
 /// Receive batches handled per call before transmitting (fairness).
 const RECV_BATCHES_PER_TURN: usize = 16;
-
-/// Datagrams waiting to leave in one GSO send: same destination, equal
-/// sizes except possibly the last. The core writes each datagram straight
-/// into the free space after the batch (no copy through a scratch buffer);
-/// `commit` makes it part of the batch.
-pub(crate) struct Batch {
-    /// `used` bytes of datagrams, then room for one more datagram.
-    buf: Vec<u8>,
-    used: usize,
-    max_datagram: usize,
-    dest: Option<SocketAddr>,
-    segment: usize,
-    count: usize,
-    max_segments: usize,
-    last_short: bool,
-}
-
-impl Batch {
-    pub fn new(max_segments: usize, max_datagram: usize) -> Self {
-        let max_segments = max_segments.max(1);
-        Self {
-            buf: vec![0; MAX_GSO_BYTES + max_datagram],
-            used: 0,
-            max_datagram,
-            dest: None,
-            segment: 0,
-            count: 0,
-            max_segments,
-            last_short: false,
-        }
-    }
-
-    /// Where the core writes the next datagram.
-    pub fn free_space(&mut self) -> &mut [u8] {
-        &mut self.buf[self.used..self.used + self.max_datagram]
-    }
-
-    /// Whether `len` bytes to `dest` can join the batch.
-    pub fn fits(&self, dest: SocketAddr, len: usize) -> bool {
-        self.count == 0
-            || (self.dest == Some(dest)
-                && !self.last_short
-                && len <= self.segment
-                && self.count < self.max_segments
-                && self.used + len <= MAX_GSO_BYTES)
-    }
-
-    /// Adds the `len` bytes written into `free_space` to the batch.
-    pub fn commit(&mut self, dest: SocketAddr, len: usize) {
-        if self.count == 0 {
-            self.dest = Some(dest);
-            self.segment = len;
-        }
-        self.last_short = len < self.segment;
-        self.used += len;
-        self.count += 1;
-    }
-
-    /// Copies a datagram in (one held back while the socket was full).
-    fn push(&mut self, dest: SocketAddr, datagram: &[u8]) {
-        self.free_space()[..datagram.len()].copy_from_slice(datagram);
-        self.commit(dest, datagram.len());
-    }
-
-    /// The batch's datagrams, back to back; where they go; and the size
-    /// of each (the last may be shorter). `None` while empty.
-    pub fn gathered(&self) -> Option<(SocketAddr, &[u8], usize)> {
-        let dest = self.dest.filter(|_| self.count > 0)?;
-        Some((dest, &self.buf[..self.used], self.segment))
-    }
-
-    pub fn clear(&mut self) {
-        self.used = 0;
-        self.dest = None;
-        self.count = 0;
-        self.last_short = false;
-    }
-}
 
 /// The socket with its receive buffers and the pending GSO batch.
 pub(crate) struct Io {
     /// `None` once closed ([`Io::close`]): the port is free again. Shared
     /// with the offload engine's transmit workers, which send on it.
     socket: Option<Arc<Socket>>,
-    pub batch: Batch,
+    pub batch: GsoBatch,
     recv: RecvBuffers,
     raw: bool,
     /// The socket refused the pending batch; wait for it to be writable.
@@ -141,7 +60,7 @@ impl Io {
             .transpose()?;
         let features = socket.features();
         Ok(Self {
-            batch: Batch::new(features.gso_max_segments, max_datagram),
+            batch: GsoBatch::new(features.gso_max_segments, max_datagram),
             recv: RecvBuffers::new(features),
             raw: matches!(features.mode, Mode::RawIp { .. }),
             blocked: false,
@@ -244,7 +163,7 @@ impl Io {
 
     /// Whether datagrams wait for room in the socket.
     pub fn has_pending(&self) -> bool {
-        self.batch.count > 0 || self.held.is_some()
+        !self.batch.is_empty() || self.held.is_some()
     }
 
     /// Drains the core's datagrams, coalescing them into GSO batches, and
@@ -261,7 +180,7 @@ impl Io {
     }
 
     fn try_transmit(&mut self, core: &mut Core, now: Instant) -> io::Result<()> {
-        if self.blocked || (self.batch.count > 0 && !self.flush(now)?) {
+        if self.blocked || (!self.batch.is_empty() && !self.flush(now)?) {
             return Ok(());
         }
         if let Some((dest, datagram)) = self.held.take() {
@@ -280,18 +199,18 @@ impl Io {
             }
             // Another destination or size: the batch before it leaves
             // first, then the datagram moves to the front of the buffer.
-            let start = self.batch.used;
+            // (`flush` leaves the bytes written after the batch alone.)
+            let at = self.batch.written_at();
             let flushed = self.flush(now);
             if !matches!(flushed, Ok(true)) {
                 // The socket is full (or failed): keep the datagram aside.
-                let datagram = self.batch.buf[start..start + t.len].to_vec();
+                let datagram = self.batch.written(at, t.len).to_vec();
                 self.held = Some((t.destination, datagram));
                 return flushed.map(|_| ());
             }
-            self.batch.buf.copy_within(start..start + t.len, 0);
-            self.batch.commit(t.destination, t.len);
+            self.batch.restart_with(at, t.destination, t.len);
         }
-        if self.batch.count > 0 {
+        if !self.batch.is_empty() {
             self.flush(now)?;
         }
         Ok(())
@@ -300,12 +219,13 @@ impl Io {
     /// Sends the batch; returns false if the socket buffer is full (the
     /// batch is kept and retried once the socket is writable).
     fn flush(&mut self, now: Instant) -> io::Result<bool> {
-        let (Some(dest), Some(socket)) = (self.batch.dest, &self.socket) else {
+        let (Some((dest, datagrams, segment)), Some(socket)) =
+            (self.batch.gathered(), &self.socket)
+        else {
             self.batch.clear();
             return Ok(true);
         };
-        let datagrams = &self.batch.buf[..self.batch.used];
-        let mut result = socket.send(dest, datagrams, self.batch.segment);
+        let mut result = socket.send(dest, datagrams, segment);
         for _ in 0..SEND_ATTEMPTS_AFTER_ICMP {
             match &result {
                 Err(e) if is_icmp_report(e) => {
@@ -315,7 +235,7 @@ impl Io {
                     // the error queue; this batch was not sent: try again.
                     self.errors_pending = true;
                     self.more_to_read = true;
-                    result = socket.send(dest, datagrams, self.batch.segment);
+                    result = socket.send(dest, datagrams, segment);
                 }
                 _ => break,
             }
@@ -323,7 +243,7 @@ impl Io {
         match result {
             Ok(()) => {
                 if let Some(tap) = &self.capture {
-                    tap.sent(now, dest, datagrams, self.batch.segment);
+                    tap.sent(now, dest, datagrams, segment);
                 }
                 self.batch.clear();
                 Ok(true)

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use super::{check_echo, size_buffers, ServerThread, Slot};
 
-/// The largest UDP payload on IPv4.
-pub const MAX_UDP: usize = 65_507;
+/// The largest UDP payload on IPv4 (the limit of one GSO send too).
+pub const MAX_UDP: usize = smt_udp::MAX_GSO_PAYLOAD;
 
 /// A blocking UDP socket connected to the echo thread.
 #[derive(Debug)]

@@ -36,9 +36,8 @@ use smt_offload::{
 use smt_proto::crypto::{OffloadKey, OffloadSuite};
 use smt_proto::offload::{RecordPos, TxRecords};
 use smt_proto::Endpoint as Core;
-use smt_udp::Socket;
+use smt_udp::{GsoBatch, Socket, MAX_GSO_PAYLOAD};
 
-use crate::io::{Batch, MAX_GSO_BYTES};
 use crate::observe::CaptureTap;
 
 /// Bytes of the destination put in front of each segment's header.
@@ -367,10 +366,10 @@ const FULL_SOCKET_WAIT: Duration = Duration::from_millis(50);
 
 /// One worker's way to the wire: consecutive datagrams to one destination
 /// and of one size (the last may be shorter) are sent in one GSO call,
-/// gathered by the same rule as the engine's own sends ([`Batch`]).
+/// gathered by the same rule as the engine's own sends ([`GsoBatch`]).
 struct SocketOutput {
     socket: Arc<Socket>,
-    batch: Batch,
+    batch: GsoBatch,
     errors: Arc<AtomicU64>,
     /// A copy of what leaves, with a capture on.
     capture: Option<CaptureTap>,
@@ -382,7 +381,7 @@ impl SocketOutput {
             socket,
             // Room for any one datagram after a full batch: the engine's
             // segments are never longer than a GSO send.
-            batch: Batch::new(max_segments, MAX_GSO_BYTES),
+            batch: GsoBatch::new(max_segments, MAX_GSO_PAYLOAD),
             errors,
             capture: None,
         }
@@ -433,7 +432,7 @@ impl WireOutput for SocketOutput {
         };
         let header = &segment.header[DEST_LEN..];
         let len = header.len() + segment.payload.len();
-        if len > MAX_GSO_BYTES {
+        if len > MAX_GSO_PAYLOAD {
             // Not a datagram any socket could send; the engine never
             // makes one (its segments are one MTU's worth).
             self.errors.fetch_add(1, Ordering::Relaxed);

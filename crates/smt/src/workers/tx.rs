@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use smt_proto::Endpoint as Core;
-use smt_udp::Socket;
+use smt_udp::{GsoBatch, Socket};
 
 /// The socket a shard sends on.
 #[derive(Debug)]
@@ -55,36 +55,18 @@ impl Wire {
 /// the batch up (the protocol retransmits what was lost).
 const FULL_SOCKET_WAIT: Duration = Duration::from_millis(20);
 
-/// Largest payload of one GSO call (an IPv4 datagram less its headers).
-const MAX_GSO_BYTES: usize = 65_507;
-
-/// A GSO batch being filled.
+/// A GSO batch being filled (the same batch as the engine's, `smt_udp`).
 #[derive(Debug)]
 pub(crate) struct Tx {
-    buf: Vec<u8>,
-    used: usize,
-    dest: Option<SocketAddr>,
-    segment: usize,
-    count: usize,
-    max_segments: usize,
-    max_datagram: usize,
+    batch: GsoBatch,
     /// Datagrams given up on a send error or a socket full for too long.
     pub lost: u64,
 }
 
 impl Tx {
     pub fn new(wire: &Wire, max_datagram: usize) -> Self {
-        let max_segments = wire
-            .max_segments()
-            .clamp(1, (MAX_GSO_BYTES / max_datagram).max(1));
         Self {
-            buf: vec![0; max_segments * max_datagram],
-            used: 0,
-            dest: None,
-            segment: 0,
-            count: 0,
-            max_segments,
-            max_datagram,
+            batch: GsoBatch::new(wire.max_segments(), max_datagram),
             lost: 0,
         }
     }
@@ -92,56 +74,28 @@ impl Tx {
     /// Drains `core`'s datagrams onto `socket`. Bounded by what the core
     /// has to send; may sleep up to [`FULL_SOCKET_WAIT`] per full batch.
     pub fn transmit(&mut self, core: &mut Core, socket: &Wire, now: Instant) {
-        loop {
-            if self.used + self.max_datagram > self.buf.len() {
-                // No room for another whole datagram: the batch is full.
-                self.flush(socket);
+        while let Some(t) = core.poll_transmit(now, self.batch.free_space()) {
+            if self.batch.fits(t.destination, t.len) {
+                self.batch.commit(t.destination, t.len);
+                continue;
             }
-            let free = &mut self.buf[self.used..self.used + self.max_datagram];
-            let Some(t) = core.poll_transmit(now, free) else {
-                break;
-            };
-            if !self.fits(t.destination, t.len) {
-                // Move the datagram aside, send the batch, start anew.
-                let start = self.used;
-                self.flush(socket);
-                self.buf.copy_within(start..start + t.len, 0);
-            }
-            self.commit(t.destination, t.len);
+            // Send the batch (the datagram written after it stays put),
+            // then start the next one with it.
+            let at = self.batch.written_at();
+            self.flush(socket);
+            self.batch.restart_with(at, t.destination, t.len);
         }
         self.flush(socket);
     }
 
-    /// Whether a `len`-byte datagram to `dest` may join the batch just
-    /// written behind it.
-    fn fits(&self, dest: SocketAddr, len: usize) -> bool {
-        self.count == 0
-            || (self.dest == Some(dest)
-                && len <= self.segment
-                && self.used == self.count * self.segment
-                && self.count < self.max_segments
-                && self.used + self.max_datagram <= self.buf.len())
-    }
-
-    fn commit(&mut self, dest: SocketAddr, len: usize) {
-        if self.count == 0 {
-            self.dest = Some(dest);
-            self.segment = len;
-        }
-        self.used += len;
-        self.count += 1;
-        // A shorter datagram ends the batch for GSO: later ones won't fit
-        // (`used` is no longer a multiple of `segment`).
-    }
-
     /// Sends the batch, waiting a little for room in a full socket.
     fn flush(&mut self, socket: &Wire) {
-        let Some(dest) = self.dest else {
+        let Some((dest, datagrams, segment)) = self.batch.gathered() else {
             return;
         };
         let deadline = Instant::now() + FULL_SOCKET_WAIT;
         let result = loop {
-            match socket.send(dest, &self.buf[..self.used], self.segment) {
+            match socket.send(dest, datagrams, segment) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock && Instant::now() < deadline => {
                     let _ = crate::wait::wait(socket.fd(), true, None, Some(FULL_SOCKET_WAIT));
                 }
@@ -153,11 +107,10 @@ impl Tx {
             }
         };
         if let Err(e) = result {
-            tracing::debug!(%dest, "worker send failed, {} datagrams lost: {e}", self.count);
-            self.lost += self.count as u64;
+            let count = self.batch.len();
+            tracing::debug!(%dest, "worker send failed, {count} datagrams lost: {e}");
+            self.lost += count as u64;
         }
-        self.used = 0;
-        self.count = 0;
-        self.dest = None;
+        self.batch.clear();
     }
 }
