@@ -20,7 +20,7 @@
 //! (the 0-RTT tail of `smt bench-handshake`: a new client's first flight
 //! waited milliseconds behind hundreds of CREDITs to closed ports).
 //! The credit is advice: the server still enforces its bounds and refuses
-//! what exceeds them (`refusal.rs`).
+//! what exceeds them (`recv/rpc.rs`).
 //!
 //! Client side: the latest CREDIT from the peer's current session holds
 //! (the largest sequence number); before any, `Config::initial_credit`.

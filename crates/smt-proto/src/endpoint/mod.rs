@@ -19,7 +19,6 @@
 
 mod admission;
 mod credit;
-mod grants;
 mod handshake;
 mod limits;
 mod offload;
@@ -27,7 +26,6 @@ mod outbox;
 mod peer;
 mod peers;
 mod recv;
-mod refusal;
 mod resolver;
 mod retry;
 mod scheduler;
@@ -40,9 +38,9 @@ pub use resolver::KeyResolver;
 
 use std::collections::{BTreeMap, VecDeque};
 
+pub(crate) use crate::rpc::{ClientRpc, ServerRpc, ServerState};
 use outbox::Outbox;
 use scheduler::Scheduler;
-pub(crate) use table::{ClientRpc, ServerRpc, ServerState};
 use table::{ClientTable, RpcKey, ServerTable};
 
 /// Queues a trace event if tracing is on; the event is not even built
@@ -78,10 +76,11 @@ use crate::session::{Session, SessionKeys};
 use crate::stats::Stats;
 use crate::timer::{Timer, TimerTable};
 use crate::trace::{FreeReason, MessageKind, Traced};
-use crate::wire::{Body, Repr};
+use crate::wire::Body;
 use handshake::HandshakeConn;
 use peer::{Origin, Peer};
-use peers::{PeerId, Peers};
+pub(crate) use peers::PeerId;
+use peers::Peers;
 
 /// Something the application must hear about.
 #[derive(Debug)]
@@ -953,20 +952,8 @@ impl Endpoint {
 
     /// Queues a control packet about an RPC of key epoch `epoch`.
     pub(crate) fn queue_control(&mut self, peer: SocketAddr, epoch: u64, id: u64, body: Body) {
-        let repr = Repr {
-            src_port: self.config.local_port,
-            dst_port: peer.port(),
-            key_phase: epoch & 1 == 1,
-            id,
-            body,
-        };
-        // KEY_UPDATE goes first: an announcement must precede every packet
-        // of its epoch (the peer cannot check their MACs before it), and a
-        // datagram holds one epoch, so it starts the next datagram.
-        match repr.body {
-            Body::KeyUpdate => self.outbox.control.push_front((peer, epoch, repr)),
-            _ => self.outbox.control.push_back((peer, epoch, repr)),
-        }
+        let port = self.config.local_port;
+        self.outbox.queue_control(port, peer, epoch, id, body);
     }
 }
 

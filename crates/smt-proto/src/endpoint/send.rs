@@ -30,7 +30,18 @@ impl Endpoint {
             "poll_transmit needs a buffer of at least Config::max_datagram_size ({limit} bytes)"
         );
         if self.scheduler.take_grants_dirty() {
-            self.update_grants();
+            let Endpoint {
+                scheduler,
+                clients,
+                servers,
+                outbox,
+                config,
+                ..
+            } = self;
+            let limits = (u64::from(config.grant_window), config.overcommit);
+            scheduler.grant(clients, servers, limits, |k, body| {
+                outbox.queue_control(config.local_port, k.peer, k.epoch, k.id, body);
+            });
         }
         let Some((first, epoch)) = self.write_first_packet(buf) else {
             self.flush_tx_tally();

@@ -87,7 +87,8 @@ impl Endpoint {
         // a peer that timed out stop making the rest look starved; and
         // grants are re-ranked at the next transmit, so those freed places
         // go to waiting messages even if no data arrives.
-        let crowded = self.grant_candidates().len() > self.config.overcommit;
+        let live = (self.scheduler).live_grant_candidates(&self.clients, &self.servers);
+        let crowded = live.len() > self.config.overcommit;
         self.scheduler.mark_grants_dirty_if_any();
         let pending: Vec<RpcHandle> = self
             .clients
