@@ -269,6 +269,15 @@ impl Endpoint {
 
     // ---- getters ----
 
+    /// How many requests `peer` lets us have outstanding at it (calls to it
+    /// without their response): its latest CREDIT, or
+    /// `Config::initial_credit` before any. A driver that keeps its calls
+    /// to `peer` within this is not refused for load the server foresaw
+    /// (`credit.rs`).
+    pub fn credit(&self, peer: SocketAddr) -> u32 {
+        self.credits.limit(peer, self.config.initial_credit)
+    }
+
     /// The configuration in force.
     pub fn config(&self) -> &Config {
         &self.config
@@ -948,6 +957,27 @@ impl Endpoint {
                 reason,
             }
         );
+    }
+
+    /// The credit state with what its decisions need (`credit.rs`).
+    fn credits_with(&mut self) -> (&mut credit::Credits, credit::CreditCtx<'_>) {
+        let Endpoint {
+            credits,
+            config,
+            ticks,
+            peers,
+            outbox,
+            stats,
+            ..
+        } = self;
+        let cx = credit::CreditCtx {
+            config,
+            ticks: *ticks,
+            peers,
+            outbox,
+            stats,
+        };
+        (credits, cx)
     }
 
     /// Queues a control packet about an RPC of key epoch `epoch`.

@@ -374,7 +374,10 @@ impl Endpoint {
     ) -> Result<(), DropReason> {
         match body {
             Body::Ack(ids) => return self.on_ack(pid, key, &ids),
-            Body::Credit { limit, sequence } => return self.on_credit(key.peer, limit, sequence),
+            Body::Credit { limit, sequence } => {
+                let credit = (limit, sequence);
+                return self.credits.on_credit(key.peer, credit, &mut self.stats);
+            }
             Body::Handshake { .. } | Body::Data(_) | Body::KeyUpdate => {
                 return Err(DropReason::Unsupported)
             }

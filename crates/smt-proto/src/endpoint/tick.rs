@@ -114,7 +114,8 @@ impl Endpoint {
         self.tick_handshakes(now);
         self.expire_unproven();
         self.tick_key_updates();
-        self.sweep_credits();
+        let (credits, cx) = self.credits_with();
+        credits.sweep(cx);
         // Frees since the last tick (completions, ACKs, aborts, this
         // tick's expiries) are seen here; between ticks the usage figures
         // only grow.

@@ -441,7 +441,8 @@ impl Endpoint {
         };
         self.discharge(pid, done);
         let full = self.in_service >= self.config.max_pending_requests;
-        self.note_request(k.peer, full);
+        let (credits, cx) = self.credits_with();
+        credits.note_request(k.peer, full, cx);
         if full {
             self.refuse_request(pid, m);
             return;
@@ -722,7 +723,8 @@ impl Endpoint {
         }
         epoch.replay.refuse(key.id);
         self.count_refused(key);
-        self.note_request(key.peer, true);
+        let (credits, cx) = self.credits_with();
+        credits.note_request(key.peer, true, cx);
         self.queue_control(key.peer, key.epoch, key.id, Body::Overloaded);
     }
 
