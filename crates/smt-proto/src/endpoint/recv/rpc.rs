@@ -447,15 +447,22 @@ impl Endpoint {
             self.refuse_request(pid, m);
             return;
         }
-        let Some(mut inc) = self
-            .servers
-            .get_mut(m.slot)
-            .and_then(ServerRpc::start_service)
-        else {
+        let Endpoint {
+            servers,
+            buffers,
+            spare_segment_lists,
+            ..
+        } = self;
+        let received = servers.get_mut(m.slot).and_then(|rpc| {
+            rpc.start_service(|inc| {
+                let data = inc.take_data();
+                keep_incoming(buffers, spare_segment_lists, inc);
+                data
+            })
+        });
+        let Some(data) = received else {
             return;
         };
-        let data = inc.take_data();
-        self.recycle_incoming(inc);
         self.in_service += 1;
         trace_event!(
             self,
