@@ -59,12 +59,10 @@ pub(crate) use trace_event;
 /// key (fast; keys include addresses an attacker may choose, so keyed).
 pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Instant;
 
 use crate::buffers::BufferPool;
 use crate::config::{Config, ConfigError};
-use crate::crypto::NullCipher;
 use crate::error::{DropReason, RpcError, SendError};
 use crate::handshake::{HandshakeAcceptor, HandshakeError};
 use crate::payload::Payload;
@@ -158,20 +156,12 @@ pub struct Endpoint {
     pub(crate) handshakes: BTreeMap<SocketAddr, HandshakeConn>,
     pub(crate) handshake_queue: VecDeque<(SocketAddr, u32, u16)>,
     pub(crate) acceptor: Option<Box<dyn HandshakeAcceptor>>,
-    /// What partially received messages hold in total (per peer: in
-    /// [`Peer::usage`]); limits.rs.
-    pub(crate) usage_total: limits::Charge,
-    /// Peers charged since the last recount or holding something then:
-    /// what the next recount looks at (limits.rs).
-    pub(crate) charged: Vec<PeerId>,
+    /// What partially received messages hold, and when it was last
+    /// recounted (limits.rs).
+    pub(crate) ledger: limits::Ledger,
     /// Peers whose key-update announcement is not confirmed yet (tick.rs
     /// announces again; the peer's `key_update_unconfirmed` counts).
     pub(crate) key_updates: Vec<SocketAddr>,
-    pub(crate) usage_recounted: Option<Instant>,
-    /// Peers whose sessions the key resolver created, and those a
-    /// handshake installed (counts of `Peer::origin`).
-    pub(crate) resolved_count: usize,
-    pub(crate) handshake_count: usize,
     /// Spare message buffers: a steady stream of RPCs reuses those of the
     /// RPCs before it (no allocation per message).
     pub(crate) buffers: BufferPool,
@@ -194,16 +184,8 @@ pub struct Endpoint {
     /// Server RPCs in service: delivered to the application, not yet
     /// answered or abandoned (bounded by `Config::max_pending_requests`).
     pub(crate) in_service: usize,
-    /// Transmit offload: the records of the DATA packet the last
-    /// `poll_transmit` wrote, until the driver takes them.
-    pub(crate) tx_records: Option<crate::offload::TxRecords>,
-    /// Receive offload: how the NIC left the packet being handled
-    /// (`handle_batch_marked`); `None` otherwise.
-    pub(crate) rx_mark: Option<crate::offload::KeyId>,
-    /// What "seals" records under transmit offload: the null cipher,
-    /// which frames them with plaintext bodies and empty tags (one shared
-    /// instance, not one per message).
-    pub(crate) framing: Arc<dyn crate::crypto::PacketCipher>,
+    /// What TLS offload keeps between calls (`offload.rs`).
+    pub(crate) nic: offload::Nic,
     /// The event trace, when on ([`Endpoint::set_tracing`]).
     pub(crate) trace: Option<Box<crate::trace::Tracer>>,
     /// Credit given to peers and heard from them (`credit.rs`).
@@ -246,21 +228,15 @@ impl Endpoint {
             handshakes: BTreeMap::new(),
             handshake_queue: VecDeque::new(),
             acceptor: None,
-            usage_total: limits::Charge::default(),
-            charged: Vec::new(),
+            ledger: limits::Ledger::default(),
             key_updates: Vec::new(),
-            usage_recounted: None,
-            resolved_count: 0,
-            handshake_count: 0,
             buffers: BufferPool::default(),
             spare_segment_lists: Vec::new(),
             unvalidated: VecDeque::new(),
             retry: None,
             unreachable: HashMap::default(),
             batch_turns: Vec::new(),
-            tx_records: None,
-            rx_mark: None,
-            framing: Arc::new(NullCipher),
+            nic: offload::Nic::default(),
             trace: None,
             credits: credit::Credits::default(),
         })
@@ -360,35 +336,19 @@ impl Endpoint {
         Ok(())
     }
 
-    /// Adds or replaces `addr`'s peer entry, keeping the origin counts.
+    /// Adds or replaces `addr`'s peer entry (`Peers` keeps the origin
+    /// counts).
     fn put_peer(&mut self, addr: SocketAddr, peer: Peer) {
         self.credits.forget(addr);
-        self.count_origin(peer.origin, true);
-        if let Some(old) = self.peers.insert(addr, peer) {
-            self.count_origin(old.origin, false);
-        }
+        self.peers.insert(addr, peer);
         self.stats.usage.sessions = self.peers.len() as u64;
     }
 
-    /// Removes `addr`'s peer entry, keeping the origin counts.
+    /// Removes `addr`'s peer entry.
     fn take_peer(&mut self, addr: SocketAddr) -> Option<Peer> {
         let old = self.peers.remove(&addr)?;
-        self.count_origin(old.origin, false);
         self.stats.usage.sessions = self.peers.len() as u64;
         Some(old)
-    }
-
-    fn count_origin(&mut self, origin: Origin, added: bool) {
-        let count = match origin {
-            Origin::Resolved => &mut self.resolved_count,
-            Origin::Handshake => &mut self.handshake_count,
-            Origin::Installed => return,
-        };
-        *count = if added {
-            *count + 1
-        } else {
-            count.saturating_sub(1)
-        };
     }
 
     /// New keys for a peer start a new session: RPC state under the old
@@ -689,11 +649,7 @@ impl Endpoint {
             self.install_session(peer, keys)
                 .map_err(|_| DropReason::UnknownSession)?;
             // Set in place: the peer keeps its slot.
-            if let Some(p) = self.peers.get_mut(&peer) {
-                let was = std::mem::replace(&mut p.origin, Origin::Resolved);
-                self.count_origin(was, false);
-                self.count_origin(Origin::Resolved, true);
-            }
+            self.peers.set_origin(&peer, Origin::Resolved);
         }
         self.peers.id(&peer).ok_or(DropReason::UnknownSession)
     }

@@ -39,7 +39,7 @@ pub(crate) struct Peer {
     /// What its partially received messages hold (limits.rs): never below
     /// the truth, exact after each recount.
     pub usage: Charge,
-    /// The peer is in `Endpoint::charged` (it has been charged since the
+    /// The peer is in `Ledger::charged` (it has been charged since the
     /// last recount, or held something at it), so a recount looks at it.
     pub charged: bool,
     /// The address is validated: something authenticated under this

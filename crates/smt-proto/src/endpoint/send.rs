@@ -257,7 +257,7 @@ impl Endpoint {
             servers,
             stats,
             ticks,
-            tx_records,
+            nic,
             peers,
             ..
         } = self;
@@ -303,7 +303,7 @@ impl Endpoint {
                 continue;
             };
             if offload && out.for_nic {
-                *tx_records = Some(out.tx_records(p, k, seq_layout, len));
+                nic.tx_records = Some(out.tx_records(p, k, seq_layout, len));
             }
             stats.data_packets_tx += 1;
             if p.retransmit {
@@ -419,7 +419,7 @@ impl Endpoint {
         let for_nic = cfg.tx_offload && keys.tx.offload_key().is_some();
         let cipher = match for_nic {
             false => keys.tx.clone(),
-            true => self.framing.clone(),
+            true => self.nic.framing.clone(),
         };
         let seq = cfg.seq_layout;
         let sealed = match (data, len as usize <= Payload::EAGER_LIMIT) {

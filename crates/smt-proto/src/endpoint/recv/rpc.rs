@@ -184,10 +184,9 @@ impl Endpoint {
             stats,
             scheduler,
             config,
-            usage_total,
-            charged,
+            ledger,
             buffers,
-            rx_mark,
+            nic,
             ..
         } = self;
         let (inc, silent) = match msg {
@@ -218,7 +217,7 @@ impl Endpoint {
         let held = inc.buffered_bytes();
         // Receive offload: the NIC's word counts only for the key this
         // RPC belongs to (the epoch, and the session, it was routed to).
-        let decrypted = rx_mark.is_some_and(|k| k == KeyId::of(&rx.rx));
+        let decrypted = nic.rx_mark.is_some_and(|k| k == KeyId::of(&rx.rx));
         if let Err(e) = inc.accept(h, payload, decrypted, buffers) {
             // Lengths that disagree with the first packet's, before anything
             // authenticated: either header may be the corrupted one, and
@@ -236,7 +235,7 @@ impl Endpoint {
         }
         let (mut opened, mut offloaded) = (0, OffloadTally::default());
         let mine = peer.as_deref().map_or(0, |p| p.usage.bytes);
-        let spare = limits::spare(config, usage_total, mine);
+        let spare = limits::spare(config, &ledger.total, mine);
         let result = inc.open_ready(
             &*rx.rx,
             config.seq_layout,
@@ -264,7 +263,8 @@ impl Endpoint {
                 requests: 0,
             };
             let entry = peer.map(|p| (pid, p));
-            limits::add_charge(entry, charged, usage_total, &mut stats.usage, more);
+            let (charged, total) = (&mut ledger.charged, &mut ledger.total);
+            limits::add_charge(entry, charged, total, &mut stats.usage, more);
         }
         match result {
             Ok(Accepted::Stored) => Ok(Opened::Stored),
