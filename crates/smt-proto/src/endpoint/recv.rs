@@ -6,14 +6,14 @@ mod rpc;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use super::peer::KeyUpdateSeen;
+use super::peer::{Checked, KeyUpdateSeen};
 use super::peers::PeerId;
 use super::table::RpcKey;
 use super::{trace_event, Endpoint, MsgKey, ServerRpcHandle};
 use crate::crypto::TAG_LEN;
 use crate::error::DropReason;
 use crate::trace::{PacketSummary, Traced};
-use crate::wire::{Body, DataHeader, Packet, PacketType, Packets, Repr, WireError};
+use crate::wire::{Body, DataHeader, Packet, PacketType, Packets, Repr};
 
 /// Where the last DATA packet of a receive batch went, for the next one of
 /// the same message (`Endpoint::process_on_route`).
@@ -168,8 +168,6 @@ impl Endpoint {
             self.arm_idle_sweep(now);
             return result;
         }
-        let authenticate = self.config.authenticate_control;
-        let phase = packet.key_phase();
         // The packet's one address hash: from here on the peer is its
         // slot, and keys, counters and liveness come from that one entry.
         let pid = match self.peers.id(&from) {
@@ -177,44 +175,26 @@ impl Endpoint {
             None if self.stash_early(from, datagram) => return Ok(()),
             None => self.resolve_session(from)?,
         };
-        let id_limit = self.config.seq_layout.id_limit();
+        let checks = (
+            self.config.authenticate_control,
+            self.config.seq_layout.id_limit(),
+        );
         let peer = self.peers.at_mut(pid).ok_or(DropReason::UnknownSession)?;
-        peer.session.stats.datagrams_rx += 1;
-        peer.session.stats.bytes_rx += datagram.len() as u64;
-        if !peer.validated {
-            peer.rx_bytes += datagram.len() as u64;
-        }
+        peer.count_rx(datagram.len());
+        let phase = packet.key_phase();
         if ty == PacketType::KEY_UPDATE {
-            return self.on_key_update(now, from, phase, datagram);
+            return self.on_key_update(now, (pid, from), phase, datagram);
         }
-        let epoch = peer
-            .session
-            .epoch_by_phase(phase)
-            .ok_or(DropReason::KeyPhase)?;
-        let packet = if ty.is_control() && authenticate {
-            let (body, tag) = split_tag(datagram)?;
-            epoch
-                .rx
-                .verify_control_tag(body, tag)
-                .map_err(|_| DropReason::BadControlTag)?;
-            // `Peer::authenticated`, field by field: `epoch` borrows the
-            // session.
-            (peer.heard, peer.validated, peer.proven) = (Some(now), true, true);
-            Packet::new_checked(body).map_err(|_| DropReason::Malformed)?
-        } else {
-            packet
-        };
-        let repr = Repr::parse(&packet).map_err(|e| match e {
-            WireError::UnknownType(_) => DropReason::UnknownType,
-            _ => DropReason::Malformed,
-        })?;
-        if repr.id >= id_limit {
-            return Err(DropReason::Malformed);
-        }
-        let local = peer.session.is_local_id(repr.id);
+        // The header, parsed once.
+        let Checked {
+            repr,
+            packet,
+            epoch,
+            local,
+        } = peer.check_packet(now, packet, datagram, checks)?;
         let key = ServerRpcHandle {
             peer: from,
-            epoch: epoch.number,
+            epoch,
             id: repr.id,
         };
         match repr.body {
@@ -307,11 +287,10 @@ impl Endpoint {
     fn on_key_update(
         &mut self,
         now: Instant,
-        from: SocketAddr,
+        (pid, from): (PeerId, SocketAddr),
         phase: bool,
         datagram: &[u8],
     ) -> Result<(), DropReason> {
-        let pid = self.peers.id(&from).ok_or(DropReason::UnknownSession)?;
         let peer = self.peers.at_mut(pid).ok_or(DropReason::UnknownSession)?;
         let previous = match peer.take_key_update(now, phase, datagram)? {
             KeyUpdateSeen::Confirmed => return Ok(()),
