@@ -6,14 +6,14 @@ mod rpc;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use super::peer::{Checked, KeyUpdateSeen};
+use super::peer::KeyUpdateSeen;
 use super::peers::PeerId;
 use super::table::RpcKey;
 use super::{trace_event, Endpoint, MsgKey, ServerRpcHandle};
 use crate::crypto::TAG_LEN;
 use crate::error::DropReason;
 use crate::trace::{PacketSummary, Traced};
-use crate::wire::{Body, DataHeader, Packet, PacketType, Packets, Repr};
+use crate::wire::{Body, DataHeader, Packet, PacketType, Packets, Repr, WireError};
 
 /// Where the last DATA packet of a receive batch went, for the next one of
 /// the same message (`Endpoint::process_on_route`).
@@ -175,23 +175,24 @@ impl Endpoint {
             None if self.stash_early(from, datagram) => return Ok(()),
             None => self.resolve_session(from)?,
         };
-        let checks = (
-            self.config.authenticate_control,
-            self.config.seq_layout.id_limit(),
-        );
+        let authenticate = self.config.authenticate_control;
+        let id_limit = self.config.seq_layout.id_limit();
         let peer = self.peers.at_mut(pid).ok_or(DropReason::UnknownSession)?;
         peer.count_rx(datagram.len());
         let phase = packet.key_phase();
         if ty == PacketType::KEY_UPDATE {
             return self.on_key_update(now, (pid, from), phase, datagram);
         }
+        let (packet, epoch) = peer.check_packet(now, packet, datagram, authenticate)?;
         // The header, parsed once.
-        let Checked {
-            repr,
-            packet,
-            epoch,
-            local,
-        } = peer.check_packet(now, packet, datagram, checks)?;
+        let repr = Repr::parse(&packet).map_err(|e| match e {
+            WireError::UnknownType(_) => DropReason::UnknownType,
+            _ => DropReason::Malformed,
+        })?;
+        if repr.id >= id_limit {
+            return Err(DropReason::Malformed);
+        }
+        let local = peer.session.is_local_id(repr.id);
         let key = ServerRpcHandle {
             peer: from,
             epoch,
