@@ -11,6 +11,7 @@ mod admit;
 mod conn;
 mod reorder;
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -42,6 +43,17 @@ const MAX_UNREACHABLE: usize = 1024;
 /// RETRY packets waiting to leave, at most: past it, openings are dropped
 /// (a flood faster than the socket drains them).
 const MAX_PREBUILT: usize = 4096;
+
+/// What the endpoint keeps for handshakes beside the table of them: the
+/// acceptor of peers' openings, the stateless-retry key, and the
+/// handshake bytes waiting to leave (peer, stream offset, length).
+#[derive(Default)]
+pub(crate) struct HandshakeSide {
+    pub acceptor: Option<Box<dyn HandshakeAcceptor>>,
+    /// The stateless-retry key, if set (`set_retry_key`).
+    pub retry: Option<Retry>,
+    pub queue: VecDeque<(SocketAddr, u32, u16)>,
+}
 
 impl Endpoint {
     /// Starts a handshake with `peer` (the client side). Calls to a peer
@@ -91,7 +103,7 @@ impl Endpoint {
 
     /// Sets what answers handshakes from unknown peers (the server side).
     pub fn set_handshake_acceptor(&mut self, acceptor: Box<dyn HandshakeAcceptor>) {
-        self.acceptor = Some(acceptor);
+        self.hs.acceptor = Some(acceptor);
     }
 
     /// Keeps a datagram from a peer whose handshake has not produced keys
@@ -163,6 +175,7 @@ impl Endpoint {
             };
             self.admit_handshake(from)?;
             let hs = self
+                .hs
                 .acceptor
                 .as_mut()
                 .and_then(|a| a.accept_kind(from, kind))
@@ -173,7 +186,7 @@ impl Endpoint {
             let mut conn = HandshakeConn::new(hs, kind, self.ticks);
             conn.address_validated = validated;
             self.handshakes.insert(from, conn);
-            if let Some(r) = self.retry.as_mut() {
+            if let Some(r) = self.hs.retry.as_mut() {
                 r.opened();
             }
             self.arm_tick(now);
@@ -215,7 +228,7 @@ impl Endpoint {
     /// holds, e.g. fresh random bytes at start-up (tokens then die with
     /// the endpoint, which is what they are for).
     pub fn set_retry_key(&mut self, key: std::sync::Arc<dyn crate::crypto::PacketCipher>) {
-        self.retry = Some(Retry::new(key));
+        self.hs.retry = Some(Retry::new(key));
     }
 
     /// Whether an opening without a token gets a RETRY instead of state:
@@ -224,15 +237,15 @@ impl Endpoint {
     /// at most once per tick, and only once it holds that many entries.
     fn must_retry(&mut self) -> bool {
         let above = self.config.retry_above_handshakes;
-        if self.retry.is_none() || self.handshakes.len() < above {
+        if self.hs.retry.is_none() || self.handshakes.len() < above {
             return false;
         }
         let tick = self.ticks;
-        let busy = match self.retry.as_ref().and_then(|r| r.busy(tick)) {
+        let busy = match self.hs.retry.as_ref().and_then(|r| r.busy(tick)) {
             Some(n) => n,
             None => {
                 let n = self.busy_handshakes();
-                if let Some(r) = self.retry.as_mut() {
+                if let Some(r) = self.hs.retry.as_mut() {
                     r.set_busy(tick, n);
                 }
                 n
@@ -271,7 +284,7 @@ impl Endpoint {
         kind: HandshakeKind,
         received: usize,
     ) -> Result<(), DropReason> {
-        let Some(retry) = self.retry.as_mut() else {
+        let Some(retry) = self.hs.retry.as_mut() else {
             return Err(DropReason::Handshake);
         };
         if self.outbox.prebuilt.len() >= MAX_PREBUILT {
@@ -310,7 +323,7 @@ impl Endpoint {
         kind: HandshakeKind,
         token: &[u8],
     ) -> Result<bool, DropReason> {
-        let retry = self.retry.as_mut().ok_or(DropReason::BadToken)?;
+        let retry = self.hs.retry.as_mut().ok_or(DropReason::BadToken)?;
         if !retry.verify(now, peer, kind, token) {
             return Err(DropReason::BadToken);
         }
@@ -558,7 +571,7 @@ impl Endpoint {
     /// costs one RETRY toward the address it claims. Without a retry key
     /// the handshake runs and fails (`hold_keys`).
     fn must_prove_return(&self, peer: SocketAddr, hs: &dyn Handshake, opening: &[u8]) -> bool {
-        self.retry.is_some()
+        self.hs.retry.is_some()
             && self.peers.contains_key(&peer)
             && hs.opening_address_proof(opening) == AddressProof::Never
     }
@@ -814,8 +827,7 @@ impl Endpoint {
                 chunk
             };
             let len = (end - at).min(room);
-            self.handshake_queue
-                .push_back((peer, at as u32, len as u16));
+            self.hs.queue.push_back((peer, at as u32, len as u16));
             at += len;
             if at >= end {
                 break;
@@ -829,7 +841,7 @@ impl Endpoint {
 
     /// Writes one queued HANDSHAKE packet into `buf`.
     pub(crate) fn write_handshake_packet(&mut self, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
-        while let Some((peer, offset, len)) = self.handshake_queue.pop_front() {
+        while let Some((peer, offset, len)) = self.hs.queue.pop_front() {
             let Some(conn) = self.handshakes.get(&peer) else {
                 continue;
             };

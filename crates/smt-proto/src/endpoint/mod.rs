@@ -64,7 +64,7 @@ use std::time::Instant;
 use crate::buffers::BufferPool;
 use crate::config::{Config, ConfigError};
 use crate::error::{DropReason, RpcError, SendError};
-use crate::handshake::{HandshakeAcceptor, HandshakeError};
+use crate::handshake::HandshakeError;
 use crate::payload::Payload;
 pub(crate) use crate::rpc::MsgKey;
 use crate::rpc::{Incoming, SegmentBuf, ServerMsg, ServerSlot};
@@ -154,8 +154,8 @@ pub struct Endpoint {
     /// handled (`recv.rs`); `None` between calls.
     pub(crate) last_route: Option<recv::LastRoute>,
     pub(crate) handshakes: BTreeMap<SocketAddr, HandshakeConn>,
-    pub(crate) handshake_queue: VecDeque<(SocketAddr, u32, u16)>,
-    pub(crate) acceptor: Option<Box<dyn HandshakeAcceptor>>,
+    /// The acceptor, the retry key and handshake bytes waiting to leave.
+    pub(crate) hs: handshake::HandshakeSide,
     /// What partially received messages hold, and when it was last
     /// recounted (limits.rs).
     pub(crate) ledger: limits::Ledger,
@@ -173,8 +173,6 @@ pub struct Endpoint {
     /// session has since been proven or replaced are skipped when they
     /// come up).
     pub(crate) unvalidated: VecDeque<(SocketAddr, u64)>,
-    /// The stateless-retry key, if set (`set_retry_key`).
-    pub(crate) retry: Option<retry::Retry>,
     /// Peers the network reported unreachable, and until when calls and
     /// handshakes to them fail without sending (`peer_unreachable`).
     pub(crate) unreachable: HashMap<SocketAddr, Instant>,
@@ -226,14 +224,12 @@ impl Endpoint {
             timers: TimerTable::default(),
             stats: Stats::default(),
             handshakes: BTreeMap::new(),
-            handshake_queue: VecDeque::new(),
-            acceptor: None,
+            hs: handshake::HandshakeSide::default(),
             ledger: limits::Ledger::default(),
             key_updates: Vec::new(),
             buffers: BufferPool::default(),
             spare_segment_lists: Vec::new(),
             unvalidated: VecDeque::new(),
-            retry: None,
             unreachable: HashMap::default(),
             batch_turns: Vec::new(),
             nic: offload::Nic::default(),
