@@ -168,6 +168,22 @@ impl Endpoint {
             self.arm_idle_sweep(now);
             return result;
         }
+        self.process_from_peer(now, from, packet, datagram)
+    }
+
+    /// A packet of a session (any but HANDSHAKE): the peer found once,
+    /// the packet checked against its keys, the header parsed once, then
+    /// one match on what it carries. (Its one call site inlines it:
+    /// `process` and it were one function.)
+    #[inline(always)]
+    fn process_from_peer(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        packet: Packet<&[u8]>,
+        datagram: &[u8],
+    ) -> Result<(), DropReason> {
+        let ty = packet.packet_type();
         // The packet's one address hash: from here on the peer is its
         // slot, and keys, counters and liveness come from that one entry.
         let pid = match self.peers.id(&from) {
@@ -184,7 +200,8 @@ impl Endpoint {
             return self.on_key_update(now, (pid, from), phase, datagram);
         }
         let (packet, epoch) = peer.check_packet(now, packet, datagram, authenticate)?;
-        // The header, parsed once.
+        // The header, parsed once (here: a `Repr` returned from a helper
+        // was copied with `memcpy`, per packet).
         let repr = Repr::parse(&packet).map_err(|e| match e {
             WireError::UnknownType(_) => DropReason::UnknownType,
             _ => DropReason::Malformed,
