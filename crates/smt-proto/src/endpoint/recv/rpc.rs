@@ -644,30 +644,7 @@ impl Endpoint {
         let (ticks, interval) = (self.ticks, u64::from(self.config.resend_ticks));
         let found = self.peers.server(&rpc_key(pid, &key));
         let Some((slot, rpc)) = found.and_then(|s| Some((s, self.servers.get_mut(s)?))) else {
-            // RPC_UNKNOWN makes the client resend the request under a new
-            // ID, so it is only said for IDs never delivered, and the ID is
-            // then retired: late packets of it can no longer start a second
-            // execution. A retired ID keeps getting RPC_UNKNOWN: the first
-            // answer may have been lost. At most once, even across restarts.
-            // A refused ID hears OVERLOADED again, never ABANDONED.
-            let resend = matches!(body, Body::Resend { .. });
-            if resend && self.answer_if_refused(key) {
-                return Err(DropReason::UnknownRpc);
-            }
-            let Some(epoch) = self.peers.at_mut(pid).and_then(|s| s.epoch_mut(key.epoch)) else {
-                return Err(DropReason::KeyPhase);
-            };
-            let fresh = epoch.replay.check(key.id) == ReplayCheck::Fresh;
-            if resend && (fresh || epoch.replay.is_retired(key.id)) {
-                epoch.replay.retire(key.id);
-                self.queue_control(key.peer, key.epoch, key.id, Body::RpcUnknown);
-            } else if resend {
-                // Delivered, and its state is gone (abandoned, timed out):
-                // no answer will ever come, so say so (again, if the first
-                // ABANDONED was lost) rather than let the client wait.
-                self.queue_control(key.peer, key.epoch, key.id, Body::Abandoned);
-            }
-            return Err(DropReason::UnknownRpc);
+            return self.on_control_for_unknown_request(pid, key, body);
         };
         match rpc.on_control(body, ticks, interval) {
             ServerControl::Nothing => {}
@@ -687,6 +664,39 @@ impl Endpoint {
             ServerControl::Unsupported => return Err(DropReason::Unsupported),
         }
         Ok(())
+    }
+
+    /// A control packet about a request we hold no state for.
+    fn on_control_for_unknown_request(
+        &mut self,
+        pid: PeerId,
+        key: ServerRpcHandle,
+        body: Body,
+    ) -> Result<(), DropReason> {
+        // RPC_UNKNOWN makes the client resend the request under a new
+        // ID, so it is only said for IDs never delivered, and the ID is
+        // then retired: late packets of it can no longer start a second
+        // execution. A retired ID keeps getting RPC_UNKNOWN: the first
+        // answer may have been lost. At most once, even across restarts.
+        // A refused ID hears OVERLOADED again, never ABANDONED.
+        let resend = matches!(body, Body::Resend { .. });
+        if resend && self.answer_if_refused(key) {
+            return Err(DropReason::UnknownRpc);
+        }
+        let Some(epoch) = self.peers.at_mut(pid).and_then(|s| s.epoch_mut(key.epoch)) else {
+            return Err(DropReason::KeyPhase);
+        };
+        let fresh = epoch.replay.check(key.id) == ReplayCheck::Fresh;
+        if resend && (fresh || epoch.replay.is_retired(key.id)) {
+            epoch.replay.retire(key.id);
+            self.queue_control(key.peer, key.epoch, key.id, Body::RpcUnknown);
+        } else if resend {
+            // Delivered, and its state is gone (abandoned, timed out):
+            // no answer will ever come, so say so (again, if the first
+            // ABANDONED was lost) rather than let the client wait.
+            self.queue_control(key.peer, key.epoch, key.id, Body::Abandoned);
+        }
+        Err(DropReason::UnknownRpc)
     }
 
     pub(super) fn on_ack(
