@@ -106,7 +106,7 @@ pub struct Config {
     pub replay_window: u64,
     /// Partially received requests allowed per peer; the first packet of
     /// one more is dropped (`DropReason::OverLimit`) and the request
-    /// refused: its client hears OVERLOADED (`endpoint/refusal.rs`).
+    /// refused: its client hears OVERLOADED (`endpoint/recv/rpc.rs`).
     pub max_incoming_per_peer: usize,
     /// Partially received requests allowed across all peers.
     pub max_incoming_total: usize,

@@ -116,7 +116,7 @@ pub struct Stats {
     /// Requests refused unexecuted (server side; the client hears
     /// OVERLOADED): complete while the application held
     /// `Config::max_pending_requests`, or not admitted by the bounds on
-    /// partial requests and buffered bytes (`endpoint/refusal.rs`).
+    /// partial requests and buffered bytes (`endpoint/recv/rpc.rs`).
     pub requests_refused: u64,
     /// CREDIT packets sent (server side: the outstanding requests a peer
     /// may have, `endpoint/credit.rs`) and accepted (client side).

@@ -9,7 +9,7 @@
 //!
 //! Server side: a peer is *active* while it has sent a request in the
 //! last [`ACTIVE_TICKS`]; each active peer's share is the capacity divided
-//! by the number of active peers ([`Endpoint::credit_share`]). A peer hears
+//! by the number of active peers (`Credits::share`). A peer hears
 //! its share with its first request, whenever it changes (checked every
 //! `resend_ticks`) and every [`REFRESH_TICKS`] (a lost CREDIT costs at most
 //! that long) while it has sent a request within the last
@@ -20,16 +20,23 @@
 //! (the 0-RTT tail of `smt bench-handshake`: a new client's first flight
 //! waited milliseconds behind hundreds of CREDITs to closed ports).
 //! The credit is advice: the server still enforces its bounds and refuses
-//! what exceeds them (`refusal.rs`).
+//! what exceeds them (`recv/rpc.rs`).
 //!
 //! Client side: the latest CREDIT from the peer's current session holds
 //! (the largest sequence number); before any, `Config::initial_credit`.
 
 use std::net::SocketAddr;
 
-use super::{Endpoint, HashMap};
+use super::outbox::Outbox;
+use super::peers::Peers;
+use super::HashMap;
+use crate::config::Config;
 use crate::error::DropReason;
+use crate::stats::Stats;
 use crate::wire::Body;
+
+#[cfg(doc)]
+use super::Endpoint;
 
 /// Ticks without a request after which a peer no longer counts as active
 /// (and no longer takes a share).
@@ -62,43 +69,45 @@ struct Told {
     last_request: u64,
 }
 
+/// What the credit decisions read and write of the rest of the endpoint
+/// (`Endpoint::credits_with`).
+pub(crate) struct CreditCtx<'a> {
+    pub config: &'a Config,
+    pub ticks: u64,
+    pub peers: &'a Peers,
+    pub outbox: &'a mut Outbox,
+    pub stats: &'a mut Stats,
+}
+
 impl Credits {
     /// Forgets what either side knew about `peer` (a new session).
     pub(crate) fn forget(&mut self, peer: SocketAddr) {
         self.heard.remove(&peer);
         self.told.remove(&peer);
     }
-}
 
-impl Endpoint {
-    /// How many requests `peer` lets us have outstanding at it (calls to it
-    /// without their response): its latest CREDIT, or
-    /// `Config::initial_credit` before any. A driver that keeps its calls
-    /// to `peer` within this is not refused for load the server foresaw.
-    pub fn credit(&self, peer: SocketAddr) -> u32 {
-        self.credits
-            .heard
-            .get(&peer)
-            .map_or(self.config.initial_credit, |&(_, limit)| limit)
+    /// Client side: how many requests `peer` lets us have outstanding at
+    /// it, `initial` before its first CREDIT ([`Endpoint::credit`]).
+    pub(crate) fn limit(&self, peer: SocketAddr, initial: u32) -> u32 {
+        self.heard.get(&peer).map_or(initial, |&(_, limit)| limit)
     }
 
     /// A CREDIT from `peer`: kept if it is newer than the last one heard.
     pub(crate) fn on_credit(
         &mut self,
         peer: SocketAddr,
-        limit: u32,
-        sequence: u32,
+        (limit, sequence): (u32, u32),
+        stats: &mut Stats,
     ) -> Result<(), DropReason> {
         let newer = self
-            .credits
             .heard
             .get(&peer)
             .is_none_or(|&(seen, _)| sequence > seen);
         if !newer {
             return Err(DropReason::Duplicate);
         }
-        self.credits.heard.insert(peer, (sequence, limit));
-        self.stats.credits_received += 1;
+        self.heard.insert(peer, (sequence, limit));
+        stats.credits_received += 1;
         Ok(())
     }
 
@@ -106,9 +115,8 @@ impl Endpoint {
     /// requests held (`max_pending_requests`) and partially received
     /// (`max_incoming_total`) shared among the active peers, at most
     /// `max_incoming_per_peer`, at least 1.
-    pub(crate) fn credit_share(&self) -> u32 {
-        let cfg = &self.config;
-        let active = self.credits.told.len().max(1);
+    fn share(&self, cfg: &Config) -> u32 {
+        let active = self.told.len().max(1);
         let share = (cfg.max_pending_requests / active)
             .min(cfg.max_incoming_total / active)
             .min(cfg.max_incoming_per_peer)
@@ -120,18 +128,18 @@ impl Endpoint {
     /// active, and hears its share if it has not yet, or if `remind` (a
     /// request of its was refused: its idea of its credit is stale; at
     /// most once per tick).
-    pub(crate) fn note_request(&mut self, peer: SocketAddr, remind: bool) {
-        let ticks = self.ticks;
-        let t = self.credits.told.entry(peer).or_insert(Told {
+    pub(crate) fn note_request(&mut self, peer: SocketAddr, remind: bool, mut cx: CreditCtx<'_>) {
+        let ticks = cx.ticks;
+        let t = self.told.entry(peer).or_insert(Told {
             limit: None,
             at: ticks,
             last_request: ticks,
         });
         t.last_request = ticks;
         let (told, at) = (t.limit, t.at);
-        let share = self.credit_share();
+        let share = self.share(cx.config);
         if told != Some(share) || (remind && at != ticks) {
-            self.send_credit(peer, share);
+            self.send(peer, share, &mut cx);
         }
     }
 
@@ -139,21 +147,17 @@ impl Endpoint {
     /// without a session), and sends each peer that sent a request within
     /// [`REFRESH_TICKS`] its share if it changed or was last sent
     /// [`REFRESH_TICKS`] ago.
-    pub(crate) fn sweep_credits(&mut self) {
-        let ticks = self.ticks;
-        if self.credits.told.is_empty()
-            || ticks < self.credits.swept + u64::from(self.config.resend_ticks)
-        {
+    pub(crate) fn sweep(&mut self, mut cx: CreditCtx<'_>) {
+        let ticks = cx.ticks;
+        if self.told.is_empty() || ticks < self.swept + u64::from(cx.config.resend_ticks) {
             return;
         }
-        self.credits.swept = ticks;
-        let peers = &self.peers;
-        self.credits
-            .told
+        self.swept = ticks;
+        let peers = cx.peers;
+        self.told
             .retain(|a, t| peers.contains_key(a) && ticks - t.last_request < ACTIVE_TICKS);
-        let share = self.credit_share();
+        let share = self.share(cx.config);
         let due: Vec<SocketAddr> = self
-            .credits
             .told
             .iter()
             .filter(|(_, t)| ticks - t.last_request < REFRESH_TICKS)
@@ -161,21 +165,23 @@ impl Endpoint {
             .map(|(a, _)| *a)
             .collect();
         for peer in due {
-            self.send_credit(peer, share);
+            self.send(peer, share, &mut cx);
         }
     }
 
     /// Queues a CREDIT of `limit` for `peer`, in its current key epoch.
-    fn send_credit(&mut self, peer: SocketAddr, limit: u32) {
-        let Some(epoch) = self.peers.get(&peer).map(|p| p.session.current.number) else {
+    fn send(&mut self, peer: SocketAddr, limit: u32, cx: &mut CreditCtx<'_>) {
+        let Some(epoch) = cx.peers.get(&peer).map(|p| p.session.current.number) else {
             return;
         };
-        self.credits.sequence = self.credits.sequence.wrapping_add(1);
-        let sequence = self.credits.sequence;
-        if let Some(t) = self.credits.told.get_mut(&peer) {
-            (t.limit, t.at) = (Some(limit), self.ticks);
+        self.sequence = self.sequence.wrapping_add(1);
+        let sequence = self.sequence;
+        if let Some(t) = self.told.get_mut(&peer) {
+            (t.limit, t.at) = (Some(limit), cx.ticks);
         }
-        self.stats.credits_sent += 1;
-        self.queue_control(peer, epoch, 0, Body::Credit { limit, sequence });
+        cx.stats.credits_sent += 1;
+        let body = Body::Credit { limit, sequence };
+        cx.outbox
+            .queue_control(cx.config.local_port, peer, epoch, 0, body);
     }
 }

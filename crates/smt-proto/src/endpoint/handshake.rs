@@ -8,38 +8,28 @@
 //! [`Handshake`] implementation turns the bytes into session keys.
 
 mod admit;
+mod conn;
 mod reorder;
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use self::reorder::Reassembly;
+use self::admit::Admission;
+pub(crate) use self::conn::HandshakeConn;
+use self::conn::{early_fits, emit_handshake, wire_bytes, Held, HEADER_LEN};
 use super::retry::{self, Retry};
 use super::{trace_event, Endpoint, Event, KEY_UPDATE_CONFIRM};
-use crate::crypto::TAG_LEN;
 use crate::error::DropReason;
 use crate::handshake::{AddressProof, Handshake, HandshakeAcceptor, HandshakeError};
 use crate::trace::Traced;
-use crate::wire::{
-    Body, HandshakeKind, Packet, Repr, COMMON_HEADER_LEN, HANDSHAKE_RETRY, HANDSHAKE_TOKEN,
-};
+use crate::wire::{Body, HandshakeKind, Packet, Repr, HANDSHAKE_RETRY, HANDSHAKE_TOKEN};
 use crate::SessionKeys;
 
-/// HANDSHAKE header length (common header + offset, ack, len, kind).
-const HEADER_LEN: usize = COMMON_HEADER_LEN + 12;
-/// Bytes of a stream's opening remembered to recognise a new handshake.
-const OPENING: usize = 64;
 /// Before the peer's address is validated, a responding handshake sends
 /// at most this many times the bytes it received (counting
 /// retransmissions), like QUIC's limit.
 const AMPLIFICATION: usize = super::peer::AMPLIFICATION as usize;
-/// Datagrams buffered per peer while its keys are not installed yet (or
-/// while new keys wait for the peer to prove its address).
-const MAX_EARLY: usize = 64;
-/// ... and their bytes: datagrams may be up to 64 KiB, so the count alone
-/// would let each handshake hold 4 MiB.
-const MAX_EARLY_BYTES: usize = 128 * 1024;
-
 /// Out-of-order handshake bytes all handshakes may hold at once (each
 /// handshake's window is `reorder::WINDOW_COST`): past it a chunk that
 /// would open another window is dropped, and its sender sends it again
@@ -54,125 +44,15 @@ const MAX_UNREACHABLE: usize = 1024;
 /// (a flood faster than the socket drains them).
 const MAX_PREBUILT: usize = 4096;
 
-/// Whether one more datagram of `len` bytes fits a buffer of early ones.
-fn early_fits(buffered: &[Vec<u8>], len: usize) -> bool {
-    buffered.len() < MAX_EARLY
-        && buffered.iter().map(Vec::len).sum::<usize>() + len <= MAX_EARLY_BYTES
-}
-
-/// A responder's keys for a peer that already has a session, held aside
-/// until the peer proves its address ([`AddressProof`]): a spoofed first
-/// flight must not replace the session of the address it claims.
-struct Held {
-    keys: SessionKeys,
-    next: Option<SessionKeys>,
-    proof: AddressProof,
-    /// The peer's datagrams that the established session refused, kept to
-    /// be processed under the new keys once they are proven.
-    stash: Vec<Vec<u8>>,
-}
-
-/// One handshake in progress (or just finished, answering late copies).
-pub(crate) struct HandshakeConn {
-    hs: Box<dyn Handshake>,
-    kind: HandshakeKind,
-    /// Everything this side has written, for retransmission.
-    sent: Vec<u8>,
-    /// The peer has received `sent[..acked]`.
-    acked: u32,
-    /// The peer's stream: what the handshake has read of it, and the
-    /// bytes waiting for earlier ones (at most one window's worth).
-    stream: Reassembly,
-    owe_ack: bool,
-    silent_ticks: u32,
-    keys_installed: bool,
-    early: Vec<Vec<u8>>,
-    /// This side started the handshake.
-    initiator: bool,
-    /// Datagram bytes received from, and handshake bytes sent to, the peer:
-    /// until a responder has keys it sends at most `AMPLIFICATION` times
-    /// what it received, so a spoofed source cannot use it as an amplifier.
-    received_bytes: usize,
-    sent_bytes: usize,
-    /// The first bytes the peer's stream opened with: a packet at offset 0
-    /// with other bytes is a new handshake (the peer restarted), not a copy.
-    opening: Vec<u8>,
-    held: Option<Held>,
-    /// Initiator: the token of the responder's RETRY, sent in front of the
-    /// stream's first bytes from then on.
-    retry_token: Option<Vec<u8>>,
-    /// Responder: the opening carried a valid retry token, so the peer
-    /// owns its address (no amplification limit, no held keys needed).
-    address_validated: bool,
-    /// The endpoint's tick count when it started (for
-    /// `Config::handshake_deadline_ticks` and for choosing whom to
-    /// displace from a full table).
-    started: u64,
-}
-
-impl HandshakeConn {
-    /// Whether the peer's packets go first in a receive batch on the
-    /// handshake's word: its address is vouched for (we opened the
-    /// handshake: we chose to talk to that address; or its opening carried
-    /// a valid retry token) and, for a responder, it has no keys yet (once
-    /// it has, the session says whether the peer used them,
-    /// `Peer::proven`).
-    pub(crate) fn vouches_for_its_packets(&self) -> bool {
-        self.initiator || (self.address_validated && !self.keys_installed)
-    }
-}
-
-impl std::fmt::Debug for HandshakeConn {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HandshakeConn")
-            .field("kind", &self.kind)
-            .field("sent", &self.sent.len())
-            .field("acked", &self.acked)
-            .field("received", &self.stream.received())
-            .field("keys_installed", &self.keys_installed)
-            .finish_non_exhaustive()
-    }
-}
-
-impl HandshakeConn {
-    fn new(hs: Box<dyn Handshake>, kind: HandshakeKind, started: u64) -> Self {
-        Self {
-            started,
-            hs,
-            kind,
-            sent: Vec::new(),
-            acked: 0,
-            stream: Reassembly::default(),
-            owe_ack: false,
-            silent_ticks: 0,
-            keys_installed: false,
-            early: Vec::new(),
-            initiator: false,
-            received_bytes: 0,
-            sent_bytes: 0,
-            opening: Vec::new(),
-            held: None,
-            retry_token: None,
-            address_validated: false,
-        }
-    }
-
-    fn unacked(&self) -> bool {
-        (self.acked as usize) < self.sent.len()
-    }
-
-    /// Stores a chunk of the peer's stream; returns the newly contiguous
-    /// bytes to feed to the handshake.
-    fn take_in_order(&mut self, offset: u32, data: &[u8]) -> Result<Vec<u8>, DropReason> {
-        if data.is_empty() {
-            return Ok(Vec::new()); // a bare ACK: nothing to acknowledge
-        }
-        self.owe_ack = true;
-        if offset == 0 && self.opening.is_empty() {
-            self.opening = data[..data.len().min(OPENING)].to_vec();
-        }
-        self.stream.take(offset, data)
-    }
+/// What the endpoint keeps for handshakes beside the table of them: the
+/// acceptor of peers' openings, the stateless-retry key, and the
+/// handshake bytes waiting to leave (peer, stream offset, length).
+#[derive(Default)]
+pub(crate) struct HandshakeSide {
+    pub acceptor: Option<Box<dyn HandshakeAcceptor>>,
+    /// The stateless-retry key, if set (`set_retry_key`).
+    pub retry: Option<Retry>,
+    pub queue: VecDeque<(SocketAddr, u32, u16)>,
 }
 
 impl Endpoint {
@@ -223,7 +103,7 @@ impl Endpoint {
 
     /// Sets what answers handshakes from unknown peers (the server side).
     pub fn set_handshake_acceptor(&mut self, acceptor: Box<dyn HandshakeAcceptor>) {
-        self.acceptor = Some(acceptor);
+        self.hs.acceptor = Some(acceptor);
     }
 
     /// Keeps a datagram from a peer whose handshake has not produced keys
@@ -295,6 +175,7 @@ impl Endpoint {
             };
             self.admit_handshake(from)?;
             let hs = self
+                .hs
                 .acceptor
                 .as_mut()
                 .and_then(|a| a.accept_kind(from, kind))
@@ -305,7 +186,7 @@ impl Endpoint {
             let mut conn = HandshakeConn::new(hs, kind, self.ticks);
             conn.address_validated = validated;
             self.handshakes.insert(from, conn);
-            if let Some(r) = self.retry.as_mut() {
+            if let Some(r) = self.hs.retry.as_mut() {
                 r.opened();
             }
             self.arm_tick(now);
@@ -347,7 +228,7 @@ impl Endpoint {
     /// holds, e.g. fresh random bytes at start-up (tokens then die with
     /// the endpoint, which is what they are for).
     pub fn set_retry_key(&mut self, key: std::sync::Arc<dyn crate::crypto::PacketCipher>) {
-        self.retry = Some(Retry::new(key));
+        self.hs.retry = Some(Retry::new(key));
     }
 
     /// Whether an opening without a token gets a RETRY instead of state:
@@ -356,15 +237,15 @@ impl Endpoint {
     /// at most once per tick, and only once it holds that many entries.
     fn must_retry(&mut self) -> bool {
         let above = self.config.retry_above_handshakes;
-        if self.retry.is_none() || self.handshakes.len() < above {
+        if self.hs.retry.is_none() || self.handshakes.len() < above {
             return false;
         }
         let tick = self.ticks;
-        let busy = match self.retry.as_ref().and_then(|r| r.busy(tick)) {
+        let busy = match self.hs.retry.as_ref().and_then(|r| r.busy(tick)) {
             Some(n) => n,
             None => {
                 let n = self.busy_handshakes();
-                if let Some(r) = self.retry.as_mut() {
+                if let Some(r) = self.hs.retry.as_mut() {
                     r.set_busy(tick, n);
                 }
                 n
@@ -403,7 +284,7 @@ impl Endpoint {
         kind: HandshakeKind,
         received: usize,
     ) -> Result<(), DropReason> {
-        let Some(retry) = self.retry.as_mut() else {
+        let Some(retry) = self.hs.retry.as_mut() else {
             return Err(DropReason::Handshake);
         };
         if self.outbox.prebuilt.len() >= MAX_PREBUILT {
@@ -442,7 +323,7 @@ impl Endpoint {
         kind: HandshakeKind,
         token: &[u8],
     ) -> Result<bool, DropReason> {
-        let retry = self.retry.as_mut().ok_or(DropReason::BadToken)?;
+        let retry = self.hs.retry.as_mut().ok_or(DropReason::BadToken)?;
         if !retry.verify(now, peer, kind, token) {
             return Err(DropReason::BadToken);
         }
@@ -581,6 +462,28 @@ impl Endpoint {
         }
     }
 
+    /// Makes a place for a handshake `from` opens, or refuses it
+    /// (`admit.rs` decides). A displaced handshake in progress just ends
+    /// (its peer, if genuine, opens again); a finished one was kept only to
+    /// answer late copies of the peer's last flight, and its session stays
+    /// (one the peer never uses expires, `Endpoint::expire_unproven`).
+    fn admit_handshake(&mut self, from: SocketAddr) -> Result<(), DropReason> {
+        match admit::admission(&self.handshakes, &self.config, self.ticks, from) {
+            Admission::Admit => Ok(()),
+            Admission::OverQuota => {
+                self.stats.handshakes_over_quota += 1;
+                Err(DropReason::OverLimit)
+            }
+            Admission::Displace(victim) => {
+                tracing::debug!(peer = %victim, "a new opening displaces the oldest handshake");
+                self.remove_handshake(victim);
+                self.stats.handshakes_displaced += 1;
+                Ok(())
+            }
+            Admission::Full => Err(DropReason::OverLimit),
+        }
+    }
+
     /// Forgets the handshake with `peer`, and what it held.
     fn remove_handshake(&mut self, peer: SocketAddr) -> Option<HandshakeConn> {
         let conn = self.handshakes.remove(&peer)?;
@@ -668,7 +571,7 @@ impl Endpoint {
     /// costs one RETRY toward the address it claims. Without a retry key
     /// the handshake runs and fails (`hold_keys`).
     fn must_prove_return(&self, peer: SocketAddr, hs: &dyn Handshake, opening: &[u8]) -> bool {
-        self.retry.is_some()
+        self.hs.retry.is_some()
             && self.peers.contains_key(&peer)
             && hs.opening_address_proof(opening) == AddressProof::Never
     }
@@ -924,8 +827,7 @@ impl Endpoint {
                 chunk
             };
             let len = (end - at).min(room);
-            self.handshake_queue
-                .push_back((peer, at as u32, len as u16));
+            self.hs.queue.push_back((peer, at as u32, len as u16));
             at += len;
             if at >= end {
                 break;
@@ -939,7 +841,7 @@ impl Endpoint {
 
     /// Writes one queued HANDSHAKE packet into `buf`.
     pub(crate) fn write_handshake_packet(&mut self, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
-        while let Some((peer, offset, len)) = self.handshake_queue.pop_front() {
+        while let Some((peer, offset, len)) = self.hs.queue.pop_front() {
             let Some(conn) = self.handshakes.get(&peer) else {
                 continue;
             };
@@ -996,107 +898,6 @@ impl Endpoint {
     }
 }
 
-impl Held {
-    /// Whether `datagram` is a control packet authenticated under the keys
-    /// that prove the peer's address (their epoch's key phase, their MAC).
-    fn is_proven_by(&self, datagram: &[u8]) -> bool {
-        let (keys, phase) = match self.proof {
-            AddressProof::FirstKeys => (Some(&self.keys), false),
-            AddressProof::NextKeys => (self.next.as_ref(), true),
-            _ => (None, false),
-        };
-        let Some(keys) = keys else {
-            return false;
-        };
-        let Ok(packet) = Packet::new_checked(datagram) else {
-            return false;
-        };
-        if !packet.packet_type().is_control() || packet.key_phase() != phase {
-            return false;
-        }
-        let Some(split) = datagram.len().checked_sub(TAG_LEN) else {
-            return false;
-        };
-        let (body, tag) = datagram.split_at(split);
-        let Ok(tag) = <&[u8; TAG_LEN]>::try_from(tag) else {
-            return false;
-        };
-        keys.rx.verify_control_tag(body, tag).is_ok()
-    }
-}
-
-/// Writes a HANDSHAKE packet carrying `chunk` (stream offset `offset`) of
-/// `conn`'s stream, with its current ACK, into the front of `buf`, the
-/// retry token in front of the stream's first bytes if there is one;
-/// returns its length.
-fn emit_handshake(
-    buf: &mut [u8],
-    ports: (u16, u16),
-    conn: &HandshakeConn,
-    offset: u32,
-    chunk: &[u8],
-) -> usize {
-    let token = conn
-        .retry_token
-        .as_deref()
-        .filter(|_| offset == 0 && !chunk.is_empty());
-    let prefix = token.map_or(0, |t| 1 + t.len());
-    let body = Body::Handshake {
-        offset,
-        ack: conn.stream.received(),
-        len: (prefix + chunk.len()) as u16,
-        kind: conn.kind,
-        flags: if token.is_some() { HANDSHAKE_TOKEN } else { 0 },
-    };
-    let repr = Repr {
-        src_port: ports.0,
-        dst_port: ports.1,
-        key_phase: false,
-        id: 0,
-        body,
-    };
-    repr.emit(&mut Packet::new_unchecked(&mut buf[..HEADER_LEN]));
-    let mut at = HEADER_LEN;
-    if let Some(t) = token {
-        buf[at] = t.len() as u8;
-        buf[at + 1..at + prefix].copy_from_slice(t);
-        at += prefix;
-    }
-    buf[at..at + chunk.len()].copy_from_slice(chunk);
-    at + chunk.len()
-}
-
-/// Datagram bytes that carry `len` handshake bytes in `chunk`-byte
-/// packets (a bare ACK when `len` is 0).
-fn wire_bytes(len: usize, chunk: usize) -> usize {
-    len + HEADER_LEN * len.div_ceil(chunk).max(1)
-}
-
 fn conn_owes_ack(ep: &Endpoint, peer: SocketAddr) -> bool {
     ep.handshakes.get(&peer).is_some_and(|c| c.owe_ack)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{early_fits, MAX_EARLY, MAX_EARLY_BYTES};
-
-    #[test]
-    fn early_datagrams_are_bounded_by_count_and_bytes() {
-        let mut held: Vec<Vec<u8>> = Vec::new();
-        while early_fits(&held, 60_000) {
-            held.push(vec![0; 60_000]);
-        }
-        assert_eq!(
-            held.len(),
-            2,
-            "two 60 kB datagrams fit in 128 KiB, a third does not"
-        );
-        let total: usize = held.iter().map(Vec::len).sum();
-        assert!(total <= MAX_EARLY_BYTES);
-        let mut small: Vec<Vec<u8>> = Vec::new();
-        while early_fits(&small, 100) {
-            small.push(vec![0; 100]);
-        }
-        assert_eq!(small.len(), MAX_EARLY);
-    }
 }

@@ -31,6 +31,18 @@ pub(crate) struct Charge {
     pub requests: usize,
 }
 
+/// What partially received messages hold, for the bounds.
+#[derive(Debug, Default)]
+pub(crate) struct Ledger {
+    /// What they hold in total (per peer: in `Peer::usage`).
+    pub total: Charge,
+    /// Peers charged since the last recount or holding something then:
+    /// what the next recount looks at.
+    pub charged: Vec<PeerId>,
+    /// When the last recount was.
+    pub recounted: Option<Instant>,
+}
+
 impl Charge {
     fn add(&mut self, other: Charge) {
         self.bytes += other.bytes;
@@ -47,7 +59,8 @@ impl Endpoint {
             return true;
         }
         let stale = self
-            .usage_recounted
+            .ledger
+            .recounted
             .is_none_or(|at| now >= at + self.config.tick);
         if stale {
             self.recount_usage(now);
@@ -120,7 +133,7 @@ impl Endpoint {
             c.bytes = c.bytes.saturating_sub(less.bytes);
             c.requests = c.requests.saturating_sub(less.requests);
         }
-        let t = &mut self.usage_total;
+        let t = &mut self.ledger.total;
         t.bytes = t.bytes.saturating_sub(less.bytes);
         t.requests = t.requests.saturating_sub(less.requests);
         self.publish_usage(Some(peer));
@@ -129,7 +142,7 @@ impl Endpoint {
     fn fits(&self, peer: PeerId, more: Charge) -> bool {
         let cfg = &self.config;
         let mine = self.usage_of(peer);
-        let all = self.usage_total;
+        let all = self.ledger.total;
         mine.bytes + more.bytes <= cfg.max_buffered_per_peer
             && all.bytes + more.bytes <= cfg.max_buffered_total
             && mine.requests + more.requests <= cfg.max_incoming_per_peer
@@ -139,13 +152,9 @@ impl Endpoint {
     /// Adds what was just allocated for `peer`.
     pub(crate) fn charge(&mut self, peer: PeerId, more: Charge) {
         let entry = self.peers.at_mut(peer).map(|p| (peer, p));
-        let Self {
-            usage_total,
-            stats,
-            charged,
-            ..
-        } = self;
-        add_charge(entry, charged, usage_total, &mut stats.usage, more);
+        let Self { ledger, stats, .. } = self;
+        let (charged, total) = (&mut ledger.charged, &mut ledger.total);
+        add_charge(entry, charged, total, &mut stats.usage, more);
     }
 
     /// What `peer`'s partially received messages hold (zero for a peer
@@ -170,7 +179,7 @@ impl Endpoint {
             total.add(c);
         }
         // The list is reused (no allocation per tick).
-        let mut charged = std::mem::take(&mut self.charged);
+        let mut charged = std::mem::take(&mut self.ledger.charged);
         for id in &charged {
             if let Some(p) = self.peers.at_mut(*id) {
                 p.charged = false;
@@ -187,9 +196,9 @@ impl Endpoint {
                 }
             }
         }
-        self.charged = charged;
-        self.usage_total = total;
-        self.usage_recounted = Some(now);
+        self.ledger.charged = charged;
+        self.ledger.total = total;
+        self.ledger.recounted = Some(now);
         self.recount_handshake_bytes();
         self.publish_usage(None);
     }
@@ -218,8 +227,8 @@ impl Endpoint {
             }
         }
         let u = &mut self.stats.usage;
-        u.incoming_bytes = self.usage_total.bytes as u64;
-        u.partial_requests = self.usage_total.requests as u64;
+        u.incoming_bytes = self.ledger.total.bytes as u64;
+        u.partial_requests = self.ledger.total.requests as u64;
         u.peak_incoming_bytes = u.peak_incoming_bytes.max(u.incoming_bytes);
         u.sessions = self.peers.len() as u64;
         u.handshakes = self.handshakes.len() as u64;
@@ -228,7 +237,7 @@ impl Endpoint {
     /// Whether the key resolver may create one more session. Counts the
     /// resolver's sessions still alive (pruning those removed since).
     pub(crate) fn may_resolve(&mut self) -> bool {
-        self.resolved_count < self.config.max_resolved_sessions
+        self.peers.resolved_count() < self.config.max_resolved_sessions
     }
 
     /// Arms the idle sweep if a handshake's session exists and it is not
@@ -237,7 +246,7 @@ impl Endpoint {
         let Some(timeout) = self.config.session_idle_timeout else {
             return;
         };
-        if self.handshake_count > 0 && !self.timers.is_set(Timer::IdleSweep) {
+        if self.peers.handshake_count() > 0 && !self.timers.is_set(Timer::IdleSweep) {
             self.timers.set(Timer::IdleSweep, now + timeout / 4);
         }
     }

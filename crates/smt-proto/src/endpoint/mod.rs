@@ -19,7 +19,6 @@
 
 mod admission;
 mod credit;
-mod grants;
 mod handshake;
 mod limits;
 mod offload;
@@ -27,7 +26,6 @@ mod outbox;
 mod peer;
 mod peers;
 mod recv;
-mod refusal;
 mod resolver;
 mod retry;
 mod scheduler;
@@ -40,9 +38,9 @@ pub use resolver::KeyResolver;
 
 use std::collections::{BTreeMap, VecDeque};
 
+pub(crate) use crate::rpc::{ClientRpc, ServerRpc, ServerState};
 use outbox::Outbox;
 use scheduler::Scheduler;
-pub(crate) use table::{ClientRpc, ServerRpc, ServerState};
 use table::{ClientTable, RpcKey, ServerTable};
 
 /// Queues a trace event if tracing is on; the event is not even built
@@ -61,27 +59,25 @@ pub(crate) use trace_event;
 /// key (fast; keys include addresses an attacker may choose, so keyed).
 pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Instant;
 
 use crate::buffers::BufferPool;
 use crate::config::{Config, ConfigError};
-use crate::crypto::NullCipher;
 use crate::error::{DropReason, RpcError, SendError};
-use crate::handshake::{HandshakeAcceptor, HandshakeError};
+use crate::handshake::HandshakeError;
 use crate::payload::Payload;
-use crate::record::{frame_message_into, seal_message_into, MessageLayout, Plaintext};
 pub(crate) use crate::rpc::MsgKey;
-use crate::rpc::{Incoming, Outgoing, SegmentBuf, ServerMsg, ServerSlot};
+use crate::rpc::{Incoming, SegmentBuf, ServerMsg, ServerSlot};
 pub use crate::rpc::{RpcHandle, ServerRpcHandle};
 use crate::session::{Session, SessionKeys};
 use crate::stats::Stats;
 use crate::timer::{Timer, TimerTable};
-use crate::trace::{FreeReason, MessageKind, Traced};
-use crate::wire::{Body, Repr};
+use crate::trace::{FreeReason, Traced};
+use crate::wire::Body;
 use handshake::HandshakeConn;
 use peer::{Origin, Peer};
-use peers::{PeerId, Peers};
+pub(crate) use peers::PeerId;
+use peers::Peers;
 
 /// Something the application must hear about.
 #[derive(Debug)]
@@ -158,22 +154,14 @@ pub struct Endpoint {
     /// handled (`recv.rs`); `None` between calls.
     pub(crate) last_route: Option<recv::LastRoute>,
     pub(crate) handshakes: BTreeMap<SocketAddr, HandshakeConn>,
-    pub(crate) handshake_queue: VecDeque<(SocketAddr, u32, u16)>,
-    pub(crate) acceptor: Option<Box<dyn HandshakeAcceptor>>,
-    /// What partially received messages hold in total (per peer: in
-    /// [`Peer::usage`]); limits.rs.
-    pub(crate) usage_total: limits::Charge,
-    /// Peers charged since the last recount or holding something then:
-    /// what the next recount looks at (limits.rs).
-    pub(crate) charged: Vec<PeerId>,
+    /// The acceptor, the retry key and handshake bytes waiting to leave.
+    pub(crate) hs: handshake::HandshakeSide,
+    /// What partially received messages hold, and when it was last
+    /// recounted (limits.rs).
+    pub(crate) ledger: limits::Ledger,
     /// Peers whose key-update announcement is not confirmed yet (tick.rs
     /// announces again; the peer's `key_update_unconfirmed` counts).
     pub(crate) key_updates: Vec<SocketAddr>,
-    pub(crate) usage_recounted: Option<Instant>,
-    /// Peers whose sessions the key resolver created, and those a
-    /// handshake installed (counts of `Peer::origin`).
-    pub(crate) resolved_count: usize,
-    pub(crate) handshake_count: usize,
     /// Spare message buffers: a steady stream of RPCs reuses those of the
     /// RPCs before it (no allocation per message).
     pub(crate) buffers: BufferPool,
@@ -185,8 +173,6 @@ pub struct Endpoint {
     /// session has since been proven or replaced are skipped when they
     /// come up).
     pub(crate) unvalidated: VecDeque<(SocketAddr, u64)>,
-    /// The stateless-retry key, if set (`set_retry_key`).
-    pub(crate) retry: Option<retry::Retry>,
     /// Peers the network reported unreachable, and until when calls and
     /// handshakes to them fail without sending (`peer_unreachable`).
     pub(crate) unreachable: HashMap<SocketAddr, Instant>,
@@ -196,16 +182,8 @@ pub struct Endpoint {
     /// Server RPCs in service: delivered to the application, not yet
     /// answered or abandoned (bounded by `Config::max_pending_requests`).
     pub(crate) in_service: usize,
-    /// Transmit offload: the records of the DATA packet the last
-    /// `poll_transmit` wrote, until the driver takes them.
-    pub(crate) tx_records: Option<crate::offload::TxRecords>,
-    /// Receive offload: how the NIC left the packet being handled
-    /// (`handle_batch_marked`); `None` otherwise.
-    pub(crate) rx_mark: Option<crate::offload::KeyId>,
-    /// What "seals" records under transmit offload: the null cipher,
-    /// which frames them with plaintext bodies and empty tags (one shared
-    /// instance, not one per message).
-    pub(crate) framing: Arc<dyn crate::crypto::PacketCipher>,
+    /// What TLS offload keeps between calls (`offload.rs`).
+    pub(crate) nic: offload::Nic,
     /// The event trace, when on ([`Endpoint::set_tracing`]).
     pub(crate) trace: Option<Box<crate::trace::Tracer>>,
     /// Credit given to peers and heard from them (`credit.rs`).
@@ -246,29 +224,30 @@ impl Endpoint {
             timers: TimerTable::default(),
             stats: Stats::default(),
             handshakes: BTreeMap::new(),
-            handshake_queue: VecDeque::new(),
-            acceptor: None,
-            usage_total: limits::Charge::default(),
-            charged: Vec::new(),
+            hs: handshake::HandshakeSide::default(),
+            ledger: limits::Ledger::default(),
             key_updates: Vec::new(),
-            usage_recounted: None,
-            resolved_count: 0,
-            handshake_count: 0,
             buffers: BufferPool::default(),
             spare_segment_lists: Vec::new(),
             unvalidated: VecDeque::new(),
-            retry: None,
             unreachable: HashMap::default(),
             batch_turns: Vec::new(),
-            tx_records: None,
-            rx_mark: None,
-            framing: Arc::new(NullCipher),
+            nic: offload::Nic::default(),
             trace: None,
             credits: credit::Credits::default(),
         })
     }
 
     // ---- getters ----
+
+    /// How many requests `peer` lets us have outstanding at it (calls to it
+    /// without their response): its latest CREDIT, or
+    /// `Config::initial_credit` before any. A driver that keeps its calls
+    /// to `peer` within this is not refused for load the server foresaw
+    /// (`credit.rs`).
+    pub fn credit(&self, peer: SocketAddr) -> u32 {
+        self.credits.limit(peer, self.config.initial_credit)
+    }
 
     /// The configuration in force.
     pub fn config(&self) -> &Config {
@@ -353,35 +332,19 @@ impl Endpoint {
         Ok(())
     }
 
-    /// Adds or replaces `addr`'s peer entry, keeping the origin counts.
+    /// Adds or replaces `addr`'s peer entry (`Peers` keeps the origin
+    /// counts).
     fn put_peer(&mut self, addr: SocketAddr, peer: Peer) {
         self.credits.forget(addr);
-        self.count_origin(peer.origin, true);
-        if let Some(old) = self.peers.insert(addr, peer) {
-            self.count_origin(old.origin, false);
-        }
+        self.peers.insert(addr, peer);
         self.stats.usage.sessions = self.peers.len() as u64;
     }
 
-    /// Removes `addr`'s peer entry, keeping the origin counts.
+    /// Removes `addr`'s peer entry.
     fn take_peer(&mut self, addr: SocketAddr) -> Option<Peer> {
         let old = self.peers.remove(&addr)?;
-        self.count_origin(old.origin, false);
         self.stats.usage.sessions = self.peers.len() as u64;
         Some(old)
-    }
-
-    fn count_origin(&mut self, origin: Origin, added: bool) {
-        let count = match origin {
-            Origin::Resolved => &mut self.resolved_count,
-            Origin::Handshake => &mut self.handshake_count,
-            Origin::Installed => return,
-        };
-        *count = if added {
-            *count + 1
-        } else {
-            count.saturating_sub(1)
-        };
     }
 
     /// New keys for a peer start a new session: RPC state under the old
@@ -682,11 +645,7 @@ impl Endpoint {
             self.install_session(peer, keys)
                 .map_err(|_| DropReason::UnknownSession)?;
             // Set in place: the peer keeps its slot.
-            if let Some(p) = self.peers.get_mut(&peer) {
-                let was = std::mem::replace(&mut p.origin, Origin::Resolved);
-                self.count_origin(was, false);
-                self.count_origin(Origin::Resolved, true);
-            }
+            self.peers.set_origin(&peer, Origin::Resolved);
         }
         self.peers.id(&peer).ok_or(DropReason::UnknownSession)
     }
@@ -768,91 +727,6 @@ impl Endpoint {
             .filter_map(|h| self.clients.get(&h))
             .any(|c| !c.restart_pending);
         !clients && !rpcs.has_server_in(prev)
-    }
-
-    /// Seals `data` as message `id` of key epoch `epoch` towards `peer`:
-    /// whole now if it is small, else record by record as its packets
-    /// leave, from the caller's bytes (a borrowed slice is copied once
-    /// first; see `record::seal`). The records' key budget is reserved
-    /// now.
-    pub(crate) fn seal(
-        &mut self,
-        peer_id: PeerId,
-        epoch: u64,
-        id: u64,
-        data: Payload<'_>,
-    ) -> Result<Outgoing, SendError> {
-        let cfg = &self.config;
-        let len = data.len() as u64;
-        let padded = cfg.padding.padded_len(len);
-        let layout = MessageLayout::new(len, padded, cfg.record_size);
-        let wire = self.buffers.take_filled(layout.wire_len() as usize);
-        let (peer, p) = self.peers.entry_mut(peer_id).ok_or(SendError::NoSession)?;
-        let session = &mut p.session;
-        let kind = match session.is_local_id(id) {
-            true => MessageKind::Request,
-            false => MessageKind::Response,
-        };
-        let stats = &mut session.stats;
-        let keys = match session.current.number == epoch {
-            true => &mut session.current,
-            false => session
-                .previous
-                .as_mut()
-                .filter(|e| e.number == epoch)
-                .ok_or(SendError::NoSession)?,
-        };
-        let limit = keys.tx.record_limit();
-        if keys.records_sealed.saturating_add(layout.records()) > limit {
-            return Err(SendError::KeyExhausted);
-        }
-        // Transmit offload: the records are framed with plaintext bodies
-        // and empty tags (what the null cipher "seals"), for the NIC to
-        // seal under `keys.tx`, if that key can be handed to a NIC.
-        let for_nic = cfg.tx_offload && keys.tx.offload_key().is_some();
-        let cipher = match for_nic {
-            false => keys.tx.clone(),
-            true => self.framing.clone(),
-        };
-        let seq = cfg.seq_layout;
-        let sealed = match (data, len as usize <= Payload::EAGER_LIMIT) {
-            (Payload::Borrowed(d), true) => seal_message_into(cipher, seq, id, d, layout, wire),
-            (Payload::Owned(d), true) => seal_message_into(cipher, seq, id, &d, layout, wire),
-            (Payload::Owned(d), false) => {
-                frame_message_into(cipher, seq, id, Plaintext::Shared(d), layout, wire)
-            }
-            (Payload::Borrowed(d), false) => {
-                // Lent, not given: copied once, into a buffer that comes
-                // back to the pool (fresh megabytes fault in page by page).
-                let mut copy = self.buffers.take(d.len());
-                copy.extend_from_slice(d);
-                frame_message_into(cipher, seq, id, Plaintext::Copied(copy), layout, wire)
-            }
-        };
-        let sealed = sealed.map_err(|_| SendError::MessageTooLarge {
-            len,
-            max: cfg.message_len_limit(),
-        })?;
-        keys.records_sealed += layout.records();
-        stats.records_sealed += layout.records();
-        stats.messages_sent += 1;
-        self.stats.records_sealed += layout.records();
-        self.stats.messages_sent += 1;
-        let mss = cfg.mss() as u16;
-        let out = Outgoing::new(sealed, mss, cfg.unscheduled_bytes, for_nic);
-        trace_event!(
-            self,
-            Traced::Sealed {
-                peer,
-                epoch,
-                id,
-                kind,
-                len,
-                wire_len: layout.wire_len(),
-                records: layout.records(),
-            }
-        );
-        Ok(out)
     }
 
     pub(crate) fn arm_tick(&mut self, now: Instant) {
@@ -951,22 +825,31 @@ impl Endpoint {
         );
     }
 
+    /// The credit state with what its decisions need (`credit.rs`).
+    fn credits_with(&mut self) -> (&mut credit::Credits, credit::CreditCtx<'_>) {
+        let Endpoint {
+            credits,
+            config,
+            ticks,
+            peers,
+            outbox,
+            stats,
+            ..
+        } = self;
+        let cx = credit::CreditCtx {
+            config,
+            ticks: *ticks,
+            peers,
+            outbox,
+            stats,
+        };
+        (credits, cx)
+    }
+
     /// Queues a control packet about an RPC of key epoch `epoch`.
     pub(crate) fn queue_control(&mut self, peer: SocketAddr, epoch: u64, id: u64, body: Body) {
-        let repr = Repr {
-            src_port: self.config.local_port,
-            dst_port: peer.port(),
-            key_phase: epoch & 1 == 1,
-            id,
-            body,
-        };
-        // KEY_UPDATE goes first: an announcement must precede every packet
-        // of its epoch (the peer cannot check their MACs before it), and a
-        // datagram holds one epoch, so it starts the next datagram.
-        match repr.body {
-            Body::KeyUpdate => self.outbox.control.push_front((peer, epoch, repr)),
-            _ => self.outbox.control.push_back((peer, epoch, repr)),
-        }
+        let port = self.config.local_port;
+        self.outbox.queue_control(port, peer, epoch, id, body);
     }
 }
 

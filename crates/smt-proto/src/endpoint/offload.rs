@@ -7,9 +7,33 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::{Endpoint, ServerRpcHandle, ServerState};
-use crate::crypto::PacketCipher;
+use crate::crypto::{NullCipher, PacketCipher};
 use crate::offload::{RecordSeq, RxMark, TxRecords};
 use crate::rpc::Outgoing;
+
+/// What TLS offload keeps between calls.
+pub(crate) struct Nic {
+    /// Transmit offload: the records of the DATA packet the last
+    /// `poll_transmit` wrote, until the driver takes them.
+    pub tx_records: Option<TxRecords>,
+    /// Receive offload: how the NIC left the packet being handled
+    /// (`handle_batch_marked`); `None` otherwise.
+    pub rx_mark: Option<crate::offload::KeyId>,
+    /// What "seals" records under transmit offload: the null cipher,
+    /// which frames them with plaintext bodies and empty tags (one shared
+    /// instance, not one per message).
+    pub framing: Arc<dyn PacketCipher>,
+}
+
+impl Default for Nic {
+    fn default() -> Self {
+        Self {
+            tx_records: None,
+            rx_mark: None,
+            framing: Arc::new(NullCipher),
+        }
+    }
+}
 
 impl Endpoint {
     /// The records of the DATA packet the last
@@ -18,7 +42,7 @@ impl Endpoint {
     /// leave); `None` if that datagram held no DATA packet. Taken: a
     /// second call returns `None`.
     pub fn take_tx_records(&mut self) -> Option<TxRecords> {
-        self.tx_records.take()
+        self.nic.tx_records.take()
     }
 
     /// The first bytes of the record in which `tx`'s payload starts, up to
@@ -77,9 +101,9 @@ impl Endpoint {
     ) {
         let mut marks = marks.iter();
         self.handle_datagram_each(now, from, datagram, |ep| {
-            ep.rx_mark = marks.next().and_then(|m| m.0);
+            ep.nic.rx_mark = marks.next().and_then(|m| m.0);
         });
-        self.rx_mark = None;
+        self.nic.rx_mark = None;
     }
 
     /// The sequence number of the record that starts `wire_offset` bytes

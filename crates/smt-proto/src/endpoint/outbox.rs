@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 
 use super::Event;
-use crate::wire::{AckIds, Repr};
+use crate::wire::{AckIds, Body, Repr};
 
 #[derive(Debug, Default)]
 pub(crate) struct Outbox {
@@ -22,4 +22,32 @@ pub(crate) struct Outbox {
     pub prebuilt: VecDeque<(SocketAddr, Vec<u8>)>,
     /// Events for the application, in order.
     pub events: VecDeque<Event>,
+}
+
+impl Outbox {
+    /// Queues a control packet for `peer` under key epoch `epoch`, sent
+    /// from `local_port`. KEY_UPDATE goes first: an announcement must
+    /// precede every packet of its epoch (the peer cannot check their MACs
+    /// before it), and a datagram holds one epoch, so it starts the next
+    /// datagram.
+    pub fn queue_control(
+        &mut self,
+        local_port: u16,
+        peer: SocketAddr,
+        epoch: u64,
+        id: u64,
+        body: Body,
+    ) {
+        let repr = Repr {
+            src_port: local_port,
+            dst_port: peer.port(),
+            key_phase: epoch & 1 == 1,
+            id,
+            body,
+        };
+        match repr.body {
+            Body::KeyUpdate => self.control.push_front((peer, epoch, repr)),
+            _ => self.control.push_back((peer, epoch, repr)),
+        }
+    }
 }

@@ -9,7 +9,7 @@
 
 use std::net::SocketAddr;
 
-use super::peer::Peer;
+use super::peer::{Origin, Peer};
 use super::table::{PeerRpcs, RpcKey};
 use super::{HashMap, RpcHandle};
 use crate::rpc::ServerSlot;
@@ -22,11 +22,16 @@ pub(crate) struct PeerId {
     generation: u32,
 }
 
-/// The peers, by slot, with the one address map that demultiplexes.
+/// The peers, by slot, with the one address map that demultiplexes, and
+/// how many peers' sessions the key resolver made and how many a
+/// handshake installed (counts of `Peer::origin`, kept as peers come,
+/// go and change origin).
 #[derive(Debug, Default)]
 pub(crate) struct Peers {
     slab: Slab<(SocketAddr, Peer)>,
     by_addr: HashMap<SocketAddr, PeerId>,
+    resolved: usize,
+    handshaked: usize,
 }
 
 impl Peers {
@@ -85,6 +90,7 @@ impl Peers {
     /// Adds `peer` at `addr` under a new `PeerId`, returning the peer it
     /// replaces.
     pub fn insert(&mut self, addr: SocketAddr, peer: Peer) -> Option<Peer> {
+        self.count_origin(peer.origin, true);
         let old = self.remove(&addr);
         let (index, generation) = self.slab.insert((addr, peer));
         self.by_addr.insert(addr, PeerId { index, generation });
@@ -93,7 +99,42 @@ impl Peers {
 
     pub fn remove(&mut self, addr: &SocketAddr) -> Option<Peer> {
         let id = self.by_addr.remove(addr)?;
-        self.slab.remove(id.index, id.generation).map(|(_, p)| p)
+        let (_, old) = self.slab.remove(id.index, id.generation)?;
+        self.count_origin(old.origin, false);
+        Some(old)
+    }
+
+    /// Changes the origin of the peer at `addr` in place (it keeps its
+    /// slot).
+    pub fn set_origin(&mut self, addr: &SocketAddr, origin: Origin) {
+        let Some(p) = self.get_mut(addr) else {
+            return;
+        };
+        let was = std::mem::replace(&mut p.origin, origin);
+        self.count_origin(was, false);
+        self.count_origin(origin, true);
+    }
+
+    /// Peers whose sessions the key resolver made.
+    pub fn resolved_count(&self) -> usize {
+        self.resolved
+    }
+
+    /// Peers whose sessions a handshake installed.
+    pub fn handshake_count(&self) -> usize {
+        self.handshaked
+    }
+
+    fn count_origin(&mut self, origin: Origin, added: bool) {
+        let count = match origin {
+            Origin::Resolved => &mut self.resolved,
+            Origin::Handshake => &mut self.handshaked,
+            Origin::Installed => return,
+        };
+        *count = match added {
+            true => *count + 1,
+            false => count.saturating_sub(1),
+        };
     }
 
     pub fn len(&self) -> usize {

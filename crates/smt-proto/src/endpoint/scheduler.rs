@@ -1,6 +1,9 @@
 //! The send order and the grants: which outgoing message sends next
 //! (sender-side SRPT, `send.rs`) and which incoming messages get grants
-//! (receiver-side SRPT with overcommit, `grants.rs`). It holds candidates,
+//! (receiver-side SRPT with overcommit, `Scheduler::grant`: the incoming
+//! messages with the fewest bytes left are granted first,
+//! `Config::overcommit` at a time, each kept `Config::grant_window` ahead
+//! of what has arrived). It holds candidates,
 //! not RPCs: entries name messages by key and may be stale; the code that
 //! takes them checks the RPC tables.
 
@@ -8,7 +11,10 @@ mod queue;
 
 use std::collections::BTreeSet;
 
-use super::MsgKey;
+use super::table::{ClientTable, ServerTable};
+use super::{MsgKey, ServerRpcHandle};
+use crate::rpc::Incoming;
+use crate::wire::Body;
 use queue::SendQueue;
 
 #[derive(Debug, Default)]
@@ -21,7 +27,7 @@ pub(crate) struct Scheduler {
     /// count); `write_next_data` drops or re-ranks those.
     sendable: SendQueue,
     /// Incoming messages that may still need grants (same idea, for
-    /// `update_grants`).
+    /// `Scheduler::grant`).
     grantable: BTreeSet<MsgKey>,
     /// Data arrived since grants were last computed: `poll_transmit`
     /// computes them once for everything received in between, so a batch
@@ -88,5 +94,68 @@ impl Scheduler {
             None => false,
         });
         candidates
+    }
+
+    /// Incoming messages that still need grants, keyed by bytes remaining
+    /// (the candidates, pruned of those fully granted or gone).
+    pub fn live_grant_candidates(
+        &mut self,
+        clients: &ClientTable,
+        servers: &ServerTable,
+    ) -> Vec<(u64, MsgKey)> {
+        self.grant_candidates(|key| {
+            let inc = receiving(clients, servers, key)?;
+            (inc.granted() < inc.wire_len()).then(|| inc.remaining())
+        })
+    }
+
+    /// Raises the grants of the `overcommit` messages with the fewest bytes
+    /// left to `grant_window` bytes past what has arrived; `send` gets the
+    /// GRANT for each message whose grant rose.
+    pub fn grant(
+        &mut self,
+        clients: &mut ClientTable,
+        servers: &mut ServerTable,
+        (window, overcommit): (u64, usize),
+        mut send: impl FnMut(ServerRpcHandle, Body),
+    ) {
+        let mut candidates = self.live_grant_candidates(clients, servers);
+        candidates.sort_unstable();
+        candidates.truncate(overcommit);
+        for (rank, (_, key)) in candidates.into_iter().enumerate() {
+            let (k, inc) = match key {
+                MsgKey::Client(h) => match clients.get_mut(&h) {
+                    Some(c) => (c.key(), c.response.as_mut()),
+                    None => continue,
+                },
+                MsgKey::Server(m) => (
+                    m.rpc,
+                    servers.get_mut(m.slot).and_then(|s| s.receiving_mut()),
+                ),
+            };
+            let Some(inc) = inc else {
+                continue;
+            };
+            if !inc.raise_grant(inc.received() + window) {
+                continue;
+            }
+            let body = Body::Grant {
+                offset: inc.granted(),
+                priority: rank.min(255) as u8,
+            };
+            send(k, body);
+        }
+    }
+}
+
+/// The message `key` names, if it is still being received.
+fn receiving<'a>(
+    clients: &'a ClientTable,
+    servers: &'a ServerTable,
+    key: MsgKey,
+) -> Option<&'a Incoming> {
+    match key {
+        MsgKey::Client(h) => clients.get(&h)?.response.as_ref(),
+        MsgKey::Server(m) => servers.get(m.slot)?.receiving(),
     }
 }

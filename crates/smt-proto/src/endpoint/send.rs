@@ -1,12 +1,17 @@
-//! `poll_transmit`: control packets first, then DATA by SRPT.
+//! `poll_transmit`: control packets first, then DATA by SRPT; and `seal`,
+//! which makes a message's records when the application sends it.
 
 use std::net::SocketAddr;
 use std::time::Instant;
 
 use super::peers::PeerId;
-use super::{Endpoint, MsgKey, ServerRpcHandle, ServerState, Transmit};
+use super::{trace_event, Endpoint, MsgKey, ServerRpcHandle, ServerState, Transmit};
 use crate::crypto::TAG_LEN;
+use crate::error::SendError;
+use crate::payload::Payload;
+use crate::record::{frame_message_into, seal_message_into, MessageLayout, Plaintext};
 use crate::rpc::Outgoing;
+use crate::trace::MessageKind;
 use crate::trace::{PacketSummary, Traced};
 use crate::wire::{Body, Packet, Packets, Repr, MIN_PACKET_LEN};
 
@@ -30,7 +35,18 @@ impl Endpoint {
             "poll_transmit needs a buffer of at least Config::max_datagram_size ({limit} bytes)"
         );
         if self.scheduler.take_grants_dirty() {
-            self.update_grants();
+            let Endpoint {
+                scheduler,
+                clients,
+                servers,
+                outbox,
+                config,
+                ..
+            } = self;
+            let limits = (u64::from(config.grant_window), config.overcommit);
+            scheduler.grant(clients, servers, limits, |k, body| {
+                outbox.queue_control(config.local_port, k.peer, k.epoch, k.id, body);
+            });
         }
         let Some((first, epoch)) = self.write_first_packet(buf) else {
             self.flush_tx_tally();
@@ -241,7 +257,7 @@ impl Endpoint {
             servers,
             stats,
             ticks,
-            tx_records,
+            nic,
             peers,
             ..
         } = self;
@@ -287,7 +303,7 @@ impl Endpoint {
                 continue;
             };
             if offload && out.for_nic {
-                *tx_records = Some(out.tx_records(p, k, seq_layout, len));
+                nic.tx_records = Some(out.tx_records(p, k, seq_layout, len));
             }
             stats.data_packets_tx += 1;
             if p.retransmit {
@@ -357,5 +373,92 @@ fn outgoing_in<'a>(
             ServerState::Responding(out) => Some((m.rpc, out, true)),
             _ => None,
         },
+    }
+}
+
+impl Endpoint {
+    /// Seals `data` as message `id` of key epoch `epoch` towards `peer`:
+    /// whole now if it is small, else record by record as its packets
+    /// leave, from the caller's bytes (a borrowed slice is copied once
+    /// first; see `record::seal`). The records' key budget is reserved
+    /// now.
+    pub(crate) fn seal(
+        &mut self,
+        peer_id: PeerId,
+        epoch: u64,
+        id: u64,
+        data: Payload<'_>,
+    ) -> Result<Outgoing, SendError> {
+        let cfg = &self.config;
+        let len = data.len() as u64;
+        let padded = cfg.padding.padded_len(len);
+        let layout = MessageLayout::new(len, padded, cfg.record_size);
+        let wire = self.buffers.take_filled(layout.wire_len() as usize);
+        let (peer, p) = self.peers.entry_mut(peer_id).ok_or(SendError::NoSession)?;
+        let session = &mut p.session;
+        let kind = match session.is_local_id(id) {
+            true => MessageKind::Request,
+            false => MessageKind::Response,
+        };
+        let stats = &mut session.stats;
+        let keys = match session.current.number == epoch {
+            true => &mut session.current,
+            false => session
+                .previous
+                .as_mut()
+                .filter(|e| e.number == epoch)
+                .ok_or(SendError::NoSession)?,
+        };
+        let limit = keys.tx.record_limit();
+        if keys.records_sealed.saturating_add(layout.records()) > limit {
+            return Err(SendError::KeyExhausted);
+        }
+        // Transmit offload: the records are framed with plaintext bodies
+        // and empty tags (what the null cipher "seals"), for the NIC to
+        // seal under `keys.tx`, if that key can be handed to a NIC.
+        let for_nic = cfg.tx_offload && keys.tx.offload_key().is_some();
+        let cipher = match for_nic {
+            false => keys.tx.clone(),
+            true => self.nic.framing.clone(),
+        };
+        let seq = cfg.seq_layout;
+        let sealed = match (data, len as usize <= Payload::EAGER_LIMIT) {
+            (Payload::Borrowed(d), true) => seal_message_into(cipher, seq, id, d, layout, wire),
+            (Payload::Owned(d), true) => seal_message_into(cipher, seq, id, &d, layout, wire),
+            (Payload::Owned(d), false) => {
+                frame_message_into(cipher, seq, id, Plaintext::Shared(d), layout, wire)
+            }
+            (Payload::Borrowed(d), false) => {
+                // Lent, not given: copied once, into a buffer that comes
+                // back to the pool (fresh megabytes fault in page by page).
+                let mut copy = self.buffers.take(d.len());
+                copy.extend_from_slice(d);
+                frame_message_into(cipher, seq, id, Plaintext::Copied(copy), layout, wire)
+            }
+        };
+        let sealed = sealed.map_err(|_| SendError::MessageTooLarge {
+            len,
+            max: cfg.message_len_limit(),
+        })?;
+        keys.records_sealed += layout.records();
+        stats.records_sealed += layout.records();
+        stats.messages_sent += 1;
+        self.stats.records_sealed += layout.records();
+        self.stats.messages_sent += 1;
+        let mss = cfg.mss() as u16;
+        let out = Outgoing::new(sealed, mss, cfg.unscheduled_bytes, for_nic);
+        trace_event!(
+            self,
+            Traced::Sealed {
+                peer,
+                epoch,
+                id,
+                kind,
+                len,
+                wire_len: layout.wire_len(),
+                records: layout.records(),
+            }
+        );
+        Ok(out)
     }
 }

@@ -12,69 +12,10 @@
 //! Iteration is in slot order: deterministic for a given sequence of
 //! operations (simulations must not depend on a hasher's seed).
 
-use std::net::SocketAddr;
-use std::time::Instant;
-
 use super::peers::PeerId;
 use super::{HashMap, RpcHandle, ServerRpcHandle};
-use crate::rpc::{Incoming, Outgoing};
-use crate::rpc::{ServerMsg, ServerSlot};
+use crate::rpc::{ClientRpc, ServerMsg, ServerRpc, ServerSlot};
 use crate::slab::Slab;
-
-#[derive(Debug)]
-pub(crate) struct ClientRpc {
-    pub peer: SocketAddr,
-    /// The peer's slot (a new session fails the RPC, so it stays valid).
-    pub peer_id: PeerId,
-    pub epoch: u64,
-    pub id: u64,
-    /// The request in its wire form; a restart takes the data again from
-    /// it (`Outgoing::recover`).
-    pub request: Outgoing,
-    pub response: Option<Incoming>,
-    pub silent_ticks: u32,
-    pub restarts: u32,
-    /// The server lost the request, but no message ID is free until the
-    /// previous key epoch drains: the tick retries the restart.
-    pub restart_pending: bool,
-    /// When the application started it, for `Stats::rtt`.
-    pub started: Instant,
-}
-
-#[derive(Debug)]
-pub(crate) enum ServerState {
-    Receiving(Incoming),
-    InService,
-    Responding(Outgoing),
-}
-
-#[derive(Debug)]
-pub(crate) struct ServerRpc {
-    pub state: ServerState,
-    pub silent_ticks: u32,
-}
-
-impl ClientRpc {
-    /// Whether the server has our whole request: it answered, and part of
-    /// the answer authenticated. Response state alone proves nothing: its
-    /// first packet may be another message's with a corrupted (or forged)
-    /// ID, and a client that stopped sending on it would never answer the
-    /// server's RESENDs for what it lost.
-    pub fn request_done(&self) -> bool {
-        self.response
-            .as_ref()
-            .is_some_and(|r| !r.nothing_authenticated())
-    }
-
-    /// The RPC's wire key.
-    pub fn key(&self) -> ServerRpcHandle {
-        ServerRpcHandle {
-            peer: self.peer,
-            epoch: self.epoch,
-            id: self.id,
-        }
-    }
-}
 
 fn handle_of(index: u32, generation: u32) -> RpcHandle {
     RpcHandle(u64::from(generation) << 32 | u64::from(index))

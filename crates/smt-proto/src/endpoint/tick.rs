@@ -87,7 +87,8 @@ impl Endpoint {
         // a peer that timed out stop making the rest look starved; and
         // grants are re-ranked at the next transmit, so those freed places
         // go to waiting messages even if no data arrives.
-        let crowded = self.grant_candidates().len() > self.config.overcommit;
+        let live = (self.scheduler).live_grant_candidates(&self.clients, &self.servers);
+        let crowded = live.len() > self.config.overcommit;
         self.scheduler.mark_grants_dirty_if_any();
         let pending: Vec<RpcHandle> = self
             .clients
@@ -113,7 +114,8 @@ impl Endpoint {
         self.tick_handshakes(now);
         self.expire_unproven();
         self.tick_key_updates();
-        self.sweep_credits();
+        let (credits, cx) = self.credits_with();
+        credits.sweep(cx);
         // Frees since the last tick (completions, ACKs, aborts, this
         // tick's expiries) are seen here; between ticks the usage figures
         // only grow.

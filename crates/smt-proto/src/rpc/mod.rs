@@ -1,10 +1,17 @@
 //! Messages in flight: the send side ([`Outgoing`]) keeps sealed records for
 //! retransmission; the receive side ([`Incoming`]) reassembles packets into
-//! segments and opens records strictly in order.
+//! segments and opens records strictly in order. The RPCs that hold them:
+//! [`ClientRpc`] (`client.rs`) and [`ServerRpc`] (`server.rs`), each with
+//! its own decision table for control packets.
 
+mod client;
 mod handle;
 mod incoming;
 mod outgoing;
+mod server;
+
+pub(crate) use client::{ClientControl, ClientRpc};
+pub(crate) use server::{ServerControl, ServerRpc, ServerState};
 
 pub(crate) use handle::{MsgKey, ServerMsg, ServerSlot};
 pub use handle::{RpcHandle, ServerRpcHandle};

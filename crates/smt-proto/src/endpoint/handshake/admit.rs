@@ -6,10 +6,11 @@
 //! open by a trickle of bytes thus loses its place to the next stranger,
 //! and a genuine one, which finishes in a round trip or two, keeps it.
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 
-use super::super::Endpoint;
-use crate::error::DropReason;
+use super::HandshakeConn;
+use crate::config::Config;
 
 /// A source's network: its /24 (IPv4) or /64 (IPv6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,67 +39,70 @@ struct Census {
     oldest: Option<(bool, u64, SocketAddr)>,
 }
 
-impl Endpoint {
-    /// Makes a place for a handshake `from` opens, or refuses it. Bounded
-    /// work: one pass over the table (at most `max_handshakes` entries),
-    /// and only once it is half full.
-    pub(crate) fn admit_handshake(&mut self, from: SocketAddr) -> Result<(), DropReason> {
-        let cfg = &self.config;
-        if self.handshakes.len() < cfg.max_handshakes / 2 {
-            return Ok(());
-        }
-        let census = self.census(from.ip());
-        if census.same_ip >= cfg.max_handshakes_per_ip
-            || census.same_prefix >= cfg.max_handshakes_per_prefix
-        {
-            self.stats.handshakes_over_quota += 1;
-            return Err(DropReason::OverLimit);
-        }
-        if self.handshakes.len() < cfg.max_handshakes {
-            return Ok(());
-        }
-        // Old enough not to be a genuine handshake still under way.
-        let min_age = 2 * u64::from(cfg.resend_ticks);
-        match census.oldest {
-            Some((keys, started, victim)) if keys || self.ticks - started >= min_age => {
-                tracing::debug!(peer = %victim, "a new opening displaces the oldest handshake");
-                self.displace_handshake(victim);
-                self.stats.handshakes_displaced += 1;
-                Ok(())
-            }
-            _ => Err(DropReason::OverLimit),
-        }
-    }
+/// Whether a new opening from a peer gets a place in the table.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Admission {
+    Admit,
+    /// The source IP address or its prefix holds its share already.
+    OverQuota,
+    /// The table is full: this handshake (old enough not to be a genuine
+    /// one still under way, or finished) gives its place up.
+    Displace(SocketAddr),
+    /// The table is full of handshakes too young to displace.
+    Full,
+}
 
-    /// Counts the handshakes peers opened from `ip` and its prefix, and
-    /// finds the one to displace first.
-    fn census(&self, ip: IpAddr) -> Census {
-        let prefix = Prefix::of(ip);
-        let mut census = Census::default();
-        for (addr, conn) in &self.handshakes {
-            if conn.initiator {
-                continue; // ours: never displaced, not a peer's share
-            }
-            if !conn.keys_installed {
-                census.same_ip += usize::from(addr.ip() == ip);
-                census.same_prefix += usize::from(Prefix::of(addr.ip()) == prefix);
-            }
-            // Finished first (`true` sorts first reversed), then oldest.
-            let rank = (!conn.keys_installed, conn.started, *addr);
-            if census.oldest.is_none_or(|(k, t, a)| rank < (!k, t, a)) {
-                census.oldest = Some((conn.keys_installed, conn.started, *addr));
-            }
+/// Decides whether the table `handshakes` has a place for a handshake
+/// `from` opens at tick `ticks`. Bounded work: one pass over the table (at
+/// most `max_handshakes` entries), and only once it is half full.
+pub(super) fn admission(
+    handshakes: &BTreeMap<SocketAddr, HandshakeConn>,
+    cfg: &Config,
+    ticks: u64,
+    from: SocketAddr,
+) -> Admission {
+    if handshakes.len() < cfg.max_handshakes / 2 {
+        return Admission::Admit;
+    }
+    let census = census(handshakes, from.ip());
+    if census.same_ip >= cfg.max_handshakes_per_ip
+        || census.same_prefix >= cfg.max_handshakes_per_prefix
+    {
+        return Admission::OverQuota;
+    }
+    if handshakes.len() < cfg.max_handshakes {
+        return Admission::Admit;
+    }
+    // Old enough not to be a genuine handshake still under way.
+    let min_age = 2 * u64::from(cfg.resend_ticks);
+    match census.oldest {
+        Some((keys, started, victim)) if keys || ticks - started >= min_age => {
+            Admission::Displace(victim)
         }
-        census
+        _ => Admission::Full,
     }
+}
 
-    /// Forgets a peer's handshake to make room: one in progress just ends
-    /// (its peer, if genuine, opens again); a finished one was kept only to
-    /// answer late copies of the peer's last flight, and its session stays
-    /// (one the peer never uses expires, `Endpoint::expire_unproven`).
-    fn displace_handshake(&mut self, peer: SocketAddr) {
-        self.remove_handshake(peer);
+/// Counts the handshakes peers opened from `ip` and its prefix, and finds
+/// the one to displace first.
+fn census(handshakes: &BTreeMap<SocketAddr, HandshakeConn>, ip: IpAddr) -> Census {
+    let prefix = Prefix::of(ip);
+    let mut census = Census::default();
+    for (addr, conn) in handshakes {
+        if conn.initiator {
+            continue; // ours: never displaced, not a peer's share
+        }
+        if !conn.keys_installed {
+            census.same_ip += usize::from(addr.ip() == ip);
+            census.same_prefix += usize::from(Prefix::of(addr.ip()) == prefix);
+        }
+        // Finished first (`true` sorts first reversed), then oldest.
+        let rank = (!conn.keys_installed, conn.started, *addr);
+        if census.oldest.is_none_or(|(k, t, a)| rank < (!k, t, a)) {
+            census.oldest = Some((conn.keys_installed, conn.started, *addr));
+        }
     }
+    census
 }
 
 #[cfg(test)]

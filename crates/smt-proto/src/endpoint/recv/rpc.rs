@@ -1,0 +1,769 @@
+//! The receive side of one RPC, after `recv.rs` has found the peer and
+//! parsed the header: DATA routed to its message (a new server RPC for a
+//! fresh request, the response of one of our calls), stored, opened and
+//! delivered; control packets about one RPC carried out on the client's
+//! or the server's behalf (their decision tables are the RPCs' own:
+//! `rpc/client.rs`, `rpc/server.rs`); ACKs of completed calls batched.
+//!
+//! # Refused requests (issue #24, item 2)
+//! The server refuses some requests unexecuted, and says so ever after.
+//!
+//! A request is refused when it completes while the application holds
+//! `Config::max_pending_requests` (`refuse_request`), or when
+//! its first packet to arrive is not admitted by the bounds on partial
+//! requests and buffered bytes (`limits.rs`). Either way the ID is retired
+//! *as refused* in the replay guard and the client hears OVERLOADED at
+//! once: the request did not run and never will under that ID, so
+//! retrying is safe. A later RESEND or DATA about the ID hears OVERLOADED
+//! again (the first may have been lost), never ABANDONED ("may have
+//! run"), even after the guard's floor has slid past the ID
+//! (`ReplayWindow::is_refused`).
+
+use std::time::Instant;
+
+use super::super::limits::{self, Charge};
+use super::super::peers::PeerId;
+use super::super::tick::missing;
+use super::super::{
+    keep_incoming, trace_event, Endpoint, Event, MsgKey, RpcHandle, ServerRpc, ServerRpcHandle,
+    ServerState,
+};
+use super::rpc_key;
+use crate::error::DropReason;
+use crate::offload::KeyId;
+use crate::record::OffloadTally;
+use crate::rpc::{Accepted, ClientControl, Incoming, ServerControl, ServerMsg, MESSAGE_OVERHEAD};
+use crate::session::ReplayCheck;
+use crate::timer::Timer;
+use crate::trace::{FreeReason, MessageKind, Traced};
+use crate::wire::{AckIds, Body, DataHeader};
+
+/// What storing one DATA packet led to.
+enum Opened {
+    Stored,
+    Complete,
+    /// A segment failed to authenticate (and whether nothing of the
+    /// message has authenticated yet).
+    Failed {
+        nothing_authenticated: bool,
+    },
+    /// The message's records disagree with its lengths: drop the packet
+    /// and the message (`discard_incoming`).
+    Discard(DropReason),
+    /// Storing the packet takes a new buffer of this many bytes: nothing
+    /// was done; the memory bounds must admit it first.
+    NeedsRoom(usize),
+}
+
+impl Endpoint {
+    fn is_local_id(&self, peer: PeerId, id: u64) -> bool {
+        self.peers.at(peer).is_some_and(|s| s.is_local_id(id))
+    }
+
+    fn was_allocated(&self, peer: PeerId, key: ServerRpcHandle) -> bool {
+        self.peers
+            .at(peer)
+            .and_then(|s| s.epoch(key.epoch))
+            .is_some_and(|e| e.ids.was_allocated(key.id))
+    }
+
+    /// Stores a DATA packet of message `msg` (found by `on_data` or on the
+    /// route), opens what it completes and delivers a complete message.
+    /// Returns the message if it is still being received.
+    pub(super) fn store_data(
+        &mut self,
+        now: Instant,
+        pid: PeerId,
+        key: ServerRpcHandle,
+        msg: MsgKey,
+        h: &DataHeader,
+        payload: &[u8],
+    ) -> Result<Option<MsgKey>, DropReason> {
+        if u64::from(h.message_len) > self.config.message_len_limit() {
+            return Err(DropReason::OverLimit);
+        }
+        let opened_before = self.stats.records_opened;
+        let mut outcome = self.store_and_open(now, pid, msg, key, h, payload, false);
+        if let Ok(Opened::NeedsRoom(more)) = outcome {
+            // A new segment buffer is admitted first (this may recount or
+            // evict, so it runs while no RPC is borrowed), then stored.
+            let charge = Charge {
+                bytes: more,
+                requests: 0,
+            };
+            if !self.admit(now, pid, charge) {
+                return Err(DropReason::OverLimit);
+            }
+            outcome = self.store_and_open(now, pid, msg, key, h, payload, true);
+        }
+        self.scheduler.mark_grants_dirty();
+        if self.trace.is_some() {
+            self.trace_opening(key, &outcome, self.stats.records_opened - opened_before);
+        }
+        match outcome {
+            Err(e) => Err(e),
+            Ok(Opened::Discard(e)) => {
+                self.discard_incoming(msg);
+                Err(e)
+            }
+            Ok(Opened::Failed {
+                nothing_authenticated,
+            }) => {
+                if nothing_authenticated {
+                    self.forget_unauthenticated(msg);
+                }
+                Err(DropReason::AuthFailure)
+            }
+            Ok(Opened::Stored | Opened::NeedsRoom(_)) => Ok(Some(msg)),
+            Ok(Opened::Complete) => {
+                self.deliver(now, pid, msg, key);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Traces what storing a DATA packet opened, or failed to open.
+    /// `attempted`: records whose opening was tried (opening stops at the
+    /// first that fails).
+    #[cold]
+    fn trace_opening(
+        &mut self,
+        key: ServerRpcHandle,
+        outcome: &Result<Opened, DropReason>,
+        attempted: u64,
+    ) {
+        let (peer, epoch, id) = (key.peer, key.epoch, key.id);
+        let records = match outcome {
+            Ok(Opened::Failed { .. }) => attempted.saturating_sub(1),
+            _ => attempted,
+        };
+        if records > 0 {
+            let what = Traced::Opened {
+                peer,
+                epoch,
+                id,
+                records,
+            };
+            self.record_trace(what);
+        }
+        let reason = match outcome {
+            Ok(Opened::Failed { .. }) => DropReason::AuthFailure,
+            Ok(Opened::Discard(reason)) => *reason,
+            _ => return,
+        };
+        let what = Traced::OpenFailed {
+            peer,
+            epoch,
+            id,
+            reason,
+        };
+        self.record_trace(what);
+    }
+
+    /// The per-packet part of DATA: stores the payload, opens what became
+    /// complete, and does the bookkeeping, with one lookup of the RPC and
+    /// one of the peer (split borrows of the endpoint's fields). Unless
+    /// `admitted`, a packet that needs a new buffer is left alone
+    /// ([`Opened::NeedsRoom`]). `Err(ProtocolViolation)` asks the caller
+    /// to discard the message.
+    #[allow(clippy::too_many_arguments)]
+    fn store_and_open(
+        &mut self,
+        now: Instant,
+        pid: PeerId,
+        msg: MsgKey,
+        key: ServerRpcHandle,
+        h: &DataHeader,
+        payload: &[u8],
+        admitted: bool,
+    ) -> Result<Opened, DropReason> {
+        let Endpoint {
+            clients,
+            servers,
+            peers,
+            stats,
+            scheduler,
+            config,
+            ledger,
+            buffers,
+            nic,
+            ..
+        } = self;
+        let (inc, silent) = match msg {
+            MsgKey::Client(handle) => {
+                let c = clients.get_mut(&handle).ok_or(DropReason::Duplicate)?;
+                let inc = c.response.as_mut().ok_or(DropReason::Duplicate)?;
+                (inc, &mut c.silent_ticks)
+            }
+            MsgKey::Server(m) => {
+                let s = servers.get_mut(m.slot).ok_or(DropReason::Duplicate)?;
+                match &mut s.state {
+                    ServerState::Receiving(inc) => (inc, &mut s.silent_ticks),
+                    _ => return Err(DropReason::Duplicate),
+                }
+            }
+        };
+        if !admitted {
+            let more = inc.allocation_for(h);
+            if more > 0 {
+                return Ok(Opened::NeedsRoom(more));
+            }
+        }
+        let mut peer = peers.at_mut(pid);
+        let rx = peer
+            .as_deref()
+            .and_then(|p| p.session.epoch(key.epoch))
+            .ok_or(DropReason::UnknownSession)?;
+        let held = inc.buffered_bytes();
+        // Receive offload: the NIC's word counts only for the key this
+        // RPC belongs to (the epoch, and the session, it was routed to).
+        let decrypted = nic.rx_mark.is_some_and(|k| k == KeyId::of(&rx.rx));
+        if let Err(e) = inc.accept(h, payload, decrypted, buffers) {
+            // Lengths that disagree with the first packet's, before anything
+            // authenticated: either header may be the corrupted one, and
+            // keeping the first would refuse every genuine packet until the
+            // timeout. Start over (the caller discards on this error).
+            if e == DropReason::ProtocolViolation && inc.authenticated_bytes() == 0 {
+                return Ok(Opened::Discard(e));
+            }
+            return Err(e);
+        }
+        // Progress, not mere arrival, keeps an RPC alive (see `progressed`).
+        *silent = 0;
+        if inc.granted() < inc.wire_len() {
+            scheduler.mark_grantable(msg);
+        }
+        let (mut opened, mut offloaded) = (0, OffloadTally::default());
+        let mine = peer.as_deref().map_or(0, |p| p.usage.bytes);
+        let spare = limits::spare(config, &ledger.total, mine);
+        let result = inc.open_ready(
+            &*rx.rx,
+            config.seq_layout,
+            key.id,
+            &mut opened,
+            &mut offloaded,
+            spare,
+            buffers,
+        );
+        let nothing_authenticated = inc.nothing_authenticated();
+        let grown = inc.buffered_bytes().saturating_sub(held);
+        stats.records_opened += opened;
+        if offloaded != OffloadTally::default() {
+            offloaded.count(stats, peer.as_deref_mut().map(|p| &mut p.session.stats));
+        }
+        if let Some(p) = peer.as_deref_mut() {
+            p.session.stats.records_opened += opened;
+            if result.is_ok() && opened > 0 {
+                p.authenticated(now);
+            }
+        }
+        if grown > 0 {
+            let more = Charge {
+                bytes: grown,
+                requests: 0,
+            };
+            let entry = peer.map(|p| (pid, p));
+            let (charged, total) = (&mut ledger.charged, &mut ledger.total);
+            limits::add_charge(entry, charged, total, &mut stats.usage, more);
+        }
+        match result {
+            Ok(Accepted::Stored) => Ok(Opened::Stored),
+            Ok(Accepted::Complete) => Ok(Opened::Complete),
+            Err(DropReason::AuthFailure) => Ok(Opened::Failed {
+                nothing_authenticated,
+            }),
+            Err(DropReason::ProtocolViolation) => {
+                Ok(Opened::Discard(DropReason::ProtocolViolation))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Routes a DATA packet of a response to one of our RPCs.
+    pub(super) fn response_key(
+        &mut self,
+        now: Instant,
+        pid: PeerId,
+        key: ServerRpcHandle,
+        h: &DataHeader,
+    ) -> Result<MsgKey, DropReason> {
+        let Some(handle) = self.peers.client(&rpc_key(pid, &key)) else {
+            return Err(if self.was_allocated(pid, key) {
+                DropReason::Replay
+            } else {
+                DropReason::UnknownRpc
+            });
+        };
+        let has_response = self
+            .clients
+            .get(&handle)
+            .ok_or(DropReason::UnknownRpc)?
+            .response
+            .is_some();
+        if !has_response {
+            self.admit_message(now, pid, false)?;
+            let incoming = self.new_incoming(h);
+            if let Some(rpc) = self.clients.get_mut(&handle) {
+                rpc.response = Some(incoming);
+            }
+        }
+        Ok(MsgKey::Client(handle))
+    }
+
+    /// Admits and charges a new partially received message from `peer`.
+    fn admit_message(
+        &mut self,
+        now: Instant,
+        peer: PeerId,
+        request: bool,
+    ) -> Result<(), DropReason> {
+        let charge = Charge {
+            bytes: MESSAGE_OVERHEAD,
+            requests: usize::from(request),
+        };
+        if !self.admit(now, peer, charge) {
+            return Err(DropReason::OverLimit);
+        }
+        self.charge(peer, charge);
+        Ok(())
+    }
+
+    /// Routes a DATA packet of a request from the peer, creating the server
+    /// RPC if the ID is fresh. Replays are rejected here, before any
+    /// decryption.
+    pub(super) fn request_key(
+        &mut self,
+        now: Instant,
+        pid: PeerId,
+        key: ServerRpcHandle,
+        h: &DataHeader,
+    ) -> Result<MsgKey, DropReason> {
+        let found = self.peers.server(&rpc_key(pid, &key));
+        if let Some((slot, rpc)) = found.and_then(|s| Some((s, self.servers.get_mut(s)?))) {
+            return match rpc.state {
+                // Silence is reset by progress only (`progressed`).
+                ServerState::Receiving(_) => Ok(MsgKey::Server(ServerMsg { rpc: key, slot })),
+                _ => {
+                    // The client is still sending: it has not heard the
+                    // response yet.
+                    rpc.silent_ticks = 0;
+                    Err(DropReason::Duplicate)
+                }
+            };
+        }
+        let session = self.peers.at(pid).ok_or(DropReason::UnknownSession)?;
+        let epoch = session.epoch(key.epoch).ok_or(DropReason::KeyPhase)?;
+        if epoch.replay.check(key.id) == ReplayCheck::Replayed {
+            self.answer_if_refused(key);
+            return Err(DropReason::Replay);
+        }
+        if let Err(e) = self.admit_message(now, pid, true) {
+            self.refuse_unadmitted(key);
+            return Err(e);
+        }
+        let incoming = self.new_incoming(h);
+        let rpc = ServerRpc {
+            state: ServerState::Receiving(incoming),
+            silent_ticks: 0,
+        };
+        let slot = self.servers.insert(key, pid, rpc);
+        let replaced = self
+            .peers
+            .rpcs_mut(pid)
+            .and_then(|r| r.add_server(key.epoch, key.id, slot));
+        if let Some(old) = replaced {
+            // Cannot happen: the key was looked up above and not found.
+            self.servers.remove(old);
+        }
+        self.arm_tick(now);
+        Ok(MsgKey::Server(ServerMsg { rpc: key, slot }))
+    }
+
+    fn new_incoming(&mut self, h: &DataHeader) -> Incoming {
+        let cfg = &self.config;
+        let list = self.spare_segment_lists.pop().unwrap_or_default();
+        Incoming::reuse(list, h, cfg.unscheduled_bytes, cfg.max_unopened_bytes)
+    }
+
+    /// A response whose only state came from a packet that failed to
+    /// authenticate (perhaps forged, with made-up lengths): start over, so
+    /// the genuine packets are not refused as inconsistent with it. (A
+    /// server RPC keeps its state: removing it would turn the client's
+    /// RESENDs into RPC_UNKNOWN and restarts.)
+    fn forget_unauthenticated(&mut self, msg: MsgKey) {
+        if let MsgKey::Client(h) = msg {
+            if let Some(rpc) = self.clients.get_mut(&h) {
+                rpc.response = None;
+            }
+        }
+    }
+
+    /// Drops a message whose records disagree with its lengths. The
+    /// lengths travel in plaintext headers, fixed by the first packet that
+    /// arrived, so one corrupted (or forged) header is enough to make the
+    /// genuine records disagree: the message starts over rather than
+    /// failing the RPC (found by the fault soak: 0.1% corruption failed
+    /// ~2 RPCs in 100,000). A response is received again on RESEND; a
+    /// request's client hears RPC_UNKNOWN and restarts it (never delivered,
+    /// so never executed twice). A peer that keeps doing it only delays its
+    /// own RPC until the timeout.
+    fn discard_incoming(&mut self, msg: MsgKey) {
+        match msg {
+            MsgKey::Client(h) => {
+                if let Some(rpc) = self.clients.get_mut(&h) {
+                    rpc.response = None;
+                }
+            }
+            MsgKey::Server(m) => {
+                self.drop_server_at(m.slot);
+            }
+        }
+    }
+
+    fn deliver(&mut self, now: Instant, pid: PeerId, msg: MsgKey, key: ServerRpcHandle) {
+        self.stats.messages_received += 1;
+        match msg {
+            MsgKey::Client(handle) => self.complete_client(now, handle, key),
+            MsgKey::Server(m) => self.deliver_request(pid, m),
+        }
+    }
+
+    /// A request is complete: the application gets it, unless it holds
+    /// `Config::max_pending_requests` already (then it is refused).
+    fn deliver_request(&mut self, pid: PeerId, m: ServerMsg) {
+        let k = m.rpc;
+        // No longer a partial request: its place is free now, not at the
+        // next recount (a burst of small requests would otherwise fill
+        // `max_incoming_per_peer` within a tick).
+        let done = Charge {
+            bytes: 0,
+            requests: 1,
+        };
+        self.discharge(pid, done);
+        let full = self.in_service >= self.config.max_pending_requests;
+        let (credits, cx) = self.credits_with();
+        credits.note_request(k.peer, full, cx);
+        if full {
+            self.refuse_request(pid, m);
+            return;
+        }
+        let Endpoint {
+            servers,
+            buffers,
+            spare_segment_lists,
+            ..
+        } = self;
+        let received = servers.get_mut(m.slot).and_then(|rpc| {
+            rpc.start_service(|inc| {
+                let data = inc.take_data();
+                keep_incoming(buffers, spare_segment_lists, inc);
+                data
+            })
+        });
+        let Some(data) = received else {
+            return;
+        };
+        self.in_service += 1;
+        trace_event!(
+            self,
+            Traced::Delivered {
+                peer: k.peer,
+                epoch: k.epoch,
+                id: k.id,
+                kind: MessageKind::Request,
+                len: data.len() as u64,
+                rpc: None,
+            }
+        );
+        if let Some(s) = self.peers.at_mut(pid) {
+            if let Some(e) = s.epoch_mut(k.epoch) {
+                e.replay.mark(k.id);
+            }
+            s.stats.messages_received += 1;
+        }
+        self.outbox
+            .events
+            .push_back(Event::Request { rpc: k, data });
+    }
+
+    /// Sheds a complete request while the application holds
+    /// `Config::max_pending_requests`: it is never executed (its ID is
+    /// retired as refused, so late copies are replays and a RESEND for it
+    /// hears OVERLOADED again: see the module docs), its state is freed, and the
+    /// client hears OVERLOADED.
+    fn refuse_request(&mut self, pid: PeerId, m: ServerMsg) {
+        let key = m.rpc;
+        self.drop_server_at(m.slot);
+        self.trace_freed(key, FreeReason::Overloaded);
+        if let Some(epoch) = self.peers.at_mut(pid).and_then(|s| s.epoch_mut(key.epoch)) {
+            epoch.replay.refuse(key.id);
+        }
+        self.count_refused(key);
+        self.queue_control(key.peer, key.epoch, key.id, Body::Overloaded);
+    }
+
+    fn complete_client(&mut self, now: Instant, handle: RpcHandle, key: ServerRpcHandle) {
+        // Emptied in place, not moved out of its slot (a copy of a few
+        // hundred bytes per RPC).
+        let Endpoint {
+            clients,
+            buffers,
+            spare_segment_lists,
+            ..
+        } = self;
+        let done = clients.remove_with(&handle, |rpc| {
+            let inc = rpc.response.as_mut()?;
+            let data = inc.take_data();
+            keep_incoming(buffers, spare_segment_lists, inc);
+            rpc.request.recycle(buffers);
+            Some((data, rpc.started, rpc.peer_id, rpc.epoch, rpc.id))
+        });
+        let Some(Some((data, started, pid, epoch, id))) = done else {
+            return;
+        };
+        let rtt = now.saturating_duration_since(started);
+        if let Some(r) = self.peers.rpcs_mut(pid) {
+            r.remove_client(epoch, id);
+        }
+        trace_event!(
+            self,
+            Traced::Delivered {
+                peer: key.peer,
+                epoch: key.epoch,
+                id: key.id,
+                kind: MessageKind::Response,
+                len: data.len() as u64,
+                rpc: Some(handle),
+            }
+        );
+        self.stats.rpcs_completed += 1;
+        self.stats.rtt.record(rtt);
+        if let Some(s) = self.peers.at_mut(pid) {
+            s.stats.messages_received += 1;
+            s.stats.rpcs_completed += 1;
+            s.stats.rtt.record(rtt);
+        }
+        self.queue_ack(now, key);
+        self.outbox
+            .events
+            .push_back(Event::Response { rpc: handle, data });
+    }
+
+    /// Acknowledges a completed RPC: a full batch leaves at once, else
+    /// the batch waits for [`Timer::AckDelay`].
+    pub(crate) fn queue_ack(&mut self, now: Instant, key: ServerRpcHandle) {
+        let ids = self
+            .outbox
+            .pending_acks
+            .entry((key.peer, key.epoch))
+            .or_default();
+        ids.push(key.id);
+        if ids.is_full() {
+            let ids = std::mem::take(ids);
+            self.queue_control(key.peer, key.epoch, 0, Body::Ack(ids));
+        } else if !self.timers.is_set(Timer::AckDelay) {
+            self.timers.set(Timer::AckDelay, now + self.config.tick);
+        }
+    }
+
+    /// Sends every pending ACK batch ([`Timer::AckDelay`] expired).
+    /// An entry stays (emptied) while its peer and epoch keep completing
+    /// RPCs, so a steady stream does not allocate a map node per batch;
+    /// entries with nothing to send since the last batch are removed.
+    pub(crate) fn send_pending_acks(&mut self) {
+        let mut pending = std::mem::take(&mut self.outbox.pending_acks);
+        pending.retain(|_, ids| !ids.is_empty());
+        for (&(peer, epoch), ids) in pending.iter_mut() {
+            let ids = std::mem::take(ids);
+            self.queue_control(peer, epoch, 0, Body::Ack(ids));
+        }
+        self.outbox.pending_acks = pending;
+    }
+
+    /// A control packet about an RPC we started.
+    pub(super) fn on_control_for_client(
+        &mut self,
+        now: Instant,
+        pid: PeerId,
+        key: ServerRpcHandle,
+        body: Body,
+    ) -> Result<(), DropReason> {
+        let Some(handle) = self.peers.client(&rpc_key(pid, &key)) else {
+            return match body {
+                Body::NeedAck if self.was_allocated(pid, key) => {
+                    self.queue_ack(now, key);
+                    Ok(())
+                }
+                Body::Resend { .. } => {
+                    self.queue_control(key.peer, key.epoch, key.id, Body::RpcUnknown);
+                    Err(DropReason::UnknownRpc)
+                }
+                _ => Err(DropReason::UnknownRpc),
+            };
+        };
+        let (ticks, interval) = (self.ticks, u64::from(self.config.resend_ticks));
+        let rpc = self
+            .clients
+            .get_mut(&handle)
+            .ok_or(DropReason::UnknownRpc)?;
+        if body == Body::NeedAck {
+            // The server believes it sent the whole response, but we are
+            // still missing some of it: ask for it now rather than on the
+            // next silent tick (and NEED_ACK is no sign of progress).
+            for (offset, length) in missing(rpc.response.as_ref(), self.config.max_resend_bytes) {
+                self.queue_control(
+                    key.peer,
+                    key.epoch,
+                    key.id,
+                    Body::Resend {
+                        offset,
+                        length,
+                        priority: 0,
+                    },
+                );
+            }
+            return Ok(());
+        }
+        match rpc.on_control(body, ticks, interval) {
+            ClientControl::Nothing => {}
+            ClientControl::Sendable => self.mark_sendable(MsgKey::Client(handle)),
+            ClientControl::Restart => self.restart(now, handle),
+            ClientControl::Fail(e) => self.fail_client(handle, e),
+            ClientControl::Unsupported => return Err(DropReason::Unsupported),
+        }
+        Ok(())
+    }
+
+    /// A control packet about an RPC the peer started.
+    pub(super) fn on_control_for_server(
+        &mut self,
+        pid: PeerId,
+        key: ServerRpcHandle,
+        body: Body,
+    ) -> Result<(), DropReason> {
+        let (ticks, interval) = (self.ticks, u64::from(self.config.resend_ticks));
+        let found = self.peers.server(&rpc_key(pid, &key));
+        let Some((slot, rpc)) = found.and_then(|s| Some((s, self.servers.get_mut(s)?))) else {
+            return self.on_control_for_unknown_request(pid, key, body);
+        };
+        match rpc.on_control(body, ticks, interval) {
+            ServerControl::Nothing => {}
+            ServerControl::Sendable => {
+                self.mark_sendable(MsgKey::Server(ServerMsg { rpc: key, slot }))
+            }
+            ServerControl::Busy => self.queue_control(key.peer, key.epoch, key.id, Body::Busy),
+            ServerControl::ClientGone { cancelled } => {
+                self.drop_server_at(slot);
+                self.trace_freed(key, FreeReason::ClientGone);
+                if cancelled {
+                    self.outbox
+                        .events
+                        .push_back(Event::RequestCancelled { rpc: key });
+                }
+            }
+            ServerControl::Unsupported => return Err(DropReason::Unsupported),
+        }
+        Ok(())
+    }
+
+    /// A control packet about a request we hold no state for.
+    fn on_control_for_unknown_request(
+        &mut self,
+        pid: PeerId,
+        key: ServerRpcHandle,
+        body: Body,
+    ) -> Result<(), DropReason> {
+        // RPC_UNKNOWN makes the client resend the request under a new
+        // ID, so it is only said for IDs never delivered, and the ID is
+        // then retired: late packets of it can no longer start a second
+        // execution. A retired ID keeps getting RPC_UNKNOWN: the first
+        // answer may have been lost. At most once, even across restarts.
+        // A refused ID hears OVERLOADED again, never ABANDONED.
+        let resend = matches!(body, Body::Resend { .. });
+        if resend && self.answer_if_refused(key) {
+            return Err(DropReason::UnknownRpc);
+        }
+        let Some(epoch) = self.peers.at_mut(pid).and_then(|s| s.epoch_mut(key.epoch)) else {
+            return Err(DropReason::KeyPhase);
+        };
+        let fresh = epoch.replay.check(key.id) == ReplayCheck::Fresh;
+        if resend && (fresh || epoch.replay.is_retired(key.id)) {
+            epoch.replay.retire(key.id);
+            self.queue_control(key.peer, key.epoch, key.id, Body::RpcUnknown);
+        } else if resend {
+            // Delivered, and its state is gone (abandoned, timed out):
+            // no answer will ever come, so say so (again, if the first
+            // ABANDONED was lost) rather than let the client wait.
+            self.queue_control(key.peer, key.epoch, key.id, Body::Abandoned);
+        }
+        Err(DropReason::UnknownRpc)
+    }
+
+    pub(super) fn on_ack(
+        &mut self,
+        pid: PeerId,
+        key: ServerRpcHandle,
+        ids: &AckIds,
+    ) -> Result<(), DropReason> {
+        for &id in ids.as_slice() {
+            let done = ServerRpcHandle { id, ..key };
+            if self.is_local_id(pid, id) {
+                continue;
+            }
+            let slot = self.peers.server(&rpc_key(pid, &done));
+            if slot.is_some_and(|s| self.drop_server_at(s)) {
+                self.trace_freed(done, FreeReason::Acked);
+            }
+        }
+        Ok(())
+    }
+
+    // ---- refused requests ----
+
+    /// The first packet of a new request was not admitted (the peer's or
+    /// the endpoint's bounds are full): refuse the request. The packet
+    /// is unauthenticated, so an ID more than one replay window past the
+    /// guard's range is left alone (dropped unanswered, as before): retiring
+    /// it would slide the guard past IDs the genuine client has yet to
+    /// send. A client within its credit (`credit.rs`) never sends that far
+    /// ahead.
+    pub(crate) fn refuse_unadmitted(&mut self, key: ServerRpcHandle) {
+        let Some(epoch) = self
+            .peers
+            .get_mut(&key.peer)
+            .and_then(|s| s.epoch_mut(key.epoch))
+        else {
+            return;
+        };
+        if epoch.replay.windows_ahead(key.id) > 1 {
+            return;
+        }
+        epoch.replay.refuse(key.id);
+        self.count_refused(key);
+        let (credits, cx) = self.credits_with();
+        credits.note_request(key.peer, true, cx);
+        self.queue_control(key.peer, key.epoch, key.id, Body::Overloaded);
+    }
+
+    /// Counts a refused request, for the endpoint and its peer.
+    pub(crate) fn count_refused(&mut self, key: ServerRpcHandle) {
+        self.stats.requests_refused += 1;
+        if let Some(s) = self.peers.get_mut(&key.peer) {
+            s.stats.requests_refused += 1;
+        }
+    }
+
+    /// Whether `key` names a request we refused; if so, says OVERLOADED
+    /// again (a packet about it means the client has not heard).
+    pub(crate) fn answer_if_refused(&mut self, key: ServerRpcHandle) -> bool {
+        let refused = self
+            .peers
+            .get(&key.peer)
+            .and_then(|s| s.epoch(key.epoch))
+            .is_some_and(|e| e.replay.is_refused(key.id));
+        if refused {
+            self.queue_control(key.peer, key.epoch, key.id, Body::Overloaded);
+        }
+        refused
+    }
+}

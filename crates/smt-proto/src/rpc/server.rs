@@ -1,0 +1,100 @@
+//! A server RPC (a request the peer started): Receiving → InService →
+//! Responding, and its decision table for control packets. The endpoint
+//! finds it (`endpoint/recv.rs`) and carries out what it decides
+//! ([`ServerControl`]).
+
+use super::{Incoming, Outgoing};
+use crate::wire::Body;
+
+#[derive(Debug)]
+pub(crate) enum ServerState {
+    Receiving(Incoming),
+    InService,
+    Responding(Outgoing),
+}
+
+#[derive(Debug)]
+pub(crate) struct ServerRpc {
+    pub state: ServerState,
+    pub silent_ticks: u32,
+}
+
+/// What the endpoint does after a server RPC took a control packet.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum ServerControl {
+    /// Nothing more.
+    Nothing,
+    /// The response has bytes to send.
+    Sendable,
+    /// Say BUSY: what was asked for is on its way, or not sent yet.
+    Busy,
+    /// The client is gone (RPC_UNKNOWN): free the RPC, and if the
+    /// application holds the request, tell it (`cancelled`).
+    ClientGone { cancelled: bool },
+    /// Not a packet a server hears in this state.
+    Unsupported,
+}
+
+impl ServerRpc {
+    /// The message being received, if the request is not complete yet.
+    #[inline]
+    pub fn receiving_mut(&mut self) -> Option<&mut Incoming> {
+        match &mut self.state {
+            ServerState::Receiving(inc) => Some(inc),
+            _ => None,
+        }
+    }
+
+    /// The message being received, if the request is not complete yet.
+    #[inline]
+    pub fn receiving(&self) -> Option<&Incoming> {
+        match &self.state {
+            ServerState::Receiving(inc) => Some(inc),
+            _ => None,
+        }
+    }
+
+    /// The request is complete: `take` takes what it needs of the message
+    /// received, in place (moving an `Incoming` out is a copy of a few
+    /// hundred bytes per request), and Receiving becomes InService. Any
+    /// other state stays untouched (`None`).
+    #[inline]
+    pub fn start_service<R>(&mut self, take: impl FnOnce(&mut Incoming) -> R) -> Option<R> {
+        let ServerState::Receiving(inc) = &mut self.state else {
+            return None;
+        };
+        let taken = take(inc);
+        self.state = ServerState::InService;
+        Some(taken)
+    }
+
+    /// Takes a control packet about this RPC: the decision table by
+    /// packet and state. Any of these is a sign of life. `ticks` and
+    /// `resend_ticks` pace retransmission.
+    pub fn on_control(&mut self, body: Body, ticks: u64, resend_ticks: u64) -> ServerControl {
+        self.silent_ticks = 0;
+        match (body, &mut self.state) {
+            (Body::Grant { offset, .. }, ServerState::Responding(out)) => {
+                out.grant(offset);
+                ServerControl::Sendable
+            }
+            (Body::Resend { offset, length, .. }, ServerState::Responding(out)) => {
+                match out.resend(offset, length, ticks, resend_ticks) {
+                    true => ServerControl::Sendable,
+                    // Still on its way (or not sent yet): say we are
+                    // alive rather than send it twice.
+                    false => ServerControl::Busy,
+                }
+            }
+            (Body::Resend { .. }, _) => ServerControl::Busy,
+            (Body::RpcUnknown, ServerState::InService) => {
+                // The application holds the request: it hears the client
+                // is gone, so it can stop working on it.
+                ServerControl::ClientGone { cancelled: true }
+            }
+            (Body::RpcUnknown, _) => ServerControl::ClientGone { cancelled: false },
+            (Body::Busy | Body::Grant { .. }, _) => ServerControl::Nothing,
+            _ => ServerControl::Unsupported,
+        }
+    }
+}
