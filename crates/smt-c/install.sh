@@ -41,8 +41,15 @@ done
 version="$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' "$root/Cargo.toml")"
 mkdir -p "$prefix/include" "$libdir/pkgconfig"
 install -m 0644 "$here/include/smt.h" "$prefix/include/smt.h"
-install -m 0755 "$from/libsmt.so" "$libdir/libsmt.so"
+# The real file carries the full version; libsmt.so.ABI (the SONAME a
+# release build records, see build.rs) and libsmt.so (for -lsmt) link to it.
+major="${version%%.*}"
+minor="${version#*.}"; minor="${minor%%.*}"
+if [ "$major" = 0 ]; then abi="0.$minor"; else abi="$major"; fi
+install -m 0755 "$from/libsmt.so" "$libdir/libsmt.so.$version"
+ln -sfn "libsmt.so.$version" "$libdir/libsmt.so.$abi"
+ln -sfn "libsmt.so.$abi" "$libdir/libsmt.so"
 install -m 0644 "$from/libsmt.a" "$libdir/libsmt.a"
 sed -e "s|@PREFIX@|$prefix|" -e "s|@LIBDIR@|$libdir|" -e "s|@VERSION@|$version|" \
     "$here/smt.pc.in" > "$libdir/pkgconfig/smt.pc"
-echo "installed libsmt $version: $prefix/include/smt.h, $libdir/libsmt.{so,a}, $libdir/pkgconfig/smt.pc"
+echo "installed libsmt $version: $prefix/include/smt.h, $libdir/libsmt.so.$version (+ libsmt.so.$abi, libsmt.so), $libdir/libsmt.a, $libdir/pkgconfig/smt.pc"

@@ -40,7 +40,7 @@ pub struct Args {
     /// unpinned, or both. Default: both in full mode, pinned otherwise.
     #[arg(long, value_enum)]
     pub affinity: Option<AffinityChoice>,
-    /// Output directory (default target/smt-bench/<timestamp>).
+    /// Output directory (default target/smt-bench/TIMESTAMP).
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Start at once instead of waiting for an idle machine.

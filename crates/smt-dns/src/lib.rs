@@ -16,7 +16,7 @@
 //! `_mta-sts.<host>` or `_dmarc.<host>` (RFC 8552 attribute leaves). Not
 //! `_smt-ticket._udp.<host>.`: a `_proto` label belongs to SRV-style service-and-transport
 //! pairs, while a ticket belongs to the server's name, whatever carries SMT (UDP in this
-//! implementation, a raw IP protocol in the paper), so a transport label would be wrong for
+//! implementation, a raw IP protocol in the SMT paper), so a transport label would be wrong for
 //! one of them and add nothing for the other. One label also leaves the most room for long
 //! host names.
 //!

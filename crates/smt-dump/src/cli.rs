@@ -45,7 +45,7 @@ pub struct DumpArgs {
     /// Plaintext bytes shown per message.
     #[arg(long, default_value_t = 16)]
     pub preview: usize,
-    /// Write each decrypted message to DIR/<frame>-<id>.bin.
+    /// Write each decrypted message to DIR/FRAME-ID.bin.
     #[arg(long, value_name = "DIR")]
     pub extract: Option<PathBuf>,
 }

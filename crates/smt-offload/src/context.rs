@@ -4,7 +4,7 @@
 //!
 //! The context holds no record sequence number per segment: it encrypts
 //! whatever arrives with the state the previous descriptor on it left
-//! (seed 001 Fig. 2, "Out-seq"). Only a resync moves it. Because records
+//! (the SMT paper Fig. 2, "Out-seq"). Only a resync moves it. Because records
 //! may span segments, the state can be "inside record n, k bytes in", with
 //! the GCM counter position and GHASH carried over; a resync into the
 //! middle of a record rebuilds that state from the record's replayed start.

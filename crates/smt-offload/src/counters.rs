@@ -94,7 +94,7 @@ counters! {
 }
 
 counters! {
-    /// Receive-side counters (seed 003's RX offload), named after mlx5's
+    /// Receive-side counters (the kTLS offload paper's RX offload), named after mlx5's
     /// `rx_tls_*` ethtool statistics.
     RxCounters {
     /// Packets the engine decrypted (and whose records' tags it checked)

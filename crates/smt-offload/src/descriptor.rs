@@ -1,7 +1,7 @@
 //! What software posts to a transmit queue, and what leaves the NIC.
 //!
 //! The descriptors follow the shape of an autonomous-offload NIC's send
-//! queue (seed 003; Linux mlx5's WQEs): context set-up and tear-down, a
+//! queue (NVIDIA's kTLS offload paper; Linux mlx5's WQEs): context set-up and tear-down, a
 //! resync (mlx5's static/progress parameters plus the DUMP of the record's
 //! start), and TSO segments tagged with the context that encrypts them.
 
@@ -63,7 +63,7 @@ pub enum TxDescriptor {
 /// earlier bytes (its header, and the ciphertext GHASH has to cover), so
 /// software replays them: `record_prefix` is the record as posted (header
 /// and plaintext) from its first byte up to `offset`. This is what mlx5's
-/// DUMP WQEs carry, and why seed 003 says software must keep a record until
+/// DUMP WQEs carry, and why NVIDIA's kTLS offload paper says software must keep a record until
 /// its last byte is acknowledged. A resync without that prefix leaves the
 /// context unsynchronised and the following segment is dropped
 /// (`tx_tls_drop_no_sync_data`).

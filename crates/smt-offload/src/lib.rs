@@ -1,6 +1,6 @@
 //! A model of a NIC's autonomous TLS offload (NVIDIA ConnectX-6 Dx/7 as
-//! seed 003 describes it and Linux's mlx5 driver drives it), to show how
-//! SMT can use it (seed 001 §3.2, §4.3, §4.4.2) without the hardware.
+//! NVIDIA's kTLS offload paper describes it and Linux's mlx5 driver drives it), to show how
+//! SMT can use it (the SMT paper, §3.2, §4.3, §4.4.2) without the hardware.
 //!
 //! The engine knows nothing of SMT's messages. It sees what such a NIC
 //! sees: descriptors in transmit queues, flow contexts in bounded on-NIC

@@ -1,4 +1,4 @@
-//! The host's half of SMT's offload scheme (seed 001 §4.4.2): which flow
+//! The host's half of SMT's offload scheme (the SMT paper §4.4.2): which flow
 //! context a message's segments use, and the descriptors that put it in
 //! place before the message's first segment.
 //!
@@ -69,7 +69,7 @@ struct QueueSlots {
 
 impl ContextPlanner {
     /// Splits a table of `capacity` slots evenly over `queues` queues, at
-    /// least one slot each (seed 001: "at least one per NIC queue").
+    /// least one slot each (the SMT paper: "at least one per NIC queue").
     pub fn new(queues: u16, capacity: usize) -> Self {
         let queues = queues.max(1);
         // Slot numbers are u32: a table larger than that is cut down.

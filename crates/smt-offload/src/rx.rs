@@ -1,4 +1,4 @@
-//! Receive offload after seed 003 ("TLS RX Offload path", "Partial
+//! Receive offload after NVIDIA's kTLS offload paper ("TLS RX Offload path", "Partial
 //! decryption", "Resynchronization"): a receive context decrypts the
 //! packets of its flow that arrive in order and marks them; a packet out of
 //! order makes it stop and hand packets up as they came, until it finds
@@ -10,14 +10,14 @@
 //! The engine knows nothing of SMT. The host's parser tells it where each
 //! packet lies ([`StreamPos`]): for TLS over TCP one stream per flow and
 //! the TCP sequence number; for SMT the message ID (a stream of its own,
-//! seed 001 §4.4) and the wire offset in the message.
+//! the SMT paper §4.4) and the wire offset in the message.
 //!
 //! A packet is marked decrypted only when every TLS byte in it was
 //! decrypted and every tag that ends in it verified; a record all of whose
 //! packets are marked has been authenticated by the engine. A packet that
 //! holds a tag that fails, or bytes the engine only skipped, is handed up
 //! exactly as it arrived. A record whose packets came partly decrypted and
-//! partly not is software's to finish (seed 003's partial decryption).
+//! partly not is software's to finish (the kTLS offload paper's partial decryption).
 
 use std::collections::HashMap;
 use std::fmt;

@@ -2,8 +2,8 @@
 //! benchmarks need no SMT crate: a message becomes TLS 1.3 records of at
 //! most `record_size` data bytes (plaintext, tags left empty for the NIC),
 //! grouped into segments of whole records of at most 64 KiB
-//! (`docs/protocol.md` §7; seed 001 §4.3), each record numbered
-//! `message_id << 16 | index` (§8; seed 001 §4.4.1).
+//! (`docs/protocol.md` §7; the SMT paper §4.3), each record numbered
+//! `message_id << 16 | index` (§8; the SMT paper §4.4.1).
 
 use crate::descriptor::MAX_SEGMENT_PAYLOAD;
 use crate::gcm::TAG_LEN;

@@ -1,4 +1,4 @@
-//! The sender seed 001 §3.2 shows cannot use autonomous offload once its
+//! The sender the SMT paper (§3.2) shows cannot use autonomous offload once its
 //! messages go out of several queues: TLS stacked on a message transport
 //! the TCP way. One TLS session per 5-tuple means one flow context and one
 //! record sequence space; records are numbered in the order messages were

@@ -1,10 +1,10 @@
 //! Endpoint configuration. Defaults follow Homa's where Homa has one
-//! (seed 001 builds on Homa/Linux): 1 ms ticks, RESEND after 5 silent ticks,
+//! (the SMT paper builds on Homa/Linux): 1 ms ticks, RESEND after 5 silent ticks,
 //! ~40 KB unscheduled, 8 messages granted at once. An RPC is aborted after
 //! 1000 silent ticks, not Homa's 100 (handshakes keep 100): a user-space endpoint shares its CPU with the
 //! application and other processes, and a peer descheduled or busy (copying
 //! a 64 MiB message, under a loaded machine) for a few hundred
-//! milliseconds is slow, not dead (issue #11).
+//! milliseconds is slow, not dead.
 
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ use crate::wire::{ACK_MAX_IDS, COMMON_HEADER_LEN, DATA_HEADER_LEN};
 /// bytes are cut to fit.)
 pub const MIN_DATAGRAM_SIZE: usize = COMMON_HEADER_LEN + 4 + 8 * ACK_MAX_IDS + TAG_LEN;
 
-/// Length concealment (seed 001 §6.1).
+/// Length concealment (the SMT paper §6.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Padding {
@@ -96,7 +96,7 @@ pub struct Config {
     /// server starts at once, and a server that allows more says so
     /// within a round trip.
     pub initial_credit: u32,
-    /// Authenticate control packets with a MAC. Off reproduces the paper's
+    /// Authenticate control packets with a MAC. Off reproduces the SMT paper's
     /// forgeable plaintext control packets, for comparison only.
     pub authenticate_control: bool,
     /// Length concealment policy.
@@ -197,10 +197,10 @@ pub struct Config {
     /// Put several packets to the same peer into one datagram, each
     /// unchanged (`docs/protocol.md` § 2.1): small messages, their ACKs and
     /// grants then share system calls and datagrams. Off sends one packet
-    /// per datagram, as seed 001 does. Receivers always accept both.
+    /// per datagram, as the SMT paper does. Receivers always accept both.
     pub coalesce: bool,
     /// Transmit offload: records leave with plaintext bodies and empty
-    /// tags for a NIC to seal (seed 001 §4.3, seed 003), and each DATA
+    /// tags for a NIC to seal (the SMT paper §4.3, NVIDIA's kTLS offload paper), and each DATA
     /// packet travels alone in its datagram (the NIC's segment), with
     /// [`crate::Endpoint::take_tx_records`] saying where its records are
     /// and which key and sequence numbers seal them (`docs/offload.md`).

@@ -137,7 +137,7 @@ pub trait PacketCipher: Send + Sync + fmt::Debug {
     /// XORs into `buf` the keystream that encrypts record `seq`'s inner
     /// plaintext from byte `offset` on. Applied to bytes a NIC decrypted,
     /// it gives their ciphertext back, so software can authenticate a
-    /// record that arrived partly decrypted (seed 003's partial
+    /// record that arrived partly decrypted (the kTLS offload paper's partial
     /// decryption). The default cannot, and fails: such a record is then
     /// refused like a forged one.
     fn apply_keystream(&self, seq: u64, offset: usize, buf: &mut [u8]) -> Result<(), CryptoError> {

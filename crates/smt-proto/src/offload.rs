@@ -1,5 +1,5 @@
 //! What the core tells a driver whose NIC protects records (TLS offload,
-//! seed 001 §4.3-4.4.2, seed 003; `docs/offload.md`), and what it takes
+//! the SMT paper §4.3-4.4.2, NVIDIA's kTLS offload paper; `docs/offload.md`), and what it takes
 //! back. The core stays a state machine: it never sees the NIC, only these
 //! values, and the wire is the same either way.
 //!

@@ -15,7 +15,7 @@
 //! last one seen) and the endpoint's tick count. With tracing off (the
 //! default) the cost is one branch per call and per packet.
 //!
-//! The queue holds at most [`Tracer::capacity`] events: a driver that
+//! The queue holds at most [`DEFAULT_TRACE_CAPACITY`] events: a driver that
 //! does not drain it loses the newest, and the next event that fits is
 //! preceded by [`Traced::Lost`] with their count.
 

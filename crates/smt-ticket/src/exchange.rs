@@ -1,4 +1,4 @@
-//! The two sides of the 0-RTT exchange (seed 001 §4.5.2-4.5.3).
+//! The two sides of the 0-RTT exchange (the SMT paper §4.5.2-4.5.3).
 //!
 //! ```text
 //! client                                              server (static key S, ticket)

@@ -1,5 +1,5 @@
 //! X25519 keys: the server's long-term (static) key and a pool of
-//! pre-generated ephemeral keys (seed 001 §4.5.1, "key pre-generation").
+//! pre-generated ephemeral keys (the SMT paper §4.5.1, "key pre-generation").
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -88,7 +88,7 @@ impl fmt::Debug for EphemeralKey {
 }
 
 /// Pre-generated ephemeral keys, so a handshake does not pay for key
-/// generation on its critical path (seed 001 §4.5.1; Table 2's S2.1/C1.1).
+/// generation on its critical path (the SMT paper §4.5.1; Table 2's S2.1/C1.1).
 ///
 /// [`KeyPool::new`] fills the pool; [`KeyPool::refill`] tops it up and is
 /// meant to run off the hot path (a background thread, an idle loop, a

@@ -1,4 +1,4 @@
-//! The SMT-ticket 0-RTT key exchange (seed 001 §4.5.2-4.5.3), as a library
+//! The SMT-ticket 0-RTT key exchange (the SMT paper §4.5.2-4.5.3), as a library
 //! with no I/O.
 //!
 //! A server publishes a signed [`Ticket`] (for example in DNS) carrying its

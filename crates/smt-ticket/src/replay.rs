@@ -1,4 +1,4 @@
-//! Anti-replay for the first flight (seed 001 §6.1 non-replayability,
+//! Anti-replay for the first flight (the SMT paper §6.1 non-replayability,
 //! applied to 0-RTT): the client randoms the server accepted, kept until
 //! their hellos would be refused as stale anyway (the freshness window,
 //! [`Freshness`](crate::Freshness)) or their ticket expires.

@@ -1,4 +1,4 @@
-//! The SMT-ticket (seed 001 §4.5.2): what a server publishes, for example in
+//! The SMT-ticket (the SMT paper §4.5.2): what a server publishes, for example in
 //! DNS, so clients can send encrypted data in their first flight.
 //!
 //! A ticket carries (i) the server's long-term X25519 public key, (ii) its

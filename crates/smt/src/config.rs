@@ -375,7 +375,7 @@ settings! {
     /// deadline, instead of being refused (`docs/protocol.md` § 4, CREDIT).
     initial_credit, set_initial_credit: u32;
     /// Authenticate control packets with a MAC (default on). Off
-    /// reproduces the paper's forgeable plaintext control packets, for
+    /// reproduces the SMT paper's forgeable plaintext control packets, for
     /// comparison only.
     authenticate_control, set_authenticate_control: bool;
     /// Length concealment (default none).
@@ -659,7 +659,7 @@ impl CallOptions {
     }
 
     /// The priority the request carries in every DATA packet
-    /// (`docs/protocol.md` § 3; seed 004's message priority): 0, the
+    /// (`docs/protocol.md` § 3; MTP's message priority): 0, the
     /// default, is the lowest, larger is more urgent. Devices on the path
     /// may queue by it (`smt-forwarder`); the endpoints themselves ignore
     /// it. The response is sent at priority 0.
@@ -674,7 +674,7 @@ impl CallOptions {
     }
 
     /// Retries the call up to `attempts` times when the server refuses
-    /// it with [`smt_proto::RpcError::Overloaded`] (it did not run, so
+    /// it with [`RpcError::Overloaded`](crate::RpcError::Overloaded) (it did not run, so
     /// sending it again is safe), each after a jittered back-off (about
     /// 2 ms, doubling up to 250 ms) and within the call's deadline; the
     /// last refusal is the outcome. Off (0) by default: the caller sees

@@ -101,7 +101,7 @@ impl Drop for Handle {
 /// Cheap to clone; every clone shares one engine. Calls from many threads
 /// (or tasks) run concurrently, and requests from one peer are handed to
 /// whichever thread calls [`Endpoint::accept`] next, so one peer's
-/// messages are processed on several cores (seed 001 §2.2).
+/// messages are processed on several cores.
 ///
 /// A thread blocked in [`Endpoint::call`] or [`Endpoint::accept`] drives
 /// the endpoint itself while it waits (or lets another waiting thread do
@@ -211,8 +211,9 @@ impl Endpoint {
         &self.handle.features
     }
 
-    /// Installs the session keys for `peer` (the paper's `setsockopt` after
-    /// a handshake). Both endpoints need matching keys with opposite roles.
+    /// Installs the session keys for `peer` (what `setsockopt` does after a
+    /// handshake in the SMT paper's kernel design). Both endpoints need
+    /// matching keys with opposite roles.
     ///
     /// Non-blocking as [`Endpoint::stats`] is (no network, only the
     /// engine's lock: measured in `docs/architecture.md`), so it has no
@@ -329,6 +330,28 @@ impl Endpoint {
     /// ([`EndpointConfig::call_timeout`]; [`Endpoint::call_with`] sets one
     /// per call). With [`EndpointConfig::max_outstanding_calls`] calls
     /// outstanding, it first waits for one of them to end.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use smt::{Endpoint, EndpointConfig};
+    /// use smt::keys::{fresh_session_pair, AeadAlgorithm};
+    /// let server = Endpoint::bind("127.0.0.1:0".parse()?, EndpointConfig::default())?;
+    /// let client = Endpoint::bind("127.0.0.1:0".parse()?, EndpointConfig::default())?;
+    /// let (client_keys, server_keys) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
+    /// client.install_session(server.local_addr(), client_keys)?;
+    /// server.install_session(client.local_addr(), server_keys)?;
+    /// let accepter = server.clone();
+    /// let handler = std::thread::spawn(move || -> Result<(), smt::Error> {
+    ///     let request = accepter.accept()?;
+    ///     let reply = request.data().to_ascii_uppercase();
+    ///     request.respond(reply)
+    /// });
+    /// let response = client.call(server.local_addr(), b"hello")?;
+    /// assert_eq!(&response[..], b"HELLO");
+    /// handler.join().expect("the handler thread panicked")?;
+    /// server.close();
+    /// # Ok(()) }
+    /// ```
     pub fn call<'a>(
         &self,
         peer: SocketAddr,
@@ -359,6 +382,36 @@ impl Endpoint {
     /// is freed at once and the server is told (RPC_UNKNOWN), so it frees
     /// the RPC and stops sending the response. (It may have executed the
     /// request already.)
+    ///
+    /// With tokio (any runtime works: the endpoint's own thread does the I/O):
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use smt::{Endpoint, EndpointConfig};
+    /// use smt::keys::{fresh_session_pair, AeadAlgorithm};
+    /// let server = Endpoint::bind("127.0.0.1:0".parse()?, EndpointConfig::default())?;
+    /// let client = Endpoint::bind("127.0.0.1:0".parse()?, EndpointConfig::default())?;
+    /// let (client_keys, server_keys) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
+    /// client.install_session(server.local_addr(), client_keys)?;
+    /// server.install_session(client.local_addr(), server_keys)?;
+    /// let accepter = server.clone();
+    /// let handler = tokio::spawn(async move {
+    ///     // Ends with Error::Closed when the server is closed.
+    ///     while let Ok(request) = accepter.accept_async().await {
+    ///         let reply = request.data().to_ascii_uppercase();
+    ///         if let Err(e) = request.respond(reply) {
+    ///             eprintln!("no reply: {e}");
+    ///         }
+    ///     }
+    /// });
+    /// let response = client.call_async(server.local_addr(), b"hello").await?;
+    /// assert_eq!(&response[..], b"HELLO");
+    /// server.close_async().await;
+    /// handler.await?;
+    /// client.close_async().await;
+    /// # Ok(()) }
+    /// ```
     pub async fn call_async<'a>(
         &self,
         peer: SocketAddr,
@@ -404,6 +457,29 @@ impl Endpoint {
     /// Waits for the next request, asynchronously. Fails with
     /// [`Error::Closed`] once the endpoint is closed (`close` or
     /// `close_async` from anywhere ends the wait).
+    ///
+    /// A server task on tokio answering a client that makes blocking calls
+    /// from a thread of its own:
+    ///
+    /// ```
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use smt::{Endpoint, EndpointConfig};
+    /// use smt::keys::{fresh_session_pair, AeadAlgorithm};
+    /// let server = Endpoint::bind("127.0.0.1:0".parse()?, EndpointConfig::default())?;
+    /// let client = Endpoint::bind("127.0.0.1:0".parse()?, EndpointConfig::default())?;
+    /// let (client_keys, server_keys) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
+    /// client.install_session(server.local_addr(), client_keys)?;
+    /// server.install_session(client.local_addr(), server_keys)?;
+    /// let to = server.local_addr();
+    /// let caller = tokio::task::spawn_blocking(move || client.call(to, b"ping"));
+    /// let request = server.accept_async().await?;
+    /// assert_eq!(request.data(), b"ping");
+    /// request.respond(&b"pong"[..])?;
+    /// assert_eq!(&caller.await??[..], b"pong");
+    /// server.close_async().await;
+    /// # Ok(()) }
+    /// ```
     pub async fn accept_async(&self) -> Result<crate::IncomingRequest, Error> {
         let shared = self.shared();
         if let Ok(req) = shared.requests.try_recv() {
@@ -450,8 +526,7 @@ impl Endpoint {
     }
 
     /// A file descriptor that is readable while requests are waiting:
-    /// register it with epoll/poll next to your other sockets (the paper's
-    /// Redis port), then call [`Endpoint::try_accept`].
+    /// register it with epoll/poll next to your other sockets, then call [`Endpoint::try_accept`].
     pub fn ready_fd(&self) -> BorrowedFd<'_> {
         let shared = self.shared();
         // A spurious first byte is harmless: try_accept resynchronises.
@@ -505,6 +580,18 @@ impl Endpoint {
     }
 
     /// [`Endpoint::close`], awaiting the end instead of blocking.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use smt::{Endpoint, EndpointConfig, Error};
+    /// let server = Endpoint::bind("127.0.0.1:0".parse()?, EndpointConfig::default())?;
+    /// let accepter = server.clone();
+    /// let waiting = tokio::spawn(async move { accepter.accept_async().await });
+    /// server.close_async().await; // the socket is closed when this returns
+    /// assert!(matches!(waiting.await?, Err(Error::Closed)));
+    /// # Ok(()) }
+    /// ```
     pub async fn close_async(&self) {
         self.shared().close_async().await;
     }

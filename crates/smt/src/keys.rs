@@ -1,4 +1,4 @@
-//! Session keys without a handshake (pre-shared-key mode): what the paper
+//! Session keys without a handshake (pre-shared-key mode): what the SMT paper
 //! installs with `setsockopt` after an application-level handshake. The
 //! TLS 1.3 handshake will install keys by itself.
 //!

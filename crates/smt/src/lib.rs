@@ -1,12 +1,12 @@
 //! SMT: the Secure Message Transport — encrypted, message-based RPCs over
 //! UDP (or SMT's own IP protocol number), in user space.
 //!
-//! ```no_run
-//! # fn main() -> Result<(), smt::Error> {
+//! ```
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
 //! use smt::{Endpoint, EndpointConfig};
-//! let server = Endpoint::bind("127.0.0.1:0".parse().unwrap(), EndpointConfig::default())?;
-//! let client = Endpoint::bind("127.0.0.1:0".parse().unwrap(), EndpointConfig::default())?;
+//! let server = Endpoint::bind("127.0.0.1:0".parse()?, EndpointConfig::default())?;
+//! let client = Endpoint::bind("127.0.0.1:0".parse()?, EndpointConfig::default())?;
 //! let (client_keys, server_keys) = smt::keys::fresh_session_pair(smt::keys::AeadAlgorithm::Aes128Gcm);
 //! client.install_session(server.local_addr(), client_keys)?;
 //! server.install_session(client.local_addr(), server_keys)?;
@@ -56,6 +56,10 @@
 //! log) and writes the protocol's events as JSON lines
 //! ([`observe::Trace`]; `smt dump --trace` draws per-RPC timelines);
 //! `docs/observability.md`.
+//!
+//! The design is that of Gao et al., *Designing Transport-Level Encryption
+//! for Datacenter Networks* (IEEE S&P 2026), "the SMT paper" in these docs:
+//! TLS 1.3 record protection inside a Homa-style message transport.
 //!
 //! Architecture: one engine per endpoint owns the socket (UDP with GSO/GRO
 //! and batched receive, or raw IP), the clock, the session-establishment

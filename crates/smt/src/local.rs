@@ -108,7 +108,43 @@ impl From<Outcome> for LocalEvent {
     }
 }
 
-/// An SMT endpoint driven by the thread that owns it. See the module docs.
+/// An SMT endpoint driven by the thread that owns it: no background
+/// thread; calls and responses are queued by [`LocalEndpoint::call`] and
+/// [`LocalEndpoint::respond`], and everything moves inside
+/// [`LocalEndpoint::poll`]. The owner must keep polling while calls are
+/// outstanding or requests may arrive.
+///
+/// One thread driving a client and a server (each `poll` does that
+/// endpoint's work: sending, receiving, timers):
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// use smt::{EndpointConfig, LocalEndpoint, LocalEvent};
+/// use smt::keys::{fresh_session_pair, AeadAlgorithm};
+/// let mut server = LocalEndpoint::bind("127.0.0.1:0".parse()?, EndpointConfig::default())?;
+/// let mut client = LocalEndpoint::bind("127.0.0.1:0".parse()?, EndpointConfig::default())?;
+/// let (client_keys, server_keys) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
+/// client.install_session(server.local_addr(), client_keys)?;
+/// server.install_session(client.local_addr(), server_keys)?;
+/// let call = client.call(server.local_addr(), b"ping")?;
+/// let tick = Some(Duration::from_millis(10));
+/// let mut response = None;
+/// while response.is_none() {
+///     if let Some(LocalEvent::Request { request, data }) = server.poll(tick)? {
+///         server.respond(request, data)?; // an echo
+///     }
+///     match client.poll(tick)? {
+///         Some(LocalEvent::Response { call: done, data }) if done == call => {
+///             response = Some(data);
+///         }
+///         Some(LocalEvent::Failed { error, .. }) => return Err(error.into()),
+///         _ => {}
+///     }
+/// }
+/// assert_eq!(response.as_deref(), Some(&b"ping"[..]));
+/// # Ok(()) }
+/// ```
 pub struct LocalEndpoint {
     /// Boxed: the engine (the core, its tables and counters) is a few
     /// kilobytes, and a `LocalEndpoint` is moved around by its owner.

@@ -108,6 +108,32 @@ impl IncomingRequest {
     /// is then abandoned, and a client still waiting fails at once with
     /// [`crate::RpcError::Abandoned`] instead of waiting for a response
     /// that will not come.
+    ///
+    /// An echo server that sends each request's own buffer back (no copy):
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use smt::{Endpoint, EndpointConfig};
+    /// use smt::keys::{fresh_session_pair, AeadAlgorithm};
+    /// let server = Endpoint::bind("127.0.0.1:0".parse()?, EndpointConfig::default())?;
+    /// let client = Endpoint::bind("127.0.0.1:0".parse()?, EndpointConfig::default())?;
+    /// let (client_keys, server_keys) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
+    /// client.install_session(server.local_addr(), client_keys)?;
+    /// server.install_session(client.local_addr(), server_keys)?;
+    /// let accepter = server.clone();
+    /// std::thread::spawn(move || {
+    ///     while let Ok(mut request) = accepter.accept() {
+    ///         let data = request.take_data();
+    ///         if let Err(e) = request.respond(data) {
+    ///             eprintln!("no reply: {e}");
+    ///         }
+    ///     }
+    /// });
+    /// let big = vec![7u8; 100_000];
+    /// assert_eq!(client.call(server.local_addr(), &big)?, big);
+    /// server.close();
+    /// # Ok(()) }
+    /// ```
     pub fn respond<'a>(mut self, response: impl Into<crate::Payload<'a>>) -> Result<(), Error> {
         let shared = self.shared.take().ok_or(Error::Closed)?;
         shared.respond(self.rpc, response.into(), self.delivered)

@@ -1,4 +1,4 @@
-//! 0-RTT sessions with SMT-tickets (seed 001 §4.5.2): the client sends its
+//! 0-RTT sessions with SMT-tickets (SMT paper §4.5.2): the client sends its
 //! encrypted first request with its key share, no round trip first.
 
 use std::net::SocketAddr;

@@ -369,8 +369,8 @@ impl EngineQueue {
         self.post_configured(key, tweak, Wqe::Open { context, buf, user })
     }
 
-    /// Seals the page in `buf`'s first 4096 bytes, as [`post_open`]
-    /// (EngineQueue::post_open) does.
+    /// Seals the page in `buf`'s first 4096 bytes, as
+    /// [`post_open`](EngineQueue::post_open) does.
     pub fn post_seal(
         &mut self,
         key: KeyId,

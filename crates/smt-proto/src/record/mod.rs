@@ -5,7 +5,7 @@
 //! `TLSInnerPlaintext = data || 0x17 || zeros`. The nonce is `iv XOR seq`
 //! with `seq = message_id << index_bits | record_index` ([`SeqLayout`]).
 //! Records never span segments or messages; a segment holds whole records
-//! and at most [`MAX_SEGMENT_LEN`] bytes (seed 001 §4.3).
+//! and at most [`MAX_SEGMENT_LEN`] bytes (the SMT paper §4.3).
 
 mod layout;
 mod open;
@@ -34,7 +34,7 @@ pub const LEGACY_VERSION: [u8; 2] = [0x03, 0x03];
 /// How a 64-bit TLS record sequence number is split between the message ID
 /// (high bits) and the record index within the message (low bits).
 ///
-/// Seed 001 §4.4.1 uses 48/16. Both ends of a session must use the same
+/// The SMT paper (§4.4.1) uses 48/16. Both ends of a session must use the same
 /// split; the handshake will negotiate it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SeqLayout {

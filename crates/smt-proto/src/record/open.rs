@@ -284,7 +284,7 @@ impl PacketMarks<'_> {
 }
 
 /// [`open_segment_into`] for a segment some of whose packets the NIC
-/// decrypted (seed 003's receive offload). Record by record:
+/// decrypted (the kTLS offload paper's receive offload). Record by record:
 ///
 /// - every byte of it (body and tag) in decrypted packets: the NIC
 ///   authenticated it; its plaintext is taken as is;
@@ -292,7 +292,7 @@ impl PacketMarks<'_> {
 /// - some (a packet lost, reordered or refused in the NIC): the decrypted
 ///   bytes are turned back into ciphertext with the record's keystream
 ///   ([`PacketCipher::apply_keystream`]), in `segment` itself, and the
-///   record is opened in software (seed 003's partial decryption), so
+///   record is opened in software (the kTLS offload paper's partial decryption), so
 ///   nothing is taken on the NIC's word that its tag did not cover.
 ///
 /// Each record has the sequence number the receiver expects, as always.

@@ -10,7 +10,7 @@ pub struct RpcHandle(pub u64);
 
 /// Names an RPC on the wire: peer, key epoch and message ID (IDs restart
 /// with every epoch). The server's handle on a request it received; pass
-/// it back to [`Endpoint::send_response`].
+/// it back to [`Endpoint::send_response`](crate::Endpoint::send_response).
 ///
 /// Ordered by ID, then epoch, then peer: the RPC tables are searched by
 /// this key several times per packet, and IDs almost always differ, so a

@@ -22,7 +22,7 @@ impl Role {
     }
 }
 
-/// Traffic keys of one session, one cipher per direction — what the paper
+/// Traffic keys of one session, one cipher per direction — what the SMT paper
 /// installs with a kTLS-style `setsockopt` after the handshake.
 #[derive(Clone, Debug)]
 pub struct SessionKeys {

@@ -1,5 +1,5 @@
 //! Per-peer security state: traffic keys by epoch, the message-ID
-//! allocator and the replay guard (seed 001 §4.2, §4.4.1, §4.5.2).
+//! allocator and the replay guard (the SMT paper §4.2, §4.4.1, §4.5.2).
 //!
 //! A session has a *current* key epoch and, while its RPCs finish, the
 //! *previous* one. Message IDs and the replay guard belong to an epoch: a new

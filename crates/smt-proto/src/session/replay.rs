@@ -11,7 +11,7 @@ pub enum ReplayCheck {
 /// and only for a peer whose requests were refused).
 pub const REFUSED_BELOW_MAX: usize = 1024;
 
-/// The receive-side replay guard for peer-started message IDs (seed 001
+/// The receive-side replay guard for peer-started message IDs (the SMT paper
 /// §4.4.1, §6.1; always on).
 ///
 /// IDs of one parity are tracked as `id >> 1`. Everything below `floor` is
@@ -101,7 +101,7 @@ impl ReplayWindow {
 
     /// Marks `id` as refused unexecuted (OVERLOADED): retired, and
     /// remembered as refused even after it slides below the floor (the
-    /// last [`REFUSED_BELOW_MAX`] such IDs).
+    /// last `REFUSED_BELOW_MAX`, 1024, such IDs).
     pub fn refuse(&mut self, id: u64) {
         self.retire(id);
         let n = id >> 1;

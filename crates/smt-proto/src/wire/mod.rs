@@ -1,7 +1,7 @@
 //! SMT packets on the wire.
 //!
 //! Every packet starts with a 28-byte *common header* laid out like a TCP
-//! header followed by 8 bytes of what would be TCP options (seed 001 §2.2,
+//! header followed by 8 bytes of what would be TCP options (the SMT paper §2.2,
 //! §4.3, Fig. 3). The positions are load-bearing: a NIC doing TCP
 //! segmentation offload copies the first `doff * 4` bytes onto every packet
 //! it cuts from a segment, so everything that must be identical across the

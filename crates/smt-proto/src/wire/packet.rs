@@ -24,7 +24,7 @@ pub(crate) mod field {
     // DATA extension.
     pub const PKT_INDEX: Range<usize> = 28..30;
     pub const FLAGS: usize = 30;
-    /// The message's priority, set by the sending application (seed 004's
+    /// The message's priority, set by the sending application (MTP's
     /// "Msg Pri"): 0 is the default, larger is more urgent.
     pub const PRIORITY: usize = 31;
     pub const MSG_WIRE_LEN: Range<usize> = 32..36;

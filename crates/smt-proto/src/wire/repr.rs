@@ -25,7 +25,7 @@ const HANDSHAKE_HEADER_LEN: usize = COMMON_HEADER_LEN + 12;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DataHeader {
     /// Application message length in bytes, including length-concealment
-    /// padding (seed 001 §6.1).
+    /// padding (the SMT paper §6.1).
     pub message_len: u32,
     /// Bytes of the whole message on the wire: every segment's records with
     /// their headers and tags.
@@ -44,7 +44,7 @@ pub struct DataHeader {
     pub retransmit: bool,
     /// Wire bytes the sender will send without further grants.
     pub incoming: u32,
-    /// The message's priority (seed 004's "Msg Pri"), for devices on the
+    /// The message's priority (MTP's "Msg Pri"), for devices on the
     /// path that queue by priority: 0 is the default, larger is more
     /// urgent. The receiver ignores it; like every header field it is not
     /// authenticated (`docs/protocol.md` § 3).

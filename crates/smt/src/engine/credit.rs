@@ -1,4 +1,4 @@
-//! Calls held back for load (issue #24, item 3): those waiting for the
+//! Calls held back for load: those waiting for the
 //! server's credit, and those waiting to retry after `Overloaded`.
 //!
 //! *Credit.* The core says how many requests a server lets us have

@@ -1,4 +1,4 @@
-//! Giving memory back after load (issue #22 item 4). What a flood or a
+//! Giving memory back after load. What a flood or a
 //! burst of large messages made the endpoint hold is freed when it ends
 //! (bounded pools, sessions and handshakes that expire), but glibc's
 //! allocator keeps freed memory in its arenas: a server whose sessions,

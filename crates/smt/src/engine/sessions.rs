@@ -16,7 +16,7 @@ use smt_tls::{ServerName, TlsClient};
 use super::CallToken;
 use crate::keys::PskClient;
 
-/// Ephemeral key pairs kept ready for 0-RTT hellos (seed 001 §4.5.1).
+/// Ephemeral key pairs kept ready for 0-RTT hellos (SMT paper §4.5.1).
 const KEY_POOL_SIZE: usize = 16;
 
 /// A call that has no RPC yet: its bytes wait with it (the caller's own

@@ -1,4 +1,4 @@
-//! TLS offload on the UDP path (issue 15; `docs/offload.md`): the
+//! TLS offload on the UDP path (`docs/offload.md`): the
 //! driver's side of a NIC that seals and opens SMT's records, with
 //! `smt-offload`'s engine model standing in for the NIC (its worker
 //! threads for the transmit queues, its receive engine inline on the

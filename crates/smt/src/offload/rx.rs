@@ -1,4 +1,4 @@
-//! The driver's receive side of TLS offload (seed 003's RX path): each
+//! The driver's receive side of TLS offload (the RX path of NVIDIA's kTLS offload): each
 //! received DATA packet goes through the NIC's receive context for its
 //! (peer, key phase) before the core sees it; the core gets the datagrams
 //! with a mark per packet (`smt_proto::offload::RxMark`) and finishes what
@@ -19,7 +19,7 @@
 //!   once, before the next packet (its number follows from the header:
 //!   `id << 16`); another one after the core has handled the batch, from
 //!   the record headers it holds or once it has opened up to there
-//!   ([`Core::rx_record_seq`]), as seed 003's asynchronous resync waits
+//!   ([`Core::rx_record_seq`]), as the NIC's asynchronous resync waits
 //!   for the stack to reach the record.
 
 use std::collections::HashMap;

@@ -3,7 +3,7 @@
 //! become descriptors in the NIC's queues, as mlx5 writes WQEs for kTLS.
 //!
 //! - **Queue**: a message's packets all go through one queue, chosen by
-//!   its ID (`(id >> 1) mod queues`: IDs step by two), as seed 001 §4.4.2
+//!   its ID (`(id >> 1) mod queues`: IDs step by two), as the SMT paper (§4.4.2)
 //!   has a message's segments stay on one queue.
 //! - **Context**: one per (queue, peer, key epoch) from the
 //!   [`ContextPlanner`] (created on first use, the queue's least recently

@@ -1,5 +1,5 @@
 //! Message-level parallelism: one peer's messages processed on several
-//! cores at once (seed 001 §2.2, §4.4; issue #12 item 2).
+//! cores at once (SMT paper §2.2, §4.4).
 //!
 //! ```text
 //!            socket (UDP, GRO/GSO) ◄──────────── sendmsg from every shard

@@ -1,6 +1,6 @@
 //! Which shard a packet belongs to, read from its plaintext header alone
 //! (`docs/protocol.md` § 2: the message ID sits in the clear so that the
-//! host can spread messages over cores, seed 001 §4.4).
+//! host can spread messages over cores).
 //!
 //! Pure functions: no socket, no clock, no shard state; the dispatcher and
 //! the tests call them the same way.

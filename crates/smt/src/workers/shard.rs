@@ -21,7 +21,7 @@ use super::Handler;
 /// Batches taken from the inbox per turn at most (the inbox's bound, so
 /// the shard drains it): timers fire only after what has arrived is read,
 /// or a shard starved of CPU would count as the peer's silence the time
-/// its packets waited in the inbox and ask for them again (issue #11).
+/// its packets waited in the inbox and ask for them again.
 const BATCHES_PER_TURN: usize = super::INBOX_BATCHES;
 
 /// Longest sleep with no timer armed (the inbox wakes the shard anyway).
