@@ -59,7 +59,7 @@ impl Endpoint {
     /// Starts a handshake with `peer` (the client side). Calls to a peer
     /// with a handshake in progress share it; [`Event::Connected`] or
     /// [`Event::HandshakeFailed`] says how it ended. `kind` names the
-    /// protocol for the server's acceptor (see [`kind`]).
+    /// protocol for the server's acceptor (see `kind`).
     pub fn connect(
         &mut self,
         now: Instant,
