@@ -139,6 +139,18 @@ impl Dctcp {
         }
     }
 
+    /// `bytes` sent under this window were lost (the receiver asked for
+    /// them again): they leave the flight, and the window halves at most
+    /// once per window of data, as conventional TCP does (RFC 8257 § 3.5:
+    /// DCTCP reacts to loss like standard TCP).
+    pub fn on_loss(&mut self, bytes: u64) {
+        self.forget_in_flight(bytes);
+        if self.cut_until.is_none_or(|end| self.acked > end) {
+            self.cwnd = (self.cwnd / 2.0).max(self.params.min_window as f64);
+            self.cut_until = Some(self.sent);
+        }
+    }
+
     /// Forgets what is in flight (the bytes were lost, or moved to another
     /// window): the window and `alpha` stay.
     pub fn forget_in_flight(&mut self, bytes: u64) {
@@ -229,6 +241,16 @@ mod tests {
             d.on_feedback(1000, 1000);
         }
         assert_eq!(d.cwnd(), 1000.0);
+    }
+
+    #[test]
+    fn a_loss_halves_the_window_once_per_window() {
+        let mut d = Dctcp::new(params());
+        d.on_sent(10_000);
+        d.on_loss(1000);
+        assert_eq!((d.cwnd(), d.in_flight()), (5000.0, 9000));
+        d.on_loss(1000);
+        assert_eq!(d.cwnd(), 5000.0, "same window of data");
     }
 
     #[test]

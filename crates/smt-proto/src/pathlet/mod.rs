@@ -42,6 +42,9 @@ pub trait Windows {
     fn on_echo(&mut self, now: Instant, echo: &PathEchoRepr) -> bool;
     /// What to list in the PATH of datagrams that start new messages.
     fn excluded(&self, now: Instant) -> Bounded<PathletClass, MAX_PATH_EXCLUDES>;
+    /// `bytes` message `id` sent were lost (the receiver asked for them
+    /// again).
+    fn on_lost(&mut self, id: u64, bytes: u64);
     /// The message is finished; forget it.
     fn on_finished(&mut self, id: u64);
 }
@@ -81,6 +84,11 @@ pub struct PathletWindows {
     unplaced: Dctcp,
     /// The pathlet each placed message was last seen on.
     placed: HashMap<u64, PathletClass>,
+    /// Bytes still to be echoed from a pathlet a message left: echoes of
+    /// them are old news and do not move the message back (while a path
+    /// drains after the network switched away from it, its echoes and the
+    /// new path's interleave).
+    draining: BTreeMap<PathletClass, u64>,
     excluded: BTreeMap<PathletClass, Instant>,
     last_sequence: u32,
 }
@@ -92,6 +100,7 @@ impl PathletWindows {
             windows: BTreeMap::new(),
             unplaced: Dctcp::new(params.dctcp),
             placed: HashMap::new(),
+            draining: BTreeMap::new(),
             excluded: BTreeMap::new(),
             last_sequence: 0,
         }
@@ -144,8 +153,26 @@ impl PathletWindows {
             self.excluded.remove(&e.at);
         }
         self.windows.insert(e.at, w);
+        let old = self.draining.remove(&e.at).unwrap_or(0);
+        if old > 0 && old >= u64::from(e.bytes) {
+            if old > u64::from(e.bytes) {
+                self.draining.insert(e.at, old - u64::from(e.bytes));
+            }
+            return;
+        }
         if let Some(id) = e.last_id {
-            self.placed.insert(id, e.at);
+            self.place(id, e.at);
+        }
+    }
+
+    /// Moves message `id` to pathlet `at`; what is in flight on the
+    /// pathlet it leaves will be echoed from there without moving it back.
+    fn place(&mut self, id: u64, at: PathletClass) {
+        let Some(left) = self.placed.insert(id, at).filter(|l| *l != at) else {
+            return;
+        };
+        if let Some(w) = self.windows.get(&left) {
+            self.draining.insert(left, w.in_flight());
         }
     }
 }
@@ -192,6 +219,16 @@ impl Windows for PathletWindows {
             }
         }
         out
+    }
+
+    /// Charged to the message's current window (the sender cannot tell
+    /// which pathlet dropped the bytes).
+    fn on_lost(&mut self, id: u64, bytes: u64) {
+        let w = match self.placed.get(&id) {
+            Some(at) => self.windows.get_mut(at),
+            None => None,
+        };
+        w.unwrap_or(&mut self.unplaced).on_loss(bytes);
     }
 
     fn on_finished(&mut self, id: u64) {
@@ -244,6 +281,10 @@ impl Windows for SingleWindow {
 
     fn excluded(&self, _: Instant) -> Bounded<PathletClass, MAX_PATH_EXCLUDES> {
         Bounded::new()
+    }
+
+    fn on_lost(&mut self, _: u64, bytes: u64) {
+        self.window.on_loss(bytes);
     }
 
     fn on_finished(&mut self, _: u64) {}

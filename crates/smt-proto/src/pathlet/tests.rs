@@ -151,3 +151,26 @@ fn the_single_window_sums_every_entry_of_an_echo() {
     );
     assert!(one.excluded(now).is_empty());
 }
+
+/// After the network moves a message from A to B, echoes of the packets
+/// still draining on A do not move it back; once A has echoed what was in
+/// flight there, an echo from A means new packets went there.
+#[test]
+fn echoes_of_a_draining_path_do_not_move_the_message_back() {
+    let now = origin();
+    let mut w = PathletWindows::new(params());
+    w.on_sent(1, 1000);
+    w.on_echo(now, &echo(1, &[(0xa, 1000, 0, Some(1))]));
+    // 4000 bytes sent under A; the network moves the message to B after
+    // the first 1000, so 3000 are still in flight on A when B is heard of.
+    w.on_sent(1, 4000);
+    w.on_echo(now, &echo(2, &[(0xb, 1000, 0, Some(1))]));
+    assert_eq!(w.pathlet_of(1), Some(at(0xb)));
+    w.on_echo(now, &echo(3, &[(0xa, 2000, 0, Some(1))]));
+    assert_eq!(w.pathlet_of(1), Some(at(0xb)), "old packets of A");
+    w.on_echo(now, &echo(4, &[(0xa, 1000, 0, Some(1))]));
+    assert_eq!(w.pathlet_of(1), Some(at(0xb)), "the last of them");
+    w.on_sent(1, 1000);
+    w.on_echo(now, &echo(5, &[(0xa, 1000, 0, Some(1))]));
+    assert_eq!(w.pathlet_of(1), Some(at(0xa)), "new packets on A");
+}
