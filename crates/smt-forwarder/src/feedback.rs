@@ -1,14 +1,16 @@
 //! Per-path congestion feedback, computed for every packet as it leaves
 //! its path's queue, and the hook that will write it into the packet.
 //!
-//! Seed 004 (MTP § 3.1.3) has devices append `(pathlet, traffic class,
-//! feedback)` to a list in each packet, which the receiver echoes in its
-//! acknowledgements so the sender keeps a window per pathlet and class.
-//! SMT's header has no such list yet (issue #25 item 3: an optional,
-//! authenticated-where-it-must-be extension, built on the protocol core's
-//! refactor). Until then the forwarder computes the feedback and hands it
-//! to a [`FeedbackSink`], whose default only counts it; the extension's
-//! writer will be a sink that appends [`PathFeedback`] to the packet.
+//! Seed 004 (MTP § 3.1.3) has devices write `(pathlet, traffic class,
+//! feedback)` into each packet, which the receiver echoes so the sender
+//! keeps a window per pathlet and class. In SMT that is the PATH packet a
+//! sender puts first in a datagram, with empty slots reserved
+//! (`docs/protocol.md` § 4, PATH): the forwarder fills the next slot of a
+//! packet that carries one ([`PathFeedback::slot`], written in place, so a
+//! datagram never grows), then hands the feedback to a [`FeedbackSink`]
+//! (an observer hook; the default does nothing more).
+
+use smt_proto::wire::{PathSlot, PathletClass};
 
 use crate::meta::Meta;
 
@@ -27,16 +29,29 @@ pub struct PathFeedback {
     pub ce: bool,
 }
 
+impl PathFeedback {
+    /// The PATH slot this device writes: pathlet `base + path`.
+    pub fn slot(&self, base: u16) -> PathSlot {
+        PathSlot {
+            at: PathletClass {
+                pathlet: base.wrapping_add(u16::from(self.path)),
+                class: self.class,
+            },
+            ce: self.ce,
+            queue_bytes: self.queue_bytes,
+        }
+    }
+}
+
 /// Where path feedback goes. Called once per packet as it leaves its
-/// queue, with the packet's bytes, which it may change (the future
-/// extension appends to them; nothing today does).
+/// queue, after the forwarder wrote its PATH slot (if the packet carries
+/// a PATH), with the packet's bytes.
 pub trait FeedbackSink: Send {
     fn feedback(&mut self, meta: &Meta, feedback: &PathFeedback, packet: &mut Vec<u8>);
 }
 
-/// The default sink: leaves the packet as it is (the protocol has no
-/// place for the feedback yet); the forwarder's statistics count marks
-/// and queue occupancy per path.
+/// The default sink: leaves the packet as it is; the forwarder's
+/// statistics count marks, queue occupancy and PATH slots per path.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CountMarks;
 

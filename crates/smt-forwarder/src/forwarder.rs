@@ -19,7 +19,7 @@ use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use smt_proto::wire::PacketType;
+use smt_proto::wire::{path_excludes, write_path_slot, PacketType, PathletClass, SlotWrite};
 
 use crate::feedback::{FeedbackSink, PathFeedback};
 use crate::meta::{split, Meta};
@@ -105,6 +105,23 @@ impl Path {
             0 => Duration::ZERO,
             r => Duration::from_nanos((len as u64 * 8 * 1_000_000_000) / r),
         }
+    }
+}
+
+/// What a path choice must respect: the packet's traffic class and the
+/// `(pathlet, class)` pairs its datagram's PATH excludes.
+struct Choice<'a> {
+    class: u8,
+    exclude: &'a [PathletClass],
+}
+
+impl Choice<'_> {
+    /// Whether path `k` (pathlet `base + k`) is excluded for this class.
+    fn excludes(&self, base: u16, k: usize) -> bool {
+        let pathlet = base.wrapping_add(k as u16);
+        self.exclude
+            .iter()
+            .any(|e| e.pathlet == pathlet && e.class == self.class)
     }
 }
 
@@ -207,16 +224,33 @@ impl Forwarder {
         if pieces.len() > 1 {
             self.stats.coalesced_split += 1;
         }
-        for piece in pieces {
+        // A PATH first in the datagram (`docs/protocol.md` § 4) travels
+        // on with every packet after it: each leaves as its own datagram,
+        // PATH copy in front, no longer than the datagram it came from.
+        let mut path = None;
+        let mut carried = false;
+        for (i, piece) in pieces.into_iter().enumerate() {
             let header = &datagram[piece.range.start..piece.range.start + piece.header_len];
             let Ok(meta) = Meta::read(header) else {
                 self.stats.malformed_bytes += piece.range.len() as u64;
                 continue;
             };
+            if meta.ty == PacketType::PATH {
+                match i {
+                    0 => path = Some(&datagram[piece.range]),
+                    _ => self.stats.path_dropped += 1,
+                }
+                continue;
+            }
+            carried = true;
             let bytes = &datagram[piece.range];
             for replica in self.replicas_for(client, &meta) {
-                self.route(now, client, meta, replica, bytes);
+                self.route(now, client, meta, replica, path, bytes);
             }
+        }
+        if path.is_some() && !carried {
+            // Nothing in the datagram could make a receiver believe it.
+            self.stats.path_dropped += 1;
         }
     }
 
@@ -246,34 +280,48 @@ impl Forwarder {
         *self.sessions.entry(client).or_insert(next % n)
     }
 
-    /// Pins, queues and counts one packet for `replica`.
+    /// Pins, queues and counts one packet for `replica`, with its
+    /// datagram's PATH (`path_packet`) in front if it had one.
     fn route(
         &mut self,
         now: Instant,
         client: SocketAddr,
         meta: Meta,
         replica: usize,
+        path_packet: Option<&[u8]>,
         bytes: &[u8],
     ) {
-        let path = self.choose_path(now, client, &meta, replica);
+        let class = self.config.class_of(client);
+        let exclude = path_packet.map(path_excludes).unwrap_or_default();
+        let choice = Choice {
+            class,
+            exclude: exclude.as_slice(),
+        };
+        let path = self.choose_path(now, client, &meta, replica, &choice);
         let queue = match meta.data {
             Some(d) => d.priority.min((self.config.priorities - 1) as u8),
             // Control packets (grants, resends, acks) are small and gate
             // whole messages: the most urgent queue, as Homa does.
             None => (self.config.priorities - 1) as u8,
         };
+        let mut out = Vec::with_capacity(path_packet.map_or(0, <[u8]>::len) + bytes.len());
+        out.extend_from_slice(path_packet.unwrap_or_default());
+        out.extend_from_slice(bytes);
         let packet = Packet {
-            bytes: bytes.to_vec(),
+            bytes: out,
             client,
             meta,
-            class: self.config.class_of(client),
+            class,
             queue,
+            has_path: path_packet.is_some(),
         };
+        let bytes = &packet.bytes;
         self.stats.replicas[replica].add(bytes.len());
+        let len = bytes.len();
         let p = &mut self.paths[path];
         match p.queue.push(now, packet) {
             Ok(occ) => {
-                self.stats.paths[path].enqueued(bytes.len(), occ);
+                self.stats.paths[path].enqueued(len, occ);
             }
             Err(_) => self.stats.paths[path].drops += 1,
         }
@@ -287,6 +335,7 @@ impl Forwarder {
         client: SocketAddr,
         meta: &Meta,
         replica: usize,
+        choice: &Choice<'_>,
     ) -> usize {
         let candidates = &self.replica_paths[replica];
         if candidates.len() == 1 {
@@ -298,13 +347,20 @@ impl Forwarder {
                 self.spray_next = self.spray_next.wrapping_add(1);
                 candidates[self.spray_next % candidates.len()]
             }
-            Balance::Message => self.pin(now, client, meta, replica),
+            Balance::Message => self.pin(now, client, meta, replica, choice),
         }
     }
 
     /// Message-aware choice: the message's pinned path, or for a new
     /// message the path where it would finish first.
-    fn pin(&mut self, now: Instant, client: SocketAddr, meta: &Meta, replica: usize) -> usize {
+    fn pin(
+        &mut self,
+        now: Instant,
+        client: SocketAddr,
+        meta: &Meta,
+        replica: usize,
+        choice: &Choice<'_>,
+    ) -> usize {
         let key = MsgKey {
             client,
             key_phase: meta.key_phase,
@@ -324,7 +380,7 @@ impl Forwarder {
             }
         }
         let size = meta.data.map_or(0, |d| u64::from(d.message_wire_len));
-        let path = self.least_finish(replica, size);
+        let path = self.least_finish(replica, size, choice);
         // Only DATA starts a message entry: a control packet for a
         // message we never saw (a GRANT for a response) is small and
         // goes the quickest way.
@@ -354,18 +410,31 @@ impl Forwarder {
     }
 
     /// The replica's path with the earliest expected finish for `size`
-    /// more bytes; ties go round robin.
-    fn least_finish(&mut self, replica: usize, size: u64) -> usize {
-        let candidates = &self.replica_paths[replica];
+    /// more bytes, among those the sender's PATH does not exclude for the
+    /// packet's class (all of them if it excludes every one); ties go
+    /// round robin.
+    fn least_finish(&mut self, replica: usize, size: u64, choice: &Choice<'_>) -> usize {
+        let base = self.config.pathlet_base;
+        let all = &self.replica_paths[replica];
+        let allowed: Vec<usize> = all
+            .iter()
+            .copied()
+            .filter(|&k| !choice.excludes(base, k))
+            .collect();
+        let candidates = if allowed.is_empty() { all } else { &allowed };
+        let finish = |k: usize| self.paths[k].expected_finish(size);
         let best = candidates
             .iter()
-            .map(|&k| self.paths[k].expected_finish(size))
+            .map(|&k| finish(k))
             .min()
             .unwrap_or_default();
+        if all.iter().any(|&k| finish(k) < best) {
+            self.stats.path_excluded_moves += 1;
+        }
         let tied: Vec<usize> = candidates
             .iter()
             .copied()
-            .filter(|&k| self.paths[k].expected_finish(size) == best)
+            .filter(|&k| finish(k) == best)
             .collect();
         self.tie_next = self.tie_next.wrapping_add(1);
         tied[self.tie_next % tied.len()]
@@ -442,8 +511,9 @@ impl Forwarder {
         }
     }
 
-    /// A packet leaves its queue: its feedback is computed and handed to
-    /// the sink, and it enters the path's delay line.
+    /// A packet leaves its queue: its feedback is computed, written into
+    /// its PATH slot if it carries a PATH, and handed to the sink, and it
+    /// enters the path's delay line.
     fn depart(&mut self, k: usize, mut q: Queued, deliver_at: Instant) {
         let path = &self.paths[k];
         let fb = PathFeedback {
@@ -453,6 +523,16 @@ impl Forwarder {
             queue_packets: path.queue.packets(),
             ce: q.at_arrival.ce,
         };
+        if q.packet.has_path {
+            let slot = fb.slot(self.config.pathlet_base);
+            match write_path_slot(&mut q.packet.bytes, &slot) {
+                Ok(SlotWrite::Written(_)) => self.stats.path_slots_written += 1,
+                Ok(SlotWrite::Overflow) => self.stats.path_overflows += 1,
+                // The PATH's length was told by its header when the
+                // datagram was split, so it can be written: not reached.
+                Err(_) => self.stats.path_dropped += 1,
+            }
+        }
         self.sink.feedback(&q.packet.meta, &fb, &mut q.packet.bytes);
         self.paths[k].delay_line.push_back((deliver_at, q.packet));
     }
@@ -504,3 +584,6 @@ impl Forwarder {
             .min()
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -14,7 +14,9 @@
 //!   rule that keeps SMT's replay guarantee ([`ReplicaPolicy`]);
 //! - queues per traffic class and priority on each path (`queue.rs`);
 //! - computes per-path congestion feedback for every packet
-//!   ([`feedback`]), ready for the protocol's feedback extension.
+//!   ([`feedback`]) and writes it into the PATH slots of datagrams that
+//!   carry one (`docs/protocol.md` § 4, PATH), and keeps new messages off
+//!   the `(pathlet, class)` pairs their PATH excludes.
 //!
 //! The core ([`Forwarder`]) is sans-IO: no socket, clock or thread;
 //! `driver` owns the sockets (one per client and path, on the path's
@@ -82,6 +84,9 @@ pub struct Config {
     pub buffer_bytes: u64,
     /// Queue length (packets) above which arrivals are marked.
     pub mark_packets: u32,
+    /// Pathlet ID of path 0 in the PATH slots this forwarder fills (path
+    /// `k` is `pathlet_base + k`): unique among the devices on a path.
+    pub pathlet_base: u16,
     /// Whether the endpoints MAC their control packets (to split
     /// coalesced datagrams; on by default in SMT).
     pub tagged_control: bool,
@@ -104,6 +109,7 @@ impl Config {
             class_map: Vec::new(),
             buffer_bytes: 4 << 20,
             mark_packets: 20,
+            pathlet_base: 0,
             tagged_control: true,
             message_idle: Duration::from_millis(500),
         }
@@ -129,6 +135,9 @@ impl Config {
         }
         if self.paths.len() > usize::from(u8::MAX) {
             return Err("at most 255 paths".into());
+        }
+        if usize::from(self.pathlet_base) + self.paths.len() > usize::from(u16::MAX) + 1 {
+            return Err("pathlet base + paths must stay below 65536".into());
         }
         for r in 0..self.replicas() {
             if !self.paths.iter().any(|p| p.replica == r) {
@@ -158,4 +167,7 @@ pub(crate) struct Packet {
     pub meta: Meta,
     pub class: u8,
     pub queue: u8,
+    /// The packet's bytes start with a copy of its datagram's PATH, whose
+    /// next slot this device fills as the packet leaves its queue.
+    pub has_path: bool,
 }

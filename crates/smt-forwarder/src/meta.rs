@@ -17,7 +17,10 @@ use smt_proto::wire::{first_packet_len, DataFlags, Packet, PacketType, WireError
 /// Byte ranges of a packet's header that [`Meta::read`] and [`split`]
 /// read (`docs/protocol.md` §§ 2–4), with why. Everything else — ports,
 /// message length, checksum, `incoming`, control bodies, records, MACs —
-/// is never looked at.
+/// is never looked at. The one exception is a PATH packet
+/// (`docs/protocol.md` § 4), which the network writes and the sender
+/// addresses to it: the forwarder reads its counts and exclusions and
+/// writes a slot (`forwarder.rs`).
 pub const FIELDS_READ: &[(Range<usize>, &str)] = &[
     (
         4..8,

@@ -69,6 +69,14 @@ pub struct Stats {
     pub reordered_messages: u64,
     /// Messages not pinned because the table was full.
     pub unpinned: u64,
+    /// Pathlet feedback (`docs/protocol.md` § 4, PATH): slots written;
+    /// PATH packets found full (OVERFLOW set); PATH packets dropped (alone
+    /// in their datagram, or not first); new messages a PATH's exclusion
+    /// sent to another path than they would have taken.
+    pub path_slots_written: u64,
+    pub path_overflows: u64,
+    pub path_dropped: u64,
+    pub path_excluded_moves: u64,
     pub paths: Vec<PathStats>,
     /// Packets (and copies of broadcast ones) sent to each replica.
     pub replicas: Vec<Volume>,

@@ -28,6 +28,7 @@ pub mod error;
 pub mod fuzzing;
 pub mod handshake;
 pub mod offload;
+pub mod pathlet;
 mod payload;
 pub mod record;
 mod rpc;

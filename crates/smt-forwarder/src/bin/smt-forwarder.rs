@@ -50,6 +50,10 @@ struct Args {
     /// Queue length in packets above which arrivals are marked.
     #[arg(long, default_value_t = 20)]
     mark_packets: u32,
+    /// Pathlet ID of path 0 in the PATH slots this forwarder fills; path
+    /// k is BASE + k (docs/protocol.md § 4, PATH).
+    #[arg(long, default_value_t = 0)]
+    pathlet_base: u16,
     /// Endpoints send control packets without a MAC
     /// (authenticate_control off).
     #[arg(long)]
@@ -82,6 +86,7 @@ fn main() -> ExitCode {
     core.class_map = args.classes;
     core.buffer_bytes = args.buffer_bytes;
     core.mark_packets = args.mark_packets;
+    core.pathlet_base = args.pathlet_base;
     core.tagged_control = !args.untagged_control;
     let config = DriverConfig {
         core,

@@ -160,6 +160,13 @@ impl Endpoint {
         if ty.name().is_none() {
             return Err(DropReason::UnknownType);
         }
+        // NOTE(pathlet, issue #25): PATH and PATH_ECHO (docs/protocol.md
+        // § 4) are not handled by the endpoint yet; dropped as unsupported
+        // (counted), which keeps the rest of the datagram. The hook-up
+        // replaces this.
+        if matches!(ty, PacketType::PATH | PacketType::PATH_ECHO) {
+            return Err(DropReason::Unsupported);
+        }
         if self.config.verify_ports && !ports_match(&packet, self.config.local_port, from) {
             return Err(DropReason::WrongPort);
         }

@@ -34,6 +34,9 @@ pub fn first_packet_len(buf: &[u8], tagged_control: bool) -> Result<usize, WireE
         PacketType::DATA => header + data_payload_len(&packet)?,
         PacketType::ACK => header + 8 * ack_count(buf)? + tag,
         PacketType::HANDSHAKE => header + handshake_payload_len(buf)?,
+        // Written by the network: never MAC'd.
+        PacketType::PATH => super::pathlet::path_len(buf)?,
+        PacketType::PATH_ECHO => super::pathlet::path_echo_len(buf)? + tag,
         _ => header + tag,
     };
     if len > buf.len() {

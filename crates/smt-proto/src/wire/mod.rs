@@ -16,11 +16,18 @@
 
 mod coalesce;
 mod packet;
+mod pathlet;
 mod repr;
 mod types;
 
 pub use coalesce::{first_packet_len, Packets, MIN_PACKET_LEN};
 pub use packet::Packet;
+pub use pathlet::{
+    path_excludes, write_path_slot, Bounded, EchoEntry, PathEchoRepr, PathRepr, PathSlot,
+    PathletClass, SlotWrite, ECHO_OVERFLOW, MAX_ECHO_ENTRIES, MAX_PATH_EXCLUDES, MAX_PATH_SLOTS,
+    PATH_ECHO_ENTRY_LEN, PATH_ECHO_HEADER_LEN, PATH_EXCLUDE_LEN, PATH_HEADER_LEN, PATH_OVERFLOW,
+    PATH_SLOT_LEN, SLOT_CE,
+};
 pub use repr::{AckIds, Body, DataHeader, Repr, ACK_MAX_IDS, HANDSHAKE_RETRY, HANDSHAKE_TOKEN};
 pub use types::{DataFlags, HandshakeKind, PacketType};
 
@@ -46,6 +53,9 @@ pub enum WireError {
     /// A field holds a value the protocol forbids (reserved bits set,
     /// offsets outside the message, too many ACK entries...).
     BadField(&'static str),
+    /// A known type that [`Repr`] does not describe: PATH and PATH_ECHO
+    /// are parsed by [`PathRepr`] and [`PathEchoRepr`].
+    OwnRepr(PacketType),
 }
 
 impl std::fmt::Display for WireError {
@@ -55,6 +65,7 @@ impl std::fmt::Display for WireError {
             Self::BadHeaderLength => f.write_str("bad header length"),
             Self::UnknownType(t) => write!(f, "unknown packet type {t}"),
             Self::BadField(name) => write!(f, "invalid field: {name}"),
+            Self::OwnRepr(t) => write!(f, "{t} is parsed by its own representation"),
         }
     }
 }

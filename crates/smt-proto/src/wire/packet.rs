@@ -77,6 +77,28 @@ pub(crate) mod field {
         pub const KIND: usize = 38;
         pub const FLAGS: usize = 39;
     }
+
+    /// PATH (`docs/protocol.md` § 4): slots reserved, slots used,
+    /// exclusions, flags; then the exclusions (4 bytes each) and the slots
+    /// (8 bytes each).
+    pub mod path {
+        pub const SLOTS: usize = 28;
+        pub const USED: usize = 29;
+        pub const EXCLUDES: usize = 30;
+        pub const FLAGS: usize = 31;
+        pub const LIST: usize = 32;
+    }
+
+    /// PATH_ECHO: entry count, flags, a reserved byte, the echo's
+    /// sequence number; then the entries, 24 bytes each.
+    pub mod path_echo {
+        use std::ops::Range;
+        pub const COUNT: Range<usize> = 28..30;
+        pub const FLAGS: usize = 30;
+        pub const RESERVED: usize = 31;
+        pub const SEQUENCE: Range<usize> = 32..36;
+        pub const ENTRIES: usize = 36;
+    }
 }
 
 /// A read/write view over a buffer holding one SMT packet.

@@ -262,6 +262,7 @@ impl Repr {
         let body = match ty {
             PacketType::DATA => Body::Data(parse_data(packet)?),
             PacketType::HANDSHAKE => parse_handshake(packet)?,
+            t @ (PacketType::PATH | PacketType::PATH_ECHO) => return Err(WireError::OwnRepr(t)),
             t if t.name().is_some() => parse_control(packet)?,
             t => return Err(WireError::UnknownType(t)),
         };

@@ -38,6 +38,16 @@ impl PacketType {
     /// me" (credit-based backpressure, `docs/protocol.md` § 4, CREDIT).
     /// Not in Homa; 0x1c is free in its numbering.
     pub const CREDIT: Self = Self(0x1c);
+    /// Pathlet feedback, first in a datagram: empty slots the sender
+    /// reserves and devices on the path fill (their pathlet, class, queue
+    /// and CE mark), and pathlets the sender asks them to avoid. Written by
+    /// the network, so never MAC'd (`docs/protocol.md` § 4, PATH). Not in
+    /// Homa; 0x1d is free in its numbering.
+    pub const PATH: Self = Self(0x1d);
+    /// Receiver to sender: per (pathlet, class), the bytes and CE-marked
+    /// bytes it counted since its last echo (MAC'd like every control
+    /// packet). Not in Homa; 0x1e is free in its numbering.
+    pub const PATH_ECHO: Self = Self(0x1e);
     /// TLS handshake records (carried by the session-establishment layer).
     pub const HANDSHAKE: Self = Self(0x20);
 
@@ -55,13 +65,16 @@ impl PacketType {
             Self::OVERLOADED => "OVERLOADED",
             Self::ABANDONED => "ABANDONED",
             Self::CREDIT => "CREDIT",
+            Self::PATH => "PATH",
+            Self::PATH_ECHO => "PATH_ECHO",
             Self::HANDSHAKE => "HANDSHAKE",
             _ => return None,
         })
     }
 
     /// Whether this is a control packet (authenticated by a MAC rather than
-    /// by record encryption).
+    /// by record encryption). HANDSHAKE and PATH count as control
+    /// packets but carry no MAC (`first_packet_len` knows which do).
     pub fn is_control(self) -> bool {
         self != Self::DATA
     }

@@ -1,0 +1,294 @@
+//! Pathlet congestion control (seed 004, MTP § 3.1.3), sans-IO: the
+//! sender's windows per `(pathlet, traffic class)`, driven by PATH_ECHO
+//! feedback, and the single-window DCTCP baseline (RFC 8257) to compare
+//! them with. No clock, socket or thread: time comes in as `now`.
+//!
+//! - [`Dctcp`]: one window and its `alpha` (RFC 8257 §§ 3.3–3.4, g =
+//!   1/16), on byte counts.
+//! - [`PathletWindows`]: one [`Dctcp`] per `(pathlet, class)` the echoes
+//!   name. A message sends under the window of the pathlet it was last
+//!   seen on (the echo's `last_id`); when the network moves it, it moves to
+//!   that pathlet's window, which kept its state, so a window learnt on a
+//!   path is there again when traffic comes back to it. Pathlets whose
+//!   `alpha` stays high are listed for exclusion for a while.
+//! - [`SingleWindow`]: every byte under one [`Dctcp`], whichever path it
+//!   took (what DCTCP does).
+//! - [`EchoCounter`]: the receiver's counts, turned into PATH_ECHO.
+//!
+//! The wire format is `docs/protocol.md` § 4 (PATH, PATH_ECHO); how the
+//! pieces fit, and what the endpoint's hook will do, is
+//! `docs/innetwork.md` § 6. Not wired into the endpoint yet.
+
+mod dctcp;
+mod echo;
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+pub use dctcp::{Dctcp, DctcpParams};
+pub use echo::EchoCounter;
+
+use crate::wire::{Bounded, EchoEntry, PathEchoRepr, PathletClass, MAX_PATH_EXCLUDES};
+
+/// What a sender's congestion control answers, whichever kind it is.
+pub trait Windows {
+    /// Bytes message `id` may send now.
+    fn allowance(&self, id: u64) -> u64;
+    /// Message `id` put `bytes` on the wire.
+    fn on_sent(&mut self, id: u64, bytes: u64);
+    /// A PATH_ECHO from the peer (authenticated by the endpoint). Returns
+    /// `false` for a copy or an older echo (its sequence is not above the
+    /// largest seen), which changes nothing.
+    fn on_echo(&mut self, now: Instant, echo: &PathEchoRepr) -> bool;
+    /// What to list in the PATH of datagrams that start new messages.
+    fn excluded(&self, now: Instant) -> Bounded<PathletClass, MAX_PATH_EXCLUDES>;
+    /// `bytes` message `id` sent were lost (the receiver asked for them
+    /// again).
+    fn on_lost(&mut self, id: u64, bytes: u64);
+    /// The message is finished; forget it.
+    fn on_finished(&mut self, id: u64);
+}
+
+/// Settings of [`PathletWindows`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PathletParams {
+    pub dctcp: DctcpParams,
+    /// A pathlet whose `alpha` is above this after a marked echo is
+    /// excluded...
+    pub exclude_alpha: f64,
+    /// ...once its `alpha` has seen this many observation windows (it
+    /// starts at 1, RFC 8257 § 3.3)...
+    pub exclude_after_windows: u64,
+    /// ...for this long (then it is tried again: nothing would lower its
+    /// `alpha` while nothing goes there).
+    pub exclude_for: Duration,
+}
+
+impl Default for PathletParams {
+    fn default() -> Self {
+        Self {
+            dctcp: DctcpParams::default(),
+            exclude_alpha: 0.5,
+            exclude_after_windows: 4,
+            exclude_for: Duration::from_millis(10),
+        }
+    }
+}
+
+/// Windows per `(pathlet, class)`.
+#[derive(Clone, Debug)]
+pub struct PathletWindows {
+    params: PathletParams,
+    windows: BTreeMap<PathletClass, Dctcp>,
+    /// For messages no echo has placed yet.
+    unplaced: Dctcp,
+    /// The pathlet each placed message was last seen on.
+    placed: HashMap<u64, PathletClass>,
+    /// Bytes still to be echoed from a pathlet a message left: echoes of
+    /// them are old news and do not move the message back (while a path
+    /// drains after the network switched away from it, its echoes and the
+    /// new path's interleave).
+    draining: BTreeMap<PathletClass, u64>,
+    excluded: BTreeMap<PathletClass, Instant>,
+    last_sequence: u32,
+}
+
+impl PathletWindows {
+    pub fn new(params: PathletParams) -> Self {
+        Self {
+            params,
+            windows: BTreeMap::new(),
+            unplaced: Dctcp::new(params.dctcp),
+            placed: HashMap::new(),
+            draining: BTreeMap::new(),
+            excluded: BTreeMap::new(),
+            last_sequence: 0,
+        }
+    }
+
+    /// The window of `at`, if an echo has named it.
+    pub fn window(&self, at: PathletClass) -> Option<&Dctcp> {
+        self.windows.get(&at)
+    }
+
+    /// Where message `id` was last seen.
+    pub fn pathlet_of(&self, id: u64) -> Option<PathletClass> {
+        self.placed.get(&id).copied()
+    }
+
+    fn window_of(&self, id: u64) -> &Dctcp {
+        self.placed
+            .get(&id)
+            .and_then(|at| self.windows.get(at))
+            .unwrap_or(&self.unplaced)
+    }
+
+    /// One echo entry. The bytes it acknowledges on `at` were sent under
+    /// whichever window their message used then: what `at`'s window does
+    /// not hold in flight is moved to it first (from the unplaced window,
+    /// then from the others), so every window's counts stay its own.
+    fn on_entry(&mut self, now: Instant, e: &EchoEntry) {
+        let params = self.params.dctcp;
+        let mut w = self
+            .windows
+            .remove(&e.at)
+            .unwrap_or_else(|| Dctcp::new(params));
+        let mut missing = u64::from(e.bytes).saturating_sub(w.in_flight());
+        for from in std::iter::once(&mut self.unplaced).chain(self.windows.values_mut()) {
+            if missing == 0 {
+                break;
+            }
+            let k = missing.min(from.in_flight());
+            from.forget_in_flight(k);
+            w.on_sent(k);
+            missing -= k;
+        }
+        w.on_feedback(u64::from(e.bytes), u64::from(e.ce_bytes));
+        let congested = e.ce_bytes > 0
+            && w.windows() >= self.params.exclude_after_windows
+            && w.alpha() > self.params.exclude_alpha;
+        if congested {
+            self.excluded.insert(e.at, now + self.params.exclude_for);
+        } else if e.ce_bytes == 0 {
+            self.excluded.remove(&e.at);
+        }
+        self.windows.insert(e.at, w);
+        let old = self.draining.remove(&e.at).unwrap_or(0);
+        if old > 0 && old >= u64::from(e.bytes) {
+            if old > u64::from(e.bytes) {
+                self.draining.insert(e.at, old - u64::from(e.bytes));
+            }
+            return;
+        }
+        if let Some(id) = e.last_id {
+            self.place(id, e.at);
+        }
+    }
+
+    /// Moves message `id` to pathlet `at`; what is in flight on the
+    /// pathlet it leaves will be echoed from there without moving it back.
+    fn place(&mut self, id: u64, at: PathletClass) {
+        let Some(left) = self.placed.insert(id, at).filter(|l| *l != at) else {
+            return;
+        };
+        if let Some(w) = self.windows.get(&left) {
+            self.draining.insert(left, w.in_flight());
+        }
+    }
+}
+
+impl Windows for PathletWindows {
+    fn allowance(&self, id: u64) -> u64 {
+        self.window_of(id).allowance()
+    }
+
+    fn on_sent(&mut self, id: u64, bytes: u64) {
+        let w = match self.placed.get(&id) {
+            Some(at) => self.windows.get_mut(at),
+            None => None,
+        };
+        w.unwrap_or(&mut self.unplaced).on_sent(bytes);
+    }
+
+    fn on_echo(&mut self, now: Instant, echo: &PathEchoRepr) -> bool {
+        if echo.sequence <= self.last_sequence {
+            return false;
+        }
+        self.last_sequence = echo.sequence;
+        for e in echo.entries.as_slice() {
+            self.on_entry(now, e);
+        }
+        true
+    }
+
+    /// Excluded pathlets still in their hold time, but never every pathlet
+    /// of a class the echoes named: a class with nowhere else to go keeps
+    /// them all (excluding everything would only make devices ignore the
+    /// list).
+    fn excluded(&self, now: Instant) -> Bounded<PathletClass, MAX_PATH_EXCLUDES> {
+        let mut out = Bounded::new();
+        for (at, until) in &self.excluded {
+            if *until <= now {
+                continue;
+            }
+            let elsewhere = self.windows.keys().any(|k| {
+                k.class == at.class && k != at && self.excluded.get(k).is_none_or(|u| *u <= now)
+            });
+            if elsewhere {
+                out.push(*at);
+            }
+        }
+        out
+    }
+
+    /// Charged to the message's current window (the sender cannot tell
+    /// which pathlet dropped the bytes).
+    fn on_lost(&mut self, id: u64, bytes: u64) {
+        let w = match self.placed.get(&id) {
+            Some(at) => self.windows.get_mut(at),
+            None => None,
+        };
+        w.unwrap_or(&mut self.unplaced).on_loss(bytes);
+    }
+
+    fn on_finished(&mut self, id: u64) {
+        self.placed.remove(&id);
+    }
+}
+
+/// The baseline: one DCTCP window for everything, fed the sum of every
+/// echo's entries (what a DCTCP sender sees when the network moves its
+/// traffic between paths).
+#[derive(Clone, Debug)]
+pub struct SingleWindow {
+    window: Dctcp,
+    last_sequence: u32,
+}
+
+impl SingleWindow {
+    pub fn new(params: DctcpParams) -> Self {
+        Self {
+            window: Dctcp::new(params),
+            last_sequence: 0,
+        }
+    }
+
+    pub fn window(&self) -> &Dctcp {
+        &self.window
+    }
+}
+
+impl Windows for SingleWindow {
+    fn allowance(&self, _: u64) -> u64 {
+        self.window.allowance()
+    }
+
+    fn on_sent(&mut self, _: u64, bytes: u64) {
+        self.window.on_sent(bytes);
+    }
+
+    fn on_echo(&mut self, _: Instant, echo: &PathEchoRepr) -> bool {
+        if echo.sequence <= self.last_sequence {
+            return false;
+        }
+        self.last_sequence = echo.sequence;
+        let entries = echo.entries.as_slice();
+        let bytes = entries.iter().map(|e| u64::from(e.bytes)).sum();
+        let marked = entries.iter().map(|e| u64::from(e.ce_bytes)).sum();
+        self.window.on_feedback(bytes, marked);
+        true
+    }
+
+    fn excluded(&self, _: Instant) -> Bounded<PathletClass, MAX_PATH_EXCLUDES> {
+        Bounded::new()
+    }
+
+    fn on_lost(&mut self, _: u64, bytes: u64) {
+        self.window.on_loss(bytes);
+    }
+
+    fn on_finished(&mut self, _: u64) {}
+}
+
+#[cfg(test)]
+mod tests;
