@@ -189,20 +189,7 @@ impl Endpoint {
             nic,
             ..
         } = self;
-        let (inc, silent) = match msg {
-            MsgKey::Client(handle) => {
-                let c = clients.get_mut(&handle).ok_or(DropReason::Duplicate)?;
-                let inc = c.response.as_mut().ok_or(DropReason::Duplicate)?;
-                (inc, &mut c.silent_ticks)
-            }
-            MsgKey::Server(m) => {
-                let s = servers.get_mut(m.slot).ok_or(DropReason::Duplicate)?;
-                match &mut s.state {
-                    ServerState::Receiving(inc) => (inc, &mut s.silent_ticks),
-                    _ => return Err(DropReason::Duplicate),
-                }
-            }
-        };
+        let (inc, silent) = receiving_in(clients, servers, msg).ok_or(DropReason::Duplicate)?;
         if !admitted {
             let more = inc.allocation_for(h);
             if more > 0 {
@@ -266,17 +253,7 @@ impl Endpoint {
             let (charged, total) = (&mut ledger.charged, &mut ledger.total);
             limits::add_charge(entry, charged, total, &mut stats.usage, more);
         }
-        match result {
-            Ok(Accepted::Stored) => Ok(Opened::Stored),
-            Ok(Accepted::Complete) => Ok(Opened::Complete),
-            Err(DropReason::AuthFailure) => Ok(Opened::Failed {
-                nothing_authenticated,
-            }),
-            Err(DropReason::ProtocolViolation) => {
-                Ok(Opened::Discard(DropReason::ProtocolViolation))
-            }
-            Err(e) => Err(e),
-        }
+        opened_from(result, nothing_authenticated)
     }
 
     /// Routes a DATA packet of a response to one of our RPCs.
@@ -765,5 +742,51 @@ impl Endpoint {
             self.queue_control(key.peer, key.epoch, key.id, Body::Overloaded);
         }
         refused
+    }
+}
+
+/// The message still being received that `msg` names, with the RPC's
+/// silence counter; `None` once it is complete or the RPC is gone (a
+/// duplicate). A free function so the caller can hold other fields of the
+/// endpoint at once.
+#[inline]
+fn receiving_in<'a>(
+    clients: &'a mut super::super::table::ClientTable,
+    servers: &'a mut super::super::table::ServerTable,
+    msg: MsgKey,
+) -> Option<(&'a mut Incoming, &'a mut u32)> {
+    match msg {
+        MsgKey::Client(handle) => {
+            let c = clients.get_mut(&handle)?;
+            Some((c.response.as_mut()?, &mut c.silent_ticks))
+        }
+        MsgKey::Server(m) => {
+            let s = servers.get_mut(m.slot)?;
+            match &mut s.state {
+                ServerState::Receiving(inc) => Some((inc, &mut s.silent_ticks)),
+                _ => None,
+            }
+        }
+    }
+}
+
+/// What `Incoming::open_ready`'s result means for the packet (decision
+/// table): an authentication failure is reported with whether anything of
+/// the message had authenticated (the caller decides whether to abandon or
+/// restart it); a protocol violation discards the message; other errors
+/// pass through.
+#[inline]
+fn opened_from(
+    result: Result<Accepted, DropReason>,
+    nothing_authenticated: bool,
+) -> Result<Opened, DropReason> {
+    match result {
+        Ok(Accepted::Stored) => Ok(Opened::Stored),
+        Ok(Accepted::Complete) => Ok(Opened::Complete),
+        Err(DropReason::AuthFailure) => Ok(Opened::Failed {
+            nothing_authenticated,
+        }),
+        Err(DropReason::ProtocolViolation) => Ok(Opened::Discard(DropReason::ProtocolViolation)),
+        Err(e) => Err(e),
     }
 }
