@@ -8,30 +8,22 @@ use super::*;
 use crate::crypto::TAG_LEN;
 use crate::wire::{first_packet_len, Repr};
 
-/// xorshift64*: deterministic, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+/// The simulator's seeded generator (deterministic, no dependency).
+type Rng = crate::sim::SplitMix64;
 
 fn random_at(rng: &mut Rng) -> PathletClass {
     PathletClass {
-        pathlet: rng.next() as u16,
-        class: rng.next() as u8,
+        pathlet: rng.next_u64() as u16,
+        class: rng.next_u64() as u8,
     }
 }
 
 fn random_path(rng: &mut Rng) -> PathRepr {
-    let mut p = PathRepr::new(rng.next() as u16, rng.next() as u16, 1 + rng.below(8) as u8);
+    let mut p = PathRepr::new(
+        rng.next_u64() as u16,
+        rng.next_u64() as u16,
+        1 + rng.below(8) as u8,
+    );
     p.overflow = rng.below(2) == 1;
     for _ in 0..rng.below(MAX_PATH_EXCLUDES as u64 + 1) {
         p.exclude.push(random_at(rng));
@@ -40,7 +32,7 @@ fn random_path(rng: &mut Rng) -> PathRepr {
         p.slots.push(PathSlot {
             at: random_at(rng),
             ce: rng.below(2) == 1,
-            queue_bytes: rng.next() as u32,
+            queue_bytes: rng.next_u64() as u32,
         });
     }
     p
@@ -51,17 +43,17 @@ fn random_echo(rng: &mut Rng) -> PathEchoRepr {
     for _ in 0..1 + rng.below(MAX_ECHO_ENTRIES as u64) {
         entries.push(EchoEntry {
             at: random_at(rng),
-            bytes: rng.next() as u32,
-            ce_bytes: rng.next() as u32,
-            queue_bytes: rng.next() as u32,
-            last_id: (rng.below(2) == 1).then(|| rng.next()),
+            bytes: rng.next_u64() as u32,
+            ce_bytes: rng.next_u64() as u32,
+            queue_bytes: rng.next_u64() as u32,
+            last_id: (rng.below(2) == 1).then(|| rng.next_u64()),
         });
     }
     PathEchoRepr {
-        src_port: rng.next() as u16,
-        dst_port: rng.next() as u16,
+        src_port: rng.next_u64() as u16,
+        dst_port: rng.next_u64() as u16,
         key_phase: rng.below(2) == 1,
-        sequence: rng.next() as u32,
+        sequence: rng.next_u64() as u32,
         overflow: rng.below(2) == 1,
         entries,
     }
@@ -89,7 +81,7 @@ fn parse_echo(b: &[u8]) -> Result<PathEchoRepr, WireError> {
 
 #[test]
 fn random_paths_and_echoes_round_trip_and_split_by_their_own_length() {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
     for _ in 0..2000 {
         let p = random_path(&mut rng);
         let bytes = emit_path(&p);
@@ -116,7 +108,7 @@ fn random_paths_and_echoes_round_trip_and_split_by_their_own_length() {
 /// truncation parses, and nothing panics.
 #[test]
 fn every_byte_change_and_truncation_is_refused_or_canonical() {
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     for _ in 0..60 {
         let path = emit_path(&random_path(&mut rng));
         let echo = emit_echo(&random_echo(&mut rng));
@@ -150,7 +142,7 @@ fn repr_refuses_them_and_names_their_own_representation() {
     let path = emit_path(&PathRepr::new(1, 2, 2));
     let got = Repr::parse(&Packet::new_checked(&path[..]).unwrap());
     assert_eq!(got, Err(WireError::OwnRepr(PacketType::PATH)));
-    let echo = emit_echo(&random_echo(&mut Rng(3)));
+    let echo = emit_echo(&random_echo(&mut Rng::new(3)));
     let got = Repr::parse(&Packet::new_checked(&echo[..]).unwrap());
     assert_eq!(got, Err(WireError::OwnRepr(PacketType::PATH_ECHO)));
 }
@@ -216,7 +208,7 @@ fn counts_out_of_range_are_refused() {
         parse_path(&b),
         Err(WireError::BadField("PATH used beyond slots"))
     );
-    let mut e = emit_echo(&random_echo(&mut Rng(5)));
+    let mut e = emit_echo(&random_echo(&mut Rng::new(5)));
     e[field::path_echo::COUNT].copy_from_slice(&17u16.to_be_bytes());
     assert_eq!(
         first_packet_len(&e, true),
