@@ -13,8 +13,8 @@ use std::fmt;
 
 use std::sync::OnceLock;
 
+use aws_lc_rs::aead;
 use aws_lc_rs::cipher::{EncryptingKey, EncryptionContext, UnboundCipherKey};
-use aws_lc_rs::{aead, hkdf};
 use ring::aead as ring_aead;
 use smt_proto::crypto::{
     CryptoError, OffloadKey, OffloadSuite, PacketCipher, RECORD_HEADER_LEN, TAG_LEN,
@@ -386,15 +386,6 @@ impl fmt::Debug for AesGcmCipher {
         f.debug_struct("AesGcmCipher")
             .field("algorithm", &self.algorithm)
             .finish_non_exhaustive()
-    }
-}
-
-/// An HKDF output length, as aws-lc-rs wants it.
-pub(crate) struct OkmLen(pub(crate) usize);
-
-impl hkdf::KeyType for OkmLen {
-    fn len(&self) -> usize {
-        self.0
     }
 }
 

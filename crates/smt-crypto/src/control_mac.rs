@@ -24,8 +24,8 @@ use cmac::digest::InnerInit;
 use cmac::{Cmac, CmacCore, Mac};
 use smt_proto::crypto::TAG_LEN;
 
-use crate::cipher::OkmLen;
 use crate::key::{TrafficKey, IV_LEN};
+use crate::okm::OkmLen;
 
 /// HKDF-Extract salt for the control-packet MAC key. Version 1 was
 /// HMAC-SHA256 under a key with the salt "smt control v1"; the two do not

@@ -33,6 +33,7 @@
 mod cipher;
 mod control_mac;
 mod key;
+mod okm;
 pub mod psk;
 pub mod secrets;
 #[doc(hidden)]

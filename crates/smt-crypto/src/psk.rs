@@ -17,8 +17,8 @@ use std::fmt;
 
 use aws_lc_rs::hkdf;
 
-use crate::cipher::OkmLen;
 use crate::key::{AeadAlgorithm, TrafficKey, IV_LEN};
+use crate::okm::OkmLen;
 
 /// Length of a SHA-256 secret, the PRK that [`hkdf_expand_label`] expands.
 pub const SECRET_LEN: usize = 32;

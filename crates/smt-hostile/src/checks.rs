@@ -4,7 +4,7 @@
 
 use crate::legit::Phase;
 use crate::observe::{BUSY_SHARE, MAX_LEFT_QUEUED};
-use crate::report::{mib, ms, ClassResult};
+use crate::result::{mib, ms, ClassResult};
 use std::time::Duration;
 
 /// Legitimate success rate during an attack at least this.
@@ -225,7 +225,14 @@ fn target_checks(r: &ClassResult, add: &mut impl FnMut(&'static str, CheckKind, 
     add(
         "rss-after",
         Target,
-        r.rss_after_ok() == Some(true),
+        rss_after_ok(r) == Some(true),
         rss_detail(r),
     );
+}
+
+/// The server's RSS after the recovery time is within MAX_AFTER_GROWTH of
+/// its idle RSS (None without both readings).
+fn rss_after_ok(r: &ClassResult) -> Option<bool> {
+    let (b, a) = (r.before?, r.after?);
+    Some(a.rss_kib as f64 <= b.rss_kib as f64 * (1.0 + MAX_AFTER_GROWTH))
 }

@@ -38,6 +38,7 @@ mod legit;
 mod netns;
 mod observe;
 mod report;
+mod result;
 mod run;
 mod scrape;
 mod server;

@@ -15,7 +15,7 @@ use crate::env::Env;
 use crate::flood::{self, Shot, Sources, SpoofMode, Tally, Via};
 use crate::keyless::{self, Mode};
 use crate::legit::{Clients, Outcome, Phase};
-use crate::report::ClassResult;
+use crate::result::ClassResult;
 use crate::server::Server;
 use crate::{amplify, forge, observe, slowloris};
 

@@ -2,90 +2,21 @@
 //! algorithms offered, turned into rustls configs once and shared by every
 //! handshake.
 
-use std::fmt;
-use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use rustls::client::Resumption;
-use rustls::crypto::{aws_lc_rs, CryptoProvider, SupportedKxGroup};
+use rustls::crypto::{aws_lc_rs, CryptoProvider};
 use rustls::server::WebPkiClientVerifier;
-use rustls::{ClientConfig, RootCertStore, ServerConfig, SupportedCipherSuite};
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use smt_crypto::{AeadAlgorithm, TlsHash};
 use smt_proto::handshake::{Handshake, HandshakeAcceptor};
 
+use crate::error::TlsConfigError;
 use crate::handshake::TlsHandshake;
 use crate::keylog::{KeyLogPolicy, KeyLogWriter};
-
-/// The TLS 1.3 cipher suites SMT offers: the AES-GCM ones, whose records
-/// `smt-crypto` protects (and NICs can offload).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum CipherSuite {
-    /// `TLS_AES_128_GCM_SHA256` (0x1301), the default first choice.
-    Aes128GcmSha256,
-    /// `TLS_AES_256_GCM_SHA384` (0x1302).
-    Aes256GcmSha384,
-}
-
-impl CipherSuite {
-    /// The suite's hash and record AEAD, as `smt-crypto` names them.
-    pub fn algorithms(self) -> (TlsHash, AeadAlgorithm) {
-        match self {
-            Self::Aes128GcmSha256 => (TlsHash::Sha256, AeadAlgorithm::Aes128Gcm),
-            Self::Aes256GcmSha384 => (TlsHash::Sha384, AeadAlgorithm::Aes256Gcm),
-        }
-    }
-
-    fn rustls(self) -> SupportedCipherSuite {
-        match self {
-            Self::Aes128GcmSha256 => aws_lc_rs::cipher_suite::TLS13_AES_128_GCM_SHA256,
-            Self::Aes256GcmSha384 => aws_lc_rs::cipher_suite::TLS13_AES_256_GCM_SHA384,
-        }
-    }
-
-    pub(crate) fn from_rustls(suite: rustls::CipherSuite) -> Option<Self> {
-        match suite {
-            rustls::CipherSuite::TLS13_AES_128_GCM_SHA256 => Some(Self::Aes128GcmSha256),
-            rustls::CipherSuite::TLS13_AES_256_GCM_SHA384 => Some(Self::Aes256GcmSha384),
-            _ => None,
-        }
-    }
-}
-
-/// Key-exchange groups SMT offers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum KxGroup {
-    /// The post-quantum hybrid X25519 + ML-KEM-768 (0x11ec), preferred.
-    /// Its shares make the ClientHello and ServerHello about 1.1 KB larger.
-    X25519Mlkem768,
-    /// X25519 (0x001d).
-    X25519,
-    /// NIST P-256 (0x0017).
-    Secp256r1,
-}
-
-impl KxGroup {
-    fn rustls(self) -> &'static dyn SupportedKxGroup {
-        match self {
-            Self::X25519Mlkem768 => aws_lc_rs::kx_group::X25519MLKEM768,
-            Self::X25519 => aws_lc_rs::kx_group::X25519,
-            Self::Secp256r1 => aws_lc_rs::kx_group::SECP256R1,
-        }
-    }
-
-    pub(crate) fn from_rustls(group: rustls::NamedGroup) -> Option<Self> {
-        match group {
-            rustls::NamedGroup::X25519MLKEM768 => Some(Self::X25519Mlkem768),
-            rustls::NamedGroup::X25519 => Some(Self::X25519),
-            rustls::NamedGroup::secp256r1 => Some(Self::Secp256r1),
-            _ => None,
-        }
-    }
-}
+use crate::suites::{CipherSuite, KxGroup};
 
 /// What a [`TlsClient`] or [`TlsServer`] offers beyond its certificates.
 ///
@@ -148,88 +79,6 @@ impl TlsOptions {
             kx_groups: self.kx_groups.iter().map(|g| g.rustls()).collect(),
             ..aws_lc_rs::default_provider()
         }))
-    }
-}
-
-/// A client or server could not be configured. Every variant is the local
-/// caller's to fix: the message says what was wrong with which input.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum TlsConfigError {
-    /// No certificate found in the input named by the field.
-    NoCertificates(&'static str),
-    /// A certificate cannot be used (as a trust anchor, or in a chain).
-    BadCertificate(String),
-    /// The private key cannot be parsed, is of an unsupported type, or does
-    /// not belong to the leaf certificate.
-    BadPrivateKey(String),
-    /// The name to connect to is neither a DNS name nor an IP address.
-    BadServerName(String),
-    /// [`TlsOptions::cipher_suites`] was given an empty list.
-    NoCipherSuites,
-    /// [`TlsOptions::kx_groups`] was given an empty list.
-    NoKxGroups,
-    /// The key-log file could not be opened for appending.
-    KeyLog(io::Error),
-    /// rustls refused the configuration.
-    Tls(String),
-    /// A caller's rustls config enables a cipher suite SMT cannot carry
-    /// (named): a TLS 1.2 suite (SMT carries TLS 1.3 only) or a TLS 1.3
-    /// suite other than AES-GCM (SMT's records are AES-GCM).
-    UnsupportedCipherSuite(String),
-    /// A caller's rustls config enables TLS early data
-    /// (`ClientConfig::enable_early_data`, `ServerConfig::max_early_data_size`):
-    /// SMT does not carry it (its 0-RTT is the SMT-ticket exchange).
-    EarlyData,
-}
-
-impl fmt::Display for TlsConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::NoCertificates(what) => write!(
-                f,
-                "no certificate found in the {what} (expected PEM CERTIFICATE blocks or one DER certificate)"
-            ),
-            Self::BadCertificate(why) => write!(f, "unusable certificate: {why}"),
-            Self::BadPrivateKey(why) => write!(f, "unusable private key: {why}"),
-            Self::BadServerName(name) => write!(
-                f,
-                "{name:?} is not a DNS name or IP address to verify the server's certificate against"
-            ),
-            Self::NoCipherSuites => f.write_str("no TLS cipher suite enabled: enable at least one"),
-            Self::NoKxGroups => f.write_str("no key-exchange group enabled: enable at least one"),
-            Self::KeyLog(e) => write!(f, "cannot open the TLS key-log file: {e}"),
-            Self::Tls(why) => write!(f, "TLS configuration refused: {why}"),
-            Self::UnsupportedCipherSuite(suite) => write!(
-                f,
-                "the rustls config enables {suite}, which SMT cannot carry: SMT carries TLS 1.3 \
-                 with TLS13_AES_128_GCM_SHA256 or TLS13_AES_256_GCM_SHA384 only; build the \
-                 config on smt_tls::crypto_provider() (or TlsOptions::crypto_provider)"
-            ),
-            Self::EarlyData => f.write_str(
-                "the rustls config enables TLS early data, which SMT does not carry (its 0-RTT \
-                 is the SMT-ticket exchange): leave ClientConfig::enable_early_data false and \
-                 ServerConfig::max_early_data_size 0",
-            ),
-        }
-    }
-}
-
-impl std::error::Error for TlsConfigError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::KeyLog(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-impl From<rustls::Error> for TlsConfigError {
-    fn from(e: rustls::Error) -> Self {
-        match e {
-            rustls::Error::InconsistentKeys(_) => Self::BadPrivateKey(e.to_string()),
-            _ => Self::Tls(e.to_string()),
-        }
     }
 }
 

@@ -10,8 +10,9 @@ use smt_crypto::secrets::{session_keys, TrafficSecrets};
 use smt_proto::handshake::{Handshake, HandshakeError, PeerIdentity};
 use smt_proto::{Role, SessionKeys};
 
-use crate::config::{CipherSuite, KxGroup, TlsConfigError};
+use crate::error::TlsConfigError;
 use crate::keylog::{KeyLogWriter, SecretCapture};
+use crate::suites::{CipherSuite, KxGroup};
 
 /// One side of a TLS 1.3 handshake over SMT's handshake byte stream.
 ///

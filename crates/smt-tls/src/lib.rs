@@ -41,13 +41,13 @@
 
 pub mod certs;
 mod config;
+mod error;
 mod handshake;
 mod keylog;
+mod suites;
 
-pub use config::{
-    certificates_der, crypto_provider, CipherSuite, KxGroup, TlsClient, TlsConfigError, TlsOptions,
-    TlsServer,
-};
+pub use config::{certificates_der, crypto_provider, TlsClient, TlsOptions, TlsServer};
+pub use error::TlsConfigError;
 pub use handshake::TlsHandshake;
 pub use keylog::KeyLogPolicy;
 /// The rustls this crate is built with, for callers' own configs
@@ -55,3 +55,4 @@ pub use keylog::KeyLogPolicy;
 pub use rustls;
 /// A server's name as rustls parses it (a DNS name or an IP address).
 pub use rustls_pki_types::ServerName;
+pub use suites::{CipherSuite, KxGroup};
