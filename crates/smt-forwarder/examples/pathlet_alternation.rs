@@ -1,11 +1,3 @@
-//! WORK IN PROGRESS: as committed, per-pathlet windows come out *worse*
-//! than one window here (496 vs 520 Mbit/s; 4.0 vs 2.3 ms to converge to the
-//! fast path). A debug trace shows why: after a switch the slow pathlet's
-//! window sits at its minimum with alpha near 1, and bytes from earlier
-//! windows (the fast one's draining bytes, the unplaced window) are never
-//! acknowledged back where they were counted. `PathletWindows`' in-flight
-//! bookkeeping across moves needs fixing before these figures mean anything.
-//!
 //! Experiment 4(a) of issue #25 (seed 004, MTP Fig. 5) as a deterministic
 //! simulation: a switch alternates one long transfer between two paths of
 //! different rate; the sender keeps either one window per pathlet
@@ -16,6 +8,20 @@
 //! delay), the receiver counts with `EchoCounter` and echoes every packet.
 //! Not the end-to-end experiment (that needs the endpoint's hook,
 //! `docs/innetwork.md` § 6).
+//!
+//! Measured (AMD EPYC, deterministic, so any machine gives the same
+//! figures), 20 periods: per-pathlet windows 529.0 Mbit/s mean goodput
+//! after the first period against 520.2 for one DCTCP window (1.02x);
+//! after a switch to the fast path, 90 % of its rate within 0.80 ms
+//! against 2.31 ms (the window learnt there is still there); the slow
+//! path's queue peaks at 25 packets against 38 (one window arrives from
+//! the fast path far too large). The goodput gain is small because half
+//! of every period is on the slow path, where both senders are limited by
+//! its rate (at most 550 Mbit/s on average). An earlier version of
+//! `PathletWindows` kept bytes in flight per window, so bytes sent under
+//! one pathlet's window but echoed from another stayed counted where they
+//! were not (496 against 520 Mbit/s, 4.0 ms to converge); the flight is
+//! now per message (`bytes_echoed_from_another_pathlet_leave_the_flight_once`).
 //!
 //! `cargo run --release -p smt-forwarder --example pathlet_alternation
 //! [-- --periods N --csv FILE]`

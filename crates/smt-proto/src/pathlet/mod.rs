@@ -18,6 +18,9 @@
 //! The wire format is `docs/protocol.md` § 4 (PATH, PATH_ECHO); how the
 //! pieces fit, and what the endpoint's hook will do, is
 //! `docs/innetwork.md` § 6. Not wired into the endpoint yet.
+//!
+//! Bytes in flight are counted per message (see `PathletWindows`), not per
+//! window: the sender cannot tell which pathlet a byte took.
 
 mod dctcp;
 mod echo;
@@ -62,6 +65,9 @@ pub struct PathletParams {
     /// ...for this long (then it is tried again: nothing would lower its
     /// `alpha` while nothing goes there).
     pub exclude_for: Duration,
+    /// How long after a message left a pathlet its echoes from there are
+    /// taken as old news (a few round trips).
+    pub drain_for: Duration,
 }
 
 impl Default for PathletParams {
@@ -71,6 +77,7 @@ impl Default for PathletParams {
             exclude_alpha: 0.5,
             exclude_after_windows: 4,
             exclude_for: Duration::from_millis(10),
+            drain_for: Duration::from_millis(10),
         }
     }
 }
@@ -84,11 +91,23 @@ pub struct PathletWindows {
     unplaced: Dctcp,
     /// The pathlet each placed message was last seen on.
     placed: HashMap<u64, PathletClass>,
-    /// Bytes still to be echoed from a pathlet a message left: echoes of
-    /// them are old news and do not move the message back (while a path
-    /// drains after the network switched away from it, its echoes and the
-    /// new path's interleave).
-    draining: BTreeMap<PathletClass, u64>,
+    /// Bytes each message sent that no echo has counted yet (lost ones
+    /// taken out): the flight is the message's, not a window's, because
+    /// the sender cannot tell which pathlet a byte took. Bytes sent under
+    /// A's window just before the network moved the message to B are
+    /// echoed from B, while B's window already holds newer bytes: counted
+    /// per window they would stay in A's flight, which no echo would ever
+    /// clear.
+    flight: HashMap<u64, u64>,
+    /// The flight of the messages placed on each pathlet (`None`: not
+    /// placed yet): what a window's allowance is measured against.
+    load: HashMap<Option<PathletClass>, u64>,
+    /// Bytes that may still be echoed from a pathlet a message left, and
+    /// since when: echoes of them are old news and do not move the message
+    /// back (while a path drains after the network switched away from it,
+    /// its echoes and the new path's interleave). Some of those bytes may
+    /// have taken the new path, so the mark also ends after `drain_for`.
+    draining: BTreeMap<PathletClass, (u64, Instant)>,
     excluded: BTreeMap<PathletClass, Instant>,
     last_sequence: u32,
 }
@@ -100,6 +119,8 @@ impl PathletWindows {
             windows: BTreeMap::new(),
             unplaced: Dctcp::new(params.dctcp),
             placed: HashMap::new(),
+            flight: HashMap::new(),
+            load: HashMap::new(),
             draining: BTreeMap::new(),
             excluded: BTreeMap::new(),
             last_sequence: 0,
@@ -153,38 +174,94 @@ impl PathletWindows {
             self.excluded.remove(&e.at);
         }
         self.windows.insert(e.at, w);
-        let old = self.draining.remove(&e.at).unwrap_or(0);
-        if old > 0 && old >= u64::from(e.bytes) {
-            if old > u64::from(e.bytes) {
-                self.draining.insert(e.at, old - u64::from(e.bytes));
+        self.credit(e.at, e.last_id, u64::from(e.bytes));
+        let bytes = u64::from(e.bytes);
+        let drain_for = self.params.drain_for;
+        match self.draining.remove(&e.at) {
+            Some((old, since)) if old >= bytes && now < since + drain_for => {
+                if old > bytes {
+                    self.draining.insert(e.at, (old - bytes, since));
+                }
+                return;
             }
-            return;
+            _ => {}
         }
         if let Some(id) = e.last_id {
-            self.place(id, e.at);
+            self.place(now, id, e.at);
         }
     }
 
-    /// Moves message `id` to pathlet `at`; what is in flight on the
-    /// pathlet it leaves will be echoed from there without moving it back.
-    fn place(&mut self, id: u64, at: PathletClass) {
-        let Some(left) = self.placed.insert(id, at).filter(|l| *l != at) else {
+    /// `bytes` echoed from `at` leave the flight: first message
+    /// `last_id`'s (the entry names it), then those of the messages placed
+    /// on `at`, then any (bytes the sender charged elsewhere before it
+    /// heard of a move).
+    fn credit(&mut self, at: PathletClass, last_id: Option<u64>, mut bytes: u64) {
+        if let Some(id) = last_id {
+            bytes -= self.land(id, bytes);
+        }
+        if bytes == 0 {
             return;
+        }
+        let mut ids: Vec<u64> = self.flight.keys().copied().collect();
+        ids.sort_by_key(|id| (self.placed.get(id) != Some(&at), *id));
+        for id in ids {
+            if bytes == 0 {
+                break;
+            }
+            bytes -= self.land(id, bytes);
+        }
+    }
+
+    /// Takes up to `bytes` out of message `id`'s flight; returns how many.
+    fn land(&mut self, id: u64, bytes: u64) -> u64 {
+        let Some(f) = self.flight.get_mut(&id) else {
+            return 0;
         };
-        if let Some(w) = self.windows.get(&left) {
-            self.draining.insert(left, w.in_flight());
+        let k = bytes.min(*f);
+        *f -= k;
+        let at = self.placed.get(&id).copied();
+        self.unload(at, k);
+        k
+    }
+
+    fn unload(&mut self, at: Option<PathletClass>, bytes: u64) {
+        if let Some(l) = self.load.get_mut(&at) {
+            *l = l.saturating_sub(bytes);
+        }
+    }
+
+    /// Moves message `id` to pathlet `at`, with its flight; what it had
+    /// in flight may still be echoed from the pathlet it leaves, without
+    /// moving it back, for `drain_for`.
+    fn place(&mut self, now: Instant, id: u64, at: PathletClass) {
+        let left = self.placed.insert(id, at);
+        if left == Some(at) {
+            return;
+        }
+        let flight = self.flight.get(&id).copied().unwrap_or(0);
+        self.unload(left, flight);
+        *self.load.entry(Some(at)).or_default() += flight;
+        if let Some(left) = left {
+            if flight > 0 {
+                self.draining.insert(left, (flight, now));
+            }
         }
     }
 }
 
 impl Windows for PathletWindows {
     fn allowance(&self, id: u64) -> u64 {
-        self.window_of(id).allowance()
+        let at = self.placed.get(&id).copied();
+        let load = self.load.get(&at).copied().unwrap_or(0);
+        (self.window_of(id).cwnd() as u64).saturating_sub(load)
     }
 
     fn on_sent(&mut self, id: u64, bytes: u64) {
-        let w = match self.placed.get(&id) {
-            Some(at) => self.windows.get_mut(at),
+        *self.flight.entry(id).or_default() += bytes;
+        let at = self.placed.get(&id).copied();
+        *self.load.entry(at).or_default() += bytes;
+        let w = match at {
+            Some(at) => self.windows.get_mut(&at),
             None => None,
         };
         w.unwrap_or(&mut self.unplaced).on_sent(bytes);
@@ -224,6 +301,7 @@ impl Windows for PathletWindows {
     /// Charged to the message's current window (the sender cannot tell
     /// which pathlet dropped the bytes).
     fn on_lost(&mut self, id: u64, bytes: u64) {
+        self.land(id, bytes);
         let w = match self.placed.get(&id) {
             Some(at) => self.windows.get_mut(at),
             None => None,
@@ -232,7 +310,9 @@ impl Windows for PathletWindows {
     }
 
     fn on_finished(&mut self, id: u64) {
-        self.placed.remove(&id);
+        let left = self.flight.remove(&id).unwrap_or(0);
+        let at = self.placed.remove(&id);
+        self.unload(at, left);
     }
 }
 

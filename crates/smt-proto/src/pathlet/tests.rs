@@ -13,6 +13,7 @@ fn params() -> PathletParams {
         exclude_alpha: 0.5,
         exclude_after_windows: 2,
         exclude_for: Duration::from_millis(10),
+        drain_for: Duration::from_millis(10),
     }
 }
 
@@ -173,4 +174,68 @@ fn echoes_of_a_draining_path_do_not_move_the_message_back() {
     w.on_sent(1, 1000);
     w.on_echo(now, &echo(5, &[(0xa, 1000, 0, Some(1))]));
     assert_eq!(w.pathlet_of(1), Some(at(0xa)), "new packets on A");
+}
+
+/// Bytes sent under A's window just before the network moved the message
+/// to B are echoed from B while B already carries newer bytes. Each byte
+/// leaves the flight once, whichever pathlet echoes it: the allowance on B
+/// is B's window less what is really in flight, and nothing stays counted
+/// on A (counted per window, those bytes stayed in A's flight for good,
+/// and B's allowance ignored the bytes B still carried).
+#[test]
+fn bytes_echoed_from_another_pathlet_leave_the_flight_once() {
+    let now = origin();
+    let mut w = PathletWindows::new(params());
+    w.on_sent(1, 1000);
+    w.on_echo(now, &echo(1, &[(0xa, 1000, 0, Some(1))]));
+    // 4000 bytes under A's window, all of which the network sends on B.
+    w.on_sent(1, 4000);
+    w.on_echo(now, &echo(2, &[(0xb, 1000, 0, Some(1))]));
+    assert_eq!(w.pathlet_of(1), Some(at(0xb)));
+    w.on_sent(1, 3000);
+    w.on_echo(now, &echo(3, &[(0xb, 3000, 0, Some(1))]));
+    w.on_sent(1, 3000);
+    w.on_echo(now, &echo(4, &[(0xb, 3000, 0, Some(1))]));
+    // Sent 11 000, echoed 8000: 3000 in flight, all of it on B.
+    let b = w.window(at(0xb)).unwrap().cwnd() as u64;
+    assert_eq!(w.allowance(1), b - 3000);
+    w.on_echo(now, &echo(5, &[(0xb, 3000, 0, Some(1))]));
+    assert_eq!(
+        w.allowance(1),
+        w.window(at(0xb)).unwrap().cwnd() as u64,
+        "nothing in flight"
+    );
+    // Back on A (after the drain time, since A never echoed the 3000 it
+    // was left with): A's whole window is there at once.
+    let later = now + Duration::from_millis(10);
+    w.on_sent(1, 1000);
+    w.on_echo(later, &echo(6, &[(0xa, 1000, 0, Some(1))]));
+    assert_eq!(w.pathlet_of(1), Some(at(0xa)));
+    assert_eq!(w.allowance(1), w.window(at(0xa)).unwrap().cwnd() as u64);
+}
+
+/// Two messages on one pathlet share its window: each one's allowance is
+/// the window less both flights; a finished message's flight is gone.
+#[test]
+fn messages_on_one_pathlet_share_its_window() {
+    let now = origin();
+    let mut w = PathletWindows::new(params());
+    for id in [1, 2] {
+        w.on_sent(id, 1000);
+    }
+    w.on_echo(
+        now,
+        &echo(1, &[(0xa, 1000, 0, Some(1)), (0xa, 1000, 0, Some(2))]),
+    );
+    assert_eq!(w.pathlet_of(2), Some(at(0xa)));
+    let cwnd = w.window(at(0xa)).unwrap().cwnd() as u64;
+    w.on_sent(1, 2000);
+    w.on_sent(2, 3000);
+    assert_eq!(w.allowance(1), cwnd - 5000);
+    assert_eq!(w.allowance(2), cwnd - 5000);
+    w.on_finished(2);
+    assert_eq!(w.allowance(1), cwnd - 2000);
+    w.on_lost(1, 2000);
+    let cut = w.window(at(0xa)).unwrap().cwnd() as u64;
+    assert_eq!(w.allowance(1), cut, "lost bytes are not in flight");
 }
