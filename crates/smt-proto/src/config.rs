@@ -99,6 +99,18 @@ pub struct Config {
     /// Authenticate control packets with a MAC. Off reproduces the SMT paper's
     /// forgeable plaintext control packets, for comparison only.
     pub authenticate_control: bool,
+    /// Pathlet feedback (`docs/protocol.md` § 4, PATH and PATH_ECHO; seed
+    /// 004's pathlet congestion control): datagrams with DATA start with a
+    /// PATH whose slots devices on the path fill; the receiver echoes what
+    /// they said (PATH_ECHO) and the sender keeps a DCTCP window per
+    /// `(pathlet, class)` for each message an echo has placed on one. Both
+    /// ends must agree (a peer older than these packet types drops a
+    /// datagram that starts with a PATH). Needs `authenticate_control`
+    /// (an echo must be authenticated: anyone could throttle a sender) and
+    /// not `tx_offload` (a NIC cuts segments a PATH cannot precede). Each
+    /// DATA packet carries [`crate::pathlet::PATH_RESERVE`] fewer payload
+    /// bytes. Default off.
+    pub pathlet_feedback: bool,
     /// Length concealment policy.
     pub padding: Padding,
     /// Message IDs above the replay floor that the replay guard tracks
@@ -237,6 +249,7 @@ impl Default for Config {
             max_pending_requests: 4096,
             initial_credit: 128,
             authenticate_control: true,
+            pathlet_feedback: false,
             padding: Padding::None,
             replay_window: 4096,
             max_incoming_per_peer: 1024,
@@ -277,7 +290,12 @@ impl std::error::Error for ConfigError {}
 impl Config {
     /// Payload bytes per DATA packet.
     pub fn mss(&self) -> usize {
-        self.max_datagram_size - DATA_HEADER_LEN
+        let path = if self.pathlet_feedback {
+            crate::pathlet::PATH_RESERVE
+        } else {
+            0
+        };
+        self.max_datagram_size - DATA_HEADER_LEN - path
     }
 
     /// The largest message this configuration can carry: bounded by the
@@ -304,6 +322,12 @@ impl Config {
                 self.max_datagram_size,
                 MIN_DATAGRAM_SIZE + 28
             )));
+        }
+        if self.pathlet_feedback && (!self.authenticate_control || self.tx_offload) {
+            return err(
+                "pathlet_feedback needs authenticate_control (echoes must be authenticated) \
+                 and cannot be used with tx_offload (a NIC cuts segments a PATH cannot precede)",
+            );
         }
         if self.record_size == 0 || self.record_size > MAX_RECORD_PLAINTEXT {
             return err("record_size must be between 1 and 16384 bytes (RFC 8446 §5.1)");

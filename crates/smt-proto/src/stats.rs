@@ -126,6 +126,15 @@ pub struct Stats {
     /// sent and received: `datagrams + coalesced = packets`.
     pub coalesced_packets_tx: u64,
     pub coalesced_packets_rx: u64,
+    /// Pathlet feedback (`Config::pathlet_feedback`): PATH packets counted
+    /// (their datagram carried a packet accepted under the peer's keys)
+    /// and not believed (it carried none); PATH_ECHO packets sent and
+    /// accepted; DATA packets a pathlet's window held back.
+    pub paths_counted: u64,
+    pub paths_not_believed: u64,
+    pub path_echoes_tx: u64,
+    pub path_echoes_rx: u64,
+    pub pathlet_held: u64,
     pub handshakes_completed: u64,
     /// For a peer: the session's current key epoch (0 until the first key
     /// update or handshake key switch).

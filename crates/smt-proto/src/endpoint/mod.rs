@@ -23,6 +23,7 @@ mod handshake;
 mod limits;
 mod offload;
 mod outbox;
+mod pathlet;
 mod peer;
 mod peers;
 mod recv;

@@ -65,6 +65,9 @@ pub(crate) struct Peer {
     pub reactive_tx_bytes: u64,
     /// Its RPCs by (key epoch, message ID).
     pub rpcs: PeerRpcs,
+    /// Pathlet feedback with this peer (`Config::pathlet_feedback`; made
+    /// at first use, so a peer costs nothing more with it off).
+    pub pathlet: Option<Box<crate::pathlet::PeerFeedback>>,
 }
 
 /// Before a peer's address is validated, reactive packets to it (RESEND,
@@ -75,6 +78,12 @@ pub(crate) struct Peer {
 pub(crate) const AMPLIFICATION: u64 = 3;
 
 impl Peer {
+    /// The peer's pathlet state, made at first use.
+    pub fn pathlet_mut(&mut self) -> &mut crate::pathlet::PeerFeedback {
+        self.pathlet
+            .get_or_insert_with(|| Box::new(crate::pathlet::PeerFeedback::new()))
+    }
+
     pub fn new(session: Session, origin: Origin) -> Self {
         Self {
             session,
@@ -88,6 +97,7 @@ impl Peer {
             rx_bytes: 0,
             reactive_tx_bytes: 0,
             rpcs: PeerRpcs::default(),
+            pathlet: None,
         }
     }
 }

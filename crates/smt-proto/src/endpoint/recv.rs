@@ -99,6 +99,9 @@ impl Endpoint {
         self.stats.datagrams_rx += 1;
         self.stats.bytes_rx += datagram.len() as u64;
         self.trace_now(now);
+        if self.config.pathlet_feedback && starts_with_path(datagram) {
+            return self.handle_datagram_with_path(now, from, datagram, before);
+        }
         let tagged = self.config.authenticate_control;
         for (i, packet) in Packets::new(datagram, tagged).enumerate() {
             if i > 0 {
@@ -113,7 +116,7 @@ impl Endpoint {
 
     /// One packet (the whole datagram, or one of its coalesced packets).
     /// Returns whether the packets after it may be handled.
-    fn handle_packet(&mut self, now: Instant, from: SocketAddr, packet: &[u8]) -> bool {
+    pub(crate) fn handle_packet(&mut self, now: Instant, from: SocketAddr, packet: &[u8]) -> bool {
         trace_event!(
             self,
             Traced::Received {
@@ -160,11 +163,12 @@ impl Endpoint {
         if ty.name().is_none() {
             return Err(DropReason::UnknownType);
         }
-        // NOTE(pathlet, issue #25): PATH and PATH_ECHO (docs/protocol.md
-        // § 4) are not handled by the endpoint yet; dropped as unsupported
-        // (counted), which keeps the rest of the datagram. The hook-up
-        // replaces this.
-        if matches!(ty, PacketType::PATH | PacketType::PATH_ECHO) {
+        // A PATH that is not the datagram's first packet (the first is
+        // taken in `handle_datagram_each` with pathlet feedback on), and
+        // PATH_ECHO with it off: dropped as unsupported (docs/protocol.md
+        // § 4), which keeps the rest of the datagram.
+        let pathlet = self.config.pathlet_feedback;
+        if ty == PacketType::PATH || (ty == PacketType::PATH_ECHO && !pathlet) {
             return Err(DropReason::Unsupported);
         }
         if self.config.verify_ports && !ports_match(&packet, self.config.local_port, from) {
@@ -207,6 +211,9 @@ impl Endpoint {
             return self.on_key_update(now, (pid, from), phase, datagram);
         }
         let (packet, epoch) = peer.check_packet(now, packet, datagram, authenticate)?;
+        if ty == PacketType::PATH_ECHO {
+            return self.on_path_echo(now, pid, &packet);
+        }
         // The header, parsed once (here: a `Repr` returned from a helper
         // was copied with `memcpy`, per packet).
         let repr = Repr::parse(&packet).map_err(|e| match e {
@@ -393,4 +400,10 @@ impl Endpoint {
             self.on_control_for_server(pid, key, body)
         }
     }
+}
+
+/// Whether a datagram's first packet is a PATH (its type byte; the parse
+/// comes later).
+fn starts_with_path(datagram: &[u8]) -> bool {
+    Packet::new_checked(datagram).is_ok_and(|p| p.packet_type() == PacketType::PATH)
 }

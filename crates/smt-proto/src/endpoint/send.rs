@@ -48,18 +48,24 @@ impl Endpoint {
                 outbox.queue_control(config.local_port, k.peer, k.epoch, k.id, body);
             });
         }
-        let Some((first, epoch)) = self.write_first_packet(buf) else {
+        // With pathlet feedback, the datagram is written after room for
+        // its PATH, which goes in front once it is known to carry DATA.
+        let reserve = if self.config.pathlet_feedback {
+            crate::pathlet::PATH_RESERVE
+        } else {
+            0
+        };
+        let data_packets = self.stats.data_packets_tx;
+        let Some((first, len)) = self.write_datagram(&mut buf[reserve..limit]) else {
             self.flush_tx_tally();
             return None;
         };
-        let mut len = first.len;
-        if let Some(epoch) = epoch.filter(|_| self.config.coalesce) {
-            let to = (first.destination, epoch);
-            while let Some(more) = self.write_packet_for(to, &mut buf[len..limit]) {
-                len += more;
-                self.stats.coalesced_packets_tx += 1;
-            }
-        }
+        let len = if reserve > 0 {
+            let at = (reserve, len);
+            self.prepend_path(now, buf, at, first.destination, data_packets)
+        } else {
+            len
+        };
         if self.trace.is_some() {
             self.trace_datagram(first.destination, &buf[..len]);
         }
@@ -67,6 +73,22 @@ impl Endpoint {
             destination: first.destination,
             len,
         }))
+    }
+
+    /// Writes the next datagram into `buf`: its first packet, then (with
+    /// `Config::coalesce`) the packets for the same peer and epoch that
+    /// fit after it. Returns the first packet's transmit and the length.
+    fn write_datagram(&mut self, buf: &mut [u8]) -> Option<(Transmit, usize)> {
+        let (first, epoch) = self.write_first_packet(buf)?;
+        let mut len = first.len;
+        if let Some(epoch) = epoch.filter(|_| self.config.coalesce) {
+            let to = (first.destination, epoch);
+            while let Some(more) = self.write_packet_for(to, &mut buf[len..]) {
+                len += more;
+                self.stats.coalesced_packets_tx += 1;
+            }
+        }
+        Some((first, len))
     }
 
     /// Traces each packet of a datagram about to leave.
@@ -251,6 +273,7 @@ impl Endpoint {
     ) -> Option<(Transmit, u64)> {
         let ports = self.config.local_port;
         let (offload, seq_layout) = (self.config.tx_offload, self.config.seq_layout);
+        let pathlet = self.config.pathlet_feedback;
         let Endpoint {
             scheduler,
             clients,
@@ -281,6 +304,13 @@ impl Endpoint {
             if to.is_some_and(|to| to != (k.peer, k.epoch) || out.next_packet_len() > buf.len()) {
                 return None;
             }
+            if pathlet && !within_pathlet_window(peers, k.peer, k.id, out.next_packet_len()) {
+                // Sent again after an echo (or the tick's rescan).
+                stats.pathlet_held += 1;
+                out.queued = false;
+                scheduler.pop_next();
+                continue;
+            }
             if out.seal_next().is_err() {
                 // Cannot happen (the sequence numbers were checked and the
                 // record budget reserved when the message was framed); the
@@ -306,6 +336,12 @@ impl Endpoint {
                 nic.tx_records = Some(out.tx_records(p, k, seq_layout, len));
             }
             stats.data_packets_tx += 1;
+            if pathlet {
+                if let Some(peer) = peers.get_mut(&k.peer) {
+                    peer.pathlet_mut()
+                        .on_data_sent(k.id, len as u64, p.retransmit);
+                }
+            }
             if p.retransmit {
                 // Rare: the peer's own count is worth a lookup here.
                 stats.retransmitted_packets += 1;
@@ -352,6 +388,18 @@ impl Endpoint {
             self.mark_sendable(key);
         }
     }
+}
+
+/// Whether message `id` to `peer` may send a packet of `len` bytes under
+/// its pathlet's window (always, before an echo has placed it).
+fn within_pathlet_window(
+    peers: &super::peers::Peers,
+    peer: SocketAddr,
+    id: u64,
+    len: usize,
+) -> bool {
+    let fb = peers.get(&peer).and_then(|p| p.pathlet.as_deref());
+    fb.is_none_or(|fb| fb.allowance(id) >= len as u64)
 }
 
 /// The outgoing message `key` names with its wire key, and whether it is

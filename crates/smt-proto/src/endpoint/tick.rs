@@ -82,6 +82,9 @@ impl Endpoint {
     fn tick(&mut self, now: Instant) {
         self.ticks += 1;
         self.stats.usage.spare_buffer_bytes = self.buffers.pooled_bytes() as u64;
+        if self.config.pathlet_feedback {
+            self.tick_pathlets(now);
+        }
         self.rescan_sendable();
         // Counted from live candidates (stale ones pruned), so messages of
         // a peer that timed out stop making the rest look starved; and

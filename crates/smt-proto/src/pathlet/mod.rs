@@ -17,19 +17,23 @@
 //!
 //! The wire format is `docs/protocol.md` § 4 (PATH, PATH_ECHO); how the
 //! pieces fit, and what the endpoint's hook will do, is
-//! `docs/innetwork.md` § 6. Not wired into the endpoint yet.
+//! `docs/innetwork.md` § 6. The endpoint uses it with
+//! `Config::pathlet_feedback` (`PeerFeedback`, one per peer).
 //!
 //! Bytes in flight are counted per message (see `PathletWindows`), not per
 //! window: the sender cannot tell which pathlet a byte took.
 
 mod dctcp;
 mod echo;
+mod peer;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 pub use dctcp::{Dctcp, DctcpParams};
 pub use echo::EchoCounter;
+pub(crate) use peer::PeerFeedback;
+pub use peer::{ECHO_AFTER_BYTES, PATH_RESERVE, PATH_SLOTS};
 
 use crate::wire::{Bounded, EchoEntry, PathEchoRepr, PathletClass, MAX_PATH_EXCLUDES};
 
@@ -130,6 +134,12 @@ impl PathletWindows {
     /// The window of `at`, if an echo has named it.
     pub fn window(&self, at: PathletClass) -> Option<&Dctcp> {
         self.windows.get(&at)
+    }
+
+    /// The messages with bytes counted (placed or not), until
+    /// `on_finished`.
+    pub fn messages(&self) -> impl Iterator<Item = u64> + '_ {
+        self.flight.keys().copied()
     }
 
     /// Where message `id` was last seen.
