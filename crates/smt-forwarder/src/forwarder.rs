@@ -137,6 +137,9 @@ pub struct Forwarder {
     spray_next: usize,
     tie_next: usize,
     swept: Option<Instant>,
+    /// The first packet's arrival: `Balance::Alternate` counts periods
+    /// from it.
+    started: Option<Instant>,
     sink: Box<dyn FeedbackSink>,
     stats: Stats,
 }
@@ -186,6 +189,7 @@ impl Forwarder {
             spray_next: 0,
             tie_next: 0,
             swept: None,
+            started: None,
             sink: Box::new(crate::feedback::CountMarks),
             stats,
         })
@@ -348,6 +352,12 @@ impl Forwarder {
                 candidates[self.spray_next % candidates.len()]
             }
             Balance::Message => self.pin(now, client, meta, replica, choice),
+            Balance::Alternate { period_ms } => {
+                let start = *self.started.get_or_insert(now);
+                let periods =
+                    now.saturating_duration_since(start).as_millis() / u128::from(period_ms);
+                candidates[(periods % candidates.len() as u128) as usize]
+            }
         }
     }
 

@@ -20,6 +20,10 @@ pub enum Balance {
     /// expected to finish first given the bytes already queued and
     /// promised there and the message's own size.
     Message,
+    /// Every packet on one path, the next one every `period_ms`
+    /// milliseconds from the first packet: a switch moving a long
+    /// transfer between paths (seed 004 Fig. 5, experiment 4(a)).
+    Alternate { period_ms: u64 },
 }
 
 impl FromStr for Balance {
@@ -29,7 +33,12 @@ impl FromStr for Balance {
             "ecmp" => Ok(Self::Ecmp),
             "spray" => Ok(Self::Spray),
             "message" => Ok(Self::Message),
-            _ => Err(format!("balance is ecmp, spray or message, not {s:?}")),
+            _ => match s.strip_prefix("alternate:").map(str::parse::<u64>) {
+                Some(Ok(period_ms)) if period_ms > 0 => Ok(Self::Alternate { period_ms }),
+                _ => Err(format!(
+                    "balance is ecmp, spray, message or alternate:MS (MS > 0), not {s:?}"
+                )),
+            },
         }
     }
 }
@@ -79,4 +88,22 @@ pub fn message_replica(session: SocketAddr, id: u64, replicas: usize) -> usize {
 /// forwarder's port).
 pub fn ecmp_path(client: SocketAddr, port: u16, n: usize) -> usize {
     (stable_hash(&(client, port, 17u8)) % n.max(1) as u64) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn balance_names_parse_and_bad_ones_say_what_is_allowed() {
+        assert_eq!("spray".parse(), Ok(Balance::Spray));
+        assert_eq!(
+            "alternate:400".parse(),
+            Ok(Balance::Alternate { period_ms: 400 })
+        );
+        for bad in ["alternate:0", "alternate:", "alternate:x", "round"] {
+            let err = bad.parse::<Balance>().unwrap_err();
+            assert!(err.contains("alternate:MS"), "{bad}: {err}");
+        }
+    }
 }

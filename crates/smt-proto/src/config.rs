@@ -111,6 +111,11 @@ pub struct Config {
     /// DATA packet carries [`crate::pathlet::PATH_RESERVE`] fewer payload
     /// bytes. Default off.
     pub pathlet_feedback: bool,
+    /// With `pathlet_feedback`: one DCTCP window for everything, whatever
+    /// pathlet an echo names (every entry counted as one pathlet), as a
+    /// DCTCP sender whose path the network changes under it: the baseline
+    /// per-pathlet windows are measured against. Default off.
+    pub pathlet_single_window: bool,
     /// Length concealment policy.
     pub padding: Padding,
     /// Message IDs above the replay floor that the replay guard tracks
@@ -250,6 +255,7 @@ impl Default for Config {
             initial_credit: 128,
             authenticate_control: true,
             pathlet_feedback: false,
+            pathlet_single_window: false,
             padding: Padding::None,
             replay_window: 4096,
             max_incoming_per_peer: 1024,

@@ -378,6 +378,14 @@ settings! {
     /// reproduces the SMT paper's forgeable plaintext control packets, for
     /// comparison only.
     authenticate_control, set_authenticate_control: bool;
+    /// Pathlet feedback (default off; `docs/protocol.md` § 4): PATH in
+    /// front of datagrams with DATA for devices on the path to fill,
+    /// PATH_ECHO back, a DCTCP window per pathlet. Both ends; needs
+    /// authenticated control packets and no transmit offload.
+    pathlet_feedback, set_pathlet_feedback: bool;
+    /// With pathlet feedback: one DCTCP window for every pathlet (the
+    /// baseline per-pathlet windows are compared with; default off).
+    pathlet_single_window, set_pathlet_single_window: bool;
     /// Length concealment (default none).
     padding, set_padding: Padding;
     /// Message IDs above the replay floor tracked one by one (default

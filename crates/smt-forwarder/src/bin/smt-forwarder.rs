@@ -30,7 +30,8 @@ struct Args {
     #[arg(long = "path", required = true, value_parser = parse_path)]
     paths: Vec<PathConfig>,
     /// Path choice: message (pin each message, earliest expected finish),
-    /// ecmp (5-tuple hash) or spray (per packet).
+    /// ecmp (5-tuple hash), spray (per packet) or alternate:MS (all on one
+    /// path, the next every MS milliseconds).
     #[arg(long, default_value = "message", value_parser = |s: &str| s.parse::<Balance>())]
     balance: Balance,
     /// Replica choice: message (from the message ID) or session (round

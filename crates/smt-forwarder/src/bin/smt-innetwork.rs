@@ -1,8 +1,12 @@
-//! `smt-innetwork b|c|d`: the experiments of `docs/innetwork.md`, shaped
+//! `smt-innetwork a|b|c|d`: the experiments of `docs/innetwork.md`, shaped
 //! like seed 004's, on the namespace topology with real SMT endpoints
 //! over real sockets and the `smt-forwarder` binary between them. Needs
 //! root. Writes `<out>/<exp>.json` and SVG plots, prints a table.
 //!
+//! - a: path alternation: the forwarder moves one long transfer between
+//!   a fast and a slow path every period; goodput over time and
+//!   convergence for SMT without pathlet feedback, with one DCTCP window,
+//!   and with windows per pathlet (seed 004 Fig. 5);
 //! - b: two paths of different delay, heavy-tailed message sizes: p99
 //!   completion by size for ECMP, spraying and message-aware balancing,
 //!   and packets delivered out of order within a message (seed 004 Fig. 6);
@@ -62,11 +66,12 @@ fn main() {
         seconds,
     };
     match exp {
+        "a" => lab.alternation(),
         "b" => lab.paths(),
         "c" => lab.replicas(),
         "d" => lab.priorities(),
         _ => {
-            eprintln!("usage: smt-innetwork b|c|d [--seconds N] [--out DIR]  (needs root)");
+            eprintln!("usage: smt-innetwork a|b|c|d [--seconds N] [--out DIR]  (needs root)");
             std::process::exit(2);
         }
     }
@@ -78,6 +83,9 @@ fn flag(args: &[String], name: &str) -> Option<String> {
         .and_then(|i| args.get(i + 1))
         .cloned()
 }
+
+/// Makes the endpoints' configuration of one run.
+type Configure = fn() -> EndpointConfig;
 
 struct Lab {
     script: PathBuf,
@@ -92,6 +100,8 @@ struct Done {
     size: usize,
     session: usize,
     latency: Duration,
+    /// When it finished, from the load's start.
+    end: Duration,
     ok: bool,
 }
 
@@ -131,6 +141,18 @@ impl Lab {
         loads: &[Load],
         service: fn(usize) -> Duration,
     ) -> (Vec<Done>, serde_json::Value) {
+        self.run_with(topo, fwd_args, loads, service, scaled)
+    }
+
+    /// [`Lab::run`] with the endpoints' configuration from `config`.
+    fn run_with(
+        &self,
+        topo: &Topology,
+        fwd_args: &[String],
+        loads: &[Load],
+        service: fn(usize) -> Duration,
+        config: fn() -> EndpointConfig,
+    ) -> (Vec<Done>, serde_json::Value) {
         let mut args = base_args(PORT);
         args.extend(["--buffer-bytes".into(), (1u64 << 20).to_string()]);
         args.extend(fwd_args.iter().cloned());
@@ -146,7 +168,7 @@ impl Lab {
                 .into_iter()
                 .map(|k| {
                     let ep =
-                        Endpoint::bind("0.0.0.0:0".parse().unwrap(), scaled()).expect("client");
+                        Endpoint::bind("0.0.0.0:0".parse().unwrap(), config()).expect("client");
                     ep.install_session(to, k).expect("keys");
                     ep
                 })
@@ -161,7 +183,7 @@ impl Lab {
         let by_port = Arc::new(by_port);
         let servers: Vec<Endpoint> = (0..topo.links.max(1))
             .filter(|&k| k == 0 || topo.variant == Variant::Replicas)
-            .map(|k| serve(topo, k, by_port.clone(), service))
+            .map(|k| serve(topo, k, by_port.clone(), service, config))
             .collect();
         let seconds = self.seconds;
         let loads = loads.to_vec();
@@ -174,6 +196,112 @@ impl Lab {
         }
         std::thread::sleep(Duration::from_millis(300));
         (done, stats)
+    }
+
+    fn alternation(&self) {
+        let rates = [100, 10];
+        let delays = [500, 500];
+        let period_ms = 400;
+        let topo = self.topology("expa", Variant::Paths, 2, &rates);
+        let size: fn(&mut SplitMix64) -> usize = |_| 128_000;
+        let loads = [Load {
+            rate: 0.0,
+            size,
+            priority: 0,
+            closed: Some(8),
+        }];
+        let senders: [(&str, Configure); 3] = [
+            ("no pathlet feedback (SMT's grants only)", scaled),
+            ("one DCTCP window", || {
+                let mut c = scaled();
+                c.protocol_mut()
+                    .set_pathlet_feedback(true)
+                    .set_pathlet_single_window(true);
+                c
+            }),
+            ("windows per pathlet", || {
+                let mut c = scaled();
+                c.protocol_mut().set_pathlet_feedback(true);
+                c
+            }),
+        ];
+        let bin = Duration::from_millis(50);
+        let mut table = String::from(
+            "| sender | goodput Mbit/s (mean) | on the fast path | on the slow path | to 90 % of the fast path after a switch (ms, mean) | p99 call ms | max queue fast / slow (KB) | calls (failed) |\n|---|---:|---:|---:|---:|---:|---:|---:|\n",
+        );
+        let mut series = Vec::new();
+        let mut json = serde_json::Map::new();
+        for (name, config) in senders {
+            let mut args = topo.path_args(PORT, &delays, &rates);
+            args.extend(["--balance".into(), format!("alternate:{period_ms}")]);
+            let (done, stats) = self.run_with(&topo, &args, &loads, |_| Duration::ZERO, config);
+            let goodput = goodput_bins(&done, bin, self.seconds);
+            // The forwarder's periods start at its first packet, within a
+            // few milliseconds of the load's start (`drive`).
+            let per = (period_ms / bin.as_millis() as u64) as usize;
+            let on = |path: usize| -> f64 {
+                let v: Vec<f64> = goodput
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| (i / per) % 2 == path && i % per != 0)
+                    .map(|(_, g)| *g)
+                    .collect();
+                v.iter().sum::<f64>() / v.len().max(1) as f64
+            };
+            let converge: Vec<f64> = goodput
+                .chunks(per)
+                .enumerate()
+                .skip(1)
+                .filter(|(i, _)| i % 2 == 0)
+                .filter_map(|(_, c)| c.iter().position(|g| *g >= 0.9 * rates[0] as f64))
+                .map(|n| ((n + 1) * bin.as_millis() as usize) as f64)
+                .collect();
+            let lat: Vec<f64> = done
+                .iter()
+                .filter(|d| d.ok)
+                .map(|d| d.latency.as_secs_f64() * 1e3)
+                .collect();
+            let failed = done.iter().filter(|d| !d.ok).count();
+            let mean = goodput.iter().sum::<f64>() / goodput.len().max(1) as f64;
+            let conv = if converge.is_empty() {
+                "never".to_owned()
+            } else {
+                format!(
+                    "{:.0} ({} of {} switches)",
+                    converge.iter().sum::<f64>() / converge.len() as f64,
+                    converge.len(),
+                    goodput.chunks(per).skip(1).step_by(2).count()
+                )
+            };
+            let kb = |p: usize| stats["paths"][p]["max_queue_bytes"].as_u64().unwrap_or(0) / 1000;
+            table += &format!(
+                "| {name} | {mean:.1} | {:.1} | {:.1} | {conv} | {} | {} / {} | {} ({failed}) |\n",
+                on(0),
+                on(1),
+                fmt_ms(percentile(&lat, 0.99)),
+                kb(0),
+                kb(1),
+                done.len(),
+            );
+            let points: Vec<(f64, f64)> = goodput
+                .iter()
+                .enumerate()
+                .map(|(i, g)| (((i + 1) * bin.as_millis() as usize) as f64, *g))
+                .collect();
+            series.push((name.to_owned(), points));
+            json.insert(
+                name.into(),
+                serde_json::json!({"forwarder": stats, "calls": done.len(), "failed": failed, "goodput_mbit_per_50ms": goodput}),
+            );
+        }
+        self.finish("a", &table, serde_json::Value::Object(json));
+        plot(
+            &self.out.join("a-goodput.svg"),
+            "(a) goodput, one transfer alternated every 400 ms between 100 and 10 Mbit/s paths",
+            "time (ms)",
+            "goodput (Mbit/s, 50 ms bins)",
+            &series,
+        );
     }
 
     fn paths(&self) {
@@ -415,9 +543,10 @@ fn serve(
     k: usize,
     keys: Arc<HashMap<u16, SessionKeys>>,
     service: fn(usize) -> Duration,
+    config: fn() -> EndpointConfig,
 ) -> Endpoint {
     let ep = in_namespace(&topo.ns(&format!("s{k}")), move || {
-        let ep = Endpoint::bind("0.0.0.0:7000".parse().unwrap(), scaled()).expect("server");
+        let ep = Endpoint::bind("0.0.0.0:7000".parse().unwrap(), config()).expect("server");
         ep.set_key_resolver(Box::new(move |peer: SocketAddr| {
             keys.get(&peer.port()).cloned()
         }))
@@ -467,6 +596,7 @@ fn drive(clients: Vec<Endpoint>, to: SocketAddr, loads: Vec<Load>, seconds: f64)
                     size,
                     session,
                     latency: at.elapsed(),
+                    end: Instant::now().saturating_duration_since(start),
                     ok,
                 });
             };
@@ -505,6 +635,23 @@ fn drive(clients: Vec<Endpoint>, to: SocketAddr, loads: Vec<Load>, seconds: f64)
     });
     let v = done.lock().unwrap().clone();
     v
+}
+
+/// Goodput of the successful calls per `bin` over `seconds`, Mbit/s (a
+/// call's bytes counted when it completes).
+fn goodput_bins(done: &[Done], bin: Duration, seconds: f64) -> Vec<f64> {
+    let n = (seconds / bin.as_secs_f64()).floor() as usize;
+    let mut bytes = vec![0usize; n];
+    for d in done.iter().filter(|d| d.ok) {
+        let i = (d.end.as_secs_f64() / bin.as_secs_f64()) as usize;
+        if let Some(b) = bytes.get_mut(i) {
+            *b += d.size;
+        }
+    }
+    bytes
+        .iter()
+        .map(|b| *b as f64 * 8.0 / bin.as_secs_f64() / 1e6)
+        .collect()
 }
 
 /// The `q`-quantile of `v` (in any order) by the workspace's one rule

@@ -26,11 +26,11 @@ impl Endpoint {
         to: SocketAddr,
         data_packets: u64,
     ) -> usize {
-        let src = self.config.local_port;
+        let (src, single) = (self.config.local_port, self.config.pathlet_single_window);
         let fb = (self.stats.data_packets_tx != data_packets)
             .then(|| self.peers.get_mut(&to))
             .flatten()
-            .map(|p| p.pathlet_mut());
+            .map(|p| p.pathlet_mut(single));
         let Some(fb) = fb else {
             buf.copy_within(reserve..reserve + len, 0);
             return len;
@@ -93,8 +93,11 @@ impl Endpoint {
         let Some(pid) = self.peers.id(&from) else {
             return;
         };
+        let single = self.config.pathlet_single_window;
         let due = match self.peers.at_mut(pid) {
-            Some(p) => p.pathlet_mut().record(&path, datagram.len(), last_data),
+            Some(p) => p
+                .pathlet_mut(single)
+                .record(&path, datagram.len(), last_data),
             None => false,
         };
         self.stats.paths_counted += 1;
@@ -115,8 +118,9 @@ impl Endpoint {
             return Err(DropReason::Unsupported);
         }
         let echo = PathEchoRepr::parse(packet).map_err(|_| DropReason::Malformed)?;
+        let single = self.config.pathlet_single_window;
         let peer = self.peers.at_mut(pid).ok_or(DropReason::UnknownSession)?;
-        if !peer.pathlet_mut().on_echo(now, &echo) {
+        if !peer.pathlet_mut(single).on_echo(now, &echo) {
             return Err(DropReason::Duplicate);
         }
         self.stats.path_echoes_rx += 1;

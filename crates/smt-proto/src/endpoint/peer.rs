@@ -78,10 +78,11 @@ pub(crate) struct Peer {
 pub(crate) const AMPLIFICATION: u64 = 3;
 
 impl Peer {
-    /// The peer's pathlet state, made at first use.
-    pub fn pathlet_mut(&mut self) -> &mut crate::pathlet::PeerFeedback {
+    /// The peer's pathlet state, made at first use (`single`:
+    /// `Config::pathlet_single_window`).
+    pub fn pathlet_mut(&mut self, single: bool) -> &mut crate::pathlet::PeerFeedback {
         self.pathlet
-            .get_or_insert_with(|| Box::new(crate::pathlet::PeerFeedback::new()))
+            .get_or_insert_with(|| Box::new(crate::pathlet::PeerFeedback::new(single)))
     }
 
     pub fn new(session: Session, origin: Origin) -> Self {

@@ -274,6 +274,7 @@ impl Endpoint {
         let ports = self.config.local_port;
         let (offload, seq_layout) = (self.config.tx_offload, self.config.seq_layout);
         let pathlet = self.config.pathlet_feedback;
+        let single = self.config.pathlet_single_window;
         let Endpoint {
             scheduler,
             clients,
@@ -304,7 +305,13 @@ impl Endpoint {
             if to.is_some_and(|to| to != (k.peer, k.epoch) || out.next_packet_len() > buf.len()) {
                 return None;
             }
-            if pathlet && !within_pathlet_window(peers, k.peer, k.id, out.next_packet_len()) {
+            // Retransmissions are loss recovery: the loss already cut the
+            // window, and holding them back could leave a window whose
+            // bytes the receiver never counts (duplicates) full for good.
+            let held = pathlet
+                && !out.retransmit_pending()
+                && !within_pathlet_window(peers, k.peer, k.id, out.next_packet_len());
+            if held {
                 // Sent again after an echo (or the tick's rescan).
                 stats.pathlet_held += 1;
                 out.queued = false;
@@ -338,7 +345,7 @@ impl Endpoint {
             stats.data_packets_tx += 1;
             if pathlet {
                 if let Some(peer) = peers.get_mut(&k.peer) {
-                    peer.pathlet_mut()
+                    peer.pathlet_mut(single)
                         .on_data_sent(k.id, len as u64, p.retransmit);
                 }
             }
@@ -391,15 +398,19 @@ impl Endpoint {
 }
 
 /// Whether message `id` to `peer` may send a packet of `len` bytes under
-/// its pathlet's window (always, before an echo has placed it).
+/// its pathlet's window (always, before an echo has placed it or the
+/// peer's messages); a new message starts where they were seen.
 fn within_pathlet_window(
-    peers: &super::peers::Peers,
+    peers: &mut super::peers::Peers,
     peer: SocketAddr,
     id: u64,
     len: usize,
 ) -> bool {
-    let fb = peers.get(&peer).and_then(|p| p.pathlet.as_deref());
-    fb.is_none_or(|fb| fb.allowance(id) >= len as u64)
+    let Some(fb) = peers.get_mut(&peer).and_then(|p| p.pathlet.as_deref_mut()) else {
+        return true;
+    };
+    fb.adopt(id);
+    fb.allowance(id) >= len as u64
 }
 
 /// The outgoing message `key` names with its wire key, and whether it is

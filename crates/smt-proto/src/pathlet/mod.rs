@@ -114,6 +114,9 @@ pub struct PathletWindows {
     draining: BTreeMap<PathletClass, (u64, Instant)>,
     excluded: BTreeMap<PathletClass, Instant>,
     last_sequence: u32,
+    /// Where the last echo placed a message: where a new message of this
+    /// peer most likely goes ([`PathletWindows::adopt`]).
+    last_placed: Option<PathletClass>,
 }
 
 impl PathletWindows {
@@ -128,6 +131,7 @@ impl PathletWindows {
             draining: BTreeMap::new(),
             excluded: BTreeMap::new(),
             last_sequence: 0,
+            last_placed: None,
         }
     }
 
@@ -240,10 +244,26 @@ impl PathletWindows {
         }
     }
 
+    /// A new message `id` (nothing sent yet) starts under the window of the
+    /// pathlet the last echo placed a message on: the network most likely
+    /// sends it there too, and a message that sent unlimited until its own
+    /// first echo would flood a path whose window is small. Nothing
+    /// happens before any echo, or for a message already counted.
+    pub fn adopt(&mut self, id: u64) {
+        if self.flight.contains_key(&id) {
+            return;
+        }
+        if let Some(at) = self.last_placed {
+            self.flight.insert(id, 0);
+            self.placed.insert(id, at);
+        }
+    }
+
     /// Moves message `id` to pathlet `at`, with its flight; what it had
     /// in flight may still be echoed from the pathlet it leaves, without
     /// moving it back, for `drain_for`.
     fn place(&mut self, now: Instant, id: u64, at: PathletClass) {
+        self.last_placed = Some(at);
         let left = self.placed.insert(id, at);
         if left == Some(at) {
             return;
@@ -254,6 +274,20 @@ impl PathletWindows {
         if let Some(left) = left {
             if flight > 0 {
                 self.draining.insert(left, (flight, now));
+            }
+            // The messages on the pathlet it left with nothing in flight
+            // follow it: the network has most likely moved the peer's
+            // traffic, and they would otherwise wait on the old pathlet's
+            // window for an echo that names them (one entry names one
+            // message).
+            let idle: Vec<u64> = self
+                .placed
+                .iter()
+                .filter(|(m, p)| **p == left && self.flight.get(m).is_none_or(|f| *f == 0))
+                .map(|(m, _)| *m)
+                .collect();
+            for m in idle {
+                self.placed.insert(m, at);
             }
         }
     }

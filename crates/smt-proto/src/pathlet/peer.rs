@@ -25,35 +25,49 @@ pub const PATH_RESERVE: usize = crate::wire::PATH_HEADER_LEN
 /// the next tick.
 pub const ECHO_AFTER_BYTES: u32 = 64 * 1024;
 
-/// With no echo for this long, the windows let go of their messages (they
-/// send unlimited, as without feedback, until an echo places them again):
-/// the path may have no device that writes slots any more.
+/// With no echo for this long, the windows forget what their messages
+/// have in flight, and again after each such period: bytes the receiver
+/// did not count (duplicates, datagrams without an accepted packet) or
+/// whose echo was lost would otherwise hold a window full for good.
 const SILENT_FOR: Duration = Duration::from_millis(50);
 
 /// A peer's pathlet state, both directions.
 #[derive(Debug)]
 pub(crate) struct PeerFeedback {
     windows: PathletWindows,
+    /// Every echo entry counted as pathlet 0 (`Config::pathlet_single_window`).
+    single: bool,
     echoes: EchoCounter,
+    /// The last fresh echo, or the last time the flights were forgotten
+    /// for silence.
     last_echo: Option<Instant>,
-    /// The datagram being written: its last DATA packet's message and the
-    /// DATA bytes in it (the rest, PATH and control packets, is charged to
-    /// that message too: the receiver counts whole datagrams).
-    datagram: Option<(u64, u64)>,
+    /// The datagram being written: its last DATA packet's message, the
+    /// DATA bytes in it, and whether any of them were sent for the first
+    /// time (the rest, PATH and control packets, is charged to that
+    /// message too: the receiver counts whole datagrams).
+    datagram: Option<(u64, u64, bool)>,
 }
 
 impl PeerFeedback {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(single: bool) -> Self {
         Self {
             windows: PathletWindows::new(PathletParams::default()),
+            single,
             echoes: EchoCounter::new(),
             last_echo: None,
             datagram: None,
         }
     }
 
+    /// Message `id` is about to send its first packet: it starts on the
+    /// pathlet the peer's messages were last seen on (`PathletWindows::adopt`).
+    pub(crate) fn adopt(&mut self, id: u64) {
+        self.windows.adopt(id);
+    }
+
     /// Bytes message `id` may send now: its pathlet's window less what is
-    /// in flight there, or no limit before an echo has placed it.
+    /// in flight there, or no limit before an echo has placed it (or the
+    /// peer's messages, [`PeerFeedback::adopt`]).
     pub(crate) fn allowance(&self, id: u64) -> u64 {
         match self.windows.pathlet_of(id) {
             Some(_) => self.windows.allowance(id),
@@ -62,28 +76,39 @@ impl PeerFeedback {
     }
 
     /// A DATA packet of message `id`, `bytes` long, went into the datagram
-    /// being written (a retransmission: the receiver asked for those bytes
-    /// again, so they were lost).
+    /// being written. A retransmission (the receiver asked for those bytes
+    /// again) counts as a loss and is not put in flight: the receiver
+    /// counts it only if the original was lost, and a copy of bytes it
+    /// had (a RESEND that crossed a slow original) is a duplicate it does
+    /// not count (`docs/protocol.md` § 4), which would keep those bytes in
+    /// flight for good. Erring this way only lets the window send a little
+    /// more after a loss, never less.
     pub(crate) fn on_data_sent(&mut self, id: u64, bytes: u64, retransmit: bool) {
+        let (data, fresh) = self.datagram.map_or((0, false), |(_, d, f)| (d, f));
         if retransmit {
             self.windows.on_lost(id, bytes);
+        } else {
+            self.windows.on_sent(id, bytes);
         }
-        self.windows.on_sent(id, bytes);
-        let data = self.datagram.map_or(0, |(_, d)| d);
-        self.datagram = Some((id, data + bytes));
+        self.datagram = Some((id, data + bytes, fresh || !retransmit));
     }
 
     /// The datagram is complete, `len` bytes with its PATH: what is not
-    /// DATA is charged to its last message.
+    /// DATA is charged to its last message (unless it carried only
+    /// retransmissions, which are not in flight).
     pub(crate) fn charge_datagram(&mut self, len: u64) {
-        if let Some((id, data)) = self.datagram.take() {
+        if let Some((id, data, true)) = self.datagram.take() {
             self.windows.on_sent(id, len.saturating_sub(data));
         }
     }
 
     /// An authenticated PATH_ECHO; `false` for a copy or an older one.
     pub(crate) fn on_echo(&mut self, now: Instant, echo: &PathEchoRepr) -> bool {
-        let fresh = self.windows.on_echo(now, echo);
+        let fresh = if self.single {
+            self.windows.on_echo(now, &as_one_pathlet(echo))
+        } else {
+            self.windows.on_echo(now, echo)
+        };
         if fresh {
             self.last_echo = Some(now);
         }
@@ -118,11 +143,26 @@ impl PeerFeedback {
             self.windows.on_finished(id);
         }
         if self.last_echo.is_some_and(|t| now >= t + SILENT_FOR) {
+            // Like TCP's retransmission timeout: what was in flight is
+            // forgotten (its echoes may never come: bytes the receiver did
+            // not count, echoes lost), and again after each silent period.
             let all: Vec<u64> = self.windows.messages().collect();
             for id in all {
                 self.windows.on_finished(id);
             }
-            self.last_echo = None;
+            self.last_echo = Some(now);
         }
     }
+}
+
+/// `echo` with every entry's pathlet 0: one window per class.
+fn as_one_pathlet(echo: &PathEchoRepr) -> PathEchoRepr {
+    let mut one = *echo;
+    one.entries = crate::wire::Bounded::new();
+    for e in echo.entries.as_slice() {
+        let mut e = *e;
+        e.at.pathlet = 0;
+        one.entries.push(e);
+    }
+    one
 }

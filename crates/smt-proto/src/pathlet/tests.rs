@@ -239,3 +239,22 @@ fn messages_on_one_pathlet_share_its_window() {
     let cut = w.window(at(0xa)).unwrap().cwnd() as u64;
     assert_eq!(w.allowance(1), cut, "lost bytes are not in flight");
 }
+
+/// A new message starts under the window of the pathlet the last echo
+/// placed a message on (not unlimited until its own first echo), and
+/// messages with nothing in flight follow a message the network moved.
+#[test]
+fn new_and_idle_messages_go_where_the_peer_s_traffic_was_seen() {
+    let now = origin();
+    let mut w = PathletWindows::new(params());
+    w.adopt(1);
+    assert_eq!(w.pathlet_of(1), None, "no echo yet: nowhere to go");
+    w.on_sent(1, 1000);
+    w.on_echo(now, &echo(1, &[(0xa, 1000, 0, Some(1))]));
+    w.adopt(2);
+    assert_eq!(w.pathlet_of(2), Some(at(0xa)));
+    w.on_sent(1, 2000);
+    w.on_echo(now, &echo(2, &[(0xb, 2000, 0, Some(1))]));
+    assert_eq!(w.pathlet_of(1), Some(at(0xb)));
+    assert_eq!(w.pathlet_of(2), Some(at(0xb)), "idle on A: follows to B");
+}

@@ -197,6 +197,12 @@ impl Outgoing {
         Some((start, start + payload))
     }
 
+    /// Whether the next packet is a retransmission (the receiver asked for
+    /// it again).
+    pub fn retransmit_pending(&self) -> bool {
+        !self.retransmit.is_empty()
+    }
+
     /// The wire length of the packet [`Outgoing::next_packet`] would give
     /// (0 if none).
     pub fn next_packet_len(&self) -> usize {
