@@ -219,11 +219,23 @@ impl EndpointConfig {
     /// every datagram it sends and receives, and a JSON-lines trace of the
     /// protocol core's events (`docs/observability.md`). Nothing by
     /// default.
+    ///
+    /// Only with the `observe` feature (on by default).
+    #[cfg(feature = "observe")]
     pub fn observe(&self) -> &Observe {
         &self.observe
     }
 
+    /// Without the `observe` feature: always empty.
+    #[cfg(not(feature = "observe"))]
+    pub(crate) fn observe(&self) -> &Observe {
+        &self.observe
+    }
+
     /// Sets [`EndpointConfig::observe`].
+    ///
+    /// Only with the `observe` feature (on by default).
+    #[cfg(feature = "observe")]
     pub fn set_observe(&mut self, observe: Observe) -> &mut Self {
         self.observe = observe;
         self
