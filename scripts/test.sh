@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/fetch-vectors.sh
+# smt without default features leaves out the NIC model, pcapng and serde.
+bash scripts/features-test.sh
 # Debian's dig reads the DNS ticket records in one test; installed when
 # root (CI), otherwise that test reports SKIPPED.
 bash scripts/dig-test.sh --install || echo "test.sh: dig not installed; its test will be skipped"

@@ -193,11 +193,23 @@ impl EndpointConfig {
     /// for the NIC to seal, and arrive through its receive contexts
     /// (`docs/offload.md`). Nothing changes on the wire. `None` (the
     /// default): records are sealed and opened in software.
+    ///
+    /// Only with the `offload` feature (on by default).
+    #[cfg(feature = "offload")]
     pub fn offload(&self) -> Option<&OffloadConfig> {
         self.offload.as_ref()
     }
 
+    /// Without the `offload` feature: always `None`.
+    #[cfg(not(feature = "offload"))]
+    pub(crate) fn offload(&self) -> Option<&OffloadConfig> {
+        self.offload.as_ref()
+    }
+
     /// Sets [`EndpointConfig::offload`].
+    ///
+    /// Only with the `offload` feature (on by default).
+    #[cfg(feature = "offload")]
     pub fn set_offload(&mut self, offload: Option<OffloadConfig>) -> &mut Self {
         self.offload = offload;
         self
@@ -207,11 +219,23 @@ impl EndpointConfig {
     /// every datagram it sends and receives, and a JSON-lines trace of the
     /// protocol core's events (`docs/observability.md`). Nothing by
     /// default.
+    ///
+    /// Only with the `observe` feature (on by default).
+    #[cfg(feature = "observe")]
     pub fn observe(&self) -> &Observe {
         &self.observe
     }
 
+    /// Without the `observe` feature: always empty.
+    #[cfg(not(feature = "observe"))]
+    pub(crate) fn observe(&self) -> &Observe {
+        &self.observe
+    }
+
     /// Sets [`EndpointConfig::observe`].
+    ///
+    /// Only with the `observe` feature (on by default).
+    #[cfg(feature = "observe")]
     pub fn set_observe(&mut self, observe: Observe) -> &mut Self {
         self.observe = observe;
         self
@@ -761,11 +785,14 @@ mod tests {
         assert_eq!(s.mode(), Mode::Udp);
         assert_eq!((s.recv_buffer(), s.send_buffer()), (4 << 20, 4 << 20));
         assert!(s.gso() && s.gro());
-        let o = OffloadConfig::default();
-        assert_eq!(
-            (o.queues(), o.contexts(), o.rx_contexts(), o.ring()),
-            (2, 1024, 1024, 256)
-        );
+        #[cfg(feature = "offload")]
+        {
+            let o = OffloadConfig::default();
+            assert_eq!(
+                (o.queues(), o.contexts(), o.rx_contexts(), o.ring()),
+                (2, 1024, 1024, 256)
+            );
+        }
         let w = crate::workers::WorkerConfig::default();
         assert_eq!(w.spread(), crate::workers::Spread::Messages);
         assert!(w.shards() >= 1);
@@ -809,11 +836,14 @@ mod tests {
         let mut c = EndpointConfig::default();
         c.protocol_mut().set_record_size(0);
         assert_eq!(setting(&c), "ProtocolConfig");
-        let mut c = EndpointConfig::default();
-        let mut offload = OffloadConfig::default();
-        offload.set_ring(0);
-        c.set_offload(Some(offload));
-        assert_eq!(setting(&c), "OffloadConfig::ring");
+        #[cfg(feature = "offload")]
+        {
+            let mut c = EndpointConfig::default();
+            let mut offload = OffloadConfig::default();
+            offload.set_ring(0);
+            c.set_offload(Some(offload));
+            assert_eq!(setting(&c), "OffloadConfig::ring");
+        }
         assert!(EndpointConfig::default().validate(any()).is_ok());
     }
 }

@@ -565,6 +565,8 @@ impl Endpoint {
 
     /// The TLS offload engine's counters (mlx5's `tx_tls_*` and
     /// `rx_tls_*`), with [`crate::EndpointConfig::offload`] set; `None` without.
+    /// Only with the `offload` feature (on by default).
+    #[cfg(feature = "offload")]
     pub fn offload_counters(&self) -> Result<Option<crate::offload::OffloadCounters>, Error> {
         self.shared().with_engine(|e| Ok(e.offload_counters()))
     }

@@ -165,6 +165,8 @@ impl LatencyHistogram {
         self.sum_nanos = self.sum_nanos.saturating_add(other.sum_nanos);
     }
 
+    // Only the serde form of `Stats` rebuilds a histogram.
+    #[cfg_attr(not(feature = "serde"), allow(dead_code))]
     /// Adds `n` durations to the bucket that holds `d` (`None`: the
     /// overflow bucket); how a serialised form is read back.
     pub(crate) fn add_bucket(&mut self, d: Option<Duration>, n: u64) {
@@ -174,6 +176,8 @@ impl LatencyHistogram {
         self.buckets[i] = self.buckets[i].saturating_add(n);
     }
 
+    // Only the serde form of `Stats` rebuilds a histogram.
+    #[cfg_attr(not(feature = "serde"), allow(dead_code))]
     /// Sets the sum (how a serialised form is read back).
     pub(crate) fn set_sum(&mut self, sum: Duration) {
         self.sum_nanos = u64::try_from(sum.as_nanos()).unwrap_or(u64::MAX);

@@ -12,7 +12,7 @@ use smt_proto::Endpoint as Core;
 use smt_udp::{GsoBatch, Mode, RecvBuffers, Socket};
 
 use crate::observe::CaptureTap;
-use crate::offload::{Offload, OffloadConfig, OffloadCounters};
+use crate::offload::{Offload, OffloadConfig};
 
 /// Receive batches handled per call before transmitting (fairness).
 const RECV_BATCHES_PER_TURN: usize = 16;
@@ -80,7 +80,8 @@ impl Io {
     }
 
     /// The offload engine's counters, with offload on.
-    pub fn offload_counters(&mut self) -> Option<OffloadCounters> {
+    #[cfg(feature = "offload")]
+    pub fn offload_counters(&mut self) -> Option<crate::offload::OffloadCounters> {
         self.offload.as_mut().map(Offload::counters)
     }
 

@@ -79,8 +79,19 @@ mod io;
 pub mod keys;
 mod local;
 pub mod metrics;
+#[cfg(feature = "observe")]
 pub mod observe;
+// Without the feature: uninhabited stand-ins (see `offload` below).
+#[cfg(not(feature = "observe"))]
+#[path = "observe/off.rs"]
+mod observe;
+#[cfg(feature = "offload")]
 pub mod offload;
+// Without the feature: uninhabited stand-ins, so the driver's code paths
+// stay written once and compile to nothing.
+#[cfg(not(feature = "offload"))]
+#[path = "offload/off.rs"]
+mod offload;
 mod recycle;
 mod request;
 mod session;

@@ -32,12 +32,17 @@
 //! ```
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+#[cfg(feature = "serde")]
+use std::collections::BTreeMap;
+use std::collections::BinaryHeap;
 use std::fmt;
 use std::net::SocketAddr;
+#[cfg(feature = "serde")]
 use std::time::Duration;
 
+#[cfg(feature = "serde")]
 use serde::de::Error as _;
+#[cfg(feature = "serde")]
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 pub use crate::histogram::{quantile, LatencyHistogram};
@@ -46,7 +51,8 @@ pub use smt_proto::{DropCounts, DropReason};
 /// A snapshot of one endpoint: its counters (all peers together), what it
 /// holds now, and (from [`crate::Endpoint::stats_with_peers`]) its busiest
 /// peers.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct Stats {
     /// Everything the endpoint counted, every peer's included (and what
@@ -61,7 +67,8 @@ pub struct Stats {
 }
 
 /// The counters of one peer's session.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct PeerStats {
     /// The peer's address.
@@ -79,7 +86,8 @@ pub struct PeerStats {
 }
 
 /// Counters of an endpoint or of one peer's session.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct Counters {
     /// RPCs, as client and as server.
@@ -95,7 +103,7 @@ pub struct Counters {
     /// Datagrams (or packets of a datagram) dropped, by reason: what the
     /// peer or an attacker sent that was not used. Every reason is
     /// present, most at 0.
-    #[serde(with = "drops_by_name")]
+    #[cfg_attr(feature = "serde", serde(with = "drops_by_name"))]
     pub drops: DropCounts,
     /// Round-trip times of the RPCs completed as client: from the
     /// application's call to its whole response (a handshake it waited
@@ -103,18 +111,19 @@ pub struct Counters {
     /// included), on the endpoint's clock, read once per command or turn.
     /// Fine log-scale buckets ([`LatencyHistogram`]). Empty in a
     /// [`crate::workers`] shard's counters.
-    #[serde(with = "histogram_buckets")]
+    #[cfg_attr(feature = "serde", serde(with = "histogram_buckets"))]
     pub rtt: LatencyHistogram,
     /// Server side: how long the application took to answer the requests
     /// it served (`RpcCounts::served`), from a request's delivery to the
     /// application (queued for `accept`, or reported by `poll`) until its
     /// response was handed back (`respond`). The endpoint's only.
-    #[serde(with = "histogram_buckets")]
+    #[cfg_attr(feature = "serde", serde(with = "histogram_buckets"))]
     pub handler_latency: LatencyHistogram,
 }
 
 /// RPCs, as client and as server.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct RpcCounts {
     /// Calls whose response arrived whole.
@@ -146,7 +155,8 @@ pub struct RpcCounts {
 }
 
 /// Datagrams, bytes and messages.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct Traffic {
     /// Datagrams sent (a GSO batch counts each of its segments).
@@ -166,7 +176,8 @@ pub struct Traffic {
 }
 
 /// SMT packets by kind.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct PacketCounts {
     /// DATA packets sent, retransmissions included. The endpoint's only.
@@ -198,7 +209,8 @@ pub struct PacketCounts {
 }
 
 /// TLS records.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct RecordCounts {
     /// Records sealed (or framed for a NIC to seal).
@@ -215,7 +227,8 @@ pub struct RecordCounts {
 
 /// Handshakes and the sessions they make: the endpoint's only (a peer's
 /// session starts when its handshake ends).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct HandshakeCounts {
     /// Handshakes that installed keys, as client or server.
@@ -247,7 +260,8 @@ pub struct HandshakeCounts {
 
 /// Gauges: what an endpoint holds now, as of the last event that changed
 /// it or the last tick. `docs/resilience.md` says what bounds each.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct Held {
     /// Sessions with keys.
@@ -269,7 +283,8 @@ pub struct Held {
 }
 
 /// Gauges: what one peer's messages in progress hold now.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct PeerHeld {
     /// Bytes held by the peer's messages being received.
@@ -446,6 +461,7 @@ fn busiest_peers(
 
 /// Drops serialised as `{ "reason": count }` with every reason present;
 /// an unknown reason name is an error.
+#[cfg(feature = "serde")]
 mod drops_by_name {
     use super::*;
 
@@ -472,6 +488,7 @@ mod drops_by_name {
 /// bucket) and count (not cumulative), and the sum of the durations in
 /// nanoseconds. Read back, each count goes to the bucket that holds its
 /// bound, so a file written with other bounds still reads.
+#[cfg(feature = "serde")]
 mod histogram_buckets {
     use super::*;
 

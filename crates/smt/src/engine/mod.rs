@@ -205,6 +205,7 @@ impl Engine {
     }
 
     /// The offload engine's counters, with `EndpointConfig::offload`.
+    #[cfg(feature = "offload")]
     pub fn offload_counters(&mut self) -> Option<crate::offload::OffloadCounters> {
         self.io.offload_counters()
     }
