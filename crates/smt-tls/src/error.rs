@@ -17,9 +17,9 @@ pub enum TlsConfigError {
     BadPrivateKey(String),
     /// The name to connect to is neither a DNS name nor an IP address.
     BadServerName(String),
-    /// [`TlsOptions::cipher_suites`] was given an empty list.
+    /// [`TlsOptions::cipher_suites`](crate::TlsOptions::cipher_suites) was given an empty list.
     NoCipherSuites,
-    /// [`TlsOptions::kx_groups`] was given an empty list.
+    /// [`TlsOptions::kx_groups`](crate::TlsOptions::kx_groups) was given an empty list.
     NoKxGroups,
     /// The key-log file could not be opened for appending.
     KeyLog(io::Error),
