@@ -3,7 +3,9 @@
 //! drives every concurrent run), C outstanding, 64 B echo by default.
 //! Prints the rate and the voluntary and involuntary context switches per
 //! RPC (all threads, from `getrusage`), the figures a driver's hand-offs
-//! show in; `strace -c -f` in front adds the system calls.
+//! show in, then the same per thread during the run (from
+//! `/proc/self/task`), which says whose thread wakes whose; `strace -c -f`
+//! in front adds the system calls.
 //!
 //! ```sh
 //! cargo run --release -p smt-bench --example driver_cost -- smt-aes 150 64 2
@@ -28,13 +30,17 @@ fn main() {
     let (n, elapsed) = match system {
         "smt-aes" => {
             let (server, slots) = systems::smt::start(System::SmtAes, c).expect("start");
+            let threads = thread_switches();
             let r = run(slots, size, time);
+            print_by_thread(&threads, r.0);
             server.stop();
             r
         }
         "smt-aes-local" => {
             let (server, slots) = systems::smt_local::start(System::SmtLocal, c).expect("start");
+            let threads = thread_switches();
             let r = run(slots, size, time);
+            print_by_thread(&threads, r.0);
             server.stop();
             r
         }
@@ -77,4 +83,63 @@ fn switches() -> (i64, i64) {
         u
     };
     (u.ru_nvcsw, u.ru_nivcsw)
+}
+
+/// One thread's name and its voluntary and involuntary context switches.
+struct ThreadSwitches {
+    tid: u32,
+    name: String,
+    voluntary: i64,
+    involuntary: i64,
+}
+
+/// Every thread of the process now, from `/proc/self/task/*/status`
+/// (threads that cannot be read, having just ended, are left out).
+fn thread_switches() -> Vec<ThreadSwitches> {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    dir.filter_map(|entry| {
+        let entry = entry.ok()?;
+        let tid = entry.file_name().to_str()?.parse().ok()?;
+        let status = std::fs::read_to_string(entry.path().join("status")).ok()?;
+        let field = |key: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .map(|v| v.trim().to_string())
+        };
+        Some(ThreadSwitches {
+            tid,
+            name: field("Name:")?,
+            voluntary: field("voluntary_ctxt_switches:")?.parse().ok()?,
+            involuntary: field("nonvoluntary_ctxt_switches:")?.parse().ok()?,
+        })
+    })
+    .collect()
+}
+
+/// Prints each thread's context switches per RPC since `before` (threads
+/// started since count from zero), busiest first.
+fn print_by_thread(before: &[ThreadSwitches], rpcs: u64) {
+    let mut now = thread_switches();
+    now.sort_by_key(|t| std::cmp::Reverse(t.voluntary + t.involuntary));
+    for t in now {
+        let (v0, i0) = before
+            .iter()
+            .find(|b| b.tid == t.tid)
+            .map_or((0, 0), |b| (b.voluntary, b.involuntary));
+        let (v, i) = (t.voluntary - v0, t.involuntary - i0);
+        if v + i == 0 {
+            continue;
+        }
+        let per = |x: i64| x as f64 / rpcs.max(1) as f64;
+        println!(
+            "  thread {} {:<16} {:.3} voluntary + {:.3} involuntary per RPC",
+            t.tid,
+            t.name,
+            per(v),
+            per(i)
+        );
+    }
 }
