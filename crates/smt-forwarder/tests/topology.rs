@@ -9,8 +9,9 @@ mod lab_common;
 
 use std::time::Duration;
 
-use lab_common::{keys_by_port, replica_server, tag, Lab, PORT};
+use lab_common::{keys_by_port, replica_server, replica_server_with, tag, Lab, PORT};
 use smt::keys::{fresh_session_pair, AeadAlgorithm};
+use smt::EndpointConfig;
 use smt_forwarder::lab::{base_args, Running, Topology, Variant};
 
 #[test]
@@ -52,6 +53,49 @@ fn smt_crosses_two_paths_over_ipv4_and_ipv6() {
     assert!(sent(0) > 0 && sent(1) > 0, "both paths carried messages");
     assert_eq!(stats["malformed_bytes"], 0);
     assert_eq!(server.executions(), 8, "every request executed once");
+}
+
+/// Pathlet feedback end to end: the forwarder fills the PATH slots of
+/// the client's datagrams while it moves all traffic between two paths of
+/// different rate every 100 ms; the server believes them and echoes, the
+/// client's windows take the echoes, and every call completes.
+#[test]
+fn pathlet_feedback_crosses_the_forwarder_while_it_alternates_paths() {
+    let Some(lab) = Lab::up(&tag('a'), Variant::Paths, 2, &[50, 10]) else {
+        return;
+    };
+    let mut args = base_args(PORT);
+    args.extend(lab.topo.path_args(PORT, &[200, 200], &[50, 10]));
+    args.extend(["--balance".into(), "alternate:100".into()]);
+    let fwd = Running::start(&lab.forwarder, &lab.topo.ns("f"), &args).expect("forwarder");
+    let pathlet = || {
+        let mut c = EndpointConfig::default();
+        // Paths of 10-50 Mbit/s: timers for them (smt-innetwork's `scaled`).
+        c.protocol_mut()
+            .set_pathlet_feedback(true)
+            .set_resend_after(Duration::from_millis(50))
+            .set_rpc_idle_timeout(Duration::from_secs(5));
+        c
+    };
+    let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
+    let (client, port) = lab.client_with(0, false, ck, pathlet);
+    let server = replica_server_with(&lab.topo, 0, keys_by_port(&[(port, sk)]), pathlet);
+    let to = Topology::forwarder_addr(0, false, PORT);
+    for k in 0..12u64 {
+        let req = lab_common::request(k, 100_000);
+        let resp = client
+            .call(to, &req)
+            .unwrap_or_else(|e| panic!("call {k}: {e} ({:?})", client.stats().map(|s| s.total)));
+        assert!(resp.iter().eq(req.iter().rev()), "echo of call {k}");
+    }
+    let stats = fwd.stop().expect("forwarder counters");
+    let c = client.stats().expect("client stats").total.packets;
+    println!("client pathlet counters: {c:?}; forwarder: {stats}");
+    assert!(stats["path_slots_written"].as_u64().unwrap() > 0);
+    assert!(c.path_echoes_received > 0, "the client took echoes");
+    let sent = |k: usize| stats["paths"][k]["sent"]["packets"].as_u64().unwrap();
+    assert!(sent(0) > 0 && sent(1) > 0, "the forwarder used both paths");
+    assert_eq!(server.executions(), 12);
 }
 
 #[test]

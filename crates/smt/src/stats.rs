@@ -206,6 +206,14 @@ pub struct PacketCounts {
     /// outstanding) and accepted (client). The endpoint's only.
     pub credits_sent: u64,
     pub credits_received: u64,
+    /// Pathlet feedback (`ProtocolConfig::pathlet_feedback`): PATH packets
+    /// counted (beside a packet that authenticated), PATH_ECHO packets
+    /// sent and accepted, DATA packets a pathlet's window held back. The
+    /// endpoint's only.
+    pub paths_counted: u64,
+    pub path_echoes_sent: u64,
+    pub path_echoes_received: u64,
+    pub pathlet_held: u64,
 }
 
 /// TLS records.
@@ -395,6 +403,10 @@ impl From<&smt_proto::Stats> for Counters {
                 unreachable_reports: s.unreachable_reports,
                 credits_sent: s.credits_sent,
                 credits_received: s.credits_received,
+                paths_counted: s.paths_counted,
+                path_echoes_sent: s.path_echoes_tx,
+                path_echoes_received: s.path_echoes_rx,
+                pathlet_held: s.pathlet_held,
             },
             records: RecordCounts {
                 sealed: s.records_sealed,

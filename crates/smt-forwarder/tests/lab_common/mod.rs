@@ -41,6 +41,17 @@ impl Lab {
     /// A client endpoint in client namespace `i`, with `keys` for the
     /// forwarder's address; returns it and its port.
     pub fn client(&self, i: usize, v6: bool, keys: SessionKeys) -> (Endpoint, u16) {
+        self.client_with(i, v6, keys, EndpointConfig::default)
+    }
+
+    /// [`Lab::client`] with its configuration from `config`.
+    pub fn client_with(
+        &self,
+        i: usize,
+        v6: bool,
+        keys: SessionKeys,
+        config: fn() -> EndpointConfig,
+    ) -> (Endpoint, u16) {
         let to = Topology::forwarder_addr(i, v6, PORT);
         let bind: SocketAddr = if v6 {
             "[::]:0".parse().unwrap()
@@ -48,7 +59,7 @@ impl Lab {
             "0.0.0.0:0".parse().unwrap()
         };
         in_namespace(&self.topo.ns(&format!("c{i}")), move || {
-            let ep = Endpoint::bind(bind, EndpointConfig::default()).expect("bind client");
+            let ep = Endpoint::bind(bind, config()).expect("bind client");
             ep.install_session(to, keys).expect("keys");
             let port = ep.local_addr().port();
             (ep, port)
@@ -94,20 +105,41 @@ impl Replica {
 /// [`replica_server`] that gives `keys` to any peer (one client whose
 /// port the forwarder may not keep, e.g. behind the attack relay).
 pub fn replica_server_any(topo: &Topology, r: usize, keys: Arc<SessionKeys>) -> Replica {
-    replica_with(topo, r, Arc::new(move |_| Some((*keys).clone())))
+    replica_with(
+        topo,
+        r,
+        Arc::new(move |_| Some((*keys).clone())),
+        EndpointConfig::default,
+    )
 }
 
 type Resolve = Arc<dyn Fn(SocketAddr) -> Option<SessionKeys> + Send + Sync>;
 
 pub fn replica_server(topo: &Topology, r: usize, keys: Keys) -> Replica {
+    replica_server_with(topo, r, keys, EndpointConfig::default)
+}
+
+/// [`replica_server`] with its configuration from `config`.
+pub fn replica_server_with(
+    topo: &Topology,
+    r: usize,
+    keys: Keys,
+    config: fn() -> EndpointConfig,
+) -> Replica {
     replica_with(
         topo,
         r,
         Arc::new(move |peer: SocketAddr| keys.get(&peer.port()).cloned()),
+        config,
     )
 }
 
-fn replica_with(topo: &Topology, r: usize, resolve: Resolve) -> Replica {
+fn replica_with(
+    topo: &Topology,
+    r: usize,
+    resolve: Resolve,
+    config: fn() -> EndpointConfig,
+) -> Replica {
     let log: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
     // smt binds IPv6 sockets IPv6-only: one endpoint per family, sharing
     // the keys (by port) and the execution log.
@@ -116,7 +148,7 @@ fn replica_with(topo: &Topology, r: usize, resolve: Resolve) -> Replica {
         let resolve = resolve.clone();
         let bind: SocketAddr = bind.parse().unwrap();
         let ep = in_namespace(&topo.ns(&format!("s{r}")), move || {
-            let ep = Endpoint::bind(bind, EndpointConfig::default()).expect("bind server");
+            let ep = Endpoint::bind(bind, config()).expect("bind server");
             ep.set_key_resolver(Box::new(move |peer: SocketAddr| resolve(peer)))
                 .expect("resolver");
             ep
