@@ -378,6 +378,13 @@ settings! {
     /// reproduces the SMT paper's forgeable plaintext control packets, for
     /// comparison only.
     authenticate_control, set_authenticate_control: bool;
+    /// Pathlet feedback (default off; `docs/innetwork.md` § 6): a PATH in
+    /// front of each datagram with DATA for devices on the path to fill,
+    /// its echo back, and a DCTCP-style window per (pathlet, class) that
+    /// holds sending back. Needs `authenticate_control` and no
+    /// [`EndpointConfig::offload`]; each DATA packet carries 80 fewer
+    /// payload bytes.
+    pathlet_feedback, set_pathlet_feedback: bool;
     /// Length concealment (default none).
     padding, set_padding: Padding;
     /// Message IDs above the replay floor tracked one by one (default
@@ -806,6 +813,15 @@ mod tests {
         offload.set_ring(0);
         c.set_offload(Some(offload));
         assert_eq!(setting(&c), "OffloadConfig::ring");
+        let mut c = EndpointConfig::default();
+        c.protocol_mut().set_pathlet_feedback(true);
+        assert!(c.validate(any()).is_ok(), "pathlet feedback alone works");
+        c.set_offload(Some(OffloadConfig::default()));
+        assert_eq!(
+            setting(&c),
+            "ProtocolConfig",
+            "not with a NIC cutting segments"
+        );
         assert!(EndpointConfig::default().validate(any()).is_ok());
     }
 }
