@@ -843,6 +843,15 @@ mod tests {
             offload.set_ring(0);
             c.set_offload(Some(offload));
             assert_eq!(setting(&c), "OffloadConfig::ring");
+            let mut c = EndpointConfig::default();
+            c.protocol_mut().set_pathlet_feedback(true);
+            assert!(c.validate(any()).is_ok(), "pathlet feedback alone works");
+            c.set_offload(Some(OffloadConfig::default()));
+            assert_eq!(
+                setting(&c),
+                "ProtocolConfig",
+                "not with a NIC cutting segments"
+            );
         }
         assert!(EndpointConfig::default().validate(any()).is_ok());
     }
