@@ -58,7 +58,7 @@ impl Endpoint {
         F: Fn(&mut Self, Instant, SocketAddr, &'a [u8], T),
     {
         self.trace_now(now);
-        let mut turns = std::mem::take(&mut self.batch_turns);
+        let mut turns = std::mem::take(&mut self.buffers.batch_turns);
         turns.clear();
         let mut previous: Option<(SocketAddr, Turn)> = None;
         for (from, datagram, extra) in batch.clone() {
@@ -79,7 +79,7 @@ impl Endpoint {
         }
         // The usual batch is all from validated peers: nothing more to do.
         if turns.iter().all(|t| *t == Turn::Validated) {
-            self.batch_turns = turns;
+            self.buffers.batch_turns = turns;
             self.forget_route();
             return;
         }
@@ -93,13 +93,13 @@ impl Endpoint {
                     budget -= 1;
                     handle(self, now, from, datagram, extra);
                 } else {
-                    self.stats.datagrams_rx += 1;
-                    self.stats.bytes_rx += datagram.len() as u64;
+                    self.counters.stats.datagrams_rx += 1;
+                    self.counters.stats.bytes_rx += datagram.len() as u64;
                     self.drop_packet(from, DropReason::OverBudget);
                 }
             }
         }
-        self.batch_turns = turns;
+        self.buffers.batch_turns = turns;
         self.forget_route();
     }
 
@@ -115,7 +115,8 @@ impl Endpoint {
             .get(&from)
             .is_some_and(|p| p.proven || p.origin == Origin::Installed)
             || self
-                .handshakes
+                .hs
+                .conns
                 .get(&from)
                 .is_some_and(|c| c.vouches_for_its_packets())
     }

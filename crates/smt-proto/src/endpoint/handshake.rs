@@ -53,6 +53,10 @@ pub(crate) struct HandshakeSide {
     /// The stateless-retry key, if set (`set_retry_key`).
     pub retry: Option<Retry>,
     pub queue: VecDeque<(SocketAddr, u32, u16)>,
+    /// Handshakes in progress, by peer address.
+    pub conns: std::collections::BTreeMap<SocketAddr, HandshakeConn>,
+    /// Finds keys for a peer without a handshake ([`Endpoint::set_key_resolver`]).
+    pub resolver: Option<Box<dyn super::KeyResolver>>,
 }
 
 impl Endpoint {
@@ -67,12 +71,12 @@ impl Endpoint {
         hs: Box<dyn Handshake>,
         kind: HandshakeKind,
     ) {
-        if self.handshakes.contains_key(&peer) {
+        if self.hs.conns.contains_key(&peer) {
             return;
         }
         self.trace_now(now);
         if self.is_quarantined(now, peer) {
-            self.stats.handshakes_failed += 1;
+            self.counters.stats.handshakes_failed += 1;
             let error = HandshakeError::Unreachable;
             trace_event!(
                 self,
@@ -87,18 +91,16 @@ impl Endpoint {
             return;
         }
         trace_event!(self, Traced::HandshakeStarted { peer, kind });
-        let mut conn = HandshakeConn::new(hs, kind, self.ticks);
+        let mut conn = HandshakeConn::new(hs, kind, self.time.ticks);
         conn.initiator = true;
-        self.handshakes.insert(peer, conn);
+        self.hs.conns.insert(peer, conn);
         self.pump_handshake(now, peer);
         self.arm_tick(now);
     }
 
     /// Whether a handshake with `peer` is in progress.
     pub fn is_connecting(&self, peer: SocketAddr) -> bool {
-        self.handshakes
-            .get(&peer)
-            .is_some_and(|c| !c.keys_installed)
+        self.hs.conns.get(&peer).is_some_and(|c| !c.keys_installed)
     }
 
     /// Sets what answers handshakes from unknown peers (the server side).
@@ -111,7 +113,7 @@ impl Endpoint {
     /// once the keys are installed. Returns false if there is no such
     /// handshake or its buffer is full.
     pub(crate) fn stash_early(&mut self, from: SocketAddr, datagram: &[u8]) -> bool {
-        match self.handshakes.get_mut(&from) {
+        match self.hs.conns.get_mut(&from) {
             Some(c) if !c.keys_installed && early_fits(&c.early, datagram.len()) => {
                 c.early.push(datagram.to_vec());
                 true
@@ -150,7 +152,7 @@ impl Endpoint {
             true => return Err(DropReason::Malformed),
             false => (None, packet.payload()),
         };
-        let restarted = self.handshakes.get(&from).is_some_and(|c| {
+        let restarted = self.hs.conns.get(&from).is_some_and(|c| {
             (c.keys_installed || c.held.is_some())
                 && offset == 0
                 && !payload.is_empty()
@@ -161,7 +163,7 @@ impl Endpoint {
             // old session stays until this handshake produces new keys.
             self.remove_handshake(from);
         }
-        if !self.handshakes.contains_key(&from) {
+        if !self.hs.conns.contains_key(&from) {
             // Only the start of a stream may open a handshake.
             if offset != 0 || payload.is_empty() {
                 return Err(DropReason::Handshake);
@@ -183,25 +185,22 @@ impl Endpoint {
             if !validated && self.must_prove_return(from, &*hs, payload) {
                 return self.send_retry(now, from, kind, datagram.len());
             }
-            let mut conn = HandshakeConn::new(hs, kind, self.ticks);
+            let mut conn = HandshakeConn::new(hs, kind, self.time.ticks);
             conn.address_validated = validated;
-            self.handshakes.insert(from, conn);
+            self.hs.conns.insert(from, conn);
             if let Some(r) = self.hs.retry.as_mut() {
                 r.opened();
             }
             self.arm_tick(now);
         }
-        let conn = self
-            .handshakes
-            .get_mut(&from)
-            .ok_or(DropReason::Handshake)?;
+        let conn = self.hs.conns.get_mut(&from).ok_or(DropReason::Handshake)?;
         conn.received_bytes += datagram.len();
         if ack > conn.acked && ack as usize <= conn.sent.len() {
             conn.acked = ack;
             conn.silent_ticks = 0;
         }
         let held = conn.stream.held_bytes();
-        let windows = self.stats.usage.handshake_bytes as usize;
+        let windows = self.counters.stats.usage.handshake_bytes as usize;
         if !payload.is_empty()
             && conn.stream.would_allocate(offset)
             && windows + reorder::WINDOW_COST > MAX_REORDER_TOTAL
@@ -210,7 +209,7 @@ impl Endpoint {
         }
         let bytes = conn.take_in_order(offset, payload)?;
         let now_held = conn.stream.held_bytes();
-        let u = &mut self.stats.usage;
+        let u = &mut self.counters.stats.usage;
         u.handshake_bytes = (u.handshake_bytes + now_held as u64).saturating_sub(held as u64);
         if !bytes.is_empty() {
             conn.silent_ticks = 0;
@@ -237,10 +236,10 @@ impl Endpoint {
     /// at most once per tick, and only once it holds that many entries.
     fn must_retry(&mut self) -> bool {
         let above = self.config.retry_above_handshakes;
-        if self.hs.retry.is_none() || self.handshakes.len() < above {
+        if self.hs.retry.is_none() || self.hs.conns.len() < above {
             return false;
         }
-        let tick = self.ticks;
+        let tick = self.time.ticks;
         let busy = match self.hs.retry.as_ref().and_then(|r| r.busy(tick)) {
             Some(n) => n,
             None => {
@@ -268,7 +267,8 @@ impl Endpoint {
                 || (c.keys_installed
                     && (c.address_validated || self.peers.get(peer).is_some_and(|p| p.validated)))
         };
-        self.handshakes
+        self.hs
+            .conns
             .iter()
             .filter(|(peer, c)| !settled(peer, c))
             .count()
@@ -310,7 +310,7 @@ impl Endpoint {
         repr.emit(&mut Packet::new_unchecked(&mut packet[..HEADER_LEN]));
         packet[HEADER_LEN..].copy_from_slice(&token);
         self.outbox.prebuilt.push_back((peer, packet));
-        self.stats.retries_sent += 1;
+        self.counters.stats.retries_sent += 1;
         Ok(())
     }
 
@@ -327,7 +327,7 @@ impl Endpoint {
         if !retry.verify(now, peer, kind, token) {
             return Err(DropReason::BadToken);
         }
-        self.stats.retry_tokens_accepted += 1;
+        self.counters.stats.retry_tokens_accepted += 1;
         Ok(true)
     }
 
@@ -335,7 +335,7 @@ impl Endpoint {
     /// once (a second RETRY, or one after the peer's bytes arrived, is
     /// stale or forged and ignored).
     fn on_retry(&mut self, from: SocketAddr, token: &[u8]) -> Result<(), DropReason> {
-        let Some(conn) = self.handshakes.get_mut(&from) else {
+        let Some(conn) = self.hs.conns.get_mut(&from) else {
             return Err(DropReason::Handshake);
         };
         let fresh = conn.initiator && conn.retry_token.is_none() && conn.stream.received() == 0;
@@ -364,14 +364,15 @@ impl Endpoint {
     /// execution.
     fn resend_first_flight(&mut self, peer: SocketAddr) {
         let calls: Vec<super::RpcHandle> = self
+            .rpcs
             .clients
             .iter()
             .filter(|(_, c)| c.peer == peer)
             .map(|(h, _)| h)
             .collect();
-        let tick = self.ticks;
+        let tick = self.time.ticks;
         for h in calls {
-            let Some(rpc) = self.clients.get_mut(&h) else {
+            let Some(rpc) = self.rpcs.clients.get_mut(&h) else {
                 continue;
             };
             // Wire lengths fit 32 bits (the DATA header's field). An
@@ -404,17 +405,19 @@ impl Endpoint {
     ///
     /// [`RpcError::Unreachable`]: crate::RpcError::Unreachable
     pub fn peer_unreachable(&mut self, now: Instant, peer: SocketAddr) -> bool {
-        self.stats.unreachable_reports += 1;
+        self.counters.stats.unreachable_reports += 1;
         if self.peers.get(&peer).is_some_and(|p| p.proven) {
             return false;
         }
         let handshake = self
-            .handshakes
+            .hs
+            .conns
             .get(&peer)
             .is_some_and(|c| c.initiator && !c.keys_installed);
         let calls: Vec<super::RpcHandle> = match self.peers.contains_key(&peer) {
             // Our calls need a session with the peer.
             true => self
+                .rpcs
                 .clients
                 .iter()
                 .filter(|(_, c)| c.peer == peer)
@@ -438,24 +441,24 @@ impl Endpoint {
     /// Remembers `peer` as unreachable for `handshake_abort_ticks`; at
     /// most [`MAX_UNREACHABLE`] at once (forged ICMP cannot grow it).
     fn quarantine(&mut self, now: Instant, peer: SocketAddr) {
-        if self.unreachable.len() >= MAX_UNREACHABLE {
-            self.unreachable.retain(|_, until| *until > now);
+        if self.peers.unreachable.len() >= MAX_UNREACHABLE {
+            self.peers.unreachable.retain(|_, until| *until > now);
         }
-        if self.unreachable.len() < MAX_UNREACHABLE {
+        if self.peers.unreachable.len() < MAX_UNREACHABLE {
             let until = now + self.config.tick * self.config.handshake_abort_ticks;
-            self.unreachable.insert(peer, until);
+            self.peers.unreachable.insert(peer, until);
         }
     }
 
     /// Whether `peer` was reported unreachable a moment ago.
     pub(crate) fn is_quarantined(&mut self, now: Instant, peer: SocketAddr) -> bool {
-        if self.unreachable.is_empty() {
+        if self.peers.unreachable.is_empty() {
             return false; // the per-call case: no hashing
         }
-        match self.unreachable.get(&peer) {
+        match self.peers.unreachable.get(&peer) {
             Some(&until) if until > now => true,
             Some(_) => {
-                self.unreachable.remove(&peer);
+                self.peers.unreachable.remove(&peer);
                 false
             }
             None => false,
@@ -468,16 +471,16 @@ impl Endpoint {
     /// answer late copies of the peer's last flight, and its session stays
     /// (one the peer never uses expires, `Endpoint::expire_unproven`).
     fn admit_handshake(&mut self, from: SocketAddr) -> Result<(), DropReason> {
-        match admit::admission(&self.handshakes, &self.config, self.ticks, from) {
+        match admit::admission(&self.hs.conns, &self.config, self.time.ticks, from) {
             Admission::Admit => Ok(()),
             Admission::OverQuota => {
-                self.stats.handshakes_over_quota += 1;
+                self.counters.stats.handshakes_over_quota += 1;
                 Err(DropReason::OverLimit)
             }
             Admission::Displace(victim) => {
                 tracing::debug!(peer = %victim, "a new opening displaces the oldest handshake");
                 self.remove_handshake(victim);
-                self.stats.handshakes_displaced += 1;
+                self.counters.stats.handshakes_displaced += 1;
                 Ok(())
             }
             Admission::Full => Err(DropReason::OverLimit),
@@ -486,8 +489,8 @@ impl Endpoint {
 
     /// Forgets the handshake with `peer`, and what it held.
     fn remove_handshake(&mut self, peer: SocketAddr) -> Option<HandshakeConn> {
-        let conn = self.handshakes.remove(&peer)?;
-        let u = &mut self.stats.usage;
+        let conn = self.hs.conns.remove(&peer)?;
+        let u = &mut self.counters.stats.usage;
         u.handshake_bytes = u
             .handshake_bytes
             .saturating_sub(conn.stream.held_bytes() as u64);
@@ -497,14 +500,14 @@ impl Endpoint {
     /// Counts exactly what handshakes hold for out-of-order bytes (the
     /// running figure should agree; this keeps an error from lasting).
     pub(crate) fn recount_handshake_bytes(&mut self) {
-        let held = self.handshakes.values().map(|c| c.stream.held_bytes());
-        self.stats.usage.handshake_bytes = held.sum::<usize>() as u64;
+        let held = self.hs.conns.values().map(|c| c.stream.held_bytes());
+        self.counters.stats.usage.handshake_bytes = held.sum::<usize>() as u64;
     }
 
     /// Sends whatever the handshake has to say, installs its keys when
     /// ready, and acknowledges what arrived.
     fn pump_handshake(&mut self, now: Instant, peer: SocketAddr) {
-        let Some(conn) = self.handshakes.get_mut(&peer) else {
+        let Some(conn) = self.hs.conns.get_mut(&peer) else {
             return;
         };
         let start = conn.sent.len();
@@ -553,7 +556,7 @@ impl Endpoint {
     /// responder holding keys aside for an address with a session takes it
     /// as the proof of that address ([`AddressProof`]).
     fn confirm_keys(&mut self, peer: SocketAddr) {
-        let initiator = self.handshakes.get(&peer).is_some_and(|c| c.initiator);
+        let initiator = self.hs.conns.get(&peer).is_some_and(|c| c.initiator);
         let Some(epoch) = self.peers.get(&peer).map(|s| s.current.number) else {
             return;
         };
@@ -581,7 +584,7 @@ impl Endpoint {
     /// the handshake nor a retry token proved the address.
     fn must_hold(&self, peer: SocketAddr) -> bool {
         self.peers.contains_key(&peer)
-            && self.handshakes.get(&peer).is_some_and(|c| {
+            && self.hs.conns.get(&peer).is_some_and(|c| {
                 !c.initiator && !c.address_validated && c.hs.address_proof() != AddressProof::Proven
             })
     }
@@ -595,7 +598,7 @@ impl Endpoint {
         keys: SessionKeys,
         next: Option<SessionKeys>,
     ) {
-        let Some(conn) = self.handshakes.get_mut(&peer) else {
+        let Some(conn) = self.hs.conns.get_mut(&peer) else {
             return;
         };
         let proof = conn.hs.address_proof();
@@ -625,7 +628,7 @@ impl Endpoint {
         from: SocketAddr,
         datagram: &[u8],
     ) -> bool {
-        let Some(held) = self.handshakes.get_mut(&from).and_then(|c| c.held.as_mut()) else {
+        let Some(held) = self.hs.conns.get_mut(&from).and_then(|c| c.held.as_mut()) else {
             return false;
         };
         let handshake = Packet::new_checked(datagram).map_or(true, |p| {
@@ -641,7 +644,7 @@ impl Endpoint {
             held.stash.push(datagram.to_vec());
             return true;
         }
-        let Some(held) = self.handshakes.get_mut(&from).and_then(|c| c.held.take()) else {
+        let Some(held) = self.hs.conns.get_mut(&from).and_then(|c| c.held.take()) else {
             return false;
         };
         tracing::debug!(peer = %from, "peer proved its address: new keys replace its session");
@@ -667,7 +670,7 @@ impl Endpoint {
             let error = HandshakeError::Protocol(e.to_string());
             return self.fail_handshake(now, peer, error);
         }
-        let early = match self.handshakes.get_mut(&peer) {
+        let early = match self.hs.conns.get_mut(&peer) {
             Some(c) => {
                 c.keys_installed = true;
                 std::mem::take(&mut c.early)
@@ -676,14 +679,15 @@ impl Endpoint {
         };
         tracing::debug!(%peer, "handshake complete, session keys installed");
         let by_token = self
-            .handshakes
+            .hs
+            .conns
             .get(&peer)
             .is_some_and(|c| c.address_validated);
         if let Some(p) = self.peers.get_mut(&peer).filter(|_| by_token) {
             p.validated = true;
         }
         self.track_unvalidated(peer);
-        self.stats.handshakes_completed += 1;
+        self.counters.stats.handshakes_completed += 1;
         trace_event!(self, Traced::HandshakeDone { peer });
         self.outbox.events.push_back(Event::Connected { peer });
         for d in early {
@@ -715,7 +719,7 @@ impl Endpoint {
                 self.remove_session(peer);
             }
         }
-        self.stats.handshakes_failed += 1;
+        self.counters.stats.handshakes_failed += 1;
         trace_event!(
             self,
             Traced::HandshakeFailed {
@@ -733,15 +737,15 @@ impl Endpoint {
     /// not used its keys yet, forgetting the oldest such session past
     /// `Config::max_unvalidated_sessions`.
     fn track_unvalidated(&mut self, peer: SocketAddr) {
-        let responder = self.handshakes.get(&peer).is_some_and(|c| !c.initiator);
-        let made = self.ticks;
+        let responder = self.hs.conns.get(&peer).is_some_and(|c| !c.initiator);
+        let made = self.time.ticks;
         match self.peers.get_mut(&peer) {
             Some(p) if responder && !p.proven => p.made = made,
             _ => return,
         }
-        self.unvalidated.push_back((peer, made));
-        while self.unvalidated.len() > self.config.max_unvalidated_sessions {
-            if let Some((oldest, made)) = self.unvalidated.pop_front() {
+        self.peers.unvalidated.push_back((peer, made));
+        while self.peers.unvalidated.len() > self.config.max_unvalidated_sessions {
+            if let Some((oldest, made)) = self.peers.unvalidated.pop_front() {
                 self.drop_if_unproven(oldest, made);
             }
         }
@@ -754,11 +758,11 @@ impl Endpoint {
     /// sessions.
     pub(crate) fn expire_unproven(&mut self) {
         let limit = u64::from(self.config.handshake_abort_ticks);
-        while let Some(&(peer, made)) = self.unvalidated.front() {
-            if self.ticks - made < limit {
+        while let Some(&(peer, made)) = self.peers.unvalidated.front() {
+            if self.time.ticks - made < limit {
                 break;
             }
-            self.unvalidated.pop_front();
+            self.peers.unvalidated.pop_front();
             self.drop_if_unproven(peer, made);
         }
     }
@@ -780,11 +784,11 @@ impl Endpoint {
             .get(&peer)
             .is_some_and(|p| !p.proven && p.origin == super::peer::Origin::Handshake);
         // A newer handshake from this address, as initiator, owns it now.
-        let initiator = self.handshakes.get(&peer).is_some_and(|c| c.initiator);
+        let initiator = self.hs.conns.get(&peer).is_some_and(|c| c.initiator);
         if unproven && !initiator {
             tracing::debug!(%peer, "forgetting a session whose peer never used its keys");
             self.remove_session(peer);
-            self.stats.unvalidated_sessions_dropped += 1;
+            self.counters.stats.unvalidated_sessions_dropped += 1;
         }
     }
 
@@ -795,7 +799,7 @@ impl Endpoint {
     /// authenticated packet from the address does (`Peer::validated`).
     fn may_send_handshake(&self, peer: SocketAddr, more: usize) -> bool {
         let validated = self.peers.get(&peer).is_some_and(|p| p.validated);
-        self.handshakes.get(&peer).is_some_and(|c| {
+        self.hs.conns.get(&peer).is_some_and(|c| {
             c.initiator
                 || c.address_validated
                 || (c.keys_installed && validated)
@@ -815,7 +819,8 @@ impl Endpoint {
         let chunk = self.chunk_len();
         // After a RETRY the first packet also carries the token.
         let token = self
-            .handshakes
+            .hs
+            .conns
             .get(&peer)
             .and_then(|c| c.retry_token.as_ref())
             .map_or(0, |t| 1 + t.len());
@@ -833,7 +838,7 @@ impl Endpoint {
                 break;
             }
         }
-        if let Some(c) = self.handshakes.get_mut(&peer) {
+        if let Some(c) = self.hs.conns.get_mut(&peer) {
             c.owe_ack = false;
             c.sent_bytes += wire_bytes(end - start, chunk);
         }
@@ -842,7 +847,7 @@ impl Endpoint {
     /// Writes one queued HANDSHAKE packet into `buf`.
     pub(crate) fn write_handshake_packet(&mut self, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
         while let Some((peer, offset, len)) = self.hs.queue.pop_front() {
-            let Some(conn) = self.handshakes.get(&peer) else {
+            let Some(conn) = self.hs.conns.get(&peer) else {
                 continue;
             };
             let (o, l) = (offset as usize, len as usize);
@@ -851,7 +856,7 @@ impl Endpoint {
             }
             let ports = (self.config.local_port, peer.port());
             let len = emit_handshake(buf, ports, conn, offset, &conn.sent[o..o + l]);
-            self.stats.control_packets_tx += 1;
+            self.counters.stats.control_packets_tx += 1;
             return Some((peer, len));
         }
         None
@@ -862,18 +867,18 @@ impl Endpoint {
     pub(crate) fn tick_handshakes(&mut self, now: Instant) {
         let (resend, abort) = (self.config.resend_ticks, self.config.handshake_abort_ticks);
         let deadline = u64::from(self.config.handshake_deadline_ticks);
-        let peers: Vec<SocketAddr> = self.handshakes.keys().copied().collect();
+        let peers: Vec<SocketAddr> = self.hs.conns.keys().copied().collect();
         for peer in peers {
-            let Some(conn) = self.handshakes.get_mut(&peer) else {
+            let Some(conn) = self.hs.conns.get_mut(&peer) else {
                 continue;
             };
             conn.silent_ticks += 1;
             let silent = conn.silent_ticks;
             let (unacked, done) = (conn.unacked(), conn.keys_installed);
             let (acked, sent) = (conn.acked as usize, conn.sent.len());
-            let overdue = !done && self.ticks - conn.started >= deadline;
+            let overdue = !done && self.time.ticks - conn.started >= deadline;
             if overdue {
-                self.stats.handshakes_past_deadline += 1;
+                self.counters.stats.handshakes_past_deadline += 1;
                 self.fail_handshake(now, peer, HandshakeError::Timeout);
                 continue;
             }
@@ -899,5 +904,5 @@ impl Endpoint {
 }
 
 fn conn_owes_ack(ep: &Endpoint, peer: SocketAddr) -> bool {
-    ep.handshakes.get(&peer).is_some_and(|c| c.owe_ack)
+    ep.hs.conns.get(&peer).is_some_and(|c| c.owe_ack)
 }

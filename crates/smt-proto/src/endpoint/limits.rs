@@ -32,6 +32,20 @@ pub(crate) struct Charge {
 }
 
 /// What partially received messages hold, for the bounds.
+/// What the endpoint holds for peers' requests: partially received
+/// messages, requests in service, and credit.
+#[derive(Default)]
+pub(crate) struct Load {
+    /// What partially received messages hold, and when it was last
+    /// recounted.
+    pub(crate) ledger: Ledger,
+    /// Server RPCs in service: delivered to the application, not yet
+    /// answered or abandoned (bounded by `Config::max_pending_requests`).
+    pub(crate) in_service: usize,
+    /// Credit given to peers and heard from them (`credit.rs`).
+    pub(crate) credits: super::credit::Credits,
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct Ledger {
     /// What they hold in total (per peer: in `Peer::usage`).
@@ -59,6 +73,7 @@ impl Endpoint {
             return true;
         }
         let stale = self
+            .load
             .ledger
             .recounted
             .is_none_or(|at| now >= at + self.config.tick);
@@ -102,7 +117,7 @@ impl Endpoint {
             .unwrap_or_default();
         let victims: Vec<(ServerSlot, Charge)> = slots
             .into_iter()
-            .filter_map(|slot| Some((slot, self.servers.get(slot)?)))
+            .filter_map(|slot| Some((slot, self.rpcs.servers.get(slot)?)))
             .filter_map(|(slot, s)| match &s.state {
                 ServerState::Receiving(inc) if inc.authenticated_bytes() == 0 => Some((
                     slot,
@@ -118,7 +133,7 @@ impl Endpoint {
         for (slot, c) in victims {
             tracing::debug!(?slot, "evicting an unauthenticated partial request");
             self.drop_server_at(slot);
-            self.stats.partial_evicted += 1;
+            self.counters.stats.partial_evicted += 1;
             self.discharge(heavy, c);
             if self.fits(peer, more) {
                 return true;
@@ -133,7 +148,7 @@ impl Endpoint {
             c.bytes = c.bytes.saturating_sub(less.bytes);
             c.requests = c.requests.saturating_sub(less.requests);
         }
-        let t = &mut self.ledger.total;
+        let t = &mut self.load.ledger.total;
         t.bytes = t.bytes.saturating_sub(less.bytes);
         t.requests = t.requests.saturating_sub(less.requests);
         self.publish_usage(Some(peer));
@@ -142,7 +157,7 @@ impl Endpoint {
     fn fits(&self, peer: PeerId, more: Charge) -> bool {
         let cfg = &self.config;
         let mine = self.usage_of(peer);
-        let all = self.ledger.total;
+        let all = self.load.ledger.total;
         mine.bytes + more.bytes <= cfg.max_buffered_per_peer
             && all.bytes + more.bytes <= cfg.max_buffered_total
             && mine.requests + more.requests <= cfg.max_incoming_per_peer
@@ -152,7 +167,7 @@ impl Endpoint {
     /// Adds what was just allocated for `peer`.
     pub(crate) fn charge(&mut self, peer: PeerId, more: Charge) {
         let entry = self.peers.at_mut(peer).map(|p| (peer, p));
-        let Self { ledger, stats, .. } = self;
+        let (ledger, stats) = (&mut self.load.ledger, &mut self.counters.stats);
         let (charged, total) = (&mut ledger.charged, &mut ledger.total);
         add_charge(entry, charged, total, &mut stats.usage, more);
     }
@@ -179,7 +194,7 @@ impl Endpoint {
             total.add(c);
         }
         // The list is reused (no allocation per tick).
-        let mut charged = std::mem::take(&mut self.ledger.charged);
+        let mut charged = std::mem::take(&mut self.load.ledger.charged);
         for id in &charged {
             if let Some(p) = self.peers.at_mut(*id) {
                 p.charged = false;
@@ -196,9 +211,9 @@ impl Endpoint {
                 }
             }
         }
-        self.ledger.charged = charged;
-        self.ledger.total = total;
-        self.ledger.recounted = Some(now);
+        self.load.ledger.charged = charged;
+        self.load.ledger.total = total;
+        self.load.ledger.recounted = Some(now);
         self.recount_handshake_bytes();
         self.publish_usage(None);
     }
@@ -206,13 +221,18 @@ impl Endpoint {
     /// Every message being received: (peer, state, whether a request).
     fn partial_messages(&self) -> impl Iterator<Item = (PeerId, &Incoming, bool)> {
         let responses = self
+            .rpcs
             .clients
             .values()
             .filter_map(|c| Some((c.peer_id, c.response.as_ref()?, false)));
-        let requests = self.servers.slots().filter_map(|(_, p, s)| match &s.state {
-            ServerState::Receiving(inc) => Some((p, inc, true)),
-            _ => None,
-        });
+        let requests = self
+            .rpcs
+            .servers
+            .slots()
+            .filter_map(|(_, p, s)| match &s.state {
+                ServerState::Receiving(inc) => Some((p, inc, true)),
+                _ => None,
+            });
         responses.chain(requests)
     }
 
@@ -226,12 +246,12 @@ impl Endpoint {
                 u.partial_requests = p.usage.requests as u64;
             }
         }
-        let u = &mut self.stats.usage;
-        u.incoming_bytes = self.ledger.total.bytes as u64;
-        u.partial_requests = self.ledger.total.requests as u64;
+        let u = &mut self.counters.stats.usage;
+        u.incoming_bytes = self.load.ledger.total.bytes as u64;
+        u.partial_requests = self.load.ledger.total.requests as u64;
         u.peak_incoming_bytes = u.peak_incoming_bytes.max(u.incoming_bytes);
         u.sessions = self.peers.len() as u64;
-        u.handshakes = self.handshakes.len() as u64;
+        u.handshakes = self.hs.conns.len() as u64;
     }
 
     /// Whether the key resolver may create one more session. Counts the
@@ -246,8 +266,8 @@ impl Endpoint {
         let Some(timeout) = self.config.session_idle_timeout else {
             return;
         };
-        if self.peers.handshake_count() > 0 && !self.timers.is_set(Timer::IdleSweep) {
-            self.timers.set(Timer::IdleSweep, now + timeout / 4);
+        if self.peers.handshake_count() > 0 && !self.time.timers.is_set(Timer::IdleSweep) {
+            self.time.timers.set(Timer::IdleSweep, now + timeout / 4);
         }
     }
 
@@ -262,14 +282,14 @@ impl Endpoint {
             return true;
         }
         let before = self.peers.len();
-        while let Some((peer, made)) = self.unvalidated.pop_front() {
+        while let Some((peer, made)) = self.peers.unvalidated.pop_front() {
             self.drop_if_unproven(peer, made);
             if self.peers.len() < before {
-                self.stats.sessions_displaced += 1;
+                self.counters.stats.sessions_displaced += 1;
                 return true;
             }
         }
-        let handshakes = &self.handshakes;
+        let handshakes = &self.hs.conns;
         let busy =
             |a: &SocketAddr, p: &super::Peer| !p.rpcs.is_empty() || handshakes.contains_key(a);
         let victim = self
@@ -283,7 +303,7 @@ impl Endpoint {
         };
         tracing::debug!(peer = %victim, "evicting the least recently heard session: too many");
         self.remove_session(victim);
-        self.stats.sessions_displaced += 1;
+        self.counters.stats.sessions_displaced += 1;
         true
     }
 
@@ -294,7 +314,7 @@ impl Endpoint {
         let Some(timeout) = self.config.session_idle_timeout else {
             return;
         };
-        let handshakes = &self.handshakes;
+        let handshakes = &self.hs.conns;
         let mut idle = Vec::new();
         let handshaken = self
             .peers
@@ -309,7 +329,7 @@ impl Endpoint {
         }
         for peer in idle {
             tracing::debug!(%peer, "forgetting an idle handshake session");
-            self.stats.sessions_evicted += 1;
+            self.counters.stats.sessions_evicted += 1;
             self.remove_session(peer);
         }
         self.arm_idle_sweep(now);

@@ -37,18 +37,16 @@ mod tick;
 use resolver::keys_are_reflectable;
 pub use resolver::KeyResolver;
 
-use std::collections::{BTreeMap, VecDeque};
-
 pub(crate) use crate::rpc::{ClientRpc, ServerRpc, ServerState};
 use outbox::Outbox;
 use scheduler::Scheduler;
-use table::{ClientTable, RpcKey, ServerTable};
+use table::{RpcKey, RpcTables};
 
 /// Queues a trace event if tracing is on; the event is not even built
 /// otherwise (one branch).
 macro_rules! trace_event {
     ($ep:expr, $what:expr) => {
-        if $ep.trace.is_some() {
+        if $ep.counters.trace.is_some() {
             let what = $what;
             $ep.record_trace(what);
         }
@@ -72,10 +70,10 @@ use crate::rpc::{Incoming, SegmentBuf, ServerMsg, ServerSlot};
 pub use crate::rpc::{RpcHandle, ServerRpcHandle};
 use crate::session::{Session, SessionKeys};
 use crate::stats::Stats;
-use crate::timer::{Timer, TimerTable};
+use crate::timer::Timer;
 use crate::trace::{FreeReason, Traced};
 use crate::wire::Body;
-use handshake::HandshakeConn;
+
 use peer::{Origin, Peer};
 pub(crate) use peers::PeerId;
 use peers::Peers;
@@ -130,65 +128,57 @@ pub(crate) struct TxTally {
 
 /// An SMT endpoint. See the module docs for the call order.
 pub struct Endpoint {
-    pub(crate) config: Config,
-    /// Every peer with a session (keys), with its liveness and usage.
-    pub(crate) peers: Peers,
-    pub(crate) resolver: Option<Box<dyn KeyResolver>>,
-    // Slabs iterated in slot order (table.rs): iteration order (ticks,
-    // scheduling ties) must not depend on a hasher's seed, or simulations
-    // would not be reproducible.
-    pub(crate) clients: ClientTable,
-    pub(crate) servers: ServerTable,
+    config: Config,
+    /// Every peer with a session (keys), with its liveness and usage, and
+    /// the per-address facts kept beside them (unvalidated sessions,
+    /// unreachable peers, key updates to confirm).
+    peers: Peers,
+    /// The client and server RPCs (`table.rs`).
+    rpcs: RpcTables,
     /// Control packets, ACK batches, prebuilt datagrams and events on
     /// their way out.
-    pub(crate) outbox: Outbox,
+    outbox: Outbox,
     /// The send order and grant candidates.
-    pub(crate) scheduler: Scheduler,
-    /// Ticks so far (paces keep-alives).
-    pub(crate) ticks: u64,
-    pub(crate) timers: TimerTable,
+    scheduler: Scheduler,
+    /// The tick count and the timer table (`tick.rs`).
+    time: tick::Time,
+    /// Counters, the datagrams not yet added to them, and the trace.
+    counters: Counters,
+    /// Handshakes in progress, the acceptor, the retry key, the key
+    /// resolver and handshake bytes waiting to leave.
+    hs: handshake::HandshakeSide,
+    /// What partially received messages hold, requests in service and
+    /// credit (`limits.rs`, `credit.rs`).
+    load: limits::Load,
+    /// Memory kept to be reused: message buffers, segment lists, the
+    /// receive batch's order.
+    buffers: Buffers,
+    /// What TLS offload keeps between calls (`offload.rs`).
+    nic: offload::Nic,
+}
+
+/// What the endpoint counts, and the trace.
+#[derive(Default)]
+pub(crate) struct Counters {
     pub(crate) stats: Stats,
     /// Datagrams sent to one peer and not yet added to its counters (see
     /// `send.rs` `count_tx`).
     pub(crate) tx_tally: TxTally,
-    /// The route of the last DATA packet of the receive batch being
-    /// handled (`recv.rs`); `None` between calls.
-    pub(crate) last_route: Option<recv::LastRoute>,
-    pub(crate) handshakes: BTreeMap<SocketAddr, HandshakeConn>,
-    /// The acceptor, the retry key and handshake bytes waiting to leave.
-    pub(crate) hs: handshake::HandshakeSide,
-    /// What partially received messages hold, and when it was last
-    /// recounted (limits.rs).
-    pub(crate) ledger: limits::Ledger,
-    /// Peers whose key-update announcement is not confirmed yet (tick.rs
-    /// announces again; the peer's `key_update_unconfirmed` counts).
-    pub(crate) key_updates: Vec<SocketAddr>,
+    /// The event trace, when on ([`Endpoint::set_tracing`]).
+    pub(crate) trace: Option<Box<crate::trace::Tracer>>,
+}
+
+/// Memory the endpoint reuses instead of allocating per message or batch.
+#[derive(Default)]
+pub(crate) struct Buffers {
     /// Spare message buffers: a steady stream of RPCs reuses those of the
     /// RPCs before it (no allocation per message).
-    pub(crate) buffers: BufferPool,
+    pub(crate) pool: BufferPool,
     /// Segment lists of finished incoming messages, for the next ones.
-    pub(crate) spare_segment_lists: Vec<Vec<(u32, SegmentBuf)>>,
-    /// Sessions a responder's handshake made that the peer has not used
-    /// yet, oldest first, with the tick each was made at: for
-    /// `Config::max_unvalidated_sessions` and their expiry (entries whose
-    /// session has since been proven or replaced are skipped when they
-    /// come up).
-    pub(crate) unvalidated: VecDeque<(SocketAddr, u64)>,
-    /// Peers the network reported unreachable, and until when calls and
-    /// handshakes to them fail without sending (`peer_unreachable`).
-    pub(crate) unreachable: HashMap<SocketAddr, Instant>,
+    pub(crate) segment_lists: Vec<Vec<(u32, SegmentBuf)>>,
     /// Per datagram of the batch being handled, when it is handled
     /// (`handle_batch`); kept to reuse its capacity.
     pub(crate) batch_turns: Vec<admission::Turn>,
-    /// Server RPCs in service: delivered to the application, not yet
-    /// answered or abandoned (bounded by `Config::max_pending_requests`).
-    pub(crate) in_service: usize,
-    /// What TLS offload keeps between calls (`offload.rs`).
-    pub(crate) nic: offload::Nic,
-    /// The event trace, when on ([`Endpoint::set_tracing`]).
-    pub(crate) trace: Option<Box<crate::trace::Tracer>>,
-    /// Credit given to peers and heard from them (`credit.rs`).
-    pub(crate) credits: credit::Credits,
 }
 
 /// Segment lists kept for reuse: one per message being received at once
@@ -199,9 +189,9 @@ impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Endpoint")
             .field("sessions", &self.peers.len())
-            .field("client_rpcs", &self.clients.len())
-            .field("server_rpcs", &self.servers.len())
-            .field("stats", &self.stats)
+            .field("client_rpcs", &self.rpcs.clients.len())
+            .field("server_rpcs", &self.rpcs.servers.len())
+            .field("stats", &self.counters.stats)
             .finish_non_exhaustive()
     }
 }
@@ -213,29 +203,15 @@ impl Endpoint {
         Ok(Self {
             config,
             peers: Peers::default(),
-            resolver: None,
-            clients: ClientTable::default(),
-            servers: ServerTable::default(),
+            rpcs: RpcTables::default(),
             outbox: Outbox::default(),
             scheduler: Scheduler::default(),
-            ticks: 0,
-            tx_tally: TxTally::default(),
-            last_route: None,
-            in_service: 0,
-            timers: TimerTable::default(),
-            stats: Stats::default(),
-            handshakes: BTreeMap::new(),
+            time: tick::Time::default(),
+            counters: Counters::default(),
             hs: handshake::HandshakeSide::default(),
-            ledger: limits::Ledger::default(),
-            key_updates: Vec::new(),
-            buffers: BufferPool::default(),
-            spare_segment_lists: Vec::new(),
-            unvalidated: VecDeque::new(),
-            unreachable: HashMap::default(),
-            batch_turns: Vec::new(),
+            load: limits::Load::default(),
+            buffers: Buffers::default(),
             nic: offload::Nic::default(),
-            trace: None,
-            credits: credit::Credits::default(),
         })
     }
 
@@ -247,7 +223,7 @@ impl Endpoint {
     /// to `peer` within this is not refused for load the server foresaw
     /// (`credit.rs`).
     pub fn credit(&self, peer: SocketAddr) -> u32 {
-        self.credits.limit(peer, self.config.initial_credit)
+        self.load.credits.limit(peer, self.config.initial_credit)
     }
 
     /// The configuration in force.
@@ -257,7 +233,7 @@ impl Endpoint {
 
     /// Endpoint-wide counters.
     pub fn stats(&self) -> &Stats {
-        &self.stats
+        &self.counters.stats
     }
 
     /// Counters of one peer's session.
@@ -275,30 +251,34 @@ impl Endpoint {
     /// A peer's counters with the transmissions not yet added to them.
     fn tallied(&self, peer: SocketAddr, stats: &Stats) -> Stats {
         let mut stats = *stats;
-        if self.tx_tally.peer == Some(peer) {
-            stats.datagrams_tx += self.tx_tally.datagrams;
-            stats.bytes_tx += self.tx_tally.bytes;
+        if self.counters.tx_tally.peer == Some(peer) {
+            stats.datagrams_tx += self.counters.tx_tally.datagrams;
+            stats.bytes_tx += self.counters.tx_tally.bytes;
         }
         stats
     }
 
     /// RPCs this endpoint started that are still in flight.
     pub fn client_rpcs(&self) -> usize {
-        self.clients.len()
+        self.rpcs.clients.len()
     }
 
     /// Requests received and not yet freed (receiving, in service, or
     /// responding and waiting for the client's ACK).
     pub fn server_rpcs(&self) -> usize {
-        self.servers.len()
+        self.rpcs.servers.len()
     }
 
     /// Bytes held for incoming messages (reassembly buffers and data not
     /// yet delivered), counted exactly: tests check `Stats::usage` against it.
     #[cfg(test)]
     pub(crate) fn incoming_buffered_bytes(&self) -> usize {
-        let client = self.clients.values().filter_map(|c| c.response.as_ref());
-        let server = self.servers.values().filter_map(|s| match &s.state {
+        let client = self
+            .rpcs
+            .clients
+            .values()
+            .filter_map(|c| c.response.as_ref());
+        let server = self.rpcs.servers.values().filter_map(|s| match &s.state {
             ServerState::Receiving(inc) => Some(inc),
             _ => None,
         });
@@ -325,7 +305,7 @@ impl Endpoint {
             self.config.replay_window,
         );
         // A handshake installs keys while its connection is still listed.
-        let origin = match self.handshakes.contains_key(&peer) {
+        let origin = match self.hs.conns.contains_key(&peer) {
             true => Origin::Handshake,
             false => Origin::Installed,
         };
@@ -336,15 +316,15 @@ impl Endpoint {
     /// Adds or replaces `addr`'s peer entry (`Peers` keeps the origin
     /// counts).
     fn put_peer(&mut self, addr: SocketAddr, peer: Peer) {
-        self.credits.forget(addr);
+        self.load.credits.forget(addr);
         self.peers.insert(addr, peer);
-        self.stats.usage.sessions = self.peers.len() as u64;
+        self.counters.stats.usage.sessions = self.peers.len() as u64;
     }
 
     /// Removes `addr`'s peer entry.
     fn take_peer(&mut self, addr: SocketAddr) -> Option<Peer> {
         let old = self.peers.remove(&addr)?;
-        self.stats.usage.sessions = self.peers.len() as u64;
+        self.counters.stats.usage.sessions = self.peers.len() as u64;
         Some(old)
     }
 
@@ -359,7 +339,8 @@ impl Endpoint {
             return;
         };
         self.forget_servers(pid, None);
-        self.in_service = self
+        self.load.in_service = self
+            .rpcs
             .servers
             .iter()
             .filter(|(_, s)| matches!(s.state, ServerState::InService))
@@ -375,7 +356,7 @@ impl Endpoint {
             return;
         };
         for slot in slots {
-            if let Some((rkey, _)) = self.servers.remove(slot) {
+            if let Some((rkey, _)) = self.rpcs.servers.remove(slot) {
                 if let Some(r) = self.peers.rpcs_mut(pid) {
                     r.remove_server(rkey.epoch, rkey.id, slot);
                 }
@@ -397,7 +378,7 @@ impl Endpoint {
     /// Sets the resolver asked for keys when a packet arrives from a peer
     /// without a session (the wildcard template of a server).
     pub fn set_key_resolver(&mut self, resolver: Box<dyn KeyResolver>) {
-        self.resolver = Some(resolver);
+        self.hs.resolver = Some(resolver);
     }
 
     /// Removes the session with `peer`; its RPCs fail with
@@ -433,7 +414,7 @@ impl Endpoint {
             restart_pending: false,
             started: now,
         };
-        let handle = self.clients.insert(rpc);
+        let handle = self.rpcs.clients.insert(rpc);
         if let Some(r) = self.peers.rpcs_mut(peer_id) {
             r.add_client(epoch, id, handle);
         }
@@ -466,7 +447,7 @@ impl Endpoint {
     /// before the next `poll_transmit`, for every packet to carry it.
     /// Returns `false` if `rpc` is not a live RPC of ours.
     pub fn set_request_priority(&mut self, rpc: RpcHandle, priority: u8) -> bool {
-        match self.clients.get_mut(&rpc) {
+        match self.rpcs.clients.get_mut(&rpc) {
             Some(c) => {
                 c.request.priority = priority;
                 true
@@ -486,17 +467,21 @@ impl Endpoint {
         let data = data.into();
         self.check_len(data.len())?;
         let slot = self.server_slot(&rpc).ok_or(SendError::UnknownRpc)?;
-        match self.servers.get(slot).map(|s| &s.state) {
+        match self.rpcs.servers.get(slot).map(|s| &s.state) {
             Some(ServerState::InService) => {}
             Some(_) => return Err(SendError::AlreadyResponded),
             None => return Err(SendError::UnknownRpc),
         }
-        let peer_id = self.servers.peer_of(slot).ok_or(SendError::UnknownRpc)?;
+        let peer_id = self
+            .rpcs
+            .servers
+            .peer_of(slot)
+            .ok_or(SendError::UnknownRpc)?;
         let response = self.seal(peer_id, rpc.epoch, rpc.id, data)?;
-        if let Some(s) = self.servers.get_mut(slot) {
+        if let Some(s) = self.rpcs.servers.get_mut(slot) {
             s.state = ServerState::Responding(response);
             s.silent_ticks = 0;
-            self.in_service = self.in_service.saturating_sub(1);
+            self.load.in_service = self.load.in_service.saturating_sub(1);
         }
         // A fresh response always has bytes to send (its unscheduled part).
         self.mark_sendable(MsgKey::Server(ServerMsg { rpc, slot }));
@@ -512,7 +497,7 @@ impl Endpoint {
     /// next RESEND or NEED_ACK about the ID gets the usual answer (RPC_UNKNOWN,
     /// ACK), or its state times out.
     pub fn abort(&mut self, rpc: RpcHandle) -> bool {
-        let Some(c) = self.clients.remove(&rpc) else {
+        let Some(c) = self.rpcs.clients.remove(&rpc) else {
             return false;
         };
         let key = c.key();
@@ -545,7 +530,7 @@ impl Endpoint {
             return false;
         };
         if matches!(
-            self.servers.get(slot).map(|s| &s.state),
+            self.rpcs.servers.get(slot).map(|s| &s.state),
             Some(ServerState::InService)
         ) {
             self.drop_server_at(slot);
@@ -569,7 +554,7 @@ impl Endpoint {
     /// it), so a later message reuses it instead of allocating. Optional:
     /// a buffer never handed back is simply freed by its owner.
     pub fn recycle(&mut self, buf: Vec<u8>) {
-        self.buffers.give(buf);
+        self.buffers.pool.give(buf);
     }
 
     // ---- outputs ----
@@ -582,7 +567,7 @@ impl Endpoint {
     /// Turns the event trace on or off ([`crate::trace`]); off by default.
     /// Turning it off drops the events not yet taken.
     pub fn set_tracing(&mut self, on: bool) {
-        self.trace = match (on, self.trace.take()) {
+        self.counters.trace = match (on, self.counters.trace.take()) {
             (true, Some(t)) => Some(t),
             (true, None) => Some(Box::new(crate::trace::Tracer::new(
                 crate::trace::DEFAULT_TRACE_CAPACITY,
@@ -596,12 +581,12 @@ impl Endpoint {
     /// [`crate::trace::DEFAULT_TRACE_CAPACITY`] events, and loses (and
     /// counts) the newest beyond that.
     pub fn poll_trace(&mut self) -> Option<crate::TraceEvent> {
-        self.trace.as_mut()?.pop()
+        self.counters.trace.as_mut()?.pop()
     }
 
     /// When [`Endpoint::handle_timeout`] must next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.timers.next()
+        self.time.timers.next()
     }
 
     // ---- internals shared by the submodules ----
@@ -609,8 +594,8 @@ impl Endpoint {
     /// Queues a trace event (tracing is on: see the `trace_event!` macro).
     #[cold]
     pub(crate) fn record_trace(&mut self, what: crate::trace::Traced) {
-        let tick = self.ticks;
-        if let Some(t) = self.trace.as_mut() {
+        let tick = self.time.ticks;
+        if let Some(t) = self.counters.trace.as_mut() {
             t.push(tick, what);
         }
     }
@@ -619,7 +604,7 @@ impl Endpoint {
     /// from it.
     #[inline]
     pub(crate) fn trace_now(&mut self, now: Instant) {
-        if let Some(t) = self.trace.as_mut() {
+        if let Some(t) = self.counters.trace.as_mut() {
             t.set_now(now);
         }
     }
@@ -632,13 +617,14 @@ impl Endpoint {
             return Ok(id);
         }
         {
-            if self.resolver.is_none() {
+            if self.hs.resolver.is_none() {
                 return Err(DropReason::UnknownSession);
             }
             if !self.may_resolve() || !self.make_room_for_session() {
                 return Err(DropReason::OverLimit);
             }
             let keys = self
+                .hs
                 .resolver
                 .as_mut()
                 .and_then(|r| r.resolve(peer))
@@ -690,7 +676,7 @@ impl Endpoint {
             let epoch = session.current.number;
             tracing::debug!(%peer, epoch, "rekeyed: new key epoch, message IDs restart");
             if session.key_update_unconfirmed.replace(0).is_none() {
-                self.key_updates.push(peer);
+                self.peers.key_updates.push(peer);
             }
             self.queue_control(peer, epoch, KEY_UPDATE_ANNOUNCE, Body::KeyUpdate);
             trace_event!(
@@ -725,26 +711,26 @@ impl Endpoint {
         };
         let clients = rpcs
             .clients_in(prev)
-            .filter_map(|h| self.clients.get(&h))
+            .filter_map(|h| self.rpcs.clients.get(&h))
             .any(|c| !c.restart_pending);
         !clients && !rpcs.has_server_in(prev)
     }
 
     pub(crate) fn arm_tick(&mut self, now: Instant) {
-        if !self.timers.is_set(Timer::Tick) {
-            self.timers.set(Timer::Tick, now + self.config.tick);
+        if !self.time.timers.is_set(Timer::Tick) {
+            self.time.timers.set(Timer::Tick, now + self.config.tick);
         }
     }
 
     pub(crate) fn fail_client(&mut self, rpc: RpcHandle, error: RpcError) {
-        if let Some(c) = self.clients.remove(&rpc) {
+        if let Some(c) = self.rpcs.clients.remove(&rpc) {
             let key = c.key();
             self.unindex_client(&c);
             if let Some(s) = self.peers.at_mut(c.peer_id) {
                 s.stats.rpcs_failed += 1;
             }
             self.recycle_client(c);
-            self.stats.rpcs_failed += 1;
+            self.counters.stats.rpcs_failed += 1;
             trace_event!(
                 self,
                 Traced::RpcFailed {
@@ -768,7 +754,7 @@ impl Endpoint {
 
     /// Keeps a finished client RPC's buffers for later RPCs.
     pub(crate) fn recycle_client(&mut self, mut rpc: ClientRpc) {
-        rpc.request.recycle(&mut self.buffers);
+        rpc.request.recycle(&mut self.buffers.pool);
         if let Some(inc) = rpc.response.take() {
             self.recycle_incoming(inc);
         }
@@ -776,7 +762,11 @@ impl Endpoint {
 
     /// Keeps a finished incoming message's buffers and segment list.
     pub(crate) fn recycle_incoming(&mut self, mut inc: Incoming) {
-        keep_incoming(&mut self.buffers, &mut self.spare_segment_lists, &mut inc);
+        keep_incoming(
+            &mut self.buffers.pool,
+            &mut self.buffers.segment_lists,
+            &mut inc,
+        );
     }
 
     /// Frees the server RPC `key`, keeping its buffers for later RPCs;
@@ -792,13 +782,12 @@ impl Endpoint {
     /// Its buffers are taken in place (the RPC is not moved out of its
     /// slot: a copy of a few hundred bytes per RPC).
     pub(crate) fn drop_server_at(&mut self, slot: ServerSlot) -> bool {
-        let Endpoint {
-            servers,
-            buffers,
-            spare_segment_lists,
-            in_service,
-            ..
-        } = self;
+        let (servers, buffers, spare_segment_lists, in_service) = (
+            &mut self.rpcs.servers,
+            &mut self.buffers.pool,
+            &mut self.buffers.segment_lists,
+            &mut self.load.in_service,
+        );
         let freed = servers.remove_with(slot, |rpc| match &mut rpc.state {
             ServerState::Receiving(inc) => keep_incoming(buffers, spare_segment_lists, inc),
             ServerState::Responding(out) => out.recycle(buffers),
@@ -828,15 +817,14 @@ impl Endpoint {
 
     /// The credit state with what its decisions need (`credit.rs`).
     fn credits_with(&mut self) -> (&mut credit::Credits, credit::CreditCtx<'_>) {
-        let Endpoint {
-            credits,
-            config,
-            ticks,
-            peers,
-            outbox,
-            stats,
-            ..
-        } = self;
+        let (credits, config, ticks, peers, outbox, stats) = (
+            &mut self.load.credits,
+            &mut self.config,
+            &mut self.time.ticks,
+            &mut self.peers,
+            &mut self.outbox,
+            &mut self.counters.stats,
+        );
         let cx = credit::CreditCtx {
             config,
             ticks: *ticks,

@@ -133,11 +133,11 @@ impl Endpoint {
             true => self
                 .rpc_key(&key)
                 .and_then(|k| self.peers.client(&k))
-                .and_then(|h| self.clients.get(&h))
+                .and_then(|h| self.rpcs.clients.get(&h))
                 .and_then(|c| c.response.as_ref()),
             false => match self
                 .server_slot(&key)
-                .and_then(|s| self.servers.get(s))
+                .and_then(|s| self.rpcs.servers.get(s))
                 .map(|s| &s.state)
             {
                 Some(ServerState::Receiving(inc)) => Some(inc),
@@ -159,11 +159,12 @@ impl Endpoint {
         match session.is_local_id(key.id) {
             true => Some(
                 &self
+                    .rpcs
                     .clients
                     .get(&self.peers.client(&self.rpc_key(&key)?)?)?
                     .request,
             ),
-            false => match &self.servers.get(self.server_slot(&key)?)?.state {
+            false => match &self.rpcs.servers.get(self.server_slot(&key)?)?.state {
                 ServerState::Responding(out) => Some(out),
                 _ => None,
             },

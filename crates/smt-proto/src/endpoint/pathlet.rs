@@ -27,7 +27,7 @@ impl Endpoint {
         data_packets: u64,
     ) -> usize {
         let (src, single) = (self.config.local_port, self.config.pathlet_single_window);
-        let fb = (self.stats.data_packets_tx != data_packets)
+        let fb = (self.counters.stats.data_packets_tx != data_packets)
             .then(|| self.peers.get_mut(&to))
             .flatten()
             .map(|p| p.pathlet_mut(single));
@@ -67,15 +67,15 @@ impl Endpoint {
         };
         let (mut accepted, mut last_data) = (false, None);
         for packet in Packets::new(&datagram[path_len..], true) {
-            self.stats.coalesced_packets_rx += 1;
+            self.counters.stats.coalesced_packets_rx += 1;
             before(self);
-            let drops = self.stats.drops.total();
+            let drops = self.counters.stats.drops.total();
             let go_on = self.handle_packet(now, from, packet);
             // Not dropped: a DATA packet that opened (neither a replay nor
             // a duplicate) or a control packet whose MAC verified; a
             // HANDSHAKE proves nothing about the sender.
             let ty = Packet::new_checked(packet).map(|p| (p.packet_type(), p.id()));
-            if self.stats.drops.total() == drops {
+            if self.counters.stats.drops.total() == drops {
                 match ty {
                     Ok((PacketType::HANDSHAKE, _)) | Err(_) => {}
                     Ok((PacketType::DATA, id)) => (accepted, last_data) = (true, Some(id)),
@@ -87,7 +87,7 @@ impl Endpoint {
             }
         }
         if !accepted {
-            self.stats.paths_not_believed += 1;
+            self.counters.stats.paths_not_believed += 1;
             return;
         }
         let Some(pid) = self.peers.id(&from) else {
@@ -100,7 +100,7 @@ impl Endpoint {
                 .record(&path, datagram.len(), last_data),
             None => false,
         };
-        self.stats.paths_counted += 1;
+        self.counters.stats.paths_counted += 1;
         if due {
             self.queue_path_echo(pid, from);
         }
@@ -123,7 +123,7 @@ impl Endpoint {
         if !peer.pathlet_mut(single).on_echo(now, &echo) {
             return Err(DropReason::Duplicate);
         }
-        self.stats.path_echoes_rx += 1;
+        self.counters.stats.path_echoes_rx += 1;
         self.rescan_sendable();
         Ok(())
     }
@@ -150,7 +150,7 @@ impl Endpoint {
         let tag = tx.control_tag(&bytes[..len]);
         bytes[len..].copy_from_slice(&tag);
         self.outbox.prebuilt.push_back((to, bytes));
-        self.stats.path_echoes_tx += 1;
+        self.counters.stats.path_echoes_tx += 1;
     }
 
     /// At each tick: echoes for every peer with something counted, and the
@@ -176,10 +176,12 @@ impl Endpoint {
 
     /// Whether an RPC whose message `id` goes to `peer` is still there.
     fn sends_message(&self, peer: SocketAddr, id: u64) -> bool {
-        self.clients
+        self.rpcs
+            .clients
             .iter()
             .any(|(_, c)| c.peer == peer && c.id == id)
             || self
+                .rpcs
                 .servers
                 .iter()
                 .any(|(k, _)| k.peer == peer && k.id == id)

@@ -32,6 +32,21 @@ pub(crate) struct Peers {
     by_addr: HashMap<SocketAddr, PeerId>,
     resolved: usize,
     handshaked: usize,
+    /// Peers whose key-update announcement is not confirmed yet (tick.rs
+    /// announces again; the peer's `key_update_unconfirmed` counts).
+    pub(crate) key_updates: Vec<SocketAddr>,
+    /// Sessions a responder's handshake made that the peer has not used
+    /// yet, oldest first, with the tick each was made at: for
+    /// `Config::max_unvalidated_sessions` and their expiry (entries whose
+    /// session has since been proven or replaced are skipped when they
+    /// come up).
+    pub(crate) unvalidated: std::collections::VecDeque<(SocketAddr, u64)>,
+    /// Peers the network reported unreachable, and until when calls and
+    /// handshakes to them fail without sending (`peer_unreachable`).
+    pub(crate) unreachable: HashMap<SocketAddr, std::time::Instant>,
+    /// The route of the last DATA packet of the receive batch being
+    /// handled (`recv.rs`); `None` between calls.
+    pub(crate) last_route: Option<super::recv::LastRoute>,
 }
 
 impl Peers {

@@ -96,8 +96,8 @@ impl Endpoint {
         datagram: &[u8],
         mut before: impl FnMut(&mut Self),
     ) {
-        self.stats.datagrams_rx += 1;
-        self.stats.bytes_rx += datagram.len() as u64;
+        self.counters.stats.datagrams_rx += 1;
+        self.counters.stats.bytes_rx += datagram.len() as u64;
         self.trace_now(now);
         if self.config.pathlet_feedback && starts_with_path(datagram) {
             return self.handle_datagram_with_path(now, from, datagram, before);
@@ -105,7 +105,7 @@ impl Endpoint {
         let tagged = self.config.authenticate_control;
         for (i, packet) in Packets::new(datagram, tagged).enumerate() {
             if i > 0 {
-                self.stats.coalesced_packets_rx += 1;
+                self.counters.stats.coalesced_packets_rx += 1;
             }
             before(self);
             if !self.handle_packet(now, from, packet) {
@@ -139,7 +139,7 @@ impl Endpoint {
     pub(crate) fn drop_packet(&mut self, from: SocketAddr, reason: DropReason) {
         trace_event!(self, Traced::Dropped { peer: from, reason });
         tracing::debug!(%from, reason = reason.name(), "dropped packet");
-        self.stats.drops.add(reason);
+        self.counters.stats.drops.add(reason);
         if let Some(s) = self.peers.get_mut(&from) {
             s.stats.drops.add(reason);
         }
@@ -257,7 +257,7 @@ impl Endpoint {
         from: SocketAddr,
         packet: &Packet<&[u8]>,
     ) -> Option<Result<(), DropReason>> {
-        let route = self.last_route.as_ref()?;
+        let route = self.peers.last_route.as_ref()?;
         let on_route = route.from == from
             && packet.packet_type() == PacketType::DATA
             && packet.key_phase() == route.phase
@@ -274,7 +274,7 @@ impl Endpoint {
             return None;
         };
         let (pid, key, msg) = (route.peer, route.key, route.msg);
-        if let Some(route) = self.last_route.as_mut() {
+        if let Some(route) = self.peers.last_route.as_mut() {
             route.datagrams += 1;
             route.bytes += packet.as_bytes().len() as u64;
         }
@@ -290,7 +290,7 @@ impl Endpoint {
     /// counts the bytes it sends, per packet).
     fn remember_route(&mut self, peer: PeerId, phase: bool, key: ServerRpcHandle, msg: MsgKey) {
         if self.peers.at(peer).is_some_and(|p| p.validated) {
-            self.last_route = Some(LastRoute {
+            self.peers.last_route = Some(LastRoute {
                 from: key.peer,
                 peer,
                 phase,
@@ -305,7 +305,7 @@ impl Endpoint {
     /// Ends the route: the packets that took it are counted in their peer's
     /// statistics.
     pub(crate) fn forget_route(&mut self) {
-        let Some(route) = self.last_route.take() else {
+        let Some(route) = self.peers.last_route.take() else {
             return;
         };
         if let Some(p) = self.peers.at_mut(route.peer) {
@@ -387,7 +387,10 @@ impl Endpoint {
             Body::Ack(ids) => return self.on_ack(pid, key, &ids),
             Body::Credit { limit, sequence } => {
                 let credit = (limit, sequence);
-                return self.credits.on_credit(key.peer, credit, &mut self.stats);
+                return self
+                    .load
+                    .credits
+                    .on_credit(key.peer, credit, &mut self.counters.stats);
             }
             Body::Handshake { .. } | Body::Data(_) | Body::KeyUpdate => {
                 return Err(DropReason::Unsupported)

@@ -35,14 +35,13 @@ impl Endpoint {
             "poll_transmit needs a buffer of at least Config::max_datagram_size ({limit} bytes)"
         );
         if self.scheduler.take_grants_dirty() {
-            let Endpoint {
-                scheduler,
-                clients,
-                servers,
-                outbox,
-                config,
-                ..
-            } = self;
+            let (scheduler, clients, servers, outbox, config) = (
+                &mut self.scheduler,
+                &mut self.rpcs.clients,
+                &mut self.rpcs.servers,
+                &mut self.outbox,
+                &mut self.config,
+            );
             let limits = (u64::from(config.grant_window), config.overcommit);
             scheduler.grant(clients, servers, limits, |k, body| {
                 outbox.queue_control(config.local_port, k.peer, k.epoch, k.id, body);
@@ -55,7 +54,7 @@ impl Endpoint {
         } else {
             0
         };
-        let data_packets = self.stats.data_packets_tx;
+        let data_packets = self.counters.stats.data_packets_tx;
         let Some((first, len)) = self.write_datagram(&mut buf[reserve..limit]) else {
             self.flush_tx_tally();
             return None;
@@ -66,7 +65,7 @@ impl Endpoint {
         } else {
             len
         };
-        if self.trace.is_some() {
+        if self.counters.trace.is_some() {
             self.trace_datagram(first.destination, &buf[..len]);
         }
         Some(self.count_tx(Transmit {
@@ -85,7 +84,7 @@ impl Endpoint {
             let to = (first.destination, epoch);
             while let Some(more) = self.write_packet_for(to, &mut buf[len..]) {
                 len += more;
-                self.stats.coalesced_packets_tx += 1;
+                self.counters.stats.coalesced_packets_tx += 1;
             }
         }
         Some((first, len))
@@ -171,20 +170,20 @@ impl Endpoint {
     /// is left to send), not per datagram: a hash lookup per packet was a
     /// tenth of the core's cost of sending a megabyte.
     fn count_tx(&mut self, t: Transmit) -> Transmit {
-        self.stats.datagrams_tx += 1;
-        self.stats.bytes_tx += t.len as u64;
-        if self.tx_tally.peer != Some(t.destination) {
+        self.counters.stats.datagrams_tx += 1;
+        self.counters.stats.bytes_tx += t.len as u64;
+        if self.counters.tx_tally.peer != Some(t.destination) {
             self.flush_tx_tally();
-            self.tx_tally.peer = Some(t.destination);
+            self.counters.tx_tally.peer = Some(t.destination);
         }
-        self.tx_tally.datagrams += 1;
-        self.tx_tally.bytes += t.len as u64;
+        self.counters.tx_tally.datagrams += 1;
+        self.counters.tx_tally.bytes += t.len as u64;
         t
     }
 
     /// Adds the tallied datagrams to their peer's counters.
     fn flush_tx_tally(&mut self) {
-        let tally = std::mem::take(&mut self.tx_tally);
+        let tally = std::mem::take(&mut self.counters.tx_tally);
         if let Some(s) = tally.peer.and_then(|p| self.peers.get_mut(&p)) {
             s.stats.datagrams_tx += tally.datagrams;
             s.stats.bytes_tx += tally.bytes;
@@ -219,7 +218,7 @@ impl Endpoint {
         let pid = self.peers.id(&peer);
         if !self.may_react(pid, repr, total) {
             tracing::debug!(%peer, "control packet to an unvalidated address over its amplification budget: dropped");
-            self.stats.amplification_limited += 1;
+            self.counters.stats.amplification_limited += 1;
             return None;
         }
         if total > buf.len() {
@@ -238,16 +237,16 @@ impl Endpoint {
             buf[len..total].copy_from_slice(&tag);
         }
         match repr.body {
-            Body::Grant { .. } => self.stats.grants_sent += 1,
+            Body::Grant { .. } => self.counters.stats.grants_sent += 1,
             Body::Resend { .. } => {
-                self.stats.resends_sent += 1;
+                self.counters.stats.resends_sent += 1;
                 if let Some(s) = pid.and_then(|id| self.peers.at_mut(id)) {
                     s.stats.resends_sent += 1;
                 }
             }
             _ => {}
         }
-        self.stats.control_packets_tx += 1;
+        self.counters.stats.control_packets_tx += 1;
         Some(Transmit {
             destination: peer,
             len: total,
@@ -275,16 +274,15 @@ impl Endpoint {
         let (offload, seq_layout) = (self.config.tx_offload, self.config.seq_layout);
         let pathlet = self.config.pathlet_feedback;
         let single = self.config.pathlet_single_window;
-        let Endpoint {
-            scheduler,
-            clients,
-            servers,
-            stats,
-            ticks,
-            nic,
-            peers,
-            ..
-        } = self;
+        let (scheduler, clients, servers, stats, ticks, nic, peers) = (
+            &mut self.scheduler,
+            &mut self.rpcs.clients,
+            &mut self.rpcs.servers,
+            &mut self.counters.stats,
+            &mut self.time.ticks,
+            &mut self.nic,
+            &mut self.peers,
+        );
         while let Some((rank, key)) = scheduler.next_sendable() {
             let Some((k, out, sending)) = outgoing_in(clients, servers, key) else {
                 scheduler.pop_next();
@@ -368,7 +366,8 @@ impl Endpoint {
     /// Ranks `key` among the candidates if it has anything to send and is
     /// not ranked already.
     pub(crate) fn mark_sendable(&mut self, key: MsgKey) {
-        let Some((_, out, true)) = outgoing_in(&mut self.clients, &mut self.servers, key) else {
+        let Some((_, out, true)) = outgoing_in(&mut self.rpcs.clients, &mut self.rpcs.servers, key)
+        else {
             return;
         };
         if out.has_sendable() && !out.queued {
@@ -382,14 +381,19 @@ impl Endpoint {
     /// without saying so costs a tick of delay, not a stuck message.
     pub(crate) fn rescan_sendable(&mut self) {
         let clients = self
+            .rpcs
             .clients
             .iter()
             .filter(|(_, c)| !c.request_done() && c.request.has_sendable())
             .map(|(h, _)| MsgKey::Client(h));
-        let servers = self.servers.slots().filter_map(|(m, _, s)| match &s.state {
-            ServerState::Responding(out) if out.has_sendable() => Some(MsgKey::Server(m)),
-            _ => None,
-        });
+        let servers = self
+            .rpcs
+            .servers
+            .slots()
+            .filter_map(|(m, _, s)| match &s.state {
+                ServerState::Responding(out) if out.has_sendable() => Some(MsgKey::Server(m)),
+                _ => None,
+            });
         let all: Vec<MsgKey> = clients.chain(servers).collect();
         for key in all {
             self.mark_sendable(key);
@@ -452,7 +456,7 @@ impl Endpoint {
         let len = data.len() as u64;
         let padded = cfg.padding.padded_len(len);
         let layout = MessageLayout::new(len, padded, cfg.record_size);
-        let wire = self.buffers.take_filled(layout.wire_len() as usize);
+        let wire = self.buffers.pool.take_filled(layout.wire_len() as usize);
         let (peer, p) = self.peers.entry_mut(peer_id).ok_or(SendError::NoSession)?;
         let session = &mut p.session;
         let kind = match session.is_local_id(id) {
@@ -490,7 +494,7 @@ impl Endpoint {
             (Payload::Borrowed(d), false) => {
                 // Lent, not given: copied once, into a buffer that comes
                 // back to the pool (fresh megabytes fault in page by page).
-                let mut copy = self.buffers.take(d.len());
+                let mut copy = self.buffers.pool.take(d.len());
                 copy.extend_from_slice(d);
                 frame_message_into(cipher, seq, id, Plaintext::Copied(copy), layout, wire)
             }
@@ -502,8 +506,8 @@ impl Endpoint {
         keys.records_sealed += layout.records();
         stats.records_sealed += layout.records();
         stats.messages_sent += 1;
-        self.stats.records_sealed += layout.records();
-        self.stats.messages_sent += 1;
+        self.counters.stats.records_sealed += layout.records();
+        self.counters.stats.messages_sent += 1;
         let mss = cfg.mss() as u16;
         let out = Outgoing::new(sealed, mss, cfg.unscheduled_bytes, for_nic);
         trace_event!(

@@ -26,6 +26,15 @@ fn slot_of(handle: RpcHandle) -> (u32, u32) {
 }
 
 /// The RPCs this endpoint started, by handle.
+/// Every RPC of the endpoint, client and server side. Slabs iterated in
+/// slot order: iteration order (ticks, scheduling ties) must not depend
+/// on a hasher's seed, or simulations would not be reproducible.
+#[derive(Debug, Default)]
+pub(crate) struct RpcTables {
+    pub(crate) clients: ClientTable,
+    pub(crate) servers: ServerTable,
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct ClientTable {
     slab: Slab<ClientRpc>,

@@ -6,6 +6,14 @@
 //! gives up.
 
 use std::net::SocketAddr;
+
+/// The endpoint's sense of time: ticks so far and the timer table.
+#[derive(Default)]
+pub(crate) struct Time {
+    /// Ticks so far (paces keep-alives).
+    pub(crate) ticks: u64,
+    pub(crate) timers: crate::timer::TimerTable,
+}
 use std::time::Instant;
 
 use super::peer::Origin;
@@ -70,7 +78,7 @@ impl Endpoint {
     /// Handles every timer expired at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.trace_now(now);
-        while let Some(timer) = self.timers.pop_expired(now) {
+        while let Some(timer) = self.time.timers.pop_expired(now) {
             match timer {
                 Timer::Tick => self.tick(now),
                 Timer::IdleSweep => self.sweep_idle_sessions(now),
@@ -80,8 +88,8 @@ impl Endpoint {
     }
 
     fn tick(&mut self, now: Instant) {
-        self.ticks += 1;
-        self.stats.usage.spare_buffer_bytes = self.buffers.pooled_bytes() as u64;
+        self.time.ticks += 1;
+        self.counters.stats.usage.spare_buffer_bytes = self.buffers.pool.pooled_bytes() as u64;
         if self.config.pathlet_feedback {
             self.tick_pathlets(now);
         }
@@ -90,10 +98,11 @@ impl Endpoint {
         // a peer that timed out stop making the rest look starved; and
         // grants are re-ranked at the next transmit, so those freed places
         // go to waiting messages even if no data arrives.
-        let live = (self.scheduler).live_grant_candidates(&self.clients, &self.servers);
+        let live = (self.scheduler).live_grant_candidates(&self.rpcs.clients, &self.rpcs.servers);
         let crowded = live.len() > self.config.overcommit;
         self.scheduler.mark_grants_dirty_if_any();
         let pending: Vec<RpcHandle> = self
+            .rpcs
             .clients
             .iter()
             .filter(|(_, c)| c.restart_pending)
@@ -103,11 +112,11 @@ impl Endpoint {
             self.restart(now, h);
         }
         let mut actions = Vec::new();
-        let handles: Vec<RpcHandle> = self.clients.keys().collect();
+        let handles: Vec<RpcHandle> = self.rpcs.clients.keys().collect();
         for h in handles {
             actions.push(self.tick_client(h, crowded));
         }
-        let keys: Vec<ServerRpcHandle> = self.servers.keys().copied().collect();
+        let keys: Vec<ServerRpcHandle> = self.rpcs.servers.keys().copied().collect();
         for k in keys {
             actions.push(self.tick_server(k, crowded));
         }
@@ -123,14 +132,14 @@ impl Endpoint {
         // tick's expiries) are seen here; between ticks the usage figures
         // only grow.
         self.recount_usage(now);
-        let unconfirmed = !self.key_updates.is_empty();
-        if !self.clients.is_empty()
-            || !self.servers.is_empty()
-            || !self.handshakes.is_empty()
-            || !self.unvalidated.is_empty()
+        let unconfirmed = !self.peers.key_updates.is_empty();
+        if !self.rpcs.clients.is_empty()
+            || !self.rpcs.servers.is_empty()
+            || !self.hs.conns.is_empty()
+            || !self.peers.unvalidated.is_empty()
             || unconfirmed
         {
-            self.timers.set(Timer::Tick, now + self.config.tick);
+            self.time.timers.set(Timer::Tick, now + self.config.tick);
         }
     }
 
@@ -142,7 +151,7 @@ impl Endpoint {
     fn tick_key_updates(&mut self) {
         let resend = self.config.resend_ticks;
         let mut again = Vec::new();
-        let mut pending = std::mem::take(&mut self.key_updates);
+        let mut pending = std::mem::take(&mut self.peers.key_updates);
         pending.retain(|peer| {
             let Some(s) = self.peers.get_mut(peer) else {
                 return false;
@@ -156,7 +165,7 @@ impl Endpoint {
             }
             true
         });
-        self.key_updates = pending;
+        self.peers.key_updates = pending;
         for (peer, epoch) in again {
             self.queue_control(peer, epoch, super::KEY_UPDATE_ANNOUNCE, Body::KeyUpdate);
         }
@@ -172,7 +181,7 @@ impl Endpoint {
 
     fn tick_client(&mut self, h: RpcHandle, crowded: bool) -> Action {
         let max_len = self.config.max_resend_bytes;
-        let Some(rpc) = self.clients.get_mut(&h) else {
+        let Some(rpc) = self.rpcs.clients.get_mut(&h) else {
             return Action::None;
         };
         if !rpc.request_done() && rpc.request.has_sendable() {
@@ -188,6 +197,7 @@ impl Endpoint {
             // for that grant, must hear that we are alive: repeat the grant.
             rpc.silent_ticks = 0;
             if self
+                .time
                 .ticks
                 .is_multiple_of(u64::from(self.config.resend_ticks))
             {
@@ -208,7 +218,7 @@ impl Endpoint {
                 response_received = rpc.response.as_ref().map(|i| i.received()),
                 response_granted = rpc.response.as_ref().map(|i| i.granted()),
                 response_len = rpc.response.as_ref().map(|i| i.wire_len()),
-                ticks = self.ticks,
+                ticks = self.time.ticks,
                 "client RPC timed out"
             );
             return Action::FailClient(h);
@@ -225,7 +235,7 @@ impl Endpoint {
         let Some(slot) = self.server_slot(&key) else {
             return Action::None;
         };
-        let Some(rpc) = self.servers.get_mut(slot) else {
+        let Some(rpc) = self.rpcs.servers.get_mut(slot) else {
             return Action::None;
         };
         let waiting_on_us = match &rpc.state {
@@ -302,7 +312,7 @@ impl Endpoint {
                 },
             ),
             Action::FailClient(h) => {
-                let peer = self.clients.get(&h).map(|c| c.peer);
+                let peer = self.rpcs.clients.get(&h).map(|c| c.peer);
                 self.fail_client(h, RpcError::Timeout);
                 if let Some(peer) = peer {
                     self.forget_silent_session(now, peer);
@@ -339,7 +349,7 @@ impl Endpoint {
     /// The server lost our request: send it again under a fresh message ID
     /// (the old ID may never be reused under this key).
     pub(crate) fn restart(&mut self, now: Instant, handle: RpcHandle) {
-        let Some(rpc) = self.clients.get(&handle) else {
+        let Some(rpc) = self.rpcs.clients.get(&handle) else {
             return;
         };
         let (old, pid, restarts) = (rpc.key(), rpc.peer_id, rpc.restarts);
@@ -351,7 +361,7 @@ impl Endpoint {
             Err(SendError::RekeyPending) => {
                 // Waits for the previous key epoch to drain; the tick
                 // retries.
-                if let Some(rpc) = self.clients.get_mut(&handle) {
+                if let Some(rpc) = self.rpcs.clients.get_mut(&handle) {
                     rpc.restart_pending = true;
                     rpc.silent_ticks = 0;
                 }
@@ -359,11 +369,11 @@ impl Endpoint {
             }
             Err(_) => return self.fail_client(handle, RpcError::IdSpaceExhausted),
         };
-        let Some(rpc) = self.clients.get_mut(&handle) else {
+        let Some(rpc) = self.rpcs.clients.get_mut(&handle) else {
             return;
         };
         let priority = rpc.request.priority;
-        let mut data = self.buffers.take(rpc.request.data_len() as usize);
+        let mut data = self.buffers.pool.take(rpc.request.data_len() as usize);
         let sealed = match rpc.request.recover(&mut data) {
             Ok(Some(kept)) => self.seal(pid, epoch, id, Payload::Owned(kept)),
             Ok(None) => self.seal(pid, epoch, id, Payload::Borrowed(&data)),
@@ -373,7 +383,7 @@ impl Endpoint {
                 return self.fail_client(handle, RpcError::PeerLostRequest);
             }
         };
-        self.buffers.give(data);
+        self.buffers.pool.give(data);
         let Ok(mut request) = sealed else {
             return self.fail_client(handle, RpcError::IdSpaceExhausted);
         };
@@ -383,7 +393,7 @@ impl Endpoint {
             r.add_client(epoch, id, handle);
         }
         let mut leftovers = None;
-        if let Some(rpc) = self.clients.get_mut(&handle) {
+        if let Some(rpc) = self.rpcs.clients.get_mut(&handle) {
             rpc.epoch = epoch;
             rpc.id = id;
             let old = std::mem::replace(&mut rpc.request, request);
@@ -393,7 +403,7 @@ impl Endpoint {
             rpc.restart_pending = false;
         }
         if let Some((mut old, response)) = leftovers {
-            old.recycle(&mut self.buffers);
+            old.recycle(&mut self.buffers.pool);
             if let Some(inc) = response {
                 self.recycle_incoming(inc);
             }
@@ -409,7 +419,7 @@ impl Endpoint {
                 id,
             }
         );
-        self.stats.requests_restarted += 1;
+        self.counters.stats.requests_restarted += 1;
         if let Some(s) = self.peers.at_mut(pid) {
             s.stats.requests_restarted += 1;
         }

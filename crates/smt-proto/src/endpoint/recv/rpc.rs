@@ -82,7 +82,7 @@ impl Endpoint {
         if u64::from(h.message_len) > self.config.message_len_limit() {
             return Err(DropReason::OverLimit);
         }
-        let opened_before = self.stats.records_opened;
+        let opened_before = self.counters.stats.records_opened;
         let mut outcome = self.store_and_open(now, pid, msg, key, h, payload, false);
         if let Ok(Opened::NeedsRoom(more)) = outcome {
             // A new segment buffer is admitted first (this may recount or
@@ -97,8 +97,12 @@ impl Endpoint {
             outcome = self.store_and_open(now, pid, msg, key, h, payload, true);
         }
         self.scheduler.mark_grants_dirty();
-        if self.trace.is_some() {
-            self.trace_opening(key, &outcome, self.stats.records_opened - opened_before);
+        if self.counters.trace.is_some() {
+            self.trace_opening(
+                key,
+                &outcome,
+                self.counters.stats.records_opened - opened_before,
+            );
         }
         match outcome {
             Err(e) => Err(e),
@@ -177,18 +181,17 @@ impl Endpoint {
         payload: &[u8],
         admitted: bool,
     ) -> Result<Opened, DropReason> {
-        let Endpoint {
-            clients,
-            servers,
-            peers,
-            stats,
-            scheduler,
-            config,
-            ledger,
-            buffers,
-            nic,
-            ..
-        } = self;
+        let (clients, servers, peers, stats, scheduler, config, ledger, buffers, nic) = (
+            &mut self.rpcs.clients,
+            &mut self.rpcs.servers,
+            &mut self.peers,
+            &mut self.counters.stats,
+            &mut self.scheduler,
+            &mut self.config,
+            &mut self.load.ledger,
+            &mut self.buffers.pool,
+            &mut self.nic,
+        );
         let (inc, silent) = receiving_in(clients, servers, msg).ok_or(DropReason::Duplicate)?;
         if !admitted {
             let more = inc.allocation_for(h);
@@ -272,6 +275,7 @@ impl Endpoint {
             });
         };
         let has_response = self
+            .rpcs
             .clients
             .get(&handle)
             .ok_or(DropReason::UnknownRpc)?
@@ -280,7 +284,7 @@ impl Endpoint {
         if !has_response {
             self.admit_message(now, pid, false)?;
             let incoming = self.new_incoming(h);
-            if let Some(rpc) = self.clients.get_mut(&handle) {
+            if let Some(rpc) = self.rpcs.clients.get_mut(&handle) {
                 rpc.response = Some(incoming);
             }
         }
@@ -316,7 +320,7 @@ impl Endpoint {
         h: &DataHeader,
     ) -> Result<MsgKey, DropReason> {
         let found = self.peers.server(&rpc_key(pid, &key));
-        if let Some((slot, rpc)) = found.and_then(|s| Some((s, self.servers.get_mut(s)?))) {
+        if let Some((slot, rpc)) = found.and_then(|s| Some((s, self.rpcs.servers.get_mut(s)?))) {
             return match rpc.state {
                 // Silence is reset by progress only (`progressed`).
                 ServerState::Receiving(_) => Ok(MsgKey::Server(ServerMsg { rpc: key, slot })),
@@ -343,14 +347,14 @@ impl Endpoint {
             state: ServerState::Receiving(incoming),
             silent_ticks: 0,
         };
-        let slot = self.servers.insert(key, pid, rpc);
+        let slot = self.rpcs.servers.insert(key, pid, rpc);
         let replaced = self
             .peers
             .rpcs_mut(pid)
             .and_then(|r| r.add_server(key.epoch, key.id, slot));
         if let Some(old) = replaced {
             // Cannot happen: the key was looked up above and not found.
-            self.servers.remove(old);
+            self.rpcs.servers.remove(old);
         }
         self.arm_tick(now);
         Ok(MsgKey::Server(ServerMsg { rpc: key, slot }))
@@ -358,7 +362,7 @@ impl Endpoint {
 
     fn new_incoming(&mut self, h: &DataHeader) -> Incoming {
         let cfg = &self.config;
-        let list = self.spare_segment_lists.pop().unwrap_or_default();
+        let list = self.buffers.segment_lists.pop().unwrap_or_default();
         Incoming::reuse(list, h, cfg.unscheduled_bytes, cfg.max_unopened_bytes)
     }
 
@@ -369,7 +373,7 @@ impl Endpoint {
     /// RESENDs into RPC_UNKNOWN and restarts.)
     fn forget_unauthenticated(&mut self, msg: MsgKey) {
         if let MsgKey::Client(h) = msg {
-            if let Some(rpc) = self.clients.get_mut(&h) {
+            if let Some(rpc) = self.rpcs.clients.get_mut(&h) {
                 rpc.response = None;
             }
         }
@@ -387,7 +391,7 @@ impl Endpoint {
     fn discard_incoming(&mut self, msg: MsgKey) {
         match msg {
             MsgKey::Client(h) => {
-                if let Some(rpc) = self.clients.get_mut(&h) {
+                if let Some(rpc) = self.rpcs.clients.get_mut(&h) {
                     rpc.response = None;
                 }
             }
@@ -398,7 +402,7 @@ impl Endpoint {
     }
 
     fn deliver(&mut self, now: Instant, pid: PeerId, msg: MsgKey, key: ServerRpcHandle) {
-        self.stats.messages_received += 1;
+        self.counters.stats.messages_received += 1;
         match msg {
             MsgKey::Client(handle) => self.complete_client(now, handle, key),
             MsgKey::Server(m) => self.deliver_request(pid, m),
@@ -417,19 +421,18 @@ impl Endpoint {
             requests: 1,
         };
         self.discharge(pid, done);
-        let full = self.in_service >= self.config.max_pending_requests;
+        let full = self.load.in_service >= self.config.max_pending_requests;
         let (credits, cx) = self.credits_with();
         credits.note_request(k.peer, full, cx);
         if full {
             self.refuse_request(pid, m);
             return;
         }
-        let Endpoint {
-            servers,
-            buffers,
-            spare_segment_lists,
-            ..
-        } = self;
+        let (servers, buffers, spare_segment_lists) = (
+            &mut self.rpcs.servers,
+            &mut self.buffers.pool,
+            &mut self.buffers.segment_lists,
+        );
         let received = servers.get_mut(m.slot).and_then(|rpc| {
             rpc.start_service(|inc| {
                 let data = inc.take_data();
@@ -440,7 +443,7 @@ impl Endpoint {
         let Some(data) = received else {
             return;
         };
-        self.in_service += 1;
+        self.load.in_service += 1;
         trace_event!(
             self,
             Traced::Delivered {
@@ -482,12 +485,11 @@ impl Endpoint {
     fn complete_client(&mut self, now: Instant, handle: RpcHandle, key: ServerRpcHandle) {
         // Emptied in place, not moved out of its slot (a copy of a few
         // hundred bytes per RPC).
-        let Endpoint {
-            clients,
-            buffers,
-            spare_segment_lists,
-            ..
-        } = self;
+        let (clients, buffers, spare_segment_lists) = (
+            &mut self.rpcs.clients,
+            &mut self.buffers.pool,
+            &mut self.buffers.segment_lists,
+        );
         let done = clients.remove_with(&handle, |rpc| {
             let inc = rpc.response.as_mut()?;
             let data = inc.take_data();
@@ -513,8 +515,8 @@ impl Endpoint {
                 rpc: Some(handle),
             }
         );
-        self.stats.rpcs_completed += 1;
-        self.stats.rtt.record(rtt);
+        self.counters.stats.rpcs_completed += 1;
+        self.counters.stats.rtt.record(rtt);
         if let Some(s) = self.peers.at_mut(pid) {
             s.stats.messages_received += 1;
             s.stats.rpcs_completed += 1;
@@ -538,8 +540,10 @@ impl Endpoint {
         if ids.is_full() {
             let ids = std::mem::take(ids);
             self.queue_control(key.peer, key.epoch, 0, Body::Ack(ids));
-        } else if !self.timers.is_set(Timer::AckDelay) {
-            self.timers.set(Timer::AckDelay, now + self.config.tick);
+        } else if !self.time.timers.is_set(Timer::AckDelay) {
+            self.time
+                .timers
+                .set(Timer::AckDelay, now + self.config.tick);
         }
     }
 
@@ -578,8 +582,9 @@ impl Endpoint {
                 _ => Err(DropReason::UnknownRpc),
             };
         };
-        let (ticks, interval) = (self.ticks, u64::from(self.config.resend_ticks));
+        let (ticks, interval) = (self.time.ticks, u64::from(self.config.resend_ticks));
         let rpc = self
+            .rpcs
             .clients
             .get_mut(&handle)
             .ok_or(DropReason::UnknownRpc)?;
@@ -618,9 +623,9 @@ impl Endpoint {
         key: ServerRpcHandle,
         body: Body,
     ) -> Result<(), DropReason> {
-        let (ticks, interval) = (self.ticks, u64::from(self.config.resend_ticks));
+        let (ticks, interval) = (self.time.ticks, u64::from(self.config.resend_ticks));
         let found = self.peers.server(&rpc_key(pid, &key));
-        let Some((slot, rpc)) = found.and_then(|s| Some((s, self.servers.get_mut(s)?))) else {
+        let Some((slot, rpc)) = found.and_then(|s| Some((s, self.rpcs.servers.get_mut(s)?))) else {
             return self.on_control_for_unknown_request(pid, key, body);
         };
         match rpc.on_control(body, ticks, interval) {
@@ -724,7 +729,7 @@ impl Endpoint {
 
     /// Counts a refused request, for the endpoint and its peer.
     pub(crate) fn count_refused(&mut self, key: ServerRpcHandle) {
-        self.stats.requests_refused += 1;
+        self.counters.stats.requests_refused += 1;
         if let Some(s) = self.peers.get_mut(&key.peer) {
             s.stats.requests_refused += 1;
         }
