@@ -61,6 +61,7 @@
 //! let ticket = lookup_ticket(server.local_addr(), "server.smt.test").unwrap();
 //! assert_eq!(ticket, [7; 1400]);
 //! ```
+#![warn(missing_docs, unreachable_pub)]
 
 mod error;
 mod lookup;

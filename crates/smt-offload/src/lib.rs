@@ -28,6 +28,7 @@
 //! Descriptors are input: a malformed one is counted and dropped
 //! ([`DropReason`]), never a panic. The deterministic engine owns no clock
 //! and no threads; only [`ThreadedEngine`] spawns threads.
+#![warn(missing_docs, unreachable_pub)]
 
 mod context;
 mod counters;

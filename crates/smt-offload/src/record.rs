@@ -15,11 +15,11 @@ pub const HEADER_LEN: usize = 5;
 /// `opaque_type` of every TLS 1.3 protected record: application_data.
 pub const CONTENT_TYPE_APPLICATION_DATA: u8 = 0x17;
 /// `legacy_record_version` of every TLS 1.3 protected record.
-pub const LEGACY_VERSION: [u8; 2] = [0x03, 0x03];
+pub(crate) const LEGACY_VERSION: [u8; 2] = [0x03, 0x03];
 /// Largest body (`TLSCiphertext.length`): 2^14 + 256 (RFC 8446 §5.2).
 pub const MAX_BODY_LEN: usize = (1 << 14) + 256;
 /// Smallest body: one byte of inner content type and the tag.
-pub const MIN_BODY_LEN: usize = 1 + TAG_LEN;
+pub(crate) const MIN_BODY_LEN: usize = 1 + TAG_LEN;
 /// Largest whole record.
 pub const MAX_RECORD_LEN: usize = HEADER_LEN + MAX_BODY_LEN;
 

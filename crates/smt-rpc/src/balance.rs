@@ -36,6 +36,7 @@ pub type BalancedChannel = BoxCloneService<RawRequest, RawResponse, BoxError>;
 
 /// Turns a target (`HOST:PORT`) into addresses.
 pub trait Resolve: Send + Sync + 'static {
+    /// The addresses `target` names now (called again on each refresh).
     fn resolve(&self, target: &str) -> io::Result<Vec<SocketAddr>>;
 }
 

@@ -29,10 +29,12 @@ pub struct Channel {
 }
 
 impl Channel {
+    /// A channel to `server` through `endpoint`.
     pub fn new(endpoint: Endpoint, server: SocketAddr) -> Self {
         Self { endpoint, server }
     }
 
+    /// The server's address.
     pub fn server(&self) -> SocketAddr {
         self.server
     }
@@ -105,6 +107,7 @@ where
     S: Service<RawRequest, Response = RawResponse>,
     S::Error: Into<BoxError>,
 {
+    /// A client over `service` (a [`Channel`] or a balancer), without a timeout.
     pub fn new(service: S) -> Self {
         Self {
             service,

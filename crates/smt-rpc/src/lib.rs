@@ -97,6 +97,7 @@
 //! (a known bug): stop a server with [`Server::serve_with_shutdown`]'s
 //! signal, which does not depend on it, rather than by closing its
 //! endpoint from elsewhere.
+#![warn(missing_docs, unreachable_pub)]
 
 mod balance;
 mod client;

@@ -16,6 +16,7 @@ pub const MAX_KEY_LEN: usize = 128;
 pub struct Metadata(Vec<(String, Vec<u8>)>);
 
 impl Metadata {
+    /// Empty metadata.
     pub fn new() -> Self {
         Self::default()
     }
@@ -57,14 +58,17 @@ impl Metadata {
         before - self.0.len()
     }
 
+    /// The entries in insertion order, as (key, value).
     pub fn iter(&self) -> impl Iterator<Item = (&str, &[u8])> {
         self.0.iter().map(|(k, v)| (k.as_str(), v.as_slice()))
     }
 
+    /// The number of entries.
     pub fn len(&self) -> usize {
         self.0.len()
     }
 
+    /// Whether there are no entries.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

@@ -30,6 +30,7 @@ pub struct Method<Req, Resp, C = Postcard> {
 }
 
 impl<Req, Resp, C> Method<Req, Resp, C> {
+    /// A method named `name` (the name goes on the wire with each request).
     pub const fn new(name: &'static str) -> Self {
         Self {
             name,
@@ -37,6 +38,7 @@ impl<Req, Resp, C> Method<Req, Resp, C> {
         }
     }
 
+    /// The method's name.
     pub const fn name(&self) -> &'static str {
         self.name
     }

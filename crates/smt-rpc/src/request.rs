@@ -46,6 +46,7 @@ impl<T> Request<T> {
         self
     }
 
+    /// Replaces the metadata.
     pub fn with_metadata(mut self, metadata: Metadata) -> Self {
         self.metadata = metadata;
         self
@@ -56,22 +57,27 @@ impl<T> Request<T> {
         &self.method
     }
 
+    /// The message.
     pub fn message(&self) -> &T {
         &self.message
     }
 
+    /// The message, to change it.
     pub fn message_mut(&mut self) -> &mut T {
         &mut self.message
     }
 
+    /// The message, without the metadata.
     pub fn into_message(self) -> T {
         self.message
     }
 
+    /// The metadata.
     pub fn metadata(&self) -> &Metadata {
         &self.metadata
     }
 
+    /// The metadata, to change it.
     pub fn metadata_mut(&mut self) -> &mut Metadata {
         &mut self.metadata
     }
@@ -122,6 +128,7 @@ impl<T: Clone> Clone for Request<T> {
 
 /// A message or a [`Request`] of it.
 pub trait IntoRequest<T> {
+    /// The request, with empty metadata if `self` is a bare message.
     fn into_request(self) -> Request<T>;
 }
 
@@ -145,6 +152,7 @@ pub struct Response<T> {
 }
 
 impl<T> Response<T> {
+    /// A response carrying `message`, with no metadata.
     pub fn new(message: T) -> Self {
         Self {
             message,
@@ -152,27 +160,33 @@ impl<T> Response<T> {
         }
     }
 
+    /// Replaces the metadata (trailers).
     pub fn with_metadata(mut self, metadata: Metadata) -> Self {
         self.metadata = metadata;
         self
     }
 
+    /// The message.
     pub fn message(&self) -> &T {
         &self.message
     }
 
+    /// The message, without the metadata.
     pub fn into_message(self) -> T {
         self.message
     }
 
+    /// The metadata (trailers).
     pub fn metadata(&self) -> &Metadata {
         &self.metadata
     }
 
+    /// The metadata, to change it.
     pub fn metadata_mut(&mut self) -> &mut Metadata {
         &mut self.metadata
     }
 
+    /// The same response with its message mapped by `f`.
     pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Response<U> {
         Response {
             message: f(self.message),

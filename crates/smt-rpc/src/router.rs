@@ -24,6 +24,7 @@ type Route = BoxCloneService<RawRequest, RawResponse, Status>;
 
 /// A handler's success: a message, or a [`Response`] with metadata.
 pub trait IntoResponse<T> {
+    /// The response, with empty metadata if `self` is a bare message.
     fn into_response(self) -> Response<T>;
 }
 
@@ -55,6 +56,7 @@ impl std::fmt::Debug for Router {
 }
 
 impl Router {
+    /// A router without methods.
     pub fn new() -> Self {
         Self::default()
     }

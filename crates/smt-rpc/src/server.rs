@@ -46,6 +46,7 @@ pub struct Server {
 }
 
 impl Server {
+    /// A server answering requests that arrive at `endpoint`.
     pub fn new(endpoint: Endpoint) -> Self {
         Self {
             endpoint,

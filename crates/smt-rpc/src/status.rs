@@ -168,18 +168,22 @@ impl Status {
         self
     }
 
+    /// The status code.
     pub fn code(&self) -> Code {
         self.code
     }
 
+    /// The message for people.
     pub fn message(&self) -> &str {
         &self.message
     }
 
+    /// Details for programs (empty if none).
     pub fn details(&self) -> &Bytes {
         &self.details
     }
 
+    /// The metadata (trailers).
     pub fn metadata(&self) -> &Metadata {
         &self.metadata
     }

@@ -6,6 +6,7 @@
 //! Everything here is deterministic for a given seed: the same run gives the
 //! same packets, the same drops and the same completion times, so tests can
 //! snapshot behaviour.
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod attack;
 mod keys;

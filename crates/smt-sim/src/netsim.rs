@@ -18,14 +18,21 @@ pub const RPCS: usize = 16;
 /// One cell of the sweep.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row {
+    /// Probability the link drops a datagram.
     pub loss: f64,
+    /// Message size in bytes.
     pub size: usize,
+    /// RPCs started in the cell.
     pub expected: usize,
+    /// RPCs completed with the right response.
     pub delivered: usize,
+    /// RPCs that ended with an error or a wrong response.
     pub failed: usize,
     /// Virtual time until the last RPC finished.
     pub completion: Duration,
+    /// Median RPC completion time (virtual).
     pub p50: Duration,
+    /// Retransmitted packets, both ends.
     pub retransmits: u64,
 }
 

@@ -74,6 +74,7 @@ pub struct Impairment {
     /// Probability a datagram is held back for a uniform time in
     /// `[0, reorder_delay)`, letting later datagrams overtake it.
     pub reorder: f64,
+    /// How long a reordered datagram is held at most.
     pub reorder_delay: Duration,
     /// Probability a datagram is sent twice (the copy right after it).
     pub duplicate: f64,
@@ -94,6 +95,7 @@ pub struct RelayConfig {
     pub to_server: Impairment,
     /// Impairment of server → client datagrams.
     pub to_client: Impairment,
+    /// Seed of the impairment's random choices (same seed, same choices).
     pub seed: u64,
     /// Keep a copy of every datagram as read, before impairment.
     pub capture: bool,
@@ -137,7 +139,9 @@ impl RelayConfig {
 /// Which way a datagram travels through the relay.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Direction {
+    /// From the client to the server.
     ToServer,
+    /// From the server to the client.
     ToClient,
 }
 
@@ -145,9 +149,11 @@ pub enum Direction {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Captured {
+    /// Which way it travelled.
     pub direction: Direction,
     /// The client this datagram came from or is going to.
     pub client: SocketAddr,
+    /// The datagram's bytes as read.
     pub bytes: Vec<u8>,
 }
 
@@ -178,7 +184,9 @@ pub struct DirectionStats {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RelayStats {
+    /// Client → server counters.
     pub to_server: DirectionStats,
+    /// Server → client counters.
     pub to_client: DirectionStats,
 }
 
@@ -196,6 +204,7 @@ pub enum Action {
 /// An on-path attacker's hook: called on the relay's reader threads for
 /// every datagram, after capture and before the impairment.
 pub trait Tamper: Send + Sync {
+    /// What to do with this datagram (pass, drop or replace it).
     fn tamper(&self, direction: Direction, client: SocketAddr, bytes: &[u8]) -> Action;
 }
 

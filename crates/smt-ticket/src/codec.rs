@@ -12,16 +12,20 @@ pub(crate) struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
-    pub fn new(bytes: &'a [u8]) -> Self {
+    pub(crate) fn new(bytes: &'a [u8]) -> Self {
         Self { rest: bytes }
     }
 
     /// Bytes read so far are gone; this many are left.
-    pub fn remaining(&self) -> usize {
+    pub(crate) fn remaining(&self) -> usize {
         self.rest.len()
     }
 
-    pub fn bytes(&mut self, len: usize, field: &'static str) -> Result<&'a [u8], TicketError> {
+    pub(crate) fn bytes(
+        &mut self,
+        len: usize,
+        field: &'static str,
+    ) -> Result<&'a [u8], TicketError> {
         if self.rest.len() < len {
             return Err(TicketError::Malformed(field));
         }
@@ -30,38 +34,41 @@ impl<'a> Reader<'a> {
         Ok(head)
     }
 
-    pub fn array<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N], TicketError> {
+    pub(crate) fn array<const N: usize>(
+        &mut self,
+        field: &'static str,
+    ) -> Result<[u8; N], TicketError> {
         let mut out = [0; N];
         out.copy_from_slice(self.bytes(N, field)?);
         Ok(out)
     }
 
-    pub fn u8(&mut self, field: &'static str) -> Result<u8, TicketError> {
+    pub(crate) fn u8(&mut self, field: &'static str) -> Result<u8, TicketError> {
         Ok(self.array::<1>(field)?[0])
     }
 
-    pub fn u16(&mut self, field: &'static str) -> Result<u16, TicketError> {
+    pub(crate) fn u16(&mut self, field: &'static str) -> Result<u16, TicketError> {
         Ok(u16::from_be_bytes(self.array(field)?))
     }
 
-    pub fn u64(&mut self, field: &'static str) -> Result<u64, TicketError> {
+    pub(crate) fn u64(&mut self, field: &'static str) -> Result<u64, TicketError> {
         Ok(u64::from_be_bytes(self.array(field)?))
     }
 
     /// An `opaque<lo..hi>` with a one-byte length.
-    pub fn vec8(&mut self, field: &'static str) -> Result<&'a [u8], TicketError> {
+    pub(crate) fn vec8(&mut self, field: &'static str) -> Result<&'a [u8], TicketError> {
         let len = self.u8(field)?;
         self.bytes(usize::from(len), field)
     }
 
     /// An `opaque<lo..hi>` with a two-byte length.
-    pub fn vec16(&mut self, field: &'static str) -> Result<&'a [u8], TicketError> {
+    pub(crate) fn vec16(&mut self, field: &'static str) -> Result<&'a [u8], TicketError> {
         let len = self.u16(field)?;
         self.bytes(usize::from(len), field)
     }
 
     /// Fails unless every byte was consumed.
-    pub fn finish(self, what: &'static str) -> Result<(), TicketError> {
+    pub(crate) fn finish(self, what: &'static str) -> Result<(), TicketError> {
         if self.rest.is_empty() {
             Ok(())
         } else {

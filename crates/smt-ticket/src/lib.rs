@@ -43,6 +43,7 @@
 //! [`Ticket::from_base64`], [`ZeroRttServer::accept`] and
 //! [`ZeroRttClient::finish`] return a [`TicketError`] for any bytes (tested
 //! with random and mutated input).
+#![warn(missing_docs, unreachable_pub)]
 
 mod codec;
 mod error;

@@ -64,15 +64,15 @@ const AEAD: AeadAlgorithm = AeadAlgorithm::Aes128Gcm;
 pub(crate) struct Secret([u8; HASH_LEN]);
 
 impl Secret {
-    pub fn new(bytes: [u8; HASH_LEN]) -> Self {
+    pub(crate) fn new(bytes: [u8; HASH_LEN]) -> Self {
         Self(bytes)
     }
 
-    pub fn as_bytes(&self) -> &[u8; HASH_LEN] {
+    pub(crate) fn as_bytes(&self) -> &[u8; HASH_LEN] {
         &self.0
     }
 
-    pub fn is_zero(&self) -> bool {
+    pub(crate) fn is_zero(&self) -> bool {
         self.0.iter().fold(0, |acc, b| acc | b) == 0
     }
 }
@@ -168,7 +168,7 @@ impl Directions {
     /// The session keys for `role`. With `updatable`, the keys carry a
     /// [`KeyUpdate`] that derives the next epoch's secrets with
     /// "traffic upd", as TLS 1.3's KeyUpdate does.
-    pub fn session_keys(self, role: Role, updatable: bool) -> SessionKeys {
+    pub(crate) fn session_keys(self, role: Role, updatable: bool) -> SessionKeys {
         let c2s = traffic_cipher(&self.c2s);
         let s2c = traffic_cipher(&self.s2c);
         let keys = match role {

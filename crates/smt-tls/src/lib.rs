@@ -38,6 +38,7 @@
 //!
 //! The rustls connection is private; only byte slices, rustls configs and
 //! this crate's own types cross its API.
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod certs;
 mod config;

@@ -7,12 +7,16 @@ use std::fmt;
 /// tests assert is zero.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Tally {
+    /// The attack's name, as reports print it.
     pub name: String,
+    /// How many times it was tried.
     pub attempts: u64,
+    /// How many times the victim accepted it (the tests want 0).
     pub accepted: u64,
 }
 
 impl Tally {
+    /// A tally of no attempts yet.
     pub fn new(name: &str) -> Self {
         Self {
             name: name.to_owned(),
