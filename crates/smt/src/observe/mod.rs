@@ -1,5 +1,6 @@
 //! Recording what an endpoint does, for debugging and for users without
-//! tcpdump (`docs/observability.md`):
+//! tcpdump (`docs/observability.md`): the types of the `smt-observe`
+//! crate, wired into the endpoint by [`crate::EndpointConfig::set_observe`].
 //!
 //! - [`Capture`]: a pcapng file of every datagram the endpoint sends and
 //!   receives, as it left or arrived at the socket (GSO batches as their
@@ -7,7 +8,8 @@
 //!   real addresses; `smt dump` decrypts it with the endpoint's key log.
 //! - [`Trace`]: JSON lines, one per event of the protocol core (packets
 //!   sent and received, drops, records sealed and opened, RPCs started,
-//!   failed, freed, handshakes, key epochs), for `smt dump --trace`.
+//!   failed, freed, handshakes, key epochs), for `smt dump --trace`; each
+//!   line is a [`trace::Line`], the schema `smt dump` reads too.
 //!
 //! Both are off by default ([`Observe::default`]); off, they cost the
 //! data path one branch. On, the data path copies what it saw into a
@@ -15,15 +17,12 @@
 //! that falls behind drops what does not fit and counts it, and never
 //! makes the endpoint wait.
 
-mod capture;
-mod spool;
-mod trace;
-
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
-
-pub use capture::{Capture, CaptureSummary, CAPTURE_BUFFER};
-pub(crate) use capture::{CaptureTap, Framing};
-pub use trace::{Trace, TraceSummary, TRACE_BUFFER, TRACE_FORMAT_VERSION};
+pub use smt_observe::trace;
+pub use smt_observe::{
+    Capture, CaptureSummary, Trace, TraceSummary, CAPTURE_BUFFER, TRACE_BUFFER,
+    TRACE_FORMAT_VERSION,
+};
+pub(crate) use smt_observe::{CaptureTap, Framing};
 
 /// What an endpoint records ([`crate::EndpointConfig::observe`]).
 #[derive(Clone, Debug, Default)]
@@ -51,53 +50,5 @@ impl Observe {
     pub fn trace(mut self, trace: Trace) -> Self {
         self.trace = Some(trace);
         self
-    }
-}
-
-/// Converts the endpoint's instants into wall-clock time: the two clocks'
-/// readings taken together once, when the capture or trace was made.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct WallClock {
-    instant: Instant,
-    unix_nanos: u64,
-}
-
-impl WallClock {
-    pub fn now() -> Self {
-        let unix = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
-        Self {
-            instant: Instant::now(),
-            unix_nanos: unix.as_nanos() as u64,
-        }
-    }
-
-    /// Nanoseconds since the Unix epoch at `at`.
-    pub fn unix_nanos(&self, at: Instant) -> u64 {
-        match at.checked_duration_since(self.instant) {
-            Some(after) => self.unix_nanos + after.as_nanos() as u64,
-            None => self
-                .unix_nanos
-                .saturating_sub(self.instant.duration_since(at).as_nanos() as u64),
-        }
-    }
-
-    /// Nanoseconds since the Unix epoch when the clocks were read.
-    pub fn unix_nanos_at_start(&self) -> u64 {
-        self.unix_nanos
-    }
-
-    /// Nanoseconds since the Unix epoch now (the monotonic clock's view).
-    pub fn unix_nanos_now(&self) -> u64 {
-        self.unix_nanos(Instant::now())
-    }
-
-    /// Signed microseconds from the clocks' reading to `at`.
-    pub fn micros_since_start(&self, at: Instant) -> i64 {
-        match at.checked_duration_since(self.instant) {
-            Some(after) => after.as_micros() as i64,
-            None => -(self.instant.duration_since(at).as_micros() as i64),
-        }
     }
 }

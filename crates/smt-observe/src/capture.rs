@@ -25,14 +25,15 @@ use pcap_parser::pcapng::{
 };
 use pcap_parser::{Linktype, OptionCode, PcapNGOption, ToVec};
 
-use super::spool::{Sink, Spool};
-use super::WallClock;
+use crate::clock::WallClock;
+use crate::spool::{Sink, Spool};
 
 /// Bytes of datagrams the capture holds for its writer before it drops.
 pub const CAPTURE_BUFFER: usize = 64 << 20;
 
 /// A pcapng file of the datagrams of one or more endpoints. Clones write
-/// to the same file; give one to [`crate::EndpointConfig::observe`]. The
+/// to the same file; give one to each endpoint that should be in it
+/// (`smt::EndpointConfig::set_observe`). The
 /// file is complete after [`Capture::finish`], or once every clone (the
 /// endpoints' too) is dropped.
 #[derive(Clone)]
@@ -103,17 +104,23 @@ impl std::fmt::Debug for Capture {
 
 /// What goes over the wire under the SMT packets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Framing {
+pub enum Framing {
+    /// UDP datagrams (an IP and a UDP header).
     Udp,
     /// Raw IP with this protocol number (no UDP header).
     Ip(u8),
 }
 
-/// One endpoint's way into a capture: its address and framing.
+/// One endpoint's way into a capture: its address and framing. The
+/// driver's data path calls [`CaptureTap::sent`] and
+/// [`CaptureTap::received`]; both copy and return at once.
 #[derive(Clone, Debug)]
-pub(crate) struct CaptureTap {
+pub struct CaptureTap {
+    /// The capture written to.
     pub capture: Capture,
+    /// The endpoint's own address (a datagram's source or destination).
     pub local: SocketAddr,
+    /// How its datagrams went over the wire.
     pub framing: Framing,
 }
 

@@ -22,10 +22,10 @@ pub(crate) trait Sink: Send + 'static {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Tally {
     /// Units (datagrams, events) handed to the writer.
-    pub written: u64,
+    pub(crate) written: u64,
     /// Units dropped: the queue was full, the writer had failed, or the
     /// file was finished.
-    pub dropped: u64,
+    pub(crate) dropped: u64,
 }
 
 enum Msg<T> {
@@ -54,7 +54,7 @@ pub(crate) struct Spool<T: Send + 'static> {
 impl<T: Send + 'static> Spool<T> {
     /// Starts the writer thread `name` over `sink`, holding at most
     /// `limit` bytes of items not yet written.
-    pub fn start<S: Sink<Item = T>>(name: &str, sink: S, limit: usize) -> io::Result<Self> {
+    pub(crate) fn start<S: Sink<Item = T>>(name: &str, sink: S, limit: usize) -> io::Result<Self> {
         let (tx, rx) = flume::unbounded();
         let counters = Arc::new(Counters::default());
         let theirs = counters.clone();
@@ -74,7 +74,7 @@ impl<T: Send + 'static> Spool<T> {
     /// Queues `item` (`bytes` it holds, `units` it counts for), unless the
     /// queue is over its bound or the file finished: then it is dropped
     /// and counted. Never waits.
-    pub fn offer(&self, item: T, bytes: usize, units: u64) {
+    pub(crate) fn offer(&self, item: T, bytes: usize, units: u64) {
         let c = &self.counters;
         let queued = c.queued_bytes.load(Ordering::Relaxed);
         if self.finished.load(Ordering::Relaxed) || queued + bytes > self.limit {
@@ -89,7 +89,7 @@ impl<T: Send + 'static> Spool<T> {
     }
 
     /// What was written and dropped so far.
-    pub fn tally(&self) -> Tally {
+    pub(crate) fn tally(&self) -> Tally {
         Tally {
             written: self.counters.written.load(Ordering::Relaxed),
             dropped: self.counters.dropped.load(Ordering::Relaxed),
@@ -99,7 +99,7 @@ impl<T: Send + 'static> Spool<T> {
     /// Writes everything queued, then the end, and closes the file; items
     /// offered later are dropped. Returns the writer's first error, if it
     /// had one (then, again on later calls).
-    pub fn finish(&self) -> io::Result<Tally> {
+    pub(crate) fn finish(&self) -> io::Result<Tally> {
         self.finished.store(true, Ordering::Relaxed);
         if let Some(worker) = lock(&self.worker).take() {
             let _ = self.tx.send(Msg::Finish);
