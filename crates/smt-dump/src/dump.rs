@@ -442,7 +442,7 @@ impl<'k> Dumper<'k> {
             if let Some(tag) = p.split.tag {
                 let status = self.check_tag(session, p, repr, tag);
                 report.tag = Some(TagReport {
-                    hex: hex(tag),
+                    hex: hex::encode(tag),
                     status,
                 });
                 if status == "bad" {
@@ -531,7 +531,7 @@ impl<'k> Dumper<'k> {
                 session.keys_from = format!(
                     "key log ({}, id {}, found by trial decryption)",
                     label_of(material),
-                    hex(id)
+                    hex::encode(id)
                 );
                 session.id = Some(id.clone());
                 session.keys = Some(keys);
@@ -817,7 +817,7 @@ impl<'k> Dumper<'k> {
                     .or_else(|| s.client.map(|c| if c == flow.0 { flow.1 } else { flow.0 }))
                     .map(|a| a.to_string()),
                 handshake: s.kind.map(packet::kind_name),
-                key_log_id: s.id.as_deref().map(hex),
+                key_log_id: s.id.as_deref().map(hex::encode),
                 keys: s.keys_from.clone(),
                 first_frame: s.first_frame,
                 epochs: s.highest,
@@ -900,7 +900,7 @@ impl<'k> Dumper<'k> {
             duplicates: msg.duplicates,
             status,
             plaintext_len: msg.plaintext.len(),
-            first_bytes: hex(preview),
+            first_bytes: hex::encode(preview),
             records: msg.records.clone(),
             problems,
             plaintext: self.opts.keep_plaintext.then_some(msg.plaintext),
@@ -971,8 +971,4 @@ fn label_of(material: &KeyMaterial) -> &'static str {
         KeyMaterial::ZeroRtt { fs: None, .. } => "0-RTT SMT-key secrets",
         KeyMaterial::ZeroRtt { fs: Some(_), .. } => "0-RTT SMT-key and forward-secret secrets",
     }
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -120,8 +120,8 @@ fn read_line(line: &str, partial: &mut BTreeMap<Vec<u8>, Partial>) -> Result<(),
             _ => return None,
         })
     }
-    let id = unhex(id).ok_or("the id is not hex")?;
-    let value = unhex(value).ok_or("the secret is not hex")?;
+    let id = hex::decode(id).map_err(|_| "the id is not hex")?;
+    let value = hex::decode(value).map_err(|_| "the secret is not hex")?;
     check_len(label, &value)?;
     if let Some(slot) = slot(partial.entry(id).or_default(), label) {
         *slot = Some(value);
@@ -161,16 +161,6 @@ fn complete(p: Partial) -> Option<KeyMaterial> {
     let (client, server) = (c?, s?);
     let fs = fc.zip(fs);
     Some(KeyMaterial::ZeroRtt { client, server, fs })
-}
-
-pub(crate) fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 #[cfg(test)]

@@ -271,7 +271,7 @@ fn message_lines(out: &mut String, m: &MessageReport) {
 
 /// The first bytes as text when they are printable, else as hex.
 fn preview(hex: &str, len: usize) -> String {
-    let bytes: Vec<u8> = crate::keylog::unhex(hex).unwrap_or_default();
+    let bytes: Vec<u8> = hex::decode(hex).unwrap_or_default();
     let more = if bytes.len() < len { "..." } else { "" };
     if !bytes.is_empty() && bytes.iter().all(|b| b.is_ascii_graphic() || *b == b' ') {
         format!("{:?}{more}", String::from_utf8_lossy(&bytes))

@@ -62,7 +62,7 @@ fn check(file: &str) {
             want["plaintext_fnv64"]
         );
         if let Some(hex) = want["plaintext_hex"].as_str() {
-            assert_eq!(support::hex(data), hex);
+            assert_eq!(hex::encode(data), hex);
         }
     }
 }

@@ -53,7 +53,7 @@ pub fn assert_matches_truth(report: &Report, truth: &Truth) {
             want.plaintext_fnv64
         );
         if let Some(hex) = &want.plaintext_hex {
-            assert_eq!(&support::hex(data), hex);
+            assert_eq!(&hex::encode(data), hex);
         }
     }
 }

@@ -51,11 +51,7 @@ impl Tweak {
 
 impl fmt::Debug for Tweak {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Tweak(")?;
-        for b in self.0 {
-            write!(f, "{b:02x}")?;
-        }
-        write!(f, ")")
+        write!(f, "Tweak({})", hex::encode(self.0))
     }
 }
 

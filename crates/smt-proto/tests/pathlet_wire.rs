@@ -23,12 +23,8 @@ const SERVER_PORT: u16 = 0x0fa0;
 
 /// Hex with spaces and newlines, as in the document.
 fn hex(s: &str) -> Vec<u8> {
-    let digits: Vec<u8> = s
-        .bytes()
-        .filter(u8::is_ascii_hexdigit)
-        .map(|c| (c as char).to_digit(16).map_or(0, |d| d as u8))
-        .collect();
-    digits.chunks_exact(2).map(|p| p[0] << 4 | p[1]).collect()
+    let digits: String = s.split_whitespace().collect();
+    hex::decode(digits).expect("the document's hex")
 }
 
 const PATH_SENT: &str = "

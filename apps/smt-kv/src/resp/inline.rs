@@ -102,11 +102,9 @@ fn unescape(b: u8) -> u8 {
 
 /// Two hex digits as a byte.
 fn hex_byte(digits: Option<&[u8]>) -> Option<u8> {
-    let digits = std::str::from_utf8(digits?).ok()?;
-    if digits.len() != 2 || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    u8::from_str_radix(digits, 16).ok()
+    let mut byte = [0u8; 1];
+    hex::decode_to_slice(digits?, &mut byte).ok()?;
+    Some(byte[0])
 }
 
 #[cfg(test)]

@@ -277,11 +277,11 @@ pub fn build(ex: &Exchange) -> Built {
             server
                 .install_session(client_addr, role(smt_proto::Role::Server))
                 .unwrap();
-            let id = hex(&[0x42; 32]);
+            let id = hex::encode(&[0x42; 32]);
             let log = format!(
                 "SMT_0RTT_CLIENT_TRAFFIC_SECRET {id} {}\nSMT_0RTT_SERVER_TRAFFIC_SECRET {id} {}\n",
-                hex(&c2s),
-                hex(&s2c)
+                hex::encode(&c2s),
+                hex::encode(&s2c)
             );
             std::fs::write(&key_path, log).unwrap();
             connected_at_once = true;
@@ -462,7 +462,7 @@ fn truth_message(
         id: format!("{id:#x}"),
         kind,
         len: data.len(),
-        plaintext_hex: (data.len() <= 4096).then(|| hex(data)),
+        plaintext_hex: (data.len() <= 4096).then(|| hex::encode(data)),
         plaintext_fnv64: format!("{:016x}", fnv64(data)),
     }
 }
@@ -706,10 +706,6 @@ fn pcapng(linktype: Linktype, frames: &[(Duration, Vec<u8>)]) -> Vec<u8> {
         out.extend_from_slice(&epb.to_vec().unwrap());
     }
     out
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The zoo: one datagram per packet type (control packets with all-zero

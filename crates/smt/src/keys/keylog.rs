@@ -73,7 +73,12 @@ impl SessionKeyLog {
 
     /// Best effort: a failing debug log must not fail the handshake.
     fn write_line(&self, label: &str, id: &[u8], key: &TrafficKey) {
-        let line = format!("{label} {} {}{}\n", hex(id), hex(key.key()), hex(key.iv()));
+        let line = format!(
+            "{label} {} {}{}\n",
+            hex::encode(id),
+            hex::encode(key.key()),
+            hex::encode(key.iv())
+        );
         let _ = lock(&self.file).write_all(line.as_bytes());
     }
 }
@@ -92,10 +97,6 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -387,16 +387,13 @@ mod tests {
         let client = c.take_keys().unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         let _ = std::fs::remove_file(&path);
-        let nonce: String = hello[2..].iter().map(|b| format!("{b:02x}")).collect();
+        let nonce = hex::encode(&hello[2..]);
         let logged: Vec<(&str, Vec<u8>)> = text
             .lines()
             .map(|line| {
                 let f: Vec<&str> = line.split(' ').collect();
                 assert_eq!(f[1], nonce);
-                let bytes = (0..f[2].len())
-                    .step_by(2)
-                    .map(|i| u8::from_str_radix(&f[2][i..i + 2], 16).unwrap())
-                    .collect();
+                let bytes = hex::decode(f[2]).unwrap();
                 (f[0], bytes)
             })
             .collect();
