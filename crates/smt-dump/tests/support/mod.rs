@@ -277,11 +277,11 @@ pub fn build(ex: &Exchange) -> Built {
             server
                 .install_session(client_addr, role(smt_proto::Role::Server))
                 .unwrap();
-            let id = hex::encode(&[0x42; 32]);
+            let id = hex::encode([0x42; 32]);
             let log = format!(
                 "SMT_0RTT_CLIENT_TRAFFIC_SECRET {id} {}\nSMT_0RTT_SERVER_TRAFFIC_SECRET {id} {}\n",
-                hex::encode(&c2s),
-                hex::encode(&s2c)
+                hex::encode(c2s),
+                hex::encode(s2c)
             );
             std::fs::write(&key_path, log).unwrap();
             connected_at_once = true;
