@@ -85,7 +85,10 @@ fn sending_a_large_request_touches_almost_none_of_its_wire_buffer() {
         println!("SKIPPED: no /proc/thread-self/stat to count page faults");
         return;
     };
-    println!("send_request of {} MiB: {faults} page faults ({pages} pages)", LEN >> 20);
+    println!(
+        "send_request of {} MiB: {faults} page faults ({pages} pages)",
+        LEN >> 20
+    );
     assert!(
         faults < pages / 16,
         "send_request wrote its {} MiB message's wire buffer whole: {faults} of {pages} pages",
@@ -122,7 +125,10 @@ fn answering_with_a_large_response_touches_almost_none_of_its_wire_buffer() {
         println!("SKIPPED: no /proc/thread-self/stat to count page faults");
         return;
     };
-    println!("send_response of {} MiB: {faults} page faults ({pages} pages)", LEN >> 20);
+    println!(
+        "send_response of {} MiB: {faults} page faults ({pages} pages)",
+        LEN >> 20
+    );
     assert!(
         faults < pages / 16,
         "send_response wrote its {} MiB response's wire buffer whole: {faults} of {pages} pages",
