@@ -230,6 +230,22 @@ mod tests {
     }
 
     #[test]
+    fn a_fresh_zeroed_buffer_has_its_class_capacity_and_only_zeros() {
+        // Fresh buffers come from the allocator's zeroed memory
+        // (`fresh_zeroed`): the same capacity, and so the same charge
+        // against the memory limits, as a spare one of the class.
+        let mut pool = BufferPool::default();
+        for len in [0, 1, 300, 5000, MAX_CLASS, MAX_CLASS + 1, 3 << 20] {
+            let filled = pool.take_filled(len);
+            let zeroed = pool.take_zeroed(len);
+            for buf in [&filled, &zeroed] {
+                assert_eq!((buf.len(), buf.capacity()), (len, capacity_for(len)));
+                assert!(buf.iter().all(|&b| b == 0), "{len} B: not all zeros");
+            }
+        }
+    }
+
+    #[test]
     fn a_megabyte_message_with_its_record_overhead_fits_the_megabyte_class() {
         let wire = (1 << 20) + 64 * 22;
         assert_eq!(capacity_for(wire), class_size(12));
