@@ -83,7 +83,7 @@ pub(crate) fn capacity_for(len: usize) -> usize {
 /// (a lazily sealed message's, record by record as its packets leave).
 /// Zeroing it here was O(length) in one core call: filling the 256 MiB
 /// wire buffer of a response kept a server's engine (and its lock) busy
-/// for 0.2–0.8 s on a loaded two-core machine, long enough for the client
+/// for 0.2–2.6 s on a loaded two-core machine, long enough for the client
 /// to count a second of silence and give up (`tests/large.rs` in `smt`).
 fn fresh_zeroed(len: usize) -> Vec<u8> {
     let mut buf = vec![0; capacity_for(len)];

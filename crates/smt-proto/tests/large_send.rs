@@ -5,7 +5,7 @@
 //! lock, and while one runs the endpoint neither receives nor answers. A
 //! server whose `send_response` zero-filled the wire buffer of a 256 MiB
 //! response first (fresh pages, faulted in one by one) stayed deaf for
-//! 0.2–0.8 s on a loaded two-core machine; its client, probing for the
+//! 0.2–2.6 s on a loaded two-core machine; its client, probing for the
 //! response and hearing nothing, counted a second of silence and failed
 //! the call (`smt`'s `tests/large.rs`, half the CI runs). The wire buffer
 //! is now fresh zeroed memory from the allocator, whose pages fault in as

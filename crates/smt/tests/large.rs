@@ -13,7 +13,7 @@
 //! The 256 MiB run then still failed one call in about every second run
 //! ("RPC timed out: the peer stopped answering", no retransmission): the
 //! server's `respond` zero-filled the response's fresh 256 MiB wire
-//! buffer before sealing anything, holding the engine lock for 0.2–1.8 s
+//! buffer before sealing anything, holding the engine lock for 0.2–2.6 s
 //! on a loaded two-core VM, so the client's RESEND probes went unanswered
 //! for its whole 1000-tick silence budget. Fresh buffers now come zeroed
 //! from the allocator and fault in as records are sealed into them
