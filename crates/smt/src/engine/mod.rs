@@ -1,8 +1,9 @@
 //! The engine: one endpoint's protocol core, socket, clock and
 //! session-establishment policy, driven in turns by whichever thread holds
-//! it. Both API faces are thin layers over it: [`crate::LocalEndpoint`]
-//! owns one, and [`crate::Endpoint`] shares one between its callers
-//! behind a lock.
+//! it. The API faces are thin layers over it: [`crate::LocalEndpoint`]
+//! owns one, [`crate::Endpoint`] shares one between its callers behind a
+//! lock, and each worker shard ([`crate::workers`]) owns one on its
+//! thread.
 //!
 //! Call order (each call does bounded work and never sleeps; sleeping is
 //! the face's business, on [`Engine::socket`] until [`Engine::deadline`]):
