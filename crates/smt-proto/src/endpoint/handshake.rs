@@ -20,7 +20,7 @@ use self::admit::Admission;
 pub(crate) use self::conn::HandshakeConn;
 use self::conn::{emit_handshake, wire_bytes, Chunk, Due, Opening, Pumped, HEADER_LEN};
 use self::retry::Retry;
-use super::peer::{early_fits, Budget, Held};
+use super::peer::{Budget, Held, Offer};
 use super::{trace_event, Endpoint, Event, KEY_UPDATE_CONFIRM};
 use crate::error::DropReason;
 use crate::handshake::{AddressProof, Handshake, HandshakeAcceptor, HandshakeError};
@@ -163,12 +163,8 @@ impl Endpoint {
         if offset != 0 || payload.is_empty() {
             return Err(DropReason::Handshake);
         }
-        let Opening {
-            kind,
-            token,
-            received,
-        } = opening;
-        let validated = match token {
+        let (kind, received) = (opening.kind, opening.received);
+        let validated = match opening.token {
             Some(t) => self.check_token(now, from, kind, t)?,
             None if self.must_retry() => {
                 return self.send_retry(now, from, kind, received).map(|()| false)
@@ -185,14 +181,30 @@ impl Endpoint {
         if !validated && self.must_prove_return(from, &*hs, payload) {
             return self.send_retry(now, from, kind, received).map(|()| false);
         }
-        let mut conn = HandshakeConn::new(hs, kind, self.time.ticks);
+        self.start_responder(
+            now,
+            from,
+            HandshakeConn::new(hs, kind, self.time.ticks),
+            validated,
+        );
+        Ok(true)
+    }
+
+    /// Lists a handshake a peer opened (`validated`: with a valid retry
+    /// token).
+    fn start_responder(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        mut conn: HandshakeConn,
+        validated: bool,
+    ) {
         conn.budget = Budget::new(validated);
         self.peers.handshakes.insert(from, conn);
         if let Some(r) = self.hs.retry.as_mut() {
             r.opened();
         }
         self.arm_tick(now);
-        Ok(true)
     }
 
     /// Gives a chunk of `from`'s stream (the payload of a datagram of
@@ -561,34 +573,14 @@ impl Endpoint {
         from: SocketAddr,
         datagram: &[u8],
     ) -> bool {
-        let Some(held) = self
-            .peers
-            .handshakes
-            .get_mut(&from)
-            .and_then(|c| c.state.held_mut())
-        else {
-            return false;
+        let offer = match self.peers.handshakes.get_mut(&from) {
+            Some(c) => c.state.offer_to_held(datagram),
+            None => return false,
         };
-        let handshake = Packet::new_checked(datagram).map_or(true, |p| {
-            p.packet_type() == crate::wire::PacketType::HANDSHAKE
-        });
-        if handshake {
-            return false;
-        }
-        if !held.is_proven_by(datagram) {
-            if !early_fits(&held.stash, datagram.len()) {
-                return false;
-            }
-            held.stash.push(datagram.to_vec());
-            return true;
-        }
-        let Some(held) = self
-            .peers
-            .handshakes
-            .get_mut(&from)
-            .and_then(|c| c.state.take_held())
-        else {
-            return false;
+        let held = match offer {
+            Offer::Refused => return false,
+            Offer::Stashed => return true,
+            Offer::Proof(held) => held,
         };
         tracing::debug!(peer = %from, "peer proved its address: new keys replace its session");
         self.finish_handshake(now, from, held.keys);

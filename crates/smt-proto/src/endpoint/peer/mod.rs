@@ -14,7 +14,7 @@ use std::time::Instant;
 
 pub(crate) use self::budget::{Budget, AMPLIFICATION};
 pub(crate) use self::key_update::KeyUpdateSeen;
-pub(crate) use self::state::{early_fits, Held, PeerState};
+pub(crate) use self::state::{Held, Offer, PeerState};
 use super::table::PeerRpcs;
 use crate::crypto::TAG_LEN;
 use crate::error::DropReason;

@@ -10,7 +10,7 @@
 
 use crate::crypto::TAG_LEN;
 use crate::handshake::AddressProof;
-use crate::wire::Packet;
+use crate::wire::{Packet, PacketType};
 use crate::SessionKeys;
 
 /// Datagrams buffered per peer while its keys are not installed yet (or
@@ -33,6 +33,18 @@ pub(crate) enum PeerState {
     /// late copies of the peer's last flight.
     #[default]
     Established,
+}
+
+/// What became of a datagram offered to held keys
+/// ([`PeerState::offer_to_held`]).
+pub(crate) enum Offer {
+    /// No keys are held, or it is a HANDSHAKE packet, or the stash is full.
+    Refused,
+    /// Kept, to be handled once the keys are proven.
+    Stashed,
+    /// It proves the peer's address: the held keys, taken (the state is
+    /// `Handshaking` until they are installed).
+    Proof(Held),
 }
 
 /// A responder's keys for a peer that already has a session, held aside
@@ -90,6 +102,31 @@ impl PeerState {
     pub fn hold(&mut self, held: Held) {
         let early = self.take_early();
         *self = Self::KeysHeld { held, early };
+    }
+
+    /// A datagram from the peer that its established session refused:
+    /// with keys held, either the proof that makes them current or kept for
+    /// after the proof.
+    pub fn offer_to_held(&mut self, datagram: &[u8]) -> Offer {
+        let Some(held) = self.held_mut() else {
+            return Offer::Refused;
+        };
+        let handshake = Packet::new_checked(datagram)
+            .map_or(true, |p| p.packet_type() == PacketType::HANDSHAKE);
+        if handshake {
+            return Offer::Refused;
+        }
+        if !held.is_proven_by(datagram) {
+            if !early_fits(&held.stash, datagram.len()) {
+                return Offer::Refused;
+            }
+            held.stash.push(datagram.to_vec());
+            return Offer::Stashed;
+        }
+        match self.take_held() {
+            Some(held) => Offer::Proof(held),
+            None => Offer::Refused,
+        }
     }
 
     /// KeysHeld → Handshaking: the held keys are taken (to be installed at
