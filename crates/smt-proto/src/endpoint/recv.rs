@@ -7,28 +7,12 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use super::peer::KeyUpdateSeen;
-use super::peers::PeerId;
+use super::peers::{LastRoute, PeerId};
 use super::table::RpcKey;
 use super::{trace_event, Endpoint, MsgKey, ServerRpcHandle};
-use crate::crypto::TAG_LEN;
 use crate::error::DropReason;
 use crate::trace::{PacketSummary, Traced};
 use crate::wire::{Body, DataHeader, Packet, PacketType, Packets, Repr, WireError};
-
-/// Where the last DATA packet of a receive batch went, for the next one of
-/// the same message (`Endpoint::process_on_route`).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct LastRoute {
-    from: SocketAddr,
-    peer: PeerId,
-    phase: bool,
-    key: ServerRpcHandle,
-    msg: MsgKey,
-    /// Packets that took the route, and their bytes, not yet in the
-    /// peer's counters.
-    datagrams: u64,
-    bytes: u64,
-}
 
 /// The internal key of an RPC of peer `peer` with wire key `key`.
 fn rpc_key(peer: PeerId, key: &ServerRpcHandle) -> RpcKey {
@@ -37,17 +21,6 @@ fn rpc_key(peer: PeerId, key: &ServerRpcHandle) -> RpcKey {
         epoch: key.epoch,
         id: key.id,
     }
-}
-
-/// Splits a control packet into the authenticated part and its MAC.
-pub(super) fn split_tag(datagram: &[u8]) -> Result<(&[u8], &[u8; TAG_LEN]), DropReason> {
-    let split = datagram
-        .len()
-        .checked_sub(TAG_LEN)
-        .ok_or(DropReason::Malformed)?;
-    let (body, tag) = datagram.split_at(split);
-    let tag: &[u8; TAG_LEN] = tag.try_into().map_err(|_| DropReason::Malformed)?;
-    Ok((body, tag))
 }
 
 /// The destination port is ours (when we know it) and the source port is
@@ -289,7 +262,7 @@ impl Endpoint {
     /// received, if its peer's address is validated (an unvalidated one
     /// counts the bytes it sends, per packet).
     fn remember_route(&mut self, peer: PeerId, phase: bool, key: ServerRpcHandle, msg: MsgKey) {
-        if self.peers.at(peer).is_some_and(|p| p.validated) {
+        if self.peers.at(peer).is_some_and(|p| p.validated()) {
             self.peers.last_route = Some(LastRoute {
                 from: key.peer,
                 peer,

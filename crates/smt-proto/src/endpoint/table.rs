@@ -12,7 +12,7 @@
 //! Iteration is in slot order: deterministic for a given sequence of
 //! operations (simulations must not depend on a hasher's seed).
 
-use super::peers::PeerId;
+use super::peer::id::PeerId;
 use super::{HashMap, RpcHandle, ServerRpcHandle};
 use crate::rpc::{ClientRpc, ServerMsg, ServerRpc, ServerSlot};
 use crate::slab::Slab;
