@@ -3,6 +3,7 @@
 
 mod rpc;
 
+use rpc::{store_fast, DataIn, Fast, StoreParts};
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -13,7 +14,7 @@ use super::{trace_event, Endpoint, MsgKey, ServerRpcHandle};
 use crate::crypto::TAG_LEN;
 use crate::error::DropReason;
 use crate::trace::{PacketSummary, Traced};
-use crate::wire::{Body, DataHeader, Packet, PacketType, Packets, Repr, WireError};
+use crate::wire::{Body, Packet, PacketType, Packets, Repr, WireError};
 
 /// Where the last DATA packet of a receive batch went, for the next one of
 /// the same message (`Endpoint::process_on_route`).
@@ -224,6 +225,7 @@ impl Endpoint {
             return Err(DropReason::Malformed);
         }
         let local = peer.session.is_local_id(repr.id);
+        let validated = peer.validated;
         let key = ServerRpcHandle {
             peer: from,
             epoch,
@@ -231,12 +233,32 @@ impl Endpoint {
         };
         match repr.body {
             Body::Data(h) => {
-                // The receive key is taken from the peer entry again where
-                // records are opened: holding it (an `Arc` clone) across
-                // the call cost an atomic increment and decrement per
-                // packet.
-                let receiving = self.on_data(now, pid, key, local, &h, packet.payload())?;
-                if let Some(msg) = receiving {
+                let d = DataIn {
+                    now,
+                    pid,
+                    key,
+                    h: &h,
+                    payload: packet.payload(),
+                };
+                // The fast path keeps the peer found above: one peer and
+                // one RPC lookup per packet. (The receive key is taken from
+                // the peer where records are opened: holding it, an `Arc`
+                // clone, cost an atomic increment and decrement per packet.)
+                let opened_before = self.counters.stats.records_opened;
+                let parts = StoreParts {
+                    stats: &mut self.counters.stats,
+                    scheduler: &mut self.scheduler,
+                    config: &self.config,
+                    ledger: &mut self.load.ledger,
+                    buffers: &mut self.buffers.pool,
+                    nic: &self.nic,
+                };
+                let receiving = match store_fast(peer, &mut self.rpcs, parts, d, local) {
+                    Fast::Slow => self.on_data(d, local)?,
+                    Fast::Dropped(e) => return Err(e),
+                    Fast::Stored(msg, outcome) => self.after_store(d, msg, outcome, opened_before)?,
+                };
+                if let Some(msg) = receiving.filter(|_| validated) {
                     self.remember_route(pid, phase, key, msg);
                 }
                 Ok(())
@@ -278,7 +300,14 @@ impl Endpoint {
             route.datagrams += 1;
             route.bytes += packet.as_bytes().len() as u64;
         }
-        let result = self.store_data(now, pid, key, msg, &h, packet.payload());
+        let d = DataIn {
+            now,
+            pid,
+            key,
+            h: &h,
+            payload: packet.payload(),
+        };
+        let result = self.store_data(d, msg);
         if !matches!(result, Ok(Some(_))) {
             self.forget_route();
         }
@@ -286,20 +315,19 @@ impl Endpoint {
     }
 
     /// Keeps the route of a DATA packet stored for a message still being
-    /// received, if its peer's address is validated (an unvalidated one
-    /// counts the bytes it sends, per packet).
+    /// received. Only for a peer whose address is validated (the caller
+    /// checks, with the peer in hand): an unvalidated one counts the bytes
+    /// it sends, per packet.
     fn remember_route(&mut self, peer: PeerId, phase: bool, key: ServerRpcHandle, msg: MsgKey) {
-        if self.peers.at(peer).is_some_and(|p| p.validated) {
-            self.peers.last_route = Some(LastRoute {
-                from: key.peer,
-                peer,
-                phase,
-                key,
-                msg,
-                datagrams: 0,
-                bytes: 0,
-            });
-        }
+        self.peers.last_route = Some(LastRoute {
+            from: key.peer,
+            peer,
+            phase,
+            key,
+            msg,
+            datagrams: 0,
+            bytes: 0,
+        });
     }
 
     /// Ends the route: the packets that took it are counted in their peer's
@@ -308,6 +336,11 @@ impl Endpoint {
         let Some(route) = self.peers.last_route.take() else {
             return;
         };
+        if route.datagrams == 0 {
+            // A lone packet's route: nothing took it, nothing to count
+            // (and no lookup of the peer).
+            return;
+        }
         if let Some(p) = self.peers.at_mut(route.peer) {
             p.session.stats.datagrams_rx += route.datagrams;
             p.session.stats.bytes_rx += route.bytes;
@@ -356,21 +389,15 @@ impl Endpoint {
 
     // ---- DATA ----
 
-    fn on_data(
-        &mut self,
-        now: Instant,
-        pid: PeerId,
-        key: ServerRpcHandle,
-        local: bool,
-        h: &DataHeader,
-        payload: &[u8],
-    ) -> Result<Option<MsgKey>, DropReason> {
+    /// DATA off the fast path: routed to its message (which may be new:
+    /// admitted, and for a request, checked against replays), then stored.
+    fn on_data(&mut self, d: DataIn<'_>, local: bool) -> Result<Option<MsgKey>, DropReason> {
         let msg = if local {
-            self.response_key(now, pid, key, h)?
+            self.response_key(d.now, d.pid, d.key, d.h)?
         } else {
-            self.request_key(now, pid, key, h)?
+            self.request_key(d.now, d.pid, d.key, d.h)?
         };
-        self.store_data(now, pid, key, msg, h, payload)
+        self.store_data(d, msg)
     }
 
     // ---- control ----

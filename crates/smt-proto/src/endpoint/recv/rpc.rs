@@ -22,24 +22,53 @@
 use std::time::Instant;
 
 use super::super::limits::{self, Charge};
+use super::super::offload::Nic;
+use super::super::peer::Peer;
 use super::super::peers::PeerId;
+use super::super::scheduler::Scheduler;
+use super::super::table::RpcTables;
 use super::super::tick::missing;
 use super::super::{
     keep_incoming, trace_event, Endpoint, Event, MsgKey, RpcHandle, ServerRpc, ServerRpcHandle,
     ServerState,
 };
 use super::rpc_key;
+use crate::buffers::BufferPool;
+use crate::config::Config;
 use crate::error::DropReason;
 use crate::offload::KeyId;
 use crate::record::OffloadTally;
 use crate::rpc::{Accepted, ClientControl, Incoming, ServerControl, ServerMsg, MESSAGE_OVERHEAD};
 use crate::session::ReplayCheck;
+use crate::stats::Stats;
 use crate::timer::Timer;
 use crate::trace::{FreeReason, MessageKind, Traced};
 use crate::wire::{AckIds, Body, DataHeader};
 
+/// One DATA packet on its way into its message: when, from which peer,
+/// for which RPC, and what it carries.
+#[derive(Clone, Copy)]
+pub(super) struct DataIn<'p> {
+    pub now: Instant,
+    pub pid: PeerId,
+    pub key: ServerRpcHandle,
+    pub h: &'p DataHeader,
+    pub payload: &'p [u8],
+}
+
+/// The endpoint's parts that storing a DATA packet uses besides the peer
+/// and the RPC, borrowed apart so that those two can be held at once.
+pub(super) struct StoreParts<'a> {
+    pub stats: &'a mut Stats,
+    pub scheduler: &'a mut Scheduler,
+    pub config: &'a Config,
+    pub ledger: &'a mut limits::Ledger,
+    pub buffers: &'a mut BufferPool,
+    pub nic: &'a Nic,
+}
+
 /// What storing one DATA packet led to.
-enum Opened {
+pub(super) enum Opened {
     Stored,
     Complete,
     /// A segment failed to authenticate (and whether nothing of the
@@ -72,38 +101,55 @@ impl Endpoint {
     /// Returns the message if it is still being received.
     pub(super) fn store_data(
         &mut self,
-        now: Instant,
-        pid: PeerId,
-        key: ServerRpcHandle,
+        d: DataIn<'_>,
         msg: MsgKey,
-        h: &DataHeader,
-        payload: &[u8],
     ) -> Result<Option<MsgKey>, DropReason> {
-        if u64::from(h.message_len) > self.config.message_len_limit() {
+        if u64::from(d.h.message_len) > self.config.message_len_limit() {
             return Err(DropReason::OverLimit);
         }
         let opened_before = self.counters.stats.records_opened;
-        let mut outcome = self.store_and_open(now, pid, msg, key, h, payload, false);
+        let outcome = self.store_and_open(d, msg, false);
+        self.after_store(d, msg, outcome, opened_before)
+    }
+
+    /// What follows storing a DATA packet: a packet that needs a new
+    /// buffer is admitted first (this may recount or evict, so it runs
+    /// while no RPC is borrowed) and stored again; then grants, the trace
+    /// and what the outcome means for the message (`settle`).
+    pub(super) fn after_store(
+        &mut self,
+        d: DataIn<'_>,
+        msg: MsgKey,
+        mut outcome: Result<Opened, DropReason>,
+        opened_before: u64,
+    ) -> Result<Option<MsgKey>, DropReason> {
         if let Ok(Opened::NeedsRoom(more)) = outcome {
-            // A new segment buffer is admitted first (this may recount or
-            // evict, so it runs while no RPC is borrowed), then stored.
             let charge = Charge {
                 bytes: more,
                 requests: 0,
             };
-            if !self.admit(now, pid, charge) {
+            if !self.admit(d.now, d.pid, charge) {
                 return Err(DropReason::OverLimit);
             }
-            outcome = self.store_and_open(now, pid, msg, key, h, payload, true);
+            outcome = self.store_and_open(d, msg, true);
         }
         self.scheduler.mark_grants_dirty();
         if self.counters.trace.is_some() {
-            self.trace_opening(
-                key,
-                &outcome,
-                self.counters.stats.records_opened - opened_before,
-            );
+            let attempted = self.counters.stats.records_opened - opened_before;
+            self.trace_opening(d.key, &outcome, attempted);
         }
+        self.settle(d, msg, outcome)
+    }
+
+    /// What storing a DATA packet means for its message (decision table):
+    /// kept, delivered, discarded, or forgotten if nothing of it ever
+    /// authenticated.
+    fn settle(
+        &mut self,
+        d: DataIn<'_>,
+        msg: MsgKey,
+        outcome: Result<Opened, DropReason>,
+    ) -> Result<Option<MsgKey>, DropReason> {
         match outcome {
             Err(e) => Err(e),
             Ok(Opened::Discard(e)) => {
@@ -120,7 +166,7 @@ impl Endpoint {
             }
             Ok(Opened::Stored | Opened::NeedsRoom(_)) => Ok(Some(msg)),
             Ok(Opened::Complete) => {
-                self.deliver(now, pid, msg, key);
+                self.deliver(d.now, d.pid, msg, d.key);
                 Ok(None)
             }
         }
@@ -164,99 +210,29 @@ impl Endpoint {
         self.record_trace(what);
     }
 
-    /// The per-packet part of DATA: stores the payload, opens what became
-    /// complete, and does the bookkeeping, with one lookup of the RPC and
-    /// one of the peer (split borrows of the endpoint's fields). Unless
-    /// `admitted`, a packet that needs a new buffer is left alone
-    /// ([`Opened::NeedsRoom`]). `Err(ProtocolViolation)` asks the caller
-    /// to discard the message.
-    #[allow(clippy::too_many_arguments)]
+    /// The per-packet part of DATA on the slow path (`store_fast` is the
+    /// fast one): the message and the peer looked up again, then `store_in`.
     fn store_and_open(
         &mut self,
-        now: Instant,
-        pid: PeerId,
+        d: DataIn<'_>,
         msg: MsgKey,
-        key: ServerRpcHandle,
-        h: &DataHeader,
-        payload: &[u8],
         admitted: bool,
     ) -> Result<Opened, DropReason> {
-        let (clients, servers, peers, stats, scheduler, config, ledger, buffers, nic) = (
+        let (clients, servers, peers) = (
             &mut self.rpcs.clients,
             &mut self.rpcs.servers,
             &mut self.peers,
-            &mut self.counters.stats,
-            &mut self.scheduler,
-            &mut self.config,
-            &mut self.load.ledger,
-            &mut self.buffers.pool,
-            &mut self.nic,
         );
-        let (inc, silent) = receiving_in(clients, servers, msg).ok_or(DropReason::Duplicate)?;
-        if !admitted {
-            let more = inc.allocation_for(h);
-            if more > 0 {
-                return Ok(Opened::NeedsRoom(more));
-            }
-        }
-        let mut peer = peers.at_mut(pid);
-        let rx = peer
-            .as_deref()
-            .and_then(|p| p.session.epoch(key.epoch))
-            .ok_or(DropReason::UnknownSession)?;
-        let held = inc.buffered_bytes();
-        // Receive offload: the NIC's word counts only for the key this
-        // RPC belongs to (the epoch, and the session, it was routed to).
-        let decrypted = nic.rx_mark.is_some_and(|k| k == KeyId::of(&rx.rx));
-        if let Err(e) = inc.accept(h, payload, decrypted, buffers) {
-            // Lengths that disagree with the first packet's, before anything
-            // authenticated: either header may be the corrupted one, and
-            // keeping the first would refuse every genuine packet until the
-            // timeout. Start over (the caller discards on this error).
-            if e == DropReason::ProtocolViolation && inc.authenticated_bytes() == 0 {
-                return Ok(Opened::Discard(e));
-            }
-            return Err(e);
-        }
-        // Progress, not mere arrival, keeps an RPC alive (see `progressed`).
-        *silent = 0;
-        if inc.granted() < inc.wire_len() {
-            scheduler.mark_grantable(msg);
-        }
-        let (mut opened, mut offloaded) = (0, OffloadTally::default());
-        let mine = peer.as_deref().map_or(0, |p| p.usage.bytes);
-        let spare = limits::spare(config, &ledger.total, mine);
-        let result = inc.open_ready(
-            &*rx.rx,
-            config.seq_layout,
-            key.id,
-            &mut opened,
-            &mut offloaded,
-            spare,
-            buffers,
-        );
-        let nothing_authenticated = inc.nothing_authenticated();
-        let grown = inc.buffered_bytes().saturating_sub(held);
-        stats.records_opened += opened;
-        if offloaded != OffloadTally::default() {
-            offloaded.count(stats, peer.as_deref_mut().map(|p| &mut p.session.stats));
-        }
-        if let Some(p) = peer.as_deref_mut() {
-            p.session.stats.records_opened += opened;
-            if result.is_ok() && opened > 0 {
-                p.authenticated(now);
-            }
-        }
-        if grown > 0 {
-            let more = Charge {
-                bytes: grown,
-                requests: 0,
-            };
-            let entry = peer.map(|p| (pid, p));
-            let (charged, total) = (&mut ledger.charged, &mut ledger.total);
-            limits::add_charge(entry, charged, total, &mut stats.usage, more);
-        }
-        opened_from(result, nothing_authenticated)
+        let mut parts = StoreParts {
+            stats: &mut self.counters.stats,
+            scheduler: &mut self.scheduler,
+            config: &self.config,
+            ledger: &mut self.load.ledger,
+            buffers: &mut self.buffers.pool,
+            nic: &self.nic,
+        };
+        let inc = receiving_in(clients, servers, msg).ok_or(DropReason::Duplicate)?;
+        store_in(&mut parts, inc, peers.at_mut(d.pid), d, msg, admitted)
     }
 
     /// Routes a DATA packet of a response to one of our RPCs.
@@ -747,6 +723,163 @@ impl Endpoint {
             self.queue_control(key.peer, key.epoch, key.id, Body::Overloaded);
         }
         refused
+    }
+}
+
+/// What the fast path made of a DATA packet.
+pub(super) enum Fast {
+    /// Its RPC holds no message being received (or the RPC is not found):
+    /// the slow path (`on_data`) routes it, admitting a new message.
+    Slow,
+    /// Dropped before anything was stored.
+    Dropped(DropReason),
+    /// Stored, or tried: the outcome, for `after_store`.
+    Stored(MsgKey, Result<Opened, DropReason>),
+}
+
+/// DATA for a message already being received, with the peer in hand (the
+/// packet's one peer lookup): one RPC lookup in the peer's index, then
+/// the packet stored in place, admitted at once when the bounds have room
+/// for a new buffer. The same checks in the same order as the slow path
+/// (`request_key`/`response_key`, then `store_data`).
+pub(super) fn store_fast(
+    peer: &mut Peer,
+    rpcs: &mut RpcTables,
+    mut parts: StoreParts<'_>,
+    d: DataIn<'_>,
+    local: bool,
+) -> Fast {
+    let (msg, inc) = match local {
+        true => {
+            let Some(handle) = peer.rpcs.client(d.key.epoch, d.key.id) else {
+                return Fast::Slow;
+            };
+            let Some(c) = rpcs.clients.get_mut(&handle) else {
+                return Fast::Slow;
+            };
+            let Some(inc) = c.response.as_mut() else {
+                return Fast::Slow;
+            };
+            (MsgKey::Client(handle), (inc, &mut c.silent_ticks))
+        }
+        false => {
+            let Some(slot) = peer.rpcs.server(d.key.epoch, d.key.id) else {
+                return Fast::Slow;
+            };
+            let Some(rpc) = rpcs.servers.get_mut(slot) else {
+                return Fast::Slow;
+            };
+            let ServerState::Receiving(inc) = &mut rpc.state else {
+                // The client is still sending: it has not heard the
+                // response yet (`request_key`).
+                rpc.silent_ticks = 0;
+                return Fast::Dropped(DropReason::Duplicate);
+            };
+            let msg = MsgKey::Server(ServerMsg { rpc: d.key, slot });
+            (msg, (inc, &mut rpc.silent_ticks))
+        }
+    };
+    if u64::from(d.h.message_len) > parts.config.message_len_limit() {
+        return Fast::Dropped(DropReason::OverLimit);
+    }
+    let (inc, silent) = inc;
+    let outcome = store_in(&mut parts, (&mut *inc, &mut *silent), Some(&mut *peer), d, msg, false);
+    let Ok(Opened::NeedsRoom(more)) = outcome else {
+        return Fast::Stored(msg, outcome);
+    };
+    let charge = Charge {
+        bytes: more,
+        requests: 0,
+    };
+    if !limits::fits(parts.config, peer.usage, parts.ledger.total, charge) {
+        // Recount or evict first (`Endpoint::admit`): the slow path.
+        return Fast::Stored(msg, outcome);
+    }
+    let outcome = store_in(&mut parts, (inc, silent), Some(peer), d, msg, true);
+    Fast::Stored(msg, outcome)
+}
+
+/// Stores a DATA packet into its message `inc` (with the RPC's silence
+/// counter), opens what became complete and does the bookkeeping on the
+/// peer (`book_opened`). Unless `admitted`, a packet that needs a new
+/// buffer is left alone ([`Opened::NeedsRoom`]).
+fn store_in(
+    p: &mut StoreParts<'_>,
+    (inc, silent): (&mut Incoming, &mut u32),
+    mut peer: Option<&mut Peer>,
+    d: DataIn<'_>,
+    msg: MsgKey,
+    admitted: bool,
+) -> Result<Opened, DropReason> {
+    if !admitted {
+        let more = inc.allocation_for(d.h);
+        if more > 0 {
+            return Ok(Opened::NeedsRoom(more));
+        }
+    }
+    let rx = peer
+        .as_deref()
+        .and_then(|p| p.session.epoch(d.key.epoch))
+        .ok_or(DropReason::UnknownSession)?;
+    let held = inc.buffered_bytes();
+    // Receive offload: the NIC's word counts only for the key this
+    // RPC belongs to (the epoch, and the session, it was routed to).
+    let decrypted = p.nic.rx_mark.is_some_and(|k| k == KeyId::of(&rx.rx));
+    if let Err(e) = inc.accept(d.h, d.payload, decrypted, p.buffers) {
+        // Lengths that disagree with the first packet's, before anything
+        // authenticated: either header may be the corrupted one, and
+        // keeping the first would refuse every genuine packet until the
+        // timeout. Start over (the caller discards on this error).
+        if e == DropReason::ProtocolViolation && inc.authenticated_bytes() == 0 {
+            return Ok(Opened::Discard(e));
+        }
+        return Err(e);
+    }
+    // Progress, not mere arrival, keeps an RPC alive (see `progressed`).
+    *silent = 0;
+    if inc.granted() < inc.wire_len() {
+        p.scheduler.mark_grantable(msg);
+    }
+    let mut tally = (0, OffloadTally::default());
+    let mine = peer.as_deref().map_or(0, |p| p.usage.bytes);
+    let spare = limits::spare(p.config, &p.ledger.total, mine);
+    let (opened, offloaded) = (&mut tally.0, &mut tally.1);
+    let layout = p.config.seq_layout;
+    let result = inc.open_ready(&*rx.rx, layout, d.key.id, opened, offloaded, spare, p.buffers);
+    let nothing_authenticated = inc.nothing_authenticated();
+    let grown = inc.buffered_bytes().saturating_sub(held);
+    book_opened(p, peer.as_deref_mut(), d, (tally, result.is_ok()), grown);
+    opened_from(result, nothing_authenticated)
+}
+
+/// Counts the records a DATA packet opened (for the endpoint and its
+/// peer, which hears it is alive if they authenticated) and charges what
+/// its message grew by.
+fn book_opened(
+    p: &mut StoreParts<'_>,
+    mut peer: Option<&mut Peer>,
+    d: DataIn<'_>,
+    ((opened, offloaded), ok): ((u64, OffloadTally), bool),
+    grown: usize,
+) {
+    p.stats.records_opened += opened;
+    if offloaded != OffloadTally::default() {
+        offloaded.count(p.stats, peer.as_deref_mut().map(|p| &mut p.session.stats));
+    }
+    if let Some(peer) = peer.as_deref_mut() {
+        peer.session.stats.records_opened += opened;
+        if ok && opened > 0 {
+            peer.authenticated(d.now);
+        }
+    }
+    if grown > 0 {
+        let more = Charge {
+            bytes: grown,
+            requests: 0,
+        };
+        let entry = peer.map(|p| (d.pid, p));
+        let (charged, total) = (&mut p.ledger.charged, &mut p.ledger.total);
+        limits::add_charge(entry, charged, total, &mut p.stats.usage, more);
     }
 }
 
