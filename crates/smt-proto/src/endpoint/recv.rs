@@ -254,9 +254,17 @@ impl Endpoint {
                     nic: &self.nic,
                 };
                 let receiving = match store_fast(peer, &mut self.rpcs, parts, d, local) {
-                    Fast::Slow => self.on_data(d, local)?,
-                    Fast::Dropped(e) => return Err(e),
                     Fast::Stored(msg, outcome) => self.after_store(d, msg, outcome, opened_before)?,
+                    Fast::NewRequest => {
+                        let msg = self.new_request(d)?;
+                        self.store_data(d, msg)?
+                    }
+                    Fast::NewResponse(handle) => {
+                        let msg = self.new_response(d, handle)?;
+                        self.store_data(d, msg)?
+                    }
+                    Fast::UnknownResponse => return Err(self.unknown_response(pid, key)),
+                    Fast::Dropped(e) => return Err(e),
                 };
                 if let Some(msg) = receiving.filter(|_| validated) {
                     self.remember_route(pid, phase, key, msg);
@@ -388,17 +396,6 @@ impl Endpoint {
     }
 
     // ---- DATA ----
-
-    /// DATA off the fast path: routed to its message (which may be new:
-    /// admitted, and for a request, checked against replays), then stored.
-    fn on_data(&mut self, d: DataIn<'_>, local: bool) -> Result<Option<MsgKey>, DropReason> {
-        let msg = if local {
-            self.response_key(d.now, d.pid, d.key, d.h)?
-        } else {
-            self.request_key(d.now, d.pid, d.key, d.h)?
-        };
-        self.store_data(d, msg)
-    }
 
     // ---- control ----
 

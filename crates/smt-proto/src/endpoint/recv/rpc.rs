@@ -235,34 +235,26 @@ impl Endpoint {
         store_in(&mut parts, inc, peers.at_mut(d.pid), d, msg, admitted)
     }
 
-    /// Routes a DATA packet of a response to one of our RPCs.
-    pub(super) fn response_key(
+    /// A DATA packet about one of our calls that we do not know: a replay
+    /// if we ever allocated its ID, else unknown.
+    pub(super) fn unknown_response(&self, pid: PeerId, key: ServerRpcHandle) -> DropReason {
+        match self.was_allocated(pid, key) {
+            true => DropReason::Replay,
+            false => DropReason::UnknownRpc,
+        }
+    }
+
+    /// The first packet of the response to our call `handle` to arrive:
+    /// its message is admitted and made.
+    pub(super) fn new_response(
         &mut self,
-        now: Instant,
-        pid: PeerId,
-        key: ServerRpcHandle,
-        h: &DataHeader,
+        d: DataIn<'_>,
+        handle: RpcHandle,
     ) -> Result<MsgKey, DropReason> {
-        let Some(handle) = self.peers.client(&rpc_key(pid, &key)) else {
-            return Err(if self.was_allocated(pid, key) {
-                DropReason::Replay
-            } else {
-                DropReason::UnknownRpc
-            });
-        };
-        let has_response = self
-            .rpcs
-            .clients
-            .get(&handle)
-            .ok_or(DropReason::UnknownRpc)?
-            .response
-            .is_some();
-        if !has_response {
-            self.admit_message(now, pid, false)?;
-            let incoming = self.new_incoming(h);
-            if let Some(rpc) = self.rpcs.clients.get_mut(&handle) {
-                rpc.response = Some(incoming);
-            }
+        self.admit_message(d.now, d.pid, false)?;
+        let incoming = self.new_incoming(d.h);
+        if let Some(rpc) = self.rpcs.clients.get_mut(&handle) {
+            rpc.response = Some(incoming);
         }
         Ok(MsgKey::Client(handle))
     }
@@ -285,29 +277,11 @@ impl Endpoint {
         Ok(())
     }
 
-    /// Routes a DATA packet of a request from the peer, creating the server
-    /// RPC if the ID is fresh. Replays are rejected here, before any
-    /// decryption.
-    pub(super) fn request_key(
-        &mut self,
-        now: Instant,
-        pid: PeerId,
-        key: ServerRpcHandle,
-        h: &DataHeader,
-    ) -> Result<MsgKey, DropReason> {
-        let found = self.peers.server(&rpc_key(pid, &key));
-        if let Some((slot, rpc)) = found.and_then(|s| Some((s, self.rpcs.servers.get_mut(s)?))) {
-            return match rpc.state {
-                // Silence is reset by progress only (`progressed`).
-                ServerState::Receiving(_) => Ok(MsgKey::Server(ServerMsg { rpc: key, slot })),
-                _ => {
-                    // The client is still sending: it has not heard the
-                    // response yet.
-                    rpc.silent_ticks = 0;
-                    Err(DropReason::Duplicate)
-                }
-            };
-        }
+    /// The first packet of a request to arrive (no RPC holds its ID):
+    /// replays are rejected here, before any decryption; else the server
+    /// RPC is admitted and made.
+    pub(super) fn new_request(&mut self, d: DataIn<'_>) -> Result<MsgKey, DropReason> {
+        let (now, pid, key) = (d.now, d.pid, d.key);
         let session = self.peers.at(pid).ok_or(DropReason::UnknownSession)?;
         let epoch = session.epoch(key.epoch).ok_or(DropReason::KeyPhase)?;
         if epoch.replay.check(key.id) == ReplayCheck::Replayed {
@@ -318,7 +292,7 @@ impl Endpoint {
             self.refuse_unadmitted(key);
             return Err(e);
         }
-        let incoming = self.new_incoming(h);
+        let incoming = self.new_incoming(d.h);
         let rpc = ServerRpc {
             state: ServerState::Receiving(incoming),
             silent_ticks: 0,
@@ -329,7 +303,8 @@ impl Endpoint {
             .rpcs_mut(pid)
             .and_then(|r| r.add_server(key.epoch, key.id, slot));
         if let Some(old) = replaced {
-            // Cannot happen: the key was looked up above and not found.
+            // A stale index entry (its slot found nothing): the new RPC
+            // takes its place.
             self.rpcs.servers.remove(old);
         }
         self.arm_tick(now);
@@ -726,22 +701,26 @@ impl Endpoint {
     }
 }
 
-/// What the fast path made of a DATA packet.
+/// What the fast path made of a DATA packet: stored, or dropped, or what
+/// the caller must do first (what it found is passed on, not looked up
+/// again).
 pub(super) enum Fast {
-    /// Its RPC holds no message being received (or the RPC is not found):
-    /// the slow path (`on_data`) routes it, admitting a new message.
-    Slow,
+    /// No RPC holds the ID of this request: `Endpoint::new_request`.
+    NewRequest,
+    /// The first packet of our call's response: `Endpoint::new_response`.
+    NewResponse(RpcHandle),
+    /// An ID of ours that no call holds: `Endpoint::unknown_response`.
+    UnknownResponse,
     /// Dropped before anything was stored.
     Dropped(DropReason),
     /// Stored, or tried: the outcome, for `after_store`.
     Stored(MsgKey, Result<Opened, DropReason>),
 }
 
-/// DATA for a message already being received, with the peer in hand (the
-/// packet's one peer lookup): one RPC lookup in the peer's index, then
-/// the packet stored in place, admitted at once when the bounds have room
-/// for a new buffer. The same checks in the same order as the slow path
-/// (`request_key`/`response_key`, then `store_data`).
+/// DATA with the peer in hand (the packet's one peer lookup): one RPC
+/// lookup in the peer's index; for a message already being received, the
+/// packet stored in place, admitted at once when the bounds have room for
+/// a new buffer (else `Endpoint::admit` decides, in `after_store`).
 pub(super) fn store_fast(
     peer: &mut Peer,
     rpcs: &mut RpcTables,
@@ -752,26 +731,27 @@ pub(super) fn store_fast(
     let (msg, inc) = match local {
         true => {
             let Some(handle) = peer.rpcs.client(d.key.epoch, d.key.id) else {
-                return Fast::Slow;
+                return Fast::UnknownResponse;
             };
             let Some(c) = rpcs.clients.get_mut(&handle) else {
-                return Fast::Slow;
+                return Fast::Dropped(DropReason::UnknownRpc);
             };
             let Some(inc) = c.response.as_mut() else {
-                return Fast::Slow;
+                return Fast::NewResponse(handle);
             };
             (MsgKey::Client(handle), (inc, &mut c.silent_ticks))
         }
         false => {
             let Some(slot) = peer.rpcs.server(d.key.epoch, d.key.id) else {
-                return Fast::Slow;
+                return Fast::NewRequest;
             };
             let Some(rpc) = rpcs.servers.get_mut(slot) else {
-                return Fast::Slow;
+                return Fast::NewRequest;
             };
             let ServerState::Receiving(inc) = &mut rpc.state else {
                 // The client is still sending: it has not heard the
-                // response yet (`request_key`).
+                // response yet. (Silence is reset by progress only,
+                // `progressed`, and by this.)
                 rpc.silent_ticks = 0;
                 return Fast::Dropped(DropReason::Duplicate);
             };
