@@ -85,9 +85,7 @@ impl Endpoint {
                     error: error.clone(),
                 }
             );
-            self.outbox
-                .events
-                .push_back(Event::HandshakeFailed { peer, error });
+            self.outbox.push_event(Event::HandshakeFailed { peer, error });
             return;
         }
         trace_event!(self, Traced::HandshakeStarted { peer, kind });
@@ -287,7 +285,7 @@ impl Endpoint {
         let Some(retry) = self.hs.retry.as_mut() else {
             return Err(DropReason::Handshake);
         };
-        if self.outbox.prebuilt.len() >= MAX_PREBUILT {
+        if self.outbox.prebuilt_len() >= MAX_PREBUILT {
             return Err(DropReason::OverLimit);
         }
         let token = retry.mint(now, peer, kind);
@@ -309,7 +307,7 @@ impl Endpoint {
         };
         repr.emit(&mut Packet::new_unchecked(&mut packet[..HEADER_LEN]));
         packet[HEADER_LEN..].copy_from_slice(&token);
-        self.outbox.prebuilt.push_back((peer, packet));
+        self.outbox.push_prebuilt(peer, packet);
         self.counters.stats.retries_sent += 1;
         Ok(())
     }
@@ -689,7 +687,7 @@ impl Endpoint {
         self.track_unvalidated(peer);
         self.counters.stats.handshakes_completed += 1;
         trace_event!(self, Traced::HandshakeDone { peer });
-        self.outbox.events.push_back(Event::Connected { peer });
+        self.outbox.push_event(Event::Connected { peer });
         for d in early {
             self.handle_datagram(now, peer, &d);
         }
@@ -708,7 +706,7 @@ impl Endpoint {
                 let mut packet = vec![0u8; HEADER_LEN + alert.len()];
                 let ports = (self.config.local_port, peer.port());
                 emit_handshake(&mut packet, ports, &conn, start as u32, alert);
-                self.outbox.prebuilt.push_back((peer, packet));
+                self.outbox.push_prebuilt(peer, packet);
             }
             if conn.keys_installed && conn.kind == HandshakeKind::TLS13 {
                 // TLS 1.3 gives the client keys before the server has checked
@@ -727,9 +725,7 @@ impl Endpoint {
                 error: error.clone(),
             }
         );
-        self.outbox
-            .events
-            .push_back(Event::HandshakeFailed { peer, error });
+        self.outbox.push_event(Event::HandshakeFailed { peer, error });
         let _ = now;
     }
 

@@ -412,9 +412,7 @@ impl Endpoint {
             }
             s.stats.messages_received += 1;
         }
-        self.outbox
-            .events
-            .push_back(Event::Request { rpc: k, data });
+        self.outbox.push_event(Event::Request { rpc: k, data });
     }
 
     /// Sheds a complete request while the application holds
@@ -474,22 +472,13 @@ impl Endpoint {
             s.stats.rtt.record(rtt);
         }
         self.queue_ack(now, key);
-        self.outbox
-            .events
-            .push_back(Event::Response { rpc: handle, data });
+        self.outbox.push_event(Event::Response { rpc: handle, data });
     }
 
     /// Acknowledges a completed RPC: a full batch leaves at once, else
     /// the batch waits for [`Timer::AckDelay`].
     pub(crate) fn queue_ack(&mut self, now: Instant, key: ServerRpcHandle) {
-        let ids = self
-            .outbox
-            .pending_acks
-            .entry((key.peer, key.epoch))
-            .or_default();
-        ids.push(key.id);
-        if ids.is_full() {
-            let ids = std::mem::take(ids);
+        if let Some(ids) = self.outbox.add_ack(key.peer, key.epoch, key.id) {
             self.queue_control(key.peer, key.epoch, 0, Body::Ack(ids));
         } else if !self.time.timers.is_set(Timer::AckDelay) {
             self.time
@@ -498,18 +487,10 @@ impl Endpoint {
         }
     }
 
-    /// Sends every pending ACK batch ([`Timer::AckDelay`] expired).
-    /// An entry stays (emptied) while its peer and epoch keep completing
-    /// RPCs, so a steady stream does not allocate a map node per batch;
-    /// entries with nothing to send since the last batch are removed.
+    /// Sends every pending ACK batch ([`Timer::AckDelay`] expired; see
+    /// `Outbox::send_acks`).
     pub(crate) fn send_pending_acks(&mut self) {
-        let mut pending = std::mem::take(&mut self.outbox.pending_acks);
-        pending.retain(|_, ids| !ids.is_empty());
-        for (&(peer, epoch), ids) in pending.iter_mut() {
-            let ids = std::mem::take(ids);
-            self.queue_control(peer, epoch, 0, Body::Ack(ids));
-        }
-        self.outbox.pending_acks = pending;
+        self.outbox.send_acks(self.config.local_port);
     }
 
     /// A control packet about an RPC we started.
@@ -589,9 +570,7 @@ impl Endpoint {
                 self.drop_server_at(slot);
                 self.trace_freed(key, FreeReason::ClientGone);
                 if cancelled {
-                    self.outbox
-                        .events
-                        .push_back(Event::RequestCancelled { rpc: key });
+                    self.outbox.push_event(Event::RequestCancelled { rpc: key });
                 }
             }
             ServerControl::Unsupported => return Err(DropReason::Unsupported),
