@@ -85,7 +85,8 @@ impl Endpoint {
                     error: error.clone(),
                 }
             );
-            self.outbox.push_event(Event::HandshakeFailed { peer, error });
+            self.outbox
+                .push_event(Event::HandshakeFailed { peer, error });
             return;
         }
         trace_event!(self, Traced::HandshakeStarted { peer, kind });
@@ -725,7 +726,8 @@ impl Endpoint {
                 error: error.clone(),
             }
         );
-        self.outbox.push_event(Event::HandshakeFailed { peer, error });
+        self.outbox
+            .push_event(Event::HandshakeFailed { peer, error });
         let _ = now;
     }
 

@@ -155,7 +155,12 @@ impl Endpoint {
     }
 
     fn fits(&self, peer: PeerId, more: Charge) -> bool {
-        fits(&self.config, self.usage_of(peer), self.load.ledger.total, more)
+        fits(
+            &self.config,
+            self.usage_of(peer),
+            self.load.ledger.total,
+            more,
+        )
     }
 
     /// Adds what was just allocated for `peer`.

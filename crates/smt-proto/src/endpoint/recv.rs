@@ -1,6 +1,21 @@
 //! `handle_datagram`: parse, authenticate, route. Every rejection is a
 //! counted [`DropReason`], never an error returned to the caller.
 
+/// The endpoint's parts a DATA packet is stored with, borrowed field by
+/// field (`rpc::StoreParts`), so the peer can stay borrowed beside them.
+macro_rules! store_parts {
+    ($ep:ident) => {
+        StoreParts {
+            stats: &mut $ep.counters.stats,
+            scheduler: &mut $ep.scheduler,
+            config: &$ep.config,
+            ledger: &mut $ep.load.ledger,
+            buffers: &mut $ep.buffers.pool,
+            nic: &$ep.nic,
+        }
+    };
+}
+
 mod rpc;
 
 use rpc::{store_fast, DataIn, Fast, StoreParts};
@@ -196,12 +211,8 @@ impl Endpoint {
         datagram: &[u8],
     ) -> Result<(), DropReason> {
         let ty = packet.packet_type();
-        // The packet's one address hash: from here on the peer is its
-        // slot, and keys, counters and liveness come from that one entry.
-        let pid = match self.peers.id(&from) {
-            Some(pid) => pid,
-            None if self.stash_early(from, datagram) => return Ok(()),
-            None => self.resolve_session(from)?,
+        let Some(pid) = self.peer_for(from, datagram)? else {
+            return Ok(());
         };
         let authenticate = self.config.authenticate_control;
         let id_limit = self.config.seq_layout.id_limit();
@@ -215,63 +226,77 @@ impl Endpoint {
         if ty == PacketType::PATH_ECHO {
             return self.on_path_echo(now, pid, &packet);
         }
-        // The header, parsed once (here: a `Repr` returned from a helper
-        // was copied with `memcpy`, per packet).
-        let repr = Repr::parse(&packet).map_err(|e| match e {
-            WireError::UnknownType(_) => DropReason::UnknownType,
-            _ => DropReason::Malformed,
-        })?;
-        if repr.id >= id_limit {
-            return Err(DropReason::Malformed);
-        }
-        let local = peer.session.is_local_id(repr.id);
-        let validated = peer.validated;
+        let repr = parse_header(&packet, id_limit)?;
+        let (local, validated) = (peer.session.is_local_id(repr.id), peer.validated);
+        let id = repr.id;
         let key = ServerRpcHandle {
             peer: from,
             epoch,
-            id: repr.id,
+            id,
         };
-        match repr.body {
-            Body::Data(h) => {
-                let d = DataIn {
-                    now,
-                    pid,
-                    key,
-                    h: &h,
-                    payload: packet.payload(),
-                };
-                // The fast path keeps the peer found above: one peer and
-                // one RPC lookup per packet. (The receive key is taken from
-                // the peer where records are opened: holding it, an `Arc`
-                // clone, cost an atomic increment and decrement per packet.)
-                let opened_before = self.counters.stats.records_opened;
-                let parts = StoreParts {
-                    stats: &mut self.counters.stats,
-                    scheduler: &mut self.scheduler,
-                    config: &self.config,
-                    ledger: &mut self.load.ledger,
-                    buffers: &mut self.buffers.pool,
-                    nic: &self.nic,
-                };
-                let receiving = match store_fast(peer, &mut self.rpcs, parts, d, local) {
-                    Fast::Stored(msg, outcome) => self.after_store(d, msg, outcome, opened_before)?,
-                    Fast::NewRequest => {
-                        let msg = self.new_request(d)?;
-                        self.store_data(d, msg)?
-                    }
-                    Fast::NewResponse(handle) => {
-                        let msg = self.new_response(d, handle)?;
-                        self.store_data(d, msg)?
-                    }
-                    Fast::UnknownResponse => return Err(self.unknown_response(pid, key)),
-                    Fast::Dropped(e) => return Err(e),
-                };
-                if let Some(msg) = receiving.filter(|_| validated) {
-                    self.remember_route(pid, phase, key, msg);
-                }
-                Ok(())
+        let h = match repr.body {
+            Body::Data(h) => h,
+            body => return self.on_control(now, pid, key, local, body),
+        };
+        let payload = packet.payload();
+        let d = DataIn {
+            now,
+            pid,
+            key,
+            h: &h,
+            payload,
+        };
+        // The fast path keeps the peer found above: one peer and one RPC
+        // lookup per packet. (The receive key is taken from the peer where
+        // records are opened: holding it, an `Arc` clone, cost an atomic
+        // increment and decrement per packet.)
+        let opened_before = self.counters.stats.records_opened;
+        let fast = store_fast(peer, &mut self.rpcs, store_parts!(self), d, local);
+        let receiving = self.after_fast(d, fast, opened_before)?;
+        if let Some(msg) = receiving.filter(|_| validated) {
+            self.remember_route(pid, phase, key, msg);
+        }
+        Ok(())
+    }
+
+    /// The slot of the peer at `from`: the packet's one address hash (from
+    /// here on the peer is its slot, and keys, counters and liveness come
+    /// from that one entry). `None`: no session yet, and the packet was
+    /// kept for the handshake in progress.
+    #[inline]
+    fn peer_for(
+        &mut self,
+        from: SocketAddr,
+        datagram: &[u8],
+    ) -> Result<Option<PeerId>, DropReason> {
+        match self.peers.id(&from) {
+            Some(pid) => Ok(Some(pid)),
+            None if self.stash_early(from, datagram) => Ok(None),
+            None => self.resolve_session(from).map(Some),
+        }
+    }
+
+    /// Finishes what the fast path began: a stored packet's outcome
+    /// (`after_store`), or the new message it asked for, made and stored.
+    #[inline]
+    fn after_fast(
+        &mut self,
+        d: DataIn<'_>,
+        fast: Fast,
+        opened_before: u64,
+    ) -> Result<Option<MsgKey>, DropReason> {
+        match fast {
+            Fast::Stored(msg, outcome) => self.after_store(d, msg, outcome, opened_before),
+            Fast::NewRequest => {
+                let msg = self.new_request(d)?;
+                self.store_data(d, msg)
             }
-            body => self.on_control(now, pid, key, local, body),
+            Fast::NewResponse(handle) => {
+                let msg = self.new_response(d, handle)?;
+                self.store_data(d, msg)
+            }
+            Fast::UnknownResponse => Err(self.unknown_response(d.pid, d.key)),
+            Fast::Dropped(e) => Err(e),
         }
     }
 
@@ -427,6 +452,21 @@ impl Endpoint {
             self.on_control_for_server(pid, key, body)
         }
     }
+}
+
+/// The header of a session's packet, parsed once (a `Repr` returned from
+/// a helper that also checked the packet was copied with `memcpy`, per
+/// packet; this one is inlined into its caller), with its ID in range.
+#[inline(always)]
+fn parse_header(packet: &Packet<&[u8]>, id_limit: u64) -> Result<Repr, DropReason> {
+    let repr = Repr::parse(packet).map_err(|e| match e {
+        WireError::UnknownType(_) => DropReason::UnknownType,
+        _ => DropReason::Malformed,
+    })?;
+    if repr.id >= id_limit {
+        return Err(DropReason::Malformed);
+    }
+    Ok(repr)
 }
 
 /// Whether a datagram's first packet is a PATH (its type byte; the parse

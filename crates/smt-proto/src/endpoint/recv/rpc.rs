@@ -223,14 +223,7 @@ impl Endpoint {
             &mut self.rpcs.servers,
             &mut self.peers,
         );
-        let mut parts = StoreParts {
-            stats: &mut self.counters.stats,
-            scheduler: &mut self.scheduler,
-            config: &self.config,
-            ledger: &mut self.load.ledger,
-            buffers: &mut self.buffers.pool,
-            nic: &self.nic,
-        };
+        let mut parts = store_parts!(self);
         let inc = receiving_in(clients, servers, msg).ok_or(DropReason::Duplicate)?;
         store_in(&mut parts, inc, peers.at_mut(d.pid), d, msg, admitted)
     }
@@ -472,7 +465,8 @@ impl Endpoint {
             s.stats.rtt.record(rtt);
         }
         self.queue_ack(now, key);
-        self.outbox.push_event(Event::Response { rpc: handle, data });
+        self.outbox
+            .push_event(Event::Response { rpc: handle, data });
     }
 
     /// Acknowledges a completed RPC: a full batch leaves at once, else
@@ -707,42 +701,22 @@ pub(super) fn store_fast(
     d: DataIn<'_>,
     local: bool,
 ) -> Fast {
-    let (msg, inc) = match local {
-        true => {
-            let Some(handle) = peer.rpcs.client(d.key.epoch, d.key.id) else {
-                return Fast::UnknownResponse;
-            };
-            let Some(c) = rpcs.clients.get_mut(&handle) else {
-                return Fast::Dropped(DropReason::UnknownRpc);
-            };
-            let Some(inc) = c.response.as_mut() else {
-                return Fast::NewResponse(handle);
-            };
-            (MsgKey::Client(handle), (inc, &mut c.silent_ticks))
-        }
-        false => {
-            let Some(slot) = peer.rpcs.server(d.key.epoch, d.key.id) else {
-                return Fast::NewRequest;
-            };
-            let Some(rpc) = rpcs.servers.get_mut(slot) else {
-                return Fast::NewRequest;
-            };
-            let ServerState::Receiving(inc) = &mut rpc.state else {
-                // The client is still sending: it has not heard the
-                // response yet. (Silence is reset by progress only,
-                // `progressed`, and by this.)
-                rpc.silent_ticks = 0;
-                return Fast::Dropped(DropReason::Duplicate);
-            };
-            let msg = MsgKey::Server(ServerMsg { rpc: d.key, slot });
-            (msg, (inc, &mut rpc.silent_ticks))
-        }
+    let (msg, inc) = match receiving_at(peer, rpcs, d.key, local) {
+        Ok(found) => found,
+        Err(fast) => return fast,
     };
     if u64::from(d.h.message_len) > parts.config.message_len_limit() {
         return Fast::Dropped(DropReason::OverLimit);
     }
     let (inc, silent) = inc;
-    let outcome = store_in(&mut parts, (&mut *inc, &mut *silent), Some(&mut *peer), d, msg, false);
+    let outcome = store_in(
+        &mut parts,
+        (&mut *inc, &mut *silent),
+        Some(&mut *peer),
+        d,
+        msg,
+        false,
+    );
     let Ok(Opened::NeedsRoom(more)) = outcome else {
         return Fast::Stored(msg, outcome);
     };
@@ -756,6 +730,50 @@ pub(super) fn store_fast(
     }
     let outcome = store_in(&mut parts, (inc, silent), Some(peer), d, msg, true);
     Fast::Stored(msg, outcome)
+}
+
+/// The message being received that DATA for `key` goes to, with its RPC's
+/// silence counter: one lookup in the peer's index and one in the table.
+/// `Err`: what the fast path reports instead (see [`Fast`]).
+#[inline]
+fn receiving_at<'a>(
+    peer: &Peer,
+    rpcs: &'a mut RpcTables,
+    key: ServerRpcHandle,
+    local: bool,
+) -> Result<(MsgKey, (&'a mut Incoming, &'a mut u32)), Fast> {
+    let found = match local {
+        true => {
+            let Some(handle) = peer.rpcs.client(key.epoch, key.id) else {
+                return Err(Fast::UnknownResponse);
+            };
+            let Some(c) = rpcs.clients.get_mut(&handle) else {
+                return Err(Fast::Dropped(DropReason::UnknownRpc));
+            };
+            let Some(inc) = c.response.as_mut() else {
+                return Err(Fast::NewResponse(handle));
+            };
+            (MsgKey::Client(handle), (inc, &mut c.silent_ticks))
+        }
+        false => {
+            let Some(slot) = peer.rpcs.server(key.epoch, key.id) else {
+                return Err(Fast::NewRequest);
+            };
+            let Some(rpc) = rpcs.servers.get_mut(slot) else {
+                return Err(Fast::NewRequest);
+            };
+            let ServerState::Receiving(inc) = &mut rpc.state else {
+                // The client is still sending: it has not heard the
+                // response yet. (Silence is reset by progress only,
+                // `progressed`, and by this.)
+                rpc.silent_ticks = 0;
+                return Err(Fast::Dropped(DropReason::Duplicate));
+            };
+            let msg = MsgKey::Server(ServerMsg { rpc: key, slot });
+            (msg, (inc, &mut rpc.silent_ticks))
+        }
+    };
+    Ok(found)
 }
 
 /// Stores a DATA packet into its message `inc` (with the RPC's silence
@@ -804,7 +822,9 @@ fn store_in(
     let spare = limits::spare(p.config, &p.ledger.total, mine);
     let (opened, offloaded) = (&mut tally.0, &mut tally.1);
     let layout = p.config.seq_layout;
-    let result = inc.open_ready(&*rx.rx, layout, d.key.id, opened, offloaded, spare, p.buffers);
+    let result = inc.open_ready(
+        &*rx.rx, layout, d.key.id, opened, offloaded, spare, p.buffers,
+    );
     let nothing_authenticated = inc.nothing_authenticated();
     let grown = inc.buffered_bytes().saturating_sub(held);
     book_opened(p, peer.as_deref_mut(), d, (tally, result.is_ok()), grown);
