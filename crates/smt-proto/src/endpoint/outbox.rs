@@ -60,42 +60,50 @@ impl Outbox {
     }
 
     /// Queues an event for the application.
+    #[inline]
     pub fn push_event(&mut self, event: Event) {
         self.events.push_back(event);
     }
 
     /// The oldest event not yet taken.
+    #[inline]
     pub fn pop_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }
 
     /// Queues a datagram built ahead for `to`.
+    #[inline]
     pub fn push_prebuilt(&mut self, to: SocketAddr, bytes: Vec<u8>) {
         self.prebuilt.push_back((to, bytes));
     }
 
     /// Datagrams built ahead and not yet sent.
+    #[inline]
     pub fn prebuilt_len(&self) -> usize {
         self.prebuilt.len()
     }
 
     /// The oldest datagram built ahead.
+    #[inline]
     pub fn pop_prebuilt(&mut self) -> Option<(SocketAddr, Vec<u8>)> {
         self.prebuilt.pop_front()
     }
 
     /// The next control packet's peer and key epoch, and the packet.
+    #[inline]
     pub fn next_control(&self) -> Option<(SocketAddr, u64, &Repr)> {
         self.control.front().map(|(p, e, r)| (*p, *e, r))
     }
 
     /// Takes the next control packet.
+    #[inline]
     pub fn pop_control(&mut self) -> Option<(SocketAddr, u64, Repr)> {
         self.control.pop_front()
     }
 
     /// Adds `id` to the ACK batch of (`peer`, `epoch`); returns the batch
     /// if that filled it (to be sent at once, its entry left empty).
+    #[inline]
     pub fn add_ack(&mut self, peer: SocketAddr, epoch: u64, id: u64) -> Option<AckIds> {
         let ids = self.pending_acks.entry((peer, epoch)).or_default();
         ids.push(id);

@@ -263,7 +263,7 @@ impl Endpoint {
     /// here on the peer is its slot, and keys, counters and liveness come
     /// from that one entry). `None`: no session yet, and the packet was
     /// kept for the handshake in progress.
-    #[inline]
+    #[inline(always)]
     fn peer_for(
         &mut self,
         from: SocketAddr,
@@ -278,26 +278,21 @@ impl Endpoint {
 
     /// Finishes what the fast path began: a stored packet's outcome
     /// (`after_store`), or the new message it asked for, made and stored.
-    #[inline]
+    #[inline(always)]
     fn after_fast(
         &mut self,
         d: DataIn<'_>,
         fast: Fast,
         opened_before: u64,
     ) -> Result<Option<MsgKey>, DropReason> {
-        match fast {
-            Fast::Stored(msg, outcome) => self.after_store(d, msg, outcome, opened_before),
-            Fast::NewRequest => {
-                let msg = self.new_request(d)?;
-                self.store_data(d, msg)
-            }
-            Fast::NewResponse(handle) => {
-                let msg = self.new_response(d, handle)?;
-                self.store_data(d, msg)
-            }
-            Fast::UnknownResponse => Err(self.unknown_response(d.pid, d.key)),
-            Fast::Dropped(e) => Err(e),
-        }
+        let msg = match fast {
+            Fast::Stored(msg, outcome) => return self.after_store(d, msg, outcome, opened_before),
+            Fast::NewRequest => self.new_request(d)?,
+            Fast::NewResponse(handle) => self.new_response(d, handle)?,
+            Fast::UnknownResponse => return Err(self.unknown_response(d.pid, d.key)),
+            Fast::Dropped(e) => return Err(e),
+        };
+        self.store_data(d, msg)
     }
 
     /// The next DATA packet of the message the last one of this batch went

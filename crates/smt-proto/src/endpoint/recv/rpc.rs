@@ -735,7 +735,7 @@ pub(super) fn store_fast(
 /// The message being received that DATA for `key` goes to, with its RPC's
 /// silence counter: one lookup in the peer's index and one in the table.
 /// `Err`: what the fast path reports instead (see [`Fast`]).
-#[inline]
+#[inline(always)]
 fn receiving_at<'a>(
     peer: &Peer,
     rpcs: &'a mut RpcTables,
@@ -783,7 +783,7 @@ fn receiving_at<'a>(
 fn store_in(
     p: &mut StoreParts<'_>,
     (inc, silent): (&mut Incoming, &mut u32),
-    mut peer: Option<&mut Peer>,
+    peer: Option<&mut Peer>,
     d: DataIn<'_>,
     msg: MsgKey,
     admitted: bool,
@@ -827,7 +827,7 @@ fn store_in(
     );
     let nothing_authenticated = inc.nothing_authenticated();
     let grown = inc.buffered_bytes().saturating_sub(held);
-    book_opened(p, peer.as_deref_mut(), d, (tally, result.is_ok()), grown);
+    book_opened(p, peer, d, (tally, result.is_ok()), grown);
     opened_from(result, nothing_authenticated)
 }
 
