@@ -1,78 +1,22 @@
 //! `handle_datagram`: parse, authenticate, route. Every rejection is a
 //! counted [`DropReason`], never an error returned to the caller.
 
-/// The endpoint's parts a DATA packet is stored with, borrowed field by
-/// field (`rpc::StoreParts`), so the peer can stay borrowed beside them.
-macro_rules! store_parts {
-    ($ep:ident) => {
-        StoreParts {
-            stats: &mut $ep.counters.stats,
-            scheduler: &mut $ep.scheduler,
-            config: &$ep.config,
-            ledger: &mut $ep.load.ledger,
-            buffers: &mut $ep.buffers.pool,
-            nic: &$ep.nic,
-        }
-    };
-}
-
+mod packet;
 mod rpc;
 
-use rpc::{store_fast, DataIn, Fast, StoreParts};
+pub(super) use packet::split_tag;
+pub(crate) use packet::LastRoute;
+use packet::{parse_header, ports_match, starts_with_path};
+use rpc::{store_fast, store_parts, DataIn, Fast, StoreParts};
 use std::net::SocketAddr;
 use std::time::Instant;
 
 use super::peer::KeyUpdateSeen;
 use super::peers::PeerId;
-use super::table::RpcKey;
 use super::{trace_event, Endpoint, MsgKey, ServerRpcHandle};
-use crate::crypto::TAG_LEN;
 use crate::error::DropReason;
 use crate::trace::{PacketSummary, Traced};
-use crate::wire::{Body, Packet, PacketType, Packets, Repr, WireError};
-
-/// Where the last DATA packet of a receive batch went, for the next one of
-/// the same message (`Endpoint::process_on_route`).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct LastRoute {
-    from: SocketAddr,
-    peer: PeerId,
-    phase: bool,
-    key: ServerRpcHandle,
-    msg: MsgKey,
-    /// Packets that took the route, and their bytes, not yet in the
-    /// peer's counters.
-    datagrams: u64,
-    bytes: u64,
-}
-
-/// The internal key of an RPC of peer `peer` with wire key `key`.
-fn rpc_key(peer: PeerId, key: &ServerRpcHandle) -> RpcKey {
-    RpcKey {
-        peer,
-        epoch: key.epoch,
-        id: key.id,
-    }
-}
-
-/// Splits a control packet into the authenticated part and its MAC.
-pub(super) fn split_tag(datagram: &[u8]) -> Result<(&[u8], &[u8; TAG_LEN]), DropReason> {
-    let split = datagram
-        .len()
-        .checked_sub(TAG_LEN)
-        .ok_or(DropReason::Malformed)?;
-    let (body, tag) = datagram.split_at(split);
-    let tag: &[u8; TAG_LEN] = tag.try_into().map_err(|_| DropReason::Malformed)?;
-    Ok((body, tag))
-}
-
-/// The destination port is ours (when we know it) and the source port is
-/// zero (the sender did not know its port) or the datagram's.
-fn ports_match(packet: &Packet<&[u8]>, local_port: u16, from: SocketAddr) -> bool {
-    let dst_ok = local_port == 0 || packet.dst_port() == local_port;
-    let src_ok = packet.src_port() == 0 || packet.src_port() == from.port();
-    dst_ok && src_ok
-}
+use crate::wire::{Body, Packet, PacketType, Packets, Repr};
 
 impl Endpoint {
     /// Processes one datagram received from `from`. Malformed, forged,
@@ -200,8 +144,12 @@ impl Endpoint {
 
     /// A packet of a session (any but HANDSHAKE): the peer found once,
     /// the packet checked against its keys, the header parsed once, then
-    /// one match on what it carries. (Its one call site inlines it:
-    /// `process` and it were one function.)
+    /// one match on what it carries. DATA takes the fast path with the
+    /// peer found here: one peer and one RPC lookup per packet. (The
+    /// receive key is taken from the peer where records are opened:
+    /// holding it, an `Arc` clone, cost an atomic increment and decrement
+    /// per packet. Its one call site inlines it: `process` and it were one
+    /// function.)
     #[inline(always)]
     fn process_from_peer(
         &mut self,
@@ -238,18 +186,7 @@ impl Endpoint {
             Body::Data(h) => h,
             body => return self.on_control(now, pid, key, local, body),
         };
-        let payload = packet.payload();
-        let d = DataIn {
-            now,
-            pid,
-            key,
-            h: &h,
-            payload,
-        };
-        // The fast path keeps the peer found above: one peer and one RPC
-        // lookup per packet. (The receive key is taken from the peer where
-        // records are opened: holding it, an `Arc` clone, cost an atomic
-        // increment and decrement per packet.)
+        let d = DataIn::new(now, pid, key, &h, packet.payload());
         let opened_before = self.counters.stats.records_opened;
         let fast = store_fast(peer, &mut self.rpcs, store_parts!(self), d, local);
         let receiving = self.after_fast(d, fast, opened_before)?;
@@ -447,25 +384,4 @@ impl Endpoint {
             self.on_control_for_server(pid, key, body)
         }
     }
-}
-
-/// The header of a session's packet, parsed once (a `Repr` returned from
-/// a helper that also checked the packet was copied with `memcpy`, per
-/// packet; this one is inlined into its caller), with its ID in range.
-#[inline(always)]
-fn parse_header(packet: &Packet<&[u8]>, id_limit: u64) -> Result<Repr, DropReason> {
-    let repr = Repr::parse(packet).map_err(|e| match e {
-        WireError::UnknownType(_) => DropReason::UnknownType,
-        _ => DropReason::Malformed,
-    })?;
-    if repr.id >= id_limit {
-        return Err(DropReason::Malformed);
-    }
-    Ok(repr)
-}
-
-/// Whether a datagram's first packet is a PATH (its type byte; the parse
-/// comes later).
-fn starts_with_path(datagram: &[u8]) -> bool {
-    Packet::new_checked(datagram).is_ok_and(|p| p.packet_type() == PacketType::PATH)
 }

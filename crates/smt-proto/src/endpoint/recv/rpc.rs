@@ -32,7 +32,7 @@ use super::super::{
     keep_incoming, trace_event, Endpoint, Event, MsgKey, RpcHandle, ServerRpc, ServerRpcHandle,
     ServerState,
 };
-use super::rpc_key;
+use super::packet::rpc_key;
 use crate::buffers::BufferPool;
 use crate::config::Config;
 use crate::error::DropReason;
@@ -45,6 +45,23 @@ use crate::timer::Timer;
 use crate::trace::{FreeReason, MessageKind, Traced};
 use crate::wire::{AckIds, Body, DataHeader};
 
+/// The endpoint's parts a DATA packet is stored with, borrowed field by
+/// field ([`StoreParts`]), so the peer can stay borrowed beside them.
+macro_rules! store_parts {
+    ($ep:ident) => {
+        StoreParts {
+            stats: &mut $ep.counters.stats,
+            scheduler: &mut $ep.scheduler,
+            config: &$ep.config,
+            ledger: &mut $ep.load.ledger,
+            buffers: &mut $ep.buffers.pool,
+            nic: &$ep.nic,
+        }
+    };
+}
+
+pub(super) use store_parts;
+
 /// One DATA packet on its way into its message: when, from which peer,
 /// for which RPC, and what it carries.
 #[derive(Clone, Copy)]
@@ -54,6 +71,25 @@ pub(super) struct DataIn<'p> {
     pub key: ServerRpcHandle,
     pub h: &'p DataHeader,
     pub payload: &'p [u8],
+}
+
+impl<'p> DataIn<'p> {
+    #[inline(always)]
+    pub fn new(
+        now: Instant,
+        pid: PeerId,
+        key: ServerRpcHandle,
+        h: &'p DataHeader,
+        payload: &'p [u8],
+    ) -> Self {
+        Self {
+            now,
+            pid,
+            key,
+            h,
+            payload,
+        }
+    }
 }
 
 /// The endpoint's parts that storing a DATA packet uses besides the peer
@@ -803,14 +839,7 @@ fn store_in(
     // RPC belongs to (the epoch, and the session, it was routed to).
     let decrypted = p.nic.rx_mark.is_some_and(|k| k == KeyId::of(&rx.rx));
     if let Err(e) = inc.accept(d.h, d.payload, decrypted, p.buffers) {
-        // Lengths that disagree with the first packet's, before anything
-        // authenticated: either header may be the corrupted one, and
-        // keeping the first would refuse every genuine packet until the
-        // timeout. Start over (the caller discards on this error).
-        if e == DropReason::ProtocolViolation && inc.authenticated_bytes() == 0 {
-            return Ok(Opened::Discard(e));
-        }
-        return Err(e);
+        return not_accepted(inc, e);
     }
     // Progress, not mere arrival, keeps an RPC alive (see `progressed`).
     *silent = 0;
@@ -829,6 +858,18 @@ fn store_in(
     let grown = inc.buffered_bytes().saturating_sub(held);
     book_opened(p, peer, d, (tally, result.is_ok()), grown);
     opened_from(result, nothing_authenticated)
+}
+
+/// What a packet the message did not accept leads to. Lengths that
+/// disagree with the first packet's, before anything authenticated: either
+/// header may be the corrupted one, and keeping the first would refuse
+/// every genuine packet until the timeout. Start over (the caller discards
+/// the message).
+fn not_accepted(inc: &Incoming, e: DropReason) -> Result<Opened, DropReason> {
+    if e == DropReason::ProtocolViolation && inc.authenticated_bytes() == 0 {
+        return Ok(Opened::Discard(e));
+    }
+    Err(e)
 }
 
 /// Counts the records a DATA packet opened (for the endpoint and its
