@@ -76,8 +76,7 @@ impl Endpoint {
                 }
             );
             self.outbox
-                .events
-                .push_back(Event::HandshakeFailed { peer, error });
+                .push_event(Event::HandshakeFailed { peer, error });
             return;
         }
         trace_event!(self, Traced::HandshakeStarted { peer, kind });
@@ -283,13 +282,13 @@ impl Endpoint {
         let Some(retry) = self.hs.retry.as_mut() else {
             return Err(DropReason::Handshake);
         };
-        if self.outbox.prebuilt.len() >= MAX_PREBUILT {
+        if self.outbox.prebuilt_len() >= MAX_PREBUILT {
             return Err(DropReason::OverLimit);
         }
         let token = retry.mint(now, peer, kind);
         let packet = conn::emit_retry(self.config.local_port, peer, kind, &token);
         debug_assert!(packet.len() <= AMPLIFICATION * received.max(HEADER_LEN + 1));
-        self.outbox.prebuilt.push_back((peer, packet));
+        self.outbox.push_prebuilt(peer, packet);
         self.counters.stats.retries_sent += 1;
         Ok(())
     }
@@ -621,7 +620,7 @@ impl Endpoint {
         self.track_unvalidated(peer);
         self.counters.stats.handshakes_completed += 1;
         trace_event!(self, Traced::HandshakeDone { peer });
-        self.outbox.events.push_back(Event::Connected { peer });
+        self.outbox.push_event(Event::Connected { peer });
         for d in early {
             self.handle_datagram(now, peer, &d);
         }
@@ -640,7 +639,7 @@ impl Endpoint {
                 let mut packet = vec![0u8; HEADER_LEN + alert.len()];
                 let ports = (self.config.local_port, peer.port());
                 emit_handshake(&mut packet, ports, &conn, start as u32, alert);
-                self.outbox.prebuilt.push_back((peer, packet));
+                self.outbox.push_prebuilt(peer, packet);
             }
             if conn.keys_installed() && conn.kind == HandshakeKind::TLS13 {
                 // TLS 1.3 gives the client keys before the server has checked
@@ -660,8 +659,7 @@ impl Endpoint {
             }
         );
         self.outbox
-            .events
-            .push_back(Event::HandshakeFailed { peer, error });
+            .push_event(Event::HandshakeFailed { peer, error });
         let _ = now;
     }
 

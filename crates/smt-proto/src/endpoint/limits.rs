@@ -146,13 +146,12 @@ impl Endpoint {
     }
 
     fn fits(&self, peer: PeerId, more: Charge) -> bool {
-        let cfg = &self.config;
-        let mine = self.usage_of(peer);
-        let all = self.load.ledger.total;
-        mine.bytes + more.bytes <= cfg.max_buffered_per_peer
-            && all.bytes + more.bytes <= cfg.max_buffered_total
-            && mine.requests + more.requests <= cfg.max_incoming_per_peer
-            && all.requests + more.requests <= cfg.max_incoming_total
+        fits(
+            &self.config,
+            self.usage_of(peer),
+            self.load.ledger.total,
+            more,
+        )
     }
 
     /// Adds what was just allocated for `peer`.
@@ -317,6 +316,16 @@ pub(crate) fn spare(cfg: &crate::Config, total: &Charge, mine: usize) -> usize {
     let for_peer = cfg.max_buffered_per_peer.saturating_sub(mine);
     let for_all = cfg.max_buffered_total.saturating_sub(total.bytes);
     for_peer.min(for_all)
+}
+
+/// Whether `more` can be charged to a peer holding `mine` while everyone
+/// holds `all`, within every bound (a free function: the receive path asks
+/// with the peer in hand, `recv.rs`).
+pub(crate) fn fits(cfg: &crate::Config, mine: Charge, all: Charge, more: Charge) -> bool {
+    mine.bytes + more.bytes <= cfg.max_buffered_per_peer
+        && all.bytes + more.bytes <= cfg.max_buffered_total
+        && mine.requests + more.requests <= cfg.max_incoming_per_peer
+        && all.requests + more.requests <= cfg.max_incoming_total
 }
 
 /// Sets what a peer's partially received messages hold, and its gauges.

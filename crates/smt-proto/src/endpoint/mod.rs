@@ -338,24 +338,23 @@ impl Endpoint {
             return;
         };
         self.forget_servers(pid, None);
-        self.load.in_service = self
-            .rpcs
-            .servers
-            .iter()
-            .filter(|(_, s)| matches!(s.state, ServerState::InService))
-            .count();
-        self.outbox.pending_acks.retain(|(p, _), _| *p != peer);
+        self.outbox.forget_acks(peer);
         self.fail_clients(pid, None);
     }
 
     /// Frees the peer's requests (of key epoch `epoch`, or all) without
-    /// a word to it: their session or epoch ends.
+    /// a word to it: their session or epoch ends. Those the application
+    /// held leave `Load::in_service` (found through the peer's index: no
+    /// recount over every RPC).
     pub(crate) fn forget_servers(&mut self, pid: PeerId, epoch: Option<u64>) {
         let Some(slots) = self.peers.at(pid).map(|p| p.rpcs.servers_of(epoch)) else {
             return;
         };
         for slot in slots {
-            if let Some((rkey, _)) = self.rpcs.servers.remove(slot) {
+            if let Some((rkey, rpc)) = self.rpcs.servers.remove(slot) {
+                if matches!(rpc.state, ServerState::InService) {
+                    self.load.in_service = self.load.in_service.saturating_sub(1);
+                }
                 if let Some(r) = self.peers.rpcs_mut(pid) {
                     r.remove_server(rkey.epoch, rkey.id, slot);
                 }
@@ -602,7 +601,7 @@ impl Endpoint {
 
     /// The next event for the application.
     pub fn poll_event(&mut self) -> Option<Event> {
-        self.outbox.events.pop_front()
+        self.outbox.pop_event()
     }
 
     /// Turns the event trace on or off ([`crate::trace`]); off by default.
@@ -782,7 +781,7 @@ impl Endpoint {
                     error: error.clone(),
                 }
             );
-            self.outbox.events.push_back(Event::Failed { rpc, error });
+            self.outbox.push_event(Event::Failed { rpc, error });
         }
     }
 

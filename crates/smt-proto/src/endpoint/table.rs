@@ -165,6 +165,12 @@ impl PeerRpcs {
             .map(|(_, h)| *h)
     }
 
+    /// Whether one of its RPCs, either way and of any key epoch, has
+    /// message ID `id`.
+    pub fn has_id(&self, id: u64) -> bool {
+        self.clients.keys().any(|&(_, i)| i == id) || self.servers.keys().any(|&(_, i)| i == id)
+    }
+
     /// Whether it has a request of key epoch `epoch`.
     pub fn has_server_in(&self, epoch: u64) -> bool {
         self.servers.keys().any(|(e, _)| *e == epoch)
