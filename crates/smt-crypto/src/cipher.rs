@@ -143,18 +143,8 @@ impl AesGcmCipher {
         aad: &[u8],
         buf: &mut [u8],
     ) -> Result<(), CryptoError> {
-        let tag_at = buf.len().checked_sub(TAG_LEN).ok_or(CryptoError)?;
-        let (plaintext, tag_out) = buf.split_at_mut(tag_at);
-        let tag = self
-            .key
-            .seal_in_place_separate_tag(
-                ring_aead::Nonce::assume_unique_for_key(*nonce),
-                ring_aead::Aad::from(aad),
-                plaintext,
-            )
-            .map_err(|_| CryptoError)?;
-        tag_out.copy_from_slice(tag.as_ref());
-        Ok(())
+        let (plaintext, tag_out) = buf.split_last_chunk_mut::<TAG_LEN>().ok_or(CryptoError)?;
+        self.seal_body(nonce, aad, plaintext, tag_out)
     }
 
     /// Checks the tag in the last [`TAG_LEN`] bytes of `buf` under an
@@ -234,6 +224,31 @@ impl AesGcmCipher {
     }
 }
 
+impl AesGcmCipher {
+    /// ring's in-place seal of `body`, the tag stored into `tag_out`: a
+    /// fixed-size array, so one 16-byte store rather than a call to
+    /// `memcpy`.
+    #[inline]
+    fn seal_body(
+        &self,
+        nonce: &[u8; IV_LEN],
+        aad: &[u8],
+        body: &mut [u8],
+        tag_out: &mut [u8; TAG_LEN],
+    ) -> Result<(), CryptoError> {
+        let tag = self
+            .key
+            .seal_in_place_separate_tag(
+                ring_aead::Nonce::assume_unique_for_key(*nonce),
+                ring_aead::Aad::from(aad),
+                body,
+            )
+            .map_err(|_| CryptoError)?;
+        tag_out.copy_from_slice(tag.as_ref());
+        Ok(())
+    }
+}
+
 impl PacketCipher for AesGcmCipher {
     fn seal_in_place(
         &self,
@@ -269,11 +284,10 @@ impl PacketCipher for AesGcmCipher {
         }
         // A small record: copied and sealed in place by ring, which costs
         // less than aws-lc's one pass (see `SEAL_ONE_PASS_FROM`).
-        let body_len = plaintext.len() + extra.len();
-        if out.len() != body_len + TAG_LEN {
+        let (body, tag_out) = out.split_last_chunk_mut::<TAG_LEN>().ok_or(CryptoError)?;
+        if body.len() != plaintext.len() + extra.len() {
             return Err(CryptoError);
         }
-        let (body, tag_out) = out.split_at_mut(body_len);
         let (data, extra_out) = body.split_at_mut(plaintext.len());
         data.copy_from_slice(plaintext);
         // `extra` is the content type alone unless the record is padded:
@@ -282,16 +296,7 @@ impl PacketCipher for AesGcmCipher {
             ([content_type], [slot]) => *slot = *content_type,
             _ => extra_out.copy_from_slice(extra),
         }
-        let tag = self
-            .key
-            .seal_in_place_separate_tag(
-                ring_aead::Nonce::assume_unique_for_key(nonce),
-                ring_aead::Aad::from(aad),
-                body,
-            )
-            .map_err(|_| CryptoError)?;
-        tag_out.copy_from_slice(tag.as_ref());
-        Ok(())
+        self.seal_body(&nonce, aad, body, tag_out)
     }
 
     fn open_to(

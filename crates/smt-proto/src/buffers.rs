@@ -76,6 +76,21 @@ pub(crate) fn capacity_for(len: usize) -> usize {
     }
 }
 
+/// A new buffer of `len` zero bytes with [`capacity_for`]`(len)` room,
+/// asked of the allocator as zeroed memory rather than zeroed here. For a
+/// large buffer that is fresh pages the kernel zeroes on first touch:
+/// taking it writes nothing, and its pages fault in as they are written
+/// (a lazily sealed message's, record by record as its packets leave).
+/// Zeroing it here was O(length) in one core call: filling the 256 MiB
+/// wire buffer of a response kept a server's engine (and its lock) busy
+/// for 0.2–2.6 s on a loaded two-core machine, long enough for the client
+/// to count a second of silence and give up (`tests/large.rs` in `smt`).
+fn fresh_zeroed(len: usize) -> Vec<u8> {
+    let mut buf = vec![0; capacity_for(len)];
+    buf.truncate(len);
+    buf
+}
+
 impl BufferPool {
     /// An empty buffer with room for at least `len` bytes: a spare one if
     /// its class has one, else a new one of the class's size.
@@ -87,7 +102,10 @@ impl BufferPool {
 
     /// A buffer of exactly `len` zero bytes (see [`BufferPool::take`]).
     pub fn take_zeroed(&mut self, len: usize) -> Vec<u8> {
-        let mut buf = self.take(len);
+        let Some(mut buf) = self.take_spare(len) else {
+            return fresh_zeroed(len);
+        };
+        buf.clear();
         buf.resize(len, 0);
         buf
     }
@@ -99,7 +117,9 @@ impl BufferPool {
     /// zero fill; [`BufferPool::take_zeroed`] was a third pass over the
     /// memory of a megabyte message.
     pub fn take_filled(&mut self, len: usize) -> Vec<u8> {
-        let mut buf = self.take_dirty(len);
+        let Some(mut buf) = self.take_spare(len) else {
+            return fresh_zeroed(len);
+        };
         buf.resize(len, 0);
         buf
     }
@@ -107,16 +127,15 @@ impl BufferPool {
     /// A spare buffer of `len`'s class as its last user left it, or a new
     /// empty one.
     fn take_dirty(&mut self, len: usize) -> Vec<u8> {
-        let Some(class) = class_for_len(len) else {
-            return Vec::with_capacity(len);
-        };
-        match self.classes[class].pop() {
-            Some(buf) => {
-                self.pooled_bytes -= buf.capacity();
-                buf
-            }
-            None => Vec::with_capacity(class_size(class)),
-        }
+        self.take_spare(len)
+            .unwrap_or_else(|| Vec::with_capacity(capacity_for(len)))
+    }
+
+    /// A spare buffer of `len`'s class as its last user left it, if any.
+    fn take_spare(&mut self, len: usize) -> Option<Vec<u8>> {
+        let buf = self.classes[class_for_len(len)?].pop()?;
+        self.pooled_bytes -= buf.capacity();
+        Some(buf)
     }
 
     /// Keeps `buf` for reuse if its class and the pool have room; frees it
@@ -207,6 +226,22 @@ mod tests {
         assert_eq!(pool.take(600).capacity(), capacity_for(600));
         for len in [0, 1, 300, 5000, MAX_CLASS] {
             assert_eq!(pool.take(len).capacity(), capacity_for(len));
+        }
+    }
+
+    #[test]
+    fn a_fresh_zeroed_buffer_has_its_class_capacity_and_only_zeros() {
+        // Fresh buffers come from the allocator's zeroed memory
+        // (`fresh_zeroed`): the same capacity, and so the same charge
+        // against the memory limits, as a spare one of the class.
+        let mut pool = BufferPool::default();
+        for len in [0, 1, 300, 5000, MAX_CLASS, MAX_CLASS + 1, 3 << 20] {
+            let filled = pool.take_filled(len);
+            let zeroed = pool.take_zeroed(len);
+            for buf in [&filled, &zeroed] {
+                assert_eq!((buf.len(), buf.capacity()), (len, capacity_for(len)));
+                assert!(buf.iter().all(|&b| b == 0), "{len} B: not all zeros");
+            }
         }
     }
 

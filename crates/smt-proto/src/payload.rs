@@ -25,6 +25,15 @@ impl Payload<'_> {
     /// sealing: a 64 MiB message takes tens of milliseconds).
     pub const EAGER_LIMIT: usize = 64 * 1024;
 
+    /// Largest borrowed message copied into a reused buffer of the
+    /// endpoint's pool. A larger one is copied into fresh memory, whose
+    /// pages fault in as the copy writes them: O(length) work in the call
+    /// that sends it (a 256 MiB copy took over a second on a loaded
+    /// two-core machine). A driver that calls the endpoint under a lock,
+    /// which keeps it from receiving and answering meanwhile, makes that
+    /// copy itself first, outside the lock, and hands over owned bytes.
+    pub const POOLED_COPY_LIMIT: usize = crate::buffers::MAX_CLASS;
+
     /// The bytes.
     pub fn as_slice(&self) -> &[u8] {
         match self {

@@ -21,7 +21,11 @@ fn clean_relay_forwards_everything_both_ways_byte_exact() {
     let mut sent: Vec<Vec<u8>> = (0..200u32)
         .map(|i| payload(i, 1 + (i as usize * 37) % 1400))
         .collect();
-    sent.extend([Vec::new(), vec![0xa5; 9000], vec![0x5a; 65_507]]);
+    sent.extend([
+        Vec::new(),
+        vec![0xa5; 9000],
+        vec![0x5a; smt_udp::MAX_GSO_PAYLOAD],
+    ]);
 
     let mut got = Vec::new();
     for chunk in sent.chunks(20) {

@@ -61,6 +61,7 @@
 //!
 //! Datagrams are sent with the don't-fragment bit (quinn-udp sets `IP_PMTUDISC_PROBE`): a datagram
 //! larger than the interface MTU fails with `EMSGSIZE` instead of being fragmented.
+#![warn(missing_docs, unreachable_pub)]
 
 mod error;
 mod features;
@@ -123,6 +124,7 @@ pub struct SocketConfig {
     send_buffer: usize,
     enable_gso: bool,
     enable_gro: bool,
+    reuse_port: bool,
 }
 
 impl Default for SocketConfig {
@@ -133,6 +135,7 @@ impl Default for SocketConfig {
             send_buffer: 4 << 20,
             enable_gso: true,
             enable_gro: true,
+            reuse_port: false,
         }
     }
 }
@@ -191,6 +194,20 @@ impl SocketConfig {
     /// Sets [`SocketConfig::gro`].
     pub fn set_gro(&mut self, on: bool) -> &mut Self {
         self.enable_gro = on;
+        self
+    }
+
+    /// Bind with `SO_REUSEPORT` (Unix), so several sockets share one port and the kernel spreads
+    /// incoming datagrams over them by a hash of their addresses (one sender always reaches the
+    /// same socket). Every socket of the group must set it, the first included. Default: false.
+    /// Ignored in raw mode.
+    pub fn reuse_port(&self) -> bool {
+        self.reuse_port
+    }
+
+    /// Sets [`SocketConfig::reuse_port`].
+    pub fn set_reuse_port(&mut self, on: bool) -> &mut Self {
+        self.reuse_port = on;
         self
     }
 }

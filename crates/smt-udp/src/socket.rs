@@ -61,7 +61,7 @@ impl Socket {
     /// In raw-IP mode the socket is bound to the IP address only; a non-zero port of `addr` makes
     /// the kernel queue only packets addressed to that port (see the crate docs).
     pub fn bind(addr: SocketAddr, config: &SocketConfig) -> Result<Self, SocketError> {
-        let inner = open_bound(addr, config.mode)?;
+        let inner = open_bound(addr, config)?;
         if let (Mode::RawIp { .. }, port @ 1..) = (config.mode, addr.port()) {
             filter_port(&inner, port, addr.is_ipv6())?;
         }
@@ -109,7 +109,7 @@ impl Socket {
     /// datagram. In raw-IP mode the port of `dest` is ignored.
     ///
     /// With GSO, one `sendmsg` carries up to [`Features::gso_max_segments`] datagrams and at most
-    /// 65 507 bytes; larger contents take several calls. Without GSO (disabled, unsupported, or
+    /// [`MAX_GSO_PAYLOAD`] bytes; larger contents take several calls. Without GSO (disabled, unsupported, or
     /// raw-IP mode) every datagram is its own call.
     ///
     /// # Errors
@@ -281,7 +281,8 @@ impl Partial {
 }
 
 /// Creates the socket and binds it. `EPERM`/`EACCES` means the mode (or port) needs a privilege.
-fn open_bound(addr: SocketAddr, mode: Mode) -> Result<socket2::Socket, SocketError> {
+fn open_bound(addr: SocketAddr, config: &SocketConfig) -> Result<socket2::Socket, SocketError> {
+    let mode = config.mode;
     let classify = |e| SocketError::classify(e, mode, addr);
     let domain = Domain::for_address(addr);
     let (inner, bind_addr) = match mode {
@@ -301,6 +302,13 @@ fn open_bound(addr: SocketAddr, mode: Mode) -> Result<socket2::Socket, SocketErr
     // Raw IPv6 sockets never see IPv4, and Linux refuses IPV6_V6ONLY on them.
     if addr.is_ipv6() && mode == Mode::Udp {
         inner.set_only_v6(true)?;
+    }
+    #[cfg(all(
+        unix,
+        not(any(target_os = "solaris", target_os = "illumos", target_os = "cygwin"))
+    ))]
+    if config.reuse_port && mode == Mode::Udp {
+        inner.set_reuse_port(true)?;
     }
     inner.bind(&bind_addr.into()).map_err(classify)?;
     Ok(inner)

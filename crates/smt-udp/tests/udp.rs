@@ -191,6 +191,24 @@ fn binding_a_taken_port_says_so() {
     assert!(std::error::Error::source(&err).is_some());
 }
 
+/// With `reuse_port` on every socket, a group shares one port, and each keeps its offloads; a
+/// socket without it cannot join.
+#[test]
+fn sockets_with_reuse_port_share_one_port() {
+    let mut shared = SocketConfig::default();
+    shared.set_reuse_port(true);
+    let first = bind(V4, &shared);
+    let port = first.local_addr().unwrap();
+    let second = Socket::bind(port, &shared).expect("a second SO_REUSEPORT socket joins");
+    assert_eq!(second.local_addr().unwrap(), port);
+    assert_eq!(
+        second.features().gso_max_segments,
+        first.features().gso_max_segments
+    );
+    let err = Socket::bind(port, &SocketConfig::default()).unwrap_err();
+    assert!(matches!(err, SocketError::AddrInUse(..)), "{err:?}");
+}
+
 /// 2000 datagrams of 1400 bytes, sent as fast as the socket takes them while a second thread
 /// drains the receiver: with 4 MiB buffers nothing is lost on loopback.
 fn check_burst(family: SocketAddr, offloads: bool) {

@@ -76,7 +76,7 @@ fn udp(any: SocketAddr, size: usize, n: usize) -> Vec<Duration> {
             server.send_to(&buf[..len], from).unwrap();
         }
     });
-    let msg = vec![7u8; size.min(65507)];
+    let msg = vec![7u8; size.min(smt_udp::MAX_GSO_PAYLOAD)];
     let mut buf = vec![0u8; 65536];
     let samples = (0..n)
         .map(|_| {

@@ -1,6 +1,10 @@
 //! The socket side of the engine ([`crate::engine`]): receive batches into
 //! the protocol core, drain its datagrams into GSO batches, and report send
 //! errors once. Sleeping on the socket is not done here (see `wait.rs`).
+//!
+//! A worker shard's engine sends on a socket it shares with a dispatcher
+//! that reads it ([`Io::sending_on`]): its batches arrive already routed
+//! ([`Io::receive_routed`]) and go through the same admission.
 
 use std::collections::HashSet;
 use std::io;
@@ -32,6 +36,11 @@ pub(crate) struct Io {
     /// would report readable anyway).
     pub more_to_read: bool,
     send_errors_seen: HashSet<io::ErrorKind>,
+    /// Datagrams lost to send errors (the protocol retransmits them).
+    pub send_lost: u64,
+    /// Whether this side reads the socket (and its error queue). Not when
+    /// a dispatcher shares it and reads it for several engines.
+    reads_socket: bool,
     /// A datagram that could not join the batch the full socket refused.
     held: Option<(SocketAddr, Vec<u8>)>,
     /// ICMP errors may wait in the socket's error queue with nothing left
@@ -66,12 +75,36 @@ impl Io {
             blocked: false,
             more_to_read: false,
             send_errors_seen: HashSet::new(),
+            send_lost: 0,
+            reads_socket: true,
             held: None,
             errors_pending: false,
             offload,
             capture: capture.map(Box::new),
             socket: Some(socket),
         })
+    }
+
+    /// Sends on `socket`, which a dispatcher reads for several engines (a
+    /// worker shard's): datagrams arrive through [`Io::receive_routed`],
+    /// and the socket's ICMP reports are the dispatcher's to read.
+    pub fn sending_on(socket: Arc<Socket>, max_datagram: usize) -> Self {
+        let features = socket.features();
+        Self {
+            batch: GsoBatch::new(features.gso_max_segments, max_datagram),
+            recv: RecvBuffers::new(features),
+            raw: false,
+            blocked: false,
+            more_to_read: false,
+            send_errors_seen: HashSet::new(),
+            send_lost: 0,
+            reads_socket: false,
+            held: None,
+            errors_pending: false,
+            offload: None,
+            capture: None,
+            socket: Some(socket),
+        }
     }
 
     /// The socket, unless closed.
@@ -99,7 +132,7 @@ impl Io {
     /// the ICMP errors queued for the socket if any are known to wait.
     pub fn receive(&mut self, core: &mut Core, now: Instant) {
         self.more_to_read = false;
-        let Some(socket) = &self.socket else {
+        let Some(socket) = self.socket.as_ref().filter(|_| self.reads_socket) else {
             return;
         };
         if self.errors_pending {
@@ -134,16 +167,7 @@ impl Io {
                 addressed_to(datagram, local_port)
                     .then(|| (with_smt_source_port(from, datagram), datagram))
             });
-            if let Some(tap) = &self.capture {
-                for (from, datagram) in batch.clone() {
-                    tap.received(now, from, datagram);
-                }
-            }
-            // Validated peers' datagrams first, the rest within a budget.
-            match &mut self.offload {
-                None => core.handle_batch(now, batch),
-                Some(nic) => nic.receive(core, now, batch),
-            }
+            deliver(&self.capture, &mut self.offload, core, now, batch);
             if !self.recv.was_full() {
                 // Drained: no need for the empty receive that would say so.
                 self.more_to_read = false;
@@ -154,6 +178,16 @@ impl Io {
         // queue takes room from the receive buffer, and no new signal may
         // announce what is already queued).
         self.more_to_read |= self.errors_pending;
+    }
+
+    /// Hands `core` one batch that someone else read from the socket (a
+    /// worker shard's share of a receive call, `workers/dispatch.rs`),
+    /// through the same admission as [`Io::receive`]'s.
+    pub fn receive_routed<'a, I>(&mut self, core: &mut Core, now: Instant, batch: I)
+    where
+        I: Iterator<Item = (SocketAddr, &'a [u8])> + Clone,
+    {
+        deliver(&self.capture, &mut self.offload, core, now, batch);
     }
 
     /// The socket polled as failed (`POLLERR`): its error queue holds
@@ -233,9 +267,10 @@ impl Io {
                     // The error is the socket's, not this send's: an ICMP
                     // report about an earlier datagram (to anyone), handed
                     // to the first call that looked. Its details wait in
-                    // the error queue; this batch was not sent: try again.
-                    self.errors_pending = true;
-                    self.more_to_read = true;
+                    // the error queue (for whoever reads the socket); this
+                    // batch was not sent: try again.
+                    self.errors_pending = self.reads_socket;
+                    self.more_to_read |= self.reads_socket;
                     result = socket.send(dest, datagrams, segment);
                 }
                 _ => break,
@@ -256,6 +291,7 @@ impl Io {
             Err(e) => {
                 // The datagrams are lost; the protocol retransmits what
                 // matters.
+                self.send_lost += self.batch.len() as u64;
                 self.batch.clear();
                 Err(e)
             }
@@ -275,6 +311,29 @@ impl Io {
         } else {
             tracing::debug!("send failed: {e}");
         }
+    }
+}
+
+/// Hands one received batch to `core`: validated peers' datagrams first,
+/// the rest within a budget (`Core::handle_batch`), or through the NIC
+/// stand-in with offload on; with a capture on, copied to it first.
+fn deliver<'a, I>(
+    capture: &Option<Box<CaptureTap>>,
+    offload: &mut Option<Offload>,
+    core: &mut Core,
+    now: Instant,
+    batch: I,
+) where
+    I: Iterator<Item = (SocketAddr, &'a [u8])> + Clone,
+{
+    if let Some(tap) = capture {
+        for (from, datagram) in batch.clone() {
+            tap.received(now, from, datagram);
+        }
+    }
+    match offload {
+        None => core.handle_batch(now, batch),
+        Some(nic) => nic.receive(core, now, batch),
     }
 }
 
@@ -302,7 +361,7 @@ const SEND_ATTEMPTS_AFTER_ICMP: usize = 4;
 
 /// Whether a send or receive failed with the socket's pending ICMP report
 /// (`IP_RECVERR`) rather than for its own reasons.
-pub(crate) fn is_icmp_report(e: &io::Error) -> bool {
+fn is_icmp_report(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),
         Some(

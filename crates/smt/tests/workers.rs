@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -309,5 +309,119 @@ fn shards_follow_the_clients_key_updates() {
     );
     for s in &stats.shards {
         eprintln!("shard drops: {:?}", s.counters.drops);
+    }
+}
+
+/// Attacker sockets on loopback, each sending bursts of HANDSHAKE openings
+/// (to shard 0 under `Spread::Messages`) and DATA packets with fresh
+/// message IDs under keys they do not hold (to every shard), paced below
+/// what the server can read, until `stop`. Returns the datagrams sent.
+fn handshake_and_data_flood(target: SocketAddr, stop: Arc<AtomicBool>) -> u64 {
+    use smt_proto::wire::{Body, DataHeader, HandshakeKind, Packet, Repr, DATA_HEADER_LEN};
+    let emit = |id: u64, body: Body, payload: usize| {
+        let repr = Repr {
+            src_port: 0,
+            dst_port: target.port(),
+            key_phase: false,
+            id,
+            body,
+        };
+        let mut buf = vec![0x16; repr.buffer_len() + payload];
+        repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
+        buf
+    };
+    let hello = Body::Handshake {
+        offset: 0,
+        ack: 0,
+        len: 200,
+        kind: HandshakeKind::TLS13,
+        flags: 0,
+    };
+    let data = |len: u32| DataHeader {
+        message_len: len,
+        message_wire_len: len + 64,
+        segment_offset: 0,
+        segment_len: len,
+        mss: 1428,
+        packet_index: 0,
+        retransmit: false,
+        incoming: len,
+        priority: 0,
+    };
+    let sockets: Vec<std::net::UdpSocket> = (0..16)
+        .map(|_| std::net::UdpSocket::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let (mut sent, mut id) = (0u64, 2u64);
+    while !stop.load(Ordering::Relaxed) {
+        for s in &sockets {
+            for _ in 0..4 {
+                let _ = s.send_to(&emit(0, hello, 200), target);
+                let body = Body::Data(data(500));
+                let _ = s.send_to(&emit(id, body, 500 + 16 - DATA_HEADER_LEN), target);
+                id += 2;
+                sent += 2;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    sent
+}
+
+/// Admission applies to the sharded server as to a default endpoint: under
+/// a flood of unvalidated openings and DATA from 16 addresses, a client
+/// whose keys the server installed (a validated peer: its packets go
+/// first) completes every call, and the shards drop what exceeds the
+/// per-batch budget for strangers as `OverBudget`, on every shard, for
+/// both ways of spreading work.
+#[test]
+fn a_flood_of_strangers_is_held_to_the_admission_budget_on_every_shard() {
+    let _one_at_a_time = heavy();
+    for spread in [
+        smt::workers::Spread::Messages,
+        smt::workers::Spread::ReusePort,
+    ] {
+        let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
+        let mut config = with_shards(2);
+        config.set_spread(spread);
+        // A small budget, so every burst of a stranger overruns it.
+        config
+            .endpoint_mut()
+            .protocol_mut()
+            .set_unvalidated_per_batch(2);
+        let handler = |_peer: SocketAddr, data: Vec<u8>| data;
+        let server = WorkerServer::bind("127.0.0.1:0".parse().unwrap(), config, handler).unwrap();
+        let any = "127.0.0.1:0".parse().unwrap();
+        let client = Endpoint::bind(any, EndpointConfig::default()).unwrap();
+        server.install_session(client.local_addr(), sk).unwrap();
+        client.install_session(server.local_addr(), ck).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (target, s) = (server.local_addr(), stop.clone());
+        let attacker = std::thread::spawn(move || handshake_and_data_flood(target, s));
+        // Let the flood start before the first call.
+        std::thread::sleep(Duration::from_millis(100));
+        const RPCS: u64 = 400;
+        let failures = run_rpcs(&client, server.local_addr(), RPCS, 8);
+        stop.store(true, Ordering::Relaxed);
+        let flooded = attacker.join().unwrap();
+        let stats = server.close();
+        let over_budget: Vec<u64> = stats
+            .shards
+            .iter()
+            .map(|s| s.counters.drops.get(smt::DropReason::OverBudget))
+            .collect();
+        let served: Vec<u64> = stats.shards.iter().map(|s| s.requests).collect();
+        eprintln!(
+            "{spread:?}: {flooded} attack datagrams; requests per shard {served:?}; \
+             over budget per shard {over_budget:?}"
+        );
+        for s in &stats.shards {
+            eprintln!("shard drops: {:?}", s.counters.drops);
+        }
+        assert_eq!(failures, 0, "{spread:?}: every legitimate call completes");
+        assert!(served.iter().sum::<u64>() >= RPCS);
+        assert!(
+            over_budget.iter().all(|&n| n > 0),
+            "{spread:?}: every shard held strangers to the budget: {over_budget:?}"
+        );
     }
 }

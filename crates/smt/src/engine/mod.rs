@@ -1,8 +1,9 @@
 //! The engine: one endpoint's protocol core, socket, clock and
 //! session-establishment policy, driven in turns by whichever thread holds
-//! it. Both API faces are thin layers over it: [`crate::LocalEndpoint`]
-//! owns one, and [`crate::Endpoint`] shares one between its callers
-//! behind a lock.
+//! it. The API faces are thin layers over it: [`crate::LocalEndpoint`]
+//! owns one, [`crate::Endpoint`] shares one between its callers behind a
+//! lock, and each worker shard ([`crate::workers`]) owns one on its
+//! thread.
 //!
 //! Call order (each call does bounded work and never sleeps; sleeping is
 //! the face's business, on [`Engine::socket`] until [`Engine::deadline`]):
@@ -142,11 +143,10 @@ impl Engine {
     ) -> Result<Self, Error> {
         // Refused before a socket is opened.
         config.validate(addr)?;
-        let (socket, local_addr, mut core) = open(addr, config)?;
+        let (socket, local_addr, core) = open(addr, config)?;
         let features = socket.features().clone();
         let max_datagram = core.config().max_datagram_size;
-        let observe = config.observe();
-        let tap = observe.capture.clone().map(|capture| CaptureTap {
+        let tap = config.observe().capture.clone().map(|capture| CaptureTap {
             capture,
             local: local_addr,
             framing: match config.socket().mode() {
@@ -155,9 +155,40 @@ impl Engine {
             },
         });
         let io = Io::new(socket, max_datagram, config.offload(), tap).map_err(Error::Io)?;
-        let trace = observe.trace.clone();
+        Ok(Self::assemble(
+            core, io, features, local_addr, config, clock,
+        ))
+    }
+
+    /// An engine sending on `socket`, which a dispatcher reads and shares
+    /// with other engines (a worker shard, `crate::workers`): datagrams
+    /// come in through [`Engine::receive_routed`], never from the socket.
+    /// UDP only, without offload or capture (the caller checked).
+    pub fn sending_on(
+        socket: Arc<Socket>,
+        config: &EndpointConfig,
+        clock: Box<dyn Clock>,
+    ) -> Result<Self, Error> {
+        let local_addr = socket.local_addr()?;
+        let features = socket.features().clone();
+        let core = new_core(config.core_config(local_addr)?)?;
+        let io = Io::sending_on(socket, core.config().max_datagram_size);
+        Ok(Self::assemble(
+            core, io, features, local_addr, config, clock,
+        ))
+    }
+
+    fn assemble(
+        mut core: Core,
+        io: Io,
+        features: Features,
+        local_addr: SocketAddr,
+        config: &EndpointConfig,
+        clock: Box<dyn Clock>,
+    ) -> Self {
+        let trace = config.observe().trace.clone();
         core.set_tracing(trace.is_some());
-        Ok(Self {
+        Self {
             io,
             core,
             clock,
@@ -174,7 +205,7 @@ impl Engine {
             features,
             trace,
             trim: memory::Trim::new(config.return_memory()),
-        })
+        }
     }
 
     // ---- getters ----
@@ -208,6 +239,12 @@ impl Engine {
     #[cfg(feature = "offload")]
     pub fn offload_counters(&mut self) -> Option<crate::offload::OffloadCounters> {
         self.io.offload_counters()
+    }
+
+    /// Datagrams lost to send errors so far (the protocol retransmitted
+    /// them).
+    pub fn send_lost(&self) -> u64 {
+        self.io.send_lost
     }
 
     /// Client and server RPCs in the core.
@@ -471,6 +508,17 @@ impl Engine {
         self.io.transmit(&mut self.core, now);
         self.drain_trace();
         self.trim.after_turn(now);
+    }
+
+    /// Hands the core one batch that a dispatcher read from the shared
+    /// socket ([`Engine::sending_on`]), through the same admission as a
+    /// receive of the engine's own; the next turn acts on it.
+    pub fn receive_routed<'a, I>(&mut self, batch: I)
+    where
+        I: Iterator<Item = (SocketAddr, &'a [u8])> + Clone,
+    {
+        let now = self.clock.now();
+        self.io.receive_routed(&mut self.core, now, batch);
     }
 
     /// Transmits what is queued, as far as grants and the socket allow.
@@ -807,7 +855,12 @@ fn open(addr: SocketAddr, config: &EndpointConfig) -> Result<(Socket, SocketAddr
         smt_udp::Mode::RawIp { .. } => addr,
         smt_udp::Mode::Udp => socket.local_addr()?,
     };
-    let protocol = config.core_config(local_addr)?;
+    let core = new_core(config.core_config(local_addr)?)?;
+    Ok((socket, local_addr, core))
+}
+
+/// The protocol core for `protocol`, with its stateless-retry key.
+fn new_core(protocol: smt_proto::Config) -> Result<Core, Error> {
     let mut core = Core::new(protocol).map_err(|e| {
         Error::Config(crate::error::ConfigError::new(
             "ProtocolConfig",
@@ -820,7 +873,7 @@ fn open(addr: SocketAddr, config: &EndpointConfig) -> Result<(Socket, SocketAddr
     core.set_retry_key(std::sync::Arc::new(smt_crypto::AesGcmCipher::new(
         &retry_key,
     )));
-    Ok((socket, local_addr, core))
+    Ok(core)
 }
 
 #[cfg(test)]

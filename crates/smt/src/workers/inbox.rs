@@ -6,18 +6,16 @@
 use std::net::SocketAddr;
 use std::ops::Range;
 
-use smt_proto::{KeyResolver, SendError, SessionKeys};
+use smt_proto::{KeyResolver, SessionKeys};
+
+use crate::Error;
 
 /// One message to a shard.
 pub(crate) enum ToShard {
     /// Packets of one receive call that belong to this shard.
     Packets(Batch),
     /// Install `keys` for `peer`; the result goes back on the channel.
-    Install(
-        SocketAddr,
-        SessionKeys,
-        flume::Sender<Result<(), SendError>>,
-    ),
+    Install(SocketAddr, SessionKeys, flume::Sender<Result<(), Error>>),
     /// Answer unknown peers with this resolver's keys.
     Resolver(Box<dyn KeyResolver>),
 }

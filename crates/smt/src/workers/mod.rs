@@ -8,8 +8,9 @@
 //!               │ its plaintext message ID: shard = (id >> 1) mod N;
 //!               │ ACK batches and KEY_UPDATE to every shard
 //!     ┌─────────┼──────────┐
-//!  shard 0   shard 1 …  shard N-1     each: its own smt_proto::Endpoint
-//!  (thread)  (thread)   (thread)      (same session keys), opens, calls
+//!  shard 0   shard 1 …  shard N-1     each: its own engine (the default
+//!  (thread)  (thread)   (thread)      Endpoint's: admission, GSO batches;
+//!                                     same session keys), opens, calls
 //!                                     the handler, seals, sends
 //! ```
 //!
@@ -18,6 +19,13 @@
 //! every ID the shard owns and no other) and reassembly buffers are its
 //! own: no lock is shared across messages. The client is an ordinary SMT
 //! endpoint; it cannot tell.
+//!
+//! Each shard drives the same engine (`crate::engine`) a default
+//! [`crate::Endpoint`] drives, with its own face (`shard.rs`): the batches
+//! the dispatcher routes to it pass the engine's admission (validated
+//! peers first, strangers within `unvalidated_per_batch`) and its
+//! responses leave in the engine's GSO batches (`smt_udp::GsoBatch`) on the
+//! shared socket.
 //!
 //! What this shape does not do (see `docs/architecture.md`):
 //! - **Keys are installed or resolved** ([`WorkerServer::install_session`],
@@ -33,10 +41,8 @@
 
 mod dispatch;
 mod inbox;
-mod reuseport;
 mod route;
 mod shard;
-mod tx;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,13 +52,13 @@ use std::thread::JoinHandle;
 use smt_proto::{KeyResolver, SessionKeys};
 use smt_udp::Socket;
 
+use crate::engine::{Engine, SystemClock};
 use crate::error::ConfigError;
 use crate::wait::WakeFd;
 use crate::{EndpointConfig, Error};
 use dispatch::{Counters, Dispatcher};
 use inbox::ToShard;
-use shard::Shard;
-use tx::Wire;
+use shard::{Feed, Shard};
 
 pub use dispatch::DispatchStats;
 pub use route::shard_of;
@@ -148,8 +154,8 @@ pub enum Spread {
     Messages,
     /// One `SO_REUSEPORT` socket per shard and no dispatcher: the kernel
     /// keeps each peer on one shard (by its addresses), so this spreads
-    /// many peers, not one peer's messages. One datagram per system call
-    /// (no GRO/GSO on these sockets yet).
+    /// many peers, not one peer's messages. Each shard's engine reads its
+    /// own socket (GRO, `recvmmsg`) as a default endpoint does.
     ReusePort,
 }
 
@@ -210,21 +216,22 @@ impl WorkerServer {
     ) -> Result<Self, Error> {
         let socket = Arc::new(Socket::bind(addr, config.endpoint.socket())?);
         let local_addr = socket.local_addr()?;
-        let protocol = for_address(config, local_addr)?;
+        let tagged_control = config
+            .endpoint
+            .core_config(local_addr)?
+            .authenticate_control;
         let (spare_tx, spare_rx) = flume::unbounded();
         let mut inboxes = Vec::new();
         let mut shards = Vec::new();
         for i in 0..config.shards {
             let (tx, rx) = flume::bounded(INBOX_BATCHES);
-            let wire = Wire::Shared(socket.clone());
-            let shard = Shard::new(&protocol, wire, rx, spare_tx.clone(), handler.clone())
-                .map_err(protocol_error)?;
-            let name = format!("smt-shard-{i}");
-            shards.push(
-                std::thread::Builder::new()
-                    .name(name)
-                    .spawn(move || shard.run())?,
-            );
+            let engine =
+                Engine::sending_on(socket.clone(), &config.endpoint, Box::new(SystemClock))?;
+            let feed = Feed::Routed {
+                spare: spare_tx.clone(),
+            };
+            let shard = Shard::new(engine, rx, feed, handler.clone());
+            shards.push(spawn_shard(i, shard)?);
             inboxes.push(tx);
         }
         let closing = Arc::new(AtomicBool::new(false));
@@ -233,7 +240,7 @@ impl WorkerServer {
             socket,
             shards: inboxes.clone(),
             spare: spare_rx,
-            tagged_control: protocol.authenticate_control,
+            tagged_control,
             closing: closing.clone(),
             counters: counters.clone(),
         };
@@ -252,36 +259,38 @@ impl WorkerServer {
         })
     }
 
+    /// One engine per shard, each bound to `addr`'s port with
+    /// `SO_REUSEPORT` (port 0: the first picks a free port and the others
+    /// join it).
     fn bind_reuseport(
         addr: SocketAddr,
         config: &WorkerConfig,
         handler: Arc<dyn Handler>,
     ) -> Result<Self, Error> {
-        let sockets = reuseport::bind_group(addr, config.shards, config.endpoint.socket())?;
-        let local_addr = sockets[0].local_addr()?;
-        let protocol = for_address(config, local_addr)?;
+        let mut endpoint = config.endpoint.clone();
+        endpoint.socket_mut().set_reuse_port(true);
         let closing = Arc::new(AtomicBool::new(false));
-        let (spare_tx, _) = flume::unbounded();
         let (mut inboxes, mut shards, mut wakes) = (Vec::new(), Vec::new(), Vec::new());
-        for (i, socket) in sockets.into_iter().enumerate() {
+        let mut addr = addr;
+        for i in 0..config.shards {
+            let engine = Engine::bind(addr, &endpoint, Box::new(SystemClock))?;
+            addr = engine.local_addr();
             let (tx, rx) = flume::bounded(INBOX_BATCHES);
-            let wire = reuseport::sender(&socket)?;
-            let shard = Shard::new(&protocol, wire, rx, spare_tx.clone(), handler.clone())
-                .map_err(protocol_error)?;
             let wake = Arc::new(WakeFd::new()?);
-            let (w, c) = (wake.clone(), closing.clone());
-            let name = format!("smt-shard-{i}");
-            shards.push(
-                std::thread::Builder::new()
-                    .name(name)
-                    .spawn(move || shard.run_own_socket(socket, w, c))?,
-            );
+            let feed = Feed::OwnSocket {
+                wake: wake.clone(),
+                closing: closing.clone(),
+            };
+            shards.push(spawn_shard(
+                i,
+                Shard::new(engine, rx, feed, handler.clone()),
+            )?);
             inboxes.push(tx);
             wakes.push(wake);
         }
-        tracing::info!(%local_addr, shards = config.shards, "SMT worker server bound (SO_REUSEPORT)");
+        tracing::info!(local_addr = %addr, shards = config.shards, "SMT worker server bound (SO_REUSEPORT)");
         Ok(Self {
-            local_addr,
+            local_addr: addr,
             inboxes,
             closing,
             counters: Arc::default(),
@@ -366,13 +375,11 @@ impl Drop for WorkerServer {
     }
 }
 
-/// The protocol configuration for a socket bound to `local_addr`, as the
-/// engine derives it: our port in the header, the datagram size from the
-/// MTU. Ports are not checked (over UDP the kernel demultiplexed already).
-fn for_address(config: &WorkerConfig, local_addr: SocketAddr) -> Result<smt_proto::Config, Error> {
-    let mut protocol = config.endpoint.core_config(local_addr)?;
-    protocol.verify_ports = false;
-    Ok(protocol)
+/// Starts shard `i`'s thread.
+fn spawn_shard(i: usize, shard: Shard) -> std::io::Result<JoinHandle<ShardStats>> {
+    std::thread::Builder::new()
+        .name(format!("smt-shard-{i}"))
+        .spawn(move || shard.run())
 }
 
 /// Refuses a worker configuration that cannot work, before any socket is
@@ -400,12 +407,4 @@ fn check(config: &WorkerConfig, addr: SocketAddr) -> Result<(), Error> {
         .into());
     }
     config.endpoint.validate(addr)
-}
-
-fn protocol_error(e: smt_proto::ConfigError) -> Error {
-    ConfigError::new(
-        "ProtocolConfig",
-        format!("settings do not work together: {}", e.0),
-    )
-    .into()
 }

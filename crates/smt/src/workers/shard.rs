@@ -1,22 +1,29 @@
-//! One shard: a whole `smt_proto::Endpoint` on its own thread, owning the
-//! message IDs the dispatcher routes to it (`route::shard_of`). Its RPC
-//! tables, replay windows, buffers and timers are its own; nothing in it
-//! is shared with another shard, so no lock is taken per message.
+//! One shard: an engine (`crate::engine`, the one a default
+//! [`crate::Endpoint`] drives) on its own thread, owning the message IDs
+//! routed to it. Its RPC tables, replay windows, buffers and timers are
+//! its own; nothing in it is shared with another shard, so no lock is
+//! taken per message. What comes in goes through the engine's admission
+//! (validated peers first, strangers within `unvalidated_per_batch`), and
+//! what goes out through its GSO batches.
 //!
-//! Call order per turn (the core's, `docs/architecture.md`): wait for the
-//! inbox until the core's deadline → handle every packet and command
-//! received (a bounded number of batches) → `handle_timeout` if due →
-//! run the application handler on each new request and seal its response →
-//! drain `poll_transmit` onto the shared socket.
+//! This file is the shard's face over the engine, as `local.rs` is the
+//! caller-driven one: per turn, wait for the feed until the engine's
+//! deadline → take the commands and packets received (a bounded number of
+//! batches) → [`Engine::turn`] (receive, timers, transmit) → run the
+//! application handler on each new request and queue its response →
+//! [`Engine::flush`].
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use smt_proto::{Endpoint as Core, Event};
+use bytes::Bytes;
+use smt_proto::Payload;
 
 use super::inbox::{Batch, ToShard};
-use super::tx::{Tx, Wire};
 use super::Handler;
+use crate::engine::{Engine, Outcome};
+use crate::wait::WakeFd;
 
 /// Batches taken from the inbox per turn at most (the inbox's bound, so
 /// the shard drains it): timers fire only after what has arrived is read,
@@ -27,15 +34,36 @@ const BATCHES_PER_TURN: usize = super::INBOX_BATCHES;
 /// Longest sleep with no timer armed (the inbox wakes the shard anyway).
 const IDLE_WAIT: Duration = Duration::from_secs(1);
 
+/// How often a shard whose socket was full tries its held batch again
+/// (the socket is shared: its writability is not this shard's to watch).
+const FULL_SOCKET_RETRY: Duration = Duration::from_millis(1);
+
+/// Longest sleep on an own socket before the shard looks at the closing
+/// flag again.
+const CLOSE_POLL: Duration = Duration::from_millis(50);
+
+/// Where a shard's packets come from.
+pub(crate) enum Feed {
+    /// The dispatcher's batches, on the inbox with the commands
+    /// (`Spread::Messages`); handled batches go back on `spare` for reuse.
+    Routed { spare: flume::Sender<Batch> },
+    /// The engine's own `SO_REUSEPORT` socket (`Spread::ReusePort`); the
+    /// inbox carries commands only, announced by `wake`. Stops once
+    /// `closing` is set.
+    OwnSocket {
+        wake: Arc<WakeFd>,
+        closing: Arc<AtomicBool>,
+    },
+}
+
 /// A shard and what it needs to run.
 pub(crate) struct Shard {
-    pub core: Core,
-    pub wire: Wire,
-    pub inbox: flume::Receiver<ToShard>,
-    /// Handled batches go back to the dispatcher for reuse.
-    pub spare: flume::Sender<Batch>,
-    pub handler: Arc<dyn Handler>,
-    pub tx: Tx,
+    engine: Engine,
+    inbox: flume::Receiver<ToShard>,
+    feed: Feed,
+    handler: Arc<dyn Handler>,
+    /// Requests handed to the handler.
+    requests: u64,
 }
 
 /// What a shard reports when it stops.
@@ -51,134 +79,190 @@ pub struct ShardStats {
 }
 
 impl Shard {
-    /// A shard with its own protocol core, sending on `wire`.
     pub fn new(
-        protocol: &smt_proto::Config,
-        wire: Wire,
+        engine: Engine,
         inbox: flume::Receiver<ToShard>,
-        spare: flume::Sender<Batch>,
+        feed: Feed,
         handler: Arc<dyn Handler>,
-    ) -> Result<Self, smt_proto::ConfigError> {
-        Ok(Self {
-            core: Core::new(protocol.clone())?,
-            tx: Tx::new(&wire, protocol.max_datagram_size),
-            wire,
+    ) -> Self {
+        Self {
+            engine,
             inbox,
-            spare,
+            feed,
             handler,
-        })
+            requests: 0,
+        }
     }
 
-    /// Runs until the inbox is closed (the server is closing).
+    /// Runs until the server closes: the inbox is closed (routed), or the
+    /// closing flag is set (own socket).
     pub fn run(mut self) -> ShardStats {
-        let mut requests = 0;
-        loop {
-            let deadline = self.core.poll_timeout();
-            let wait = deadline.unwrap_or_else(|| Instant::now() + IDLE_WAIT);
-            let first = match self.inbox.recv_deadline(wait) {
-                Ok(m) => Some(m),
-                Err(flume::RecvTimeoutError::Timeout) => None,
-                Err(flume::RecvTimeoutError::Disconnected) => break,
-            };
-            let now = Instant::now();
-            if let Some(m) = first {
-                self.take(now, m);
-                for _ in 1..BATCHES_PER_TURN {
-                    let Ok(m) = self.inbox.try_recv() else { break };
-                    self.take(now, m);
-                }
-            }
-            if deadline.is_some_and(|d| now >= d) {
-                self.core.handle_timeout(now);
-            }
-            requests += self.serve(now);
-            self.tx.transmit(&mut self.core, &self.wire, now);
+        while let Some(readable) = self.wait() {
+            self.engine.turn(readable);
+            self.serve();
+            self.engine.flush();
         }
-        self.stats(requests)
+        // Clients free what this shard acknowledged at once, instead of
+        // waiting for acknowledgements that would never come.
+        self.engine.flush_acks();
+        self.engine.flush();
+        self.stats()
     }
 
-    pub(super) fn stats(&self, requests: u64) -> ShardStats {
+    fn stats(&self) -> ShardStats {
         ShardStats {
-            counters: self.core.stats().into(),
-            requests,
-            send_lost: self.tx.lost,
+            counters: self.engine.stats(0).total,
+            requests: self.requests,
+            send_lost: self.engine.send_lost(),
         }
     }
 
-    pub(super) fn take(&mut self, now: Instant, message: ToShard) {
+    /// Sleeps until something arrives or the engine's deadline, and takes
+    /// what arrived. Returns whether the engine's socket may hold
+    /// datagrams, or `None` once the server is closing.
+    fn wait(&mut self) -> Option<bool> {
+        match &self.feed {
+            Feed::Routed { .. } => self.wait_routed().then_some(false),
+            Feed::OwnSocket { closing, .. } if closing.load(Ordering::Relaxed) => None,
+            Feed::OwnSocket { .. } => Some(self.wait_own_socket()),
+        }
+    }
+
+    /// Waits on the inbox and takes up to [`BATCHES_PER_TURN`] messages.
+    /// False once the inbox is closed and empty.
+    fn wait_routed(&mut self) -> bool {
+        let now = self.engine.now();
+        let mut until = self.engine.deadline().unwrap_or(now + IDLE_WAIT);
+        let blocked = self.engine.wants_writable();
+        if blocked {
+            until = until.min(now + FULL_SOCKET_RETRY);
+        }
+        let first = match self.inbox.recv_deadline(until) {
+            Ok(m) => Some(m),
+            Err(flume::RecvTimeoutError::Timeout) => None,
+            Err(flume::RecvTimeoutError::Disconnected) => return false,
+        };
+        if blocked {
+            // Try the held batch again (the turn does).
+            self.engine.writable();
+        }
+        if let Some(m) = first {
+            self.take(m);
+            for _ in 1..BATCHES_PER_TURN {
+                let Ok(m) = self.inbox.try_recv() else { break };
+                self.take(m);
+            }
+        }
+        true
+    }
+
+    /// Waits on the engine's socket and the wake-up, as `LocalEndpoint`
+    /// does, and takes the commands that came. Returns whether the socket
+    /// is readable.
+    fn wait_own_socket(&mut self) -> bool {
+        let Feed::OwnSocket { wake, .. } = &self.feed else {
+            return false;
+        };
+        let wake = wake.clone();
+        let mut readable = self.engine.more_to_read();
+        if !readable {
+            let now = self.engine.now();
+            let timeout = self
+                .engine
+                .deadline()
+                .map_or(CLOSE_POLL, |d| d.saturating_duration_since(now))
+                .min(CLOSE_POLL);
+            // NOTE(unwrap): only the threaded face closes an engine's socket.
+            let socket = self.engine.socket().expect("a shard's socket stays open");
+            let wants_writable = self.engine.wants_writable();
+            let ready = crate::wait::wait(socket, wants_writable, Some(wake.fd()), Some(timeout));
+            let ready = ready.unwrap_or_default();
+            readable = ready.readable;
+            if ready.failed {
+                self.engine.socket_failed();
+            }
+            if ready.writable {
+                self.engine.writable();
+            }
+        }
+        wake.drain();
+        while let Ok(m) = self.inbox.try_recv() {
+            self.take(m);
+        }
+        readable
+    }
+
+    /// Acts on one inbox message.
+    fn take(&mut self, message: ToShard) {
         match message {
             ToShard::Packets(mut batch) => {
-                // As the engine does: validated peers first, strangers
-                // within the core's per-batch budget (a flood from spoofed
-                // addresses must not crowd out established peers here
-                // either).
-                self.core.handle_batch(now, batch.iter());
+                self.engine.receive_routed(batch.iter());
                 batch.clear();
-                // The dispatcher may be gone (closing): the batch is freed.
-                let _ = self.spare.send(batch);
+                if let Feed::Routed { spare } = &self.feed {
+                    // The dispatcher may be gone (closing): the batch is
+                    // freed.
+                    let _ = spare.send(batch);
+                }
             }
             ToShard::Install(peer, keys, reply) => {
-                let _ = reply.send(self.core.install_session(peer, keys));
+                let _ = reply.send(self.engine.install_session(peer, keys));
             }
-            ToShard::Resolver(resolver) => self.core.set_key_resolver(resolver),
+            ToShard::Resolver(resolver) => self.engine.set_key_resolver(resolver),
         }
     }
 
-    /// Runs the handler on every complete request and seals the responses.
-    /// Returns how many requests it handled.
-    pub(super) fn serve(&mut self, now: Instant) -> u64 {
-        let mut served = 0;
-        while let Some(event) = self.core.poll_event() {
-            let Event::Request { rpc, data } = event else {
-                // A shard starts no RPCs and no handshakes: nothing else
-                // concerns it.
+    /// Runs the handler on every complete request and queues the responses.
+    fn serve(&mut self) {
+        while let Some(outcome) = self.engine.poll_outcome() {
+            // A shard makes no calls, and a cancellation comes after the
+            // handler has run: only requests concern it.
+            let Outcome::Request { rpc, data, at, .. } = outcome else {
                 continue;
             };
-            served += 1;
-            let response = self.handler.handle(rpc.peer, data);
-            if let Err(e) = self.core.send_response(now, rpc, &response) {
-                // Too large for the configuration, or the session was
-                // replaced meanwhile: the client's call fails or restarts.
-                tracing::debug!(peer = %rpc.peer, id = rpc.id, "response not sent: {e}");
-            }
-            self.core.recycle(response);
+            self.requests += 1;
+            let response = self.handler.handle(rpc.peer, Vec::from(data));
+            // Too large for the configuration, or the session was replaced
+            // meanwhile: the engine abandons the request (its client hears
+            // so at once) and logs why.
+            let _ = self
+                .engine
+                .respond(rpc, Payload::Owned(Bytes::from(response)), at);
         }
-        served
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::net::{SocketAddr, UdpSocket};
+    use std::net::SocketAddr;
 
     use smt_proto::DropReason;
+    use smt_udp::Socket;
 
-    use super::super::inbox::{Batch, ToShard};
     use super::*;
+    use crate::engine::SystemClock;
+    use crate::EndpointConfig;
 
-    /// A batch routed to a shard goes through the core's admission: with
+    /// A batch routed to a shard goes through the engine's admission: with
     /// a budget of 2 datagrams from unvalidated addresses per batch, 5
-    /// strangers' datagrams give 3 dropped as over budget (before, the
-    /// shard handled each datagram alone and the budget never applied).
+    /// strangers' datagrams give 3 dropped as over budget.
     #[test]
     fn a_shard_admits_strangers_within_the_per_batch_budget() {
-        let protocol = smt_proto::Config {
-            unvalidated_per_batch: 2,
-            ..Default::default()
-        };
-        let socket = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let mut config = EndpointConfig::default();
+        config.protocol_mut().set_unvalidated_per_batch(2);
+        let any = "127.0.0.1:0".parse().expect("an address");
+        let socket = Arc::new(Socket::bind(any, config.socket()).expect("bind"));
+        let engine = Engine::sending_on(socket, &config, Box::new(SystemClock)).expect("engine");
         let (_to_shard, inbox) = flume::unbounded();
         let (spare, _spares) = flume::unbounded();
         let handler: Arc<dyn Handler> = Arc::new(|_: SocketAddr, r: Vec<u8>| r);
-        let mut shard =
-            Shard::new(&protocol, Wire::Own(socket), inbox, spare, handler).expect("shard");
+        let mut shard = Shard::new(engine, inbox, Feed::Routed { spare }, handler);
         let mut batch = Batch::default();
         for port in 1..=5u16 {
             let from = SocketAddr::from(([127, 0, 0, 9], port));
             batch.push(from, &[0x5a; 40]);
         }
-        shard.take(Instant::now(), ToShard::Packets(batch));
-        let stats = shard.core.stats();
-        assert_eq!(stats.drops.get(DropReason::OverBudget), 3, "{stats:?}");
+        shard.take(ToShard::Packets(batch));
+        let drops = shard.stats().counters.drops;
+        assert_eq!(drops.get(DropReason::OverBudget), 3, "{drops:?}");
     }
 }
