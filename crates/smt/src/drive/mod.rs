@@ -199,8 +199,16 @@ pub(crate) struct Inner {
 }
 
 impl HasWakes for Inner {
+    /// The large buffers the core is done with (`Locked` frees them once
+    /// the lock is released).
+    type Garbage = smt_proto::Released;
+
     fn wakes(&mut self) -> &mut Wakes {
         &mut self.wakes
+    }
+
+    fn garbage(&mut self) -> smt_proto::Released {
+        self.engine.take_released()
     }
 }
 
@@ -238,7 +246,10 @@ pub(crate) struct Limits {
 }
 
 impl Shared {
-    pub fn new(engine: Engine, limits: Limits) -> std::io::Result<Arc<Self>> {
+    pub fn new(mut engine: Engine, limits: Limits) -> std::io::Result<Arc<Self>> {
+        // Large buffers are freed after the lock is released (`Locked`),
+        // which takes them from the engine each time.
+        engine.collect_released();
         let socket = engine
             .socket()
             .ok_or_else(|| std::io::Error::other("socket closed"))?
@@ -333,6 +344,7 @@ impl Shared {
         }
         let _permit = self.permits.wait();
         let data = copy_large_before_locking(data);
+        let _held = hold_past_the_lock(&data);
         let mut g = self.lock();
         if g.closed {
             return Err(Error::Closed);
@@ -466,6 +478,7 @@ impl Shared {
         reply: flume::Sender<Reply>,
     ) -> Result<CallToken, Error> {
         let data = copy_large_before_locking(data);
+        let _held = hold_past_the_lock(&data);
         let mut g = self.lock();
         if g.closed {
             return Err(Error::Closed);
@@ -506,6 +519,7 @@ impl Shared {
         delivered: Instant,
     ) -> Result<(), Error> {
         let data = copy_large_before_locking(data);
+        let _held = hold_past_the_lock(&data);
         self.answer(Answer::Respond(rpc, data, delivered))
     }
 
@@ -981,6 +995,22 @@ fn copy_large_before_locking(data: Payload<'_>) -> Payload<'_> {
             Payload::Owned(bytes::Bytes::copy_from_slice(d))
         }
         other => other,
+    }
+}
+
+/// A second reference to `data` if it is large owned bytes, for the
+/// caller to drop after the engine lock is released. The core frees a
+/// message it could not send (the call or the response refused) in the
+/// refusing call, under the lock; with this reference alive, the last one
+/// (and the free, a tenth of a second for 256 MiB on a loaded machine) is
+/// the caller's. One it sent it hands back through `Engine::take_released`
+/// when done, to whichever thread releases the lock next; a blocking
+/// `call` holds its request until the reply is here, so its own thread
+/// frees it, not the leader's.
+fn hold_past_the_lock(data: &Payload<'_>) -> Option<bytes::Bytes> {
+    match data {
+        Payload::Owned(b) if b.len() > Payload::POOLED_COPY_LIMIT => Some(b.clone()),
+        _ => None,
     }
 }
 

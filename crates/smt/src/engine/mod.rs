@@ -534,6 +534,20 @@ impl Engine {
         self.outcomes.pop_front()
     }
 
+    /// From now on the core keeps the large buffers it is done with for
+    /// [`Engine::take_released`] instead of freeing them in the call that
+    /// finishes with them: for a driver that calls the engine under a lock
+    /// and frees them after releasing it.
+    pub fn collect_released(&mut self) {
+        self.core.set_collect_released(true);
+    }
+
+    /// The large buffers the core released since the last call (see
+    /// [`Engine::collect_released`]); dropping them frees them.
+    pub fn take_released(&mut self) -> smt_proto::Released {
+        self.core.take_released()
+    }
+
     // ---- internals ----
 
     /// Hands the core's trace events to the trace's writer (with a trace
@@ -938,6 +952,83 @@ mod tests {
             }
         }
         panic!("no timeout after {} ticks", abort_ticks * 2);
+    }
+
+    /// Turns `a` and `b` (with their sockets) until `done` says so; panics
+    /// after a minute (a loaded machine is slow, not stuck).
+    fn turn_until(
+        a: &mut Engine,
+        b: &mut Engine,
+        mut done: impl FnMut(&mut Engine, &mut Engine) -> bool,
+    ) {
+        let start = std::time::Instant::now();
+        while !done(a, b) {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "no progress in a minute"
+            );
+            a.turn(true);
+            b.turn(true);
+        }
+    }
+
+    /// A finished large RPC's buffers (4 MiB messages: never pooled) are
+    /// left in the engine for its driver to free (the threaded driver does
+    /// so after releasing its lock: `drive/handoff.rs`), not freed in the
+    /// turn that finished it: counted, not timed.
+    #[test]
+    fn a_finished_large_rpc_leaves_its_buffers_for_the_driver_to_free() {
+        let config = EndpointConfig::default();
+        let any = "127.0.0.1:0".parse().unwrap();
+        let mut client = Engine::bind(any, &config, Box::new(SystemClock)).unwrap();
+        let mut server = Engine::bind(any, &config, Box::new(SystemClock)).unwrap();
+        client.collect_released();
+        server.collect_released();
+        let (c, s) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
+        client.install_session(server.local_addr(), c).unwrap();
+        server.install_session(client.local_addr(), s).unwrap();
+        let len = 4 << 20;
+        let request = Payload::Owned(bytes::Bytes::from(vec![0x5a; len]));
+        client
+            .call(server.local_addr(), request, CallOptions::new())
+            .unwrap();
+        client.flush();
+        let mut rpc = None;
+        turn_until(&mut client, &mut server, |_, server| {
+            if let Some(Outcome::Request { rpc: r, data, .. }) = server.poll_outcome() {
+                // Echoed as owned bytes: the server holds them until the ACK.
+                server
+                    .respond(r, Payload::Owned(data), std::time::Instant::now())
+                    .unwrap();
+                rpc = Some(r);
+            }
+            rpc.is_some()
+        });
+        let mut reply = None;
+        turn_until(&mut client, &mut server, |client, _| {
+            reply = reply.take().or_else(|| client.poll_outcome());
+            reply.is_some()
+        });
+        // The turn that took the response in finished the client's RPC: its
+        // request's wire buffer and data wait.
+        let released = client.take_released();
+        assert_eq!(released.len(), 2, "the request's wire buffer and data");
+        assert!(released.bytes() >= 2 * len);
+        assert!(client.take_released().is_empty(), "taken once");
+        // The server's wait from the turn that took the client's ACK in.
+        let mut waiting = smt_proto::Released::default();
+        turn_until(&mut client, &mut server, |_, server| {
+            waiting = server.take_released();
+            !waiting.is_empty()
+        });
+        assert_eq!(waiting.len(), 2, "the response's wire buffer and data");
+        assert_eq!(server.core.server_rpcs(), 0, "freed by the ACK");
+        match reply {
+            Some(Outcome::Reply {
+                result: Ok(data), ..
+            }) => assert_eq!(data.len(), len),
+            other => panic!("expected the echo, got {other:?}"),
+        }
     }
 
     /// A call past its own deadline fails with `Error::Timeout` at that
