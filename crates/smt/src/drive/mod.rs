@@ -199,16 +199,16 @@ pub(crate) struct Inner {
 }
 
 impl HasWakes for Inner {
-    /// The large buffers the core is done with (`Locked` frees them once
-    /// the lock is released).
-    type Garbage = smt_proto::Released;
+    /// The large buffers the core is done with, and large replies nobody
+    /// took (`Locked` frees them once the lock is released).
+    type Garbage = (smt_proto::Released, Vec<bytes::Bytes>);
 
     fn wakes(&mut self) -> &mut Wakes {
         &mut self.wakes
     }
 
-    fn garbage(&mut self) -> smt_proto::Released {
-        self.engine.take_released()
+    fn garbage(&mut self) -> Self::Garbage {
+        (self.engine.take_released(), self.engine.take_discarded())
     }
 }
 
@@ -977,9 +977,12 @@ fn deliver_reply(g: &mut Inner, call: CallToken, result: Reply) {
             }
         }
         Some(Waiter::Task(tx)) => {
-            let _ = tx.send(result);
+            // The caller's future is gone: the reply is freed after the lock.
+            if let Err(flume::SendError(result)) = tx.send(result) {
+                g.engine.discard(result);
+            }
         }
-        None => {}
+        None => g.engine.discard(result),
     }
 }
 

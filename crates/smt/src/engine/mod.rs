@@ -121,6 +121,9 @@ pub(crate) struct Engine {
     /// [`EndpointConfig::call_timeout`].
     call_timeout: Option<Duration>,
     outcomes: VecDeque<Outcome>,
+    /// Large replies nobody took (a call given up on), for the driver to
+    /// drop with the core's released buffers ([`Engine::take_discarded`]).
+    discarded: Vec<Bytes>,
     /// Delivered buffers the application has dropped, for the core's pool.
     recycler: Arc<Recycler>,
     /// When a graceful close began.
@@ -199,6 +202,7 @@ impl Engine {
             load: Load::new(),
             call_timeout: config.call_timeout(),
             outcomes: VecDeque::new(),
+            discarded: Vec::new(),
             recycler: Arc::default(),
             closing: None,
             local_addr,
@@ -424,8 +428,30 @@ impl Engine {
     /// stops working on it and sending its response.
     pub fn cancel(&mut self, call: CallToken) {
         self.end_call(call);
-        self.outcomes
-            .retain(|o| !matches!(o, Outcome::Reply { call: c, .. } if *c == call));
+        // At most one reply per call.
+        let queued = self
+            .outcomes
+            .iter()
+            .position(|o| matches!(o, Outcome::Reply { call: c, .. } if *c == call));
+        if let Some(Outcome::Reply { result, .. }) = queued.and_then(|i| self.outcomes.remove(i)) {
+            self.discard(result);
+        }
+    }
+
+    /// Lets go of a reply nobody takes: a large one waits for
+    /// [`Engine::take_discarded`], so that a driver holding a lock frees
+    /// it after releasing the lock, as it does the core's released buffers.
+    pub fn discard(&mut self, result: Result<Bytes, Error>) {
+        match result {
+            Ok(data) if data.len() > Payload::POOLED_COPY_LIMIT => self.discarded.push(data),
+            _ => {}
+        }
+    }
+
+    /// The large replies discarded since the last call (see
+    /// [`Engine::discard`]).
+    pub fn take_discarded(&mut self) -> Vec<Bytes> {
+        std::mem::take(&mut self.discarded)
     }
 
     /// Begins a graceful close: new calls fail, new requests are dropped,
@@ -1029,6 +1055,21 @@ mod tests {
             }) => assert_eq!(data.len(), len),
             other => panic!("expected the echo, got {other:?}"),
         }
+    }
+
+    /// A reply nobody takes (an async caller's future dropped) waits for
+    /// the driver to free it after its lock if it is large.
+    #[test]
+    fn a_large_reply_nobody_takes_is_left_for_the_driver_to_free() {
+        let any = "127.0.0.1:0".parse().unwrap();
+        let mut engine =
+            Engine::bind(any, &EndpointConfig::default(), Box::new(SystemClock)).unwrap();
+        let large = Bytes::from(vec![1; Payload::POOLED_COPY_LIMIT + 1]);
+        engine.discard(Ok(large));
+        engine.discard(Ok(Bytes::from_static(b"small: freed at once")));
+        engine.discard(Err(Error::Closed));
+        assert_eq!(engine.take_discarded().len(), 1);
+        assert!(engine.take_discarded().is_empty(), "taken once");
     }
 
     /// A call past its own deadline fails with `Error::Timeout` at that
