@@ -42,12 +42,26 @@ pub(crate) const MAX_PER_CLASS: usize = 1024;
 /// Below a megabyte a free costs well under a millisecond, and handing
 /// such buffers out would only add bookkeeping to the small-message path.
 pub(crate) const FREE_LATER_MIN: usize = 1 << 20;
-/// Bytes [`Released`] may hold when its driver stopped collecting it: on
-/// the next release beyond this, what it holds is freed in that core call
-/// (the newest buffer is still handed out). A driver that collects after
-/// every turn never comes near it; one that forgets holds at most this
-/// plus one message's buffers, not every large message it ever sent.
+/// Bytes [`Released`] may hold when its driver stopped collecting it, at
+/// least: on the next release beyond the limit, what it holds is freed in
+/// that core call (the newest buffer is still handed out). The limit is
+/// this or four of the largest messages, whichever is more
+/// ([`released_limit`]): one finished RPC releases its wire buffer and its
+/// data, twice its length, in one call, and a driver that collects after
+/// every turn must never meet the limit (with 256 MiB alone, a 256 MiB
+/// response's wire buffer was freed in the call that released its data).
+/// One that forgets holds at most the limit plus one message's buffers,
+/// not every large message it ever sent.
 pub(crate) const MAX_RELEASED_BYTES: usize = 256 << 20;
+
+/// The bytes [`Released`] may hold uncollected when messages may be
+/// `max_message_len` bytes long (see [`MAX_RELEASED_BYTES`]).
+pub(crate) fn released_limit(max_message_len: u64) -> usize {
+    let four = usize::try_from(max_message_len)
+        .unwrap_or(usize::MAX)
+        .saturating_mul(4);
+    four.max(MAX_RELEASED_BYTES)
+}
 
 /// Spare buffers by size class, and the large buffers waiting for the
 /// driver to free them. See the module docs.
@@ -58,6 +72,8 @@ pub(crate) struct BufferPool {
     /// Large buffers done with, for the driver to free; `None` until it
     /// asks to collect them (then they are freed where they are released).
     released: Option<Released>,
+    /// Bytes `released` may hold ([`released_limit`]).
+    released_limit: usize,
 }
 
 /// Large buffers the endpoint is done with — message buffers of a megabyte
@@ -93,11 +109,10 @@ impl Released {
         self.bytes
     }
 
-    /// Makes room for `bytes` more: frees what it holds if that is
-    /// [`MAX_RELEASED_BYTES`] or more (nobody collects it), then counts
-    /// them.
-    fn room_for(&mut self, bytes: usize) -> &mut Self {
-        if self.bytes >= MAX_RELEASED_BYTES {
+    /// Makes room for `bytes` more: frees what it holds if that is `limit`
+    /// or more (nobody collects it), then counts them.
+    fn room_for(&mut self, bytes: usize, limit: usize) -> &mut Self {
+        if self.bytes >= limit {
             *self = Released::default();
         }
         self.bytes += bytes;
@@ -240,8 +255,9 @@ impl BufferPool {
     /// driver collects.
     fn free(&mut self, buf: Vec<u8>) {
         let bytes = buf.capacity();
+        let limit = self.released_limit;
         if let Some(released) = self.collecting(bytes) {
-            released.room_for(bytes).buffers.push(buf);
+            released.room_for(bytes, limit).buffers.push(buf);
         }
     }
 
@@ -250,8 +266,9 @@ impl BufferPool {
     /// to the driver if it collects — it may hold the last reference.
     pub fn release_shared(&mut self, data: bytes::Bytes) {
         let bytes = data.len();
+        let limit = self.released_limit;
         if let Some(released) = self.collecting(bytes) {
-            released.room_for(bytes).shared.push(data);
+            released.room_for(bytes, limit).shared.push(data);
         }
     }
 
@@ -260,15 +277,17 @@ impl BufferPool {
         self.released.as_mut().filter(|_| bytes >= FREE_LATER_MIN)
     }
 
-    /// From now on, large buffers go to [`BufferPool::take_released`]
-    /// instead of being freed where they are released (or back to being
-    /// freed, with `false`, which frees what is waiting).
-    pub fn collect_released(&mut self, on: bool) {
-        match on {
-            true => {
+    /// From now on, large buffers go to [`BufferPool::take_released`],
+    /// which may hold `limit` bytes uncollected ([`released_limit`]),
+    /// instead of being freed where they are released; with `None`, back
+    /// to being freed, which frees what is waiting.
+    pub fn collect_released(&mut self, limit: Option<usize>) {
+        match limit {
+            Some(limit) => {
+                self.released_limit = limit;
                 self.released.get_or_insert_with(Released::default);
             }
-            false => self.released = None,
+            None => self.released = None,
         }
     }
 
@@ -384,7 +403,7 @@ mod tests {
         pool.give(Vec::with_capacity(MAX_CLASS * 2));
         pool.release_shared(bytes::Bytes::from(vec![1; FREE_LATER_MIN]));
         assert!(pool.take_released().is_empty());
-        pool.collect_released(true);
+        pool.collect_released(Some(MAX_RELEASED_BYTES));
         // Small ones are freed (or pooled) as before.
         pool.give(Vec::with_capacity(FREE_LATER_MIN - 1));
         pool.release_shared(bytes::Bytes::from(vec![1; 100]));
@@ -405,7 +424,7 @@ mod tests {
     #[test]
     fn a_large_class_buffer_the_full_pool_refuses_waits_too() {
         let mut pool = BufferPool::default();
-        pool.collect_released(true);
+        pool.collect_released(Some(MAX_RELEASED_BYTES));
         let largest = class_size(CLASSES - 1);
         let fit = MAX_POOLED_BYTES / largest;
         for _ in 0..fit + 2 {
@@ -418,7 +437,7 @@ mod tests {
     #[test]
     fn what_waits_uncollected_is_bounded() {
         let mut pool = BufferPool::default();
-        pool.collect_released(true);
+        pool.collect_released(Some(MAX_RELEASED_BYTES));
         // Capacity only: the allocator maps these pages, nobody touches
         // them.
         let big = MAX_RELEASED_BYTES / 3;
@@ -427,8 +446,21 @@ mod tests {
             assert!(waiting(&pool) <= MAX_RELEASED_BYTES + big);
         }
         assert!(waiting(&pool) > 0, "the newest is still handed out");
-        pool.collect_released(false);
+        pool.collect_released(None);
         assert_eq!(waiting(&pool), 0, "turned off: freed");
+    }
+
+    #[test]
+    fn the_limit_leaves_room_for_the_largest_messages() {
+        assert_eq!(released_limit(1 << 20), MAX_RELEASED_BYTES);
+        assert_eq!(released_limit(256 << 20), 1 << 30);
+        assert_eq!(released_limit(u64::MAX), usize::MAX);
+        // A 256 MiB RPC's wire buffer and data wait together.
+        let mut pool = BufferPool::default();
+        pool.collect_released(Some(released_limit(256 << 20)));
+        pool.give(Vec::with_capacity((256 << 20) + (1 << 20)));
+        pool.give(Vec::with_capacity(256 << 20));
+        assert_eq!(pool.take_released().len(), 2);
     }
 
     #[test]

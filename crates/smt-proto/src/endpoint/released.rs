@@ -2,7 +2,7 @@
 //! outside the calls that finish with them (see `buffers.rs`).
 
 use super::Endpoint;
-use crate::buffers::Released;
+use crate::buffers::{released_limit, Released};
 
 impl Endpoint {
     /// Whether the driver frees the endpoint's large buffers itself (off
@@ -15,12 +15,14 @@ impl Endpoint {
     /// one's time (outside the lock a threaded driver calls the endpoint
     /// under: freeing a 256 MiB buffer unmaps its pages, a tenth of a
     /// second or more). A driver that stops taking them loses nothing:
-    /// past 256 MiB waiting, they are freed in the next call that releases
-    /// one. Off, they are freed where they are released, as small buffers
-    /// always are (the pool keeps those for reuse); turning it off frees
-    /// what is waiting.
+    /// once 256 MiB or four of the largest messages
+    /// (`Config::max_message_len`) wait, whichever is more, they are freed
+    /// in the next call that releases one. Off, they are freed where they
+    /// are released, as small buffers always are (the pool keeps those for
+    /// reuse); turning it off frees what is waiting.
     pub fn set_collect_released(&mut self, on: bool) {
-        self.buffers.pool.collect_released(on);
+        let limit = released_limit(self.config.max_message_len);
+        self.buffers.pool.collect_released(on.then_some(limit));
     }
 
     /// The large buffers released since the last call (empty unless
