@@ -29,6 +29,7 @@
 //!
 //! Secrets never reach `Debug` output: [`TrafficKey`] and [`AesGcmCipher`]
 //! print their algorithm only.
+#![warn(missing_docs, unreachable_pub)]
 
 mod cipher;
 mod control_mac;

@@ -61,6 +61,7 @@
 //!
 //! Datagrams are sent with the don't-fragment bit (quinn-udp sets `IP_PMTUDISC_PROBE`): a datagram
 //! larger than the interface MTU fails with `EMSGSIZE` instead of being fragmented.
+#![warn(missing_docs, unreachable_pub)]
 
 mod error;
 mod features;

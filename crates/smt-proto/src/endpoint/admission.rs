@@ -14,11 +14,6 @@
 //! from senders nothing vouches for.
 
 use std::net::SocketAddr;
-use std::time::Instant;
-
-use super::peer::Origin;
-use super::Endpoint;
-use crate::error::DropReason;
 
 /// Where a datagram of the batch is handled.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -31,93 +26,83 @@ pub(crate) enum Turn {
     Tail,
 }
 
-impl Endpoint {
-    /// Handles one receive batch (what one `recvmmsg` returned, GRO
-    /// segments split, in order): validated addresses' datagrams first,
-    /// then the heads of the other runs, then their tails, each in order,
-    /// the last two within `Config::unvalidated_per_batch`. A datagram
-    /// whose address authenticated earlier in the batch is handled
-    /// whatever the budget.
-    pub fn handle_batch<'a, I>(&mut self, now: Instant, batch: I)
-    where
-        I: Iterator<Item = (SocketAddr, &'a [u8])> + Clone,
-    {
-        let batch = batch.map(|(from, datagram)| (from, datagram, ()));
-        self.handle_batch_with(now, batch, |ep, now, from, datagram, ()| {
-            ep.handle_datagram_in_batch(now, from, datagram);
-        });
-    }
+/// What the batch order asks of its receiver `E` (the endpoint): whether
+/// an address is vouched for (asked again in the later passes: an address
+/// may authenticate earlier in the batch), to handle a datagram, and to
+/// refuse one past the budget.
+pub(crate) struct Receiver<V, H, R> {
+    pub vouched: V,
+    pub handle: H,
+    pub refuse: R,
+}
 
-    /// [`Endpoint::handle_batch`] over datagrams that carry something
-    /// more (`T`: nothing, or receive offload's marks), each handled by
-    /// `handle`.
-    pub(crate) fn handle_batch_with<'a, T, I, F>(&mut self, now: Instant, batch: I, handle: F)
-    where
-        T: Copy,
-        I: Iterator<Item = (SocketAddr, &'a [u8], T)> + Clone,
-        F: Fn(&mut Self, Instant, SocketAddr, &'a [u8], T),
-    {
-        self.trace_now(now);
-        let mut turns = std::mem::take(&mut self.buffers.batch_turns);
-        turns.clear();
-        let mut previous: Option<(SocketAddr, Turn)> = None;
-        for (from, datagram, extra) in batch.clone() {
-            // A GRO train is one sender's: its address is looked up once.
-            let turn = match previous {
-                Some((addr, turn)) if addr == from => match turn {
-                    Turn::Validated => Turn::Validated,
-                    _ => Turn::Tail,
-                },
-                _ if self.is_validated_address(from) => Turn::Validated,
-                _ => Turn::Head,
-            };
-            if turn == Turn::Validated {
-                handle(self, now, from, datagram, extra);
-            }
-            turns.push(turn);
-            previous = Some((from, turn));
-        }
-        // The usual batch is all from validated peers: nothing more to do.
-        if turns.iter().all(|t| *t == Turn::Validated) {
-            self.buffers.batch_turns = turns;
-            self.forget_route();
-            return;
-        }
-        let mut budget = self.config.unvalidated_per_batch;
-        for pass in [Turn::Head, Turn::Tail] {
-            let mine = batch.clone().zip(&turns).filter(|(_, t)| **t == pass);
-            for ((from, datagram, extra), _) in mine {
-                if self.is_validated_address(from) {
-                    handle(self, now, from, datagram, extra);
-                } else if budget > 0 {
-                    budget -= 1;
-                    handle(self, now, from, datagram, extra);
-                } else {
-                    self.counters.stats.datagrams_rx += 1;
-                    self.counters.stats.bytes_rx += datagram.len() as u64;
-                    self.drop_packet(from, DropReason::OverBudget);
-                }
+/// Handles one receive batch in admission order: validated addresses'
+/// datagrams first, then the heads of the other runs, then their tails,
+/// each in order, the last two within `budget`
+/// (`Config::unvalidated_per_batch`). `turns` is scratch space, kept by
+/// the caller to reuse its capacity.
+pub(crate) fn handle_in_order<'a, E, T, I, V, H, R>(
+    ep: &mut E,
+    turns: &mut Vec<Turn>,
+    budget: usize,
+    batch: I,
+    mut rx: Receiver<V, H, R>,
+) where
+    T: Copy,
+    I: Iterator<Item = (SocketAddr, &'a [u8], T)> + Clone,
+    V: Fn(&E, SocketAddr) -> bool,
+    H: FnMut(&mut E, SocketAddr, &'a [u8], T),
+    R: FnMut(&mut E, SocketAddr, &'a [u8]),
+{
+    validated_first(ep, turns, batch.clone(), &mut rx);
+    // The usual batch is all from validated peers: nothing more to do.
+    if turns.iter().all(|t| *t == Turn::Validated) {
+        return;
+    }
+    let mut budget = budget;
+    for pass in [Turn::Head, Turn::Tail] {
+        let mine = batch.clone().zip(turns.iter()).filter(|(_, t)| **t == pass);
+        for ((from, datagram, extra), _) in mine {
+            if (rx.vouched)(ep, from) {
+                (rx.handle)(ep, from, datagram, extra);
+            } else if budget > 0 {
+                budget -= 1;
+                (rx.handle)(ep, from, datagram, extra);
+            } else {
+                (rx.refuse)(ep, from, datagram);
             }
         }
-        self.buffers.batch_turns = turns;
-        self.forget_route();
     }
+}
 
-    /// Whether what comes from `from` is vouched for: its session has
-    /// authenticated a packet from it, the application installed its keys
-    /// for that address (it chose to talk to it), or a handshake with it
-    /// was opened by us or with a valid retry token. (Keys the resolver
-    /// derived for any address that asks are not a voucher, nor are keys a
-    /// responder's handshake made that the peer has not used yet: a PSK
-    /// hello and its reply are exchanged without the key.)
-    fn is_validated_address(&self, from: SocketAddr) -> bool {
-        self.peers
-            .get(&from)
-            .is_some_and(|p| p.proven || p.origin == Origin::Installed)
-            || self
-                .hs
-                .conns
-                .get(&from)
-                .is_some_and(|c| c.vouches_for_its_packets())
+/// The first pass: gives each datagram its turn, and handles those from
+/// validated addresses at once.
+fn validated_first<'a, E, T, I, V, H, R>(
+    ep: &mut E,
+    turns: &mut Vec<Turn>,
+    batch: I,
+    rx: &mut Receiver<V, H, R>,
+) where
+    I: Iterator<Item = (SocketAddr, &'a [u8], T)>,
+    V: Fn(&E, SocketAddr) -> bool,
+    H: FnMut(&mut E, SocketAddr, &'a [u8], T),
+{
+    turns.clear();
+    let mut previous: Option<(SocketAddr, Turn)> = None;
+    for (from, datagram, extra) in batch {
+        // A GRO train is one sender's: its address is looked up once.
+        let turn = match previous {
+            Some((addr, turn)) if addr == from => match turn {
+                Turn::Validated => Turn::Validated,
+                _ => Turn::Tail,
+            },
+            _ if (rx.vouched)(ep, from) => Turn::Validated,
+            _ => Turn::Head,
+        };
+        if turn == Turn::Validated {
+            (rx.handle)(ep, from, datagram, extra);
+        }
+        turns.push(turn);
+        previous = Some((from, turn));
     }
 }

@@ -10,6 +10,7 @@
 mod admit;
 mod conn;
 mod reorder;
+mod retry;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -17,29 +18,20 @@ use std::time::Instant;
 
 use self::admit::Admission;
 pub(crate) use self::conn::HandshakeConn;
-use self::conn::{early_fits, emit_handshake, wire_bytes, Held, HEADER_LEN};
-use super::retry::{self, Retry};
+use self::conn::{emit_handshake, wire_bytes, Chunk, Due, Opening, Pumped, HEADER_LEN};
+use self::retry::Retry;
+use super::peer::{Budget, Held, Offer};
 use super::{trace_event, Endpoint, Event, KEY_UPDATE_CONFIRM};
 use crate::error::DropReason;
 use crate::handshake::{AddressProof, Handshake, HandshakeAcceptor, HandshakeError};
 use crate::trace::Traced;
-use crate::wire::{Body, HandshakeKind, Packet, Repr, HANDSHAKE_RETRY, HANDSHAKE_TOKEN};
+use crate::wire::{Body, HandshakeKind, Packet, HANDSHAKE_RETRY};
 use crate::SessionKeys;
 
 /// Before the peer's address is validated, a responding handshake sends
 /// at most this many times the bytes it received (counting
 /// retransmissions), like QUIC's limit.
 const AMPLIFICATION: usize = super::peer::AMPLIFICATION as usize;
-/// Out-of-order handshake bytes all handshakes may hold at once (each
-/// handshake's window is `reorder::WINDOW_COST`): past it a chunk that
-/// would open another window is dropped, and its sender sends it again
-/// once the bytes before it have arrived (they are not acknowledged).
-/// 128 windows (4.5 MiB): genuine handshakes rarely reorder at all.
-const MAX_REORDER_TOTAL: usize = 128 * reorder::WINDOW_COST;
-
-/// Peers remembered as unreachable at once (`Endpoint::quarantine`).
-const MAX_UNREACHABLE: usize = 1024;
-
 /// RETRY packets waiting to leave, at most: past it, openings are dropped
 /// (a flood faster than the socket drains them).
 const MAX_PREBUILT: usize = 4096;
@@ -53,8 +45,6 @@ pub(crate) struct HandshakeSide {
     /// The stateless-retry key, if set (`set_retry_key`).
     pub retry: Option<Retry>,
     pub queue: VecDeque<(SocketAddr, u32, u16)>,
-    /// Handshakes in progress, by peer address.
-    pub conns: std::collections::BTreeMap<SocketAddr, HandshakeConn>,
     /// Finds keys for a peer without a handshake ([`Endpoint::set_key_resolver`]).
     pub resolver: Option<Box<dyn super::KeyResolver>>,
 }
@@ -71,11 +61,11 @@ impl Endpoint {
         hs: Box<dyn Handshake>,
         kind: HandshakeKind,
     ) {
-        if self.hs.conns.contains_key(&peer) {
+        if self.peers.handshakes.contains_key(&peer) {
             return;
         }
         self.trace_now(now);
-        if self.is_quarantined(now, peer) {
+        if self.peers.is_quarantined(now, peer) {
             self.counters.stats.handshakes_failed += 1;
             let error = HandshakeError::Unreachable;
             trace_event!(
@@ -86,21 +76,23 @@ impl Endpoint {
                 }
             );
             self.outbox
-                .events
-                .push_back(Event::HandshakeFailed { peer, error });
+                .push_event(Event::HandshakeFailed { peer, error });
             return;
         }
         trace_event!(self, Traced::HandshakeStarted { peer, kind });
         let mut conn = HandshakeConn::new(hs, kind, self.time.ticks);
         conn.initiator = true;
-        self.hs.conns.insert(peer, conn);
+        self.peers.handshakes.insert(peer, conn);
         self.pump_handshake(now, peer);
         self.arm_tick(now);
     }
 
     /// Whether a handshake with `peer` is in progress.
     pub fn is_connecting(&self, peer: SocketAddr) -> bool {
-        self.hs.conns.get(&peer).is_some_and(|c| !c.keys_installed)
+        self.peers
+            .handshakes
+            .get(&peer)
+            .is_some_and(|c| !c.keys_installed())
     }
 
     /// Sets what answers handshakes from unknown peers (the server side).
@@ -113,15 +105,13 @@ impl Endpoint {
     /// once the keys are installed. Returns false if there is no such
     /// handshake or its buffer is full.
     pub(crate) fn stash_early(&mut self, from: SocketAddr, datagram: &[u8]) -> bool {
-        match self.hs.conns.get_mut(&from) {
-            Some(c) if !c.keys_installed && early_fits(&c.early, datagram.len()) => {
-                c.early.push(datagram.to_vec());
-                true
-            }
-            _ => false,
-        }
+        self.peers
+            .handshakes
+            .get_mut(&from)
+            .is_some_and(|c| c.state.stash_early(datagram))
     }
-
+    /// A HANDSHAKE packet from `from`: a RETRY for a handshake we opened,
+    /// the opening of a new handshake, or the next chunk of one under way.
     pub(crate) fn on_handshake_packet(
         &mut self,
         now: Instant,
@@ -129,91 +119,117 @@ impl Endpoint {
         datagram: &[u8],
     ) -> Result<(), DropReason> {
         let packet = Packet::new_checked(datagram).map_err(|_| DropReason::Malformed)?;
-        let repr = Repr::parse(&packet).map_err(|_| DropReason::Malformed)?;
-        let Body::Handshake {
-            offset,
-            ack,
-            kind,
-            flags,
-            ..
-        } = repr.body
-        else {
-            return Err(DropReason::Malformed);
-        };
-        if flags & HANDSHAKE_RETRY != 0 {
+        let chunk = Chunk::parse(&packet)?;
+        if chunk.flags & HANDSHAKE_RETRY != 0 {
             return self.on_retry(from, packet.payload());
         }
-        let (token, payload) = match flags & HANDSHAKE_TOKEN != 0 {
-            true if offset == 0 => {
-                let (t, rest) =
-                    retry::split_token(packet.payload()).ok_or(DropReason::Malformed)?;
-                (Some(t), rest)
-            }
-            true => return Err(DropReason::Malformed),
-            false => (None, packet.payload()),
-        };
-        let restarted = self.hs.conns.get(&from).is_some_and(|c| {
-            (c.keys_installed || c.held.is_some())
-                && offset == 0
-                && !payload.is_empty()
-                && !payload.starts_with(&c.opening)
-        });
+        let (token, payload) = chunk.split_token(packet.payload())?;
+        let restarted = self
+            .peers
+            .handshakes
+            .get(&from)
+            .is_some_and(|c| c.restarted_by(chunk.offset, payload));
         if restarted {
             // The peer (or a new peer on the same address) starts over; the
             // old session stays until this handshake produces new keys.
             self.remove_handshake(from);
         }
-        if !self.hs.conns.contains_key(&from) {
-            // Only the start of a stream may open a handshake.
-            if offset != 0 || payload.is_empty() {
-                return Err(DropReason::Handshake);
-            }
-            let validated = match token {
-                Some(t) => self.check_token(now, from, kind, t)?,
-                None if self.must_retry() => {
-                    return self.send_retry(now, from, kind, datagram.len())
-                }
-                None => false,
+        if !self.peers.handshakes.contains_key(&from) {
+            let opening = Opening {
+                kind: chunk.kind,
+                token,
+                received: datagram.len(),
             };
-            self.admit_handshake(from)?;
-            let hs = self
-                .hs
-                .acceptor
-                .as_mut()
-                .and_then(|a| a.accept_kind(from, kind))
-                .ok_or(DropReason::Handshake)?;
-            if !validated && self.must_prove_return(from, &*hs, payload) {
-                return self.send_retry(now, from, kind, datagram.len());
+            if !self.open_handshake(now, from, opening, chunk.offset, payload)? {
+                return Ok(()); // answered with a RETRY; nothing kept
             }
-            let mut conn = HandshakeConn::new(hs, kind, self.time.ticks);
-            conn.address_validated = validated;
-            self.hs.conns.insert(from, conn);
-            if let Some(r) = self.hs.retry.as_mut() {
-                r.opened();
+        }
+        self.take_chunk(now, from, chunk, payload, datagram.len())
+    }
+
+    /// A packet that may open a handshake with `from` (it has none): only
+    /// the start of a stream may. Returns false if it was answered with a
+    /// RETRY instead (stateless retry, or a returning address that must
+    /// prove itself).
+    fn open_handshake(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        opening: Opening<'_>,
+        offset: u32,
+        payload: &[u8],
+    ) -> Result<bool, DropReason> {
+        if offset != 0 || payload.is_empty() {
+            return Err(DropReason::Handshake);
+        }
+        let (kind, received) = (opening.kind, opening.received);
+        let validated = match opening.token {
+            Some(t) => self.check_token(now, from, kind, t)?,
+            None if self.must_retry() => {
+                return self.send_retry(now, from, kind, received).map(|()| false)
             }
-            self.arm_tick(now);
+            None => false,
+        };
+        self.admit_handshake(from)?;
+        let hs = self
+            .hs
+            .acceptor
+            .as_mut()
+            .and_then(|a| a.accept_kind(from, kind))
+            .ok_or(DropReason::Handshake)?;
+        if !validated && self.must_prove_return(from, &*hs, payload) {
+            return self.send_retry(now, from, kind, received).map(|()| false);
         }
-        let conn = self.hs.conns.get_mut(&from).ok_or(DropReason::Handshake)?;
-        conn.received_bytes += datagram.len();
-        if ack > conn.acked && ack as usize <= conn.sent.len() {
-            conn.acked = ack;
-            conn.silent_ticks = 0;
+        self.start_responder(
+            now,
+            from,
+            HandshakeConn::new(hs, kind, self.time.ticks),
+            validated,
+        );
+        Ok(true)
+    }
+
+    /// Lists a handshake a peer opened (`validated`: with a valid retry
+    /// token).
+    fn start_responder(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        mut conn: HandshakeConn,
+        validated: bool,
+    ) {
+        conn.budget = Budget::new(validated);
+        self.peers.handshakes.insert(from, conn);
+        if let Some(r) = self.hs.retry.as_mut() {
+            r.opened();
         }
-        let held = conn.stream.held_bytes();
+        self.arm_tick(now);
+    }
+
+    /// Gives a chunk of `from`'s stream (the payload of a datagram of
+    /// `received` bytes) to its handshake, and the handshake's answer to
+    /// the peer.
+    fn take_chunk(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        chunk: Chunk,
+        payload: &[u8],
+        received: usize,
+    ) -> Result<(), DropReason> {
         let windows = self.counters.stats.usage.handshake_bytes as usize;
-        if !payload.is_empty()
-            && conn.stream.would_allocate(offset)
-            && windows + reorder::WINDOW_COST > MAX_REORDER_TOTAL
-        {
-            return Err(DropReason::OverLimit);
-        }
-        let bytes = conn.take_in_order(offset, payload)?;
-        let now_held = conn.stream.held_bytes();
+        let conn = self
+            .peers
+            .handshakes
+            .get_mut(&from)
+            .ok_or(DropReason::Handshake)?;
+        let taken = conn.take_chunk(chunk.offset, chunk.ack, payload, received, windows)?;
         let u = &mut self.counters.stats.usage;
-        u.handshake_bytes = (u.handshake_bytes + now_held as u64).saturating_sub(held as u64);
-        if !bytes.is_empty() {
+        u.handshake_bytes =
+            (u.handshake_bytes + taken.held_after as u64).saturating_sub(taken.held_before as u64);
+        if !taken.bytes.is_empty() {
             conn.silent_ticks = 0;
-            if let Err(e) = conn.hs.read(&bytes) {
+            if let Err(e) = conn.hs.read(&taken.bytes) {
                 self.fail_handshake(now, from, e);
                 return Ok(());
             }
@@ -236,14 +252,14 @@ impl Endpoint {
     /// at most once per tick, and only once it holds that many entries.
     fn must_retry(&mut self) -> bool {
         let above = self.config.retry_above_handshakes;
-        if self.hs.retry.is_none() || self.hs.conns.len() < above {
+        if self.hs.retry.is_none() || self.peers.handshakes.len() < above {
             return false;
         }
         let tick = self.time.ticks;
         let busy = match self.hs.retry.as_ref().and_then(|r| r.busy(tick)) {
             Some(n) => n,
             None => {
-                let n = self.busy_handshakes();
+                let n = self.peers.busy_handshakes();
                 if let Some(r) = self.hs.retry.as_mut() {
                     r.set_busy(tick, n);
                 }
@@ -251,27 +267,6 @@ impl Endpoint {
             }
         };
         busy >= above
-    }
-
-    /// The handshakes a flood of spoofed openings could have made: all but
-    /// the finished ones whose peer proved its address (by a retry token
-    /// or an authenticated packet) and the ones we started. A finished
-    /// handshake stays `handshake_abort_ticks` (100 ms) to answer late
-    /// copies; counting those made a server that completed more than
-    /// `retry_above_handshakes` genuine handshakes in that time answer
-    /// every new client with a RETRY, and a 0-RTT client pay a round trip
-    /// (`smt bench-handshake`'s 0-RTT tail).
-    fn busy_handshakes(&self) -> usize {
-        let settled = |peer: &SocketAddr, c: &HandshakeConn| {
-            c.initiator
-                || (c.keys_installed
-                    && (c.address_validated || self.peers.get(peer).is_some_and(|p| p.validated)))
-        };
-        self.hs
-            .conns
-            .iter()
-            .filter(|(peer, c)| !settled(peer, c))
-            .count()
     }
 
     /// Answers an opening from `peer` with a RETRY carrying a token, and
@@ -287,29 +282,13 @@ impl Endpoint {
         let Some(retry) = self.hs.retry.as_mut() else {
             return Err(DropReason::Handshake);
         };
-        if self.outbox.prebuilt.len() >= MAX_PREBUILT {
+        if self.outbox.prebuilt_len() >= MAX_PREBUILT {
             return Err(DropReason::OverLimit);
         }
         let token = retry.mint(now, peer, kind);
-        let len = HEADER_LEN + token.len();
-        debug_assert!(len <= AMPLIFICATION * received.max(HEADER_LEN + 1));
-        let mut packet = vec![0; len];
-        let repr = Repr {
-            src_port: self.config.local_port,
-            dst_port: peer.port(),
-            key_phase: false,
-            id: 0,
-            body: Body::Handshake {
-                offset: 0,
-                ack: 0,
-                len: token.len() as u16,
-                kind,
-                flags: HANDSHAKE_RETRY,
-            },
-        };
-        repr.emit(&mut Packet::new_unchecked(&mut packet[..HEADER_LEN]));
-        packet[HEADER_LEN..].copy_from_slice(&token);
-        self.outbox.prebuilt.push_back((peer, packet));
+        let packet = conn::emit_retry(self.config.local_port, peer, kind, &token);
+        debug_assert!(packet.len() <= AMPLIFICATION * received.max(HEADER_LEN + 1));
+        self.outbox.push_prebuilt(peer, packet);
         self.counters.stats.retries_sent += 1;
         Ok(())
     }
@@ -335,18 +314,11 @@ impl Endpoint {
     /// once (a second RETRY, or one after the peer's bytes arrived, is
     /// stale or forged and ignored).
     fn on_retry(&mut self, from: SocketAddr, token: &[u8]) -> Result<(), DropReason> {
-        let Some(conn) = self.hs.conns.get_mut(&from) else {
+        let Some(conn) = self.peers.handshakes.get_mut(&from) else {
             return Err(DropReason::Handshake);
         };
-        let fresh = conn.initiator && conn.retry_token.is_none() && conn.stream.received() == 0;
-        if !fresh || token.is_empty() || token.len() > usize::from(u8::MAX) {
-            return Err(DropReason::Handshake);
-        }
+        let sent = conn.take_retry(token).ok_or(DropReason::Handshake)?;
         tracing::debug!(peer = %from, "handshake retried: opening again with the token");
-        conn.retry_token = Some(token.to_vec());
-        conn.silent_ticks = 0;
-        conn.acked = 0;
-        let sent = conn.sent.len();
         self.queue_handshake_bytes(from, 0, sent);
         self.resend_first_flight(from);
         Ok(())
@@ -410,10 +382,10 @@ impl Endpoint {
             return false;
         }
         let handshake = self
-            .hs
-            .conns
+            .peers
+            .handshakes
             .get(&peer)
-            .is_some_and(|c| c.initiator && !c.keys_installed);
+            .is_some_and(|c| c.initiator && !c.keys_installed());
         let calls: Vec<super::RpcHandle> = match self.peers.contains_key(&peer) {
             // Our calls need a session with the peer.
             true => self
@@ -428,7 +400,8 @@ impl Endpoint {
         if calls.is_empty() && !handshake {
             return false;
         }
-        self.quarantine(now, peer);
+        let until = now + self.config.tick * self.config.handshake_abort_ticks;
+        self.peers.quarantine(now, peer, until);
         for &h in &calls {
             self.fail_client(h, crate::error::RpcError::Unreachable);
         }
@@ -438,40 +411,13 @@ impl Endpoint {
         true
     }
 
-    /// Remembers `peer` as unreachable for `handshake_abort_ticks`; at
-    /// most [`MAX_UNREACHABLE`] at once (forged ICMP cannot grow it).
-    fn quarantine(&mut self, now: Instant, peer: SocketAddr) {
-        if self.peers.unreachable.len() >= MAX_UNREACHABLE {
-            self.peers.unreachable.retain(|_, until| *until > now);
-        }
-        if self.peers.unreachable.len() < MAX_UNREACHABLE {
-            let until = now + self.config.tick * self.config.handshake_abort_ticks;
-            self.peers.unreachable.insert(peer, until);
-        }
-    }
-
-    /// Whether `peer` was reported unreachable a moment ago.
-    pub(crate) fn is_quarantined(&mut self, now: Instant, peer: SocketAddr) -> bool {
-        if self.peers.unreachable.is_empty() {
-            return false; // the per-call case: no hashing
-        }
-        match self.peers.unreachable.get(&peer) {
-            Some(&until) if until > now => true,
-            Some(_) => {
-                self.peers.unreachable.remove(&peer);
-                false
-            }
-            None => false,
-        }
-    }
-
     /// Makes a place for a handshake `from` opens, or refuses it
     /// (`admit.rs` decides). A displaced handshake in progress just ends
     /// (its peer, if genuine, opens again); a finished one was kept only to
     /// answer late copies of the peer's last flight, and its session stays
     /// (one the peer never uses expires, `Endpoint::expire_unproven`).
     fn admit_handshake(&mut self, from: SocketAddr) -> Result<(), DropReason> {
-        match admit::admission(&self.hs.conns, &self.config, self.time.ticks, from) {
+        match admit::admission(&self.peers.handshakes, &self.config, self.time.ticks, from) {
             Admission::Admit => Ok(()),
             Admission::OverQuota => {
                 self.counters.stats.handshakes_over_quota += 1;
@@ -489,7 +435,7 @@ impl Endpoint {
 
     /// Forgets the handshake with `peer`, and what it held.
     fn remove_handshake(&mut self, peer: SocketAddr) -> Option<HandshakeConn> {
-        let conn = self.hs.conns.remove(&peer)?;
+        let conn = self.peers.handshakes.remove(&peer)?;
         let u = &mut self.counters.stats.usage;
         u.handshake_bytes = u
             .handshake_bytes
@@ -500,32 +446,24 @@ impl Endpoint {
     /// Counts exactly what handshakes hold for out-of-order bytes (the
     /// running figure should agree; this keeps an error from lasting).
     pub(crate) fn recount_handshake_bytes(&mut self) {
-        let held = self.hs.conns.values().map(|c| c.stream.held_bytes());
+        let held = self
+            .peers
+            .handshakes
+            .values()
+            .map(|c| c.stream.held_bytes());
         self.counters.stats.usage.handshake_bytes = held.sum::<usize>() as u64;
     }
 
     /// Sends whatever the handshake has to say, installs its keys when
     /// ready, and acknowledges what arrived.
     fn pump_handshake(&mut self, now: Instant, peer: SocketAddr) {
-        let Some(conn) = self.hs.conns.get_mut(&peer) else {
+        let Some(conn) = self.peers.handshakes.get_mut(&peer) else {
             return;
         };
-        let start = conn.sent.len();
-        conn.hs.write(&mut conn.sent);
-        let fresh = (start, conn.sent.len());
-        let keys = if conn.keys_installed {
-            None
-        } else {
-            conn.hs.take_keys()
-        };
-        let next = if conn.keys_installed || keys.is_some() {
-            conn.hs.take_next_keys()
-        } else {
-            None
-        };
+        let Pumped { fresh, keys, next } = conn.pump();
         if fresh.1 > fresh.0 {
             self.queue_handshake_bytes(peer, fresh.0, fresh.1);
-        } else if conn_owes_ack(self, peer) {
+        } else if conn.owe_ack {
             self.queue_handshake_bytes(peer, fresh.1, fresh.1);
         }
         if let Some(keys) = keys {
@@ -556,7 +494,11 @@ impl Endpoint {
     /// responder holding keys aside for an address with a session takes it
     /// as the proof of that address ([`AddressProof`]).
     fn confirm_keys(&mut self, peer: SocketAddr) {
-        let initiator = self.hs.conns.get(&peer).is_some_and(|c| c.initiator);
+        let initiator = self
+            .peers
+            .handshakes
+            .get(&peer)
+            .is_some_and(|c| c.initiator);
         let Some(epoch) = self.peers.get(&peer).map(|s| s.current.number) else {
             return;
         };
@@ -584,8 +526,10 @@ impl Endpoint {
     /// the handshake nor a retry token proved the address.
     fn must_hold(&self, peer: SocketAddr) -> bool {
         self.peers.contains_key(&peer)
-            && self.hs.conns.get(&peer).is_some_and(|c| {
-                !c.initiator && !c.address_validated && c.hs.address_proof() != AddressProof::Proven
+            && self.peers.handshakes.get(&peer).is_some_and(|c| {
+                !c.initiator
+                    && !c.address_validated()
+                    && c.hs.address_proof() != AddressProof::Proven
             })
     }
 
@@ -598,7 +542,7 @@ impl Endpoint {
         keys: SessionKeys,
         next: Option<SessionKeys>,
     ) {
-        let Some(conn) = self.hs.conns.get_mut(&peer) else {
+        let Some(conn) = self.peers.handshakes.get_mut(&peer) else {
             return;
         };
         let proof = conn.hs.address_proof();
@@ -610,7 +554,7 @@ impl Endpoint {
             return self.fail_handshake(now, peer, error);
         }
         tracing::debug!(%peer, "new keys held until the peer proves its address");
-        conn.held = Some(Held {
+        conn.state.hold(Held {
             keys,
             next,
             proof,
@@ -628,24 +572,14 @@ impl Endpoint {
         from: SocketAddr,
         datagram: &[u8],
     ) -> bool {
-        let Some(held) = self.hs.conns.get_mut(&from).and_then(|c| c.held.as_mut()) else {
-            return false;
+        let offer = match self.peers.handshakes.get_mut(&from) {
+            Some(c) => c.state.offer_to_held(datagram),
+            None => return false,
         };
-        let handshake = Packet::new_checked(datagram).map_or(true, |p| {
-            p.packet_type() == crate::wire::PacketType::HANDSHAKE
-        });
-        if handshake {
-            return false;
-        }
-        if !held.is_proven_by(datagram) {
-            if !early_fits(&held.stash, datagram.len()) {
-                return false;
-            }
-            held.stash.push(datagram.to_vec());
-            return true;
-        }
-        let Some(held) = self.hs.conns.get_mut(&from).and_then(|c| c.held.take()) else {
-            return false;
+        let held = match offer {
+            Offer::Refused => return false,
+            Offer::Stashed => return true,
+            Offer::Proof(held) => held,
         };
         tracing::debug!(peer = %from, "peer proved its address: new keys replace its session");
         self.finish_handshake(now, from, held.keys);
@@ -670,26 +604,23 @@ impl Endpoint {
             let error = HandshakeError::Protocol(e.to_string());
             return self.fail_handshake(now, peer, error);
         }
-        let early = match self.hs.conns.get_mut(&peer) {
-            Some(c) => {
-                c.keys_installed = true;
-                std::mem::take(&mut c.early)
-            }
+        let early = match self.peers.handshakes.get_mut(&peer) {
+            Some(c) => c.state.establish(),
             None => Vec::new(),
         };
         tracing::debug!(%peer, "handshake complete, session keys installed");
         let by_token = self
-            .hs
-            .conns
+            .peers
+            .handshakes
             .get(&peer)
-            .is_some_and(|c| c.address_validated);
+            .is_some_and(|c| c.address_validated());
         if let Some(p) = self.peers.get_mut(&peer).filter(|_| by_token) {
-            p.validated = true;
+            p.budget.validate();
         }
         self.track_unvalidated(peer);
         self.counters.stats.handshakes_completed += 1;
         trace_event!(self, Traced::HandshakeDone { peer });
-        self.outbox.events.push_back(Event::Connected { peer });
+        self.outbox.push_event(Event::Connected { peer });
         for d in early {
             self.handle_datagram(now, peer, &d);
         }
@@ -708,9 +639,9 @@ impl Endpoint {
                 let mut packet = vec![0u8; HEADER_LEN + alert.len()];
                 let ports = (self.config.local_port, peer.port());
                 emit_handshake(&mut packet, ports, &conn, start as u32, alert);
-                self.outbox.prebuilt.push_back((peer, packet));
+                self.outbox.push_prebuilt(peer, packet);
             }
-            if conn.keys_installed && conn.kind == HandshakeKind::TLS13 {
+            if conn.keys_installed() && conn.kind == HandshakeKind::TLS13 {
                 // TLS 1.3 gives the client keys before the server has checked
                 // a client certificate: a later alert withdraws the session.
                 // Other handshakes' late bytes are unauthenticated (anyone
@@ -728,8 +659,7 @@ impl Endpoint {
             }
         );
         self.outbox
-            .events
-            .push_back(Event::HandshakeFailed { peer, error });
+            .push_event(Event::HandshakeFailed { peer, error });
         let _ = now;
     }
 
@@ -737,7 +667,11 @@ impl Endpoint {
     /// not used its keys yet, forgetting the oldest such session past
     /// `Config::max_unvalidated_sessions`.
     fn track_unvalidated(&mut self, peer: SocketAddr) {
-        let responder = self.hs.conns.get(&peer).is_some_and(|c| !c.initiator);
+        let responder = self
+            .peers
+            .handshakes
+            .get(&peer)
+            .is_some_and(|c| !c.initiator);
         let made = self.time.ticks;
         match self.peers.get_mut(&peer) {
             Some(p) if responder && !p.proven => p.made = made,
@@ -784,7 +718,11 @@ impl Endpoint {
             .get(&peer)
             .is_some_and(|p| !p.proven && p.origin == super::peer::Origin::Handshake);
         // A newer handshake from this address, as initiator, owns it now.
-        let initiator = self.hs.conns.get(&peer).is_some_and(|c| c.initiator);
+        let initiator = self
+            .peers
+            .handshakes
+            .get(&peer)
+            .is_some_and(|c| c.initiator);
         if unproven && !initiator {
             tracing::debug!(%peer, "forgetting a session whose peer never used its keys");
             self.remove_session(peer);
@@ -798,13 +736,10 @@ impl Endpoint {
     /// once, from a packet anyone can send with a spoofed source; only an
     /// authenticated packet from the address does (`Peer::validated`).
     fn may_send_handshake(&self, peer: SocketAddr, more: usize) -> bool {
-        let validated = self.peers.get(&peer).is_some_and(|p| p.validated);
-        self.hs.conns.get(&peer).is_some_and(|c| {
-            c.initiator
-                || c.address_validated
-                || (c.keys_installed && validated)
-                || c.sent_bytes + wire_bytes(more, self.chunk_len())
-                    <= AMPLIFICATION * c.received_bytes
+        let validated = self.peers.get(&peer).is_some_and(|p| p.validated());
+        let wire = wire_bytes(more, self.chunk_len());
+        self.peers.handshakes.get(&peer).is_some_and(|c| {
+            c.initiator || (c.keys_installed() && validated) || c.budget.allows(wire)
         })
     }
 
@@ -817,37 +752,15 @@ impl Endpoint {
     /// when the range is empty).
     fn queue_handshake_bytes(&mut self, peer: SocketAddr, start: usize, end: usize) {
         let chunk = self.chunk_len();
-        // After a RETRY the first packet also carries the token.
-        let token = self
-            .hs
-            .conns
-            .get(&peer)
-            .and_then(|c| c.retry_token.as_ref())
-            .map_or(0, |t| 1 + t.len());
-        let mut at = start;
-        loop {
-            let room = if at == 0 {
-                chunk.saturating_sub(token).max(1)
-            } else {
-                chunk
-            };
-            let len = (end - at).min(room);
-            self.hs.queue.push_back((peer, at as u32, len as u16));
-            at += len;
-            if at >= end {
-                break;
-            }
-        }
-        if let Some(c) = self.hs.conns.get_mut(&peer) {
-            c.owe_ack = false;
-            c.sent_bytes += wire_bytes(end - start, chunk);
+        if let Some(c) = self.peers.handshakes.get_mut(&peer) {
+            c.queue_bytes(peer, (start, end), chunk, &mut self.hs.queue);
         }
     }
 
     /// Writes one queued HANDSHAKE packet into `buf`.
     pub(crate) fn write_handshake_packet(&mut self, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
         while let Some((peer, offset, len)) = self.hs.queue.pop_front() {
-            let Some(conn) = self.hs.conns.get(&peer) else {
+            let Some(conn) = self.peers.handshakes.get(&peer) else {
                 continue;
             };
             let (o, l) = (offset as usize, len as usize);
@@ -865,44 +778,30 @@ impl Endpoint {
     /// The tick's share: retransmit unacknowledged handshake bytes, give up
     /// on silent handshakes, forget finished ones once quiet.
     pub(crate) fn tick_handshakes(&mut self, now: Instant) {
-        let (resend, abort) = (self.config.resend_ticks, self.config.handshake_abort_ticks);
-        let deadline = u64::from(self.config.handshake_deadline_ticks);
-        let peers: Vec<SocketAddr> = self.hs.conns.keys().copied().collect();
+        let peers: Vec<SocketAddr> = self.peers.handshakes.keys().copied().collect();
         for peer in peers {
-            let Some(conn) = self.hs.conns.get_mut(&peer) else {
+            let Some(conn) = self.peers.handshakes.get_mut(&peer) else {
                 continue;
             };
-            conn.silent_ticks += 1;
-            let silent = conn.silent_ticks;
-            let (unacked, done) = (conn.unacked(), conn.keys_installed);
-            let (acked, sent) = (conn.acked as usize, conn.sent.len());
-            let overdue = !done && self.time.ticks - conn.started >= deadline;
-            if overdue {
-                self.counters.stats.handshakes_past_deadline += 1;
-                self.fail_handshake(now, peer, HandshakeError::Timeout);
-                continue;
-            }
-            if silent >= abort {
-                if done {
+            match conn.tick(self.time.ticks, &self.config) {
+                Due::PastDeadline => {
+                    self.counters.stats.handshakes_past_deadline += 1;
+                    self.fail_handshake(now, peer, HandshakeError::Timeout);
+                }
+                Due::Silent => self.fail_handshake(now, peer, HandshakeError::Timeout),
+                Due::Finished => {
                     let responder = self.remove_handshake(peer).is_some_and(|c| !c.initiator);
                     if responder {
                         self.drop_if_unvalidated(peer);
                     }
-                } else {
-                    self.fail_handshake(now, peer, HandshakeError::Timeout);
                 }
-                continue;
-            }
-            if unacked
-                && super::tick::is_resend_tick(silent, resend, resend)
-                && self.may_send_handshake(peer, sent - acked)
-            {
-                self.queue_handshake_bytes(peer, acked, sent);
+                Due::Resend { acked, sent } => {
+                    if self.may_send_handshake(peer, sent - acked) {
+                        self.queue_handshake_bytes(peer, acked, sent);
+                    }
+                }
+                Due::Nothing => {}
             }
         }
     }
-}
-
-fn conn_owes_ack(ep: &Endpoint, peer: SocketAddr) -> bool {
-    ep.hs.conns.get(&peer).is_some_and(|c| c.owe_ack)
 }

@@ -13,7 +13,6 @@
 //! most once per tick.
 
 use super::HashMap;
-use std::net::SocketAddr;
 use std::time::Instant;
 
 use super::peers::PeerId;
@@ -22,14 +21,7 @@ use crate::rpc::Incoming;
 use crate::rpc::ServerSlot;
 use crate::timer::Timer;
 
-/// Incoming state charged to one peer (or to all).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Charge {
-    /// Bytes held by partially received messages from the peer.
-    pub bytes: usize,
-    /// Partially received requests from the peer.
-    pub requests: usize,
-}
+pub(crate) use super::peer::Charge;
 
 /// What partially received messages hold, for the bounds.
 /// What the endpoint holds for peers' requests: partially received
@@ -55,13 +47,6 @@ pub(crate) struct Ledger {
     pub charged: Vec<PeerId>,
     /// When the last recount was.
     pub recounted: Option<Instant>,
-}
-
-impl Charge {
-    fn add(&mut self, other: Charge) {
-        self.bytes += other.bytes;
-        self.requests += other.requests;
-    }
 }
 
 impl Endpoint {
@@ -110,12 +95,28 @@ impl Endpoint {
         if !peer_fits || heavy == peer || !heavier {
             return false;
         }
+        let victims = self.unauthenticated_partials(heavy, EVICTIONS);
+        for (slot, c) in victims {
+            tracing::debug!(?slot, "evicting an unauthenticated partial request");
+            self.drop_server_at(slot);
+            self.counters.stats.partial_evicted += 1;
+            self.discharge(heavy, c);
+            if self.fits(peer, more) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Up to `most` partial requests of `peer` with nothing authenticated
+    /// yet, with what each holds: what `evict_for` may evict.
+    fn unauthenticated_partials(&self, peer: PeerId, most: usize) -> Vec<(ServerSlot, Charge)> {
         let slots = self
             .peers
-            .at(heavy)
+            .at(peer)
             .map(|p| p.rpcs.servers_of(None))
             .unwrap_or_default();
-        let victims: Vec<(ServerSlot, Charge)> = slots
+        slots
             .into_iter()
             .filter_map(|slot| Some((slot, self.rpcs.servers.get(slot)?)))
             .filter_map(|(slot, s)| match &s.state {
@@ -128,18 +129,8 @@ impl Endpoint {
                 )),
                 _ => None,
             })
-            .take(EVICTIONS)
-            .collect();
-        for (slot, c) in victims {
-            tracing::debug!(?slot, "evicting an unauthenticated partial request");
-            self.drop_server_at(slot);
-            self.counters.stats.partial_evicted += 1;
-            self.discharge(heavy, c);
-            if self.fits(peer, more) {
-                return true;
-            }
-        }
-        false
+            .take(most)
+            .collect()
     }
 
     /// Takes back what a freed message was charged.
@@ -155,13 +146,12 @@ impl Endpoint {
     }
 
     fn fits(&self, peer: PeerId, more: Charge) -> bool {
-        let cfg = &self.config;
-        let mine = self.usage_of(peer);
-        let all = self.load.ledger.total;
-        mine.bytes + more.bytes <= cfg.max_buffered_per_peer
-            && all.bytes + more.bytes <= cfg.max_buffered_total
-            && mine.requests + more.requests <= cfg.max_incoming_per_peer
-            && all.requests + more.requests <= cfg.max_incoming_total
+        fits(
+            &self.config,
+            self.usage_of(peer),
+            self.load.ledger.total,
+            more,
+        )
     }
 
     /// Adds what was just allocated for `peer`.
@@ -251,7 +241,7 @@ impl Endpoint {
         u.partial_requests = self.load.ledger.total.requests as u64;
         u.peak_incoming_bytes = u.peak_incoming_bytes.max(u.incoming_bytes);
         u.sessions = self.peers.len() as u64;
-        u.handshakes = self.hs.conns.len() as u64;
+        u.handshakes = self.peers.handshakes.len() as u64;
     }
 
     /// Whether the key resolver may create one more session. Counts the
@@ -289,13 +279,10 @@ impl Endpoint {
                 return true;
             }
         }
-        let handshakes = &self.hs.conns;
-        let busy =
-            |a: &SocketAddr, p: &super::Peer| !p.rpcs.is_empty() || handshakes.contains_key(a);
-        let victim = self
-            .peers
+        let peers = &self.peers;
+        let victim = peers
             .iter()
-            .filter(|(a, p)| p.origin == super::Origin::Handshake && !busy(a, p))
+            .filter(|(a, p)| p.origin == super::Origin::Handshake && !peers.is_busy(a, p))
             .min_by_key(|(a, p)| (p.heard, **a))
             .map(|(a, _)| *a);
         let Some(victim) = victim else {
@@ -314,20 +301,7 @@ impl Endpoint {
         let Some(timeout) = self.config.session_idle_timeout else {
             return;
         };
-        let handshakes = &self.hs.conns;
-        let mut idle = Vec::new();
-        let handshaken = self
-            .peers
-            .iter_mut()
-            .filter(|(_, p)| p.origin == super::Origin::Handshake);
-        for (addr, p) in handshaken {
-            let heard = *p.heard.get_or_insert(now);
-            let busy = !p.rpcs.is_empty() || handshakes.contains_key(addr);
-            if now >= heard + timeout && !busy {
-                idle.push(*addr);
-            }
-        }
-        for peer in idle {
+        for peer in self.peers.idle_handshake_sessions(now, timeout) {
             tracing::debug!(%peer, "forgetting an idle handshake session");
             self.counters.stats.sessions_evicted += 1;
             self.remove_session(peer);
@@ -342,6 +316,16 @@ pub(crate) fn spare(cfg: &crate::Config, total: &Charge, mine: usize) -> usize {
     let for_peer = cfg.max_buffered_per_peer.saturating_sub(mine);
     let for_all = cfg.max_buffered_total.saturating_sub(total.bytes);
     for_peer.min(for_all)
+}
+
+/// Whether `more` can be charged to a peer holding `mine` while everyone
+/// holds `all`, within every bound (a free function: the receive path asks
+/// with the peer in hand, `recv.rs`).
+pub(crate) fn fits(cfg: &crate::Config, mine: Charge, all: Charge, more: Charge) -> bool {
+    mine.bytes + more.bytes <= cfg.max_buffered_per_peer
+        && all.bytes + more.bytes <= cfg.max_buffered_total
+        && mine.requests + more.requests <= cfg.max_incoming_per_peer
+        && all.requests + more.requests <= cfg.max_incoming_total
 }
 
 /// Sets what a peer's partially received messages hold, and its gauges.

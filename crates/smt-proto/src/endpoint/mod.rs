@@ -29,7 +29,6 @@ mod peers;
 mod recv;
 mod released;
 mod resolver;
-mod retry;
 mod scheduler;
 mod send;
 mod table;
@@ -306,7 +305,7 @@ impl Endpoint {
             self.config.replay_window,
         );
         // A handshake installs keys while its connection is still listed.
-        let origin = match self.hs.conns.contains_key(&peer) {
+        let origin = match self.peers.handshakes.contains_key(&peer) {
             true => Origin::Handshake,
             false => Origin::Installed,
         };
@@ -340,24 +339,23 @@ impl Endpoint {
             return;
         };
         self.forget_servers(pid, None);
-        self.load.in_service = self
-            .rpcs
-            .servers
-            .iter()
-            .filter(|(_, s)| matches!(s.state, ServerState::InService))
-            .count();
-        self.outbox.pending_acks.retain(|(p, _), _| *p != peer);
+        self.outbox.forget_acks(peer);
         self.fail_clients(pid, None);
     }
 
     /// Frees the peer's requests (of key epoch `epoch`, or all) without
-    /// a word to it: their session or epoch ends.
+    /// a word to it: their session or epoch ends. Those the application
+    /// held leave `Load::in_service` (found through the peer's index: no
+    /// recount over every RPC).
     pub(crate) fn forget_servers(&mut self, pid: PeerId, epoch: Option<u64>) {
         let Some(slots) = self.peers.at(pid).map(|p| p.rpcs.servers_of(epoch)) else {
             return;
         };
         for slot in slots {
-            if let Some((rkey, _)) = self.rpcs.servers.remove(slot) {
+            if let Some((rkey, rpc)) = self.rpcs.servers.remove(slot) {
+                if matches!(rpc.state, ServerState::InService) {
+                    self.load.in_service = self.load.in_service.saturating_sub(1);
+                }
                 if let Some(r) = self.peers.rpcs_mut(pid) {
                     r.remove_server(rkey.epoch, rkey.id, slot);
                 }
@@ -430,7 +428,7 @@ impl Endpoint {
             }
         );
         // A fresh request always has bytes to send (its unscheduled part).
-        if self.is_quarantined(now, peer) {
+        if self.peers.is_quarantined(now, peer) {
             // The network said nothing answers there, a moment ago: fail
             // without sending (Endpoint::peer_unreachable).
             self.fail_client(handle, RpcError::Unreachable);
@@ -542,6 +540,48 @@ impl Endpoint {
         false
     }
 
+    /// Handles one receive batch (what one `recvmmsg` returned, GRO
+    /// segments split, in order): validated addresses' datagrams first,
+    /// then the heads of the other runs, then their tails, each in order,
+    /// the last two within `Config::unvalidated_per_batch`
+    /// (`admission.rs`). A datagram whose address authenticated earlier in
+    /// the batch is handled whatever the budget.
+    pub fn handle_batch<'a, I>(&mut self, now: Instant, batch: I)
+    where
+        I: Iterator<Item = (SocketAddr, &'a [u8])> + Clone,
+    {
+        let batch = batch.map(|(from, datagram)| (from, datagram, ()));
+        self.handle_batch_with(now, batch, |ep, now, from, datagram, ()| {
+            ep.handle_datagram_in_batch(now, from, datagram);
+        });
+    }
+
+    /// [`Endpoint::handle_batch`] over datagrams that carry something
+    /// more (`T`: nothing, or receive offload's marks), each handled by
+    /// `handle`.
+    pub(crate) fn handle_batch_with<'a, T, I, F>(&mut self, now: Instant, batch: I, handle: F)
+    where
+        T: Copy,
+        I: Iterator<Item = (SocketAddr, &'a [u8], T)> + Clone,
+        F: Fn(&mut Self, Instant, SocketAddr, &'a [u8], T),
+    {
+        self.trace_now(now);
+        let mut turns = std::mem::take(&mut self.buffers.batch_turns);
+        let rx = admission::Receiver {
+            vouched: |ep: &Self, from| ep.peers.vouched_for(&from),
+            handle: |ep: &mut Self, from, datagram, extra| handle(ep, now, from, datagram, extra),
+            refuse: |ep: &mut Self, from, datagram: &[u8]| {
+                ep.counters.stats.datagrams_rx += 1;
+                ep.counters.stats.bytes_rx += datagram.len() as u64;
+                ep.drop_packet(from, DropReason::OverBudget);
+            },
+        };
+        let budget = self.config.unvalidated_per_batch;
+        admission::handle_in_order(self, &mut turns, budget, batch, rx);
+        self.buffers.batch_turns = turns;
+        self.forget_route();
+    }
+
     /// Queues every pending ACK batch now rather than when its delay
     /// (`Timer::AckDelay`, a tick) expires: for a driver about to close
     /// its socket, so that servers free the RPCs we completed at once
@@ -562,7 +602,7 @@ impl Endpoint {
 
     /// The next event for the application.
     pub fn poll_event(&mut self) -> Option<Event> {
-        self.outbox.events.pop_front()
+        self.outbox.pop_event()
     }
 
     /// Turns the event trace on or off ([`crate::trace`]); off by default.
@@ -742,7 +782,7 @@ impl Endpoint {
                     error: error.clone(),
                 }
             );
-            self.outbox.events.push_back(Event::Failed { rpc, error });
+            self.outbox.push_event(Event::Failed { rpc, error });
         }
     }
 

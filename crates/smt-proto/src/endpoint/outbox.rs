@@ -13,15 +13,15 @@ use crate::wire::{AckIds, Body, Repr};
 pub(crate) struct Outbox {
     /// Control packets in sending order, each with its peer and key epoch
     /// (KEY_UPDATE goes to the front: `Endpoint::queue_control`).
-    pub control: VecDeque<(SocketAddr, u64, Repr)>,
+    control: VecDeque<(SocketAddr, u64, Repr)>,
     /// ACK batches by (peer, epoch), until `Timer::AckDelay` or 16 IDs; an
     /// entry stays while its peer keeps completing RPCs.
-    pub pending_acks: BTreeMap<(SocketAddr, u64), AckIds>,
+    pending_acks: BTreeMap<(SocketAddr, u64), AckIds>,
     /// Datagrams built ahead (a failed handshake's alert, a stateless
     /// RETRY), sent before anything else.
-    pub prebuilt: VecDeque<(SocketAddr, Vec<u8>)>,
+    prebuilt: VecDeque<(SocketAddr, Vec<u8>)>,
     /// Events for the application, in order.
-    pub events: VecDeque<Event>,
+    events: VecDeque<Event>,
 }
 
 impl Outbox {
@@ -49,5 +49,78 @@ impl Outbox {
             Body::KeyUpdate => self.control.push_front((peer, epoch, repr)),
             _ => self.control.push_back((peer, epoch, repr)),
         }
+    }
+
+    /// Drops the ACK batches pending for `peer` (its session ends): its
+    /// entries only, found by range (the map is ordered by peer first).
+    pub fn forget_acks(&mut self, peer: SocketAddr) {
+        while let Some((&key, _)) = self.pending_acks.range((peer, 0)..=(peer, u64::MAX)).next() {
+            self.pending_acks.remove(&key);
+        }
+    }
+
+    /// Queues an event for the application.
+    #[inline]
+    pub fn push_event(&mut self, event: Event) {
+        self.events.push_back(event);
+    }
+
+    /// The oldest event not yet taken.
+    #[inline]
+    pub fn pop_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Queues a datagram built ahead for `to`.
+    #[inline]
+    pub fn push_prebuilt(&mut self, to: SocketAddr, bytes: Vec<u8>) {
+        self.prebuilt.push_back((to, bytes));
+    }
+
+    /// Datagrams built ahead and not yet sent.
+    #[inline]
+    pub fn prebuilt_len(&self) -> usize {
+        self.prebuilt.len()
+    }
+
+    /// The oldest datagram built ahead.
+    #[inline]
+    pub fn pop_prebuilt(&mut self) -> Option<(SocketAddr, Vec<u8>)> {
+        self.prebuilt.pop_front()
+    }
+
+    /// The next control packet's peer and key epoch, and the packet.
+    #[inline]
+    pub fn next_control(&self) -> Option<(SocketAddr, u64, &Repr)> {
+        self.control.front().map(|(p, e, r)| (*p, *e, r))
+    }
+
+    /// Takes the next control packet.
+    #[inline]
+    pub fn pop_control(&mut self) -> Option<(SocketAddr, u64, Repr)> {
+        self.control.pop_front()
+    }
+
+    /// Adds `id` to the ACK batch of (`peer`, `epoch`); returns the batch
+    /// if that filled it (to be sent at once, its entry left empty).
+    #[inline]
+    pub fn add_ack(&mut self, peer: SocketAddr, epoch: u64, id: u64) -> Option<AckIds> {
+        let ids = self.pending_acks.entry((peer, epoch)).or_default();
+        ids.push(id);
+        ids.is_full().then(|| std::mem::take(ids))
+    }
+
+    /// Queues every pending ACK batch, sent from `local_port`. An entry
+    /// stays (emptied) while its peer and epoch keep completing RPCs, so a
+    /// steady stream does not allocate a map node per batch; entries with
+    /// nothing to send since the last batch are removed.
+    pub fn send_acks(&mut self, local_port: u16) {
+        let mut pending = std::mem::take(&mut self.pending_acks);
+        pending.retain(|_, ids| !ids.is_empty());
+        for (&(peer, epoch), ids) in pending.iter_mut() {
+            let ids = std::mem::take(ids);
+            self.queue_control(local_port, peer, epoch, 0, Body::Ack(ids));
+        }
+        self.pending_acks = pending;
     }
 }

@@ -149,7 +149,7 @@ impl Endpoint {
         echo.emit(&mut Packet::new_unchecked(&mut bytes[..len]));
         let tag = tx.control_tag(&bytes[..len]);
         bytes[len..].copy_from_slice(&tag);
-        self.outbox.prebuilt.push_back((to, bytes));
+        self.outbox.push_prebuilt(to, bytes);
         self.counters.stats.path_echoes_tx += 1;
     }
 
@@ -164,26 +164,15 @@ impl Endpoint {
             .collect();
         for (pid, addr) in peers {
             self.queue_path_echo(pid, addr);
-            let Some(mut fb) = self.peers.at_mut(pid).and_then(|p| p.pathlet.take()) else {
+            // The peer's own index says which of its messages are still
+            // there (no scan of every RPC).
+            let Some(p) = self.peers.at_mut(pid) else {
                 continue;
             };
-            fb.tick(now, |id| self.sends_message(addr, id));
-            if let Some(p) = self.peers.at_mut(pid) {
-                p.pathlet = Some(fb);
+            if let Some(fb) = p.pathlet.as_deref_mut() {
+                let rpcs = &p.rpcs;
+                fb.tick(now, |id| rpcs.has_id(id));
             }
         }
-    }
-
-    /// Whether an RPC whose message `id` goes to `peer` is still there.
-    fn sends_message(&self, peer: SocketAddr, id: u64) -> bool {
-        self.rpcs
-            .clients
-            .iter()
-            .any(|(_, c)| c.peer == peer && c.id == id)
-            || self
-                .rpcs
-                .servers
-                .iter()
-                .any(|(k, _)| k.peer == peer && k.id == id)
     }
 }

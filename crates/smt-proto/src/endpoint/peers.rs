@@ -8,18 +8,34 @@
 //! operations (simulations must not depend on a hasher's seed).
 
 use std::net::SocketAddr;
+use std::time::Instant;
 
+use super::handshake::HandshakeConn;
 use super::peer::{Origin, Peer};
 use super::table::{PeerRpcs, RpcKey};
-use super::{HashMap, RpcHandle};
+use super::HashMap;
 use crate::rpc::ServerSlot;
+use crate::rpc::{MsgKey, RpcHandle, ServerRpcHandle};
 use crate::slab::Slab;
 
-/// A peer's slot: index and generation in [`Peers`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) struct PeerId {
-    index: u32,
-    generation: u32,
+/// Peers remembered as unreachable at once ([`Peers::quarantine`]).
+const MAX_UNREACHABLE: usize = 1024;
+
+pub(crate) use super::peer::id::PeerId;
+
+/// Where the last DATA packet of a receive batch went, for the next one of
+/// the same message (`Endpoint::process_on_route`, `recv.rs`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LastRoute {
+    pub(crate) from: SocketAddr,
+    pub(crate) peer: PeerId,
+    pub(crate) phase: bool,
+    pub(crate) key: ServerRpcHandle,
+    pub(crate) msg: MsgKey,
+    /// Packets that took the route, and their bytes, not yet in the
+    /// peer's counters.
+    pub(crate) datagrams: u64,
+    pub(crate) bytes: u64,
 }
 
 /// The peers, by slot, with the one address map that demultiplexes, and
@@ -43,10 +59,14 @@ pub(crate) struct Peers {
     pub(crate) unvalidated: std::collections::VecDeque<(SocketAddr, u64)>,
     /// Peers the network reported unreachable, and until when calls and
     /// handshakes to them fail without sending (`peer_unreachable`).
-    pub(crate) unreachable: HashMap<SocketAddr, std::time::Instant>,
+    pub(crate) unreachable: HashMap<SocketAddr, Instant>,
+    /// Handshakes in progress (or just finished, answering late copies),
+    /// by peer address: each with where its peer is on the way to keys
+    /// (`HandshakeConn::state`).
+    pub(crate) handshakes: std::collections::BTreeMap<SocketAddr, HandshakeConn>,
     /// The route of the last DATA packet of the receive batch being
     /// handled (`recv.rs`); `None` between calls.
-    pub(crate) last_route: Option<super::recv::LastRoute>,
+    pub(crate) last_route: Option<LastRoute>,
 }
 
 impl Peers {
@@ -58,18 +78,20 @@ impl Peers {
 
     #[inline]
     pub fn at(&self, id: PeerId) -> Option<&Peer> {
-        self.slab.get(id.index, id.generation).map(|(_, p)| p)
+        self.slab.get(id.index(), id.generation()).map(|(_, p)| p)
     }
 
     #[inline]
     pub fn at_mut(&mut self, id: PeerId) -> Option<&mut Peer> {
-        self.slab.get_mut(id.index, id.generation).map(|(_, p)| p)
+        self.slab
+            .get_mut(id.index(), id.generation())
+            .map(|(_, p)| p)
     }
 
     /// The peer in slot `id` with its address.
     #[inline]
     pub fn entry_mut(&mut self, id: PeerId) -> Option<(SocketAddr, &mut Peer)> {
-        let (addr, p) = self.slab.get_mut(id.index, id.generation)?;
+        let (addr, p) = self.slab.get_mut(id.index(), id.generation())?;
         Some((*addr, p))
     }
 
@@ -108,13 +130,13 @@ impl Peers {
         self.count_origin(peer.origin, true);
         let old = self.remove(&addr);
         let (index, generation) = self.slab.insert((addr, peer));
-        self.by_addr.insert(addr, PeerId { index, generation });
+        self.by_addr.insert(addr, PeerId::new(index, generation));
         old
     }
 
     pub fn remove(&mut self, addr: &SocketAddr) -> Option<Peer> {
         let id = self.by_addr.remove(addr)?;
-        let (_, old) = self.slab.remove(id.index, id.generation)?;
+        let (_, old) = self.slab.remove(id.index(), id.generation())?;
         self.count_origin(old.origin, false);
         Some(old)
     }
@@ -128,6 +150,99 @@ impl Peers {
         let was = std::mem::replace(&mut p.origin, origin);
         self.count_origin(was, false);
         self.count_origin(origin, true);
+    }
+
+    /// Whether what comes from `addr` is vouched for: its session has
+    /// authenticated a packet from it, the application installed its keys
+    /// for that address (it chose to talk to it), or a handshake with it
+    /// was opened by us or with a valid retry token. (Keys the resolver
+    /// derived for any address that asks are not a voucher, nor are keys a
+    /// responder's handshake made that the peer has not used yet: a PSK
+    /// hello and its reply are exchanged without the key.)
+    pub fn vouched_for(&self, addr: &SocketAddr) -> bool {
+        self.get(addr)
+            .is_some_and(|p| p.proven || p.origin == Origin::Installed)
+            || self
+                .handshakes
+                .get(addr)
+                .is_some_and(|c| c.vouches_for_its_packets())
+    }
+
+    /// The handshakes a flood of spoofed openings could have made: all but
+    /// the finished ones whose peer proved its address (by a retry token
+    /// or an authenticated packet) and the ones we started. A finished
+    /// handshake stays `handshake_abort_ticks` (100 ms) to answer late
+    /// copies; counting those made a server that completed more than
+    /// `retry_above_handshakes` genuine handshakes in that time answer
+    /// every new client with a RETRY, and a 0-RTT client pay a round trip
+    /// (`smt bench-handshake`'s 0-RTT tail).
+    pub fn busy_handshakes(&self) -> usize {
+        let settled = |peer: &SocketAddr, c: &HandshakeConn| {
+            c.initiator
+                || (c.keys_installed()
+                    && (c.address_validated() || self.get(peer).is_some_and(|p| p.validated())))
+        };
+        self.handshakes
+            .iter()
+            .filter(|(peer, c)| !settled(peer, c))
+            .count()
+    }
+
+    /// Whether `addr` holds something a sweep must not end: RPCs, or a
+    /// handshake.
+    pub fn is_busy(&self, addr: &SocketAddr, peer: &Peer) -> bool {
+        !peer.rpcs.is_empty() || self.handshakes.contains_key(addr)
+    }
+
+    /// The sessions a handshake made whose peer has sent nothing
+    /// authenticated for `timeout` and that hold no RPC or handshake (a
+    /// session never heard from is timed from now).
+    pub fn idle_handshake_sessions(
+        &mut self,
+        now: Instant,
+        timeout: std::time::Duration,
+    ) -> Vec<SocketAddr> {
+        let handshakes = &self.handshakes;
+        let mut idle = Vec::new();
+        let handshaken = self
+            .slab
+            .iter_mut()
+            .map(|(_, _, (a, p))| (&*a, p))
+            .filter(|(_, p)| p.origin == Origin::Handshake);
+        for (addr, p) in handshaken {
+            let heard = *p.heard.get_or_insert(now);
+            let busy = !p.rpcs.is_empty() || handshakes.contains_key(addr);
+            if now >= heard + timeout && !busy {
+                idle.push(*addr);
+            }
+        }
+        idle
+    }
+
+    /// Remembers `peer` as unreachable until `until`; at most
+    /// [`MAX_UNREACHABLE`] at once (forged ICMP cannot grow it).
+    pub fn quarantine(&mut self, now: Instant, peer: SocketAddr, until: Instant) {
+        if self.unreachable.len() >= MAX_UNREACHABLE {
+            self.unreachable.retain(|_, until| *until > now);
+        }
+        if self.unreachable.len() < MAX_UNREACHABLE {
+            self.unreachable.insert(peer, until);
+        }
+    }
+
+    /// Whether `peer` was reported unreachable a moment ago.
+    pub fn is_quarantined(&mut self, now: Instant, peer: SocketAddr) -> bool {
+        if self.unreachable.is_empty() {
+            return false; // the per-call case: no hashing
+        }
+        match self.unreachable.get(&peer) {
+            Some(&until) if until > now => true,
+            Some(_) => {
+                self.unreachable.remove(&peer);
+                false
+            }
+            None => false,
+        }
     }
 
     /// Peers whose sessions the key resolver made.
@@ -164,10 +279,6 @@ impl Peers {
     pub fn slots(&self) -> impl Iterator<Item = (PeerId, &SocketAddr, &Peer)> {
         self.slab
             .iter()
-            .map(|(index, generation, (a, p))| (PeerId { index, generation }, a, p))
-    }
-
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&SocketAddr, &mut Peer)> {
-        self.slab.iter_mut().map(|(_, _, (a, p))| (&*a, p))
+            .map(|(index, generation, (a, p))| (PeerId::new(index, generation), a, p))
     }
 }

@@ -1,62 +1,20 @@
 //! `handle_datagram`: parse, authenticate, route. Every rejection is a
 //! counted [`DropReason`], never an error returned to the caller.
 
+mod packet;
 mod rpc;
 
+use packet::{parse_header, ports_match, starts_with_path};
+use rpc::{store_fast, store_parts, DataIn, Fast, StoreParts};
 use std::net::SocketAddr;
 use std::time::Instant;
 
 use super::peer::KeyUpdateSeen;
-use super::peers::PeerId;
-use super::table::RpcKey;
+use super::peers::{LastRoute, PeerId};
 use super::{trace_event, Endpoint, MsgKey, ServerRpcHandle};
-use crate::crypto::TAG_LEN;
 use crate::error::DropReason;
 use crate::trace::{PacketSummary, Traced};
-use crate::wire::{Body, DataHeader, Packet, PacketType, Packets, Repr, WireError};
-
-/// Where the last DATA packet of a receive batch went, for the next one of
-/// the same message (`Endpoint::process_on_route`).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct LastRoute {
-    from: SocketAddr,
-    peer: PeerId,
-    phase: bool,
-    key: ServerRpcHandle,
-    msg: MsgKey,
-    /// Packets that took the route, and their bytes, not yet in the
-    /// peer's counters.
-    datagrams: u64,
-    bytes: u64,
-}
-
-/// The internal key of an RPC of peer `peer` with wire key `key`.
-fn rpc_key(peer: PeerId, key: &ServerRpcHandle) -> RpcKey {
-    RpcKey {
-        peer,
-        epoch: key.epoch,
-        id: key.id,
-    }
-}
-
-/// Splits a control packet into the authenticated part and its MAC.
-pub(super) fn split_tag(datagram: &[u8]) -> Result<(&[u8], &[u8; TAG_LEN]), DropReason> {
-    let split = datagram
-        .len()
-        .checked_sub(TAG_LEN)
-        .ok_or(DropReason::Malformed)?;
-    let (body, tag) = datagram.split_at(split);
-    let tag: &[u8; TAG_LEN] = tag.try_into().map_err(|_| DropReason::Malformed)?;
-    Ok((body, tag))
-}
-
-/// The destination port is ours (when we know it) and the source port is
-/// zero (the sender did not know its port) or the datagram's.
-fn ports_match(packet: &Packet<&[u8]>, local_port: u16, from: SocketAddr) -> bool {
-    let dst_ok = local_port == 0 || packet.dst_port() == local_port;
-    let src_ok = packet.src_port() == 0 || packet.src_port() == from.port();
-    dst_ok && src_ok
-}
+use crate::wire::{Body, Packet, PacketType, Packets, Repr};
 
 impl Endpoint {
     /// Processes one datagram received from `from`. Malformed, forged,
@@ -184,8 +142,12 @@ impl Endpoint {
 
     /// A packet of a session (any but HANDSHAKE): the peer found once,
     /// the packet checked against its keys, the header parsed once, then
-    /// one match on what it carries. (Its one call site inlines it:
-    /// `process` and it were one function.)
+    /// one match on what it carries. DATA takes the fast path with the
+    /// peer found here: one peer and one RPC lookup per packet. (The
+    /// receive key is taken from the peer where records are opened:
+    /// holding it, an `Arc` clone, cost an atomic increment and decrement
+    /// per packet. Its one call site inlines it: `process` and it were one
+    /// function.)
     #[inline(always)]
     fn process_from_peer(
         &mut self,
@@ -195,12 +157,8 @@ impl Endpoint {
         datagram: &[u8],
     ) -> Result<(), DropReason> {
         let ty = packet.packet_type();
-        // The packet's one address hash: from here on the peer is its
-        // slot, and keys, counters and liveness come from that one entry.
-        let pid = match self.peers.id(&from) {
-            Some(pid) => pid,
-            None if self.stash_early(from, datagram) => return Ok(()),
-            None => self.resolve_session(from)?,
+        let Some(pid) = self.peer_for(from, datagram)? else {
+            return Ok(());
         };
         let authenticate = self.config.authenticate_control;
         let id_limit = self.config.seq_layout.id_limit();
@@ -214,35 +172,62 @@ impl Endpoint {
         if ty == PacketType::PATH_ECHO {
             return self.on_path_echo(now, pid, &packet);
         }
-        // The header, parsed once (here: a `Repr` returned from a helper
-        // was copied with `memcpy`, per packet).
-        let repr = Repr::parse(&packet).map_err(|e| match e {
-            WireError::UnknownType(_) => DropReason::UnknownType,
-            _ => DropReason::Malformed,
-        })?;
-        if repr.id >= id_limit {
-            return Err(DropReason::Malformed);
-        }
-        let local = peer.session.is_local_id(repr.id);
+        let repr = parse_header(&packet, id_limit)?;
+        let (local, validated) = (peer.session.is_local_id(repr.id), peer.validated());
+        let id = repr.id;
         let key = ServerRpcHandle {
             peer: from,
             epoch,
-            id: repr.id,
+            id,
         };
-        match repr.body {
-            Body::Data(h) => {
-                // The receive key is taken from the peer entry again where
-                // records are opened: holding it (an `Arc` clone) across
-                // the call cost an atomic increment and decrement per
-                // packet.
-                let receiving = self.on_data(now, pid, key, local, &h, packet.payload())?;
-                if let Some(msg) = receiving {
-                    self.remember_route(pid, phase, key, msg);
-                }
-                Ok(())
-            }
-            body => self.on_control(now, pid, key, local, body),
+        let h = match repr.body {
+            Body::Data(h) => h,
+            body => return self.on_control(now, pid, key, local, body),
+        };
+        let d = DataIn::new(now, pid, key, &h, packet.payload());
+        let opened_before = self.counters.stats.records_opened;
+        let fast = store_fast(peer, &mut self.rpcs, store_parts!(self), d, local);
+        let receiving = self.after_fast(d, fast, opened_before)?;
+        if let Some(msg) = receiving.filter(|_| validated) {
+            self.remember_route(pid, phase, key, msg);
         }
+        Ok(())
+    }
+
+    /// The slot of the peer at `from`: the packet's one address hash (from
+    /// here on the peer is its slot, and keys, counters and liveness come
+    /// from that one entry). `None`: no session yet, and the packet was
+    /// kept for the handshake in progress.
+    #[inline(always)]
+    fn peer_for(
+        &mut self,
+        from: SocketAddr,
+        datagram: &[u8],
+    ) -> Result<Option<PeerId>, DropReason> {
+        match self.peers.id(&from) {
+            Some(pid) => Ok(Some(pid)),
+            None if self.stash_early(from, datagram) => Ok(None),
+            None => self.resolve_session(from).map(Some),
+        }
+    }
+
+    /// Finishes what the fast path began: a stored packet's outcome
+    /// (`after_store`), or the new message it asked for, made and stored.
+    #[inline(always)]
+    fn after_fast(
+        &mut self,
+        d: DataIn<'_>,
+        fast: Fast,
+        opened_before: u64,
+    ) -> Result<Option<MsgKey>, DropReason> {
+        let msg = match fast {
+            Fast::Stored(msg, outcome) => return self.after_store(d, msg, outcome, opened_before),
+            Fast::NewRequest => self.new_request(d)?,
+            Fast::NewResponse(handle) => self.new_response(d, handle)?,
+            Fast::UnknownResponse => return Err(self.unknown_response(d.pid, d.key)),
+            Fast::Dropped(e) => return Err(e),
+        };
+        self.store_data(d, msg)
     }
 
     /// The next DATA packet of the message the last one of this batch went
@@ -278,7 +263,14 @@ impl Endpoint {
             route.datagrams += 1;
             route.bytes += packet.as_bytes().len() as u64;
         }
-        let result = self.store_data(now, pid, key, msg, &h, packet.payload());
+        let d = DataIn {
+            now,
+            pid,
+            key,
+            h: &h,
+            payload: packet.payload(),
+        };
+        let result = self.store_data(d, msg);
         if !matches!(result, Ok(Some(_))) {
             self.forget_route();
         }
@@ -286,20 +278,19 @@ impl Endpoint {
     }
 
     /// Keeps the route of a DATA packet stored for a message still being
-    /// received, if its peer's address is validated (an unvalidated one
-    /// counts the bytes it sends, per packet).
+    /// received. Only for a peer whose address is validated (the caller
+    /// checks, with the peer in hand): an unvalidated one counts the bytes
+    /// it sends, per packet.
     fn remember_route(&mut self, peer: PeerId, phase: bool, key: ServerRpcHandle, msg: MsgKey) {
-        if self.peers.at(peer).is_some_and(|p| p.validated) {
-            self.peers.last_route = Some(LastRoute {
-                from: key.peer,
-                peer,
-                phase,
-                key,
-                msg,
-                datagrams: 0,
-                bytes: 0,
-            });
-        }
+        self.peers.last_route = Some(LastRoute {
+            from: key.peer,
+            peer,
+            phase,
+            key,
+            msg,
+            datagrams: 0,
+            bytes: 0,
+        });
     }
 
     /// Ends the route: the packets that took it are counted in their peer's
@@ -308,6 +299,11 @@ impl Endpoint {
         let Some(route) = self.peers.last_route.take() else {
             return;
         };
+        if route.datagrams == 0 {
+            // A lone packet's route: nothing took it, nothing to count
+            // (and no lookup of the peer).
+            return;
+        }
         if let Some(p) = self.peers.at_mut(route.peer) {
             p.session.stats.datagrams_rx += route.datagrams;
             p.session.stats.bytes_rx += route.bytes;
@@ -356,23 +352,6 @@ impl Endpoint {
 
     // ---- DATA ----
 
-    fn on_data(
-        &mut self,
-        now: Instant,
-        pid: PeerId,
-        key: ServerRpcHandle,
-        local: bool,
-        h: &DataHeader,
-        payload: &[u8],
-    ) -> Result<Option<MsgKey>, DropReason> {
-        let msg = if local {
-            self.response_key(now, pid, key, h)?
-        } else {
-            self.request_key(now, pid, key, h)?
-        };
-        self.store_data(now, pid, key, msg, h, payload)
-    }
-
     // ---- control ----
 
     fn on_control(
@@ -403,10 +382,4 @@ impl Endpoint {
             self.on_control_for_server(pid, key, body)
         }
     }
-}
-
-/// Whether a datagram's first packet is a PATH (its type byte; the parse
-/// comes later).
-fn starts_with_path(datagram: &[u8]) -> bool {
-    Packet::new_checked(datagram).is_ok_and(|p| p.packet_type() == PacketType::PATH)
 }

@@ -104,7 +104,7 @@ impl Endpoint {
     /// datagram or a handshake packet (both travel alone: no epoch), else a
     /// control packet, else DATA.
     fn write_first_packet(&mut self, buf: &mut [u8]) -> Option<(Transmit, Option<u64>)> {
-        if let Some((destination, bytes)) = self.outbox.prebuilt.pop_front() {
+        if let Some((destination, bytes)) = self.outbox.pop_prebuilt() {
             let len = bytes.len().min(buf.len());
             buf[..len].copy_from_slice(&bytes[..len]);
             return Some((Transmit { destination, len }, None));
@@ -113,7 +113,7 @@ impl Endpoint {
             return Some((Transmit { destination, len }, None));
         }
         loop {
-            match self.outbox.control.pop_front() {
+            match self.outbox.pop_control() {
                 // A control packet of an epoch already forgotten is dropped.
                 Some((peer, epoch, repr)) => {
                     if let Some(t) = self.write_control(peer, epoch, &repr, buf) {
@@ -142,11 +142,11 @@ impl Endpoint {
         if buf.len() < MIN_PACKET_LEN {
             return None;
         }
-        while let Some((peer, epoch, repr)) = self.outbox.control.front() {
-            if (*peer, *epoch) != to || self.control_len(repr) > buf.len() {
+        while let Some((peer, epoch, repr)) = self.outbox.next_control() {
+            if (peer, epoch) != to || self.control_len(repr) > buf.len() {
                 return None;
             }
-            let (to, epoch, repr) = self.outbox.control.pop_front()?;
+            let (to, epoch, repr) = self.outbox.pop_control()?;
             if let Some(t) = self.write_control(to, epoch, &repr, buf) {
                 return Some(t.len);
             }

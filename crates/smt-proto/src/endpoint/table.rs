@@ -12,7 +12,7 @@
 //! Iteration is in slot order: deterministic for a given sequence of
 //! operations (simulations must not depend on a hasher's seed).
 
-use super::peers::PeerId;
+use super::peer::id::PeerId;
 use super::{HashMap, RpcHandle, ServerRpcHandle};
 use crate::rpc::{ClientRpc, ServerMsg, ServerRpc, ServerSlot};
 use crate::slab::Slab;
@@ -163,6 +163,12 @@ impl PeerRpcs {
             .iter()
             .filter(move |((e, _), _)| *e == epoch)
             .map(|(_, h)| *h)
+    }
+
+    /// Whether one of its RPCs, either way and of any key epoch, has
+    /// message ID `id`.
+    pub fn has_id(&self, id: u64) -> bool {
+        self.clients.keys().any(|&(_, i)| i == id) || self.servers.keys().any(|&(_, i)| i == id)
     }
 
     /// Whether it has a request of key epoch `epoch`.

@@ -135,7 +135,7 @@ impl Endpoint {
         let unconfirmed = !self.peers.key_updates.is_empty();
         if !self.rpcs.clients.is_empty()
             || !self.rpcs.servers.is_empty()
-            || !self.hs.conns.is_empty()
+            || !self.peers.handshakes.is_empty()
             || !self.peers.unvalidated.is_empty()
             || unconfirmed
         {

@@ -92,14 +92,14 @@ fn census(handshakes: &BTreeMap<SocketAddr, HandshakeConn>, ip: IpAddr) -> Censu
         if conn.initiator {
             continue; // ours: never displaced, not a peer's share
         }
-        if !conn.keys_installed {
+        if !conn.keys_installed() {
             census.same_ip += usize::from(addr.ip() == ip);
             census.same_prefix += usize::from(Prefix::of(addr.ip()) == prefix);
         }
         // Finished first (`true` sorts first reversed), then oldest.
-        let rank = (!conn.keys_installed, conn.started, *addr);
+        let rank = (!conn.keys_installed(), conn.started, *addr);
         if census.oldest.is_none_or(|(k, t, a)| rank < (!k, t, a)) {
-            census.oldest = Some((conn.keys_installed, conn.started, *addr));
+            census.oldest = Some((conn.keys_installed(), conn.started, *addr));
         }
     }
     census

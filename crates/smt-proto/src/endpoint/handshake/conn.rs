@@ -4,40 +4,118 @@
 //! early, and the HANDSHAKE packet that carries a chunk of the stream.
 //! What the endpoint does with it is `handshake.rs`.
 
-use super::reorder::Reassembly;
-use crate::crypto::TAG_LEN;
+use super::reorder::{Reassembly, WINDOW_COST};
+use crate::config::Config;
+use crate::endpoint::peer::{Budget, PeerState};
+use crate::endpoint::tick::is_resend_tick;
 use crate::error::DropReason;
-use crate::handshake::{AddressProof, Handshake};
-use crate::wire::{Body, HandshakeKind, Packet, Repr, COMMON_HEADER_LEN, HANDSHAKE_TOKEN};
+use crate::handshake::Handshake;
 use crate::SessionKeys;
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+
+use crate::wire::{
+    Body, HandshakeKind, Packet, Repr, COMMON_HEADER_LEN, HANDSHAKE_RETRY, HANDSHAKE_TOKEN,
+};
 
 /// HANDSHAKE header length (common header + offset, ack, len, kind).
 pub(super) const HEADER_LEN: usize = COMMON_HEADER_LEN + 12;
 /// Bytes of a stream's opening remembered to recognise a new handshake.
 const OPENING: usize = 64;
-/// Datagrams buffered per peer while its keys are not installed yet (or
-/// while new keys wait for the peer to prove its address).
-pub(super) const MAX_EARLY: usize = 64;
-/// ... and their bytes: datagrams may be up to 64 KiB, so the count alone
-/// would let each handshake hold 4 MiB.
-pub(super) const MAX_EARLY_BYTES: usize = 128 * 1024;
+/// Out-of-order handshake bytes all handshakes may hold at once (each
+/// handshake's window is `reorder::WINDOW_COST`): past it a chunk that
+/// would open another window is dropped, and its sender sends it again
+/// once the bytes before it have arrived (they are not acknowledged).
+/// 128 windows (4.5 MiB): genuine handshakes rarely reorder at all.
+pub(super) const MAX_REORDER_TOTAL: usize = 128 * WINDOW_COST;
 
-/// Whether one more datagram of `len` bytes fits a buffer of early ones.
-pub(super) fn early_fits(buffered: &[Vec<u8>], len: usize) -> bool {
-    buffered.len() < MAX_EARLY
-        && buffered.iter().map(Vec::len).sum::<usize>() + len <= MAX_EARLY_BYTES
+/// What a chunk of the peer's stream gave ([`HandshakeConn::take_chunk`]):
+/// the bytes now in order, and what the reorder window held before and
+/// after.
+pub(super) struct Taken {
+    pub(super) bytes: Vec<u8>,
+    pub(super) held_before: usize,
+    pub(super) held_after: usize,
 }
 
-/// A responder's keys for a peer that already has a session, held aside
-/// until the peer proves its address ([`AddressProof`]): a spoofed first
-/// flight must not replace the session of the address it claims.
-pub(super) struct Held {
-    pub(super) keys: SessionKeys,
+/// The HANDSHAKE header of a packet, parsed.
+#[derive(Clone, Copy)]
+pub(super) struct Chunk {
+    pub(super) offset: u32,
+    pub(super) ack: u32,
+    pub(super) kind: HandshakeKind,
+    pub(super) flags: u8,
+}
+
+impl Chunk {
+    pub(super) fn parse(packet: &Packet<&[u8]>) -> Result<Self, DropReason> {
+        let repr = Repr::parse(packet).map_err(|_| DropReason::Malformed)?;
+        match repr.body {
+            Body::Handshake {
+                offset,
+                ack,
+                kind,
+                flags,
+                ..
+            } => Ok(Self {
+                offset,
+                ack,
+                kind,
+                flags,
+            }),
+            _ => Err(DropReason::Malformed),
+        }
+    }
+
+    /// The payload's retry token (only in front of the stream's first
+    /// bytes) and the stream bytes after it.
+    pub(super) fn split_token<'a>(
+        &self,
+        payload: &'a [u8],
+    ) -> Result<(Option<&'a [u8]>, &'a [u8]), DropReason> {
+        match self.flags & HANDSHAKE_TOKEN != 0 {
+            true if self.offset == 0 => {
+                let (t, rest) = super::retry::split_token(payload).ok_or(DropReason::Malformed)?;
+                Ok((Some(t), rest))
+            }
+            true => Err(DropReason::Malformed),
+            false => Ok((None, payload)),
+        }
+    }
+}
+
+/// What an opening brings besides its stream bytes.
+pub(super) struct Opening<'a> {
+    pub(super) kind: HandshakeKind,
+    pub(super) token: Option<&'a [u8]>,
+    /// The datagram's length (a RETRY must be smaller than three).
+    pub(super) received: usize,
+}
+
+/// What the handshake said when pumped ([`HandshakeConn::pump`]): the
+/// range of our stream it just wrote, and the keys it just gave.
+pub(super) struct Pumped {
+    pub(super) fresh: (usize, usize),
+    pub(super) keys: Option<SessionKeys>,
     pub(super) next: Option<SessionKeys>,
-    pub(super) proof: AddressProof,
-    /// The peer's datagrams that the established session refused, kept to
-    /// be processed under the new keys once they are proven.
-    pub(super) stash: Vec<Vec<u8>>,
+}
+
+/// What a tick asks of a handshake ([`HandshakeConn::tick`]).
+pub(super) enum Due {
+    /// Not finished within `Config::handshake_deadline_ticks`: it fails.
+    PastDeadline,
+    /// Silent for `handshake_abort_ticks` before it finished: it fails.
+    Silent,
+    /// Finished, and quiet for `handshake_abort_ticks`: forgotten (its
+    /// session stays).
+    Finished,
+    /// Our bytes `sent[acked..sent]` are due for retransmission (if the
+    /// amplification budget allows).
+    Resend {
+        acked: usize,
+        sent: usize,
+    },
+    Nothing,
 }
 
 /// One handshake in progress (or just finished, answering late copies).
@@ -53,25 +131,24 @@ pub(crate) struct HandshakeConn {
     pub(super) stream: Reassembly,
     pub(super) owe_ack: bool,
     pub(super) silent_ticks: u32,
-    pub(super) keys_installed: bool,
-    pub(super) early: Vec<Vec<u8>>,
+    /// Handshaking, keys held, or keys installed (with the early
+    /// datagrams and held keys that go with each).
+    pub(crate) state: PeerState,
     /// This side started the handshake.
-    pub(super) initiator: bool,
-    /// Datagram bytes received from, and handshake bytes sent to, the peer:
-    /// until a responder has keys it sends at most `AMPLIFICATION` times
-    /// what it received, so a spoofed source cannot use it as an amplifier.
-    pub(super) received_bytes: usize,
-    pub(super) sent_bytes: usize,
+    pub(crate) initiator: bool,
+    /// Datagram bytes received from, and handshake bytes sent to, the
+    /// peer: a responder sends at most `AMPLIFICATION` times what it
+    /// received, so a spoofed source cannot use it as an amplifier.
+    /// Validated from the start if the opening carried a valid retry
+    /// token (the peer owns its address: no amplification limit, no held
+    /// keys needed).
+    pub(super) budget: Budget,
     /// The first bytes the peer's stream opened with: a packet at offset 0
     /// with other bytes is a new handshake (the peer restarted), not a copy.
     pub(super) opening: Vec<u8>,
-    pub(super) held: Option<Held>,
     /// Initiator: the token of the responder's RETRY, sent in front of the
     /// stream's first bytes from then on.
     pub(super) retry_token: Option<Vec<u8>>,
-    /// Responder: the opening carried a valid retry token, so the peer
-    /// owns its address (no amplification limit, no held keys needed).
-    pub(super) address_validated: bool,
     /// The endpoint's tick count when it started (for
     /// `Config::handshake_deadline_ticks` and for choosing whom to
     /// displace from a full table).
@@ -86,7 +163,17 @@ impl HandshakeConn {
     /// it has, the session says whether the peer used them,
     /// `Peer::proven`).
     pub(crate) fn vouches_for_its_packets(&self) -> bool {
-        self.initiator || (self.address_validated && !self.keys_installed)
+        self.initiator || (self.address_validated() && !self.keys_installed())
+    }
+
+    /// Responder: the opening carried a valid retry token.
+    pub(crate) fn address_validated(&self) -> bool {
+        self.budget.is_validated()
+    }
+
+    /// The keys are installed (the handshake answers late copies only).
+    pub(crate) fn keys_installed(&self) -> bool {
+        self.state.keys_installed()
     }
 }
 
@@ -97,7 +184,7 @@ impl std::fmt::Debug for HandshakeConn {
             .field("sent", &self.sent.len())
             .field("acked", &self.acked)
             .field("received", &self.stream.received())
-            .field("keys_installed", &self.keys_installed)
+            .field("keys_installed", &self.keys_installed())
             .finish_non_exhaustive()
     }
 }
@@ -113,15 +200,11 @@ impl HandshakeConn {
             stream: Reassembly::default(),
             owe_ack: false,
             silent_ticks: 0,
-            keys_installed: false,
-            early: Vec::new(),
+            state: PeerState::handshaking(),
             initiator: false,
-            received_bytes: 0,
-            sent_bytes: 0,
+            budget: Budget::new(false),
             opening: Vec::new(),
-            held: None,
             retry_token: None,
-            address_validated: false,
         }
     }
 
@@ -129,13 +212,140 @@ impl HandshakeConn {
         (self.acked as usize) < self.sent.len()
     }
 
-    /// Stores a chunk of the peer's stream; returns the newly contiguous
-    /// bytes to feed to the handshake.
-    pub(super) fn take_in_order(
+    /// Lets the handshake write what it has to say, and takes the keys it
+    /// gives: its first keys once (until they are installed), and the
+    /// next epoch's with them or after.
+    pub(super) fn pump(&mut self) -> Pumped {
+        let start = self.sent.len();
+        self.hs.write(&mut self.sent);
+        let fresh = (start, self.sent.len());
+        let keys = match self.keys_installed() {
+            true => None,
+            false => self.hs.take_keys(),
+        };
+        let next = match self.keys_installed() || keys.is_some() {
+            true => self.hs.take_next_keys(),
+            false => None,
+        };
+        Pumped { fresh, keys, next }
+    }
+
+    /// An initiator's handshake got a RETRY carrying `token`: it opens
+    /// again with it, once (a second RETRY, or one after the peer's bytes
+    /// arrived, is stale or forged and ignored: `None`). Returns how much
+    /// of our stream to send again (all of it).
+    pub(super) fn take_retry(&mut self, token: &[u8]) -> Option<usize> {
+        let fresh = self.initiator && self.retry_token.is_none() && self.stream.received() == 0;
+        if !fresh || token.is_empty() || token.len() > usize::from(u8::MAX) {
+            return None;
+        }
+        self.retry_token = Some(token.to_vec());
+        self.silent_ticks = 0;
+        self.acked = 0;
+        Some(self.sent.len())
+    }
+
+    /// Queues HANDSHAKE packets (peer, stream offset, length) carrying
+    /// `sent[range]` in `chunk`-byte pieces (a bare ACK when the range is
+    /// empty; after a RETRY the first piece also carries the token), and
+    /// counts their bytes against the amplification budget.
+    pub(super) fn queue_bytes(
+        &mut self,
+        peer: SocketAddr,
+        (start, end): (usize, usize),
+        chunk: usize,
+        queue: &mut VecDeque<(SocketAddr, u32, u16)>,
+    ) {
+        let token = self.retry_token.as_ref().map_or(0, |t| 1 + t.len());
+        let mut at = start;
+        loop {
+            let room = match at == 0 {
+                true => chunk.saturating_sub(token).max(1),
+                false => chunk,
+            };
+            let len = (end - at).min(room);
+            queue.push_back((peer, at as u32, len as u16));
+            at += len;
+            if at >= end {
+                break;
+            }
+        }
+        self.owe_ack = false;
+        self.budget.spend(wire_bytes(end - start, chunk));
+    }
+
+    /// One tick passed at tick count `ticks`: what is due. Unacknowledged
+    /// bytes are sent again after `resend_ticks`, then after intervals
+    /// that double up to eight times that; a handshake silent for
+    /// `handshake_abort_ticks` ends.
+    pub(super) fn tick(&mut self, ticks: u64, cfg: &Config) -> Due {
+        self.silent_ticks += 1;
+        let silent = self.silent_ticks;
+        let done = self.keys_installed();
+        if !done && ticks - self.started >= u64::from(cfg.handshake_deadline_ticks) {
+            return Due::PastDeadline;
+        }
+        if silent >= cfg.handshake_abort_ticks {
+            return match done {
+                true => Due::Finished,
+                false => Due::Silent,
+            };
+        }
+        let resend = cfg.resend_ticks;
+        if self.unacked() && is_resend_tick(silent, resend, resend) {
+            return Due::Resend {
+                acked: self.acked as usize,
+                sent: self.sent.len(),
+            };
+        }
+        Due::Nothing
+    }
+
+    /// Whether a chunk at `offset` starts the peer's stream over with other
+    /// bytes once this handshake has keys: a new handshake (the peer, or a
+    /// new peer on the same address, restarted), not a copy.
+    pub(super) fn restarted_by(&self, offset: u32, payload: &[u8]) -> bool {
+        self.state.has_keys()
+            && offset == 0
+            && !payload.is_empty()
+            && !payload.starts_with(&self.opening)
+    }
+
+    /// Takes a chunk of the peer's stream at `offset` (with its ACK of
+    /// ours, from a datagram of `received` bytes), while all handshakes'
+    /// reorder windows hold `windows` bytes: counts the datagram toward
+    /// the amplification budget, takes the ACK, and stores the bytes.
+    pub(super) fn take_chunk(
         &mut self,
         offset: u32,
-        data: &[u8],
-    ) -> Result<Vec<u8>, DropReason> {
+        ack: u32,
+        payload: &[u8],
+        received: usize,
+        windows: usize,
+    ) -> Result<Taken, DropReason> {
+        self.budget.received(received);
+        if ack > self.acked && ack as usize <= self.sent.len() {
+            self.acked = ack;
+            self.silent_ticks = 0;
+        }
+        let held_before = self.stream.held_bytes();
+        if !payload.is_empty()
+            && self.stream.would_allocate(offset)
+            && windows + WINDOW_COST > MAX_REORDER_TOTAL
+        {
+            return Err(DropReason::OverLimit);
+        }
+        let bytes = self.take_in_order(offset, payload)?;
+        Ok(Taken {
+            bytes,
+            held_before,
+            held_after: self.stream.held_bytes(),
+        })
+    }
+
+    /// Stores a chunk of the peer's stream; returns the newly contiguous
+    /// bytes to feed to the handshake.
+    fn take_in_order(&mut self, offset: u32, data: &[u8]) -> Result<Vec<u8>, DropReason> {
         if data.is_empty() {
             return Ok(Vec::new()); // a bare ACK: nothing to acknowledge
         }
@@ -144,35 +354,6 @@ impl HandshakeConn {
             self.opening = data[..data.len().min(OPENING)].to_vec();
         }
         self.stream.take(offset, data)
-    }
-}
-
-impl Held {
-    /// Whether `datagram` is a control packet authenticated under the keys
-    /// that prove the peer's address (their epoch's key phase, their MAC).
-    pub(super) fn is_proven_by(&self, datagram: &[u8]) -> bool {
-        let (keys, phase) = match self.proof {
-            AddressProof::FirstKeys => (Some(&self.keys), false),
-            AddressProof::NextKeys => (self.next.as_ref(), true),
-            _ => (None, false),
-        };
-        let Some(keys) = keys else {
-            return false;
-        };
-        let Ok(packet) = Packet::new_checked(datagram) else {
-            return false;
-        };
-        if !packet.packet_type().is_control() || packet.key_phase() != phase {
-            return false;
-        }
-        let Some(split) = datagram.len().checked_sub(TAG_LEN) else {
-            return false;
-        };
-        let (body, tag) = datagram.split_at(split);
-        let Ok(tag) = <&[u8; TAG_LEN]>::try_from(tag) else {
-            return false;
-        };
-        keys.rx.verify_control_tag(body, tag).is_ok()
     }
 }
 
@@ -217,33 +398,35 @@ pub(super) fn emit_handshake(
     at + chunk.len()
 }
 
+/// A RETRY packet from `port` to `peer` carrying `token` (stateless
+/// retry, `retry.rs`).
+pub(super) fn emit_retry(
+    port: u16,
+    peer: SocketAddr,
+    kind: HandshakeKind,
+    token: &[u8],
+) -> Vec<u8> {
+    let mut packet = vec![0; HEADER_LEN + token.len()];
+    let repr = Repr {
+        src_port: port,
+        dst_port: peer.port(),
+        key_phase: false,
+        id: 0,
+        body: Body::Handshake {
+            offset: 0,
+            ack: 0,
+            len: token.len() as u16,
+            kind,
+            flags: HANDSHAKE_RETRY,
+        },
+    };
+    repr.emit(&mut Packet::new_unchecked(&mut packet[..HEADER_LEN]));
+    packet[HEADER_LEN..].copy_from_slice(token);
+    packet
+}
+
 /// Datagram bytes that carry `len` handshake bytes in `chunk`-byte
 /// packets (a bare ACK when `len` is 0).
 pub(super) fn wire_bytes(len: usize, chunk: usize) -> usize {
     len + HEADER_LEN * len.div_ceil(chunk).max(1)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{early_fits, MAX_EARLY, MAX_EARLY_BYTES};
-
-    #[test]
-    fn early_datagrams_are_bounded_by_count_and_bytes() {
-        let mut held: Vec<Vec<u8>> = Vec::new();
-        while early_fits(&held, 60_000) {
-            held.push(vec![0; 60_000]);
-        }
-        assert_eq!(
-            held.len(),
-            2,
-            "two 60 kB datagrams fit in 128 KiB, a third does not"
-        );
-        let total: usize = held.iter().map(Vec::len).sum();
-        assert!(total <= MAX_EARLY_BYTES);
-        let mut small: Vec<Vec<u8>> = Vec::new();
-        while early_fits(&small, 100) {
-            small.push(vec![0; 100]);
-        }
-        assert_eq!(small.len(), MAX_EARLY);
-    }
 }

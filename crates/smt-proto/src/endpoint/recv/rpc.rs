@@ -22,24 +22,89 @@
 use std::time::Instant;
 
 use super::super::limits::{self, Charge};
+use super::super::offload::Nic;
+use super::super::peer::Peer;
 use super::super::peers::PeerId;
+use super::super::scheduler::Scheduler;
+use super::super::table::RpcTables;
 use super::super::tick::missing;
 use super::super::{
     keep_incoming, trace_event, Endpoint, Event, MsgKey, RpcHandle, ServerRpc, ServerRpcHandle,
     ServerState,
 };
-use super::rpc_key;
+use super::packet::rpc_key;
+use crate::buffers::BufferPool;
+use crate::config::Config;
 use crate::error::DropReason;
 use crate::offload::KeyId;
 use crate::record::OffloadTally;
 use crate::rpc::{Accepted, ClientControl, Incoming, ServerControl, ServerMsg, MESSAGE_OVERHEAD};
 use crate::session::ReplayCheck;
+use crate::stats::Stats;
 use crate::timer::Timer;
 use crate::trace::{FreeReason, MessageKind, Traced};
 use crate::wire::{AckIds, Body, DataHeader};
 
+/// The endpoint's parts a DATA packet is stored with, borrowed field by
+/// field ([`StoreParts`]), so the peer can stay borrowed beside them.
+macro_rules! store_parts {
+    ($ep:ident) => {
+        StoreParts {
+            stats: &mut $ep.counters.stats,
+            scheduler: &mut $ep.scheduler,
+            config: &$ep.config,
+            ledger: &mut $ep.load.ledger,
+            buffers: &mut $ep.buffers.pool,
+            nic: &$ep.nic,
+        }
+    };
+}
+
+pub(super) use store_parts;
+
+/// One DATA packet on its way into its message: when, from which peer,
+/// for which RPC, and what it carries.
+#[derive(Clone, Copy)]
+pub(super) struct DataIn<'p> {
+    pub now: Instant,
+    pub pid: PeerId,
+    pub key: ServerRpcHandle,
+    pub h: &'p DataHeader,
+    pub payload: &'p [u8],
+}
+
+impl<'p> DataIn<'p> {
+    #[inline(always)]
+    pub fn new(
+        now: Instant,
+        pid: PeerId,
+        key: ServerRpcHandle,
+        h: &'p DataHeader,
+        payload: &'p [u8],
+    ) -> Self {
+        Self {
+            now,
+            pid,
+            key,
+            h,
+            payload,
+        }
+    }
+}
+
+/// The endpoint's parts that storing a DATA packet uses besides the peer
+/// and the RPC, borrowed apart so that those two can be held at once.
+pub(super) struct StoreParts<'a> {
+    pub stats: &'a mut Stats,
+    pub scheduler: &'a mut Scheduler,
+    pub config: &'a Config,
+    pub ledger: &'a mut limits::Ledger,
+    pub buffers: &'a mut BufferPool,
+    pub nic: &'a Nic,
+}
+
 /// What storing one DATA packet led to.
-enum Opened {
+pub(super) enum Opened {
     Stored,
     Complete,
     /// A segment failed to authenticate (and whether nothing of the
@@ -72,38 +137,55 @@ impl Endpoint {
     /// Returns the message if it is still being received.
     pub(super) fn store_data(
         &mut self,
-        now: Instant,
-        pid: PeerId,
-        key: ServerRpcHandle,
+        d: DataIn<'_>,
         msg: MsgKey,
-        h: &DataHeader,
-        payload: &[u8],
     ) -> Result<Option<MsgKey>, DropReason> {
-        if u64::from(h.message_len) > self.config.message_len_limit() {
+        if u64::from(d.h.message_len) > self.config.message_len_limit() {
             return Err(DropReason::OverLimit);
         }
         let opened_before = self.counters.stats.records_opened;
-        let mut outcome = self.store_and_open(now, pid, msg, key, h, payload, false);
+        let outcome = self.store_and_open(d, msg, false);
+        self.after_store(d, msg, outcome, opened_before)
+    }
+
+    /// What follows storing a DATA packet: a packet that needs a new
+    /// buffer is admitted first (this may recount or evict, so it runs
+    /// while no RPC is borrowed) and stored again; then grants, the trace
+    /// and what the outcome means for the message (`settle`).
+    pub(super) fn after_store(
+        &mut self,
+        d: DataIn<'_>,
+        msg: MsgKey,
+        mut outcome: Result<Opened, DropReason>,
+        opened_before: u64,
+    ) -> Result<Option<MsgKey>, DropReason> {
         if let Ok(Opened::NeedsRoom(more)) = outcome {
-            // A new segment buffer is admitted first (this may recount or
-            // evict, so it runs while no RPC is borrowed), then stored.
             let charge = Charge {
                 bytes: more,
                 requests: 0,
             };
-            if !self.admit(now, pid, charge) {
+            if !self.admit(d.now, d.pid, charge) {
                 return Err(DropReason::OverLimit);
             }
-            outcome = self.store_and_open(now, pid, msg, key, h, payload, true);
+            outcome = self.store_and_open(d, msg, true);
         }
         self.scheduler.mark_grants_dirty();
         if self.counters.trace.is_some() {
-            self.trace_opening(
-                key,
-                &outcome,
-                self.counters.stats.records_opened - opened_before,
-            );
+            let attempted = self.counters.stats.records_opened - opened_before;
+            self.trace_opening(d.key, &outcome, attempted);
         }
+        self.settle(d, msg, outcome)
+    }
+
+    /// What storing a DATA packet means for its message (decision table):
+    /// kept, delivered, discarded, or forgotten if nothing of it ever
+    /// authenticated.
+    fn settle(
+        &mut self,
+        d: DataIn<'_>,
+        msg: MsgKey,
+        outcome: Result<Opened, DropReason>,
+    ) -> Result<Option<MsgKey>, DropReason> {
         match outcome {
             Err(e) => Err(e),
             Ok(Opened::Discard(e)) => {
@@ -120,7 +202,7 @@ impl Endpoint {
             }
             Ok(Opened::Stored | Opened::NeedsRoom(_)) => Ok(Some(msg)),
             Ok(Opened::Complete) => {
-                self.deliver(now, pid, msg, key);
+                self.deliver(d.now, d.pid, msg, d.key);
                 Ok(None)
             }
         }
@@ -164,129 +246,44 @@ impl Endpoint {
         self.record_trace(what);
     }
 
-    /// The per-packet part of DATA: stores the payload, opens what became
-    /// complete, and does the bookkeeping, with one lookup of the RPC and
-    /// one of the peer (split borrows of the endpoint's fields). Unless
-    /// `admitted`, a packet that needs a new buffer is left alone
-    /// ([`Opened::NeedsRoom`]). `Err(ProtocolViolation)` asks the caller
-    /// to discard the message.
-    #[allow(clippy::too_many_arguments)]
+    /// The per-packet part of DATA on the slow path (`store_fast` is the
+    /// fast one): the message and the peer looked up again, then `store_in`.
     fn store_and_open(
         &mut self,
-        now: Instant,
-        pid: PeerId,
+        d: DataIn<'_>,
         msg: MsgKey,
-        key: ServerRpcHandle,
-        h: &DataHeader,
-        payload: &[u8],
         admitted: bool,
     ) -> Result<Opened, DropReason> {
-        let (clients, servers, peers, stats, scheduler, config, ledger, buffers, nic) = (
+        let (clients, servers, peers) = (
             &mut self.rpcs.clients,
             &mut self.rpcs.servers,
             &mut self.peers,
-            &mut self.counters.stats,
-            &mut self.scheduler,
-            &mut self.config,
-            &mut self.load.ledger,
-            &mut self.buffers.pool,
-            &mut self.nic,
         );
-        let (inc, silent) = receiving_in(clients, servers, msg).ok_or(DropReason::Duplicate)?;
-        if !admitted {
-            let more = inc.allocation_for(h);
-            if more > 0 {
-                return Ok(Opened::NeedsRoom(more));
-            }
-        }
-        let mut peer = peers.at_mut(pid);
-        let rx = peer
-            .as_deref()
-            .and_then(|p| p.session.epoch(key.epoch))
-            .ok_or(DropReason::UnknownSession)?;
-        let held = inc.buffered_bytes();
-        // Receive offload: the NIC's word counts only for the key this
-        // RPC belongs to (the epoch, and the session, it was routed to).
-        let decrypted = nic.rx_mark.is_some_and(|k| k == KeyId::of(&rx.rx));
-        if let Err(e) = inc.accept(h, payload, decrypted, buffers) {
-            // Lengths that disagree with the first packet's, before anything
-            // authenticated: either header may be the corrupted one, and
-            // keeping the first would refuse every genuine packet until the
-            // timeout. Start over (the caller discards on this error).
-            if e == DropReason::ProtocolViolation && inc.authenticated_bytes() == 0 {
-                return Ok(Opened::Discard(e));
-            }
-            return Err(e);
-        }
-        // Progress, not mere arrival, keeps an RPC alive (see `progressed`).
-        *silent = 0;
-        if inc.granted() < inc.wire_len() {
-            scheduler.mark_grantable(msg);
-        }
-        let (mut opened, mut offloaded) = (0, OffloadTally::default());
-        let mine = peer.as_deref().map_or(0, |p| p.usage.bytes);
-        let spare = limits::spare(config, &ledger.total, mine);
-        let result = inc.open_ready(
-            &*rx.rx,
-            config.seq_layout,
-            key.id,
-            &mut opened,
-            &mut offloaded,
-            spare,
-            buffers,
-        );
-        let nothing_authenticated = inc.nothing_authenticated();
-        let grown = inc.buffered_bytes().saturating_sub(held);
-        stats.records_opened += opened;
-        if offloaded != OffloadTally::default() {
-            offloaded.count(stats, peer.as_deref_mut().map(|p| &mut p.session.stats));
-        }
-        if let Some(p) = peer.as_deref_mut() {
-            p.session.stats.records_opened += opened;
-            if result.is_ok() && opened > 0 {
-                p.authenticated(now);
-            }
-        }
-        if grown > 0 {
-            let more = Charge {
-                bytes: grown,
-                requests: 0,
-            };
-            let entry = peer.map(|p| (pid, p));
-            let (charged, total) = (&mut ledger.charged, &mut ledger.total);
-            limits::add_charge(entry, charged, total, &mut stats.usage, more);
-        }
-        opened_from(result, nothing_authenticated)
+        let mut parts = store_parts!(self);
+        let inc = receiving_in(clients, servers, msg).ok_or(DropReason::Duplicate)?;
+        store_in(&mut parts, inc, peers.at_mut(d.pid), d, msg, admitted)
     }
 
-    /// Routes a DATA packet of a response to one of our RPCs.
-    pub(super) fn response_key(
+    /// A DATA packet about one of our calls that we do not know: a replay
+    /// if we ever allocated its ID, else unknown.
+    pub(super) fn unknown_response(&self, pid: PeerId, key: ServerRpcHandle) -> DropReason {
+        match self.was_allocated(pid, key) {
+            true => DropReason::Replay,
+            false => DropReason::UnknownRpc,
+        }
+    }
+
+    /// The first packet of the response to our call `handle` to arrive:
+    /// its message is admitted and made.
+    pub(super) fn new_response(
         &mut self,
-        now: Instant,
-        pid: PeerId,
-        key: ServerRpcHandle,
-        h: &DataHeader,
+        d: DataIn<'_>,
+        handle: RpcHandle,
     ) -> Result<MsgKey, DropReason> {
-        let Some(handle) = self.peers.client(&rpc_key(pid, &key)) else {
-            return Err(if self.was_allocated(pid, key) {
-                DropReason::Replay
-            } else {
-                DropReason::UnknownRpc
-            });
-        };
-        let has_response = self
-            .rpcs
-            .clients
-            .get(&handle)
-            .ok_or(DropReason::UnknownRpc)?
-            .response
-            .is_some();
-        if !has_response {
-            self.admit_message(now, pid, false)?;
-            let incoming = self.new_incoming(h);
-            if let Some(rpc) = self.rpcs.clients.get_mut(&handle) {
-                rpc.response = Some(incoming);
-            }
+        self.admit_message(d.now, d.pid, false)?;
+        let incoming = self.new_incoming(d.h);
+        if let Some(rpc) = self.rpcs.clients.get_mut(&handle) {
+            rpc.response = Some(incoming);
         }
         Ok(MsgKey::Client(handle))
     }
@@ -309,29 +306,11 @@ impl Endpoint {
         Ok(())
     }
 
-    /// Routes a DATA packet of a request from the peer, creating the server
-    /// RPC if the ID is fresh. Replays are rejected here, before any
-    /// decryption.
-    pub(super) fn request_key(
-        &mut self,
-        now: Instant,
-        pid: PeerId,
-        key: ServerRpcHandle,
-        h: &DataHeader,
-    ) -> Result<MsgKey, DropReason> {
-        let found = self.peers.server(&rpc_key(pid, &key));
-        if let Some((slot, rpc)) = found.and_then(|s| Some((s, self.rpcs.servers.get_mut(s)?))) {
-            return match rpc.state {
-                // Silence is reset by progress only (`progressed`).
-                ServerState::Receiving(_) => Ok(MsgKey::Server(ServerMsg { rpc: key, slot })),
-                _ => {
-                    // The client is still sending: it has not heard the
-                    // response yet.
-                    rpc.silent_ticks = 0;
-                    Err(DropReason::Duplicate)
-                }
-            };
-        }
+    /// The first packet of a request to arrive (no RPC holds its ID):
+    /// replays are rejected here, before any decryption; else the server
+    /// RPC is admitted and made.
+    pub(super) fn new_request(&mut self, d: DataIn<'_>) -> Result<MsgKey, DropReason> {
+        let (now, pid, key) = (d.now, d.pid, d.key);
         let session = self.peers.at(pid).ok_or(DropReason::UnknownSession)?;
         let epoch = session.epoch(key.epoch).ok_or(DropReason::KeyPhase)?;
         if epoch.replay.check(key.id) == ReplayCheck::Replayed {
@@ -342,7 +321,7 @@ impl Endpoint {
             self.refuse_unadmitted(key);
             return Err(e);
         }
-        let incoming = self.new_incoming(h);
+        let incoming = self.new_incoming(d.h);
         let rpc = ServerRpc {
             state: ServerState::Receiving(incoming),
             silent_ticks: 0,
@@ -353,7 +332,8 @@ impl Endpoint {
             .rpcs_mut(pid)
             .and_then(|r| r.add_server(key.epoch, key.id, slot));
         if let Some(old) = replaced {
-            // Cannot happen: the key was looked up above and not found.
+            // A stale index entry (its slot found nothing): the new RPC
+            // takes its place.
             self.rpcs.servers.remove(old);
         }
         self.arm_tick(now);
@@ -461,9 +441,7 @@ impl Endpoint {
             }
             s.stats.messages_received += 1;
         }
-        self.outbox
-            .events
-            .push_back(Event::Request { rpc: k, data });
+        self.outbox.push_event(Event::Request { rpc: k, data });
     }
 
     /// Sheds a complete request while the application holds
@@ -524,21 +502,13 @@ impl Endpoint {
         }
         self.queue_ack(now, key);
         self.outbox
-            .events
-            .push_back(Event::Response { rpc: handle, data });
+            .push_event(Event::Response { rpc: handle, data });
     }
 
     /// Acknowledges a completed RPC: a full batch leaves at once, else
     /// the batch waits for [`Timer::AckDelay`].
     pub(crate) fn queue_ack(&mut self, now: Instant, key: ServerRpcHandle) {
-        let ids = self
-            .outbox
-            .pending_acks
-            .entry((key.peer, key.epoch))
-            .or_default();
-        ids.push(key.id);
-        if ids.is_full() {
-            let ids = std::mem::take(ids);
+        if let Some(ids) = self.outbox.add_ack(key.peer, key.epoch, key.id) {
             self.queue_control(key.peer, key.epoch, 0, Body::Ack(ids));
         } else if !self.time.timers.is_set(Timer::AckDelay) {
             self.time
@@ -547,18 +517,10 @@ impl Endpoint {
         }
     }
 
-    /// Sends every pending ACK batch ([`Timer::AckDelay`] expired).
-    /// An entry stays (emptied) while its peer and epoch keep completing
-    /// RPCs, so a steady stream does not allocate a map node per batch;
-    /// entries with nothing to send since the last batch are removed.
+    /// Sends every pending ACK batch ([`Timer::AckDelay`] expired; see
+    /// `Outbox::send_acks`).
     pub(crate) fn send_pending_acks(&mut self) {
-        let mut pending = std::mem::take(&mut self.outbox.pending_acks);
-        pending.retain(|_, ids| !ids.is_empty());
-        for (&(peer, epoch), ids) in pending.iter_mut() {
-            let ids = std::mem::take(ids);
-            self.queue_control(peer, epoch, 0, Body::Ack(ids));
-        }
-        self.outbox.pending_acks = pending;
+        self.outbox.send_acks(self.config.local_port);
     }
 
     /// A control packet about an RPC we started.
@@ -638,9 +600,7 @@ impl Endpoint {
                 self.drop_server_at(slot);
                 self.trace_freed(key, FreeReason::ClientGone);
                 if cancelled {
-                    self.outbox
-                        .events
-                        .push_back(Event::RequestCancelled { rpc: key });
+                    self.outbox.push_event(Event::RequestCancelled { rpc: key });
                 }
             }
             ServerControl::Unsupported => return Err(DropReason::Unsupported),
@@ -747,6 +707,199 @@ impl Endpoint {
             self.queue_control(key.peer, key.epoch, key.id, Body::Overloaded);
         }
         refused
+    }
+}
+
+/// What the fast path made of a DATA packet: stored, or dropped, or what
+/// the caller must do first (what it found is passed on, not looked up
+/// again).
+pub(super) enum Fast {
+    /// No RPC holds the ID of this request: `Endpoint::new_request`.
+    NewRequest,
+    /// The first packet of our call's response: `Endpoint::new_response`.
+    NewResponse(RpcHandle),
+    /// An ID of ours that no call holds: `Endpoint::unknown_response`.
+    UnknownResponse,
+    /// Dropped before anything was stored.
+    Dropped(DropReason),
+    /// Stored, or tried: the outcome, for `after_store`.
+    Stored(MsgKey, Result<Opened, DropReason>),
+}
+
+/// DATA with the peer in hand (the packet's one peer lookup): one RPC
+/// lookup in the peer's index; for a message already being received, the
+/// packet stored in place, admitted at once when the bounds have room for
+/// a new buffer (else `Endpoint::admit` decides, in `after_store`).
+pub(super) fn store_fast(
+    peer: &mut Peer,
+    rpcs: &mut RpcTables,
+    mut parts: StoreParts<'_>,
+    d: DataIn<'_>,
+    local: bool,
+) -> Fast {
+    let (msg, inc) = match receiving_at(peer, rpcs, d.key, local) {
+        Ok(found) => found,
+        Err(fast) => return fast,
+    };
+    if u64::from(d.h.message_len) > parts.config.message_len_limit() {
+        return Fast::Dropped(DropReason::OverLimit);
+    }
+    let (inc, silent) = inc;
+    let outcome = store_in(
+        &mut parts,
+        (&mut *inc, &mut *silent),
+        Some(&mut *peer),
+        d,
+        msg,
+        false,
+    );
+    let Ok(Opened::NeedsRoom(more)) = outcome else {
+        return Fast::Stored(msg, outcome);
+    };
+    let charge = Charge {
+        bytes: more,
+        requests: 0,
+    };
+    if !limits::fits(parts.config, peer.usage, parts.ledger.total, charge) {
+        // Recount or evict first (`Endpoint::admit`): the slow path.
+        return Fast::Stored(msg, outcome);
+    }
+    let outcome = store_in(&mut parts, (inc, silent), Some(peer), d, msg, true);
+    Fast::Stored(msg, outcome)
+}
+
+/// The message being received that DATA for `key` goes to, with its RPC's
+/// silence counter: one lookup in the peer's index and one in the table.
+/// `Err`: what the fast path reports instead (see [`Fast`]).
+#[inline(always)]
+fn receiving_at<'a>(
+    peer: &Peer,
+    rpcs: &'a mut RpcTables,
+    key: ServerRpcHandle,
+    local: bool,
+) -> Result<(MsgKey, (&'a mut Incoming, &'a mut u32)), Fast> {
+    let found = match local {
+        true => {
+            let Some(handle) = peer.rpcs.client(key.epoch, key.id) else {
+                return Err(Fast::UnknownResponse);
+            };
+            let Some(c) = rpcs.clients.get_mut(&handle) else {
+                return Err(Fast::Dropped(DropReason::UnknownRpc));
+            };
+            let Some(inc) = c.response.as_mut() else {
+                return Err(Fast::NewResponse(handle));
+            };
+            (MsgKey::Client(handle), (inc, &mut c.silent_ticks))
+        }
+        false => {
+            let Some(slot) = peer.rpcs.server(key.epoch, key.id) else {
+                return Err(Fast::NewRequest);
+            };
+            let Some(rpc) = rpcs.servers.get_mut(slot) else {
+                return Err(Fast::NewRequest);
+            };
+            let ServerState::Receiving(inc) = &mut rpc.state else {
+                // The client is still sending: it has not heard the
+                // response yet. (Silence is reset by progress only,
+                // `progressed`, and by this.)
+                rpc.silent_ticks = 0;
+                return Err(Fast::Dropped(DropReason::Duplicate));
+            };
+            let msg = MsgKey::Server(ServerMsg { rpc: key, slot });
+            (msg, (inc, &mut rpc.silent_ticks))
+        }
+    };
+    Ok(found)
+}
+
+/// Stores a DATA packet into its message `inc` (with the RPC's silence
+/// counter), opens what became complete and does the bookkeeping on the
+/// peer (`book_opened`). Unless `admitted`, a packet that needs a new
+/// buffer is left alone ([`Opened::NeedsRoom`]).
+fn store_in(
+    p: &mut StoreParts<'_>,
+    (inc, silent): (&mut Incoming, &mut u32),
+    peer: Option<&mut Peer>,
+    d: DataIn<'_>,
+    msg: MsgKey,
+    admitted: bool,
+) -> Result<Opened, DropReason> {
+    if !admitted {
+        let more = inc.allocation_for(d.h);
+        if more > 0 {
+            return Ok(Opened::NeedsRoom(more));
+        }
+    }
+    let rx = peer
+        .as_deref()
+        .and_then(|p| p.session.epoch(d.key.epoch))
+        .ok_or(DropReason::UnknownSession)?;
+    let held = inc.buffered_bytes();
+    // Receive offload: the NIC's word counts only for the key this
+    // RPC belongs to (the epoch, and the session, it was routed to).
+    let decrypted = p.nic.rx_mark.is_some_and(|k| k == KeyId::of(&rx.rx));
+    if let Err(e) = inc.accept(d.h, d.payload, decrypted, p.buffers) {
+        return not_accepted(inc, e);
+    }
+    // Progress, not mere arrival, keeps an RPC alive (see `progressed`).
+    *silent = 0;
+    if inc.granted() < inc.wire_len() {
+        p.scheduler.mark_grantable(msg);
+    }
+    let mut tally = (0, OffloadTally::default());
+    let mine = peer.as_deref().map_or(0, |p| p.usage.bytes);
+    let spare = limits::spare(p.config, &p.ledger.total, mine);
+    let (opened, offloaded) = (&mut tally.0, &mut tally.1);
+    let layout = p.config.seq_layout;
+    let result = inc.open_ready(
+        &*rx.rx, layout, d.key.id, opened, offloaded, spare, p.buffers,
+    );
+    let nothing_authenticated = inc.nothing_authenticated();
+    let grown = inc.buffered_bytes().saturating_sub(held);
+    book_opened(p, peer, d, (tally, result.is_ok()), grown);
+    opened_from(result, nothing_authenticated)
+}
+
+/// What a packet the message did not accept leads to. Lengths that
+/// disagree with the first packet's, before anything authenticated: either
+/// header may be the corrupted one, and keeping the first would refuse
+/// every genuine packet until the timeout. Start over (the caller discards
+/// the message).
+fn not_accepted(inc: &Incoming, e: DropReason) -> Result<Opened, DropReason> {
+    if e == DropReason::ProtocolViolation && inc.authenticated_bytes() == 0 {
+        return Ok(Opened::Discard(e));
+    }
+    Err(e)
+}
+
+/// Counts the records a DATA packet opened (for the endpoint and its
+/// peer, which hears it is alive if they authenticated) and charges what
+/// its message grew by.
+fn book_opened(
+    p: &mut StoreParts<'_>,
+    mut peer: Option<&mut Peer>,
+    d: DataIn<'_>,
+    ((opened, offloaded), ok): ((u64, OffloadTally), bool),
+    grown: usize,
+) {
+    p.stats.records_opened += opened;
+    if offloaded != OffloadTally::default() {
+        offloaded.count(p.stats, peer.as_deref_mut().map(|p| &mut p.session.stats));
+    }
+    if let Some(peer) = peer.as_deref_mut() {
+        peer.session.stats.records_opened += opened;
+        if ok && opened > 0 {
+            peer.authenticated(d.now);
+        }
+    }
+    if grown > 0 {
+        let more = Charge {
+            bytes: grown,
+            requests: 0,
+        };
+        let entry = peer.map(|p| (d.pid, p));
+        let (charged, total) = (&mut p.ledger.charged, &mut p.ledger.total);
+        limits::add_charge(entry, charged, total, &mut p.stats.usage, more);
     }
 }
 

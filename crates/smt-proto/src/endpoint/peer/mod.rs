@@ -4,15 +4,49 @@
 //! entry per peer, so a packet resolves its peer once, instead of one
 //! lookup in each of five maps kept in step by hand.
 
+mod budget;
+pub(crate) mod id;
+mod key_update;
+mod state;
+
 use std::ops::{Deref, DerefMut};
 use std::time::Instant;
 
-use super::limits::Charge;
-use super::recv::split_tag;
+pub(crate) use self::budget::{Budget, AMPLIFICATION};
+pub(crate) use self::key_update::KeyUpdateSeen;
+pub(crate) use self::state::{Held, Offer, PeerState};
 use super::table::PeerRpcs;
+use crate::crypto::TAG_LEN;
 use crate::error::DropReason;
 use crate::session::Session;
-use crate::wire::{Body, Packet, Repr};
+use crate::wire::Packet;
+
+/// Incoming state charged to one peer (or to all): `limits.rs` bounds it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Charge {
+    /// Bytes held by partially received messages from the peer.
+    pub bytes: usize,
+    /// Partially received requests from the peer.
+    pub requests: usize,
+}
+
+impl Charge {
+    pub(crate) fn add(&mut self, other: Charge) {
+        self.bytes += other.bytes;
+        self.requests += other.requests;
+    }
+}
+
+/// Splits a control packet into the authenticated part and its MAC.
+pub(crate) fn split_tag(datagram: &[u8]) -> Result<(&[u8], &[u8; TAG_LEN]), DropReason> {
+    let split = datagram
+        .len()
+        .checked_sub(TAG_LEN)
+        .ok_or(DropReason::Malformed)?;
+    let (body, tag) = datagram.split_at(split);
+    let tag: &[u8; TAG_LEN] = tag.try_into().map_err(|_| DropReason::Malformed)?;
+    Ok((body, tag))
+}
 
 /// Where a peer's session keys came from: decides whether the session may
 /// be forgotten (a handshake can make it again) and what it counts against.
@@ -42,13 +76,13 @@ pub(crate) struct Peer {
     /// The peer is in `Ledger::charged` (it has been charged since the
     /// last recount, or held something at it), so a recount looks at it.
     pub charged: bool,
-    /// The address is validated: something authenticated under this
-    /// session arrived from it ([`Peer::proven`]), or the handshake that
-    /// made the session opened with a valid retry token. Whoever sends from
-    /// it receives there, so it is not a spoofed victim. Until then, what
-    /// we send it in reaction to its packets is bounded by
-    /// [`AMPLIFICATION`] times what it sent.
-    pub validated: bool,
+    /// The amplification budget: validated once something authenticated
+    /// under this session arrived from the address ([`Peer::proven`]), or
+    /// the handshake that made the session opened with a valid retry
+    /// token. Until then, what we send it in reaction to its packets
+    /// (reactive control packets) is bounded by what it sent (datagram
+    /// bytes received from the address, authenticated or not).
+    pub budget: Budget,
     /// The peer has used its keys: something authenticated under this
     /// session arrived. Only then is it an authenticated peer: a session a
     /// responder's handshake made without it (a PSK hello and its reply,
@@ -58,24 +92,12 @@ pub(crate) struct Peer {
     /// The tick a responder's handshake made the session at (0 for
     /// others): names it in `Endpoint::unvalidated`.
     pub made: u64,
-    /// Datagram bytes received from the address (authenticated or not),
-    /// and bytes of reactive control packets sent to it, while it is not
-    /// validated.
-    pub rx_bytes: u64,
-    pub reactive_tx_bytes: u64,
     /// Its RPCs by (key epoch, message ID).
     pub rpcs: PeerRpcs,
     /// Pathlet feedback with this peer (`Config::pathlet_feedback`; made
     /// at first use, so a peer costs nothing more with it off).
     pub pathlet: Option<Box<crate::pathlet::PeerFeedback>>,
 }
-
-/// Before a peer's address is validated, reactive packets to it (RESEND,
-/// GRANT, BUSY, RPC_UNKNOWN, NEED_ACK, handshake retransmissions) carry at
-/// most this many times the bytes received from it, as QUIC limits a
-/// server before address validation (RFC 9000 §8): a spoofed source cannot
-/// use us as an amplifier.
-pub(crate) const AMPLIFICATION: u64 = 3;
 
 impl Peer {
     /// The peer's pathlet state, made at first use (`single`:
@@ -92,11 +114,9 @@ impl Peer {
             heard: None,
             usage: Charge::default(),
             charged: false,
-            validated: false,
+            budget: Budget::new(false),
             proven: false,
             made: 0,
-            rx_bytes: 0,
-            reactive_tx_bytes: 0,
             rpcs: PeerRpcs::default(),
             pathlet: None,
         }
@@ -107,22 +127,20 @@ impl Peer {
     /// Records that something authenticated arrived at `now`.
     pub fn authenticated(&mut self, now: Instant) {
         self.heard = Some(now);
-        self.validated = true;
+        self.budget.validate();
         self.proven = true;
+    }
+
+    /// Whether the peer's address is validated ([`Peer::budget`]).
+    #[inline]
+    pub fn validated(&self) -> bool {
+        self.budget.is_validated()
     }
 
     /// Whether a reactive packet of `len` bytes may go to the peer, and
     /// if so counts it.
     pub fn may_react(&mut self, len: usize) -> bool {
-        if self.validated {
-            return true;
-        }
-        let after = self.reactive_tx_bytes + len as u64;
-        if after > AMPLIFICATION * self.rx_bytes {
-            return false;
-        }
-        self.reactive_tx_bytes = after;
-        true
+        self.budget.try_spend(len)
     }
 }
 
@@ -139,76 +157,6 @@ impl DerefMut for Peer {
     }
 }
 
-/// What a KEY_UPDATE packet that authenticated asks of the endpoint
-/// ([`Peer::take_key_update`]).
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum KeyUpdateSeen {
-    /// A confirmation of our announcement (or a late copy of one).
-    Confirmed,
-    /// A repeated announcement for the epoch we are in: our confirmation
-    /// was lost; confirm again under epoch `current`.
-    Repeated { current: u64 },
-    /// The peer announced the next epoch: the endpoint forgets the RPCs of
-    /// `previous` (the peer has moved on twice), then calls
-    /// [`Peer::advance`] and confirms.
-    Announced { previous: Option<u64> },
-}
-
-impl Peer {
-    /// Checks a KEY_UPDATE packet (the whole packet, tag included) sent
-    /// with key phase `phase`. Accepted only if its MAC verifies under
-    /// the next epoch's keys (or the current ones, if the peer is already
-    /// there: both sides rekeyed at once, or a copy), so a forged
-    /// KEY_UPDATE cannot make us drop the previous epoch.
-    pub fn take_key_update(
-        &mut self,
-        now: Instant,
-        phase: bool,
-        datagram: &[u8],
-    ) -> Result<KeyUpdateSeen, DropReason> {
-        let already = self.current.phase() == phase;
-        let rx = match already {
-            true => self.current.rx.clone(),
-            false => self.next_keys().ok_or(DropReason::KeyPhase)?.rx,
-        };
-        let (body, tag) = split_tag(datagram)?;
-        if rx.verify_control_tag(body, tag).is_err() {
-            // A late copy of an announcement or confirmation for the epoch
-            // we already left (its phase is the previous epoch's) is stale,
-            // not forged: counted as a duplicate, so it neither looks like
-            // an attack nor ends a coalesced datagram.
-            let stale = self
-                .previous
-                .as_ref()
-                .filter(|e| !already && e.phase() == phase)
-                .is_some_and(|e| e.rx.verify_control_tag(body, tag).is_ok());
-            return Err(match stale {
-                true => DropReason::Duplicate,
-                false => DropReason::BadControlTag,
-            });
-        }
-        self.authenticated(now);
-        let packet = Packet::new_checked(body).map_err(|_| DropReason::Malformed)?;
-        let repr = Repr::parse(&packet).map_err(|_| DropReason::Malformed)?;
-        if repr.body != Body::KeyUpdate {
-            return Err(DropReason::Malformed);
-        }
-        if repr.id == super::KEY_UPDATE_CONFIRM {
-            if already {
-                self.key_update_unconfirmed = None;
-            }
-            return Ok(KeyUpdateSeen::Confirmed);
-        }
-        if already {
-            return Ok(KeyUpdateSeen::Repeated {
-                current: self.current.number,
-            });
-        }
-        let previous = self.previous.as_ref().map(|e| e.number);
-        Ok(KeyUpdateSeen::Announced { previous })
-    }
-}
-
 impl Peer {
     /// Counts a datagram of `len` bytes from the peer (and, until its
     /// address is validated, its amplification budget).
@@ -216,8 +164,8 @@ impl Peer {
     pub fn count_rx(&mut self, len: usize) {
         self.session.stats.datagrams_rx += 1;
         self.session.stats.bytes_rx += len as u64;
-        if !self.validated {
-            self.rx_bytes += len as u64;
+        if !self.budget.is_validated() {
+            self.budget.received(len);
         }
     }
 
