@@ -11,6 +11,12 @@
 //! [`MAX_POOLED_BYTES`] in total and [`MAX_PER_CLASS`] buffers per class:
 //! what a flood or a burst of large messages leaves behind goes back to the
 //! allocator instead of staying pooled.
+//!
+//! A large buffer the pool does not keep (at least [`FREE_LATER_MIN`]
+//! bytes) is not freed by the core call that is done with it if the driver
+//! collects them ([`Released`], `Endpoint::take_released`): freeing
+//! hundreds of megabytes unmaps them page by page, and a driver that calls
+//! the core under a lock would neither receive nor answer meanwhile.
 
 /// Smallest class: anything smaller is rounded up to it.
 pub(crate) const MIN_CLASS: usize = 256;
@@ -26,12 +32,92 @@ const CLASSES: usize = (MAX_CLASS / MIN_CLASS).trailing_zeros() as usize + 1;
 pub(crate) const MAX_POOLED_BYTES: usize = 16 << 20;
 /// Buffers per class: bounds the bookkeeping of the small classes.
 pub(crate) const MAX_PER_CLASS: usize = 1024;
+/// Smallest buffer (or shared message) a collecting driver frees instead
+/// of the core ([`Released`]). Buffers this large are mapped pages of their
+/// own (glibc's mmap threshold is at most 32 MiB, and the pool keeps the
+/// classes up to [`MAX_CLASS`]), and freeing one unmaps every page it
+/// touched: the 256 MiB wire buffer of a finished response took 57–328 ms
+/// (median 198) to free on a loaded two-core VM, inside the call that
+/// handled the client's ACK, under a threaded driver's engine lock.
+/// Below a megabyte a free costs well under a millisecond, and handing
+/// such buffers out would only add bookkeeping to the small-message path.
+pub(crate) const FREE_LATER_MIN: usize = 1 << 20;
+/// Bytes [`Released`] may hold when its driver stopped collecting it, at
+/// least: on the next release beyond the limit, what it holds is freed in
+/// that core call (the newest buffer is still handed out). The limit is
+/// this or four of the largest messages, whichever is more
+/// ([`released_limit`]): one finished RPC releases its wire buffer and its
+/// data, twice its length, in one call, and a driver that collects after
+/// every turn must never meet the limit (with 256 MiB alone, a 256 MiB
+/// response's wire buffer was freed in the call that released its data).
+/// One that forgets holds at most the limit plus one message's buffers,
+/// not every large message it ever sent.
+pub(crate) const MAX_RELEASED_BYTES: usize = 256 << 20;
 
-/// Spare buffers by size class. See the module docs.
+/// The bytes [`Released`] may hold uncollected when messages may be
+/// `max_message_len` bytes long (see [`MAX_RELEASED_BYTES`]).
+pub(crate) fn released_limit(max_message_len: u64) -> usize {
+    let four = usize::try_from(max_message_len)
+        .unwrap_or(usize::MAX)
+        .saturating_mul(4);
+    four.max(MAX_RELEASED_BYTES)
+}
+
+/// Spare buffers by size class, and the large buffers waiting for the
+/// driver to free them. See the module docs.
 #[derive(Debug, Default)]
 pub(crate) struct BufferPool {
     classes: [Vec<Vec<u8>>; CLASSES],
     pooled_bytes: usize,
+    /// Large buffers done with, for the driver to free; `None` until it
+    /// asks to collect them (then they are freed where they are released).
+    released: Option<Released>,
+    /// Bytes `released` may hold ([`released_limit`]).
+    released_limit: usize,
+}
+
+/// Large buffers the endpoint is done with — message buffers of a megabyte
+/// or more and the large messages it shared with the application — handed
+/// to the driver to free (see `Endpoint::take_released`). Dropping it
+/// frees them: a driver drops it once it no longer holds what keeps the
+/// endpoint from answering (a lock), as freeing hundreds of megabytes takes
+/// a tenth of a second or more.
+#[derive(Debug, Default)]
+pub struct Released {
+    /// Message buffers of the endpoint's own.
+    buffers: Vec<Vec<u8>>,
+    /// Messages the application handed over as owned bytes (perhaps their
+    /// last reference).
+    shared: Vec<bytes::Bytes>,
+    bytes: usize,
+}
+
+impl Released {
+    /// How many buffers it holds.
+    pub fn len(&self) -> usize {
+        self.buffers.len() + self.shared.len()
+    }
+
+    /// Whether it holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes its buffers span (their capacity; a shared message's
+    /// length).
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Makes room for `bytes` more: frees what it holds if that is `limit`
+    /// or more (nobody collects it), then counts them.
+    fn room_for(&mut self, bytes: usize, limit: usize) -> &mut Self {
+        if self.bytes >= limit {
+            *self = Released::default();
+        }
+        self.bytes += bytes;
+        self
+    }
 }
 
 /// The capacity of buffers of class `class`.
@@ -143,14 +229,16 @@ impl BufferPool {
     /// [`BufferPool::take`] made), so a buffer taken for `len` bytes has
     /// exactly [`capacity_for`]`(len)`: the memory limits charge what they
     /// admitted.
+    /// A large buffer not kept goes to the driver to free if it collects
+    /// them ([`BufferPool::collect_released`]).
     pub fn give(&mut self, buf: Vec<u8>) {
         let Some(class) = class_of_capacity(buf.capacity()) else {
-            return;
+            return self.free(buf);
         };
         let full = self.classes[class].len() >= MAX_PER_CLASS
             || self.pooled_bytes + buf.capacity() > MAX_POOLED_BYTES;
         if full {
-            return;
+            return self.free(buf);
         }
         // Not cleared: its length says how much of it is initialised, so
         // `take_filled` need not zero it again (`take` clears it).
@@ -161,6 +249,55 @@ impl BufferPool {
     /// Bytes held by spare buffers.
     pub fn pooled_bytes(&self) -> usize {
         self.pooled_bytes
+    }
+
+    /// Frees `buf`, or hands it to the driver if it is large and the
+    /// driver collects.
+    fn free(&mut self, buf: Vec<u8>) {
+        let bytes = buf.capacity();
+        let limit = self.released_limit;
+        if let Some(released) = self.collecting(bytes) {
+            released.room_for(bytes, limit).buffers.push(buf);
+        }
+    }
+
+    /// Lets go of a message the application handed over as owned bytes
+    /// (the endpoint is done with it): dropped here if small, else handed
+    /// to the driver if it collects — it may hold the last reference.
+    pub fn release_shared(&mut self, data: bytes::Bytes) {
+        let bytes = data.len();
+        let limit = self.released_limit;
+        if let Some(released) = self.collecting(bytes) {
+            released.room_for(bytes, limit).shared.push(data);
+        }
+    }
+
+    /// The list for an allocation of `bytes` bytes, if it goes there.
+    fn collecting(&mut self, bytes: usize) -> Option<&mut Released> {
+        self.released.as_mut().filter(|_| bytes >= FREE_LATER_MIN)
+    }
+
+    /// From now on, large buffers go to [`BufferPool::take_released`],
+    /// which may hold `limit` bytes uncollected ([`released_limit`]),
+    /// instead of being freed where they are released; with `None`, back
+    /// to being freed, which frees what is waiting.
+    pub fn collect_released(&mut self, limit: Option<usize>) {
+        match limit {
+            Some(limit) => {
+                self.released_limit = limit;
+                self.released.get_or_insert_with(Released::default);
+            }
+            None => self.released = None,
+        }
+    }
+
+    /// The large buffers released since the last call, for the caller to
+    /// free. Empty unless collecting.
+    pub fn take_released(&mut self) -> Released {
+        self.released
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 }
 
@@ -252,6 +389,78 @@ mod tests {
         assert!(capacity_for(wire) < 2 << 20);
         assert_eq!(capacity_for(MAX_CLASS + 1), class_size(CLASSES - 1));
         assert_eq!(class_for_len(class_size(CLASSES - 1) + 1), None);
+    }
+
+    /// Bytes waiting in the released list (without taking them).
+    fn waiting(pool: &BufferPool) -> usize {
+        pool.released.as_ref().map_or(0, Released::bytes)
+    }
+
+    #[test]
+    fn large_buffers_not_kept_wait_for_the_driver_when_it_collects() {
+        let mut pool = BufferPool::default();
+        // Not collecting (the default): freed where released.
+        pool.give(Vec::with_capacity(MAX_CLASS * 2));
+        pool.release_shared(bytes::Bytes::from(vec![1; FREE_LATER_MIN]));
+        assert!(pool.take_released().is_empty());
+        pool.collect_released(Some(MAX_RELEASED_BYTES));
+        // Small ones are freed (or pooled) as before.
+        pool.give(Vec::with_capacity(FREE_LATER_MIN - 1));
+        pool.release_shared(bytes::Bytes::from(vec![1; 100]));
+        let small = pool.take(1000);
+        pool.give(small);
+        assert!(pool.take_released().is_empty());
+        assert_eq!(pool.pooled_bytes(), capacity_for(1000));
+        // Large ones the pool does not keep wait.
+        pool.give(Vec::with_capacity(FREE_LATER_MIN));
+        pool.give(Vec::with_capacity(MAX_CLASS * 2));
+        pool.release_shared(bytes::Bytes::from(vec![1; FREE_LATER_MIN]));
+        let released = pool.take_released();
+        assert_eq!(released.len(), 3);
+        assert_eq!(released.bytes(), 2 * FREE_LATER_MIN + MAX_CLASS * 2);
+        assert!(pool.take_released().is_empty(), "taken once");
+    }
+
+    #[test]
+    fn a_large_class_buffer_the_full_pool_refuses_waits_too() {
+        let mut pool = BufferPool::default();
+        pool.collect_released(Some(MAX_RELEASED_BYTES));
+        let largest = class_size(CLASSES - 1);
+        let fit = MAX_POOLED_BYTES / largest;
+        for _ in 0..fit + 2 {
+            pool.give(Vec::with_capacity(largest));
+        }
+        assert_eq!(pool.pooled_bytes(), fit * largest);
+        assert_eq!(pool.take_released().len(), 2);
+    }
+
+    #[test]
+    fn what_waits_uncollected_is_bounded() {
+        let mut pool = BufferPool::default();
+        pool.collect_released(Some(MAX_RELEASED_BYTES));
+        // Capacity only: the allocator maps these pages, nobody touches
+        // them.
+        let big = MAX_RELEASED_BYTES / 3;
+        for _ in 0..10 {
+            pool.give(Vec::with_capacity(big));
+            assert!(waiting(&pool) <= MAX_RELEASED_BYTES + big);
+        }
+        assert!(waiting(&pool) > 0, "the newest is still handed out");
+        pool.collect_released(None);
+        assert_eq!(waiting(&pool), 0, "turned off: freed");
+    }
+
+    #[test]
+    fn the_limit_leaves_room_for_the_largest_messages() {
+        assert_eq!(released_limit(1 << 20), MAX_RELEASED_BYTES);
+        assert_eq!(released_limit(256 << 20), 1 << 30);
+        assert_eq!(released_limit(u64::MAX), usize::MAX);
+        // A 256 MiB RPC's wire buffer and data wait together.
+        let mut pool = BufferPool::default();
+        pool.collect_released(Some(released_limit(256 << 20)));
+        pool.give(Vec::with_capacity((256 << 20) + (1 << 20)));
+        pool.give(Vec::with_capacity(256 << 20));
+        assert_eq!(pool.take_released().len(), 2);
     }
 
     #[test]

@@ -41,6 +41,7 @@ mod timer;
 pub mod trace;
 pub mod wire;
 
+pub use buffers::Released;
 pub use config::{Config, ConfigError, Padding, MIN_DATAGRAM_SIZE};
 pub use endpoint::{Endpoint, Event, KeyResolver, RpcHandle, ServerRpcHandle, Transmit};
 pub use error::{DropReason, RpcError, SendError};

@@ -27,6 +27,7 @@ mod pathlet;
 mod peer;
 mod peers;
 mod recv;
+mod released;
 mod resolver;
 mod scheduler;
 mod send;

@@ -76,15 +76,13 @@ impl std::ops::Deref for Plaintext {
 }
 
 impl SealedMessage {
-    /// Takes the buffers a finished message holds (its wire form, and its
-    /// data if it kept a copy), for reuse. By reference: moving the
-    /// message out of its RPC to take them was a measurable copy per RPC.
-    pub fn take_buffers(&mut self) -> (Vec<u8>, Option<Vec<u8>>) {
-        let copy = match self.sealer.as_mut().and_then(|s| s.data.take()) {
-            Some(Plaintext::Copied(v)) => Some(v),
-            _ => None,
-        };
-        (std::mem::take(&mut self.wire), copy)
+    /// Takes what a finished message holds: its wire form, and its data
+    /// if sealed lazily (a copy, or the caller's shared bytes), for reuse
+    /// or for the driver to free. By reference: moving the message out of
+    /// its RPC to take them was a measurable copy per RPC.
+    pub fn take_buffers(&mut self) -> (Vec<u8>, Option<Plaintext>) {
+        let data = self.sealer.as_mut().and_then(|s| s.data.take());
+        (std::mem::take(&mut self.wire), data)
     }
 
     /// Records sealed so far (all of them unless sealed lazily).

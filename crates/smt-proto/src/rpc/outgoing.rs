@@ -2,7 +2,7 @@ use std::collections::BTreeSet;
 
 use super::ServerRpcHandle;
 use crate::offload::{RecordPos, TxRecords};
-use crate::record::{SealedMessage, SeqLayout};
+use crate::record::{Plaintext, SealedMessage, SeqLayout};
 use crate::wire::{Body, DataHeader, Packet, Repr, DATA_HEADER_LEN};
 
 /// Ticks remembered in [`Outgoing`]'s send marks: enough to look back
@@ -87,13 +87,16 @@ impl Outgoing {
         self.sealed.recover(out)
     }
 
-    /// Gives the message's buffers to `pool` for reuse (the message is
-    /// done).
+    /// Gives the message's buffers to `pool` for reuse, and the caller's
+    /// shared data back to it to let go of (the message is done): the
+    /// large ones then wait for the driver to free them.
     pub fn recycle(&mut self, pool: &mut crate::buffers::BufferPool) {
-        let (wire, copy) = self.sealed.take_buffers();
+        let (wire, data) = self.sealed.take_buffers();
         pool.give(wire);
-        if let Some(copy) = copy {
-            pool.give(copy);
+        match data {
+            Some(Plaintext::Copied(copy)) => pool.give(copy),
+            Some(Plaintext::Shared(shared)) => pool.release_shared(shared),
+            None => {}
         }
     }
 

@@ -28,13 +28,19 @@ impl Wakes {
     }
 }
 
-/// What the engine lock protects must give up its pending wake-ups.
+/// What the engine lock protects gives up, as the lock is released, what
+/// must happen after: threads to wake and memory to free.
 pub(crate) trait HasWakes {
+    /// What to drop once the lock is released.
+    type Garbage;
     fn wakes(&mut self) -> &mut Wakes;
+    /// The memory released under the lock since the last call (O(1)).
+    fn garbage(&mut self) -> Self::Garbage;
 }
 
 /// The engine lock, held. Dropping it releases the lock, then wakes the
-/// threads queued meanwhile.
+/// threads queued meanwhile, then frees the memory released meanwhile
+/// (the woken threads may take the lock while this one frees).
 pub(crate) struct Locked<'a, T: HasWakes>(Option<MutexGuard<'a, T>>);
 
 impl<'a, T: HasWakes> Locked<'a, T> {
@@ -64,10 +70,12 @@ impl<T: HasWakes> Drop for Locked<'_, T> {
             return;
         };
         let wakes = std::mem::take(guard.wakes());
+        let garbage = guard.garbage();
         drop(guard);
         for thread in wakes.0 {
             thread.unpark();
         }
+        drop(garbage);
     }
 }
 
@@ -135,4 +143,72 @@ impl Slot {
 /// between statements; carrying on is better than poisoning every handle.
 pub(crate) fn lock_ignoring_poison<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Weak;
+
+    use super::*;
+
+    /// Stands for the engine: its garbage checks, when dropped, whether
+    /// the lock is still held.
+    struct State {
+        me: Weak<Mutex<State>>,
+        freed_unlocked: Arc<AtomicUsize>,
+        freed_locked: Arc<AtomicUsize>,
+        wakes: Wakes,
+    }
+
+    struct Garbage {
+        lock: Weak<Mutex<State>>,
+        freed_unlocked: Arc<AtomicUsize>,
+        freed_locked: Arc<AtomicUsize>,
+    }
+
+    impl Drop for Garbage {
+        fn drop(&mut self) {
+            // NOTE(unwrap): the test keeps the mutex alive.
+            let lock = self.lock.upgrade().expect("mutex alive");
+            let count = match lock.try_lock() {
+                Ok(_) => &self.freed_unlocked,
+                Err(_) => &self.freed_locked,
+            };
+            count.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    impl HasWakes for State {
+        type Garbage = Garbage;
+        fn wakes(&mut self) -> &mut Wakes {
+            &mut self.wakes
+        }
+        fn garbage(&mut self) -> Garbage {
+            Garbage {
+                lock: self.me.clone(),
+                freed_unlocked: self.freed_unlocked.clone(),
+                freed_locked: self.freed_locked.clone(),
+            }
+        }
+    }
+
+    #[test]
+    fn what_was_released_under_the_lock_is_freed_after_it() {
+        let (unlocked, locked) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let mutex = Arc::new_cyclic(|me| {
+            Mutex::new(State {
+                me: me.clone(),
+                freed_unlocked: unlocked.clone(),
+                freed_locked: locked.clone(),
+                wakes: Wakes::default(),
+            })
+        });
+        for _ in 0..3 {
+            let g = Locked::new(lock_ignoring_poison(&mutex));
+            drop(g);
+        }
+        assert_eq!(unlocked.load(Ordering::Relaxed), 3, "freed after unlocking");
+        assert_eq!(locked.load(Ordering::Relaxed), 0, "freed under the lock");
+    }
 }

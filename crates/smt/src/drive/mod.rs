@@ -199,8 +199,16 @@ pub(crate) struct Inner {
 }
 
 impl HasWakes for Inner {
+    /// The large buffers the core is done with, and large replies nobody
+    /// took (`Locked` frees them once the lock is released).
+    type Garbage = (smt_proto::Released, Vec<bytes::Bytes>);
+
     fn wakes(&mut self) -> &mut Wakes {
         &mut self.wakes
+    }
+
+    fn garbage(&mut self) -> Self::Garbage {
+        (self.engine.take_released(), self.engine.take_discarded())
     }
 }
 
@@ -238,7 +246,10 @@ pub(crate) struct Limits {
 }
 
 impl Shared {
-    pub fn new(engine: Engine, limits: Limits) -> std::io::Result<Arc<Self>> {
+    pub fn new(mut engine: Engine, limits: Limits) -> std::io::Result<Arc<Self>> {
+        // Large buffers are freed after the lock is released (`Locked`),
+        // which takes them from the engine each time.
+        engine.collect_released();
         let socket = engine
             .socket()
             .ok_or_else(|| std::io::Error::other("socket closed"))?
@@ -333,6 +344,7 @@ impl Shared {
         }
         let _permit = self.permits.wait();
         let data = copy_large_before_locking(data);
+        let _held = hold_past_the_lock(&data);
         let mut g = self.lock();
         if g.closed {
             return Err(Error::Closed);
@@ -466,6 +478,7 @@ impl Shared {
         reply: flume::Sender<Reply>,
     ) -> Result<CallToken, Error> {
         let data = copy_large_before_locking(data);
+        let _held = hold_past_the_lock(&data);
         let mut g = self.lock();
         if g.closed {
             return Err(Error::Closed);
@@ -506,6 +519,7 @@ impl Shared {
         delivered: Instant,
     ) -> Result<(), Error> {
         let data = copy_large_before_locking(data);
+        let _held = hold_past_the_lock(&data);
         self.answer(Answer::Respond(rpc, data, delivered))
     }
 
@@ -963,9 +977,12 @@ fn deliver_reply(g: &mut Inner, call: CallToken, result: Reply) {
             }
         }
         Some(Waiter::Task(tx)) => {
-            let _ = tx.send(result);
+            // The caller's future is gone: the reply is freed after the lock.
+            if let Err(flume::SendError(result)) = tx.send(result) {
+                g.engine.discard(result);
+            }
         }
-        None => {}
+        None => g.engine.discard(result),
     }
 }
 
@@ -981,6 +998,22 @@ fn copy_large_before_locking(data: Payload<'_>) -> Payload<'_> {
             Payload::Owned(bytes::Bytes::copy_from_slice(d))
         }
         other => other,
+    }
+}
+
+/// A second reference to `data` if it is large owned bytes, for the
+/// caller to drop after the engine lock is released. The core frees a
+/// message it could not send (the call or the response refused) in the
+/// refusing call, under the lock; with this reference alive, the last one
+/// (and the free, a tenth of a second for 256 MiB on a loaded machine) is
+/// the caller's. One it sent it hands back through `Engine::take_released`
+/// when done, to whichever thread releases the lock next; a blocking
+/// `call` holds its request until the reply is here, so its own thread
+/// frees it, not the leader's.
+fn hold_past_the_lock(data: &Payload<'_>) -> Option<bytes::Bytes> {
+    match data {
+        Payload::Owned(b) if b.len() > Payload::POOLED_COPY_LIMIT => Some(b.clone()),
+        _ => None,
     }
 }
 

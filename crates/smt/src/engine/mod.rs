@@ -121,6 +121,9 @@ pub(crate) struct Engine {
     /// [`EndpointConfig::call_timeout`].
     call_timeout: Option<Duration>,
     outcomes: VecDeque<Outcome>,
+    /// Large replies nobody took (a call given up on), for the driver to
+    /// drop with the core's released buffers ([`Engine::take_discarded`]).
+    discarded: Vec<Bytes>,
     /// Delivered buffers the application has dropped, for the core's pool.
     recycler: Arc<Recycler>,
     /// When a graceful close began.
@@ -199,6 +202,7 @@ impl Engine {
             load: Load::new(),
             call_timeout: config.call_timeout(),
             outcomes: VecDeque::new(),
+            discarded: Vec::new(),
             recycler: Arc::default(),
             closing: None,
             local_addr,
@@ -424,8 +428,30 @@ impl Engine {
     /// stops working on it and sending its response.
     pub fn cancel(&mut self, call: CallToken) {
         self.end_call(call);
-        self.outcomes
-            .retain(|o| !matches!(o, Outcome::Reply { call: c, .. } if *c == call));
+        // At most one reply per call.
+        let queued = self
+            .outcomes
+            .iter()
+            .position(|o| matches!(o, Outcome::Reply { call: c, .. } if *c == call));
+        if let Some(Outcome::Reply { result, .. }) = queued.and_then(|i| self.outcomes.remove(i)) {
+            self.discard(result);
+        }
+    }
+
+    /// Lets go of a reply nobody takes: a large one waits for
+    /// [`Engine::take_discarded`], so that a driver holding a lock frees
+    /// it after releasing the lock, as it does the core's released buffers.
+    pub fn discard(&mut self, result: Result<Bytes, Error>) {
+        match result {
+            Ok(data) if data.len() > Payload::POOLED_COPY_LIMIT => self.discarded.push(data),
+            _ => {}
+        }
+    }
+
+    /// The large replies discarded since the last call (see
+    /// [`Engine::discard`]).
+    pub fn take_discarded(&mut self) -> Vec<Bytes> {
+        std::mem::take(&mut self.discarded)
     }
 
     /// Begins a graceful close: new calls fail, new requests are dropped,
@@ -532,6 +558,20 @@ impl Engine {
     /// The next reply or request.
     pub fn poll_outcome(&mut self) -> Option<Outcome> {
         self.outcomes.pop_front()
+    }
+
+    /// From now on the core keeps the large buffers it is done with for
+    /// [`Engine::take_released`] instead of freeing them in the call that
+    /// finishes with them: for a driver that calls the engine under a lock
+    /// and frees them after releasing it.
+    pub fn collect_released(&mut self) {
+        self.core.set_collect_released(true);
+    }
+
+    /// The large buffers the core released since the last call (see
+    /// [`Engine::collect_released`]); dropping them frees them.
+    pub fn take_released(&mut self) -> smt_proto::Released {
+        self.core.take_released()
     }
 
     // ---- internals ----
@@ -938,6 +978,98 @@ mod tests {
             }
         }
         panic!("no timeout after {} ticks", abort_ticks * 2);
+    }
+
+    /// Turns `a` and `b` (with their sockets) until `done` says so; panics
+    /// after a minute (a loaded machine is slow, not stuck).
+    fn turn_until(
+        a: &mut Engine,
+        b: &mut Engine,
+        mut done: impl FnMut(&mut Engine, &mut Engine) -> bool,
+    ) {
+        let start = std::time::Instant::now();
+        while !done(a, b) {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "no progress in a minute"
+            );
+            a.turn(true);
+            b.turn(true);
+        }
+    }
+
+    /// A finished large RPC's buffers (4 MiB messages: never pooled) are
+    /// left in the engine for its driver to free (the threaded driver does
+    /// so after releasing its lock: `drive/handoff.rs`), not freed in the
+    /// turn that finished it: counted, not timed.
+    #[test]
+    fn a_finished_large_rpc_leaves_its_buffers_for_the_driver_to_free() {
+        let config = EndpointConfig::default();
+        let any = "127.0.0.1:0".parse().unwrap();
+        let mut client = Engine::bind(any, &config, Box::new(SystemClock)).unwrap();
+        let mut server = Engine::bind(any, &config, Box::new(SystemClock)).unwrap();
+        client.collect_released();
+        server.collect_released();
+        let (c, s) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
+        client.install_session(server.local_addr(), c).unwrap();
+        server.install_session(client.local_addr(), s).unwrap();
+        let len = 4 << 20;
+        let request = Payload::Owned(bytes::Bytes::from(vec![0x5a; len]));
+        client
+            .call(server.local_addr(), request, CallOptions::new())
+            .unwrap();
+        client.flush();
+        let mut rpc = None;
+        turn_until(&mut client, &mut server, |_, server| {
+            if let Some(Outcome::Request { rpc: r, data, .. }) = server.poll_outcome() {
+                // Echoed as owned bytes: the server holds them until the ACK.
+                server
+                    .respond(r, Payload::Owned(data), std::time::Instant::now())
+                    .unwrap();
+                rpc = Some(r);
+            }
+            rpc.is_some()
+        });
+        let mut reply = None;
+        turn_until(&mut client, &mut server, |client, _| {
+            reply = reply.take().or_else(|| client.poll_outcome());
+            reply.is_some()
+        });
+        // The turn that took the response in finished the client's RPC: its
+        // request's wire buffer and data wait.
+        let released = client.take_released();
+        assert_eq!(released.len(), 2, "the request's wire buffer and data");
+        assert!(released.bytes() >= 2 * len);
+        assert!(client.take_released().is_empty(), "taken once");
+        // The server's wait from the turn that took the client's ACK in.
+        let mut waiting = smt_proto::Released::default();
+        turn_until(&mut client, &mut server, |_, server| {
+            waiting = server.take_released();
+            !waiting.is_empty()
+        });
+        assert_eq!(waiting.len(), 2, "the response's wire buffer and data");
+        assert_eq!(server.core.server_rpcs(), 0, "freed by the ACK");
+        match reply {
+            Some(Outcome::Reply {
+                result: Ok(data), ..
+            }) => assert_eq!(data.len(), len),
+            other => panic!("expected the echo, got {other:?}"),
+        }
+    }
+
+    /// A reply nobody takes (an async caller's future dropped) waits for
+    /// the driver to free it after its lock if it is large.
+    #[test]
+    fn a_large_reply_nobody_takes_is_left_for_the_driver_to_free() {
+        let any = "127.0.0.1:0".parse().unwrap();
+        let mut engine =
+            Engine::bind(any, &EndpointConfig::default(), Box::new(SystemClock)).unwrap();
+        let large = Bytes::from(vec![1; Payload::POOLED_COPY_LIMIT + 1]);
+        engine.discard(Ok(large));
+        engine.discard(Ok(Bytes::from_static(b"small: freed at once")));
+        engine.discard(Err(Error::Closed));
+        assert_eq!(engine.take_discarded().len(), 1);
+        assert!(engine.take_discarded().is_empty(), "taken once");
     }
 
     /// A call past its own deadline fails with `Error::Timeout` at that
