@@ -2,16 +2,20 @@
 //! which makes a message's records when the application sends it.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::peers::PeerId;
 use super::scheduler::Scheduler;
 use super::{trace_event, Endpoint, MsgKey, ServerRpcHandle, ServerState, Transmit};
+use crate::buffers::BufferPool;
 use crate::config::Config;
-use crate::crypto::TAG_LEN;
+use crate::crypto::{CryptoError, PacketCipher, TAG_LEN};
 use crate::error::SendError;
 use crate::payload::Payload;
-use crate::record::{frame_message_into, seal_message_into, MessageLayout, Plaintext};
+use crate::record::{
+    frame_message_into, seal_message_into, MessageLayout, Plaintext, SealedMessage, SeqLayout,
+};
 use crate::rpc::Outgoing;
 use crate::stats::Stats;
 use crate::trace::MessageKind;
@@ -530,17 +534,8 @@ impl Endpoint {
             true => MessageKind::Request,
             false => MessageKind::Response,
         };
-        let stats = &mut session.stats;
-        let keys = match session.current.number == epoch {
-            true => &mut session.current,
-            false => session
-                .previous
-                .as_mut()
-                .filter(|e| e.number == epoch)
-                .ok_or(SendError::NoSession)?,
-        };
-        let limit = keys.tx.record_limit();
-        if keys.records_sealed.saturating_add(layout.records()) > limit {
+        let keys = session.epoch_mut(epoch).ok_or(SendError::NoSession)?;
+        if keys.records_sealed.saturating_add(layout.records()) > keys.tx.record_limit() {
             return Err(SendError::KeyExhausted);
         }
         // Transmit offload: the records are framed with plaintext bodies
@@ -551,44 +546,56 @@ impl Endpoint {
             false => keys.tx.clone(),
             true => self.nic.framing.clone(),
         };
-        let seq = cfg.seq_layout;
-        let sealed = match (data, len as usize <= Payload::EAGER_LIMIT) {
-            (Payload::Borrowed(d), true) => seal_message_into(cipher, seq, id, d, layout, wire),
-            (Payload::Owned(d), true) => seal_message_into(cipher, seq, id, &d, layout, wire),
-            (Payload::Owned(d), false) => {
-                frame_message_into(cipher, seq, id, Plaintext::Shared(d), layout, wire)
-            }
-            (Payload::Borrowed(d), false) => {
-                // Lent, not given: copied once, into a buffer that comes
-                // back to the pool (fresh megabytes fault in page by page).
-                let mut copy = self.buffers.pool.take(d.len());
-                copy.extend_from_slice(d);
-                frame_message_into(cipher, seq, id, Plaintext::Copied(copy), layout, wire)
-            }
-        };
-        let sealed = sealed.map_err(|_| SendError::MessageTooLarge {
-            len,
-            max: cfg.message_len_limit(),
-        })?;
+        let pool = &mut self.buffers.pool;
+        let sealed =
+            seal_payload(cipher, cfg.seq_layout, id, data, layout, wire, pool).map_err(|_| {
+                SendError::MessageTooLarge {
+                    len,
+                    max: cfg.message_len_limit(),
+                }
+            })?;
         keys.records_sealed += layout.records();
-        stats.records_sealed += layout.records();
-        stats.messages_sent += 1;
-        self.counters.stats.records_sealed += layout.records();
-        self.counters.stats.messages_sent += 1;
-        let mss = cfg.mss() as u16;
-        let out = Outgoing::new(sealed, mss, cfg.unscheduled_bytes, for_nic);
-        trace_event!(
-            self,
-            Traced::Sealed {
-                peer,
-                epoch,
-                id,
-                kind,
-                len,
-                wire_len: layout.wire_len(),
-                records: layout.records(),
-            }
-        );
+        count_sealed(&mut session.stats, layout.records());
+        count_sealed(&mut self.counters.stats, layout.records());
+        let out = Outgoing::new(sealed, cfg.mss() as u16, cfg.unscheduled_bytes, for_nic);
+        let (wire_len, records) = (layout.wire_len(), layout.records());
+        #[rustfmt::skip]
+        trace_event!(self, Traced::Sealed { peer, epoch, id, kind, len, wire_len, records });
         Ok(out)
     }
+}
+
+/// Seals `data` as message `id` whole if it is small (`Payload::EAGER_LIMIT`),
+/// else frames it to be sealed record by record as its packets leave.
+#[inline]
+fn seal_payload(
+    cipher: Arc<dyn PacketCipher>,
+    seq: SeqLayout,
+    id: u64,
+    data: Payload<'_>,
+    layout: MessageLayout,
+    wire: Vec<u8>,
+    pool: &mut BufferPool,
+) -> Result<SealedMessage, CryptoError> {
+    match (data, layout.data_len() as usize <= Payload::EAGER_LIMIT) {
+        (Payload::Borrowed(d), true) => seal_message_into(cipher, seq, id, d, layout, wire),
+        (Payload::Owned(d), true) => seal_message_into(cipher, seq, id, &d, layout, wire),
+        (Payload::Owned(d), false) => {
+            frame_message_into(cipher, seq, id, Plaintext::Shared(d), layout, wire)
+        }
+        (Payload::Borrowed(d), false) => {
+            // Lent, not given: copied once, into a buffer that comes back
+            // to the pool (fresh megabytes fault in page by page).
+            let mut copy = pool.take(d.len());
+            copy.extend_from_slice(d);
+            frame_message_into(cipher, seq, id, Plaintext::Copied(copy), layout, wire)
+        }
+    }
+}
+
+/// Counts a message of `records` records sealed (or framed to be).
+#[inline]
+fn count_sealed(stats: &mut Stats, records: u64) {
+    stats.records_sealed += records;
+    stats.messages_sent += 1;
 }
