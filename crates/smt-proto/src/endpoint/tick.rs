@@ -103,6 +103,24 @@ impl Endpoint {
         let live = (self.scheduler).live_grant_candidates(&self.rpcs.clients, &self.rpcs.servers);
         let crowded = live.len() > self.config.overcommit;
         self.scheduler.mark_grants_dirty_if_any();
+        self.restart_pending(now);
+        self.tick_rpcs(now, crowded);
+        self.tick_handshakes(now);
+        self.expire_unproven();
+        self.tick_key_updates();
+        let (credits, cx) = self.credits_with();
+        credits.sweep(cx);
+        // Frees since the last tick (completions, ACKs, aborts, this
+        // tick's expiries) are seen here; between ticks the usage figures
+        // only grow.
+        self.recount_usage(now);
+        if self.has_work_for_ticks() {
+            self.time.timers.set(Timer::Tick, now + self.config.tick);
+        }
+    }
+
+    /// Restarts the RPCs whose restart waited for a key epoch to drain.
+    fn restart_pending(&mut self, now: Instant) {
         let pending: Vec<RpcHandle> = self
             .rpcs
             .clients
@@ -113,6 +131,11 @@ impl Endpoint {
         for h in pending {
             self.restart(now, h);
         }
+    }
+
+    /// Judges every RPC's silence first, then acts: acting (failing a
+    /// client, freeing a server) changes the tables being walked.
+    fn tick_rpcs(&mut self, now: Instant, crowded: bool) {
         let mut actions = Vec::new();
         let handles: Vec<RpcHandle> = self.rpcs.clients.keys().collect();
         for h in handles {
@@ -125,24 +148,17 @@ impl Endpoint {
         for action in actions {
             self.apply(now, action);
         }
-        self.tick_handshakes(now);
-        self.expire_unproven();
-        self.tick_key_updates();
-        let (credits, cx) = self.credits_with();
-        credits.sweep(cx);
-        // Frees since the last tick (completions, ACKs, aborts, this
-        // tick's expiries) are seen here; between ticks the usage figures
-        // only grow.
-        self.recount_usage(now);
-        let unconfirmed = !self.peers.key_updates.is_empty();
-        if !self.rpcs.clients.is_empty()
+    }
+
+    /// Whether anything still needs the tick: RPCs, handshakes, addresses
+    /// being validated, or an unconfirmed key update. An idle endpoint
+    /// sets no timer.
+    fn has_work_for_ticks(&self) -> bool {
+        !self.rpcs.clients.is_empty()
             || !self.rpcs.servers.is_empty()
             || !self.peers.handshakes.is_empty()
             || !self.peers.unvalidated.is_empty()
-            || unconfirmed
-        {
-            self.time.timers.set(Timer::Tick, now + self.config.tick);
-        }
+            || !self.peers.key_updates.is_empty()
     }
 
     /// A client's first RESEND waits `resend_ticks`, doubled per restart:
