@@ -2,15 +2,22 @@
 //! which makes a message's records when the application sends it.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::peers::PeerId;
+use super::scheduler::Scheduler;
 use super::{trace_event, Endpoint, MsgKey, ServerRpcHandle, ServerState, Transmit};
-use crate::crypto::TAG_LEN;
+use crate::buffers::BufferPool;
+use crate::config::Config;
+use crate::crypto::{CryptoError, PacketCipher, TAG_LEN};
 use crate::error::SendError;
 use crate::payload::Payload;
-use crate::record::{frame_message_into, seal_message_into, MessageLayout, Plaintext};
+use crate::record::{
+    frame_message_into, seal_message_into, MessageLayout, Plaintext, SealedMessage, SeqLayout,
+};
 use crate::rpc::Outgoing;
+use crate::stats::Stats;
 use crate::trace::MessageKind;
 use crate::trace::{PacketSummary, Traced};
 use crate::wire::{Body, Packet, Packets, Repr, MIN_PACKET_LEN};
@@ -270,10 +277,7 @@ impl Endpoint {
         to: Option<(SocketAddr, u64)>,
         buf: &mut [u8],
     ) -> Option<(Transmit, u64)> {
-        let ports = self.config.local_port;
-        let (offload, seq_layout) = (self.config.tx_offload, self.config.seq_layout);
-        let pathlet = self.config.pathlet_feedback;
-        let single = self.config.pathlet_single_window;
+        let cfg = &self.config;
         let (scheduler, clients, servers, stats, ticks, nic, peers) = (
             &mut self.scheduler,
             &mut self.rpcs.clients,
@@ -288,72 +292,35 @@ impl Endpoint {
                 scheduler.pop_next();
                 continue;
             };
-            if !sending || !out.has_sendable() {
-                // Queued again when a grant or resend request arrives (or
-                // by the tick's rescan).
-                out.queued = false;
-                scheduler.pop_next();
-                continue;
-            }
-            let remaining = out.remaining();
-            if remaining != rank {
-                scheduler.rerank_next(remaining);
-                continue;
+            match candidate_verdict(out, sending, rank) {
+                Verdict::Unqueue => {
+                    unqueue_next(scheduler, out);
+                    continue;
+                }
+                Verdict::Rerank(remaining) => {
+                    scheduler.rerank_next(remaining);
+                    continue;
+                }
+                Verdict::Ready => {}
             }
             if to.is_some_and(|to| to != (k.peer, k.epoch) || out.next_packet_len() > buf.len()) {
                 return None;
             }
-            // Retransmissions are loss recovery: the loss already cut the
-            // window, and holding them back could leave a window whose
-            // bytes the receiver never counts (duplicates) full for good.
-            let held = pathlet
-                && !out.retransmit_pending()
-                && !within_pathlet_window(peers, k.peer, k.id, out.next_packet_len());
-            if held {
-                // Sent again after an echo (or the tick's rescan).
-                stats.pathlet_held += 1;
-                out.queued = false;
-                scheduler.pop_next();
-                continue;
-            }
-            if out.seal_next().is_err() {
-                // Cannot happen (the sequence numbers were checked and the
-                // record budget reserved when the message was framed); the
-                // message sends nothing more and its RPC times out.
-                tracing::error!(peer = %k.peer, id = k.id, "sealing a record failed");
-                out.queued = false;
-                scheduler.pop_next();
+            if !may_seal_next(out, k, cfg.pathlet_feedback, peers, stats) {
+                unqueue_next(scheduler, out);
                 continue;
             }
             let p = out.next_packet(*ticks)?;
-            let ports = (ports, k.peer.port());
+            let ports = (cfg.local_port, k.peer.port());
             let written = out.write_packet(p, ports, k.epoch & 1 == 1, k.id, buf);
-            if out.has_sendable() {
-                scheduler.rerank_next(out.remaining());
-            } else {
-                out.queued = false;
-                scheduler.pop_next();
-            }
+            requeue_after_write(scheduler, out);
             let Some(len) = written else {
                 continue;
             };
-            if offload && out.for_nic {
-                nic.tx_records = Some(out.tx_records(p, k, seq_layout, len));
+            if cfg.tx_offload && out.for_nic {
+                nic.tx_records = Some(out.tx_records(p, k, cfg.seq_layout, len));
             }
-            stats.data_packets_tx += 1;
-            if pathlet {
-                if let Some(peer) = peers.get_mut(&k.peer) {
-                    peer.pathlet_mut(single)
-                        .on_data_sent(k.id, len as u64, p.retransmit);
-                }
-            }
-            if p.retransmit {
-                // Rare: the peer's own count is worth a lookup here.
-                stats.retransmitted_packets += 1;
-                if let Some(s) = peers.get_mut(&k.peer) {
-                    s.stats.retransmitted_packets += 1;
-                }
-            }
+            count_data_sent(cfg, stats, peers, k, len, p.retransmit);
             let t = Transmit {
                 destination: k.peer,
                 len,
@@ -397,6 +364,110 @@ impl Endpoint {
         let all: Vec<MsgKey> = clients.chain(servers).collect();
         for key in all {
             self.mark_sendable(key);
+        }
+    }
+}
+
+/// What `write_next_data` does with the candidate at the top of the heap
+/// before looking at where its packet goes.
+enum Verdict {
+    /// Nothing to send now: off the heap.
+    Unqueue,
+    /// Ranked by an old count: re-ranked by this one.
+    Rerank(u64),
+    /// Rightly the smallest: its next packet may go.
+    Ready,
+}
+
+/// Judges the candidate `out`, ranked at `rank`, whose message is still
+/// being sent if `sending`.
+#[inline]
+fn candidate_verdict(out: &Outgoing, sending: bool, rank: u64) -> Verdict {
+    if !sending || !out.has_sendable() {
+        // Queued again when a grant or resend request arrives (or by the
+        // tick's rescan).
+        return Verdict::Unqueue;
+    }
+    match out.remaining() {
+        remaining if remaining != rank => Verdict::Rerank(remaining),
+        _ => Verdict::Ready,
+    }
+}
+
+/// Whether `out`'s next record may be sealed and sent now: not held back
+/// by its pathlet's window, and sealed. Counts or logs why not.
+#[inline]
+fn may_seal_next(
+    out: &mut Outgoing,
+    k: ServerRpcHandle,
+    pathlet: bool,
+    peers: &mut super::peers::Peers,
+    stats: &mut Stats,
+) -> bool {
+    // Retransmissions are loss recovery: the loss already cut the window,
+    // and holding them back could leave a window whose bytes the receiver
+    // never counts (duplicates) full for good.
+    let held = pathlet
+        && !out.retransmit_pending()
+        && !within_pathlet_window(peers, k.peer, k.id, out.next_packet_len());
+    if held {
+        // Sent again after an echo (or the tick's rescan).
+        stats.pathlet_held += 1;
+        return false;
+    }
+    if out.seal_next().is_err() {
+        // Cannot happen (the sequence numbers were checked and the record
+        // budget reserved when the message was framed); the message sends
+        // nothing more and its RPC times out.
+        tracing::error!(peer = %k.peer, id = k.id, "sealing a record failed");
+        return false;
+    }
+    true
+}
+
+/// Takes the candidate at the top of the heap off it; it is ranked again
+/// by `mark_sendable`.
+#[inline]
+fn unqueue_next(scheduler: &mut Scheduler, out: &mut Outgoing) {
+    out.queued = false;
+    scheduler.pop_next();
+}
+
+/// After a packet of the top candidate was written: it stays at the top,
+/// re-ranked in place (it has fewer bytes left, so it is still the
+/// smallest), unless it has nothing more to send.
+#[inline]
+fn requeue_after_write(scheduler: &mut Scheduler, out: &mut Outgoing) {
+    if out.has_sendable() {
+        scheduler.rerank_next(out.remaining());
+    } else {
+        unqueue_next(scheduler, out);
+    }
+}
+
+/// Counts a DATA packet of `len` bytes sent for RPC `k`, and tells its
+/// pathlet.
+#[inline]
+fn count_data_sent(
+    cfg: &Config,
+    stats: &mut Stats,
+    peers: &mut super::peers::Peers,
+    k: ServerRpcHandle,
+    len: usize,
+    retransmit: bool,
+) {
+    stats.data_packets_tx += 1;
+    if cfg.pathlet_feedback {
+        if let Some(peer) = peers.get_mut(&k.peer) {
+            peer.pathlet_mut(cfg.pathlet_single_window)
+                .on_data_sent(k.id, len as u64, retransmit);
+        }
+    }
+    if retransmit {
+        // Rare: the peer's own count is worth a lookup here.
+        stats.retransmitted_packets += 1;
+        if let Some(s) = peers.get_mut(&k.peer) {
+            s.stats.retransmitted_packets += 1;
         }
     }
 }
@@ -463,17 +534,8 @@ impl Endpoint {
             true => MessageKind::Request,
             false => MessageKind::Response,
         };
-        let stats = &mut session.stats;
-        let keys = match session.current.number == epoch {
-            true => &mut session.current,
-            false => session
-                .previous
-                .as_mut()
-                .filter(|e| e.number == epoch)
-                .ok_or(SendError::NoSession)?,
-        };
-        let limit = keys.tx.record_limit();
-        if keys.records_sealed.saturating_add(layout.records()) > limit {
+        let keys = session.epoch_mut(epoch).ok_or(SendError::NoSession)?;
+        if keys.records_sealed.saturating_add(layout.records()) > keys.tx.record_limit() {
             return Err(SendError::KeyExhausted);
         }
         // Transmit offload: the records are framed with plaintext bodies
@@ -484,44 +546,56 @@ impl Endpoint {
             false => keys.tx.clone(),
             true => self.nic.framing.clone(),
         };
-        let seq = cfg.seq_layout;
-        let sealed = match (data, len as usize <= Payload::EAGER_LIMIT) {
-            (Payload::Borrowed(d), true) => seal_message_into(cipher, seq, id, d, layout, wire),
-            (Payload::Owned(d), true) => seal_message_into(cipher, seq, id, &d, layout, wire),
-            (Payload::Owned(d), false) => {
-                frame_message_into(cipher, seq, id, Plaintext::Shared(d), layout, wire)
-            }
-            (Payload::Borrowed(d), false) => {
-                // Lent, not given: copied once, into a buffer that comes
-                // back to the pool (fresh megabytes fault in page by page).
-                let mut copy = self.buffers.pool.take(d.len());
-                copy.extend_from_slice(d);
-                frame_message_into(cipher, seq, id, Plaintext::Copied(copy), layout, wire)
-            }
-        };
-        let sealed = sealed.map_err(|_| SendError::MessageTooLarge {
-            len,
-            max: cfg.message_len_limit(),
-        })?;
+        let pool = &mut self.buffers.pool;
+        let sealed =
+            seal_payload(cipher, cfg.seq_layout, id, data, layout, wire, pool).map_err(|_| {
+                SendError::MessageTooLarge {
+                    len,
+                    max: cfg.message_len_limit(),
+                }
+            })?;
         keys.records_sealed += layout.records();
-        stats.records_sealed += layout.records();
-        stats.messages_sent += 1;
-        self.counters.stats.records_sealed += layout.records();
-        self.counters.stats.messages_sent += 1;
-        let mss = cfg.mss() as u16;
-        let out = Outgoing::new(sealed, mss, cfg.unscheduled_bytes, for_nic);
-        trace_event!(
-            self,
-            Traced::Sealed {
-                peer,
-                epoch,
-                id,
-                kind,
-                len,
-                wire_len: layout.wire_len(),
-                records: layout.records(),
-            }
-        );
+        count_sealed(&mut session.stats, layout.records());
+        count_sealed(&mut self.counters.stats, layout.records());
+        let out = Outgoing::new(sealed, cfg.mss() as u16, cfg.unscheduled_bytes, for_nic);
+        let (wire_len, records) = (layout.wire_len(), layout.records());
+        #[rustfmt::skip]
+        trace_event!(self, Traced::Sealed { peer, epoch, id, kind, len, wire_len, records });
         Ok(out)
     }
+}
+
+/// Seals `data` as message `id` whole if it is small (`Payload::EAGER_LIMIT`),
+/// else frames it to be sealed record by record as its packets leave.
+#[inline]
+fn seal_payload(
+    cipher: Arc<dyn PacketCipher>,
+    seq: SeqLayout,
+    id: u64,
+    data: Payload<'_>,
+    layout: MessageLayout,
+    wire: Vec<u8>,
+    pool: &mut BufferPool,
+) -> Result<SealedMessage, CryptoError> {
+    match (data, layout.data_len() as usize <= Payload::EAGER_LIMIT) {
+        (Payload::Borrowed(d), true) => seal_message_into(cipher, seq, id, d, layout, wire),
+        (Payload::Owned(d), true) => seal_message_into(cipher, seq, id, &d, layout, wire),
+        (Payload::Owned(d), false) => {
+            frame_message_into(cipher, seq, id, Plaintext::Shared(d), layout, wire)
+        }
+        (Payload::Borrowed(d), false) => {
+            // Lent, not given: copied once, into a buffer that comes back
+            // to the pool (fresh megabytes fault in page by page).
+            let mut copy = pool.take(d.len());
+            copy.extend_from_slice(d);
+            frame_message_into(cipher, seq, id, Plaintext::Copied(copy), layout, wire)
+        }
+    }
+}
+
+/// Counts a message of `records` records sealed (or framed to be).
+#[inline]
+fn count_sealed(stats: &mut Stats, records: u64) {
+    stats.records_sealed += records;
+    stats.messages_sent += 1;
 }

@@ -17,9 +17,11 @@ pub(crate) struct Time {
 use std::time::Instant;
 
 use super::peer::Origin;
+use super::peers::PeerId;
 use super::{trace_event, Endpoint, MsgKey, RpcHandle, ServerRpcHandle, ServerState};
 use crate::error::{RpcError, SendError};
 use crate::payload::Payload;
+use crate::rpc::Outgoing;
 use crate::timer::Timer;
 use crate::trace::Traced;
 use crate::wire::Body;
@@ -101,6 +103,24 @@ impl Endpoint {
         let live = (self.scheduler).live_grant_candidates(&self.rpcs.clients, &self.rpcs.servers);
         let crowded = live.len() > self.config.overcommit;
         self.scheduler.mark_grants_dirty_if_any();
+        self.restart_pending(now);
+        self.tick_rpcs(now, crowded);
+        self.tick_handshakes(now);
+        self.expire_unproven();
+        self.tick_key_updates();
+        let (credits, cx) = self.credits_with();
+        credits.sweep(cx);
+        // Frees since the last tick (completions, ACKs, aborts, this
+        // tick's expiries) are seen here; between ticks the usage figures
+        // only grow.
+        self.recount_usage(now);
+        if self.has_work_for_ticks() {
+            self.time.timers.set(Timer::Tick, now + self.config.tick);
+        }
+    }
+
+    /// Restarts the RPCs whose restart waited for a key epoch to drain.
+    fn restart_pending(&mut self, now: Instant) {
         let pending: Vec<RpcHandle> = self
             .rpcs
             .clients
@@ -111,6 +131,11 @@ impl Endpoint {
         for h in pending {
             self.restart(now, h);
         }
+    }
+
+    /// Judges every RPC's silence first, then acts: acting (failing a
+    /// client, freeing a server) changes the tables being walked.
+    fn tick_rpcs(&mut self, now: Instant, crowded: bool) {
         let mut actions = Vec::new();
         let handles: Vec<RpcHandle> = self.rpcs.clients.keys().collect();
         for h in handles {
@@ -123,24 +148,17 @@ impl Endpoint {
         for action in actions {
             self.apply(now, action);
         }
-        self.tick_handshakes(now);
-        self.expire_unproven();
-        self.tick_key_updates();
-        let (credits, cx) = self.credits_with();
-        credits.sweep(cx);
-        // Frees since the last tick (completions, ACKs, aborts, this
-        // tick's expiries) are seen here; between ticks the usage figures
-        // only grow.
-        self.recount_usage(now);
-        let unconfirmed = !self.peers.key_updates.is_empty();
-        if !self.rpcs.clients.is_empty()
+    }
+
+    /// Whether anything still needs the tick: RPCs, handshakes, addresses
+    /// being validated, or an unconfirmed key update. An idle endpoint
+    /// sets no timer.
+    fn has_work_for_ticks(&self) -> bool {
+        !self.rpcs.clients.is_empty()
             || !self.rpcs.servers.is_empty()
             || !self.peers.handshakes.is_empty()
             || !self.peers.unvalidated.is_empty()
-            || unconfirmed
-        {
-            self.time.timers.set(Timer::Tick, now + self.config.tick);
-        }
+            || !self.peers.key_updates.is_empty()
     }
 
     /// A client's first RESEND waits `resend_ticks`, doubled per restart:
@@ -358,56 +376,15 @@ impl Endpoint {
         }
         let (epoch, id) = match self.allocate_id(pid) {
             Ok(slot) => slot,
-            Err(SendError::RekeyPending) => {
-                // Waits for the previous key epoch to drain; the tick
-                // retries.
-                if let Some(rpc) = self.rpcs.clients.get_mut(&handle) {
-                    rpc.restart_pending = true;
-                    rpc.silent_ticks = 0;
-                }
-                return;
-            }
+            Err(SendError::RekeyPending) => return self.defer_restart(handle),
             Err(_) => return self.fail_client(handle, RpcError::IdSpaceExhausted),
         };
-        let Some(rpc) = self.rpcs.clients.get_mut(&handle) else {
-            return;
+        let request = match self.reseal_request(handle, pid, epoch, id) {
+            None => return,
+            Some(Err(e)) => return self.fail_client(handle, e),
+            Some(Ok(request)) => request,
         };
-        let priority = rpc.request.priority;
-        let mut data = self.buffers.pool.take(rpc.request.data_len() as usize);
-        let sealed = match rpc.request.recover(&mut data) {
-            Ok(Some(kept)) => self.seal(pid, epoch, id, Payload::Owned(kept)),
-            Ok(None) => self.seal(pid, epoch, id, Payload::Borrowed(&data)),
-            Err(_) => {
-                // Cannot happen: the request was sealed with its key kept.
-                tracing::error!(peer = %old.peer, id = old.id, "request plaintext not recoverable");
-                return self.fail_client(handle, RpcError::PeerLostRequest);
-            }
-        };
-        self.buffers.pool.give(data);
-        let Ok(mut request) = sealed else {
-            return self.fail_client(handle, RpcError::IdSpaceExhausted);
-        };
-        request.priority = priority;
-        if let Some(r) = self.peers.rpcs_mut(pid) {
-            r.remove_client(old.epoch, old.id);
-            r.add_client(epoch, id, handle);
-        }
-        let mut leftovers = None;
-        if let Some(rpc) = self.rpcs.clients.get_mut(&handle) {
-            rpc.epoch = epoch;
-            rpc.id = id;
-            let old = std::mem::replace(&mut rpc.request, request);
-            leftovers = Some((old, rpc.response.take()));
-            rpc.restarts += 1;
-            rpc.silent_ticks = 0;
-            rpc.restart_pending = false;
-        }
-        if let Some((mut old, response)) = leftovers {
-            old.recycle(&mut self.buffers.pool);
-            if let Some(inc) = response {
-                self.recycle_incoming(inc);
-            }
-        }
+        self.install_restarted(handle, pid, (epoch, id), request);
         trace_event!(
             self,
             Traced::RpcRestarted {
@@ -425,6 +402,75 @@ impl Endpoint {
         }
         self.mark_sendable(MsgKey::Client(handle));
         self.arm_tick(now);
+    }
+
+    /// No fresh ID yet: the previous key epoch must drain first. The tick
+    /// retries (and the wait is not silence).
+    fn defer_restart(&mut self, handle: RpcHandle) {
+        if let Some(rpc) = self.rpcs.clients.get_mut(&handle) {
+            rpc.restart_pending = true;
+            rpc.silent_ticks = 0;
+        }
+    }
+
+    /// The request of `handle` sealed again as message `id` of key epoch
+    /// `epoch`, from its recovered plaintext; `None` if the RPC is gone, or
+    /// the error to fail it with.
+    fn reseal_request(
+        &mut self,
+        handle: RpcHandle,
+        pid: PeerId,
+        epoch: u64,
+        id: u64,
+    ) -> Option<Result<Outgoing, RpcError>> {
+        let rpc = self.rpcs.clients.get_mut(&handle)?;
+        let (old, priority) = (rpc.key(), rpc.request.priority);
+        let mut data = self.buffers.pool.take(rpc.request.data_len() as usize);
+        let sealed = match rpc.request.recover(&mut data) {
+            Ok(Some(kept)) => self.seal(pid, epoch, id, Payload::Owned(kept)),
+            Ok(None) => self.seal(pid, epoch, id, Payload::Borrowed(&data)),
+            Err(_) => {
+                // Cannot happen: the request was sealed with its key kept.
+                tracing::error!(peer = %old.peer, id = old.id, "request plaintext not recoverable");
+                return Some(Err(RpcError::PeerLostRequest));
+            }
+        };
+        self.buffers.pool.give(data);
+        let Ok(mut request) = sealed else {
+            return Some(Err(RpcError::IdSpaceExhausted));
+        };
+        request.priority = priority;
+        Some(Ok(request))
+    }
+
+    /// Moves RPC `handle` to its new (epoch, id) with its resealed
+    /// `request`, and recycles the old request and any partial response
+    /// (the server lost the request, so nothing of a response stands).
+    fn install_restarted(
+        &mut self,
+        handle: RpcHandle,
+        pid: PeerId,
+        (epoch, id): (u64, u64),
+        request: Outgoing,
+    ) {
+        let Some(rpc) = self.rpcs.clients.get_mut(&handle) else {
+            return;
+        };
+        if let Some(r) = self.peers.rpcs_mut(pid) {
+            r.remove_client(rpc.epoch, rpc.id);
+            r.add_client(epoch, id, handle);
+        }
+        rpc.epoch = epoch;
+        rpc.id = id;
+        let mut old = std::mem::replace(&mut rpc.request, request);
+        let response = rpc.response.take();
+        rpc.restarts += 1;
+        rpc.silent_ticks = 0;
+        rpc.restart_pending = false;
+        old.recycle(&mut self.buffers.pool);
+        if let Some(inc) = response {
+            self.recycle_incoming(inc);
+        }
     }
 }
 
