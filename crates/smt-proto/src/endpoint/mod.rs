@@ -27,7 +27,6 @@ mod pathlet;
 mod peer;
 mod peers;
 mod recv;
-mod released;
 mod resolver;
 mod scheduler;
 mod send;
@@ -60,7 +59,7 @@ pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use crate::buffers::BufferPool;
+use crate::buffers::{released_limit, BufferPool, Released};
 use crate::config::{Config, ConfigError};
 use crate::error::{DropReason, RpcError, SendError};
 use crate::handshake::HandshakeError;
@@ -893,5 +892,36 @@ fn keep_incoming(
     let list = inc.recycle(buffers);
     if list.capacity() > 0 && spare_segment_lists.len() < MAX_SPARE_SEGMENT_LISTS {
         spare_segment_lists.push(list);
+    }
+}
+
+/// Large buffers the endpoint is done with, handed to the driver to free
+/// outside the calls that finish with them (see `buffers.rs`).
+impl Endpoint {
+    /// Whether the driver frees the endpoint's large buffers itself (off
+    /// by default). When on, a buffer of a megabyte or more that a call
+    /// is done with — a finished message's wire form, reassembly memory,
+    /// a buffer handed back with [`Endpoint::recycle`], a large message the
+    /// application handed over as owned bytes — is not freed in that call
+    /// but kept for [`Endpoint::take_released`], which the driver calls
+    /// after its calls and whose result it drops where freeing takes no
+    /// one's time (outside the lock a threaded driver calls the endpoint
+    /// under: freeing a 256 MiB buffer unmaps its pages, a tenth of a
+    /// second or more). A driver that stops taking them loses nothing:
+    /// once 256 MiB or four of the largest messages
+    /// (`Config::max_message_len`) wait, whichever is more, they are freed
+    /// in the next call that releases one. Off, they are freed where they
+    /// are released, as small buffers always are (the pool keeps those for
+    /// reuse); turning it off frees what is waiting.
+    pub fn set_collect_released(&mut self, on: bool) {
+        let limit = released_limit(self.config.max_message_len);
+        self.buffers.pool.collect_released(on.then_some(limit));
+    }
+
+    /// The large buffers released since the last call (empty unless
+    /// [`Endpoint::set_collect_released`] is on), to drop when the
+    /// driver's time is its own. O(1): nothing is freed here.
+    pub fn take_released(&mut self) -> Released {
+        self.buffers.pool.take_released()
     }
 }
