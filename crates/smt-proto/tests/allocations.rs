@@ -14,12 +14,11 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use smt_proto::crypto::NullCipher;
-use smt_proto::{Config, Endpoint, Event, Role, SessionKeys};
+mod common;
+use common::{addr, null_session_endpoint, CLIENT, SERVER};
+use smt_proto::{Config, Endpoint, Event, Role};
 
 struct Counting;
 
@@ -59,24 +58,14 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
-const CLIENT: u16 = 40_000;
-const SERVER: u16 = 4_000;
 const BATCH: usize = 16;
-
-fn addr(port: u16) -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], port))
-}
 
 fn endpoint(port: u16, peer: u16, role: Role) -> Endpoint {
     let config = Config {
         local_port: port,
         ..Config::default()
     };
-    let mut ep = Endpoint::new(config).expect("valid config");
-    let keys = SessionKeys::new(role, Arc::new(NullCipher), Arc::new(NullCipher));
-    ep.install_session(addr(peer), keys)
-        .expect("null keys are not reflectable");
-    ep
+    null_session_endpoint(config, peer, role)
 }
 
 /// Two endpoints, a virtual clock and one datagram buffer, reused.

@@ -21,21 +21,19 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use smt_proto::crypto::NullCipher;
-use smt_proto::{Config, Endpoint, Event, Payload, Role, SessionKeys};
+
+mod common;
+use common::{addr, null_session_endpoint, CLIENT, SERVER};
+use smt_proto::{Config, Endpoint, Event, Payload, Role};
 
 /// Twice the pool's largest class: the message's buffers are never pooled.
 const LEN: usize = 4 << 20;
 /// Allocations this large are counted (the core's threshold for handing
 /// buffers out).
 const LARGE: usize = 1 << 20;
-const CLIENT: u16 = 40_000;
-const SERVER: u16 = 4_000;
 
 struct Counting;
 
@@ -99,20 +97,13 @@ fn large_gone() -> u64 {
     LARGE_GONE.with(Cell::get)
 }
 
-fn addr(port: u16) -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], port))
-}
-
 fn endpoint(port: u16, peer: u16, role: Role, collect: bool) -> Endpoint {
     let config = Config {
         local_port: port,
         max_message_len: 2 * LEN as u64,
         ..Config::default()
     };
-    let mut ep = Endpoint::new(config).expect("valid config");
-    let keys = SessionKeys::new(role, Arc::new(NullCipher), Arc::new(NullCipher));
-    ep.install_session(addr(peer), keys)
-        .expect("null keys are not reflectable");
+    let mut ep = null_session_endpoint(config, peer, role);
     ep.set_collect_released(collect);
     ep
 }

@@ -18,35 +18,25 @@
 // The tests drive a virtual clock; `Instant::now` only picks its origin.
 #![allow(clippy::disallowed_methods)]
 
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use smt_proto::crypto::NullCipher;
-use smt_proto::{Config, Endpoint, Event, Payload, Role, SessionKeys};
+
+mod common;
+use common::{addr, null_session_endpoint, CLIENT, SERVER};
+use smt_proto::{Config, Endpoint, Event, Payload, Role};
 
 /// Above glibc's largest dynamic mmap threshold (32 MiB): the message's
 /// buffers are always fresh pages, never recycled heap.
 const LEN: usize = 48 << 20;
 const PAGE: u64 = 4096;
-const CLIENT: u16 = 40_000;
-const SERVER: u16 = 4_000;
-
-fn addr(port: u16) -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], port))
-}
 
 fn endpoint(port: u16, peer: u16, role: Role) -> Endpoint {
     let config = Config {
         local_port: port,
         ..Config::default()
     };
-    let mut ep = Endpoint::new(config).expect("valid config");
-    let keys = SessionKeys::new(role, Arc::new(NullCipher), Arc::new(NullCipher));
-    ep.install_session(addr(peer), keys)
-        .expect("null keys are not reflectable");
-    ep
+    null_session_endpoint(config, peer, role)
 }
 
 /// Minor page faults of this thread so far; `None` where the kernel does
