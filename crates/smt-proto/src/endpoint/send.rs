@@ -7,7 +7,8 @@ use std::time::Instant;
 
 use super::peers::PeerId;
 use super::scheduler::Scheduler;
-use super::{trace_event, Endpoint, MsgKey, ServerRpcHandle, ServerState, Transmit};
+use super::table::RpcTables;
+use super::{Endpoint, MsgKey, ServerRpcHandle, ServerState, Transmit};
 use crate::buffers::BufferPool;
 use crate::config::Config;
 use crate::crypto::{CryptoError, PacketCipher, TAG_LEN};
@@ -41,19 +42,7 @@ impl Endpoint {
             buf.len() >= limit,
             "poll_transmit needs a buffer of at least Config::max_datagram_size ({limit} bytes)"
         );
-        if self.scheduler.take_grants_dirty() {
-            let (scheduler, clients, servers, outbox, config) = (
-                &mut self.scheduler,
-                &mut self.rpcs.clients,
-                &mut self.rpcs.servers,
-                &mut self.outbox,
-                &mut self.config,
-            );
-            let limits = (u64::from(config.grant_window), config.overcommit);
-            scheduler.grant(clients, servers, limits, |k, body| {
-                outbox.queue_control(config.local_port, k.peer, k.epoch, k.id, body);
-            });
-        }
+        self.grant_if_dirty();
         // With pathlet feedback, the datagram is written after room for
         // its PATH, which goes in front once it is known to carry DATA.
         let reserve = if self.config.pathlet_feedback {
@@ -79,6 +68,25 @@ impl Endpoint {
             destination: first.destination,
             len,
         }))
+    }
+
+    /// Computes the grants once for everything received since they last
+    /// were (`Scheduler::grant`), queueing a GRANT for each that rose.
+    fn grant_if_dirty(&mut self) {
+        if !self.scheduler.take_grants_dirty() {
+            return;
+        }
+        let (scheduler, clients, servers, outbox, config) = (
+            &mut self.scheduler,
+            &mut self.rpcs.clients,
+            &mut self.rpcs.servers,
+            &mut self.outbox,
+            &mut self.config,
+        );
+        let limits = (u64::from(config.grant_window), config.overcommit);
+        scheduler.grant(clients, servers, limits, |k, body| {
+            outbox.queue_control(config.local_port, k.peer, k.epoch, k.id, body);
+        });
     }
 
     /// Writes the next datagram into `buf`: its first packet, then (with
@@ -239,11 +247,28 @@ impl Endpoint {
         // KEY_UPDATE switches keys: it is authenticated even when other
         // control packets are not.
         if total > len {
-            let keys = self.peers.at(pid?)?.epoch(epoch)?;
-            let tag = keys.tx.control_tag(&buf[..len]);
-            buf[len..total].copy_from_slice(&tag);
+            self.tag_control(pid?, epoch, &mut buf[..total], len)?;
         }
-        match repr.body {
+        self.count_control(pid, &repr.body);
+        Some(Transmit {
+            destination: peer,
+            len: total,
+        })
+    }
+
+    /// Writes the control MAC of the packet in `buf[..len]` (under key
+    /// epoch `epoch` of peer `pid`) into the rest of `buf`. `None` if that
+    /// epoch is gone.
+    fn tag_control(&self, pid: PeerId, epoch: u64, buf: &mut [u8], len: usize) -> Option<()> {
+        let keys = self.peers.at(pid)?.epoch(epoch)?;
+        let tag = keys.tx.control_tag(&buf[..len]);
+        buf[len..].copy_from_slice(&tag);
+        Some(())
+    }
+
+    /// Counts a control packet sent (to peer `pid`, if it has a session).
+    fn count_control(&mut self, pid: Option<PeerId>, body: &Body) {
+        match body {
             Body::Grant { .. } => self.counters.stats.grants_sent += 1,
             Body::Resend { .. } => {
                 self.counters.stats.resends_sent += 1;
@@ -254,10 +279,6 @@ impl Endpoint {
             _ => {}
         }
         self.counters.stats.control_packets_tx += 1;
-        Some(Transmit {
-            destination: peer,
-            len: total,
-        })
     }
 
     /// Writes one packet of the message with the fewest bytes left to send
@@ -277,32 +298,13 @@ impl Endpoint {
         to: Option<(SocketAddr, u64)>,
         buf: &mut [u8],
     ) -> Option<(Transmit, u64)> {
-        let cfg = &self.config;
-        let (scheduler, clients, servers, stats, ticks, nic, peers) = (
-            &mut self.scheduler,
-            &mut self.rpcs.clients,
-            &mut self.rpcs.servers,
-            &mut self.counters.stats,
-            &mut self.time.ticks,
-            &mut self.nic,
-            &mut self.peers,
-        );
-        while let Some((rank, key)) = scheduler.next_sendable() {
-            let Some((k, out, sending)) = outgoing_in(clients, servers, key) else {
-                scheduler.pop_next();
+        let (cfg, ticks, nic) = (&self.config, self.time.ticks, &mut self.nic);
+        let (scheduler, rpcs) = (&mut self.scheduler, &mut self.rpcs);
+        let (stats, peers) = (&mut self.counters.stats, &mut self.peers);
+        while let Some(top) = scheduler.next_sendable() {
+            let Some((k, out)) = ready_candidate(scheduler, rpcs, top) else {
                 continue;
             };
-            match candidate_verdict(out, sending, rank) {
-                Verdict::Unqueue => {
-                    unqueue_next(scheduler, out);
-                    continue;
-                }
-                Verdict::Rerank(remaining) => {
-                    scheduler.rerank_next(remaining);
-                    continue;
-                }
-                Verdict::Ready => {}
-            }
             if to.is_some_and(|to| to != (k.peer, k.epoch) || out.next_packet_len() > buf.len()) {
                 return None;
             }
@@ -310,7 +312,7 @@ impl Endpoint {
                 unqueue_next(scheduler, out);
                 continue;
             }
-            let p = out.next_packet(*ticks)?;
+            let p = out.next_packet(ticks)?;
             let ports = (cfg.local_port, k.peer.port());
             let written = out.write_packet(p, ports, k.epoch & 1 == 1, k.id, buf);
             requeue_after_write(scheduler, out);
@@ -321,11 +323,7 @@ impl Endpoint {
                 nic.tx_records = Some(out.tx_records(p, k, cfg.seq_layout, len));
             }
             count_data_sent(cfg, stats, peers, k, len, p.retransmit);
-            let t = Transmit {
-                destination: k.peer,
-                len,
-            };
-            return Some((t, k.epoch));
+            return Some((Transmit::new(k.peer, len), k.epoch));
         }
         None
     }
@@ -368,6 +366,12 @@ impl Endpoint {
     }
 }
 
+impl Transmit {
+    fn new(destination: SocketAddr, len: usize) -> Self {
+        Self { destination, len }
+    }
+}
+
 /// What `write_next_data` does with the candidate at the top of the heap
 /// before looking at where its packet goes.
 enum Verdict {
@@ -377,6 +381,32 @@ enum Verdict {
     Rerank(u64),
     /// Rightly the smallest: its next packet may go.
     Ready,
+}
+
+/// The candidate at the top of the heap (ranked `rank`) with its wire key,
+/// if it may send now; else it is dropped, taken off or re-ranked
+/// (`candidate_verdict`) and `None`: the caller looks at the next.
+#[inline(always)]
+fn ready_candidate<'a>(
+    scheduler: &mut Scheduler,
+    rpcs: &'a mut RpcTables,
+    (rank, key): (u64, MsgKey),
+) -> Option<(ServerRpcHandle, &'a mut Outgoing)> {
+    let Some((k, out, sending)) = outgoing_in(&mut rpcs.clients, &mut rpcs.servers, key) else {
+        scheduler.pop_next();
+        return None;
+    };
+    match candidate_verdict(out, sending, rank) {
+        Verdict::Unqueue => {
+            unqueue_next(scheduler, out);
+            None
+        }
+        Verdict::Rerank(remaining) => {
+            scheduler.rerank_next(remaining);
+            None
+        }
+        Verdict::Ready => Some((k, out)),
+    }
 }
 
 /// Judges the candidate `out`, ranked at `rank`, whose message is still
@@ -525,27 +555,15 @@ impl Endpoint {
     ) -> Result<Outgoing, SendError> {
         let cfg = &self.config;
         let len = data.len() as u64;
-        let padded = cfg.padding.padded_len(len);
-        let layout = MessageLayout::new(len, padded, cfg.record_size);
+        let layout = MessageLayout::new(len, cfg.padding.padded_len(len), cfg.record_size);
         let wire = self.buffers.pool.take_filled(layout.wire_len() as usize);
         let (peer, p) = self.peers.entry_mut(peer_id).ok_or(SendError::NoSession)?;
         let session = &mut p.session;
-        let kind = match session.is_local_id(id) {
-            true => MessageKind::Request,
-            false => MessageKind::Response,
-        };
         let keys = session.epoch_mut(epoch).ok_or(SendError::NoSession)?;
         if keys.records_sealed.saturating_add(layout.records()) > keys.tx.record_limit() {
             return Err(SendError::KeyExhausted);
         }
-        // Transmit offload: the records are framed with plaintext bodies
-        // and empty tags (what the null cipher "seals"), for the NIC to
-        // seal under `keys.tx`, if that key can be handed to a NIC.
-        let for_nic = cfg.tx_offload && keys.tx.offload_key().is_some();
-        let cipher = match for_nic {
-            false => keys.tx.clone(),
-            true => self.nic.framing.clone(),
-        };
+        let (cipher, for_nic) = sealing_cipher(cfg, &keys.tx, &self.nic);
         let pool = &mut self.buffers.pool;
         let sealed =
             seal_payload(cipher, cfg.seq_layout, id, data, layout, wire, pool).map_err(|_| {
@@ -558,10 +576,48 @@ impl Endpoint {
         count_sealed(&mut session.stats, layout.records());
         count_sealed(&mut self.counters.stats, layout.records());
         let out = Outgoing::new(sealed, cfg.mss() as u16, cfg.unscheduled_bytes, for_nic);
-        let (wire_len, records) = (layout.wire_len(), layout.records());
-        #[rustfmt::skip]
-        trace_event!(self, Traced::Sealed { peer, epoch, id, kind, len, wire_len, records });
+        if self.counters.trace.is_some() {
+            self.trace_sealed(peer, (epoch, id), len, layout);
+        }
         Ok(out)
+    }
+
+    /// Traces a message sealed (tracing is on).
+    #[cold]
+    fn trace_sealed(
+        &mut self,
+        peer: SocketAddr,
+        (epoch, id): (u64, u64),
+        len: u64,
+        l: MessageLayout,
+    ) {
+        let kind = match self
+            .peers
+            .get(&peer)
+            .is_some_and(|p| p.session.is_local_id(id))
+        {
+            true => MessageKind::Request,
+            false => MessageKind::Response,
+        };
+        let (wire_len, records) = (l.wire_len(), l.records());
+        #[rustfmt::skip]
+        self.record_trace(Traced::Sealed { peer, epoch, id, kind, len, wire_len, records });
+    }
+}
+
+/// The cipher a message's records are sealed with, and whether the NIC
+/// seals them. Transmit offload: the records are framed with plaintext
+/// bodies and empty tags (what the null cipher "seals"), for the NIC to
+/// seal under `tx`, if that key can be handed to a NIC.
+#[inline]
+fn sealing_cipher(
+    cfg: &Config,
+    tx: &Arc<dyn PacketCipher>,
+    nic: &super::offload::Nic,
+) -> (Arc<dyn PacketCipher>, bool) {
+    match cfg.tx_offload && tx.offload_key().is_some() {
+        false => (tx.clone(), false),
+        true => (nic.framing.clone(), true),
     }
 }
 

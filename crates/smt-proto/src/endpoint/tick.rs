@@ -1,9 +1,8 @@
-//! `handle_timeout`: the housekeeping tick. Each RPC counts the ticks its
-//! peer stayed silent; at `resend_ticks` it asks for what is missing, then
-//! again after intervals that double up to [`MAX_BACKOFF`] × `resend_ticks`
-//! (a slow or busy peer is not flooded with requests it will answer
-//! anyway, each of which would make it retransmit); at `abort_ticks` it
-//! gives up.
+//! `handle_timeout`: the one match over [`Timer`], and the housekeeping
+//! tick. Each RPC judges its own silence (`ClientRpc::on_tick`,
+//! `ServerRpc::on_tick`, the rules in `rpc/silence.rs`); the tick carries
+//! out what they decide. Restarts (from RPC_UNKNOWN, or pending here) are
+//! here too.
 
 use std::net::SocketAddr;
 
@@ -18,57 +17,20 @@ use std::time::Instant;
 
 use super::peer::Origin;
 use super::peers::PeerId;
-use super::{trace_event, Endpoint, MsgKey, RpcHandle, ServerRpcHandle, ServerState};
+use super::{trace_event, Endpoint, MsgKey, RpcHandle, ServerRpcHandle};
 use crate::error::{RpcError, SendError};
 use crate::payload::Payload;
-use crate::rpc::Outgoing;
+// The handshake paces its retransmissions by the same rule.
+pub(crate) use crate::rpc::is_resend_tick;
+use crate::rpc::{ClientTick, Outgoing, ServerTick, Silence};
 use crate::timer::Timer;
 use crate::trace::Traced;
 use crate::wire::Body;
 
-/// RESEND packets one message sends per tick.
-const RESENDS_PER_TICK: usize = 8;
-
-/// The longest interval between two requests of one silent RPC or
-/// handshake, in `resend_ticks`.
-pub(crate) const MAX_BACKOFF: u32 = 8;
-
-/// Whether something silent for `silent` ticks asks again now: first after
-/// `first` ticks, then after `resend` ticks, `2 × resend`, `4 × resend`,
-/// ... up to `MAX_BACKOFF × resend` between requests.
-pub(crate) fn is_resend_tick(silent: u32, first: u32, resend: u32) -> bool {
-    let (mut at, mut gap) = (first, resend.max(1));
-    while at < silent {
-        at = at.saturating_add(gap);
-        gap = (gap * 2).min(resend * MAX_BACKOFF);
-    }
-    at == silent
-}
-
-/// What a client's RESEND asks for of a response: its gaps, or, while
-/// nothing of it has arrived, only the packet holding its first byte. That
-/// one is a probe: the response may be queued behind others at the server
-/// or on the path, and asking for all of it would have the server send it
-/// twice; a server with nothing old enough to resend answers BUSY, and once
-/// the first packet is in, the receiver knows the length and asks for gaps.
-pub(crate) fn missing(response: Option<&crate::rpc::Incoming>, max_len: u32) -> Vec<(u32, u32)> {
-    match response {
-        None => vec![(0, 1)],
-        Some(inc) => inc.gaps(RESENDS_PER_TICK, max_len),
-    }
-}
-
-/// Whether an incoming message waits only for a grant we give to others:
-/// everything granted has arrived, more is to come, and more messages want
-/// grants than `overcommit` lets us give.
-fn starved(inc: &crate::rpc::Incoming, crowded: bool) -> bool {
-    crowded && inc.granted() < inc.wire_len() && inc.received() >= u64::from(inc.granted())
-}
-
 /// What a tick decided for one RPC.
 enum Action {
     None,
-    /// Repeat our grant for a response we starve (see `tick_client`).
+    /// Repeat our grant for a response we starve (`ClientTick::KeepAlive`).
     KeepAlive(ServerRpcHandle, u32),
     Resend(ServerRpcHandle, Vec<(u32, u32)>),
     NeedAck(ServerRpcHandle),
@@ -104,7 +66,8 @@ impl Endpoint {
         let crowded = live.len() > self.config.overcommit;
         self.scheduler.mark_grants_dirty_if_any();
         self.restart_pending(now);
-        self.tick_rpcs(now, crowded);
+        let silence = self.silence(crowded);
+        self.tick_rpcs(now, &silence);
         self.tick_handshakes(now);
         self.expire_unproven();
         self.tick_key_updates();
@@ -135,15 +98,15 @@ impl Endpoint {
 
     /// Judges every RPC's silence first, then acts: acting (failing a
     /// client, freeing a server) changes the tables being walked.
-    fn tick_rpcs(&mut self, now: Instant, crowded: bool) {
+    fn tick_rpcs(&mut self, now: Instant, silence: &Silence) {
         let mut actions = Vec::new();
         let handles: Vec<RpcHandle> = self.rpcs.clients.keys().collect();
         for h in handles {
-            actions.push(self.tick_client(h, crowded));
+            actions.push(self.tick_client(h, silence));
         }
         let keys: Vec<ServerRpcHandle> = self.rpcs.servers.keys().copied().collect();
         for k in keys {
-            actions.push(self.tick_server(k, crowded));
+            actions.push(self.tick_server(k, silence));
         }
         for action in actions {
             self.apply(now, action);
@@ -161,9 +124,19 @@ impl Endpoint {
             || !self.peers.key_updates.is_empty()
     }
 
-    /// A client's first RESEND waits `resend_ticks`, doubled per restart:
-    /// a restart means an earlier RESEND overtook its request (a slow path
-    /// or a busy host), so the next attempt gives the request longer.
+    /// What this tick judges silence by.
+    fn silence(&self, crowded: bool) -> Silence {
+        let cfg = &self.config;
+        Silence {
+            ticks: self.time.ticks,
+            resend_ticks: cfg.resend_ticks,
+            abort_ticks: cfg.abort_ticks,
+            handshake_abort_ticks: cfg.handshake_abort_ticks,
+            max_resend_bytes: cfg.max_resend_bytes,
+            crowded,
+        }
+    }
+
     /// Announces an unconfirmed key update again every `resend_ticks` (a
     /// lost KEY_UPDATE would otherwise strand the peer on the old keys).
     fn tick_key_updates(&mut self) {
@@ -189,146 +162,45 @@ impl Endpoint {
         }
     }
 
-    fn is_client_resend_tick(&self, silent: u32, restarts: u32) -> bool {
-        let r = self.config.resend_ticks;
-        let first = (r << restarts.min(4))
-            .min(self.config.abort_ticks / 2)
-            .max(r);
-        is_resend_tick(silent, first, r)
-    }
-
-    fn tick_client(&mut self, h: RpcHandle, crowded: bool) -> Action {
-        let max_len = self.config.max_resend_bytes;
+    fn tick_client(&mut self, h: RpcHandle, silence: &Silence) -> Action {
         let Some(rpc) = self.rpcs.clients.get_mut(&h) else {
             return Action::None;
         };
-        if !rpc.request_done() && rpc.request.has_sendable() {
-            // Silence is our own doing: the request still waits for the
-            // sender's turn (SRPT), not for the peer (Homa's rule).
-            rpc.silent_ticks = 0;
-            return Action::None;
+        match rpc.on_tick(silence) {
+            ClientTick::Idle => Action::None,
+            ClientTick::KeepAlive(offset) => Action::KeepAlive(rpc.key(), offset),
+            ClientTick::Resend(gaps) => Action::Resend(rpc.key(), gaps),
+            ClientTick::TimedOut => Action::FailClient(h),
         }
-        if let Some(inc) = rpc.response.as_ref().filter(|inc| starved(inc, crowded)) {
-            // Also our own doing: every byte we granted has arrived, and
-            // the response waits for a grant that goes to messages with
-            // fewer bytes left. Not silence; but the server, which waits
-            // for that grant, must hear that we are alive: repeat the grant.
-            rpc.silent_ticks = 0;
-            if self
-                .time
-                .ticks
-                .is_multiple_of(u64::from(self.config.resend_ticks))
-            {
-                return Action::KeepAlive(rpc.key(), inc.granted());
-            }
-            return Action::None;
-        }
-        rpc.silent_ticks += 1;
-        let (silent, restarts) = (rpc.silent_ticks, rpc.restarts);
-        let key = rpc.key();
-        let gaps = missing(rpc.response.as_ref(), max_len);
-        if silent >= self.config.abort_ticks {
-            tracing::debug!(
-                peer = %key.peer,
-                id = key.id,
-                request_sent = rpc.request.sent(),
-                request_len = rpc.request.wire_len(),
-                response_received = rpc.response.as_ref().map(|i| i.received()),
-                response_granted = rpc.response.as_ref().map(|i| i.granted()),
-                response_len = rpc.response.as_ref().map(|i| i.wire_len()),
-                ticks = self.time.ticks,
-                "client RPC timed out"
-            );
-            return Action::FailClient(h);
-        }
-        if self.is_client_resend_tick(silent, restarts) && !gaps.is_empty() {
-            return Action::Resend(key, gaps);
-        }
-        Action::None
     }
 
-    fn tick_server(&mut self, key: ServerRpcHandle, crowded: bool) -> Action {
-        let (resend, abort) = (self.config.resend_ticks, self.config.abort_ticks);
-        let max_len = self.config.max_resend_bytes;
+    fn tick_server(&mut self, key: ServerRpcHandle, silence: &Silence) -> Action {
         let Some(slot) = self.server_slot(&key) else {
             return Action::None;
         };
         let Some(rpc) = self.rpcs.servers.get_mut(slot) else {
             return Action::None;
         };
-        let waiting_on_us = match &rpc.state {
-            // The application owns the RPC until it answers.
-            ServerState::InService => true,
-            ServerState::Responding(out) => out.has_sendable(),
-            // We withhold the grant it needs (the client's RESENDs, which
-            // we answer with BUSY, keep both sides from giving up).
-            ServerState::Receiving(inc) => starved(inc, crowded),
-        };
-        if waiting_on_us {
-            rpc.silent_ticks = 0;
-            return Action::None;
-        }
-        rpc.silent_ticks += 1;
-        let silent = rpc.silent_ticks;
-        // A request nothing of which has authenticated may be anyone's
-        // (its lengths are plaintext): it gets a handshake's short budget,
-        // so unauthenticated state does not linger.
-        let abort = match &rpc.state {
-            ServerState::Receiving(inc) if inc.nothing_authenticated() => {
-                self.config.handshake_abort_ticks
-            }
-            _ => abort,
-        };
-        if silent >= abort {
-            if let ServerState::Receiving(inc) = &rpc.state {
-                tracing::debug!(
-                    peer = %key.peer,
-                    id = key.id,
-                    received = inc.received(),
-                    granted = inc.granted(),
-                    len = inc.wire_len(),
-                    "server RPC silent while receiving"
-                );
-            }
-            return Action::FreeServer(key);
-        }
-        if !is_resend_tick(silent, resend, resend) {
-            return Action::None;
-        }
-        match &rpc.state {
-            ServerState::Receiving(inc) => Action::Resend(key, inc.gaps(RESENDS_PER_TICK, max_len)),
-            ServerState::Responding(out) if out.fully_sent() => Action::NeedAck(key),
-            _ => Action::None,
+        match rpc.on_tick(silence) {
+            ServerTick::Idle => Action::None,
+            ServerTick::Resend(gaps) => Action::Resend(key, gaps),
+            ServerTick::NeedAck => Action::NeedAck(key),
+            ServerTick::Expired => Action::FreeServer(key),
         }
     }
 
     fn apply(&mut self, now: Instant, action: Action) {
         match action {
             Action::None => {}
-            Action::Resend(k, gaps) => {
-                for (offset, length) in gaps {
-                    self.queue_control(
-                        k.peer,
-                        k.epoch,
-                        k.id,
-                        Body::Resend {
-                            offset,
-                            length,
-                            priority: 0,
-                        },
-                    );
-                }
-            }
+            Action::Resend(k, gaps) => self.queue_resends(k, gaps),
             Action::NeedAck(k) => self.queue_control(k.peer, k.epoch, k.id, Body::NeedAck),
-            Action::KeepAlive(k, offset) => self.queue_control(
-                k.peer,
-                k.epoch,
-                k.id,
-                Body::Grant {
+            Action::KeepAlive(k, offset) => {
+                let body = Body::Grant {
                     offset,
                     priority: u8::MAX,
-                },
-            ),
+                };
+                self.queue_control(k.peer, k.epoch, k.id, body);
+            }
             Action::FailClient(h) => {
                 let peer = self.rpcs.clients.get(&h).map(|c| c.peer);
                 self.fail_client(h, RpcError::Timeout);
@@ -341,6 +213,18 @@ impl Endpoint {
                 self.drop_server(&k);
                 self.trace_freed(k, crate::trace::FreeReason::Timeout);
             }
+        }
+    }
+
+    /// Asks for the (offset, length) ranges `gaps` of message `k`.
+    pub(crate) fn queue_resends(&mut self, k: ServerRpcHandle, gaps: Vec<(u32, u32)>) {
+        for (offset, length) in gaps {
+            let body = Body::Resend {
+                offset,
+                length,
+                priority: 0,
+            };
+            self.queue_control(k.peer, k.epoch, k.id, body);
         }
     }
 
@@ -471,23 +355,5 @@ impl Endpoint {
         if let Some(inc) = response {
             self.recycle_incoming(inc);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{is_resend_tick, MAX_BACKOFF};
-
-    #[test]
-    fn requests_back_off_from_the_first_to_the_longest_interval() {
-        let at: Vec<u32> = (0..=400).filter(|&t| is_resend_tick(t, 5, 5)).collect();
-        assert_eq!(
-            at,
-            [5, 10, 20, 40, 80, 120, 160, 200, 240, 280, 320, 360, 400]
-        );
-        let later: Vec<u32> = (0..=60).filter(|&t| is_resend_tick(t, 20, 5)).collect();
-        assert_eq!(later, [20, 25, 35, 55]);
-        let gaps: Vec<u32> = at.windows(2).map(|w| w[1] - w[0]).collect();
-        assert!(gaps.iter().all(|&g| g <= 5 * MAX_BACKOFF));
     }
 }

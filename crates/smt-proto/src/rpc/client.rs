@@ -6,6 +6,7 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use super::silence::{is_resend_tick, missing, starved, Silence};
 use super::{Incoming, Outgoing, ServerRpcHandle};
 use crate::endpoint::PeerId;
 use crate::error::RpcError;
@@ -46,7 +47,81 @@ pub(crate) enum ClientControl {
     Unsupported,
 }
 
+/// What a tick decided for a client RPC.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum ClientTick {
+    /// Nothing to do (not silent, or not a tick to ask on).
+    Idle,
+    /// Repeat our grant (this offset) for a response we starve: the
+    /// server, which waits for it, must hear that we are alive.
+    KeepAlive(u32),
+    /// Ask for these (offset, length) ranges of the response.
+    Resend(Vec<(u32, u32)>),
+    /// Silent for `abort_ticks`: fail the RPC.
+    TimedOut,
+}
+
 impl ClientRpc {
+    /// One tick of the RPC's silence (decision table, see `silence.rs`):
+    /// silence of our own doing (the request waits for its turn, or the
+    /// response for a grant we give to others) is not counted.
+    pub fn on_tick(&mut self, s: &Silence) -> ClientTick {
+        if !self.request_done() && self.request.has_sendable() {
+            // Silence is our own doing: the request still waits for the
+            // sender's turn (SRPT), not for the peer (Homa's rule).
+            self.silent_ticks = 0;
+            return ClientTick::Idle;
+        }
+        if let Some(inc) = self.response.as_ref().filter(|i| starved(i, s.crowded)) {
+            // Also our own doing: every byte we granted has arrived, and
+            // the response waits for a grant that goes to messages with
+            // fewer bytes left. Not silence; but the server, which waits
+            // for that grant, must hear that we are alive: repeat the grant.
+            self.silent_ticks = 0;
+            return match s.ticks.is_multiple_of(u64::from(s.resend_ticks)) {
+                true => ClientTick::KeepAlive(inc.granted()),
+                false => ClientTick::Idle,
+            };
+        }
+        self.silent_ticks += 1;
+        if self.silent_ticks >= s.abort_ticks {
+            self.log_timeout(s.ticks);
+            return ClientTick::TimedOut;
+        }
+        if !self.is_resend_tick(s) {
+            return ClientTick::Idle;
+        }
+        match missing(self.response.as_ref(), s.max_resend_bytes) {
+            gaps if gaps.is_empty() => ClientTick::Idle,
+            gaps => ClientTick::Resend(gaps),
+        }
+    }
+
+    /// A client's first RESEND waits `resend_ticks`, doubled per restart:
+    /// a restart means an earlier RESEND overtook its request (a slow path
+    /// or a busy host), so the next attempt gives the request longer.
+    fn is_resend_tick(&self, s: &Silence) -> bool {
+        let r = s.resend_ticks;
+        let first = (r << self.restarts.min(4)).min(s.abort_ticks / 2).max(r);
+        is_resend_tick(self.silent_ticks, first, r)
+    }
+
+    #[cold]
+    fn log_timeout(&self, ticks: u64) {
+        let response = self.response.as_ref();
+        tracing::debug!(
+            peer = %self.peer,
+            id = self.id,
+            request_sent = self.request.sent(),
+            request_len = self.request.wire_len(),
+            response_received = response.map(|i| i.received()),
+            response_granted = response.map(|i| i.granted()),
+            response_len = response.map(|i| i.wire_len()),
+            ticks,
+            "client RPC timed out"
+        );
+    }
+
     /// Whether the server has our whole request: it answered, and part of
     /// the answer authenticated. Response state alone proves nothing: its
     /// first packet may be another message's with a corrupted (or forged)

@@ -3,9 +3,33 @@ use crate::crypto::PacketCipher;
 use crate::error::DropReason;
 use crate::record::{
     open_decrypted_in_place, open_marked_into, open_segment_in_place, open_segment_into,
-    OffloadTally, OpenError, PacketMarks, SeqLayout, MAX_SEGMENT_LEN,
+    OffloadTally, OpenError, OpenedSegment, PacketMarks, SeqLayout, MAX_SEGMENT_LEN,
 };
 use crate::wire::DataHeader;
+
+/// Opens segment `seg` of message `id` (its first record numbered
+/// `first`) into `room`. Receive offload: one flag per message
+/// (`decrypted`); the packets' marks are looked at only if it is set.
+#[inline]
+fn decrypt_segment(
+    seg: &mut SegmentBuf,
+    decrypted: bool,
+    (cipher, layout, id, first): (&dyn PacketCipher, SeqLayout, u64, u64),
+    room: &mut [u8],
+    offloaded: &mut OffloadTally,
+) -> Result<(OpenedSegment, usize), OpenError> {
+    if !(decrypted && seg.have.contains(&2)) {
+        return open_segment_into(cipher, layout, id, first, &seg.buf, room);
+    }
+    let marks = PacketMarks {
+        have: &seg.have,
+        mss: usize::from(seg.mss),
+    };
+    let (o, written, tally) =
+        open_marked_into(cipher, layout, id, first, &mut seg.buf, marks, room)?;
+    offloaded.add(tally);
+    Ok((o, written))
+}
 
 /// Bookkeeping charged per segment buffer besides its bytes: the struct and
 /// its share of a map node (so a flood of one-byte segments is charged for
@@ -266,6 +290,19 @@ impl Incoming {
         }
         self.check_fits(h)?;
         self.held += self.allocation_for(h);
+        self.store_packet(h, payload, decrypted, pool)
+    }
+
+    /// Copies a packet that fits (`check_fits`, its memory counted) into
+    /// its segment, made if it is the segment's first.
+    #[inline]
+    fn store_packet(
+        &mut self,
+        h: &DataHeader,
+        payload: &[u8],
+        decrypted: bool,
+        pool: &mut BufferPool,
+    ) -> Result<(), DropReason> {
         let at = match self.segment_at(h.segment_offset) {
             Ok(at) => at,
             Err(at) => {
@@ -407,51 +444,8 @@ impl Incoming {
         if self.whole {
             return self.open_whole(cipher, layout, id, opened, offloaded);
         }
-        while let Some(mut seg) = self.take_next_complete() {
-            *opened += 1;
-            self.held -= segment_cost(seg.len, seg.mss);
-            self.grow_data(seg.len as usize, spare, pool);
-            let room = &mut self.data[self.filled..self.filled + seg.len as usize];
-            let first = self.next_record;
-            // Receive offload: one flag per message; the packets' marks
-            // are looked at only if it is set.
-            let result = match self.decrypted && seg.have.contains(&2) {
-                false => open_segment_into(cipher, layout, id, first, &seg.buf, room),
-                true => {
-                    let marks = PacketMarks {
-                        have: &seg.have,
-                        mss: usize::from(seg.mss),
-                    };
-                    open_marked_into(cipher, layout, id, first, &mut seg.buf, marks, room).map(
-                        |(o, written, tally)| {
-                            offloaded.add(tally);
-                            (o, written)
-                        },
-                    )
-                }
-            };
-            let seg_len = seg.len;
-            seg.recycle(pool);
-            match result {
-                Ok((o, written)) => {
-                    self.filled += written;
-                    *opened += o.records.saturating_sub(1);
-                    self.next_segment += seg_len;
-                    self.next_record += o.records;
-                    self.padded += o.padded_len;
-                }
-                Err(e) => {
-                    self.received -= u64::from(seg_len);
-                    return Err(open_error_reason(e));
-                }
-            }
-            // The records carry exactly the message length: more is a lie,
-            // and reaching it before the last wire byte means the plaintext
-            // length fields disagree (e.g. a tampered wire length).
-            let len = u64::from(self.message_len);
-            if self.padded > len || (self.padded == len && self.next_segment != self.wire_len) {
-                return Err(DropReason::ProtocolViolation);
-            }
+        while let Some(seg) = self.take_next_complete() {
+            self.open_next_segment(seg, (cipher, layout, id), opened, offloaded, spare, pool)?;
         }
         if self.next_segment < self.wire_len {
             return Ok(Accepted::Stored);
@@ -461,6 +455,46 @@ impl Incoming {
         } else {
             Err(DropReason::ProtocolViolation)
         }
+    }
+
+    /// Opens the next complete segment into `data` (after growing it),
+    /// under `cipher` as message `id`'s; a segment that fails is dropped
+    /// so that a retransmission can replace it.
+    #[inline]
+    fn open_next_segment(
+        &mut self,
+        mut seg: SegmentBuf,
+        (cipher, layout, id): (&dyn PacketCipher, SeqLayout, u64),
+        opened: &mut u64,
+        offloaded: &mut OffloadTally,
+        spare: usize,
+        pool: &mut BufferPool,
+    ) -> Result<(), DropReason> {
+        *opened += 1;
+        self.held -= segment_cost(seg.len, seg.mss);
+        self.grow_data(seg.len as usize, spare, pool);
+        let room = &mut self.data[self.filled..self.filled + seg.len as usize];
+        let c = (cipher, layout, id, self.next_record);
+        let result = decrypt_segment(&mut seg, self.decrypted, c, room, offloaded);
+        let seg_len = seg.len;
+        seg.recycle(pool);
+        let (o, written) = result.map_err(|e| {
+            self.received -= u64::from(seg_len);
+            open_error_reason(e)
+        })?;
+        self.filled += written;
+        *opened += o.records.saturating_sub(1);
+        self.next_segment += seg_len;
+        self.next_record += o.records;
+        self.padded += o.padded_len;
+        // The records carry exactly the message length: more is a lie,
+        // and reaching it before the last wire byte means the plaintext
+        // length fields disagree (e.g. a tampered wire length).
+        let len = u64::from(self.message_len);
+        if self.padded > len || (self.padded == len && self.next_segment != self.wire_len) {
+            return Err(DropReason::ProtocolViolation);
+        }
+        Ok(())
     }
 
     /// Makes room for `more` plaintext bytes after `filled` (a segment's

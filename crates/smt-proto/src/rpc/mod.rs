@@ -9,9 +9,11 @@ mod handle;
 mod incoming;
 mod outgoing;
 mod server;
+mod silence;
 
-pub(crate) use client::{ClientControl, ClientRpc};
-pub(crate) use server::{ServerControl, ServerRpc, ServerState};
+pub(crate) use client::{ClientControl, ClientRpc, ClientTick};
+pub(crate) use server::{ServerControl, ServerRpc, ServerState, ServerTick};
+pub(crate) use silence::{is_resend_tick, missing, Silence};
 
 pub(crate) use handle::{MsgKey, ServerMsg, ServerSlot};
 pub use handle::{RpcHandle, ServerRpcHandle};

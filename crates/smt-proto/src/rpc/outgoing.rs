@@ -292,19 +292,7 @@ impl Outgoing {
         let seg = self.sealed.layout.segment(p.segment);
         let start = seg.wire_offset + u64::from(p.index) * u64::from(self.mss);
         let end = (start + u64::from(self.mss)).min(seg.wire_offset + seg.wire_len);
-        let header = DataHeader {
-            message_len: self.sealed.layout.padded_len() as u32,
-            message_wire_len: self.wire_len() as u32,
-            segment_offset: seg.wire_offset as u32,
-            segment_len: seg.wire_len as u32,
-            // Canonical form: the mss never exceeds the segment.
-            mss: (u64::from(self.mss).min(seg.wire_len)) as u16,
-            packet_index: p.index as u16,
-            retransmit: p.retransmit,
-            // A packet that starts below the grant is sent whole.
-            incoming: self.granted.max(end).min(self.wire_len()) as u32,
-            priority: self.priority,
-        };
+        let header = self.data_header(p, (seg.wire_offset, seg.wire_len), end);
         let repr = Repr {
             src_port: ports.0,
             dst_port: ports.1,
@@ -327,6 +315,25 @@ impl Outgoing {
 }
 
 impl Outgoing {
+    /// The DATA header of packet `p` of the segment at `(offset, len)`,
+    /// whose payload ends at wire offset `end`.
+    #[inline]
+    fn data_header(&self, p: PacketRef, (offset, len): (u64, u64), end: u64) -> DataHeader {
+        DataHeader {
+            message_len: self.sealed.layout.padded_len() as u32,
+            message_wire_len: self.wire_len() as u32,
+            segment_offset: offset as u32,
+            segment_len: len as u32,
+            // Canonical form: the mss never exceeds the segment.
+            mss: (u64::from(self.mss).min(len)) as u16,
+            packet_index: p.index as u16,
+            retransmit: p.retransmit,
+            // A packet that starts below the grant is sent whole.
+            incoming: self.granted.max(end).min(self.wire_len()) as u32,
+            priority: self.priority,
+        }
+    }
+
     /// Where the payload of packet `p` (of message `k`, written as a
     /// `len`-byte datagram) lies in the message's record stream, for the
     /// NIC that seals it (transmit offload). Kept out of line: the send

@@ -3,6 +3,7 @@
 //! finds it (`endpoint/recv.rs`) and carries out what it decides
 //! ([`ServerControl`]).
 
+use super::silence::{is_resend_tick, starved, Silence, RESENDS_PER_TICK};
 use super::{Incoming, Outgoing};
 use crate::wire::Body;
 
@@ -35,7 +36,70 @@ pub(crate) enum ServerControl {
     Unsupported,
 }
 
+/// What a tick decided for a server RPC.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum ServerTick {
+    /// Nothing to do (not silent, or not a tick to ask on).
+    Idle,
+    /// Ask for these (offset, length) ranges of the request.
+    Resend(Vec<(u32, u32)>),
+    /// The whole response went out and no ACK came: ask for one.
+    NeedAck,
+    /// Silent too long: free the RPC.
+    Expired,
+}
+
 impl ServerRpc {
+    /// One tick of the RPC's silence (decision table, see `silence.rs`):
+    /// silence while we are the ones to act is not counted.
+    pub fn on_tick(&mut self, s: &Silence) -> ServerTick {
+        if self.waits_on_us(s.crowded) {
+            self.silent_ticks = 0;
+            return ServerTick::Idle;
+        }
+        self.silent_ticks += 1;
+        let silent = self.silent_ticks;
+        if silent >= self.abort_ticks(s) {
+            if let ServerState::Receiving(inc) = &self.state {
+                log_silent_request(inc);
+            }
+            return ServerTick::Expired;
+        }
+        if !is_resend_tick(silent, s.resend_ticks, s.resend_ticks) {
+            return ServerTick::Idle;
+        }
+        match &self.state {
+            ServerState::Receiving(inc) => {
+                ServerTick::Resend(inc.gaps(RESENDS_PER_TICK, s.max_resend_bytes))
+            }
+            ServerState::Responding(out) if out.fully_sent() => ServerTick::NeedAck,
+            _ => ServerTick::Idle,
+        }
+    }
+
+    /// Whether the RPC waits on us, not on the client.
+    fn waits_on_us(&self, crowded: bool) -> bool {
+        match &self.state {
+            // The application owns the RPC until it answers.
+            ServerState::InService => true,
+            ServerState::Responding(out) => out.has_sendable(),
+            // We withhold the grant it needs (the client's RESENDs, which
+            // we answer with BUSY, keep both sides from giving up).
+            ServerState::Receiving(inc) => starved(inc, crowded),
+        }
+    }
+
+    /// The silence after which the RPC is freed. A request nothing of
+    /// which has authenticated may be anyone's (its lengths are
+    /// plaintext): it gets a handshake's short budget, so unauthenticated
+    /// state does not linger.
+    fn abort_ticks(&self, s: &Silence) -> u32 {
+        match &self.state {
+            ServerState::Receiving(inc) if inc.nothing_authenticated() => s.handshake_abort_ticks,
+            _ => s.abort_ticks,
+        }
+    }
+
     /// The message being received, if the request is not complete yet.
     #[inline]
     pub fn receiving_mut(&mut self) -> Option<&mut Incoming> {
@@ -97,4 +161,14 @@ impl ServerRpc {
             _ => ServerControl::Unsupported,
         }
     }
+}
+
+#[cold]
+fn log_silent_request(inc: &Incoming) {
+    tracing::debug!(
+        received = inc.received(),
+        granted = inc.granted(),
+        len = inc.wire_len(),
+        "server RPC silent while receiving"
+    );
 }

@@ -27,7 +27,6 @@ use super::super::peer::Peer;
 use super::super::peers::PeerId;
 use super::super::scheduler::Scheduler;
 use super::super::table::RpcTables;
-use super::super::tick::missing;
 use super::super::{
     keep_incoming, trace_event, Endpoint, Event, MsgKey, RpcHandle, ServerRpc, ServerRpcHandle,
     ServerState,
@@ -35,10 +34,14 @@ use super::super::{
 use super::packet::rpc_key;
 use crate::buffers::BufferPool;
 use crate::config::Config;
+use crate::crypto::PacketCipher;
 use crate::error::DropReason;
 use crate::offload::KeyId;
 use crate::record::OffloadTally;
-use crate::rpc::{Accepted, ClientControl, Incoming, ServerControl, ServerMsg, MESSAGE_OVERHEAD};
+use crate::rpc::{
+    missing, Accepted, ClientControl, Incoming, ServerControl, ServerMsg, ServerSlot,
+    MESSAGE_OVERHEAD,
+};
 use crate::session::ReplayCheck;
 use crate::stats::Stats;
 use crate::timer::Timer;
@@ -408,21 +411,30 @@ impl Endpoint {
             self.refuse_request(pid, m);
             return;
         }
+        if let Some(data) = self.start_service(m.slot) {
+            self.hand_over_request(pid, k, data);
+        }
+    }
+
+    /// The request in `slot` is complete: its data is taken (in place:
+    /// moving an `Incoming` out is a copy of a few hundred bytes) and the
+    /// RPC is in service. `None` if it is gone or not receiving.
+    fn start_service(&mut self, slot: ServerSlot) -> Option<Vec<u8>> {
         let (servers, buffers, spare_segment_lists) = (
             &mut self.rpcs.servers,
             &mut self.buffers.pool,
             &mut self.buffers.segment_lists,
         );
-        let received = servers.get_mut(m.slot).and_then(|rpc| {
-            rpc.start_service(|inc| {
-                let data = inc.take_data();
-                keep_incoming(buffers, spare_segment_lists, inc);
-                data
-            })
-        });
-        let Some(data) = received else {
-            return;
-        };
+        servers.get_mut(slot)?.start_service(|inc| {
+            let data = inc.take_data();
+            keep_incoming(buffers, spare_segment_lists, inc);
+            data
+        })
+    }
+
+    /// Gives a request in service to the application; its ID is marked
+    /// delivered in the replay guard.
+    fn hand_over_request(&mut self, pid: PeerId, k: ServerRpcHandle, data: Vec<u8>) {
         self.load.in_service += 1;
         trace_event!(
             self,
@@ -461,27 +473,10 @@ impl Endpoint {
     }
 
     fn complete_client(&mut self, now: Instant, handle: RpcHandle, key: ServerRpcHandle) {
-        // Emptied in place, not moved out of its slot (a copy of a few
-        // hundred bytes per RPC).
-        let (clients, buffers, spare_segment_lists) = (
-            &mut self.rpcs.clients,
-            &mut self.buffers.pool,
-            &mut self.buffers.segment_lists,
-        );
-        let done = clients.remove_with(&handle, |rpc| {
-            let inc = rpc.response.as_mut()?;
-            let data = inc.take_data();
-            keep_incoming(buffers, spare_segment_lists, inc);
-            rpc.request.recycle(buffers);
-            Some((data, rpc.started, rpc.peer_id, rpc.epoch, rpc.id))
-        });
-        let Some(Some((data, started, pid, epoch, id))) = done else {
+        let Some((data, started, pid)) = self.finish_client(handle) else {
             return;
         };
         let rtt = now.saturating_duration_since(started);
-        if let Some(r) = self.peers.rpcs_mut(pid) {
-            r.remove_client(epoch, id);
-        }
         trace_event!(
             self,
             Traced::Delivered {
@@ -503,6 +498,30 @@ impl Endpoint {
         self.queue_ack(now, key);
         self.outbox
             .push_event(Event::Response { rpc: handle, data });
+    }
+
+    /// Removes the completed call `handle` (emptied in place, not moved
+    /// out of its slot: a copy of a few hundred bytes per RPC) and takes
+    /// it out of its peer's index: its response's data, when it started
+    /// and its peer.
+    fn finish_client(&mut self, handle: RpcHandle) -> Option<(Vec<u8>, Instant, PeerId)> {
+        let (clients, buffers, spare_segment_lists) = (
+            &mut self.rpcs.clients,
+            &mut self.buffers.pool,
+            &mut self.buffers.segment_lists,
+        );
+        let done = clients.remove_with(&handle, |rpc| {
+            let inc = rpc.response.as_mut()?;
+            let data = inc.take_data();
+            keep_incoming(buffers, spare_segment_lists, inc);
+            rpc.request.recycle(buffers);
+            Some((data, rpc.started, rpc.peer_id, rpc.epoch, rpc.id))
+        });
+        let (data, started, pid, epoch, id) = done??;
+        if let Some(r) = self.peers.rpcs_mut(pid) {
+            r.remove_client(epoch, id);
+        }
+        Some((data, started, pid))
     }
 
     /// Acknowledges a completed RPC: a full batch leaves at once, else
@@ -532,17 +551,7 @@ impl Endpoint {
         body: Body,
     ) -> Result<(), DropReason> {
         let Some(handle) = self.peers.client(&rpc_key(pid, &key)) else {
-            return match body {
-                Body::NeedAck if self.was_allocated(pid, key) => {
-                    self.queue_ack(now, key);
-                    Ok(())
-                }
-                Body::Resend { .. } => {
-                    self.queue_control(key.peer, key.epoch, key.id, Body::RpcUnknown);
-                    Err(DropReason::UnknownRpc)
-                }
-                _ => Err(DropReason::UnknownRpc),
-            };
+            return self.on_control_for_unknown_call(now, pid, key, body);
         };
         let (ticks, interval) = (self.time.ticks, u64::from(self.config.resend_ticks));
         let rpc = self
@@ -554,18 +563,8 @@ impl Endpoint {
             // The server believes it sent the whole response, but we are
             // still missing some of it: ask for it now rather than on the
             // next silent tick (and NEED_ACK is no sign of progress).
-            for (offset, length) in missing(rpc.response.as_ref(), self.config.max_resend_bytes) {
-                self.queue_control(
-                    key.peer,
-                    key.epoch,
-                    key.id,
-                    Body::Resend {
-                        offset,
-                        length,
-                        priority: 0,
-                    },
-                );
-            }
+            let gaps = missing(rpc.response.as_ref(), self.config.max_resend_bytes);
+            self.queue_resends(key, gaps);
             return Ok(());
         }
         match rpc.on_control(body, ticks, interval) {
@@ -576,6 +575,29 @@ impl Endpoint {
             ClientControl::Unsupported => return Err(DropReason::Unsupported),
         }
         Ok(())
+    }
+
+    /// A control packet about an ID of ours that no call holds (decision
+    /// table): a NEED_ACK for an ID we allocated is a call we completed
+    /// whose ACK was lost; a RESEND is for a call we no longer know.
+    fn on_control_for_unknown_call(
+        &mut self,
+        now: Instant,
+        pid: PeerId,
+        key: ServerRpcHandle,
+        body: Body,
+    ) -> Result<(), DropReason> {
+        match body {
+            Body::NeedAck if self.was_allocated(pid, key) => {
+                self.queue_ack(now, key);
+                Ok(())
+            }
+            Body::Resend { .. } => {
+                self.queue_control(key.peer, key.epoch, key.id, Body::RpcUnknown);
+                Err(DropReason::UnknownRpc)
+            }
+            _ => Err(DropReason::UnknownRpc),
+        }
     }
 
     /// A control packet about an RPC the peer started.
@@ -846,18 +868,31 @@ fn store_in(
     if inc.granted() < inc.wire_len() {
         p.scheduler.mark_grantable(msg);
     }
-    let mut tally = (0, OffloadTally::default());
     let mine = peer.as_deref().map_or(0, |p| p.usage.bytes);
-    let spare = limits::spare(p.config, &p.ledger.total, mine);
-    let (opened, offloaded) = (&mut tally.0, &mut tally.1);
-    let layout = p.config.seq_layout;
-    let result = inc.open_ready(
-        &*rx.rx, layout, d.key.id, opened, offloaded, spare, p.buffers,
-    );
+    let (tally, result) = open_in(p, inc, &*rx.rx, d.key.id, mine);
     let nothing_authenticated = inc.nothing_authenticated();
     let grown = inc.buffered_bytes().saturating_sub(held);
     book_opened(p, peer, d, (tally, result.is_ok()), grown);
     opened_from(result, nothing_authenticated)
+}
+
+/// Opens what of message `id` became complete under `rx`, within what
+/// the memory bounds spare (the peer holds `mine` bytes): the records
+/// opened (and offloaded) and the result.
+#[inline]
+fn open_in(
+    p: &mut StoreParts<'_>,
+    inc: &mut Incoming,
+    rx: &dyn PacketCipher,
+    id: u64,
+    mine: usize,
+) -> ((u64, OffloadTally), Result<Accepted, DropReason>) {
+    let mut tally = (0, OffloadTally::default());
+    let spare = limits::spare(p.config, &p.ledger.total, mine);
+    let (opened, offloaded) = (&mut tally.0, &mut tally.1);
+    let layout = p.config.seq_layout;
+    let result = inc.open_ready(rx, layout, id, opened, offloaded, spare, p.buffers);
+    (tally, result)
 }
 
 /// What a packet the message did not accept leads to. Lengths that
