@@ -352,7 +352,7 @@ impl Endpoint {
         };
         for slot in slots {
             if let Some((rkey, rpc)) = self.rpcs.servers.remove(slot) {
-                if matches!(rpc.state, ServerState::InService) {
+                if rpc.is_in_service() {
                     self.load.in_service = self.load.in_service.saturating_sub(1);
                 }
                 if let Some(r) = self.peers.rpcs_mut(pid) {
@@ -400,18 +400,7 @@ impl Endpoint {
         let (epoch, id) = self.allocate_id(peer_id)?;
         let data_len = data.len() as u64;
         let request = self.seal(peer_id, epoch, id, data)?;
-        let rpc = ClientRpc {
-            peer,
-            peer_id,
-            epoch,
-            id,
-            request,
-            response: None,
-            silent_ticks: 0,
-            restarts: 0,
-            restart_pending: false,
-            started: now,
-        };
+        let rpc = ClientRpc::new((peer, peer_id), (epoch, id), request, now);
         let handle = self.rpcs.clients.insert(rpc);
         if let Some(r) = self.peers.rpcs_mut(peer_id) {
             r.add_client(epoch, id, handle);
@@ -477,8 +466,7 @@ impl Endpoint {
             .ok_or(SendError::UnknownRpc)?;
         let response = self.seal(peer_id, rpc.epoch, rpc.id, data)?;
         if let Some(s) = self.rpcs.servers.get_mut(slot) {
-            s.state = ServerState::Responding(response);
-            s.silent_ticks = 0;
+            s.respond(response);
             self.load.in_service = self.load.in_service.saturating_sub(1);
         }
         // A fresh response always has bytes to send (its unscheduled part).
@@ -527,10 +515,12 @@ impl Endpoint {
         let Some(slot) = self.server_slot(&key) else {
             return false;
         };
-        if matches!(
-            self.rpcs.servers.get(slot).map(|s| &s.state),
-            Some(ServerState::InService)
-        ) {
+        if self
+            .rpcs
+            .servers
+            .get(slot)
+            .is_some_and(ServerRpc::is_in_service)
+        {
             self.drop_server_at(slot);
             self.trace_freed(key, FreeReason::Abandoned);
             self.queue_control(key.peer, key.epoch, key.id, Body::Abandoned);

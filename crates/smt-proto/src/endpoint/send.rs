@@ -533,10 +533,7 @@ fn outgoing_in<'a>(
             let (k, sending) = (c.key(), !c.request_done());
             Some((k, &mut c.request, sending))
         }
-        MsgKey::Server(m) => match &mut servers.get_mut(m.slot)?.state {
-            ServerState::Responding(out) => Some((m.rpc, out, true)),
-            _ => None,
-        },
+        MsgKey::Server(m) => Some((m.rpc, servers.get_mut(m.slot)?.responding_mut()?, true)),
     }
 }
 

@@ -288,12 +288,10 @@ impl Endpoint {
         self.arm_tick(now);
     }
 
-    /// No fresh ID yet: the previous key epoch must drain first. The tick
-    /// retries (and the wait is not silence).
+    /// No fresh ID yet (see `ClientRpc::defer_restart`).
     fn defer_restart(&mut self, handle: RpcHandle) {
         if let Some(rpc) = self.rpcs.clients.get_mut(&handle) {
-            rpc.restart_pending = true;
-            rpc.silent_ticks = 0;
+            rpc.defer_restart();
         }
     }
 
@@ -344,13 +342,7 @@ impl Endpoint {
             r.remove_client(rpc.epoch, rpc.id);
             r.add_client(epoch, id, handle);
         }
-        rpc.epoch = epoch;
-        rpc.id = id;
-        let mut old = std::mem::replace(&mut rpc.request, request);
-        let response = rpc.response.take();
-        rpc.restarts += 1;
-        rpc.silent_ticks = 0;
-        rpc.restart_pending = false;
+        let (mut old, response) = rpc.restart_as((epoch, id), request);
         old.recycle(&mut self.buffers.pool);
         if let Some(inc) = response {
             self.recycle_incoming(inc);

@@ -62,6 +62,54 @@ pub(crate) enum ClientTick {
 }
 
 impl ClientRpc {
+    /// A call to `peer` (slot `peer_id`) as message `id` of key epoch
+    /// `epoch`, its request sealed, started at `now`.
+    #[inline]
+    pub fn new(
+        (peer, peer_id): (SocketAddr, PeerId),
+        (epoch, id): (u64, u64),
+        request: Outgoing,
+        now: Instant,
+    ) -> Self {
+        Self {
+            peer,
+            peer_id,
+            epoch,
+            id,
+            request,
+            response: None,
+            silent_ticks: 0,
+            restarts: 0,
+            restart_pending: false,
+            started: now,
+        }
+    }
+
+    /// The server lost the request: the call goes on as message `id` of
+    /// key epoch `epoch` with `request` (the old one sealed again). Returns
+    /// the old request and any partial response, to recycle (nothing of a
+    /// response stands once the server lost the request).
+    pub fn restart_as(
+        &mut self,
+        (epoch, id): (u64, u64),
+        request: Outgoing,
+    ) -> (Outgoing, Option<Incoming>) {
+        self.epoch = epoch;
+        self.id = id;
+        self.restarts += 1;
+        self.silent_ticks = 0;
+        self.restart_pending = false;
+        let old = std::mem::replace(&mut self.request, request);
+        (old, self.response.take())
+    }
+
+    /// No fresh ID yet for a restart: the previous key epoch must drain
+    /// first. The tick retries (and the wait is not silence).
+    pub fn defer_restart(&mut self) {
+        self.restart_pending = true;
+        self.silent_ticks = 0;
+    }
+
     /// One tick of the RPC's silence (decision table, see `silence.rs`):
     /// silence of our own doing (the request waits for its turn, or the
     /// response for a grant we give to others) is not counted.

@@ -50,6 +50,38 @@ pub(crate) enum ServerTick {
 }
 
 impl ServerRpc {
+    /// A request whose first packet arrived: Receiving.
+    #[inline]
+    pub fn new(request: Incoming) -> Self {
+        Self {
+            state: ServerState::Receiving(request),
+            silent_ticks: 0,
+        }
+    }
+
+    /// Whether the application holds the request (and has not answered).
+    #[inline]
+    pub fn is_in_service(&self) -> bool {
+        matches!(self.state, ServerState::InService)
+    }
+
+    /// The application answers a request in service (the caller checked:
+    /// `is_in_service`): Responding, and silence starts over.
+    #[inline]
+    pub fn respond(&mut self, response: Outgoing) {
+        self.state = ServerState::Responding(response);
+        self.silent_ticks = 0;
+    }
+
+    /// The response being sent, once the application answered.
+    #[inline]
+    pub fn responding_mut(&mut self) -> Option<&mut Outgoing> {
+        match &mut self.state {
+            ServerState::Responding(out) => Some(out),
+            _ => None,
+        }
+    }
+
     /// One tick of the RPC's silence (decision table, see `silence.rs`):
     /// silence while we are the ones to act is not counted.
     pub fn on_tick(&mut self, s: &Silence) -> ServerTick {

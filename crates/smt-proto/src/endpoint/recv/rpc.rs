@@ -325,11 +325,7 @@ impl Endpoint {
             return Err(e);
         }
         let incoming = self.new_incoming(d.h);
-        let rpc = ServerRpc {
-            state: ServerState::Receiving(incoming),
-            silent_ticks: 0,
-        };
-        let slot = self.rpcs.servers.insert(key, pid, rpc);
+        let slot = self.rpcs.servers.insert(key, pid, ServerRpc::new(incoming));
         let replaced = self
             .peers
             .rpcs_mut(pid)
