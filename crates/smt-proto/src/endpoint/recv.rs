@@ -174,12 +174,7 @@ impl Endpoint {
         }
         let repr = parse_header(&packet, id_limit)?;
         let (local, validated) = (peer.session.is_local_id(repr.id), peer.validated());
-        let id = repr.id;
-        let key = ServerRpcHandle {
-            peer: from,
-            epoch,
-            id,
-        };
+        let key = ServerRpcHandle::new(from, epoch, repr.id);
         let h = match repr.body {
             Body::Data(h) => h,
             body => return self.on_control(now, pid, key, local, body),

@@ -26,6 +26,13 @@ pub struct ServerRpcHandle {
     pub id: u64,
 }
 
+impl ServerRpcHandle {
+    #[inline]
+    pub(crate) fn new(peer: SocketAddr, epoch: u64, id: u64) -> Self {
+        Self { peer, epoch, id }
+    }
+}
+
 impl Ord for ServerRpcHandle {
     #[inline]
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {

@@ -264,7 +264,10 @@ impl Endpoint {
         );
         let mut parts = store_parts!(self);
         let inc = receiving_in(clients, servers, msg).ok_or(DropReason::Duplicate)?;
-        store_in(&mut parts, inc, peers.at_mut(d.pid), d, msg, admitted)
+        match (admitted, peers.at_mut(d.pid)) {
+            (false, Some(peer)) => store_within_bounds(&mut parts, inc, peer, d, msg),
+            (_, peer) => store_in(&mut parts, inc, peer, d, msg, admitted),
+        }
     }
 
     /// A DATA packet about one of our calls that we do not know: a replay
@@ -762,9 +765,25 @@ pub(super) fn store_fast(
     if u64::from(d.h.message_len) > parts.config.message_len_limit() {
         return Fast::Dropped(DropReason::OverLimit);
     }
-    let (inc, silent) = inc;
+    let outcome = store_within_bounds(&mut parts, inc, peer, d, msg);
+    Fast::Stored(msg, outcome)
+}
+
+/// Stores a DATA packet into its message (see `store_in`); one that needs
+/// a new buffer is admitted at once when the bounds have room for it (as
+/// `Endpoint::admit` would, without a side effect); else it is left
+/// alone ([`Opened::NeedsRoom`]) for `Endpoint::admit` to decide, which
+/// may recount or evict first.
+#[inline(always)]
+fn store_within_bounds(
+    parts: &mut StoreParts<'_>,
+    (inc, silent): (&mut Incoming, &mut u32),
+    peer: &mut Peer,
+    d: DataIn<'_>,
+    msg: MsgKey,
+) -> Result<Opened, DropReason> {
     let outcome = store_in(
-        &mut parts,
+        parts,
         (&mut *inc, &mut *silent),
         Some(&mut *peer),
         d,
@@ -772,18 +791,16 @@ pub(super) fn store_fast(
         false,
     );
     let Ok(Opened::NeedsRoom(more)) = outcome else {
-        return Fast::Stored(msg, outcome);
+        return outcome;
     };
     let charge = Charge {
         bytes: more,
         requests: 0,
     };
     if !limits::fits(parts.config, peer.usage, parts.ledger.total, charge) {
-        // Recount or evict first (`Endpoint::admit`): the slow path.
-        return Fast::Stored(msg, outcome);
+        return outcome;
     }
-    let outcome = store_in(&mut parts, (inc, silent), Some(peer), d, msg, true);
-    Fast::Stored(msg, outcome)
+    store_in(parts, (inc, silent), Some(peer), d, msg, true)
 }
 
 /// The message being received that DATA for `key` goes to, with its RPC's
