@@ -1,11 +1,12 @@
 //! `handle_datagram`: parse, authenticate, route. Every rejection is a
 //! counted [`DropReason`], never an error returned to the caller.
 
+mod data;
 mod packet;
 mod rpc;
 
+use data::{store_fast, store_parts, DataIn, Fast, StoreParts};
 use packet::{parse_header, ports_match, starts_with_path};
-use rpc::{store_fast, store_parts, DataIn, Fast, StoreParts};
 use std::net::SocketAddr;
 use std::time::Instant;
 
