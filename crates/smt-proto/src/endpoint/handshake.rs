@@ -443,17 +443,6 @@ impl Endpoint {
         Some(conn)
     }
 
-    /// Counts exactly what handshakes hold for out-of-order bytes (the
-    /// running figure should agree; this keeps an error from lasting).
-    pub(crate) fn recount_handshake_bytes(&mut self) {
-        let held = self
-            .peers
-            .handshakes
-            .values()
-            .map(|c| c.stream.held_bytes());
-        self.counters.stats.usage.handshake_bytes = held.sum::<usize>() as u64;
-    }
-
     /// Sends whatever the handshake has to say, installs its keys when
     /// ready, and acknowledges what arrived.
     fn pump_handshake(&mut self, now: Instant, peer: SocketAddr) {
