@@ -1,8 +1,11 @@
 //! Resource bounds on what peers can make the endpoint hold (issue #6):
 //! bytes of partially received messages per peer and in total, partial
-//! requests per peer and in total, sessions created by the key resolver,
-//! handshakes in progress. The limits live in [`crate::Config`]; what is
-//! held is published in [`crate::Stats::usage`].
+//! requests per peer and in total (sessions and handshakes are bounded
+//! where they are made: `Endpoint::make_room_for_session`, `handshake/
+//! admit.rs`). The limits live in [`crate::Config`]; what is held is
+//! published in [`crate::Stats::usage`]. The [`Ledger`] works on the
+//! parts of the endpoint handed to it; what it names for eviction the
+//! endpoint frees (`Endpoint::admit`).
 //!
 //! Accounting is a running total per peer that only grows between ticks
 //! (every allocation is charged before it happens; the one exception: a
