@@ -21,7 +21,9 @@ pub(crate) use self::conn::HandshakeConn;
 use self::conn::{emit_handshake, wire_bytes, Chunk, Due, Opening, Pumped, HEADER_LEN};
 use self::retry::Retry;
 use super::peer::{Budget, Held, Offer};
+use super::peers::Peers;
 use super::{trace_event, Endpoint, Event, KEY_UPDATE_CONFIRM};
+use crate::config::Config;
 use crate::error::DropReason;
 use crate::handshake::{AddressProof, Handshake, HandshakeAcceptor, HandshakeError};
 use crate::trace::Traced;
@@ -47,6 +49,80 @@ pub(crate) struct HandshakeSide {
     pub queue: VecDeque<(SocketAddr, u32, u16)>,
     /// Finds keys for a peer without a handshake ([`Endpoint::set_key_resolver`]).
     pub resolver: Option<Box<dyn super::KeyResolver>>,
+}
+
+/// Where a RETRY goes out and is counted.
+pub(crate) struct RetryOut<'a> {
+    local_port: u16,
+    outbox: &'a mut super::outbox::Outbox,
+    stats: &'a mut crate::stats::Stats,
+}
+
+impl HandshakeSide {
+    /// Whether an opening without a token gets a RETRY instead of state:
+    /// at least `retry_above_handshakes` handshakes are busy
+    /// (`Peers::busy_handshakes`). Bounded work: the table is counted at
+    /// most once per tick, and only once it holds that many entries.
+    fn must_retry(&mut self, cfg: &Config, peers: &Peers, tick: u64) -> bool {
+        let above = cfg.retry_above_handshakes;
+        let Some(retry) = self.retry.as_mut() else {
+            return false;
+        };
+        if peers.handshakes.len() < above {
+            return false;
+        }
+        let busy = match retry.busy(tick) {
+            Some(n) => n,
+            None => {
+                let n = peers.busy_handshakes();
+                retry.set_busy(tick, n);
+                n
+            }
+        };
+        busy >= above
+    }
+
+    /// Answers an opening from `peer` with a RETRY carrying a token, and
+    /// keeps nothing. The RETRY is smaller than three openings of
+    /// `received` bytes (a HANDSHAKE header and one data byte at least).
+    fn send_retry(
+        &mut self,
+        out: RetryOut<'_>,
+        now: Instant,
+        (peer, kind): (SocketAddr, HandshakeKind),
+        received: usize,
+    ) -> Result<(), DropReason> {
+        let Some(retry) = self.retry.as_mut() else {
+            return Err(DropReason::Handshake);
+        };
+        if out.outbox.prebuilt_len() >= MAX_PREBUILT {
+            return Err(DropReason::OverLimit);
+        }
+        let token = retry.mint(now, peer, kind);
+        let packet = conn::emit_retry(out.local_port, peer, kind, &token);
+        debug_assert!(packet.len() <= AMPLIFICATION * received.max(HEADER_LEN + 1));
+        out.outbox.push_prebuilt(peer, packet);
+        out.stats.retries_sent += 1;
+        Ok(())
+    }
+
+    /// Checks an opening's retry token; `Ok(true)` if it proves `peer`'s
+    /// address.
+    fn check_token(
+        &mut self,
+        now: Instant,
+        peer: SocketAddr,
+        kind: HandshakeKind,
+        token: &[u8],
+        stats: &mut crate::stats::Stats,
+    ) -> Result<bool, DropReason> {
+        let retry = self.retry.as_mut().ok_or(DropReason::BadToken)?;
+        if !retry.verify(now, peer, kind, token) {
+            return Err(DropReason::BadToken);
+        }
+        stats.retry_tokens_accepted += 1;
+        Ok(true)
+    }
 }
 
 impl Endpoint {
@@ -164,8 +240,13 @@ impl Endpoint {
         }
         let (kind, received) = (opening.kind, opening.received);
         let validated = match opening.token {
-            Some(t) => self.check_token(now, from, kind, t)?,
-            None if self.must_retry() => {
+            Some(t) => self
+                .hs
+                .check_token(now, from, kind, t, &mut self.counters.stats)?,
+            None if self
+                .hs
+                .must_retry(&self.config, &self.peers, self.time.ticks) =>
+            {
                 return self.send_retry(now, from, kind, received).map(|()| false)
             }
             None => false,
@@ -238,40 +319,7 @@ impl Endpoint {
         Ok(())
     }
 
-    /// Enables stateless retry (`Config::retry_above_handshakes`): tokens
-    /// are MACed with `key`'s control MAC. Use a key only this endpoint
-    /// holds, e.g. fresh random bytes at start-up (tokens then die with
-    /// the endpoint, which is what they are for).
-    pub fn set_retry_key(&mut self, key: std::sync::Arc<dyn crate::crypto::PacketCipher>) {
-        self.hs.retry = Some(Retry::new(key));
-    }
-
-    /// Whether an opening without a token gets a RETRY instead of state:
-    /// at least `retry_above_handshakes` handshakes are busy
-    /// ([`Endpoint::busy_handshakes`]). Bounded work: the table is counted
-    /// at most once per tick, and only once it holds that many entries.
-    fn must_retry(&mut self) -> bool {
-        let above = self.config.retry_above_handshakes;
-        if self.hs.retry.is_none() || self.peers.handshakes.len() < above {
-            return false;
-        }
-        let tick = self.time.ticks;
-        let busy = match self.hs.retry.as_ref().and_then(|r| r.busy(tick)) {
-            Some(n) => n,
-            None => {
-                let n = self.peers.busy_handshakes();
-                if let Some(r) = self.hs.retry.as_mut() {
-                    r.set_busy(tick, n);
-                }
-                n
-            }
-        };
-        busy >= above
-    }
-
-    /// Answers an opening from `peer` with a RETRY carrying a token, and
-    /// keeps nothing. The RETRY is smaller than three openings of
-    /// `received` bytes (a HANDSHAKE header and one data byte at least).
+    /// Answers an opening with a RETRY (`HandshakeSide::send_retry`).
     fn send_retry(
         &mut self,
         now: Instant,
@@ -279,35 +327,20 @@ impl Endpoint {
         kind: HandshakeKind,
         received: usize,
     ) -> Result<(), DropReason> {
-        let Some(retry) = self.hs.retry.as_mut() else {
-            return Err(DropReason::Handshake);
+        let out = RetryOut {
+            local_port: self.config.local_port,
+            outbox: &mut self.outbox,
+            stats: &mut self.counters.stats,
         };
-        if self.outbox.prebuilt_len() >= MAX_PREBUILT {
-            return Err(DropReason::OverLimit);
-        }
-        let token = retry.mint(now, peer, kind);
-        let packet = conn::emit_retry(self.config.local_port, peer, kind, &token);
-        debug_assert!(packet.len() <= AMPLIFICATION * received.max(HEADER_LEN + 1));
-        self.outbox.push_prebuilt(peer, packet);
-        self.counters.stats.retries_sent += 1;
-        Ok(())
+        self.hs.send_retry(out, now, (peer, kind), received)
     }
 
-    /// Checks an opening's retry token; `Ok(true)` if it proves `peer`'s
-    /// address.
-    fn check_token(
-        &mut self,
-        now: Instant,
-        peer: SocketAddr,
-        kind: HandshakeKind,
-        token: &[u8],
-    ) -> Result<bool, DropReason> {
-        let retry = self.hs.retry.as_mut().ok_or(DropReason::BadToken)?;
-        if !retry.verify(now, peer, kind, token) {
-            return Err(DropReason::BadToken);
-        }
-        self.counters.stats.retry_tokens_accepted += 1;
-        Ok(true)
+    /// Enables stateless retry (`Config::retry_above_handshakes`): tokens
+    /// are MACed with `key`'s control MAC. Use a key only this endpoint
+    /// holds, e.g. fresh random bytes at start-up (tokens then die with
+    /// the endpoint, which is what they are for).
+    pub fn set_retry_key(&mut self, key: std::sync::Arc<dyn crate::crypto::PacketCipher>) {
+        self.hs.retry = Some(Retry::new(key));
     }
 
     /// A RETRY for a handshake we opened: open it again with the token,
@@ -441,17 +474,6 @@ impl Endpoint {
             .handshake_bytes
             .saturating_sub(conn.stream.held_bytes() as u64);
         Some(conn)
-    }
-
-    /// Counts exactly what handshakes hold for out-of-order bytes (the
-    /// running figure should agree; this keeps an error from lasting).
-    pub(crate) fn recount_handshake_bytes(&mut self) {
-        let held = self
-            .peers
-            .handshakes
-            .values()
-            .map(|c| c.stream.held_bytes());
-        self.counters.stats.usage.handshake_bytes = held.sum::<usize>() as u64;
     }
 
     /// Sends whatever the handshake has to say, installs its keys when

@@ -57,10 +57,12 @@ pub(crate) use trace_event;
 /// key (fast; keys include addresses an attacker may choose, so keyed).
 pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::buffers::{released_limit, BufferPool, Released};
 use crate::config::{Config, ConfigError};
+use crate::crypto::PacketCipher;
 use crate::error::{DropReason, RpcError, SendError};
 use crate::handshake::HandshakeError;
 use crate::payload::Payload;
@@ -73,7 +75,7 @@ use crate::timer::Timer;
 use crate::trace::{FreeReason, Traced};
 use crate::wire::Body;
 
-use peer::{Origin, Peer};
+use peer::{Charge, Origin, Peer};
 pub(crate) use peers::PeerId;
 use peers::Peers;
 
@@ -650,7 +652,8 @@ impl Endpoint {
             if self.hs.resolver.is_none() {
                 return Err(DropReason::UnknownSession);
             }
-            if !self.may_resolve() || !self.make_room_for_session() {
+            let may_resolve = self.peers.resolved_count() < self.config.max_resolved_sessions;
+            if !may_resolve || !self.make_room_for_session() {
                 return Err(DropReason::OverLimit);
             }
             let keys = self
@@ -865,6 +868,140 @@ impl Endpoint {
         (credits, cx)
     }
 
+    /// Whether `more` can be charged to `peer` within every bound
+    /// (`limits.rs`), recounting first (at most once per tick) if the
+    /// running figures say no, then evicting what `Ledger::victims` names.
+    pub(crate) fn admit(&mut self, now: Instant, peer: PeerId, more: Charge) -> bool {
+        let (cfg, ledger) = (&self.config, &mut self.load.ledger);
+        if ledger.fits(cfg, &self.peers, peer, more) {
+            return true;
+        }
+        if ledger.is_stale(now, cfg.tick) {
+            self.recount_usage(now);
+            if self.load.ledger.fits(&self.config, &self.peers, peer, more) {
+                return true;
+            }
+        }
+        let victims = self
+            .load
+            .ledger
+            .victims(&self.config, &self.peers, &self.rpcs, peer, more);
+        let Some((heavy, victims)) = victims else {
+            return false;
+        };
+        for (slot, c) in victims {
+            tracing::debug!(?slot, "evicting an unauthenticated partial request");
+            self.drop_server_at(slot);
+            self.counters.stats.partial_evicted += 1;
+            self.discharge(heavy, c);
+            if self.load.ledger.fits(&self.config, &self.peers, peer, more) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Adds what was just allocated for `peer` (`limits.rs`).
+    pub(crate) fn charge(&mut self, peer: PeerId, more: Charge) {
+        let usage = &mut self.counters.stats.usage;
+        self.load.ledger.charge(&mut self.peers, usage, peer, more);
+    }
+
+    /// Takes back what a freed message was charged (`limits.rs`).
+    pub(crate) fn discharge(&mut self, peer: PeerId, less: Charge) {
+        let stats = &mut self.counters.stats;
+        self.load
+            .ledger
+            .discharge(&mut self.peers, stats, peer, less);
+    }
+
+    /// Counts exactly what partially received messages hold (`limits.rs`).
+    pub(crate) fn recount_usage(&mut self, now: Instant) {
+        let (peers, stats) = (&mut self.peers, &mut self.counters.stats);
+        self.load.ledger.recount(now, peers, &self.rpcs, stats);
+    }
+
+    /// Arms the idle sweep if a handshake's session exists and it is not
+    /// armed yet.
+    pub(crate) fn arm_idle_sweep(&mut self, now: Instant) {
+        let Some(timeout) = self.config.session_idle_timeout else {
+            return;
+        };
+        if self.peers.handshake_count() > 0 && !self.time.timers.is_set(Timer::IdleSweep) {
+            self.time.timers.set(Timer::IdleSweep, now + timeout / 4);
+        }
+    }
+
+    /// Forgets sessions a handshake made whose peer has sent nothing
+    /// authenticated for `session_idle_timeout` and that hold no RPC or
+    /// handshake. A session never heard from is timed from this sweep.
+    pub(crate) fn sweep_idle_sessions(&mut self, now: Instant) {
+        let Some(timeout) = self.config.session_idle_timeout else {
+            return;
+        };
+        for peer in self.peers.idle_handshake_sessions(now, timeout) {
+            tracing::debug!(%peer, "forgetting an idle handshake session");
+            self.counters.stats.sessions_evicted += 1;
+            self.remove_session(peer);
+        }
+        self.arm_idle_sweep(now);
+    }
+
+    /// Whether one more session fits `Config::max_sessions`, evicting the
+    /// least proven one if it would not: a session whose peer never used
+    /// its keys (oldest first), else `Peers::least_recently_heard`. O(1)
+    /// while there is room; past it, at worst one pass over the sessions.
+    pub(crate) fn make_room_for_session(&mut self) -> bool {
+        if self.peers.len() < self.config.max_sessions {
+            return true;
+        }
+        let before = self.peers.len();
+        while let Some((peer, made)) = self.peers.unvalidated.pop_front() {
+            self.drop_if_unproven(peer, made);
+            if self.peers.len() < before {
+                self.counters.stats.sessions_displaced += 1;
+                return true;
+            }
+        }
+        let Some(victim) = self.peers.least_recently_heard() else {
+            return false;
+        };
+        tracing::debug!(peer = %victim, "evicting the least recently heard session: too many");
+        self.remove_session(victim);
+        self.counters.stats.sessions_displaced += 1;
+        true
+    }
+
+    /// The parts pathlet feedback works on (`pathlet.rs`).
+    fn pathlet_parts(&mut self) -> pathlet::Parts<'_> {
+        pathlet::Parts {
+            config: &self.config,
+            peers: &mut self.peers,
+            stats: &mut self.counters.stats,
+            outbox: &mut self.outbox,
+        }
+    }
+
+    /// Puts the PATH in front of a datagram with DATA (`pathlet.rs`):
+    /// it has DATA if the count of DATA packets sent moved past
+    /// `data_packets`.
+    pub(crate) fn prepend_path(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        at: (usize, usize),
+        to: SocketAddr,
+        data_packets: u64,
+    ) -> usize {
+        let has_data = self.counters.stats.data_packets_tx != data_packets;
+        pathlet::prepend_path(&mut self.pathlet_parts(), now, buf, at, to, has_data)
+    }
+
+    /// Pathlet echoes and window upkeep at each tick (`pathlet.rs`).
+    pub(crate) fn tick_pathlets(&mut self, now: Instant) {
+        pathlet::tick_pathlets(&mut self.pathlet_parts(), now);
+    }
+
     /// Queues a control packet about an RPC of key epoch `epoch`.
     pub(crate) fn queue_control(&mut self, peer: SocketAddr, epoch: u64, id: u64, body: Body) {
         let port = self.config.local_port;
@@ -882,6 +1019,73 @@ fn keep_incoming(
     let list = inc.recycle(buffers);
     if list.capacity() > 0 && spare_segment_lists.len() < MAX_SPARE_SEGMENT_LISTS {
         spare_segment_lists.push(list);
+    }
+}
+
+/// TLS offload: what a driver whose NIC seals or opens records asks
+/// (`offload.rs`; receive offload's batch call is in `recv.rs`).
+impl Endpoint {
+    /// The records of the DATA packet the last
+    /// [`Endpoint::poll_transmit`] wrote, under `Config::tx_offload`
+    /// (plaintext bodies, empty tags: the NIC must seal them before they
+    /// leave); `None` if that datagram held no DATA packet. Taken: a
+    /// second call returns `None`.
+    pub fn take_tx_records(&mut self) -> Option<crate::offload::TxRecords> {
+        self.nic.tx_records.take()
+    }
+
+    /// The first bytes of the record in which `tx`'s payload starts, up to
+    /// the payload (as posted: header and plaintext), which a NIC replays
+    /// to resync a context to the middle of that record. Empty when the
+    /// payload starts a record; `None` if the message is no longer held.
+    /// Valid until the next call that changes the endpoint.
+    pub fn tx_record_prefix(&self, tx: &crate::offload::TxRecords) -> Option<&[u8]> {
+        self.offload_view().tx_record_prefix(tx)
+    }
+
+    /// The transmit key of `peer`'s key epoch `epoch`: what a NIC seals
+    /// that epoch's records with ([`PacketCipher::offload_key`]).
+    pub fn tx_cipher(&self, peer: SocketAddr, epoch: u64) -> Option<&Arc<dyn PacketCipher>> {
+        self.offload_view().tx_cipher(peer, epoch)
+    }
+
+    /// The receive key a packet from `peer` with key phase `phase` is
+    /// opened with now, and its key epoch: what the NIC's receive context
+    /// for them must hold. Marks ([`Endpoint::handle_batch_marked`]) name
+    /// it by [`crate::offload::KeyId::of`].
+    pub fn rx_cipher(
+        &self,
+        peer: SocketAddr,
+        phase: bool,
+    ) -> Option<(u64, &Arc<dyn PacketCipher>)> {
+        self.offload_view().rx_cipher(peer, phase)
+    }
+
+    /// The sequence number of the record that starts `wire_offset` bytes
+    /// into message `id` of `peer`'s key epoch `epoch`, for a NIC's resync
+    /// request: a message's first record is always known; another one once
+    /// the records before it have been opened (the NIC has followed the
+    /// framing meanwhile and counts on from there). Walking the segments
+    /// held finds most; an offset behind a missing record header is
+    /// `NotYet` until that packet comes, and `Never` if the core then
+    /// opens past it in one go.
+    pub fn rx_record_seq(
+        &self,
+        peer: SocketAddr,
+        epoch: u64,
+        id: u64,
+        wire_offset: u64,
+    ) -> crate::offload::RecordSeq {
+        let key = ServerRpcHandle { peer, epoch, id };
+        let layout = self.config.seq_layout;
+        self.offload_view().rx_record_seq(layout, key, wire_offset)
+    }
+
+    fn offload_view(&self) -> offload::View<'_> {
+        offload::View {
+            peers: &self.peers,
+            rpcs: &self.rpcs,
+        }
     }
 }
 

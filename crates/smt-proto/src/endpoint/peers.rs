@@ -219,6 +219,23 @@ impl Peers {
         idle
     }
 
+    /// What handshakes hold for out-of-order bytes, counted exactly (the
+    /// running figure should agree; a recount keeps an error from lasting).
+    pub fn handshake_bytes(&self) -> usize {
+        self.handshakes.values().map(|c| c.held_bytes()).sum()
+    }
+
+    /// The session to evict when `Config::max_sessions` is reached and no
+    /// unproven one is left: the handshake session heard from least
+    /// recently with nothing under way (installed and resolved sessions
+    /// are never evicted).
+    pub fn least_recently_heard(&self) -> Option<SocketAddr> {
+        self.iter()
+            .filter(|(a, p)| p.origin == Origin::Handshake && !self.is_busy(a, p))
+            .min_by_key(|(a, p)| (p.heard, **a))
+            .map(|(a, _)| *a)
+    }
+
     /// Remembers `peer` as unreachable until `until`; at most
     /// [`MAX_UNREACHABLE`] at once (forged ICMP cannot grow it).
     pub fn quarantine(&mut self, now: Instant, peer: SocketAddr, until: Instant) {

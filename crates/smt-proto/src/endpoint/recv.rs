@@ -14,6 +14,7 @@ use super::peer::KeyUpdateSeen;
 use super::peers::{LastRoute, PeerId};
 use super::{trace_event, Endpoint, MsgKey, ServerRpcHandle};
 use crate::error::DropReason;
+use crate::offload::RxMark;
 use crate::trace::{PacketSummary, Traced};
 use crate::wire::{Body, Packet, PacketType, Packets, Repr};
 
@@ -71,6 +72,57 @@ impl Endpoint {
                 return;
             }
         }
+    }
+
+    /// [`Endpoint::handle_batch`] for datagrams a NIC has been through
+    /// (receive offload, `offload.rs`): each comes with one [`RxMark`]
+    /// per packet, in order (missing marks count as untouched). A packet
+    /// marked with the key its RPC belongs to holds plaintext the NIC
+    /// authenticated; any other mark is ignored, and the packet opened in
+    /// software.
+    pub fn handle_batch_marked<'a, I>(&mut self, now: Instant, batch: I)
+    where
+        I: Iterator<Item = (SocketAddr, &'a [u8], &'a [RxMark])> + Clone,
+    {
+        self.handle_batch_with(now, batch, |ep, now, from, datagram, marks| {
+            // Each packet's mark is in force while the packet is handled.
+            let mut marks = marks.iter();
+            ep.handle_datagram_each(now, from, datagram, |ep| {
+                ep.nic.rx_mark = marks.next().and_then(|m| m.0);
+            });
+            ep.nic.rx_mark = None;
+        });
+    }
+
+    /// A datagram from `from` that starts with a PATH (`pathlet.rs`): the
+    /// rest is handled as usual, and the PATH counted only if one of those
+    /// packets was accepted under the peer's keys.
+    fn handle_datagram_with_path(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        datagram: &[u8],
+        mut before: impl FnMut(&mut Self),
+    ) {
+        let (path, rest) = match super::pathlet::split_path(datagram) {
+            Ok(split) => split,
+            Err(reason) => return self.drop_packet(from, reason),
+        };
+        let mut seen = super::pathlet::Believed::default();
+        for packet in Packets::new(rest, true) {
+            self.counters.stats.coalesced_packets_rx += 1;
+            before(self);
+            let drops = self.counters.stats.drops.total();
+            let go_on = self.handle_packet(now, from, packet);
+            if self.counters.stats.drops.total() == drops {
+                seen.not_dropped(packet);
+            }
+            if !go_on {
+                break;
+            }
+        }
+        let len = datagram.len();
+        super::pathlet::count_path(&mut self.pathlet_parts(), from, &path, len, seen);
     }
 
     /// One packet (the whole datagram, or one of its coalesced packets).
@@ -171,7 +223,9 @@ impl Endpoint {
         }
         let (packet, epoch) = peer.check_packet(now, packet, datagram, authenticate)?;
         if ty == PacketType::PATH_ECHO {
-            return self.on_path_echo(now, pid, &packet);
+            super::pathlet::on_path_echo(&mut self.pathlet_parts(), now, pid, &packet)?;
+            self.rescan_sendable();
+            return Ok(());
         }
         let repr = parse_header(&packet, id_limit)?;
         let (local, validated) = (peer.session.is_local_id(repr.id), peer.validated());

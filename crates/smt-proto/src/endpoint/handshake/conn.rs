@@ -175,6 +175,11 @@ impl HandshakeConn {
     pub(crate) fn keys_installed(&self) -> bool {
         self.state.keys_installed()
     }
+
+    /// Bytes of the peer's stream held out of order.
+    pub(crate) fn held_bytes(&self) -> usize {
+        self.stream.held_bytes()
+    }
 }
 
 impl std::fmt::Debug for HandshakeConn {
