@@ -14,8 +14,8 @@
 # each libFuzzer process is single-threaded), so the 10 s CI runs of eight
 # targets take 40 s on 2 cores instead of 80. SMT_FUZZ_CODEGEN_UNITS, when
 # set, is passed to `cargo fuzz` as --codegen-units (its default is 1 for
-# release builds: the fastest fuzzing, the slowest build); .ci/run sets it
-# for its short runs. The build honours CARGO_TARGET_DIR like cargo does.
+# release builds: the fastest fuzzing, the slowest build on many cores). The
+# build honours CARGO_TARGET_DIR like cargo does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-10}"
