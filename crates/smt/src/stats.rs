@@ -108,7 +108,7 @@ pub struct Counters {
     /// Round-trip times of the RPCs completed as client: from the
     /// application's call to its whole response (a handshake it waited
     /// for, the server's processing, retransmissions and restarts
-    /// included), on the endpoint's clock, read once per command or turn.
+    /// included), on the endpoint's clock (read at each command and turn).
     /// Fine log-scale buckets ([`LatencyHistogram`]). Empty in a
     /// [`crate::workers`] shard's counters.
     #[cfg_attr(feature = "serde", serde(with = "histogram_buckets"))]

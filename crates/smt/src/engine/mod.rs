@@ -17,8 +17,11 @@
 //! 3. [`Engine::poll_outcome`]: replies to calls (by [`CallToken`]) and
 //!    requests, in the order they completed.
 //!
-//! The clock is read once at the start of each command or turn, from the
-//! [`Clock`] given at bind time.
+//! The clock is read from the [`Clock`] given at bind time: once at the
+//! start of each command, and in a turn after each batch it receives (or
+//! once, if it receives none), so that nothing is stamped with a time read
+//! before the datagram that caused it arrived (`docs/observability.md`
+//! § 6: across endpoints, time orders cause before effect).
 
 mod calls;
 mod credit;
@@ -513,11 +516,17 @@ impl Engine {
     /// the last receive left datagrams), expires due timers, turns events
     /// into outcomes and transmits.
     pub fn turn(&mut self, readable: bool) {
-        let now = self.clock.now();
         self.recycler.drain_into(&mut self.core);
-        if readable || self.io.more_to_read {
-            self.io.receive(&mut self.core, now);
-        }
+        let received = if readable || self.io.more_to_read {
+            let clock = &self.clock;
+            self.io.receive(&mut self.core, || clock.now())
+        } else {
+            None
+        };
+        // Read after the receive, not before it: what this turn does
+        // because of a datagram (a response, an ACK) is never stamped
+        // before the datagram was sent.
+        let now = received.unwrap_or_else(|| self.clock.now());
         // Timers wait while datagrams are still queued (an answer among
         // them is not the peer's silence), for a few ticks at most.
         let late = now.checked_sub(4 * self.tick());
@@ -920,6 +929,9 @@ fn new_core(protocol: smt_proto::Config) -> Result<Core, Error> {
 mod tests {
     use std::sync::{Arc, Mutex};
 
+    use smt_proto::trace::Traced;
+    use smt_proto::wire::PacketType;
+
     use super::*;
     use crate::keys::{fresh_session_pair, AeadAlgorithm};
 
@@ -1070,6 +1082,87 @@ mod tests {
         engine.discard(Err(Error::Closed));
         assert_eq!(engine.take_discarded().len(), 1);
         assert!(engine.take_discarded().is_empty(), "taken once");
+    }
+
+    /// A clock whose first reading after [`Preempted::arm`] lets `then`
+    /// run before it returns: the thread that read the time is
+    /// descheduled, and a peer acts meanwhile.
+    #[derive(Clone, Default)]
+    struct Preempted(Arc<Mutex<Option<Hook>>>);
+
+    type Hook = Box<dyn FnOnce() + Send>;
+
+    impl Preempted {
+        fn arm(&self, then: impl FnOnce() + Send + 'static) {
+            *self.0.lock().unwrap() = Some(Box::new(then));
+        }
+    }
+
+    impl Clock for Preempted {
+        fn now(&self) -> Instant {
+            let now = Instant::now();
+            let then = self.0.lock().unwrap().take();
+            if let Some(then) = then {
+                then();
+            }
+            now
+        }
+    }
+
+    /// The time a core traced its first `what` packet at.
+    fn traced_at(engine: &mut Engine, what: fn(&Traced) -> bool) -> Option<Instant> {
+        std::iter::from_fn(|| engine.core.poll_trace()).find_map(|e| what(&e.what).then_some(e.at))
+    }
+
+    /// A server descheduled in its turn while the client sends: the
+    /// request is still stamped after the client sent it (its trace's
+    /// `received` is never before the client's `sent`), because the turn
+    /// reads the clock after receiving, not before.
+    #[test]
+    fn a_datagram_is_never_stamped_before_it_was_sent() {
+        let any = "127.0.0.1:0".parse().unwrap();
+        let config = EndpointConfig::default();
+        let clock = Preempted::default();
+        let mut server = Engine::bind(any, &config, Box::new(clock.clone())).unwrap();
+        let client = Engine::bind(any, &config, Box::new(SystemClock)).unwrap();
+        let client = Arc::new(Mutex::new(client));
+        let (c, s) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
+        let mut g = client.lock().unwrap();
+        g.install_session(server.local_addr(), c).unwrap();
+        server.install_session(g.local_addr(), s).unwrap();
+        g.core.set_tracing(true);
+        server.core.set_tracing(true);
+        g.call(server.local_addr(), b"ping".into(), CallOptions::new())
+            .unwrap();
+        drop(g);
+        // The request leaves while the server's turn is under way.
+        let sender = client.clone();
+        clock.arm(move || {
+            // Later than the time just read, on any clock resolution.
+            std::thread::sleep(Duration::from_millis(1));
+            sender.lock().unwrap().flush();
+        });
+        let is_data =
+            |t: &Traced| matches!(t, Traced::Sent { packet, .. } if packet.ty == PacketType::DATA);
+        let mut received = None;
+        let start = Instant::now();
+        while received.is_none() {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "no request in a minute"
+            );
+            server.turn(true);
+            received = traced_at(
+                &mut server,
+                |t| matches!(t, Traced::Received { packet, .. } if packet.ty == PacketType::DATA),
+            );
+        }
+        let sent = traced_at(&mut client.lock().unwrap(), is_data).expect("the request was sent");
+        assert!(
+            received.unwrap() >= sent,
+            "received {:?} before it was sent",
+            sent - received.unwrap()
+        );
     }
 
     /// A call past its own deadline fails with `Error::Timeout` at that
