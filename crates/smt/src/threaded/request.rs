@@ -7,7 +7,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use smt_proto::ServerRpcHandle;
 
-use crate::drive::Shared;
+use super::drive::Shared;
 use crate::{Error, SessionInfo};
 
 /// A complete, authenticated request. Answer it with
@@ -79,7 +79,7 @@ impl IncomingRequest {
     pub fn cancellation(&self) -> crate::Cancellation {
         match &self.shared {
             Some(shared) => shared.watch(self.rpc),
-            None => crate::cancel::fired(),
+            None => super::cancel::fired(),
         }
     }
 

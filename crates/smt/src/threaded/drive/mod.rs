@@ -43,8 +43,8 @@ use smt_proto::{Payload, ServerRpcHandle};
 
 pub(crate) use self::handoff::lock_ignoring_poison;
 use self::handoff::{HasWakes, Reply, Slot, Wakes};
-use crate::cancel::{Cancellation, Watches};
-use crate::endpoint::Ready;
+use super::cancel::{Cancellation, Watches};
+use super::ready::Ready;
 use crate::engine::{CallToken, Engine, Outcome};
 use crate::wait::{wait, WakeFd};
 use crate::{CallOptions, Error, IncomingRequest};
@@ -552,7 +552,7 @@ impl Shared {
     pub fn watch(&self, rpc: ServerRpcHandle) -> Cancellation {
         let mut g = self.lock();
         if g.closed {
-            return crate::cancel::fired();
+            return super::cancel::fired();
         }
         g.watches.watch(rpc)
     }
