@@ -9,7 +9,8 @@ use bytes::Bytes;
 use smt_proto::{KeyResolver, Payload, SessionKeys};
 use smt_udp::Features;
 
-use super::drive::{Limits, Shared};
+use super::drive::{Delivered, Limits, Shared};
+use super::request::IncomingRequest;
 use crate::engine::{CallToken, Engine, SystemClock};
 use crate::{CallOptions, EndpointConfig, Error, PeerStats, Stats};
 
@@ -126,6 +127,11 @@ impl Endpoint {
         Ok(Self {
             handle: Arc::new(handle),
         })
+    }
+
+    /// A request taken from the queue, answered through this endpoint.
+    fn request(&self, delivered: Delivered) -> IncomingRequest {
+        IncomingRequest::new(delivered, self.shared().clone())
     }
 
     fn shared(&self) -> &Arc<Shared> {
@@ -379,10 +385,10 @@ impl Endpoint {
 
     /// Waits for the next request. Several threads may wait at once; each
     /// request goes to one of them.
-    pub fn accept(&self) -> Result<crate::IncomingRequest, Error> {
-        let req = self.shared().accept()?;
+    pub fn accept(&self) -> Result<IncomingRequest, Error> {
+        let delivered = self.shared().accept()?;
         self.shared().ready.consume();
-        Ok(req)
+        Ok(self.request(delivered))
     }
 
     /// Waits for the next request, asynchronously. Fails with
@@ -411,34 +417,34 @@ impl Endpoint {
     /// server.close_async().await;
     /// # Ok(()) }
     /// ```
-    pub async fn accept_async(&self) -> Result<crate::IncomingRequest, Error> {
+    pub async fn accept_async(&self) -> Result<IncomingRequest, Error> {
         let shared = self.shared();
-        if let Ok(req) = shared.requests.try_recv() {
+        if let Ok(delivered) = shared.requests.try_recv() {
             shared.ready.consume();
-            return Ok(req);
+            return Ok(self.request(delivered));
         }
         let _waiting = shared.async_waiter();
         shared.poke();
-        let req = shared
+        let delivered = shared
             .requests
             .recv_async()
             .await
             .map_err(|_| Error::Closed)?;
         shared.ready.consume();
-        Ok(req)
+        Ok(self.request(delivered))
     }
 
     /// The next request if one is waiting (for event loops that poll
     /// [`Endpoint::ready_fd`]).
-    pub fn try_accept(&self) -> Result<Option<crate::IncomingRequest>, Error> {
+    pub fn try_accept(&self) -> Result<Option<IncomingRequest>, Error> {
         let shared = self.shared();
         if shared.requests.is_empty() {
             shared.drive_once();
         }
         match shared.requests.try_recv() {
-            Ok(req) => {
+            Ok(delivered) => {
                 shared.ready.consume();
-                Ok(Some(req))
+                Ok(Some(self.request(delivered)))
             }
             Err(flume::TryRecvError::Empty) => {
                 // Resynchronise the signal with the queue: drain, then
