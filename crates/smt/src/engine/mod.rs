@@ -30,6 +30,7 @@ mod identity;
 mod io;
 mod memory;
 mod open;
+mod outcome;
 mod sessions;
 
 use std::collections::VecDeque;
@@ -52,6 +53,7 @@ use self::credit::Load;
 use self::identity::Identities;
 use self::io::Io;
 use self::open::{new_core, open};
+pub(crate) use self::outcome::{CallToken, Outcome};
 use self::sessions::{Parked, Sessions, Started};
 use crate::observe::{CaptureTap, Framing};
 use crate::recycle::Recycler;
@@ -65,33 +67,6 @@ const CLOSE_GRACE: Duration = Duration::from_secs(2);
 /// confirmation has left; smaller ones are copied in far less time than
 /// the responder waits for it, and leave in the same flight.
 const CONFIRM_FIRST_BYTES: usize = 256 * 1024;
-
-/// Names a call from the moment it is submitted, before it has an RPC (it
-/// may wait for a handshake or for a key epoch to drain).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) struct CallToken(u64);
-
-/// What the engine hands to whoever waits.
-#[derive(Debug)]
-pub(crate) enum Outcome {
-    /// The end of a call: its response or why there is none.
-    Reply {
-        call: CallToken,
-        result: Result<Bytes, Error>,
-    },
-    /// A complete, authenticated request, the session it came in, and
-    /// when it was delivered to the application (its handler latency runs
-    /// from then to the response).
-    Request {
-        rpc: ServerRpcHandle,
-        data: Bytes,
-        session: Arc<crate::SessionInfo>,
-        at: Instant,
-    },
-    /// The client of a delivered, unanswered request gave up on it (heard
-    /// `at`).
-    Cancelled { rpc: ServerRpcHandle, at: Instant },
-}
 
 /// One endpoint's state and socket. See the module docs for the call order.
 pub(crate) struct Engine {
