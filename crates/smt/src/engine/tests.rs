@@ -85,7 +85,7 @@ fn turn_until(
 
 /// A finished large RPC's buffers (4 MiB messages: never pooled) are
 /// left in the engine for its driver to free (the threaded driver does
-/// so after releasing its lock: `drive/handoff.rs`), not freed in the
+/// so after releasing its lock: `threaded/drive/handoff.rs`), not freed in the
 /// turn that finished it: counted, not timed.
 #[test]
 fn a_finished_large_rpc_leaves_its_buffers_for_the_driver_to_free() {
