@@ -68,14 +68,10 @@
 //! wait (a background thread covers the rest), and [`LocalEndpoint`],
 //! owned and driven by one thread. See `docs/architecture.md`.
 
-mod cancel;
 mod config;
-mod drive;
-mod endpoint;
 mod engine;
 mod error;
 mod histogram;
-mod io;
 pub mod keys;
 mod local;
 pub mod metrics;
@@ -93,9 +89,9 @@ pub mod offload;
 #[path = "offload/off.rs"]
 mod offload;
 mod recycle;
-mod request;
 mod session;
 pub mod stats;
+mod threaded;
 pub mod tls;
 mod wait;
 pub mod workers;
@@ -126,15 +122,12 @@ pub mod dns {
 }
 
 pub use bytes::Bytes;
-pub use cancel::Cancellation;
 pub use config::{
     CallOptions, EndpointConfig, Mode, ProtocolConfig, SeqLayout, SocketConfig,
     DEFAULT_IP_PROTOCOL, DEFAULT_MAX_OUTSTANDING_CALLS,
 };
-pub use endpoint::Endpoint;
 pub use error::{ConfigError, Error, HandshakeError, RpcError, SendError, SocketError};
 pub use local::{CallId, LocalEndpoint, LocalEvent, RequestId};
-pub use request::IncomingRequest;
 pub use session::{PeerIdentity, SessionId, SessionInfo, SessionOrigin};
 pub use smt_proto::{
     AddressProof, DropReason, Handshake, HandshakeAcceptor, KeyResolver, Padding, Payload, Role,
@@ -142,4 +135,5 @@ pub use smt_proto::{
 };
 pub use smt_udp::Features;
 pub use stats::{PeerStats, Stats};
+pub use threaded::{Cancellation, Endpoint, IncomingRequest};
 pub use zero_rtt::ServerAcceptor;

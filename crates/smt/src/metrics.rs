@@ -46,9 +46,9 @@ use prometheus_client::registry::Registry;
 
 pub use prometheus_client;
 
-use crate::drive::lock_ignoring_poison;
-use crate::endpoint::WeakEndpoint;
 use crate::stats::{Counters, LatencyHistogram, PeerStats, Stats};
+use crate::threaded::lock_ignoring_poison;
+use crate::threaded::WeakEndpoint;
 use crate::Endpoint;
 
 /// The `Content-Type` of the pages written here (Prometheus text, 0.0.4).
@@ -64,6 +64,31 @@ pub fn write(snapshots: &[(&Stats, &[(&str, &str)])], out: &mut impl fmt::Write)
         .map(|(stats, labels)| Labelled::new((*stats).clone(), labels))
         .collect();
     write_page(Snapshots(snapshots), out)
+}
+
+// Here, not in `stats`: the exposition format is this module's; `stats`
+// stays below it.
+impl Stats {
+    /// Writes the snapshot in the Prometheus text exposition format
+    /// (version 0.0.4, by the `prometheus-client` crate): every metric
+    /// named `smt_*` with its unit in the name, `# HELP` and `# TYPE`
+    /// lines, drops labelled by `reason`, the RTT and handler latency as
+    /// histograms in seconds, and the peers in [`Stats::peers`] as
+    /// `smt_peer_*` metrics labelled by `peer`. `labels` (e.g.
+    /// `[("endpoint", "127.0.0.1:7878")]`) go on every sample. See
+    /// `docs/observability.md` for the list.
+    ///
+    /// One page per snapshot: two endpoints' pages pasted together name
+    /// each metric twice, which Prometheus refuses. Several endpoints go
+    /// in one page with [`crate::metrics::write`] or a
+    /// [`crate::metrics::EndpointCollector`].
+    pub fn write_prometheus(
+        &self,
+        labels: &[(&str, &str)],
+        out: &mut impl fmt::Write,
+    ) -> fmt::Result {
+        write(&[(self, labels)], out)
+    }
 }
 
 fn write_page(collector: impl Collector, out: &mut impl fmt::Write) -> fmt::Result {

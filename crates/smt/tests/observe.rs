@@ -218,5 +218,9 @@ fn the_trace_is_json_lines_with_both_ends_of_an_rpc() {
     // Written turn by turn, per endpoint: an endpoint's events are in
     // order; across endpoints, time orders them.
     let us = |i: usize| events[i]["us"].as_i64().unwrap();
-    assert!(steps.windows(2).all(|w| us(w[0]) <= us(w[1])), "{steps:?}");
+    assert!(
+        steps.windows(2).all(|w| us(w[0]) <= us(w[1])),
+        "out of time order: {:?}",
+        steps.map(|i| format!("{} {} {}", events[i]["ep"], events[i]["ev"], us(i)))
+    );
 }

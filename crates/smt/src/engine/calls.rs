@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use smt_proto::RpcHandle;
 
-use super::CallToken;
+use super::outcome::CallToken;
 
 /// One outstanding call.
 #[derive(Clone, Copy, Debug)]

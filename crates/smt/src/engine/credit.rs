@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use smt_proto::RpcHandle;
 
+use super::outcome::CallToken;
 use super::sessions::Parked;
-use super::CallToken;
 
 /// The first retry waits about this long (× 0.5 to 1.5), each next one
 /// twice as long, up to [`RETRY_MAX_BACKOFF`].

@@ -17,15 +17,21 @@
 //! 3. [`Engine::poll_outcome`]: replies to calls (by [`CallToken`]) and
 //!    requests, in the order they completed.
 //!
-//! The clock is read once at the start of each command or turn, from the
-//! [`Clock`] given at bind time.
+//! The clock is read from the [`Clock`] given at bind time: once at the
+//! start of each command, and in a turn after each batch it receives (or
+//! once, if it receives none), so that nothing is stamped with a time read
+//! before the datagram that caused it arrived (`docs/observability.md`
+//! § 6: across endpoints, time orders cause before effect).
 
 mod calls;
+mod clock;
 mod credit;
 mod identity;
+mod io;
 mod memory;
+mod open;
+mod outcome;
 mod sessions;
-mod timing;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -42,14 +48,16 @@ use smt_proto::{
 use smt_udp::{Features, Socket};
 
 use self::calls::Calls;
+pub(crate) use self::clock::{Clock, SystemClock};
 use self::credit::Load;
 use self::identity::Identities;
+use self::io::Io;
+use self::open::{new_core, open};
+pub(crate) use self::outcome::{CallToken, Outcome};
 use self::sessions::{Parked, Sessions, Started};
-pub(crate) use self::timing::Timing;
-use crate::io::Io;
 use crate::observe::{CaptureTap, Framing};
 use crate::recycle::Recycler;
-use crate::stats::{PeerStats, Stats};
+use crate::stats::{PeerStats, Stats, Timing};
 use crate::{CallOptions, EndpointConfig, Error};
 
 /// Longest a graceful close waits for in-flight RPCs.
@@ -59,49 +67,6 @@ const CLOSE_GRACE: Duration = Duration::from_secs(2);
 /// confirmation has left; smaller ones are copied in far less time than
 /// the responder waits for it, and leave in the same flight.
 const CONFIRM_FIRST_BYTES: usize = 256 * 1024;
-
-/// Where the engine reads the time. Injectable so that tests can step
-/// time instead of waiting for it.
-pub(crate) trait Clock: Send {
-    fn now(&self) -> Instant;
-}
-
-/// The operating system's monotonic clock.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> Instant {
-        Instant::now()
-    }
-}
-
-/// Names a call from the moment it is submitted, before it has an RPC (it
-/// may wait for a handshake or for a key epoch to drain).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) struct CallToken(u64);
-
-/// What the engine hands to whoever waits.
-#[derive(Debug)]
-pub(crate) enum Outcome {
-    /// The end of a call: its response or why there is none.
-    Reply {
-        call: CallToken,
-        result: Result<Bytes, Error>,
-    },
-    /// A complete, authenticated request, the session it came in, and
-    /// when it was delivered to the application (its handler latency runs
-    /// from then to the response).
-    Request {
-        rpc: ServerRpcHandle,
-        data: Bytes,
-        session: Arc<crate::SessionInfo>,
-        at: Instant,
-    },
-    /// The client of a delivered, unanswered request gave up on it (heard
-    /// `at`).
-    Cancelled { rpc: ServerRpcHandle, at: Instant },
-}
 
 /// One endpoint's state and socket. See the module docs for the call order.
 pub(crate) struct Engine {
@@ -513,11 +478,17 @@ impl Engine {
     /// the last receive left datagrams), expires due timers, turns events
     /// into outcomes and transmits.
     pub fn turn(&mut self, readable: bool) {
-        let now = self.clock.now();
         self.recycler.drain_into(&mut self.core);
-        if readable || self.io.more_to_read {
-            self.io.receive(&mut self.core, now);
-        }
+        let received = if readable || self.io.more_to_read {
+            let clock = &self.clock;
+            self.io.receive(&mut self.core, || clock.now())
+        } else {
+            None
+        };
+        // Read after the receive, not before it: what this turn does
+        // because of a datagram (a response, an ACK) is never stamped
+        // before the datagram was sent.
+        let now = received.unwrap_or_else(|| self.clock.now());
         // Timers wait while datagrams are still queued (an answer among
         // them is not the peer's silence), for a few ticks at most.
         let late = now.checked_sub(4 * self.tick());
@@ -868,260 +839,5 @@ impl Engine {
     }
 }
 
-/// The SMT port of a raw-IP endpoint: the one asked for, or a random one
-/// from the dynamic range.
-fn raw_port(asked: u16) -> u16 {
-    if asked != 0 {
-        return asked;
-    }
-    let mut b = [0u8; 2];
-    smt_crypto::fill_random(&mut b);
-    49152 + u16::from_be_bytes(b) % 16384
-}
-
-/// Opens the socket and the protocol core for `addr`: the SMT port, port
-/// checks in raw mode, the datagram size from the MTU.
-fn open(addr: SocketAddr, config: &EndpointConfig) -> Result<(Socket, SocketAddr, Core), Error> {
-    // Raw IP has no kernel ports: the SMT header's ports demultiplex, so
-    // an endpoint needs one of its own, chosen before binding so the
-    // socket's kernel filter queues only packets for it (smt-udp).
-    let mode = config.socket().mode();
-    let addr = match mode {
-        smt_udp::Mode::RawIp { .. } => SocketAddr::new(addr.ip(), raw_port(addr.port())),
-        smt_udp::Mode::Udp => addr,
-    };
-    let socket = Socket::bind(addr, config.socket())?;
-    let local_addr = match mode {
-        smt_udp::Mode::RawIp { .. } => addr,
-        smt_udp::Mode::Udp => socket.local_addr()?,
-    };
-    let core = new_core(config.core_config(local_addr)?)?;
-    Ok((socket, local_addr, core))
-}
-
-/// The protocol core for `protocol`, with its stateless-retry key.
-fn new_core(protocol: smt_proto::Config) -> Result<Core, Error> {
-    let mut core = Core::new(protocol).map_err(|e| {
-        Error::Config(crate::error::ConfigError::new(
-            "ProtocolConfig",
-            format!("settings do not work together: {}", e.0),
-        ))
-    })?;
-    // Stateless retry under handshake floods (docs/protocol.md § 4): a
-    // fresh random key per endpoint, so tokens die with it.
-    let retry_key = smt_crypto::TrafficKey::random(smt_crypto::AeadAlgorithm::Aes128Gcm);
-    core.set_retry_key(std::sync::Arc::new(smt_crypto::AesGcmCipher::new(
-        &retry_key,
-    )));
-    Ok(core)
-}
-
 #[cfg(test)]
-mod tests {
-    use std::sync::{Arc, Mutex};
-
-    use super::*;
-    use crate::keys::{fresh_session_pair, AeadAlgorithm};
-
-    /// A clock the test moves by hand.
-    #[derive(Clone)]
-    struct ManualClock(Arc<Mutex<Instant>>);
-
-    impl Clock for ManualClock {
-        fn now(&self) -> Instant {
-            *self.0.lock().unwrap()
-        }
-    }
-
-    impl ManualClock {
-        fn advance(&self, by: Duration) {
-            *self.0.lock().unwrap() += by;
-        }
-    }
-
-    #[test]
-    fn a_call_to_a_silent_peer_times_out_on_the_injected_clock() {
-        let clock = ManualClock(Arc::new(Mutex::new(Instant::now())));
-        let config = EndpointConfig::default();
-        let any = "127.0.0.1:0".parse().unwrap();
-        let mut engine = Engine::bind(any, &config, Box::new(clock.clone())).unwrap();
-        let silent = std::net::UdpSocket::bind(any).unwrap();
-        let peer = silent.local_addr().unwrap();
-        let (keys, _) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
-        engine.install_session(peer, keys).unwrap();
-        let call = engine
-            .call(peer, b"anyone?".into(), CallOptions::new())
-            .unwrap();
-        engine.flush();
-        let mut datagram = [0u8; 2048];
-        assert!(silent.recv_from(&mut datagram).is_ok(), "the request left");
-        // Step time to each deadline: no real waiting.
-        let tick = config.protocol().tick();
-        let abort_ticks = config.core_config(any).unwrap().abort_ticks;
-        for _ in 0..abort_ticks * 2 {
-            let next = engine
-                .deadline()
-                .expect("a timer while the call is pending");
-            clock.advance(next.saturating_duration_since(clock.now()).max(tick));
-            engine.turn(false);
-            if let Some(outcome) = engine.poll_outcome() {
-                match outcome {
-                    Outcome::Reply {
-                        call: c,
-                        result: Err(Error::Rpc(_)),
-                    } => {
-                        assert_eq!(c, call);
-                        return;
-                    }
-                    other => panic!("unexpected {other:?}"),
-                }
-            }
-        }
-        panic!("no timeout after {} ticks", abort_ticks * 2);
-    }
-
-    /// Turns `a` and `b` (with their sockets) until `done` says so; panics
-    /// after a minute (a loaded machine is slow, not stuck).
-    fn turn_until(
-        a: &mut Engine,
-        b: &mut Engine,
-        mut done: impl FnMut(&mut Engine, &mut Engine) -> bool,
-    ) {
-        let start = std::time::Instant::now();
-        while !done(a, b) {
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "no progress in a minute"
-            );
-            a.turn(true);
-            b.turn(true);
-        }
-    }
-
-    /// A finished large RPC's buffers (4 MiB messages: never pooled) are
-    /// left in the engine for its driver to free (the threaded driver does
-    /// so after releasing its lock: `drive/handoff.rs`), not freed in the
-    /// turn that finished it: counted, not timed.
-    #[test]
-    fn a_finished_large_rpc_leaves_its_buffers_for_the_driver_to_free() {
-        let config = EndpointConfig::default();
-        let any = "127.0.0.1:0".parse().unwrap();
-        let mut client = Engine::bind(any, &config, Box::new(SystemClock)).unwrap();
-        let mut server = Engine::bind(any, &config, Box::new(SystemClock)).unwrap();
-        client.collect_released();
-        server.collect_released();
-        let (c, s) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
-        client.install_session(server.local_addr(), c).unwrap();
-        server.install_session(client.local_addr(), s).unwrap();
-        let len = 4 << 20;
-        let request = Payload::Owned(bytes::Bytes::from(vec![0x5a; len]));
-        client
-            .call(server.local_addr(), request, CallOptions::new())
-            .unwrap();
-        client.flush();
-        let mut rpc = None;
-        turn_until(&mut client, &mut server, |_, server| {
-            if let Some(Outcome::Request { rpc: r, data, .. }) = server.poll_outcome() {
-                // Echoed as owned bytes: the server holds them until the ACK.
-                server
-                    .respond(r, Payload::Owned(data), std::time::Instant::now())
-                    .unwrap();
-                rpc = Some(r);
-            }
-            rpc.is_some()
-        });
-        let mut reply = None;
-        turn_until(&mut client, &mut server, |client, _| {
-            reply = reply.take().or_else(|| client.poll_outcome());
-            reply.is_some()
-        });
-        // The turn that took the response in finished the client's RPC: its
-        // request's wire buffer and data wait.
-        let released = client.take_released();
-        assert_eq!(released.len(), 2, "the request's wire buffer and data");
-        assert!(released.bytes() >= 2 * len);
-        assert!(client.take_released().is_empty(), "taken once");
-        // The server's wait from the turn that took the client's ACK in.
-        let mut waiting = smt_proto::Released::default();
-        turn_until(&mut client, &mut server, |_, server| {
-            waiting = server.take_released();
-            !waiting.is_empty()
-        });
-        assert_eq!(waiting.len(), 2, "the response's wire buffer and data");
-        assert_eq!(server.core.server_rpcs(), 0, "freed by the ACK");
-        match reply {
-            Some(Outcome::Reply {
-                result: Ok(data), ..
-            }) => assert_eq!(data.len(), len),
-            other => panic!("expected the echo, got {other:?}"),
-        }
-    }
-
-    /// A reply nobody takes (an async caller's future dropped) waits for
-    /// the driver to free it after its lock if it is large.
-    #[test]
-    fn a_large_reply_nobody_takes_is_left_for_the_driver_to_free() {
-        let any = "127.0.0.1:0".parse().unwrap();
-        let mut engine =
-            Engine::bind(any, &EndpointConfig::default(), Box::new(SystemClock)).unwrap();
-        let large = Bytes::from(vec![1; Payload::POOLED_COPY_LIMIT + 1]);
-        engine.discard(Ok(large));
-        engine.discard(Ok(Bytes::from_static(b"small: freed at once")));
-        engine.discard(Err(Error::Closed));
-        assert_eq!(engine.take_discarded().len(), 1);
-        assert!(engine.take_discarded().is_empty(), "taken once");
-    }
-
-    /// A call past its own deadline fails with `Error::Timeout` at that
-    /// deadline (not the protocol's `abort_ticks`), and the server is told
-    /// at once with RPC_UNKNOWN for the call's message ID.
-    #[test]
-    fn a_call_past_its_deadline_times_out_and_tells_the_server() {
-        let clock = ManualClock(Arc::new(Mutex::new(Instant::now())));
-        let config = EndpointConfig::default();
-        let any = "127.0.0.1:0".parse().unwrap();
-        let mut engine = Engine::bind(any, &config, Box::new(clock.clone())).unwrap();
-        let server = std::net::UdpSocket::bind(any).unwrap();
-        let peer = server.local_addr().unwrap();
-        let (keys, _) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
-        engine.install_session(peer, keys).unwrap();
-        let timeout = Duration::from_millis(50);
-        let call = engine
-            .call(peer, b"slow?".into(), CallOptions::new().timeout(timeout))
-            .unwrap();
-        engine.flush();
-        let mut datagram = [0u8; 2048];
-        let (_, _) = server.recv_from(&mut datagram).unwrap();
-        let id = datagram[20..28].to_vec();
-        assert_eq!(
-            engine.deadline(),
-            Some(clock.now() + config.protocol().tick())
-        );
-        clock.advance(timeout - Duration::from_millis(1));
-        engine.turn(false);
-        assert!(engine.poll_outcome().is_none(), "not yet");
-        clock.advance(Duration::from_millis(1));
-        engine.turn(false);
-        match engine.poll_outcome() {
-            Some(Outcome::Reply {
-                call: c,
-                result: Err(Error::Timeout { after }),
-            }) => assert_eq!((c, after), (call, timeout)),
-            other => panic!("expected the call's timeout, got {other:?}"),
-        }
-        assert_eq!(engine.outstanding_calls(), 0);
-        // The server hears RPC_UNKNOWN for the call's ID (the client's
-        // RESEND probes may come first).
-        server
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .unwrap();
-        loop {
-            let (n, _) = server.recv_from(&mut datagram).expect("RPC_UNKNOWN sent");
-            if datagram[13] == smt_proto::wire::PacketType::RPC_UNKNOWN.0 {
-                assert_eq!(&datagram[20..28], &id[..]);
-                assert_eq!(n, 28 + 16, "header and MAC");
-                return;
-            }
-        }
-    }
-}
+mod tests;

@@ -13,7 +13,7 @@ use smt_proto::{Endpoint as Core, HandshakeError, HandshakeKind};
 use smt_ticket::{KeyPool, VerifiedTicket, ZeroRttClientHandshake};
 use smt_tls::{ServerName, TlsClient};
 
-use super::CallToken;
+use super::outcome::CallToken;
 use crate::keys::PskClient;
 
 /// Ephemeral key pairs kept ready for 0-RTT hellos (SMT paper §4.5.1).

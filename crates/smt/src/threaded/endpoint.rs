@@ -1,86 +1,18 @@
 //! The public endpoint handle: bind, call, accept, respond. A thin face
-//! over the engine ([`crate::engine`]); who drives it when is `drive.rs`.
+//! over the engine ([`crate::engine`]); who drives it when is `drive/`.
 
-use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd};
-use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 use smt_proto::{KeyResolver, Payload, SessionKeys};
 use smt_udp::Features;
 
-use crate::drive::{Limits, Shared};
+use super::drive::{Delivered, Limits, Shared};
+use super::request::IncomingRequest;
 use crate::engine::{CallToken, Engine, SystemClock};
 use crate::{CallOptions, EndpointConfig, Error, PeerStats, Stats};
-
-/// A readiness signal the application can poll (epoll, poll, select):
-/// readable while requests wait in the queue.
-pub(crate) struct Ready {
-    pub read: UnixStream,
-    write: UnixStream,
-    /// Someone asked for the descriptor.
-    in_use: AtomicBool,
-}
-
-impl Ready {
-    pub fn new() -> std::io::Result<Self> {
-        let (read, write) = UnixStream::pair()?;
-        read.set_nonblocking(true)?;
-        write.set_nonblocking(true)?;
-        Ok(Self {
-            read,
-            write,
-            in_use: AtomicBool::new(false),
-        })
-    }
-
-    /// Turns the signal on (the first `ready_fd` call): until then nobody
-    /// watches it, and the two system calls per request are skipped.
-    pub fn enable(&self, queued: usize) {
-        if !self.in_use.swap(true, Ordering::AcqRel) {
-            for _ in 0..queued.max(1) {
-                self.signal();
-            }
-        }
-    }
-
-    /// One byte per queued request; a full pipe is still readable, so a
-    /// dropped byte loses no wake-up.
-    pub fn notify(&self) {
-        if self.in_use.load(Ordering::Acquire) {
-            self.signal();
-        }
-    }
-
-    /// Whether an application watches the signal (then requests must be
-    /// received even while no thread waits in `accept`).
-    pub fn in_use(&self) -> bool {
-        self.in_use.load(Ordering::Acquire)
-    }
-
-    /// Wakes anyone polling the descriptor, so they notice the close.
-    pub fn mark_closed(&self) {
-        self.signal();
-    }
-
-    fn signal(&self) {
-        let _ = (&self.write).write(&[1]);
-    }
-
-    pub fn consume(&self) {
-        if self.in_use.load(Ordering::Acquire) {
-            let _ = (&self.read).read(&mut [0u8; 1]);
-        }
-    }
-
-    pub fn drain(&self) {
-        let mut buf = [0u8; 64];
-        while matches!((&self.read).read(&mut buf), Ok(n) if n > 0) {}
-    }
-}
 
 /// The handles' common part: dropping the last one closes the endpoint
 /// (see [`Shared::close_on_drop`]).
@@ -195,6 +127,11 @@ impl Endpoint {
         Ok(Self {
             handle: Arc::new(handle),
         })
+    }
+
+    /// A request taken from the queue, answered through this endpoint.
+    fn request(&self, delivered: Delivered) -> IncomingRequest {
+        IncomingRequest::new(delivered, self.shared().clone())
     }
 
     fn shared(&self) -> &Arc<Shared> {
@@ -448,10 +385,10 @@ impl Endpoint {
 
     /// Waits for the next request. Several threads may wait at once; each
     /// request goes to one of them.
-    pub fn accept(&self) -> Result<crate::IncomingRequest, Error> {
-        let req = self.shared().accept()?;
+    pub fn accept(&self) -> Result<IncomingRequest, Error> {
+        let delivered = self.shared().accept()?;
         self.shared().ready.consume();
-        Ok(req)
+        Ok(self.request(delivered))
     }
 
     /// Waits for the next request, asynchronously. Fails with
@@ -480,34 +417,34 @@ impl Endpoint {
     /// server.close_async().await;
     /// # Ok(()) }
     /// ```
-    pub async fn accept_async(&self) -> Result<crate::IncomingRequest, Error> {
+    pub async fn accept_async(&self) -> Result<IncomingRequest, Error> {
         let shared = self.shared();
-        if let Ok(req) = shared.requests.try_recv() {
+        if let Ok(delivered) = shared.requests.try_recv() {
             shared.ready.consume();
-            return Ok(req);
+            return Ok(self.request(delivered));
         }
         let _waiting = shared.async_waiter();
         shared.poke();
-        let req = shared
+        let delivered = shared
             .requests
             .recv_async()
             .await
             .map_err(|_| Error::Closed)?;
         shared.ready.consume();
-        Ok(req)
+        Ok(self.request(delivered))
     }
 
     /// The next request if one is waiting (for event loops that poll
     /// [`Endpoint::ready_fd`]).
-    pub fn try_accept(&self) -> Result<Option<crate::IncomingRequest>, Error> {
+    pub fn try_accept(&self) -> Result<Option<IncomingRequest>, Error> {
         let shared = self.shared();
         if shared.requests.is_empty() {
             shared.drive_once();
         }
         match shared.requests.try_recv() {
-            Ok(req) => {
+            Ok(delivered) => {
                 shared.ready.consume();
-                Ok(Some(req))
+                Ok(Some(self.request(delivered)))
             }
             Err(flume::TryRecvError::Empty) => {
                 // Resynchronise the signal with the queue: drain, then

@@ -5,7 +5,7 @@
 //!
 //! Why here and not in the core: the engine sees both ends of what the
 //! application waits for (a call from `call` to its reply; a request from
-//! its delivery to `respond`), on the clock it reads once per command or
+//! its delivery to `respond`), on the clock it reads at each command and
 //! turn. The histograms are fine-grained ([`LatencyHistogram`]: 1.2 KB
 //! each), so a peer gets one only once a call to it has completed, and
 //! peers whose session is gone are forgotten.
@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use smt_proto::Endpoint as Core;
 
+use super::Counters;
 use crate::histogram::LatencyHistogram;
-use crate::stats::Counters;
 
 /// Peers' round-trip histograms kept at least, whatever the sessions; past
 /// twice the sessions (and this), those of peers without one are dropped.

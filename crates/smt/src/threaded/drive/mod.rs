@@ -29,7 +29,10 @@
 //! and receives its reply itself, like a UDP ping-pong: no thread hand-off
 //! per RPC.
 
+mod background;
+mod close;
 mod handoff;
+mod permits;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -43,11 +46,12 @@ use smt_proto::{Payload, ServerRpcHandle};
 
 pub(crate) use self::handoff::lock_ignoring_poison;
 use self::handoff::{HasWakes, Reply, Slot, Wakes};
-use crate::cancel::{Cancellation, Watches};
-use crate::endpoint::Ready;
+use self::permits::{Permit, Permits};
+use super::cancel::{Cancellation, Watches};
+use super::ready::Ready;
 use crate::engine::{CallToken, Engine, Outcome};
 use crate::wait::{wait, WakeFd};
-use crate::{CallOptions, Error, IncomingRequest};
+use crate::{CallOptions, Error, SessionInfo};
 
 type Locked<'a> = handoff::Locked<'a, Inner>;
 
@@ -103,59 +107,15 @@ impl Answer<'_> {
     }
 }
 
-/// At most [`crate::EndpointConfig::max_outstanding_calls`] calls at
-/// once: a call takes a token before it starts and gives it back when it
-/// ends. The free tokens wait in a bounded channel, which serves blocking
-/// callers (`recv`) and async ones (`recv_async`) alike, in order.
-///
-/// A close must wake the callers waiting for a token even when the calls
-/// holding every token are not given back (an async call's future kept
-/// but no longer polled holds its token until dropped): it adds one
-/// token beyond the limit (see [`Permits::relay_close`]).
-struct Permits {
-    give: flume::Sender<()>,
-    take: flume::Receiver<()>,
-}
-
-impl Permits {
-    fn new(max: usize) -> Self {
-        let (give, take) = flume::bounded(max);
-        for _ in 0..max {
-            // Room for exactly `max`: cannot fail.
-            let _ = give.try_send(());
-        }
-        Self { give, take }
-    }
-
-    /// Waits (blocking) for a free token.
-    fn wait(&self) -> Permit<'_> {
-        // Both ends live in `self`: the channel never disconnects.
-        let _ = self.take.recv();
-        Permit(self)
-    }
-
-    /// Waits (asynchronously) for a free token.
-    async fn wait_async(&self) -> Permit<'_> {
-        let _ = self.take.recv_async().await;
-        Permit(self)
-    }
-
-    /// Wakes the callers waiting for a token once the endpoint is closed:
-    /// one extra token relays from waiter to waiter, since each sees the
-    /// close, fails with [`Error::Closed`] and gives it back. A full
-    /// channel refuses it, and then nobody waits.
-    fn relay_close(&self) {
-        let _ = self.give.try_send(());
-    }
-}
-
-/// One call's token; dropping it frees the place.
-pub(crate) struct Permit<'a>(&'a Permits);
-
-impl Drop for Permit<'_> {
-    fn drop(&mut self) {
-        let _ = self.0.give.try_send(());
-    }
+/// A request the engine delivered, queued for the application: the
+/// endpoint makes it an [`crate::IncomingRequest`] (which answers through
+/// [`Shared`]) when a thread or task takes it.
+pub(crate) struct Delivered {
+    pub rpc: ServerRpcHandle,
+    pub data: bytes::Bytes,
+    pub session: Arc<SessionInfo>,
+    /// When the engine delivered it.
+    pub at: Instant,
 }
 
 /// Whoever waits for a call's outcome.
@@ -175,7 +135,7 @@ pub(crate) struct Inner {
     /// Where requests for the application are queued (see
     /// [`Shared::requests`]); dropped at the end of a close, so that
     /// async accepters waiting on the queue wake with [`Error::Closed`].
-    requests_tx: Option<flume::Sender<IncomingRequest>>,
+    requests_tx: Option<flume::Sender<Delivered>>,
     leader: Option<Leader>,
     /// Set while the leader sleeps on the socket.
     sleep: Option<Sleep>,
@@ -220,7 +180,7 @@ pub(crate) struct Shared {
     /// `ProtocolConfig::max_pending_requests` (the core refuses complete
     /// requests beyond those the application holds, queued ones included,
     /// with OVERLOADED). Disconnected once the endpoint is closed.
-    pub requests: flume::Receiver<IncomingRequest>,
+    pub requests: flume::Receiver<Delivered>,
     pub ready: Ready,
     /// Async calls and accepts being awaited (the background thread drives
     /// for them).
@@ -284,19 +244,6 @@ impl Shared {
             stopped_tx: Mutex::new(Some(stopped_tx)),
             stopped,
         }))
-    }
-
-    /// Starts the background thread.
-    pub fn spawn_background(self: &Arc<Self>, name: String) -> std::io::Result<()> {
-        let shared = self.clone();
-        let stopped = lock_ignoring_poison(&self.stopped_tx).take();
-        let handle = std::thread::Builder::new().name(name).spawn(move || {
-            shared.background();
-            // Tells every `close` that the endpoint has stopped.
-            drop(stopped);
-        })?;
-        *lock_ignoring_poison(&self.background) = Some(handle);
-        Ok(())
     }
 
     pub fn is_closed(&self) -> bool {
@@ -400,7 +347,7 @@ impl Shared {
     }
 
     /// Takes the next request, driving (or following) until one is here.
-    pub fn accept(self: &Arc<Self>) -> Result<IncomingRequest, Error> {
+    pub fn accept(self: &Arc<Self>) -> Result<Delivered, Error> {
         // A queued request needs no lock: the engine stays free for
         // whoever is receiving meanwhile.
         if let Ok(request) = self.requests.try_recv() {
@@ -552,7 +499,7 @@ impl Shared {
     pub fn watch(&self, rpc: ServerRpcHandle) -> Cancellation {
         let mut g = self.lock();
         if g.closed {
-            return crate::cancel::fired();
+            return super::cancel::fired();
         }
         g.watches.watch(rpc)
     }
@@ -569,73 +516,6 @@ impl Shared {
     pub fn poke(self: &Arc<Self>) {
         let mut g = self.lock();
         self.settle(&mut g);
-    }
-
-    /// Begins a graceful close; the background thread (or a caller) ends it.
-    pub fn begin_close(self: &Arc<Self>) {
-        let mut g = self.lock();
-        if g.closed || g.engine.is_closing() {
-            return;
-        }
-        g.engine.close();
-        // The acknowledgements it queued leave now.
-        self.settle(&mut g);
-        self.wake_leader(&mut g);
-        wake_background(&mut g);
-    }
-
-    /// Closes gracefully and waits until the endpoint has stopped (its
-    /// background thread gone, its socket closed).
-    pub fn close(self: &Arc<Self>) {
-        self.begin_close();
-        // Disconnected once the background thread has exited.
-        let _ = self.stopped.recv();
-        self.join_background();
-    }
-
-    /// Closes gracefully and waits, asynchronously, until the endpoint has
-    /// stopped.
-    pub async fn close_async(self: &Arc<Self>) {
-        self.begin_close();
-        let _ = self.stopped.recv_async().await;
-        // Exited already: the join returns at once.
-        self.join_background();
-    }
-
-    /// What dropping the last handle does: a graceful close, finished at
-    /// once (socket closed, background thread joined) when nothing is in
-    /// flight; otherwise the background thread finishes it within the
-    /// close's grace period and exits.
-    pub fn close_on_drop(self: &Arc<Self>) {
-        self.begin_close();
-        let idle = {
-            let mut g = self.lock();
-            let idle = !g.closed && g.engine.finished_closing();
-            if idle {
-                self.finish_close(&mut g);
-            }
-            g.closed
-        };
-        if idle {
-            self.join_background();
-        }
-    }
-
-    /// Joins the background thread if it has not been joined yet, unless
-    /// this is the background thread itself (a key resolver or acceptor
-    /// owning the last handle).
-    fn join_background(&self) {
-        let mut slot = lock_ignoring_poison(&self.background);
-        if slot
-            .as_ref()
-            .is_some_and(|h| h.thread().id() == std::thread::current().id())
-        {
-            return;
-        }
-        if let Some(handle) = slot.take() {
-            drop(slot);
-            let _ = handle.join();
-        }
     }
 
     // ---- driving ----
@@ -818,7 +698,12 @@ impl Shared {
                         g.engine.abandon(rpc);
                         continue;
                     };
-                    let request = IncomingRequest::new(rpc, data, session, at, self.clone());
+                    let request = Delivered {
+                        rpc,
+                        data,
+                        session,
+                        at,
+                    };
                     // Only this function sends, under the engine lock, and
                     // the queue has room: sending cannot fail or block.
                     let _ = queue.try_send(request);
@@ -836,122 +721,6 @@ impl Shared {
         if !g.wake_sent {
             g.wake_sent = true;
             self.wake.wake();
-        }
-    }
-
-    /// Whether the background thread must take over at once when no
-    /// caller drives: someone waits without driving, or input is piling up
-    /// (requests queued faster than the accepters take them, datagrams
-    /// left in the socket) while the accepters are busy.
-    fn background_has_work(&self, g: &Inner) -> bool {
-        self.async_waiters.load(Ordering::Acquire) > 0
-            || self.ready.in_use()
-            || g.engine.has_parked_calls()
-            || g.engine.is_closing()
-            || g.engine.more_to_read()
-            || !self.requests.is_empty()
-    }
-
-    /// Wakes the background thread (parked while a caller led) if it has
-    /// work that cannot wait for its next look, or a timer is due already.
-    /// A timer due later can wait: it looks every tick, the timers' own
-    /// granularity, and waking it after every call would cost the
-    /// hand-off this design avoids.
-    fn wake_background_if_needed(&self, g: &mut Inner) {
-        if g.background_parked.is_none() {
-            return;
-        }
-        let due = g.engine.deadline().is_some_and(|d| d <= g.engine.now());
-        if due || self.background_has_work(g) {
-            wake_background(g);
-        }
-    }
-
-    /// Ends the close: every waiting call fails with [`Error::Closed`],
-    /// and every waiter wakes to see it: parked or sleeping threads,
-    /// async accepters (the request queue disconnects), callers waiting
-    /// for a place (blocking or async), `ready_fd` pollers.
-    fn finish_close(self: &Arc<Self>, g: &mut Inner) {
-        g.engine.fail_all_calls();
-        self.route(g);
-        // Requests nobody accepted: their clients hear ABANDONED before
-        // the socket goes, instead of waiting for their own timeout.
-        while let Ok(request) = self.requests.try_recv() {
-            g.engine.abandon(request.into_rpc());
-        }
-        // Requests the application holds can no longer be answered.
-        g.watches.close();
-        g.requests_tx = None;
-        g.engine.flush();
-        g.engine.close_socket();
-        g.watch = None;
-        g.closed = true;
-        self.closed.store(true, Ordering::Release);
-        let parked: Vec<Thread> = g
-            .calls
-            .values()
-            .filter_map(|w| match w {
-                Waiter::Thread { slot, parked: true } => Some(slot.thread().clone()),
-                _ => None,
-            })
-            .collect();
-        let accepting = std::mem::take(&mut g.accepting);
-        for thread in parked.into_iter().chain(accepting) {
-            g.wakes.push(thread);
-        }
-        self.wake_leader(g);
-        wake_background(g);
-        self.permits.relay_close();
-        self.ready.mark_closed();
-    }
-
-    // ---- the background thread ----
-
-    /// Leads whenever no caller does; while one does, looks again at the
-    /// next deadline (at least every protocol tick), and at once when told
-    /// of work no caller waits for. A caller that stops driving is thus
-    /// relieved within a tick without having to wake this thread, which
-    /// would cost a hand-off per RPC.
-    fn background(self: Arc<Self>) {
-        let span = tracing::debug_span!("smt_background");
-        let _entered = span.enter();
-        let mut g = self.lock();
-        while !g.closed {
-            if g.leader.is_none() {
-                g = self.lead_in_background(g);
-                continue;
-            }
-            // The leader runs the timers; look again at the next deadline
-            // (at most a tick from now) in case it stops leading without a
-            // successor. A deadline already past is the leader's to run.
-            let now = g.engine.now();
-            let tick = g.engine.tick();
-            let look = match g.engine.deadline() {
-                Some(d) if d > now => tick.min(d - now),
-                _ => tick,
-            };
-            g.background_parked = Some(std::thread::current());
-            drop(g);
-            std::thread::park_timeout(look);
-            g = self.lock();
-            g.background_parked = None;
-        }
-    }
-
-    /// Drives until a caller takes over or the close ends: timers, and
-    /// receiving what arrives while nobody waits (async callers, ready_fd
-    /// users, acknowledgements and grants for responses sent earlier).
-    fn lead_in_background<'a>(self: &'a Arc<Self>, mut g: Locked<'a>) -> Locked<'a> {
-        g.leader = Some(Leader::Background);
-        loop {
-            self.turn(&mut g);
-            if g.closed || g.leader != Some(Leader::Background) {
-                return g;
-            }
-            g = self.sleep(g);
-            if g.leader != Some(Leader::Background) {
-                return g;
-            }
         }
     }
 }
@@ -1020,13 +789,5 @@ fn hold_past_the_lock(data: &Payload<'_>) -> Option<bytes::Bytes> {
 fn set_parked(g: &mut Inner, call: CallToken, value: bool) {
     if let Some(Waiter::Thread { parked, .. }) = g.calls.get_mut(&call) {
         *parked = value;
-    }
-}
-
-/// Wakes the background thread if it is parked (once the lock is
-/// released).
-fn wake_background(g: &mut Inner) {
-    if let Some(thread) = g.background_parked.take() {
-        g.wakes.push(thread);
     }
 }

@@ -35,7 +35,6 @@ use std::cmp::Reverse;
 #[cfg(feature = "serde")]
 use std::collections::BTreeMap;
 use std::collections::BinaryHeap;
-use std::fmt;
 use std::net::SocketAddr;
 #[cfg(feature = "serde")]
 use std::time::Duration;
@@ -47,6 +46,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 pub use crate::histogram::{quantile, LatencyHistogram};
 pub use smt_proto::{DropCounts, DropReason};
+
+mod timing;
+pub(crate) use self::timing::Timing;
 
 /// A snapshot of one endpoint: its counters (all peers together), what it
 /// holds now, and (from [`crate::Endpoint::stats_with_peers`]) its busiest
@@ -108,7 +110,7 @@ pub struct Counters {
     /// Round-trip times of the RPCs completed as client: from the
     /// application's call to its whole response (a handshake it waited
     /// for, the server's processing, retransmissions and restarts
-    /// included), on the endpoint's clock, read once per command or turn.
+    /// included), on the endpoint's clock (read at each command and turn).
     /// Fine log-scale buckets ([`LatencyHistogram`]). Empty in a
     /// [`crate::workers`] shard's counters.
     #[cfg_attr(feature = "serde", serde(with = "histogram_buckets"))]
@@ -304,11 +306,7 @@ pub struct PeerHeld {
 impl Stats {
     /// The endpoint's snapshot from the core's counters and the engine's
     /// timing, with `peers`.
-    pub(crate) fn new(
-        core: &smt_proto::Stats,
-        timing: &crate::engine::Timing,
-        peers: Vec<PeerStats>,
-    ) -> Self {
+    pub(crate) fn new(core: &smt_proto::Stats, timing: &Timing, peers: Vec<PeerStats>) -> Self {
         let u = &core.usage;
         let mut total = Counters::from(core);
         timing.fill_endpoint(&mut total);
@@ -326,35 +324,10 @@ impl Stats {
             peers,
         }
     }
-
-    /// Writes the snapshot in the Prometheus text exposition format
-    /// (version 0.0.4, by the `prometheus-client` crate): every metric
-    /// named `smt_*` with its unit in the name, `# HELP` and `# TYPE`
-    /// lines, drops labelled by `reason`, the RTT and handler latency as
-    /// histograms in seconds, and the peers in [`Stats::peers`] as
-    /// `smt_peer_*` metrics labelled by `peer`. `labels` (e.g.
-    /// `[("endpoint", "127.0.0.1:7878")]`) go on every sample. See
-    /// `docs/observability.md` for the list.
-    ///
-    /// One page per snapshot: two endpoints' pages pasted together name
-    /// each metric twice, which Prometheus refuses. Several endpoints go
-    /// in one page with [`crate::metrics::write`] or a
-    /// [`crate::metrics::EndpointCollector`].
-    pub fn write_prometheus(
-        &self,
-        labels: &[(&str, &str)],
-        out: &mut impl fmt::Write,
-    ) -> fmt::Result {
-        crate::metrics::write(&[(self, labels)], out)
-    }
 }
 
 impl PeerStats {
-    pub(crate) fn new(
-        addr: SocketAddr,
-        core: &smt_proto::Stats,
-        timing: &crate::engine::Timing,
-    ) -> Self {
+    pub(crate) fn new(addr: SocketAddr, core: &smt_proto::Stats, timing: &Timing) -> Self {
         let mut counters = Counters::from(core);
         timing.fill_peer(addr, &mut counters);
         Self {
@@ -435,19 +408,11 @@ impl From<&smt_proto::Stats> for Counters {
 
 /// The endpoint's snapshot with up to `max_peers` of its peers, the
 /// busiest (bytes sent and received) first. Visits every session once.
-pub(crate) fn snapshot(
-    core: &smt_proto::Endpoint,
-    timing: &crate::engine::Timing,
-    max_peers: usize,
-) -> Stats {
+pub(crate) fn snapshot(core: &smt_proto::Endpoint, timing: &Timing, max_peers: usize) -> Stats {
     Stats::new(core.stats(), timing, busiest_peers(core, timing, max_peers))
 }
 
-fn busiest_peers(
-    core: &smt_proto::Endpoint,
-    timing: &crate::engine::Timing,
-    max: usize,
-) -> Vec<PeerStats> {
+fn busiest_peers(core: &smt_proto::Endpoint, timing: &Timing, max: usize) -> Vec<PeerStats> {
     if max == 0 {
         return Vec::new();
     }

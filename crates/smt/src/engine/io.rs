@@ -130,12 +130,18 @@ impl Io {
 
     /// Reads up to [`RECV_BATCHES_PER_TURN`] batches into `core`, after
     /// the ICMP errors queued for the socket if any are known to wait.
-    pub fn receive(&mut self, core: &mut Core, now: Instant) {
+    ///
+    /// Each batch is handed to the core with the time `clock` gives right
+    /// after the batch was read, never a time read before: a datagram may
+    /// arrive between the two, and what it causes (its trace events, its
+    /// capture frame) would then be stamped before its sender's `sent`.
+    /// Returns the last time read, if any.
+    pub fn receive(&mut self, core: &mut Core, clock: impl Fn() -> Instant) -> Option<Instant> {
         self.more_to_read = false;
-        let Some(socket) = self.socket.as_ref().filter(|_| self.reads_socket) else {
-            return;
-        };
+        let socket = self.socket.as_ref().filter(|_| self.reads_socket)?;
+        let mut last = None;
         if self.errors_pending {
+            let now = *last.insert(clock());
             self.errors_pending = report_unreachable(socket, core, now) == Errors::More;
         }
         self.more_to_read = true;
@@ -152,10 +158,12 @@ impl Io {
                     // datagram we sent surfaces here once; the socket
                     // queued the details (IP_RECVERR).
                     tracing::debug!("recv error: {e}");
+                    let now = *last.insert(clock());
                     self.errors_pending = report_unreachable(socket, core, now) == Errors::More;
                     continue;
                 }
             }
+            let now = *last.insert(clock());
             let (raw, local_port) = (self.raw, core.config().local_port);
             let batch = self.recv.iter().filter_map(move |(from, datagram)| {
                 if !raw {
@@ -178,6 +186,7 @@ impl Io {
         // queue takes room from the receive buffer, and no new signal may
         // announce what is already queued).
         self.more_to_read |= self.errors_pending;
+        last
     }
 
     /// Hands `core` one batch that someone else read from the socket (a

@@ -7,7 +7,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use smt_proto::ServerRpcHandle;
 
-use crate::drive::Shared;
+use super::drive::{Delivered, Shared};
 use crate::{Error, SessionInfo};
 
 /// A complete, authenticated request. Answer it with
@@ -34,18 +34,12 @@ impl std::fmt::Debug for IncomingRequest {
 }
 
 impl IncomingRequest {
-    pub(crate) fn new(
-        rpc: ServerRpcHandle,
-        data: Bytes,
-        session: Arc<SessionInfo>,
-        delivered: Instant,
-        shared: Arc<Shared>,
-    ) -> Self {
+    pub(crate) fn new(delivered: Delivered, shared: Arc<Shared>) -> Self {
         Self {
-            rpc,
-            data,
-            session,
-            delivered,
+            rpc: delivered.rpc,
+            data: delivered.data,
+            session: delivered.session,
+            delivered: delivered.at,
             shared: Some(shared),
         }
     }
@@ -64,13 +58,6 @@ impl IncomingRequest {
         &self.session
     }
 
-    /// The request's handle, without the drop abandoning it (the caller
-    /// does whatever it stands for, under the engine lock).
-    pub(crate) fn into_rpc(mut self) -> ServerRpcHandle {
-        self.shared = None;
-        self.rpc
-    }
-
     /// Tells when the client gives up on this request (it cancelled the
     /// call or passed its deadline, and the server heard so; or this
     /// endpoint closed): race it against long work and stop early, since
@@ -79,7 +66,7 @@ impl IncomingRequest {
     pub fn cancellation(&self) -> crate::Cancellation {
         match &self.shared {
             Some(shared) => shared.watch(self.rpc),
-            None => crate::cancel::fired(),
+            None => super::cancel::fired(),
         }
     }
 

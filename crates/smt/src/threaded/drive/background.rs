@@ -1,0 +1,108 @@
+//! The background thread: it leads whenever no caller does (timers,
+//! async callers, `ready_fd` users, acknowledgements for responses sent
+//! earlier), and otherwise looks again every tick.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::handoff::lock_ignoring_poison;
+use super::{Inner, Leader, Locked, Shared};
+
+impl Shared {
+    /// Starts the background thread.
+    pub fn spawn_background(self: &Arc<Self>, name: String) -> std::io::Result<()> {
+        let shared = self.clone();
+        let stopped = lock_ignoring_poison(&self.stopped_tx).take();
+        let handle = std::thread::Builder::new().name(name).spawn(move || {
+            shared.background();
+            // Tells every `close` that the endpoint has stopped.
+            drop(stopped);
+        })?;
+        *lock_ignoring_poison(&self.background) = Some(handle);
+        Ok(())
+    }
+
+    /// Whether the background thread must take over at once when no
+    /// caller drives: someone waits without driving, or input is piling up
+    /// (requests queued faster than the accepters take them, datagrams
+    /// left in the socket) while the accepters are busy.
+    pub(super) fn background_has_work(&self, g: &Inner) -> bool {
+        self.async_waiters.load(Ordering::Acquire) > 0
+            || self.ready.in_use()
+            || g.engine.has_parked_calls()
+            || g.engine.is_closing()
+            || g.engine.more_to_read()
+            || !self.requests.is_empty()
+    }
+
+    /// Wakes the background thread (parked while a caller led) if it has
+    /// work that cannot wait for its next look, or a timer is due already.
+    /// A timer due later can wait: it looks every tick, the timers' own
+    /// granularity, and waking it after every call would cost the
+    /// hand-off this design avoids.
+    pub(super) fn wake_background_if_needed(&self, g: &mut Inner) {
+        if g.background_parked.is_none() {
+            return;
+        }
+        let due = g.engine.deadline().is_some_and(|d| d <= g.engine.now());
+        if due || self.background_has_work(g) {
+            wake_background(g);
+        }
+    }
+
+    /// Leads whenever no caller does; while one does, looks again at the
+    /// next deadline (at least every protocol tick), and at once when told
+    /// of work no caller waits for. A caller that stops driving is thus
+    /// relieved within a tick without having to wake this thread, which
+    /// would cost a hand-off per RPC.
+    pub(super) fn background(self: Arc<Self>) {
+        let span = tracing::debug_span!("smt_background");
+        let _entered = span.enter();
+        let mut g = self.lock();
+        while !g.closed {
+            if g.leader.is_none() {
+                g = self.lead_in_background(g);
+                continue;
+            }
+            // The leader runs the timers; look again at the next deadline
+            // (at most a tick from now) in case it stops leading without a
+            // successor. A deadline already past is the leader's to run.
+            let now = g.engine.now();
+            let tick = g.engine.tick();
+            let look = match g.engine.deadline() {
+                Some(d) if d > now => tick.min(d - now),
+                _ => tick,
+            };
+            g.background_parked = Some(std::thread::current());
+            drop(g);
+            std::thread::park_timeout(look);
+            g = self.lock();
+            g.background_parked = None;
+        }
+    }
+
+    /// Drives until a caller takes over or the close ends: timers, and
+    /// receiving what arrives while nobody waits (async callers, ready_fd
+    /// users, acknowledgements and grants for responses sent earlier).
+    pub(super) fn lead_in_background<'a>(self: &'a Arc<Self>, mut g: Locked<'a>) -> Locked<'a> {
+        g.leader = Some(Leader::Background);
+        loop {
+            self.turn(&mut g);
+            if g.closed || g.leader != Some(Leader::Background) {
+                return g;
+            }
+            g = self.sleep(g);
+            if g.leader != Some(Leader::Background) {
+                return g;
+            }
+        }
+    }
+}
+
+/// Wakes the background thread if it is parked (once the lock is
+/// released).
+pub(super) fn wake_background(g: &mut Inner) {
+    if let Some(thread) = g.background_parked.take() {
+        g.wakes.push(thread);
+    }
+}
