@@ -98,7 +98,7 @@ fn udp_floor(size: usize, time: Duration, threads: usize) -> std::io::Result<Dur
         let _ = echo.join();
     }
     rtts.sort();
-    Ok(rtts.get(rtts.len() / 2).copied().unwrap_or_default())
+    Ok(smt::stats::quantile(&rtts, 0.5).unwrap_or_default())
 }
 
 fn udp_echo(socket: &UdpSocket, stop: &AtomicBool) {

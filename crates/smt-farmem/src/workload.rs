@@ -10,36 +10,9 @@ use smt_pagecrypt::{Page, PAGE_SIZE};
 
 use crate::paging::RemoteRegion;
 
-/// SplitMix64: a seeded generator for contents and arrivals.
-#[derive(Clone, Debug)]
-pub struct SplitMix64(u64);
-
-impl SplitMix64 {
-    pub fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        mix(self.0)
-    }
-
-    /// Uniform in `0..n`.
-    pub fn below(&mut self, n: u64) -> u64 {
-        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
-    }
-
-    /// Uniform in (0, 1].
-    pub fn unit(&mut self) -> f64 {
-        ((self.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64
-    }
-}
-
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
+/// The seeded generator for contents and arrivals: the simulator's
+/// SplitMix64, re-exported so workloads and their callers share one.
+pub use smt_proto::sim::SplitMix64;
 
 /// An array of `u64` indices filling the region; a request starts at a
 /// random entry and follows `depth` entries (each a random page, so each
@@ -63,7 +36,9 @@ impl ArrayIndirection {
 
     /// Entry `i`: where it points.
     pub fn entry(&self, i: u64) -> u64 {
-        ((u128::from(mix(self.seed ^ i.wrapping_mul(0x2545_f491_4f6c_dd1d)))
+        // One SplitMix64 step is a good 64-bit hash of (seed, i).
+        let hash = SplitMix64::new(self.seed ^ i.wrapping_mul(0x2545_f491_4f6c_dd1d)).next_u64();
+        ((u128::from(hash)
             * u128::from(self.entries))
             >> 64) as u64
     }
@@ -258,13 +233,10 @@ pub struct LoadResult {
 }
 
 impl LoadResult {
-    /// The `q` quantile (0..=1) in microseconds.
+    /// The `q` quantile (0..=1) in microseconds, by nearest rank
+    /// ([`smt::stats::quantile`]); NaN for no samples.
     pub fn quantile_us(&self, q: f64) -> f64 {
-        if self.latencies_ns.is_empty() {
-            return f64::NAN;
-        }
-        let i = ((self.latencies_ns.len() - 1) as f64 * q).round() as usize;
-        self.latencies_ns[i] as f64 / 1e3
+        smt::stats::quantile(&self.latencies_ns, q).map_or(f64::NAN, |ns| ns as f64 / 1e3)
     }
 }
 
@@ -276,7 +248,7 @@ pub fn run_open_loop(config: LoadConfig, op: impl Fn(usize) -> bool + Sync) -> L
     let mut t = 0.0f64;
     let arrivals: Vec<Duration> = (0..config.requests)
         .map(|_| {
-            t += -g.unit().ln() / config.rate;
+            t += g.exponential(1.0 / config.rate);
             Duration::from_secs_f64(t)
         })
         .collect();

@@ -229,10 +229,7 @@ fn summarize(
     let errors = results.iter().map(|(_, e)| e).sum();
     let mut lat: Vec<Duration> = results.into_iter().flat_map(|(l, _)| l).collect();
     lat.sort_unstable();
-    let pct = |p: f64| {
-        lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1)))
-            .map_or(0.0, |d| d.as_secs_f64() * 1e6)
-    };
+    let pct = |p: f64| smt::stats::quantile(&lat, p).map_or(0.0, |d| d.as_secs_f64() * 1e6);
     let ops = lat.len() as u64;
     Cell {
         transport: transport.name(),

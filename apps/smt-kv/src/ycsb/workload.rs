@@ -134,7 +134,7 @@ impl Chooser {
     /// The next operation. `newest` is the newest record inserted so far;
     /// `next_insert` hands out new record numbers (workload D).
     pub fn next(&mut self, rng: &mut Rng, newest: u64, next_insert: impl FnOnce() -> u64) -> Op {
-        let read = rng.next_f64() < self.workload.read_share();
+        let read = rng.unit() < self.workload.read_share();
         match (self.workload, read) {
             (Workload::D, true) => Op::Read(self.latest.next(newest, rng)),
             (Workload::D, false) => Op::Insert(next_insert()),

@@ -22,35 +22,10 @@ pub const SCRAMBLE_ITEMS: u64 = 10_000_000_000;
 /// Terms of ζ summed one by one; the tail beyond is integrated.
 const EXACT_TERMS: u64 = 1_000_000;
 
-/// A small, fast, seedable generator (SplitMix64): the runner needs
-/// reproducible streams per thread, not cryptographic randomness.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `[0, 1)`, 53 bits.
-    pub fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Uniform in `0..n` (`n > 0`).
-    pub fn below(&mut self, n: u64) -> u64 {
-        // Multiply-shift: unbiased enough for n far below 2^64.
-        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
-    }
-}
+/// A small, fast, seedable generator (SplitMix64, shared with the
+/// simulator): the runner needs reproducible streams per thread, not
+/// cryptographic randomness.
+pub use smt_proto::sim::SplitMix64 as Rng;
 
 /// 64-bit FNV-1a over the value's eight little-endian bytes, made
 /// non-negative as a signed number: YCSB's key hash.
@@ -152,7 +127,7 @@ impl Zipfian {
 
     pub fn next(&self, rng: &mut Rng) -> u64 {
         loop {
-            let u = self.h_last + rng.next_f64() * (self.h_first - self.h_last);
+            let u = self.h_last + rng.unit() * (self.h_first - self.h_last);
             let x = self.big_h_inv(u);
             let k = (x + 0.5).floor().clamp(1.0, self.items as f64);
             if k - x <= self.squeeze || u >= self.big_h(k + 0.5) - self.h(k) {
