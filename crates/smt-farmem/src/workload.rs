@@ -38,9 +38,7 @@ impl ArrayIndirection {
     pub fn entry(&self, i: u64) -> u64 {
         // One SplitMix64 step is a good 64-bit hash of (seed, i).
         let hash = SplitMix64::new(self.seed ^ i.wrapping_mul(0x2545_f491_4f6c_dd1d)).next_u64();
-        ((u128::from(hash)
-            * u128::from(self.entries))
-            >> 64) as u64
+        ((u128::from(hash) * u128::from(self.entries)) >> 64) as u64
     }
 
     /// Fills page `index` of the array.
