@@ -19,10 +19,12 @@
 
 mod admission;
 mod credit;
+mod event;
 mod handshake;
 mod limits;
 mod offload;
 mod outbox;
+mod parts;
 mod pathlet;
 mod peer;
 mod peers;
@@ -41,33 +43,15 @@ use outbox::Outbox;
 use scheduler::Scheduler;
 use table::{RpcKey, RpcTables};
 
-/// Queues a trace event if tracing is on; the event is not even built
-/// otherwise (one branch).
-macro_rules! trace_event {
-    ($ep:expr, $what:expr) => {
-        if $ep.counters.trace.is_some() {
-            let what = $what;
-            $ep.record_trace(what);
-        }
-    };
-}
-pub(crate) use trace_event;
-
-/// Hash maps of the per-packet path: foldhash with a per-process random
-/// key (fast; keys include addresses an attacker may choose, so keyed).
-pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Instant;
 
-use crate::buffers::{released_limit, BufferPool, Released};
+use crate::buffers::{released_limit, Released};
 use crate::config::{Config, ConfigError};
-use crate::crypto::PacketCipher;
 use crate::error::{DropReason, RpcError, SendError};
-use crate::handshake::HandshakeError;
 use crate::payload::Payload;
 pub(crate) use crate::rpc::MsgKey;
-use crate::rpc::{Incoming, SegmentBuf, ServerMsg, ServerSlot};
+use crate::rpc::{Incoming, ServerMsg, ServerSlot};
 pub use crate::rpc::{RpcHandle, ServerRpcHandle};
 use crate::session::{Session, SessionKeys};
 use crate::stats::Stats;
@@ -79,53 +63,11 @@ use peer::{Charge, Origin, Peer};
 pub(crate) use peers::PeerId;
 use peers::Peers;
 
-/// Something the application must hear about.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum Event {
-    /// A complete, authenticated request. Answer it with
-    /// [`Endpoint::send_response`].
-    Request { rpc: ServerRpcHandle, data: Vec<u8> },
-    /// The complete, authenticated response to one of our RPCs.
-    Response { rpc: RpcHandle, data: Vec<u8> },
-    /// One of our RPCs failed.
-    Failed { rpc: RpcHandle, error: RpcError },
-    /// A handshake finished; the session with `peer` has keys.
-    Connected { peer: SocketAddr },
-    /// A handshake with `peer` failed; no session was installed.
-    HandshakeFailed {
-        peer: SocketAddr,
-        error: HandshakeError,
-    },
-    /// The client gave up on a request the application holds (delivered
-    /// as [`Event::Request`], not answered yet): it cancelled the call or
-    /// its deadline passed, and said so with RPC_UNKNOWN. The RPC's state
-    /// is freed (a response would fail with [`SendError::UnknownRpc`]), so
-    /// the application may stop working on it. Said once per request, and
-    /// only for this cause (a session that ends frees its requests
-    /// without it).
-    RequestCancelled { rpc: ServerRpcHandle },
-}
-
-/// A datagram [`Endpoint::poll_transmit`] wrote into the caller's buffer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Transmit {
-    pub destination: SocketAddr,
-    pub len: usize,
-}
-
-/// KEY_UPDATE's ID field: an announcement ("I now send with the next
-/// keys") or its confirmation.
-pub(crate) const KEY_UPDATE_ANNOUNCE: u64 = 0;
-pub(crate) const KEY_UPDATE_CONFIRM: u64 = 1;
-
-/// Datagrams sent to `peer` since its counters were last added to.
-#[derive(Debug, Default)]
-pub(crate) struct TxTally {
-    pub peer: Option<SocketAddr>,
-    pub datagrams: u64,
-    pub bytes: u64,
-}
+pub use event::{Event, Transmit};
+pub(crate) use parts::{
+    keep_incoming, trace_event, HashMap, KEY_UPDATE_ANNOUNCE, KEY_UPDATE_CONFIRM,
+};
+use parts::{Buffers, Counters};
 
 /// An SMT endpoint. See the module docs for the call order.
 pub struct Endpoint {
@@ -156,45 +98,6 @@ pub struct Endpoint {
     buffers: Buffers,
     /// What TLS offload keeps between calls (`offload.rs`).
     nic: offload::Nic,
-}
-
-/// What the endpoint counts, and the trace.
-#[derive(Default)]
-pub(crate) struct Counters {
-    pub(crate) stats: Stats,
-    /// Datagrams sent to one peer and not yet added to its counters (see
-    /// `send.rs` `count_tx`).
-    pub(crate) tx_tally: TxTally,
-    /// The event trace, when on ([`Endpoint::set_tracing`]).
-    pub(crate) trace: Option<Box<crate::trace::Tracer>>,
-}
-
-/// Memory the endpoint reuses instead of allocating per message or batch.
-#[derive(Default)]
-pub(crate) struct Buffers {
-    /// Spare message buffers: a steady stream of RPCs reuses those of the
-    /// RPCs before it (no allocation per message).
-    pub(crate) pool: BufferPool,
-    /// Segment lists of finished incoming messages, for the next ones.
-    pub(crate) segment_lists: Vec<Vec<(u32, SegmentBuf)>>,
-    /// Per datagram of the batch being handled, when it is handled
-    /// (`handle_batch`); kept to reuse its capacity.
-    pub(crate) batch_turns: Vec<admission::Turn>,
-}
-
-/// Segment lists kept for reuse: one per message being received at once
-/// covers a burst; each is a few dozen bytes per entry of capacity.
-const MAX_SPARE_SEGMENT_LISTS: usize = 256;
-
-impl std::fmt::Debug for Endpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Endpoint")
-            .field("sessions", &self.peers.len())
-            .field("client_rpcs", &self.rpcs.clients.len())
-            .field("server_rpcs", &self.rpcs.servers.len())
-            .field("stats", &self.counters.stats)
-            .finish_non_exhaustive()
-    }
 }
 
 impl Endpoint {
@@ -1006,86 +909,6 @@ impl Endpoint {
     pub(crate) fn queue_control(&mut self, peer: SocketAddr, epoch: u64, id: u64, body: Body) {
         let port = self.config.local_port;
         self.outbox.queue_control(port, peer, epoch, id, body);
-    }
-}
-
-/// Keeps a finished incoming message's buffers and segment list (a free
-/// function, so callers can hold other fields of the endpoint).
-fn keep_incoming(
-    buffers: &mut crate::buffers::BufferPool,
-    spare_segment_lists: &mut Vec<Vec<(u32, SegmentBuf)>>,
-    inc: &mut Incoming,
-) {
-    let list = inc.recycle(buffers);
-    if list.capacity() > 0 && spare_segment_lists.len() < MAX_SPARE_SEGMENT_LISTS {
-        spare_segment_lists.push(list);
-    }
-}
-
-/// TLS offload: what a driver whose NIC seals or opens records asks
-/// (`offload.rs`; receive offload's batch call is in `recv.rs`).
-impl Endpoint {
-    /// The records of the DATA packet the last
-    /// [`Endpoint::poll_transmit`] wrote, under `Config::tx_offload`
-    /// (plaintext bodies, empty tags: the NIC must seal them before they
-    /// leave); `None` if that datagram held no DATA packet. Taken: a
-    /// second call returns `None`.
-    pub fn take_tx_records(&mut self) -> Option<crate::offload::TxRecords> {
-        self.nic.tx_records.take()
-    }
-
-    /// The first bytes of the record in which `tx`'s payload starts, up to
-    /// the payload (as posted: header and plaintext), which a NIC replays
-    /// to resync a context to the middle of that record. Empty when the
-    /// payload starts a record; `None` if the message is no longer held.
-    /// Valid until the next call that changes the endpoint.
-    pub fn tx_record_prefix(&self, tx: &crate::offload::TxRecords) -> Option<&[u8]> {
-        self.offload_view().tx_record_prefix(tx)
-    }
-
-    /// The transmit key of `peer`'s key epoch `epoch`: what a NIC seals
-    /// that epoch's records with ([`PacketCipher::offload_key`]).
-    pub fn tx_cipher(&self, peer: SocketAddr, epoch: u64) -> Option<&Arc<dyn PacketCipher>> {
-        self.offload_view().tx_cipher(peer, epoch)
-    }
-
-    /// The receive key a packet from `peer` with key phase `phase` is
-    /// opened with now, and its key epoch: what the NIC's receive context
-    /// for them must hold. Marks ([`Endpoint::handle_batch_marked`]) name
-    /// it by [`crate::offload::KeyId::of`].
-    pub fn rx_cipher(
-        &self,
-        peer: SocketAddr,
-        phase: bool,
-    ) -> Option<(u64, &Arc<dyn PacketCipher>)> {
-        self.offload_view().rx_cipher(peer, phase)
-    }
-
-    /// The sequence number of the record that starts `wire_offset` bytes
-    /// into message `id` of `peer`'s key epoch `epoch`, for a NIC's resync
-    /// request: a message's first record is always known; another one once
-    /// the records before it have been opened (the NIC has followed the
-    /// framing meanwhile and counts on from there). Walking the segments
-    /// held finds most; an offset behind a missing record header is
-    /// `NotYet` until that packet comes, and `Never` if the core then
-    /// opens past it in one go.
-    pub fn rx_record_seq(
-        &self,
-        peer: SocketAddr,
-        epoch: u64,
-        id: u64,
-        wire_offset: u64,
-    ) -> crate::offload::RecordSeq {
-        let key = ServerRpcHandle { peer, epoch, id };
-        let layout = self.config.seq_layout;
-        self.offload_view().rx_record_seq(layout, key, wire_offset)
-    }
-
-    fn offload_view(&self) -> offload::View<'_> {
-        offload::View {
-            peers: &self.peers,
-            rpcs: &self.rpcs,
-        }
     }
 }
 
