@@ -77,7 +77,20 @@ pub struct RealRedis {
 
 impl RealRedis {
     pub fn start(extra: &[&str]) -> Self {
-        let port = free_port();
+        // `free_port` releases the port before redis-server binds it, so
+        // another test may take it meanwhile: then redis-server exits, and
+        // the probe below could even reach the other test's listener. A
+        // server counts as started only if it still runs once its port
+        // answers; otherwise a new port is tried.
+        for _ in 0..5 {
+            if let Some(started) = Self::try_start(free_port(), extra) {
+                return started;
+            }
+        }
+        panic!("redis-server did not start on any of 5 free ports");
+    }
+
+    fn try_start(port: u16, extra: &[&str]) -> Option<Self> {
         let mut args: Vec<String> = [
             "--port",
             &port.to_string(),
@@ -100,7 +113,7 @@ impl RealRedis {
         .map(|s| s.to_string())
         .collect();
         args.extend(extra.iter().map(|s| s.to_string()));
-        let child = Command::new("redis-server")
+        let mut child = Command::new("redis-server")
             .args(&args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -108,14 +121,26 @@ impl RealRedis {
             .expect("redis-server starts");
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(addr).is_err() {
+        loop {
+            if child.try_wait().expect("redis-server's status").is_some() {
+                return None; // it exited: the port was taken
+            }
+            if TcpStream::connect(addr).is_ok() {
+                break;
+            }
             assert!(
                 Instant::now() < deadline,
                 "redis-server did not start on {addr}"
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        Self { child, addr }
+        // The answer may have come from another listener on the port if
+        // redis-server was just failing to bind it: still running?
+        std::thread::sleep(Duration::from_millis(50));
+        if child.try_wait().expect("redis-server's status").is_some() {
+            return None;
+        }
+        Some(Self { child, addr })
     }
 }
 
