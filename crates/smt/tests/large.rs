@@ -96,7 +96,7 @@ fn twenty_64_mib_calls_in_a_row_all_complete() {
 }
 
 #[test]
-#[ignore = "about a minute on two cores: .ci/run runs it after the default suite (cargo test -p smt --test large -- --ignored)"]
+#[ignore = "about a minute on two cores: .ci/run runs it after the default suite, in its long-tests step (by hand: cargo test -p smt --test large -- --ignored)"]
 fn twenty_256_mib_calls_in_a_row_all_complete() {
     let failures = calls_in_a_row(256 << 20, 20);
     assert!(failures.is_empty(), "{failures:?}");
