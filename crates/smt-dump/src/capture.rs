@@ -27,8 +27,11 @@ pub struct Frame<'a> {
 /// (the frames before that point are kept).
 #[derive(Debug)]
 pub struct Capture<'a> {
+    /// Which container the file was (pcap or pcapng).
     pub format: Format,
+    /// The frames read, in file order.
     pub frames: Vec<Frame<'a>>,
+    /// Why reading stopped before the end of the file, if it did.
     pub truncated: Option<CaptureError>,
     /// Packets the capturing program says it dropped (pcapng interface
     /// statistics, `isb_ifdrop`, summed over interfaces); `None` when the
@@ -39,7 +42,9 @@ pub struct Capture<'a> {
 /// Which container the file was.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
+    /// The classic libpcap format (microsecond or nanosecond stamps, either byte order).
     Pcap,
+    /// pcapng (section, interface description, enhanced and simple packet blocks).
     PcapNg,
 }
 
@@ -51,11 +56,26 @@ pub enum CaptureError {
     /// Neither a pcap nor a pcapng header at the start.
     NotACapture,
     /// The file ends inside frame `frame` (the byte offset where it starts).
-    Truncated { frame: u64, offset: usize },
+    Truncated {
+        /// The frame's number (1-based).
+        frame: u64,
+        /// Where the frame starts in the file.
+        offset: usize,
+    },
     /// A block or record that cannot be parsed, at this byte offset.
-    Malformed { frame: u64, offset: usize },
+    Malformed {
+        /// The frame's number (1-based).
+        frame: u64,
+        /// Where the block or record starts in the file.
+        offset: usize,
+    },
     /// A pcapng packet names an interface no description block declared.
-    UnknownInterface { frame: u64, interface: u32 },
+    UnknownInterface {
+        /// The frame's number (1-based).
+        frame: u64,
+        /// The interface ID the packet block names.
+        interface: u32,
+    },
 }
 
 impl fmt::Display for CaptureError {
@@ -255,7 +275,7 @@ fn stop_reason<I>(e: &nom_err::Err<PcapError<I>>, frame: u64, offset: usize) -> 
 /// nom's error wrapper, reached through pcap-parser's re-export so this
 /// crate needs no nom dependency of its own.
 mod nom_err {
-    pub use pcap_parser::nom::Err;
+    pub(super) use pcap_parser::nom::Err;
 }
 
 #[cfg(test)]

@@ -19,14 +19,14 @@ pub(crate) struct Stream {
 impl Stream {
     /// Adds `data` at stream offset `offset` (pieces past [`KEEP`] are not
     /// needed).
-    pub fn add(&mut self, offset: u32, data: &[u8]) {
+    pub(crate) fn add(&mut self, offset: u32, data: &[u8]) {
         if (offset as usize) < KEEP && !data.is_empty() {
             self.pieces.entry(offset).or_insert_with(|| data.to_vec());
         }
     }
 
     /// The stream's contiguous start.
-    pub fn prefix(&self) -> Vec<u8> {
+    pub(crate) fn prefix(&self) -> Vec<u8> {
         let mut out = Vec::new();
         for (&at, piece) in &self.pieces {
             let at = at as usize;
@@ -44,7 +44,7 @@ impl Stream {
     }
 
     /// The first bytes the stream opened with, if any arrived.
-    pub fn first(&self) -> Option<&[u8]> {
+    pub(crate) fn first(&self) -> Option<&[u8]> {
         self.pieces.get(&0).map(Vec::as_slice)
     }
 }

@@ -20,14 +20,28 @@ use std::fmt;
 pub enum KeyMaterial {
     /// TLS 1.3 application traffic secrets (32 bytes: SHA-256 and
     /// AES-128-GCM; 48: SHA-384 and AES-256-GCM).
-    Tls { client: Vec<u8>, server: Vec<u8> },
+    Tls {
+        /// `CLIENT_TRAFFIC_SECRET_0`.
+        client: Vec<u8>,
+        /// `SERVER_TRAFFIC_SECRET_0`.
+        server: Vec<u8>,
+    },
     /// The PSK exchange's keys and IVs (`key || iv` per direction).
-    Psk { client: Vec<u8>, server: Vec<u8> },
+    Psk {
+        /// The client's sending key and IV.
+        client: Vec<u8>,
+        /// The server's sending key and IV.
+        server: Vec<u8>,
+    },
     /// The 0-RTT exchange's SMT-key secrets, and the forward-secret ones
     /// if the session switched to them.
     ZeroRtt {
+        /// `SMT_0RTT_CLIENT_TRAFFIC_SECRET`.
         client: Vec<u8>,
+        /// `SMT_0RTT_SERVER_TRAFFIC_SECRET`.
         server: Vec<u8>,
+        /// `SMT_FS_CLIENT_TRAFFIC_SECRET` and `SMT_FS_SERVER_TRAFFIC_SECRET`, if
+        /// the session switched to them.
         fs: Option<(Vec<u8>, Vec<u8>)>,
     },
 }
@@ -57,6 +71,7 @@ impl fmt::Debug for KeyMaterial {
 /// Every session of a key log, by its id (the client random or nonce).
 #[derive(Clone, Debug, Default)]
 pub struct KeyLog {
+    /// Each session's key material, by its id (hex-decoded bytes).
     pub sessions: BTreeMap<Vec<u8>, KeyMaterial>,
     /// Lines that could not be read: (line number, why).
     pub bad_lines: Vec<(usize, String)>,

@@ -28,7 +28,10 @@ pub(crate) struct Keys {
 impl Keys {
     /// Keys from key-log material; `suite` is what the TLS ServerHello
     /// negotiated, if the capture holds it (else the secret length says).
-    pub fn new(material: &KeyMaterial, suite: Option<(TlsHash, AeadAlgorithm)>) -> Option<Self> {
+    pub(crate) fn new(
+        material: &KeyMaterial,
+        suite: Option<(TlsHash, AeadAlgorithm)>,
+    ) -> Option<Self> {
         match material {
             KeyMaterial::Tls { client, server } => {
                 let (hash, aead) = suite.unwrap_or(match client.len() {
@@ -68,7 +71,7 @@ impl Keys {
 
     /// Epoch `n`, derived now if it was not yet; `None` for keys that
     /// cannot rekey that far.
-    pub fn epoch(&mut self, n: usize) -> Option<&Epoch> {
+    pub(crate) fn epoch(&mut self, n: usize) -> Option<&Epoch> {
         while self.epochs.len() <= n && self.epochs.len() < MAX_EPOCHS {
             let next = self.update.as_ref()?.next();
             self.epochs.push(epoch_of(&next));

@@ -25,6 +25,7 @@
 //! Bad input never panics: an unreadable capture is a [`CaptureError`], a
 //! malformed frame or packet is reported and skipped, and everything else
 //! is a finding in the [`Report`].
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod capture;
 pub mod cli;

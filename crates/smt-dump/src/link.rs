@@ -23,11 +23,15 @@ pub enum Transport {
 /// An IP payload that may be SMT.
 #[derive(Clone, Debug)]
 pub struct Datagram<'a> {
+    /// The sender's IP address.
     pub src: IpAddr,
+    /// The receiver's IP address.
     pub dst: IpAddr,
     /// UDP ports (None for raw IP, whose ports are in the SMT header).
     pub ports: Option<(u16, u16)>,
+    /// How the SMT bytes were carried (UDP or raw IP).
     pub transport: Transport,
+    /// The SMT bytes: the IP payload, or the UDP payload.
     pub payload: &'a [u8],
 }
 

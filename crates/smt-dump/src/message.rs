@@ -13,6 +13,7 @@ use smt_proto::record::{open_segment, OpenError, SeqLayout};
 /// What became of one record.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct RecordReport {
+    /// The record's index in its message (the low 16 bits of its sequence number).
     pub index: u64,
     /// Where the record starts in the message's wire bytes.
     pub wire_offset: u64,
@@ -87,7 +88,7 @@ pub(crate) struct Ready {
 }
 
 impl Message {
-    pub fn new(id: u64, phase: bool, lengths: Lengths, frame: u64) -> Self {
+    pub(crate) fn new(id: u64, phase: bool, lengths: Lengths, frame: u64) -> Self {
         Self {
             id,
             phase,
@@ -111,7 +112,7 @@ impl Message {
     }
 
     /// Places one DATA payload.
-    pub fn place(
+    pub(crate) fn place(
         &mut self,
         frame: u64,
         lengths: Lengths,
@@ -152,12 +153,12 @@ impl Message {
     }
 
     /// Whether every record has opened.
-    pub fn is_complete(&self) -> bool {
+    pub(crate) fn is_complete(&self) -> bool {
         self.complete_at.is_some()
     }
 
     /// The next record, if all its bytes are here.
-    pub fn next_record(&self) -> Option<Ready> {
+    pub(crate) fn next_record(&self) -> Option<Ready> {
         if self.opened_to >= u64::from(self.lengths.wire_len) {
             return None;
         }
@@ -205,7 +206,7 @@ impl Message {
 
     /// Opens `ready` with `cipher` (the receiver's expected sequence
     /// number); on success appends its data and moves on.
-    pub fn open(
+    pub(crate) fn open(
         &mut self,
         cipher: &AesGcmCipher,
         layout: SeqLayout,
@@ -247,7 +248,13 @@ impl Message {
 
     /// Records a failure of `ready` and forgets its bytes (as a receiver
     /// drops the segment), so a retransmitted copy can take their place.
-    pub fn fail(&mut self, ready: &Ready, frame: u64, e: OpenError, belongs_to: Option<String>) {
+    pub(crate) fn fail(
+        &mut self,
+        ready: &Ready,
+        frame: u64,
+        e: OpenError,
+        belongs_to: Option<String>,
+    ) {
         let status = match (e, &belongs_to) {
             (OpenError::Auth, Some(_)) => "out_of_place",
             (OpenError::Auth, None) => "auth_failed",
@@ -279,7 +286,7 @@ impl Message {
     }
 
     /// The first wire byte not yet here, for an incomplete message.
-    pub fn first_gap(&self) -> u64 {
+    pub(crate) fn first_gap(&self) -> u64 {
         let mut pos = self.opened_to;
         for (&offset, piece) in self.pieces.range(..) {
             if offset + piece.len() as u64 <= pos {
@@ -294,7 +301,7 @@ impl Message {
     }
 
     /// Wire bytes held (for messages that cannot be decrypted).
-    pub fn bytes_held(&self) -> u64 {
+    pub(crate) fn bytes_held(&self) -> u64 {
         self.pieces.values().map(|p| p.len() as u64).sum()
     }
 }

@@ -12,73 +12,107 @@ use smt_proto::wire::{self, Body, Packet, PacketType, Repr, WireError};
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "type")]
 pub enum Header {
+    /// A DATA packet: one piece of a segment of a message's records.
     #[serde(rename = "DATA")]
     Data {
+        /// Application bytes of the whole message.
         message_len: u32,
+        /// Bytes of the whole message on the wire (records with headers and tags).
         message_wire_len: u32,
+        /// Where the packet's segment starts in the message's wire bytes.
         segment_offset: u32,
+        /// Bytes of the segment.
         segment_len: u32,
+        /// The sender's packet payload size: the segment is cut into pieces of this size.
         mss: u16,
         /// The packet's index in its segment (the resend index on a
         /// retransmission).
         packet_index: u16,
+        /// Set on a retransmitted packet.
         retransmit: bool,
+        /// Wire bytes of the message the sender may send without further grants.
         incoming: u32,
         /// Where the payload sits in the message's wire bytes.
         wire_offset: u64,
+        /// Payload bytes in this packet.
         payload_len: usize,
     },
+    /// A GRANT: the receiver lets the sender send up to an offset.
     #[serde(rename = "GRANT")]
     Grant {
+        /// Wire bytes of the message the sender may send, from its start.
         #[serde(rename = "grant_offset")]
         offset: u32,
+        /// The priority the sender is to use.
         priority: u8,
     },
+    /// A RESEND: the receiver asks for a range again.
     #[serde(rename = "RESEND")]
     Resend {
+        /// Where the missing range starts in the message's wire bytes.
         #[serde(rename = "resend_offset")]
         offset: u32,
+        /// Bytes missing.
         #[serde(rename = "resend_length")]
         length: u32,
+        /// The priority the sender is to use.
         priority: u8,
     },
+    /// RPC_UNKNOWN: the receiver has no state for this RPC.
     #[serde(rename = "RPC_UNKNOWN")]
     RpcUnknown,
+    /// BUSY: the server works on the request; keep the RPC alive.
     #[serde(rename = "BUSY")]
     Busy,
+    /// NEED_ACK: the server asks the client to acknowledge a response.
     #[serde(rename = "NEED_ACK")]
     NeedAck,
+    /// OVERLOADED: the server refused the request for lack of room.
     #[serde(rename = "OVERLOADED")]
     Overloaded,
+    /// ABANDONED: the client gave up on the RPC.
     #[serde(rename = "ABANDONED")]
     Abandoned,
+    /// CREDIT: the receiver's limit on a sender's outstanding bytes.
     #[serde(rename = "CREDIT")]
     Credit {
+        /// The limit, in bytes.
         #[serde(rename = "credit_limit")]
         limit: u32,
+        /// The sender's CREDIT number (1, 2, 3, …): a receiver keeps the limit
+        /// of the largest it has seen.
         #[serde(rename = "credit_sequence")]
         sequence: u32,
     },
+    /// ACK: the client acknowledges responses (their IDs).
     #[serde(rename = "ACK")]
     Ack {
+        /// The acknowledged RPC IDs, hex.
         #[serde(rename = "ack_ids")]
         ids: Vec<String>,
     },
+    /// KEY_UPDATE: a move to the next key epoch.
     #[serde(rename = "KEY_UPDATE")]
     KeyUpdate {
         /// ID 0 announces the sender's move to the next epoch; 1 confirms.
         announce: bool,
     },
+    /// HANDSHAKE: a piece of the handshake byte stream.
     #[serde(rename = "HANDSHAKE")]
     Handshake {
+        /// Where the piece starts in the handshake stream.
         #[serde(rename = "hs_offset")]
         offset: u32,
+        /// Bytes of the peer's stream received in order so far.
         #[serde(rename = "hs_ack")]
         ack: u32,
+        /// Bytes in the piece.
         #[serde(rename = "hs_len")]
         len: u16,
+        /// The handshake kind (0 TLS 1.3, 1 0-RTT ticket, 2 PSK nonce exchange).
         #[serde(rename = "hs_kind")]
         kind: u8,
+        /// Flags: `0x01` RETRY, `0x02` TOKEN (stateless retry).
         #[serde(rename = "hs_flags")]
         flags: u8,
     },
@@ -87,6 +121,7 @@ pub enum Header {
     Malformed {
         /// The type byte, if the bytes reach it (hex).
         type_byte: Option<String>,
+        /// Why the bytes are no packet.
         error: String,
     },
 }
@@ -102,6 +137,7 @@ pub struct Split<'a> {
     pub body: &'a [u8],
     /// The control tag, if the packet carries one.
     pub tag: Option<&'a [u8; TAG_LEN]>,
+    /// The parsed header, or why it does not parse.
     pub repr: Result<Repr, WireError>,
 }
 

@@ -11,9 +11,13 @@ use crate::packet::Header;
 /// Everything a dump found.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
+    /// The capture file: format, frame counts, what was skipped.
     pub capture: CaptureSummary,
+    /// Every SMT packet, in frame order.
     pub packets: Vec<PacketReport>,
+    /// Every session: a flow between two addresses under one set of keys.
     pub sessions: Vec<SessionReport>,
+    /// Every message seen, with its records and status.
     pub messages: Vec<MessageReport>,
     /// Everything a receiver would have dropped or refused, and messages
     /// left incomplete, in frame order.
@@ -23,9 +27,13 @@ pub struct Report {
 /// The capture file and what was in it besides SMT.
 #[derive(Clone, Debug, Serialize)]
 pub struct CaptureSummary {
+    /// `pcap` or `pcapng`.
     pub format: &'static str,
+    /// Frames in the file.
     pub frames: u64,
+    /// Frames that carried SMT datagrams.
     pub smt_datagrams: u64,
+    /// SMT packets in those datagrams (more than datagrams when coalesced).
     pub smt_packets: u64,
     /// Frames that carried no SMT, by reason.
     pub skipped: std::collections::BTreeMap<String, u64>,
@@ -42,10 +50,15 @@ pub struct CaptureSummary {
 /// One SMT packet.
 #[derive(Clone, Debug, Serialize)]
 pub struct PacketReport {
+    /// The frame's number in the capture (1-based, as Wireshark counts).
     pub frame: u64,
+    /// Seconds since the first frame.
     pub time: f64,
+    /// Sender address and port.
     pub src: String,
+    /// Receiver address and port.
     pub dst: String,
+    /// How the packet was carried (UDP or raw IP).
     pub transport: Transport,
     /// Position in its datagram (0 for the first; more when coalesced).
     pub index: usize,
@@ -53,10 +66,13 @@ pub struct PacketReport {
     pub offset: usize,
     /// Bytes, control tag included.
     pub len: usize,
+    /// The key phase bit of the header, for packets that carry one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key_phase: Option<u8>,
+    /// The message or RPC ID (hex), for packets that carry one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// The packet's header fields, by type.
     #[serde(flatten)]
     pub header: Header,
     /// The control-packet MAC (hex) and whether it verified (`ok`, `bad`,
@@ -89,18 +105,23 @@ impl PacketReport {
     }
 }
 
+/// A control packet's MAC and whether it verified.
 #[derive(Clone, Debug, Serialize)]
 pub struct TagReport {
+    /// The tag, hex.
     pub hex: String,
+    /// `ok`, `bad`, or `unchecked` (no keys).
     pub status: &'static str,
 }
 
 /// One session: a flow between two addresses under one set of keys.
 #[derive(Clone, Debug, Serialize)]
 pub struct SessionReport {
+    /// The session's number in the report (what [`MessageReport::session`] names).
     pub index: usize,
     /// The side that started the handshake (or that sends even request IDs).
     pub client: Option<String>,
+    /// The other side (the one that answered the handshake).
     pub server: Option<String>,
     /// The handshake seen for it: `TLS 1.3`, `PSK nonce exchange`, ...
     pub handshake: Option<&'static str>,
@@ -108,6 +129,7 @@ pub struct SessionReport {
     pub key_log_id: Option<String>,
     /// `key log`, `key log (trial decryption)`, or why there are none.
     pub keys: String,
+    /// The frame where the session was first seen.
     pub first_frame: u64,
     /// The highest key epoch seen in use.
     pub epochs: usize,
@@ -116,21 +138,34 @@ pub struct SessionReport {
 /// One message.
 #[derive(Clone, Debug, Serialize)]
 pub struct MessageReport {
+    /// The index of the session it belongs to ([`SessionReport::index`]).
     pub session: usize,
+    /// Sender address and port.
     pub src: String,
+    /// Receiver address and port.
     pub dst: String,
     /// `request` or `response` (from the ID's parity and the sender's
     /// role), `unknown` when the roles are.
     pub kind: &'static str,
+    /// The message ID (hex).
     pub id: String,
+    /// The key phase bit its packets carried.
     pub key_phase: u8,
+    /// The key epoch whose keys opened it, if any did.
     pub epoch: Option<usize>,
+    /// The frame of its first packet.
     pub first_frame: u64,
+    /// The frame of its last packet.
     pub last_frame: u64,
+    /// Application bytes, as the DATA headers say.
     pub message_len: u32,
+    /// Bytes on the wire (records: headers, plaintext, tags), as the DATA headers say.
     pub message_wire_len: u32,
+    /// DATA packets seen, retransmissions and duplicates included.
     pub packets: u64,
+    /// DATA packets marked as retransmissions.
     pub retransmissions: u64,
+    /// DATA packets that repeated bytes already seen.
     pub duplicates: u64,
     /// `complete`, `incomplete`, `failed` (a record was refused and never
     /// arrived intact), or `no_keys`.
@@ -139,7 +174,9 @@ pub struct MessageReport {
     pub plaintext_len: usize,
     /// The first bytes of the plaintext, hex.
     pub first_bytes: String,
+    /// What became of each record.
     pub records: Vec<RecordReport>,
+    /// What went wrong with this message, in words.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<String>,
     /// The whole plaintext, when the caller asked to keep it.
@@ -147,9 +184,12 @@ pub struct MessageReport {
     pub plaintext: Option<Vec<u8>>,
 }
 
+/// Something a receiver would have dropped or refused, or a message left incomplete.
 #[derive(Clone, Debug, Serialize)]
 pub struct Problem {
+    /// The frame it was seen in.
     pub frame: u64,
+    /// What, in words.
     pub what: String,
 }
 
