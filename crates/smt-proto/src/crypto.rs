@@ -161,8 +161,11 @@ pub enum OffloadSuite {
 /// descriptor). `Debug` shows the suite only.
 #[derive(Clone, PartialEq, Eq)]
 pub struct OffloadKey {
+    /// The AEAD.
     pub suite: OffloadSuite,
+    /// The traffic key (16 or 32 bytes).
     pub key: Vec<u8>,
+    /// The static IV, XORed with the record sequence number per record.
     pub iv: [u8; 12],
 }
 
@@ -186,8 +189,11 @@ pub trait KeyUpdate: Send + Sync + fmt::Debug {
 /// What [`KeyUpdate::next_epoch`] returns.
 #[derive(Clone, Debug)]
 pub struct NextEpoch {
+    /// The next epoch's client-to-server cipher.
     pub client_to_server: std::sync::Arc<dyn PacketCipher>,
+    /// The next epoch's server-to-client cipher.
     pub server_to_client: std::sync::Arc<dyn PacketCipher>,
+    /// The updater for the epoch after that; `None` where there is none.
     pub update: Option<std::sync::Arc<dyn KeyUpdate>>,
 }
 

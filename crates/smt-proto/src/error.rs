@@ -129,7 +129,12 @@ pub enum SendError {
     /// No session keys are installed for this peer.
     NoSession,
     /// The message is larger than the configuration allows.
-    MessageTooLarge { len: u64, max: u64 },
+    MessageTooLarge {
+        /// The message's length in bytes.
+        len: u64,
+        /// The largest allowed (`Config::max_message_len`).
+        max: u64,
+    },
     /// Every message ID of this session's key has been used; the session
     /// must be rekeyed (a new handshake) before it can send again.
     IdSpaceExhausted,

@@ -35,7 +35,9 @@ use crate::crypto::PacketCipher;
 /// first byte) into the record with sequence number `seq`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RecordPos {
+    /// The record's sequence number (message ID and record index).
     pub seq: u64,
+    /// Bytes from the record header's first byte.
     pub offset: u32,
 }
 

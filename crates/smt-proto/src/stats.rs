@@ -62,15 +62,23 @@ impl std::fmt::Debug for DropCounts {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
+    /// Datagrams received.
     pub datagrams_rx: u64,
+    /// Datagrams sent.
     pub datagrams_tx: u64,
+    /// Bytes received, UDP payloads.
     pub bytes_rx: u64,
+    /// Bytes sent, UDP payloads.
     pub bytes_tx: u64,
+    /// DATA packets sent.
     pub data_packets_tx: u64,
+    /// Control packets sent (every type but DATA).
     pub control_packets_tx: u64,
     /// DATA packets sent again after a RESEND.
     pub retransmitted_packets: u64,
+    /// RESEND packets sent (asking a peer for missing bytes).
     pub resends_sent: u64,
+    /// GRANT packets sent.
     pub grants_sent: u64,
     /// Control packets not sent because their address is not validated
     /// and its amplification budget (3x the bytes received from it) is
@@ -84,6 +92,7 @@ pub struct Stats {
     /// table (they were the oldest, and older than a genuine handshake
     /// takes), and those that ran past `Config::handshake_deadline_ticks`.
     pub handshakes_displaced: u64,
+    /// Handshakes dropped for running past `Config::handshake_deadline_ticks`.
     pub handshakes_past_deadline: u64,
     /// Openings refused because their IP address or prefix held its share
     /// of the handshake table (`Config::max_handshakes_per_ip`,
@@ -94,9 +103,11 @@ pub struct Stats {
     /// Handshake openings answered with a stateless RETRY, and openings
     /// whose retry token was accepted.
     pub retries_sent: u64,
+    /// Openings whose retry token was accepted.
     pub retry_tokens_accepted: u64,
     /// ICMP errors the driver reported (`Endpoint::peer_unreachable`).
     pub unreachable_reports: u64,
+    /// Records sealed.
     pub records_sealed: u64,
     /// Records whose AEAD open was *attempted* (successful or not),
     /// including those a NIC decrypted.
@@ -108,10 +119,15 @@ pub struct Stats {
     /// (a packet lost or reordered on the way), turned back into
     /// ciphertext where decrypted and opened in software.
     pub records_partially_offloaded: u64,
+    /// Messages sent (requests and responses).
     pub messages_sent: u64,
+    /// Messages received complete and authenticated.
     pub messages_received: u64,
+    /// Client RPCs that ended with their response.
     pub rpcs_completed: u64,
+    /// Client RPCs that failed.
     pub rpcs_failed: u64,
+    /// Requests sent again under a fresh ID because the server lost them.
     pub requests_restarted: u64,
     /// Requests refused unexecuted (server side; the client hears
     /// OVERLOADED): complete while the application held
@@ -121,24 +137,32 @@ pub struct Stats {
     /// CREDIT packets sent (server side: the outstanding requests a peer
     /// may have, `endpoint/credit.rs`) and accepted (client side).
     pub credits_sent: u64,
+    /// CREDIT packets accepted (client side).
     pub credits_received: u64,
     /// Packets that shared a datagram with an earlier packet (coalesced),
     /// sent and received: `datagrams + coalesced = packets`.
     pub coalesced_packets_tx: u64,
+    /// Packets received that shared a datagram with an earlier packet.
     pub coalesced_packets_rx: u64,
     /// Pathlet feedback (`Config::pathlet_feedback`): PATH packets counted
     /// (their datagram carried a packet accepted under the peer's keys)
     /// and not believed (it carried none); PATH_ECHO packets sent and
     /// accepted; DATA packets a pathlet's window held back.
     pub paths_counted: u64,
+    /// PATH packets not believed (their datagram carried no packet accepted under the peer's keys).
     pub paths_not_believed: u64,
+    /// PATH_ECHO packets sent.
     pub path_echoes_tx: u64,
+    /// PATH_ECHO packets accepted.
     pub path_echoes_rx: u64,
+    /// DATA packets a pathlet's window held back.
     pub pathlet_held: u64,
+    /// Handshakes that installed a session's keys.
     pub handshakes_completed: u64,
     /// For a peer: the session's current key epoch (0 until the first key
     /// update or handshake key switch).
     pub key_epoch: u64,
+    /// Handshakes that failed.
     pub handshakes_failed: u64,
     /// Partial requests evicted to make room for another peer's when the
     /// totals were reached (`Config::max_buffered_total`,
@@ -147,6 +171,7 @@ pub struct Stats {
     /// Sessions made by a handshake forgotten after
     /// `Config::session_idle_timeout` of silence.
     pub sessions_evicted: u64,
+    /// Packets dropped, by reason.
     pub drops: DropCounts,
     /// Round-trip times of the RPCs this side completed as client: from
     /// [`crate::Endpoint::send_request`] to the response's last record

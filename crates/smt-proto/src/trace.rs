@@ -39,6 +39,7 @@ pub struct TraceEvent {
     pub at: Instant,
     /// Ticks the endpoint had counted then ([`crate::Config::tick`]).
     pub tick: u64,
+    /// What happened.
     pub what: Traced,
 }
 
@@ -49,9 +50,13 @@ pub struct TraceEvent {
 pub struct PacketSummary {
     /// Bytes of the packet in its datagram, with its MAC.
     pub len: usize,
+    /// The type byte.
     pub ty: PacketType,
+    /// The message ID.
     pub id: u64,
+    /// The header's key phase bit.
     pub key_phase: bool,
+    /// The header's fields, if the packet parses.
     pub repr: Option<Repr>,
 }
 
@@ -93,11 +98,14 @@ impl PacketSummary {
 /// Which message of an RPC.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MessageKind {
+    /// The request.
     Request,
+    /// The response.
     Response,
 }
 
 impl MessageKind {
+    /// Its name in the JSON-lines trace.
     pub fn name(self) -> &'static str {
         match self {
             Self::Request => "request",
@@ -124,6 +132,7 @@ pub enum FreeReason {
 }
 
 impl FreeReason {
+    /// Its name in the JSON-lines trace.
     pub fn name(self) -> &'static str {
         match self {
             Self::Acked => "acked",
@@ -143,114 +152,179 @@ impl FreeReason {
 pub enum Traced {
     /// A packet left in a datagram to `peer` (`poll_transmit`).
     Sent {
+        /// The peer's address.
         peer: SocketAddr,
+        /// The packet's header.
         packet: PacketSummary,
     },
     /// A packet arrived from `peer`, before it is handled.
     Received {
+        /// The peer's address.
         peer: SocketAddr,
+        /// The packet's header.
         packet: PacketSummary,
     },
     /// The packet received last was dropped.
     Dropped {
+        /// The peer's address.
         peer: SocketAddr,
+        /// Why.
         reason: DropReason,
     },
     /// A message was framed into records: sealed now if it is at most
     /// 64 KiB, else record by record as its packets leave.
     Sealed {
+        /// The peer's address.
         peer: SocketAddr,
+        /// The session's key epoch.
         epoch: u64,
+        /// The message ID.
         id: u64,
+        /// Request or response.
         kind: MessageKind,
+        /// Application bytes.
         len: u64,
+        /// Bytes of its records on the wire.
         wire_len: u64,
+        /// Records it was framed into.
         records: u64,
     },
     /// Records of an incoming message authenticated and opened.
     Opened {
+        /// The peer's address.
         peer: SocketAddr,
+        /// The session's key epoch.
         epoch: u64,
+        /// The message ID.
         id: u64,
+        /// Records opened.
         records: u64,
     },
     /// A segment of an incoming message failed to open (its bytes are
     /// forgotten; a retransmitted copy may still complete it).
     OpenFailed {
+        /// The peer's address.
         peer: SocketAddr,
+        /// The session's key epoch.
         epoch: u64,
+        /// The message ID.
         id: u64,
+        /// Why.
         reason: DropReason,
     },
     /// A complete, authenticated message went to the application.
     Delivered {
+        /// The peer's address.
         peer: SocketAddr,
+        /// The session's key epoch.
         epoch: u64,
+        /// The message ID.
         id: u64,
+        /// Request or response.
         kind: MessageKind,
+        /// Application bytes.
         len: u64,
+        /// The client RPC, for a response this side asked for.
         rpc: Option<RpcHandle>,
     },
     /// The application started an RPC.
     RpcStarted {
+        /// The client RPC.
         rpc: RpcHandle,
+        /// The peer's address.
         peer: SocketAddr,
+        /// The session's key epoch.
         epoch: u64,
+        /// The message ID.
         id: u64,
+        /// Application bytes.
         len: u64,
     },
     /// The server lost the request: it is sent again under a fresh ID.
     RpcRestarted {
+        /// The client RPC.
         rpc: RpcHandle,
+        /// The peer's address.
         peer: SocketAddr,
+        /// The key epoch of the lost request.
         old_epoch: u64,
+        /// The lost request's ID.
         old_id: u64,
+        /// The key epoch of the new request.
         epoch: u64,
+        /// The new request's ID.
         id: u64,
     },
     /// A client RPC failed (timeout, the server's refusal, ...).
     RpcFailed {
+        /// The client RPC.
         rpc: RpcHandle,
+        /// The peer's address.
         peer: SocketAddr,
+        /// The session's key epoch.
         epoch: u64,
+        /// The message ID.
         id: u64,
+        /// Why it failed.
         error: RpcError,
     },
     /// The application gave up on a client RPC (cancelled, past its
     /// deadline); the server is told with RPC_UNKNOWN.
     RpcAborted {
+        /// The client RPC.
         rpc: RpcHandle,
+        /// The peer's address.
         peer: SocketAddr,
+        /// The session's key epoch.
         epoch: u64,
+        /// The message ID.
         id: u64,
     },
     /// A server RPC's state was freed.
     ServerFreed {
+        /// The peer's address.
         peer: SocketAddr,
+        /// The session's key epoch.
         epoch: u64,
+        /// The message ID.
         id: u64,
+        /// Why.
         reason: FreeReason,
     },
     /// This side started a handshake of `kind`.
     HandshakeStarted {
+        /// The peer's address.
         peer: SocketAddr,
+        /// Which handshake.
         kind: crate::wire::HandshakeKind,
     },
     /// A handshake installed the session's keys.
-    HandshakeDone { peer: SocketAddr },
-    HandshakeFailed {
+    HandshakeDone {
+        /// The peer's address.
         peer: SocketAddr,
+    },
+    /// A handshake with `peer` failed; no session was installed.
+    HandshakeFailed {
+        /// The peer's address.
+        peer: SocketAddr,
+        /// Why it failed.
         error: HandshakeError,
     },
     /// The session with `peer` moved to key epoch `epoch` (`by_peer`: on
     /// its KEY_UPDATE, else our own rekey).
     Rekeyed {
+        /// The peer's address.
         peer: SocketAddr,
+        /// The session's key epoch.
         epoch: u64,
+        /// Moved on the peer's KEY_UPDATE (else by our own rekey).
         by_peer: bool,
     },
     /// Events the full queue could not take.
-    Lost { count: u64 },
+    Lost {
+        /// Events lost.
+        count: u64,
+    },
 }
 
 /// The queue of events, with the clock of the last call.

@@ -13,16 +13,36 @@ use crate::rpc::{RpcHandle, ServerRpcHandle};
 pub enum Event {
     /// A complete, authenticated request. Answer it with
     /// [`Endpoint::send_response`](super::Endpoint::send_response).
-    Request { rpc: ServerRpcHandle, data: Vec<u8> },
+    Request {
+        /// What `send_response` takes to answer it.
+        rpc: ServerRpcHandle,
+        /// The request message.
+        data: Vec<u8>,
+    },
     /// The complete, authenticated response to one of our RPCs.
-    Response { rpc: RpcHandle, data: Vec<u8> },
+    Response {
+        /// The RPC, as `send_request` returned it.
+        rpc: RpcHandle,
+        /// The response message.
+        data: Vec<u8>,
+    },
     /// One of our RPCs failed.
-    Failed { rpc: RpcHandle, error: RpcError },
+    Failed {
+        /// The RPC, as `send_request` returned it.
+        rpc: RpcHandle,
+        /// Why it failed.
+        error: RpcError,
+    },
     /// A handshake finished; the session with `peer` has keys.
-    Connected { peer: SocketAddr },
+    Connected {
+        /// The peer's address.
+        peer: SocketAddr,
+    },
     /// A handshake with `peer` failed; no session was installed.
     HandshakeFailed {
+        /// The peer's address.
         peer: SocketAddr,
+        /// Why it failed.
         error: HandshakeError,
     },
     /// The client gave up on a request the application holds (delivered
@@ -32,12 +52,17 @@ pub enum Event {
     /// the application may stop working on it. Said once per request, and
     /// only for this cause (a session that ends frees its requests
     /// without it).
-    RequestCancelled { rpc: ServerRpcHandle },
+    RequestCancelled {
+        /// The request, as its [`Event::Request`] named it.
+        rpc: ServerRpcHandle,
+    },
 }
 
 /// A datagram [`Endpoint::poll_transmit`](super::Endpoint::poll_transmit) wrote into the caller's buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Transmit {
+    /// Where to send the datagram.
     pub destination: SocketAddr,
+    /// Bytes written at the start of the caller's buffer.
     pub len: usize,
 }

@@ -59,6 +59,7 @@ pub trait Windows {
 /// Settings of [`PathletWindows`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PathletParams {
+    /// The DCTCP-style window each pathlet runs.
     pub dctcp: DctcpParams,
     /// A pathlet whose `alpha` is above this after a marked echo is
     /// excluded...

@@ -8,7 +8,9 @@ use crate::crypto::{KeyUpdate, PacketCipher};
 /// direction's sequence space.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
+    /// Started the handshake; its RPC IDs are even.
     Client,
+    /// Answered the handshake; its RPC IDs are odd.
     Server,
 }
 
