@@ -169,6 +169,7 @@ pub struct Config {
     /// host cannot hold the table; below half full nothing is refused for
     /// its source.
     pub max_handshakes_per_ip: usize,
+    /// Handshakes held open at once from one prefix (see above).
     pub max_handshakes_per_prefix: usize,
     /// Ticks a handshake may take in all, however often its peer sends
     /// (the silence timeout, `handshake_abort_ticks`, alone would let a

@@ -10,6 +10,8 @@ use crate::SessionKeys;
 /// distinct keys per peer (e.g. derived from a master secret and the
 /// peer's address): one key shared by several clients would repeat nonces.
 pub trait KeyResolver: Send {
+    /// Keys for `peer`, or `None` to leave it without a session (its
+    /// packet is dropped as `DropReason::UnknownSession`).
     fn resolve(&mut self, peer: SocketAddr) -> Option<SessionKeys>;
 }
 

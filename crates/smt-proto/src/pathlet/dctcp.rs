@@ -58,6 +58,8 @@ pub struct Dctcp {
 }
 
 impl Dctcp {
+    /// A window at `params.initial_window` (at least `min_window`), with
+    /// `alpha` 1.
     pub fn new(params: DctcpParams) -> Self {
         Self {
             params,
@@ -73,6 +75,7 @@ impl Dctcp {
         }
     }
 
+    /// The estimated fraction of marked bytes (DCTCP's `alpha`, 0 to 1).
     pub fn alpha(&self) -> f64 {
         self.alpha
     }

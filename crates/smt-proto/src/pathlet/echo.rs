@@ -18,6 +18,7 @@ pub struct EchoCounter {
 }
 
 impl EchoCounter {
+    /// A counter with nothing counted (as `Default`).
     pub fn new() -> Self {
         Self::default()
     }
@@ -49,6 +50,7 @@ impl EchoCounter {
         self.entries.values().map(|e| e.bytes).max().unwrap_or(0)
     }
 
+    /// Whether nothing was counted since the last echo.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

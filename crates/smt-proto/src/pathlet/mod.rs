@@ -121,6 +121,7 @@ pub struct PathletWindows {
 }
 
 impl PathletWindows {
+    /// No pathlets known yet; new messages use the unplaced window.
     pub fn new(params: PathletParams) -> Self {
         Self {
             params,
@@ -371,6 +372,7 @@ pub struct SingleWindow {
 }
 
 impl SingleWindow {
+    /// One window at `params`' initial size.
     pub fn new(params: DctcpParams) -> Self {
         Self {
             window: Dctcp::new(params),
@@ -378,6 +380,7 @@ impl SingleWindow {
         }
     }
 
+    /// The one window.
     pub fn window(&self) -> &Dctcp {
         &self.window
     }
