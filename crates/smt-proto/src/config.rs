@@ -312,9 +312,13 @@ impl Config {
             .seq_layout
             .max_records()
             .saturating_mul(self.record_size as u64);
-        let by_wire =
-            u64::from(u32::MAX) / (self.record_size as u64 + 22) * self.record_size as u64;
-        self.max_message_len.min(by_index).min(by_wire)
+        let limit = self.max_message_len.min(by_index);
+        // Asked for every message sent and received: the wire bound's
+        // division is skipped where it cannot bind (below its least value).
+        if limit <= WIRE_BOUND_FLOOR {
+            return limit;
+        }
+        limit.min(wire_bound(self.record_size))
     }
 
     /// Checks that the values can work together: the datagram size first
@@ -336,6 +340,18 @@ impl Config {
         }
     }
 }
+
+/// The largest message whose records' wire bytes fit the 32-bit wire-length
+/// field, with records of `record_size` bytes (each 22 bytes more on the
+/// wire).
+fn wire_bound(record_size: usize) -> u64 {
+    u64::from(u32::MAX) / (record_size as u64 + 22) * record_size as u64
+}
+
+/// A floor of `wire_bound` over every record size (1 B to 16 KiB): at
+/// least `u32::MAX × rs / (rs + 22) − rs`, above 2^32 / 23 − 2^14; checked
+/// for every size by a test.
+const WIRE_BOUND_FLOOR: u64 = 186_000_000;
 
 /// A rule a valid configuration keeps, and what to tell its user if not.
 type Rule = (fn(&Config) -> bool, &'static str);
@@ -411,3 +427,28 @@ const RULES: &[Rule] = &[
         "Padding::Multiple needs a non-zero multiple",
     ),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `message_len_limit` may skip the wire bound below its floor only if
+    /// no record size brings it lower.
+    #[test]
+    fn the_wire_bound_floor_is_below_every_record_size() {
+        for rs in 1..=MAX_RECORD_PLAINTEXT {
+            assert!(wire_bound(rs) > WIRE_BOUND_FLOOR, "record size {rs}");
+        }
+    }
+
+    /// Above the floor the wire bound still binds.
+    #[test]
+    fn the_wire_bound_binds_above_the_floor() {
+        let cfg = Config {
+            record_size: 1,
+            max_message_len: u64::MAX,
+            ..Config::default()
+        };
+        assert!(cfg.message_len_limit() <= wire_bound(1));
+    }
+}
