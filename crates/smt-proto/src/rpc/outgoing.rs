@@ -49,9 +49,11 @@ pub(crate) struct Outgoing {
     /// in 32 bits, to keep the RPC small: wire offsets are 32-bit, and
     /// ticks are compared by wrapping difference.
     marks: [(u32, u32); MARKS],
-    /// Next slot of `marks` to write; `marked` of them are filled.
-    mark_at: usize,
-    marked: usize,
+    /// Next slot of `marks` to write; `marked` of them are filled. Bytes
+    /// (they count to `MARKS`), so the kept offsets above cost the RPC
+    /// no size.
+    mark_at: u8,
+    marked: u8,
     /// Whether the endpoint's send queue holds an entry for this message
     /// (so it is not queued twice).
     pub queued: bool,
@@ -237,8 +239,9 @@ impl Outgoing {
     /// bound if the marks do not reach back that far).
     fn sent_by(&self, t: u64) -> u64 {
         let mut by = self.sent();
-        for k in 1..=self.marked {
-            let (tick, before) = self.marks[(self.mark_at + MARKS - k) % MARKS];
+        let (at, marked) = (usize::from(self.mark_at), usize::from(self.marked));
+        for k in 1..=marked {
+            let (tick, before) = self.marks[(at + MARKS - k) % MARKS];
             // `tick <= t`, modulo 2^32.
             if (t as u32).wrapping_sub(tick) < 1 << 31 {
                 break;
@@ -250,14 +253,15 @@ impl Outgoing {
 
     /// Notes that a packet is first sent in tick `tick`.
     fn mark(&mut self, tick: u64) {
-        let last = (self.mark_at + MARKS - 1) % MARKS;
+        let at = usize::from(self.mark_at);
+        let last = (at + MARKS - 1) % MARKS;
         if self.marked > 0 && self.marks[last].0 == tick as u32 {
             return;
         }
         // Wire lengths fit 32 bits (the DATA header's field).
-        self.marks[self.mark_at] = (tick as u32, self.sent() as u32);
-        self.mark_at = (self.mark_at + 1) % MARKS;
-        self.marked = (self.marked + 1).min(MARKS);
+        self.marks[at] = (tick as u32, self.sent() as u32);
+        self.mark_at = ((at + 1) % MARKS) as u8;
+        self.marked = (self.marked + 1).min(MARKS as u8);
     }
 
     /// The packet to send next, if any (retransmissions first), sent in
