@@ -313,14 +313,19 @@ impl Config {
             .seq_layout
             .max_records()
             .saturating_mul(self.record_size as u64);
-        let by_wire =
-            u64::from(u32::MAX) / (self.record_size as u64 + 22) * self.record_size as u64;
-        self.max_message_len.min(by_index).min(by_wire)
+        let limit = self.max_message_len.min(by_index);
+        // Asked for every message sent and received: the wire bound's
+        // division is skipped where it cannot bind (below its least value).
+        if limit <= WIRE_BOUND_FLOOR {
+            return limit;
+        }
+        limit.min(wire_bound(self.record_size))
     }
 
-    /// Checks that the values can work together.
+    /// Checks that the values can work together: the datagram size first
+    /// (its message names the numbers), then each rule of `RULES` in order;
+    /// the first broken one is the error.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let err = |s: &str| Err(ConfigError(s.to_string()));
         if !(MIN_DATAGRAM_SIZE..=65535).contains(&self.max_datagram_size) {
             return Err(ConfigError(format!(
                 "max_datagram_size is {} bytes; it must be between {MIN_DATAGRAM_SIZE} (the largest \
@@ -330,79 +335,121 @@ impl Config {
                 MIN_DATAGRAM_SIZE + 28
             )));
         }
-        if self.pathlet_feedback && (!self.authenticate_control || self.tx_offload) {
-            return err(
-                "pathlet_feedback needs authenticate_control (echoes must be authenticated) \
-                 and cannot be used with tx_offload (a NIC cuts segments a PATH cannot precede)",
-            );
+        match RULES.iter().find(|(holds, _)| !holds(self)) {
+            Some((_, message)) => Err(ConfigError((*message).to_string())),
+            None => Ok(()),
         }
-        if self.record_size == 0 || self.record_size > MAX_RECORD_PLAINTEXT {
-            return err("record_size must be between 1 and 16384 bytes (RFC 8446 §5.1)");
+    }
+}
+
+/// The largest message whose records' wire bytes fit the 32-bit wire-length
+/// field, with records of `record_size` bytes (each 22 bytes more on the
+/// wire).
+fn wire_bound(record_size: usize) -> u64 {
+    u64::from(u32::MAX) / (record_size as u64 + 22) * record_size as u64
+}
+
+/// A floor of `wire_bound` over every record size (1 B to 16 KiB): at
+/// least `u32::MAX × rs / (rs + 22) − rs`, above 2^32 / 23 − 2^14; checked
+/// for every size by a test.
+const WIRE_BOUND_FLOOR: u64 = 186_000_000;
+
+/// A rule a valid configuration keeps, and what to tell its user if not.
+type Rule = (fn(&Config) -> bool, &'static str);
+
+/// The rules `Config::validate` checks after the datagram size, in order;
+/// each message says what to change.
+const RULES: &[Rule] = &[
+    (
+        |c| !c.pathlet_feedback || (c.authenticate_control && !c.tx_offload),
+        "pathlet_feedback needs authenticate_control (echoes must be authenticated) \
+         and cannot be used with tx_offload (a NIC cuts segments a PATH cannot precede)",
+    ),
+    (
+        |c| (1..=MAX_RECORD_PLAINTEXT).contains(&c.record_size),
+        "record_size must be between 1 and 16384 bytes (RFC 8446 §5.1)",
+    ),
+    (
+        |c| {
+            c.overcommit > 0
+                && c.unscheduled_bytes > 0
+                && c.grant_window > 0
+                && c.max_resend_bytes > 0
+                && c.unvalidated_per_batch > 0
+                && c.max_pending_requests > 0
+                && c.initial_credit > 0
+        },
+        "overcommit, unscheduled_bytes, grant_window, max_resend_bytes, \
+         unvalidated_per_batch, max_pending_requests and initial_credit must be at least 1",
+    ),
+    (
+        |c| {
+            !c.tick.is_zero()
+                && c.resend_ticks > 0
+                && c.abort_ticks > c.resend_ticks
+                && c.handshake_abort_ticks > c.resend_ticks
+        },
+        "tick must be non-zero and abort_ticks, handshake_abort_ticks > resend_ticks > 0",
+    ),
+    (
+        |c| c.handshake_deadline_ticks >= c.handshake_abort_ticks,
+        "handshake_deadline_ticks (the whole handshake) must be at least \
+         handshake_abort_ticks (its silence timeout)",
+    ),
+    (
+        |c| c.max_handshakes_per_ip > 0 && c.max_handshakes_per_prefix > 0 && c.max_sessions > 0,
+        "max_handshakes_per_ip, max_handshakes_per_prefix and max_sessions must be at \
+         least 1",
+    ),
+    (
+        |c| c.replay_window > 0 && c.max_incoming_per_peer > 0 && c.max_unvalidated_sessions > 0,
+        "replay_window, max_incoming_per_peer and max_unvalidated_sessions must be at least 1",
+    ),
+    (
+        |c| {
+            c.max_incoming_total >= c.max_incoming_per_peer
+                && c.max_buffered_total >= c.max_buffered_per_peer
+        },
+        "a total limit (max_incoming_total, max_buffered_total) is below its per-peer limit",
+    ),
+    (
+        |c| c.max_buffered_per_peer as u64 >= c.message_len_limit(),
+        "max_buffered_per_peer must hold the largest message (max_message_len)",
+    ),
+    (
+        |c| {
+            c.session_idle_timeout
+                .is_none_or(|t| t >= c.tick * c.abort_ticks)
+        },
+        "session_idle_timeout must be at least abort_ticks ticks",
+    ),
+    (
+        |c| c.padding != Padding::Multiple(0),
+        "Padding::Multiple needs a non-zero multiple",
+    ),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `message_len_limit` may skip the wire bound below its floor only if
+    /// no record size brings it lower.
+    #[test]
+    fn the_wire_bound_floor_is_below_every_record_size() {
+        for rs in 1..=MAX_RECORD_PLAINTEXT {
+            assert!(wire_bound(rs) > WIRE_BOUND_FLOOR, "record size {rs}");
         }
-        if self.overcommit == 0
-            || self.unscheduled_bytes == 0
-            || self.grant_window == 0
-            || self.max_resend_bytes == 0
-            || self.unvalidated_per_batch == 0
-            || self.max_pending_requests == 0
-            || self.initial_credit == 0
-        {
-            return err(
-                "overcommit, unscheduled_bytes, grant_window, max_resend_bytes, \
-                 unvalidated_per_batch, max_pending_requests and initial_credit must be at least 1",
-            );
-        }
-        if self.tick.is_zero()
-            || self.resend_ticks == 0
-            || self.abort_ticks <= self.resend_ticks
-            || self.handshake_abort_ticks <= self.resend_ticks
-        {
-            return err(
-                "tick must be non-zero and abort_ticks, handshake_abort_ticks > resend_ticks > 0",
-            );
-        }
-        if self.handshake_deadline_ticks < self.handshake_abort_ticks {
-            return err(
-                "handshake_deadline_ticks (the whole handshake) must be at least \
-                 handshake_abort_ticks (its silence timeout)",
-            );
-        }
-        if self.max_handshakes_per_ip == 0
-            || self.max_handshakes_per_prefix == 0
-            || self.max_sessions == 0
-        {
-            return err(
-                "max_handshakes_per_ip, max_handshakes_per_prefix and max_sessions must be at \
-                 least 1",
-            );
-        }
-        if self.replay_window == 0
-            || self.max_incoming_per_peer == 0
-            || self.max_unvalidated_sessions == 0
-        {
-            return err(
-                "replay_window, max_incoming_per_peer and max_unvalidated_sessions must be at least 1",
-            );
-        }
-        if self.max_incoming_total < self.max_incoming_per_peer
-            || self.max_buffered_total < self.max_buffered_per_peer
-        {
-            return err("a total limit (max_incoming_total, max_buffered_total) is below its per-peer limit");
-        }
-        if (self.max_buffered_per_peer as u64) < self.message_len_limit() {
-            return err("max_buffered_per_peer must hold the largest message (max_message_len)");
-        }
-        if self
-            .session_idle_timeout
-            .is_some_and(|t| t < self.tick * self.abort_ticks)
-        {
-            return err("session_idle_timeout must be at least abort_ticks ticks");
-        }
-        if let Padding::Multiple(m) = self.padding {
-            if m == 0 {
-                return err("Padding::Multiple needs a non-zero multiple");
-            }
-        }
-        Ok(())
+    }
+
+    /// Above the floor the wire bound still binds.
+    #[test]
+    fn the_wire_bound_binds_above_the_floor() {
+        let cfg = Config {
+            record_size: 1,
+            max_message_len: u64::MAX,
+            ..Config::default()
+        };
+        assert!(cfg.message_len_limit() <= wire_bound(1));
     }
 }

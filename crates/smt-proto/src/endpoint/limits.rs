@@ -132,17 +132,18 @@ impl Ledger {
         rpcs: &RpcTables,
         stats: &mut Stats,
     ) {
-        let mut usage: HashMap<PeerId, Charge> = HashMap::default();
-        let mut total = Charge::default();
-        for (peer, inc, request) in partial_messages(rpcs) {
-            let c = Charge {
-                bytes: inc.buffered_bytes(),
-                requests: usize::from(request),
-            };
-            usage.entry(peer).or_default().add(c);
-            total.add(c);
-        }
-        // The list is reused (no allocation per tick).
+        let (usage, total) = tally_usage(rpcs);
+        self.charge_anew(peers, &usage);
+        self.total = total;
+        self.recounted = Some(now);
+        stats.usage.handshake_bytes = peers.handshake_bytes() as u64;
+        self.publish(peers, stats, None);
+    }
+
+    /// Clears the usage of the peers charged at the last recount and
+    /// charges those in `usage`, which become the new charged list (reused:
+    /// no allocation per tick).
+    fn charge_anew(&mut self, peers: &mut Peers, usage: &HashMap<PeerId, Charge>) {
         let mut charged = std::mem::take(&mut self.charged);
         for id in &charged {
             if let Some(p) = peers.at_mut(*id) {
@@ -151,7 +152,7 @@ impl Ledger {
             }
         }
         charged.clear();
-        for (id, c) in &usage {
+        for (id, c) in usage {
             if let Some(p) = peers.at_mut(*id) {
                 set_usage(p, *c);
                 if !p.charged {
@@ -161,10 +162,6 @@ impl Ledger {
             }
         }
         self.charged = charged;
-        self.total = total;
-        self.recounted = Some(now);
-        stats.usage.handshake_bytes = peers.handshake_bytes() as u64;
-        self.publish(peers, stats, None);
     }
 
     /// Writes the usage gauges into the endpoint's stats, and into the
@@ -278,4 +275,19 @@ pub(crate) fn add_charge(
     usage.incoming_bytes = total.bytes as u64;
     usage.partial_requests = total.requests as u64;
     usage.peak_incoming_bytes = usage.peak_incoming_bytes.max(usage.incoming_bytes);
+}
+
+/// What the partial messages in `rpcs` hold, by peer and in all.
+fn tally_usage(rpcs: &RpcTables) -> (HashMap<PeerId, Charge>, Charge) {
+    let mut usage: HashMap<PeerId, Charge> = HashMap::default();
+    let mut total = Charge::default();
+    for (peer, inc, request) in partial_messages(rpcs) {
+        let c = Charge {
+            bytes: inc.buffered_bytes(),
+            requests: usize::from(request),
+        };
+        usage.entry(peer).or_default().add(c);
+        total.add(c);
+    }
+    (usage, total)
 }

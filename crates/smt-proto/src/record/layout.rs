@@ -13,6 +13,9 @@ pub struct MessageLayout {
     record_size: u64,
     records_per_segment: u64,
     records: u64,
+    /// `padded_len + records × RECORD_OVERHEAD`, kept: asked several times
+    /// per packet.
+    wire_len: u64,
 }
 
 /// One segment of a message.
@@ -66,6 +69,7 @@ impl MessageLayout {
             record_size,
             records_per_segment: per_segment,
             records,
+            wire_len: padded_len + records * RECORD_OVERHEAD as u64,
         }
     }
 
@@ -91,7 +95,7 @@ impl MessageLayout {
 
     /// Total wire bytes of the message.
     pub fn wire_len(&self) -> u64 {
-        self.padded_len + self.records * RECORD_OVERHEAD as u64
+        self.wire_len
     }
 
     /// The segment holding wire offset `wire_offset` (clamped to the last).

@@ -119,20 +119,14 @@ impl Pair {
     ) -> Self {
         let client_addr: SocketAddr = "10.0.0.1:4000".parse().expect("valid literal");
         let server_addr: SocketAddr = "10.0.0.2:5000".parse().expect("valid literal");
-        client_cfg.local_port = client_addr.port();
-        server_cfg.local_port = server_addr.port();
         let buf_len = client_cfg
             .max_datagram_size
             .max(server_cfg.max_datagram_size);
-        let mut client = Endpoint::new(client_cfg).expect("client config");
-        let mut server = Endpoint::new(server_cfg).expect("server config");
+        client_cfg.local_port = client_addr.port();
+        server_cfg.local_port = server_addr.port();
         let (ck, sk) = keys.session();
-        client
-            .install_session(server_addr, ck)
-            .expect("client keys");
-        server
-            .install_session(client_addr, sk)
-            .expect("server keys");
+        let client = keyed_endpoint(client_cfg, server_addr, ck, "client");
+        let server = keyed_endpoint(server_cfg, client_addr, sk, "server");
         // The virtual clock starts at the real one's reading (an `Instant`
         // has no other origin); nothing reads the real clock after this.
         #[allow(clippy::disallowed_methods)]
@@ -410,4 +404,14 @@ impl Pair {
         }
         any
     }
+}
+
+/// An endpoint configured by `cfg` with a session towards `peer` under
+/// `keys`; panics (this is test scaffolding) naming `side` if either is
+/// refused.
+fn keyed_endpoint(cfg: Config, peer: SocketAddr, keys: crate::SessionKeys, side: &str) -> Endpoint {
+    let mut ep = Endpoint::new(cfg).unwrap_or_else(|e| panic!("{side} config: {e}"));
+    ep.install_session(peer, keys)
+        .unwrap_or_else(|e| panic!("{side} keys: {e:?}"));
+    ep
 }

@@ -210,6 +210,47 @@ fn check_common<T: AsRef<[u8]>>(packet: &Packet<T>, header_len: usize) -> Result
     Ok(())
 }
 
+/// A PATH's exclude list (`list` is exactly its entries).
+fn parse_excludes(list: &[u8]) -> Result<Bounded<PathletClass, MAX_PATH_EXCLUDES>, WireError> {
+    let mut exclude = Bounded::new();
+    for e in list.chunks_exact(PATH_EXCLUDE_LEN) {
+        if e[3] != 0 {
+            return Err(WireError::BadField("reserved bytes set"));
+        }
+        exclude.push(PathletClass {
+            pathlet: be16(e, 0),
+            class: e[2],
+        });
+    }
+    Ok(exclude)
+}
+
+/// A PATH's slots (`list` is exactly all of them), of which the first
+/// `used` are filled and the rest must be zero.
+fn parse_slots(list: &[u8], used: usize) -> Result<Bounded<PathSlot, MAX_PATH_SLOTS>, WireError> {
+    let mut slots = Bounded::new();
+    for (i, s) in list.chunks_exact(PATH_SLOT_LEN).enumerate() {
+        if i >= used {
+            if s.iter().any(|&b| b != 0) {
+                return Err(WireError::BadField("PATH unused slot not zero"));
+            }
+            continue;
+        }
+        if s[3] & !SLOT_CE != 0 {
+            return Err(WireError::BadField("PATH slot flags"));
+        }
+        slots.push(PathSlot {
+            at: PathletClass {
+                pathlet: be16(s, 0),
+                class: s[2],
+            },
+            ce: s[3] & SLOT_CE != 0,
+            queue_bytes: be32(s, 4),
+        });
+    }
+    Ok(slots)
+}
+
 /// PATH's length from its header: `32 + 4 × excludes + 8 × slots`, or why
 /// it cannot be told. `buf` starts with a PATH packet that passed
 /// [`Packet::new_checked`].
@@ -281,38 +322,9 @@ impl PathRepr {
         if used > usize::from(capacity) {
             return Err(WireError::BadField("PATH used beyond slots"));
         }
-        let mut exclude = Bounded::new();
-        let excludes = usize::from(buf[path::EXCLUDES]);
-        let slots_at = path::LIST + PATH_EXCLUDE_LEN * excludes;
-        for e in buf[path::LIST..slots_at].chunks_exact(PATH_EXCLUDE_LEN) {
-            if e[3] != 0 {
-                return Err(WireError::BadField("reserved bytes set"));
-            }
-            exclude.push(PathletClass {
-                pathlet: be16(e, 0),
-                class: e[2],
-            });
-        }
-        let mut slots = Bounded::new();
-        for (i, s) in buf[slots_at..].chunks_exact(PATH_SLOT_LEN).enumerate() {
-            if i >= used {
-                if s.iter().any(|&b| b != 0) {
-                    return Err(WireError::BadField("PATH unused slot not zero"));
-                }
-                continue;
-            }
-            if s[3] & !SLOT_CE != 0 {
-                return Err(WireError::BadField("PATH slot flags"));
-            }
-            slots.push(PathSlot {
-                at: PathletClass {
-                    pathlet: be16(s, 0),
-                    class: s[2],
-                },
-                ce: s[3] & SLOT_CE != 0,
-                queue_bytes: be32(s, 4),
-            });
-        }
+        let slots_at = path::LIST + PATH_EXCLUDE_LEN * usize::from(buf[path::EXCLUDES]);
+        let exclude = parse_excludes(&buf[path::LIST..slots_at])?;
+        let slots = parse_slots(&buf[slots_at..], used)?;
         Ok(Self {
             src_port: packet.src_port(),
             dst_port: packet.dst_port(),
@@ -425,6 +437,28 @@ pub fn path_excludes(buf: &[u8]) -> Bounded<PathletClass, MAX_PATH_EXCLUDES> {
     out
 }
 
+/// A PATH_ECHO's entries (`list` is exactly them).
+fn parse_echo_entries(list: &[u8]) -> Result<Bounded<EchoEntry, MAX_ECHO_ENTRIES>, WireError> {
+    let mut entries = Bounded::new();
+    for e in list.chunks_exact(PATH_ECHO_ENTRY_LEN) {
+        let has_id = e[3] & ENTRY_HAS_ID != 0;
+        if e[3] & !ENTRY_HAS_ID != 0 || (!has_id && be64(e, 16) != 0) {
+            return Err(WireError::BadField("reserved bytes set"));
+        }
+        entries.push(EchoEntry {
+            at: PathletClass {
+                pathlet: be16(e, 0),
+                class: e[2],
+            },
+            bytes: be32(e, 4),
+            ce_bytes: be32(e, 8),
+            queue_bytes: be32(e, 12),
+            last_id: has_id.then(|| be64(e, 16)),
+        });
+    }
+    Ok(entries)
+}
+
 impl PathEchoRepr {
     /// Parses and validates a PATH_ECHO (without its MAC).
     pub fn parse<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Self, WireError> {
@@ -445,23 +479,7 @@ impl PathEchoRepr {
         if flags & !ECHO_OVERFLOW != 0 || buf[path_echo::RESERVED] != 0 {
             return Err(WireError::BadField("reserved bytes set"));
         }
-        let mut entries = Bounded::new();
-        for e in buf[path_echo::ENTRIES..].chunks_exact(PATH_ECHO_ENTRY_LEN) {
-            let has_id = e[3] & ENTRY_HAS_ID != 0;
-            if e[3] & !ENTRY_HAS_ID != 0 || (!has_id && be64(e, 16) != 0) {
-                return Err(WireError::BadField("reserved bytes set"));
-            }
-            entries.push(EchoEntry {
-                at: PathletClass {
-                    pathlet: be16(e, 0),
-                    class: e[2],
-                },
-                bytes: be32(e, 4),
-                ce_bytes: be32(e, 8),
-                queue_bytes: be32(e, 12),
-                last_id: has_id.then(|| be64(e, 16)),
-            });
-        }
+        let entries = parse_echo_entries(&buf[path_echo::ENTRIES..])?;
         Ok(Self {
             src_port: packet.src_port(),
             dst_port: packet.dst_port(),

@@ -372,34 +372,13 @@ fn parse_control<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Body, WireError> 
     require_zero_data_fields(packet)?;
     let buf = packet.as_bytes();
     let ty = packet.packet_type();
-    let expect = match ty {
-        PacketType::GRANT => GRANT_LEN,
-        PacketType::RESEND => RESEND_LEN,
-        PacketType::CREDIT => CREDIT_LEN,
-        PacketType::ACK => ACK_HEADER_LEN,
-        _ => COMMON_HEADER_LEN,
-    };
+    let expect = control_header_len(ty);
     if packet.header_len() != expect {
         return Err(WireError::BadHeaderLength);
     }
     let body = match ty {
-        PacketType::GRANT => {
-            use field::grant;
-            reserved_zero(&buf[grant::RESERVED])?;
-            Body::Grant {
-                offset: be32_at(buf, grant::OFFSET),
-                priority: buf[grant::PRIORITY],
-            }
-        }
-        PacketType::RESEND => {
-            use field::resend;
-            reserved_zero(&buf[resend::RESERVED])?;
-            Body::Resend {
-                offset: be32_at(buf, resend::OFFSET),
-                length: be32_at(buf, resend::LENGTH),
-                priority: buf[resend::PRIORITY],
-            }
-        }
+        PacketType::GRANT => parse_grant(buf)?,
+        PacketType::RESEND => parse_resend(buf)?,
         PacketType::CREDIT => Body::Credit {
             limit: be32_at(buf, field::credit::LIMIT),
             sequence: be32_at(buf, field::credit::SEQUENCE),
@@ -416,6 +395,39 @@ fn parse_control<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Body, WireError> 
         return Err(WireError::BadField("trailing bytes after control packet"));
     }
     Ok(body)
+}
+
+/// The header length a control packet of type `ty` must have (the bodyless
+/// types have only the common header).
+fn control_header_len(ty: PacketType) -> usize {
+    match ty {
+        PacketType::GRANT => GRANT_LEN,
+        PacketType::RESEND => RESEND_LEN,
+        PacketType::CREDIT => CREDIT_LEN,
+        PacketType::ACK => ACK_HEADER_LEN,
+        _ => COMMON_HEADER_LEN,
+    }
+}
+
+/// A GRANT's body (its length already checked).
+fn parse_grant(buf: &[u8]) -> Result<Body, WireError> {
+    use field::grant;
+    reserved_zero(&buf[grant::RESERVED])?;
+    Ok(Body::Grant {
+        offset: be32_at(buf, grant::OFFSET),
+        priority: buf[grant::PRIORITY],
+    })
+}
+
+/// A RESEND's body (its length already checked).
+fn parse_resend(buf: &[u8]) -> Result<Body, WireError> {
+    use field::resend;
+    reserved_zero(&buf[resend::RESERVED])?;
+    Ok(Body::Resend {
+        offset: be32_at(buf, resend::OFFSET),
+        length: be32_at(buf, resend::LENGTH),
+        priority: buf[resend::PRIORITY],
+    })
 }
 
 fn reserved_zero(bytes: &[u8]) -> Result<(), WireError> {
@@ -504,8 +516,34 @@ fn emit_zero_data_fields<T: AsRef<[u8]> + AsMut<[u8]>>(packet: &mut Packet<T>) {
     packet.set_resend_index(0);
 }
 
+/// An ACK's count and message IDs.
+fn emit_ack(ids: &[u64], buf: &mut [u8]) {
+    use field::ack;
+    buf[ack::COUNT].copy_from_slice(&(ids.len() as u16).to_be_bytes());
+    buf[ack::RESERVED].fill(0);
+    for (i, id) in ids.iter().enumerate() {
+        let at = ack::IDS + 8 * i;
+        buf[at..at + 8].copy_from_slice(&id.to_be_bytes());
+    }
+}
+
+/// A HANDSHAKE's fields: its (offset, ack, length), kind and flags.
+fn emit_handshake(
+    (offset, ack, len): (u32, u32, u16),
+    kind: HandshakeKind,
+    flags: u8,
+    buf: &mut [u8],
+) {
+    use field::handshake;
+    buf[handshake::OFFSET].copy_from_slice(&offset.to_be_bytes());
+    buf[handshake::ACK].copy_from_slice(&ack.to_be_bytes());
+    buf[handshake::LEN].copy_from_slice(&len.to_be_bytes());
+    buf[handshake::KIND] = kind.0;
+    buf[handshake::FLAGS] = flags;
+}
+
 fn emit_control_body<T: AsRef<[u8]> + AsMut<[u8]>>(body: &Body, packet: &mut Packet<T>) {
-    use field::{ack, grant, handshake, resend};
+    use field::{grant, resend};
     let buf = packet.inner_mut();
     match body {
         Body::Grant { offset, priority } => {
@@ -527,28 +565,14 @@ fn emit_control_body<T: AsRef<[u8]> + AsMut<[u8]>>(body: &Body, packet: &mut Pac
             buf[field::credit::LIMIT].copy_from_slice(&limit.to_be_bytes());
             buf[field::credit::SEQUENCE].copy_from_slice(&sequence.to_be_bytes());
         }
-        Body::Ack(ids) => {
-            let n = ids.as_slice().len() as u16;
-            buf[ack::COUNT].copy_from_slice(&n.to_be_bytes());
-            buf[ack::RESERVED].fill(0);
-            for (i, id) in ids.as_slice().iter().enumerate() {
-                let at = ack::IDS + 8 * i;
-                buf[at..at + 8].copy_from_slice(&id.to_be_bytes());
-            }
-        }
+        Body::Ack(ids) => emit_ack(ids.as_slice(), buf),
         Body::Handshake {
             offset,
             ack,
             len,
             kind,
             flags,
-        } => {
-            buf[handshake::OFFSET].copy_from_slice(&offset.to_be_bytes());
-            buf[handshake::ACK].copy_from_slice(&ack.to_be_bytes());
-            buf[handshake::LEN].copy_from_slice(&len.to_be_bytes());
-            buf[handshake::KIND] = kind.0;
-            buf[handshake::FLAGS] = *flags;
-        }
+        } => emit_handshake((*offset, *ack, *len), *kind, *flags, buf),
         Body::RpcUnknown
         | Body::Busy
         | Body::Overloaded
