@@ -504,8 +504,8 @@ impl Endpoint {
     /// in the first epoch.
     fn switch_to_next_keys(&mut self, peer: SocketAddr, keys: SessionKeys) {
         if let Some(session) = self.peers.get_mut(&peer) {
-            session.advance_to(keys);
-            tracing::debug!(%peer, epoch = session.current.number, "handshake switched keys");
+            session.session.advance_to(keys);
+            tracing::debug!(%peer, epoch = session.session.current.number, "handshake switched keys");
         }
         self.confirm_keys(peer);
     }
@@ -521,7 +521,7 @@ impl Endpoint {
             .handshakes
             .get(&peer)
             .is_some_and(|c| c.initiator);
-        let Some(epoch) = self.peers.get(&peer).map(|s| s.current.number) else {
+        let Some(epoch) = self.peers.get(&peer).map(|s| s.session.current.number) else {
             return;
         };
         if initiator {
