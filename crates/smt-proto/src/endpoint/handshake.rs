@@ -252,12 +252,7 @@ impl Endpoint {
             None => false,
         };
         self.admit_handshake(from)?;
-        let hs = self
-            .hs
-            .acceptor
-            .as_mut()
-            .and_then(|a| a.accept_kind(from, kind))
-            .ok_or(DropReason::Handshake)?;
+        let hs = self.accept(from, kind)?;
         if !validated && self.must_prove_return(from, &*hs, payload) {
             return self.send_retry(now, from, kind, received).map(|()| false);
         }
@@ -268,6 +263,19 @@ impl Endpoint {
             validated,
         );
         Ok(true)
+    }
+
+    /// A responder's handshake of `kind` for `from`, from the acceptor.
+    fn accept(
+        &mut self,
+        from: SocketAddr,
+        kind: HandshakeKind,
+    ) -> Result<Box<dyn Handshake>, DropReason> {
+        self.hs
+            .acceptor
+            .as_mut()
+            .and_then(|a| a.accept_kind(from, kind))
+            .ok_or(DropReason::Handshake)
     }
 
     /// Lists a handshake a peer opened (`validated`: with a valid retry
