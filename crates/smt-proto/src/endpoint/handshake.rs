@@ -252,12 +252,7 @@ impl Endpoint {
             None => false,
         };
         self.admit_handshake(from)?;
-        let hs = self
-            .hs
-            .acceptor
-            .as_mut()
-            .and_then(|a| a.accept_kind(from, kind))
-            .ok_or(DropReason::Handshake)?;
+        let hs = self.accept(from, kind)?;
         if !validated && self.must_prove_return(from, &*hs, payload) {
             return self.send_retry(now, from, kind, received).map(|()| false);
         }
@@ -268,6 +263,19 @@ impl Endpoint {
             validated,
         );
         Ok(true)
+    }
+
+    /// A responder's handshake of `kind` for `from`, from the acceptor.
+    fn accept(
+        &mut self,
+        from: SocketAddr,
+        kind: HandshakeKind,
+    ) -> Result<Box<dyn Handshake>, DropReason> {
+        self.hs
+            .acceptor
+            .as_mut()
+            .and_then(|a| a.accept_kind(from, kind))
+            .ok_or(DropReason::Handshake)
     }
 
     /// Lists a handshake a peer opened (`validated`: with a valid retry
@@ -504,8 +512,8 @@ impl Endpoint {
     /// in the first epoch.
     fn switch_to_next_keys(&mut self, peer: SocketAddr, keys: SessionKeys) {
         if let Some(session) = self.peers.get_mut(&peer) {
-            session.advance_to(keys);
-            tracing::debug!(%peer, epoch = session.current.number, "handshake switched keys");
+            session.session.advance_to(keys);
+            tracing::debug!(%peer, epoch = session.session.current.number, "handshake switched keys");
         }
         self.confirm_keys(peer);
     }
@@ -521,7 +529,7 @@ impl Endpoint {
             .handshakes
             .get(&peer)
             .is_some_and(|c| c.initiator);
-        let Some(epoch) = self.peers.get(&peer).map(|s| s.current.number) else {
+        let Some(epoch) = self.peers.get(&peer).map(|s| s.session.current.number) else {
             return;
         };
         if initiator {

@@ -142,14 +142,14 @@ impl Endpoint {
 
     /// Counters of one peer's session.
     pub fn peer_stats(&self, peer: SocketAddr) -> Option<Stats> {
-        Some(self.tallied(peer, &self.peers.get(&peer)?.stats))
+        Some(self.tallied(peer, &self.peers.get(&peer)?.session.stats))
     }
 
     /// Every peer with a session and its counters, in no particular
     /// order, without the transmissions of a batch still being sent
     /// (which [`Endpoint::peer_stats`] adds): to rank peers, say. O(sessions).
     pub fn peers_stats(&self) -> impl Iterator<Item = (SocketAddr, &Stats)> + '_ {
-        self.peers.iter().map(|(addr, p)| (*addr, &p.stats))
+        self.peers.iter().map(|(addr, p)| (*addr, &p.session.stats))
     }
 
     /// A peer's counters with the transmissions not yet added to them.
@@ -605,13 +605,13 @@ impl Endpoint {
     pub(crate) fn allocate_id(&mut self, peer_id: PeerId) -> Result<(u64, u64), SendError> {
         let drained = self.previous_drained(peer_id);
         let (peer, session) = self.peers.entry_mut(peer_id).ok_or(SendError::NoSession)?;
-        let cur = &session.current;
+        let cur = &session.session.current;
         let records_low = cur.records_sealed > cur.tx.record_limit() / 4 * 3;
         let ids_low = cur.ids.remaining() <= cur.ids.capacity() / 4;
-        if (ids_low || records_low) && drained && session.advance() {
-            let epoch = session.current.number;
+        if (ids_low || records_low) && drained && session.session.advance() {
+            let epoch = session.session.current.number;
             tracing::debug!(%peer, epoch, "rekeyed: new key epoch, message IDs restart");
-            if session.key_update_unconfirmed.replace(0).is_none() {
+            if session.session.key_update_unconfirmed.replace(0).is_none() {
                 self.peers.key_updates.push(peer);
             }
             self.queue_control(peer, epoch, KEY_UPDATE_ANNOUNCE, Body::KeyUpdate);
@@ -625,9 +625,9 @@ impl Endpoint {
             );
         }
         let session = self.peers.at_mut(peer_id).ok_or(SendError::NoSession)?;
-        match session.current.ids.allocate() {
-            Some(id) => Ok((session.current.number, id)),
-            None if session.update.is_some() => Err(SendError::RekeyPending),
+        match session.session.current.ids.allocate() {
+            Some(id) => Ok((session.session.current.number, id)),
+            None if session.session.update.is_some() => Err(SendError::RekeyPending),
             None => Err(SendError::IdSpaceExhausted),
         }
     }
@@ -637,7 +637,7 @@ impl Endpoint {
         let Some(prev) = self
             .peers
             .at(peer_id)
-            .and_then(|s| s.previous.as_ref())
+            .and_then(|s| s.session.previous.as_ref())
             .map(|e| e.number)
         else {
             return true;
@@ -663,7 +663,7 @@ impl Endpoint {
             let key = c.key();
             self.unindex_client(&c);
             if let Some(s) = self.peers.at_mut(c.peer_id) {
-                s.stats.rpcs_failed += 1;
+                s.session.stats.rpcs_failed += 1;
             }
             self.recycle_client(c);
             self.counters.stats.rpcs_failed += 1;

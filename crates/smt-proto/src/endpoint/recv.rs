@@ -152,7 +152,7 @@ impl Endpoint {
         tracing::debug!(%from, reason = reason.name(), "dropped packet");
         self.counters.stats.drops.add(reason);
         if let Some(s) = self.peers.get_mut(&from) {
-            s.stats.drops.add(reason);
+            s.session.stats.drops.add(reason);
         }
     }
 
@@ -385,8 +385,8 @@ impl Endpoint {
         let Some(peer) = self.peers.at_mut(pid) else {
             return Ok(());
         };
-        peer.advance();
-        let epoch = peer.current.number;
+        peer.session.advance();
+        let epoch = peer.session.current.number;
         tracing::debug!(%from, epoch, "peer rekeyed");
         self.queue_control(from, epoch, super::KEY_UPDATE_CONFIRM, Body::KeyUpdate);
         trace_event!(

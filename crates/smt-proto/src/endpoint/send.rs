@@ -200,8 +200,8 @@ impl Endpoint {
     fn flush_tx_tally(&mut self) {
         let tally = std::mem::take(&mut self.counters.tx_tally);
         if let Some(s) = tally.peer.and_then(|p| self.peers.get_mut(&p)) {
-            s.stats.datagrams_tx += tally.datagrams;
-            s.stats.bytes_tx += tally.bytes;
+            s.session.stats.datagrams_tx += tally.datagrams;
+            s.session.stats.bytes_tx += tally.bytes;
         }
     }
 
@@ -260,7 +260,7 @@ impl Endpoint {
     /// epoch `epoch` of peer `pid`) into the rest of `buf`. `None` if that
     /// epoch is gone.
     fn tag_control(&self, pid: PeerId, epoch: u64, buf: &mut [u8], len: usize) -> Option<()> {
-        let keys = self.peers.at(pid)?.epoch(epoch)?;
+        let keys = self.peers.at(pid)?.session.epoch(epoch)?;
         let tag = keys.tx.control_tag(&buf[..len]);
         buf[len..].copy_from_slice(&tag);
         Some(())
@@ -273,7 +273,7 @@ impl Endpoint {
             Body::Resend { .. } => {
                 self.counters.stats.resends_sent += 1;
                 if let Some(s) = pid.and_then(|id| self.peers.at_mut(id)) {
-                    s.stats.resends_sent += 1;
+                    s.session.stats.resends_sent += 1;
                 }
             }
             _ => {}
@@ -497,7 +497,7 @@ fn count_data_sent(
         // Rare: the peer's own count is worth a lookup here.
         stats.retransmitted_packets += 1;
         if let Some(s) = peers.get_mut(&k.peer) {
-            s.stats.retransmitted_packets += 1;
+            s.session.stats.retransmitted_packets += 1;
         }
     }
 }

@@ -147,12 +147,12 @@ impl Endpoint {
             let Some(s) = self.peers.get_mut(peer) else {
                 return false;
             };
-            let Some(ticks) = s.key_update_unconfirmed.as_mut() else {
+            let Some(ticks) = s.session.key_update_unconfirmed.as_mut() else {
                 return false;
             };
             *ticks += 1;
             if ticks.is_multiple_of(resend) {
-                again.push((*peer, s.current.number));
+                again.push((*peer, s.session.current.number));
             }
             true
         });
@@ -282,7 +282,7 @@ impl Endpoint {
         );
         self.counters.stats.requests_restarted += 1;
         if let Some(s) = self.peers.at_mut(pid) {
-            s.stats.requests_restarted += 1;
+            s.session.stats.requests_restarted += 1;
         }
         self.mark_sendable(MsgKey::Client(handle));
         self.arm_tick(now);

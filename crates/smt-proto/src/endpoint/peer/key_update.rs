@@ -36,10 +36,10 @@ impl Peer {
         phase: bool,
         datagram: &[u8],
     ) -> Result<KeyUpdateSeen, DropReason> {
-        let already = self.current.phase() == phase;
+        let already = self.session.current.phase() == phase;
         let rx = match already {
-            true => self.current.rx.clone(),
-            false => self.next_keys().ok_or(DropReason::KeyPhase)?.rx,
+            true => self.session.current.rx.clone(),
+            false => self.session.next_keys().ok_or(DropReason::KeyPhase)?.rx,
         };
         let (body, tag) = split_tag(datagram)?;
         if rx.verify_control_tag(body, tag).is_err() {
@@ -67,6 +67,7 @@ impl Peer {
         tag: &[u8; TAG_LEN],
     ) -> DropReason {
         let stale = self
+            .session
             .previous
             .as_ref()
             .filter(|e| !already && e.phase() == phase)
@@ -82,16 +83,16 @@ impl Peer {
     fn key_update_seen(&mut self, already: bool, id: u64) -> KeyUpdateSeen {
         if id == super::super::KEY_UPDATE_CONFIRM {
             if already {
-                self.key_update_unconfirmed = None;
+                self.session.key_update_unconfirmed = None;
             }
             return KeyUpdateSeen::Confirmed;
         }
         if already {
             return KeyUpdateSeen::Repeated {
-                current: self.current.number,
+                current: self.session.current.number,
             };
         }
-        let previous = self.previous.as_ref().map(|e| e.number);
+        let previous = self.session.previous.as_ref().map(|e| e.number);
         KeyUpdateSeen::Announced { previous }
     }
 }

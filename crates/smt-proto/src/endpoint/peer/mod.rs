@@ -9,7 +9,6 @@ pub(crate) mod id;
 mod key_update;
 mod state;
 
-use std::ops::{Deref, DerefMut};
 use std::time::Instant;
 
 pub(crate) use self::budget::{Budget, AMPLIFICATION};
@@ -62,8 +61,10 @@ pub(crate) enum Origin {
     Handshake,
 }
 
-/// One peer's state. Derefs to its [`Session`], whose fields the protocol
-/// reads on every packet.
+/// One peer's state. Its [`Session`] (keys by epoch, message IDs,
+/// counters) is the `session` field, named at each use: no `Deref`, so
+/// what belongs to the session and what to the peer (budget, origin,
+/// handshake) stays visible where it is used.
 #[derive(Debug)]
 pub(crate) struct Peer {
     pub session: Session,
@@ -141,19 +142,6 @@ impl Peer {
     /// if so counts it.
     pub fn may_react(&mut self, len: usize) -> bool {
         self.budget.try_spend(len)
-    }
-}
-
-impl Deref for Peer {
-    type Target = Session;
-    fn deref(&self) -> &Session {
-        &self.session
-    }
-}
-
-impl DerefMut for Peer {
-    fn deref_mut(&mut self) -> &mut Session {
-        &mut self.session
     }
 }
 

@@ -43,13 +43,15 @@ use crate::wire::{AckIds, Body, DataHeader};
 
 impl Endpoint {
     fn is_local_id(&self, peer: PeerId, id: u64) -> bool {
-        self.peers.at(peer).is_some_and(|s| s.is_local_id(id))
+        self.peers
+            .at(peer)
+            .is_some_and(|s| s.session.is_local_id(id))
     }
 
     fn was_allocated(&self, peer: PeerId, key: ServerRpcHandle) -> bool {
         self.peers
             .at(peer)
-            .and_then(|s| s.epoch(key.epoch))
+            .and_then(|s| s.session.epoch(key.epoch))
             .is_some_and(|e| e.ids.was_allocated(key.id))
     }
 
@@ -236,7 +238,10 @@ impl Endpoint {
     pub(super) fn new_request(&mut self, d: DataIn<'_>) -> Result<MsgKey, DropReason> {
         let (now, pid, key) = (d.now, d.pid, d.key);
         let session = self.peers.at(pid).ok_or(DropReason::UnknownSession)?;
-        let epoch = session.epoch(key.epoch).ok_or(DropReason::KeyPhase)?;
+        let epoch = session
+            .session
+            .epoch(key.epoch)
+            .ok_or(DropReason::KeyPhase)?;
         if epoch.replay.check(key.id) == ReplayCheck::Replayed {
             self.answer_if_refused(key);
             return Err(DropReason::Replay);
@@ -365,10 +370,10 @@ impl Endpoint {
             }
         );
         if let Some(s) = self.peers.at_mut(pid) {
-            if let Some(e) = s.epoch_mut(k.epoch) {
+            if let Some(e) = s.session.epoch_mut(k.epoch) {
                 e.replay.mark(k.id);
             }
-            s.stats.messages_received += 1;
+            s.session.stats.messages_received += 1;
         }
         self.outbox.push_event(Event::Request { rpc: k, data });
     }
@@ -382,7 +387,11 @@ impl Endpoint {
         let key = m.rpc;
         self.drop_server_at(m.slot);
         self.trace_freed(key, FreeReason::Overloaded);
-        if let Some(epoch) = self.peers.at_mut(pid).and_then(|s| s.epoch_mut(key.epoch)) {
+        if let Some(epoch) = self
+            .peers
+            .at_mut(pid)
+            .and_then(|s| s.session.epoch_mut(key.epoch))
+        {
             epoch.replay.refuse(key.id);
         }
         self.count_refused(key);
@@ -408,9 +417,9 @@ impl Endpoint {
         self.counters.stats.rpcs_completed += 1;
         self.counters.stats.rtt.record(rtt);
         if let Some(s) = self.peers.at_mut(pid) {
-            s.stats.messages_received += 1;
-            s.stats.rpcs_completed += 1;
-            s.stats.rtt.record(rtt);
+            s.session.stats.messages_received += 1;
+            s.session.stats.rpcs_completed += 1;
+            s.session.stats.rtt.record(rtt);
         }
         self.queue_ack(now, key);
         self.outbox
@@ -564,7 +573,11 @@ impl Endpoint {
         if resend && self.answer_if_refused(key) {
             return Err(DropReason::UnknownRpc);
         }
-        let Some(epoch) = self.peers.at_mut(pid).and_then(|s| s.epoch_mut(key.epoch)) else {
+        let Some(epoch) = self
+            .peers
+            .at_mut(pid)
+            .and_then(|s| s.session.epoch_mut(key.epoch))
+        else {
             return Err(DropReason::KeyPhase);
         };
         let fresh = epoch.replay.check(key.id) == ReplayCheck::Fresh;
@@ -612,7 +625,7 @@ impl Endpoint {
         let Some(epoch) = self
             .peers
             .get_mut(&key.peer)
-            .and_then(|s| s.epoch_mut(key.epoch))
+            .and_then(|s| s.session.epoch_mut(key.epoch))
         else {
             return;
         };
@@ -630,7 +643,7 @@ impl Endpoint {
     pub(crate) fn count_refused(&mut self, key: ServerRpcHandle) {
         self.counters.stats.requests_refused += 1;
         if let Some(s) = self.peers.get_mut(&key.peer) {
-            s.stats.requests_refused += 1;
+            s.session.stats.requests_refused += 1;
         }
     }
 
@@ -640,7 +653,7 @@ impl Endpoint {
         let refused = self
             .peers
             .get(&key.peer)
-            .and_then(|s| s.epoch(key.epoch))
+            .and_then(|s| s.session.epoch(key.epoch))
             .is_some_and(|e| e.replay.is_refused(key.id));
         if refused {
             self.queue_control(key.peer, key.epoch, key.id, Body::Overloaded);
