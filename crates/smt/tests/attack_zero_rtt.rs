@@ -17,8 +17,8 @@ use std::time::{Duration, SystemTime};
 
 use attack_common::{bind, format_drops, Snapshot};
 use smt::{Endpoint, ServerAcceptor};
-use smt_sim::attack::Tally;
-use smt_sim::{Direction, Relay};
+use smt_relay::attack::Tally;
+use smt_relay::{Direction, Relay};
 use smt_ticket::{Freshness, KeyPool, ReplayCache, StaticKey, Ticket, ZeroRttServer};
 use smt_tls::certs::Ca;
 

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use smt::{Endpoint, EndpointConfig, ServerAcceptor};
-use smt_sim::relay::{Direction, Relay, RelayConfig};
+use smt_relay::relay::{Direction, Relay, RelayConfig};
 use smt_ticket::{KeyPool, ReplayCache, StaticKey, Ticket, VerifiedTicket, ZeroRttServer};
 use smt_tls::certs::Ca;
 

@@ -107,7 +107,7 @@ impl SizeDist {
 
 /// The seeded generator for workload sizes and arrival gaps: the
 /// simulator's SplitMix64.
-pub use smt_sim::SplitMix64 as Rng;
+pub use smt_relay::SplitMix64 as Rng;
 
 #[cfg(test)]
 mod tests {

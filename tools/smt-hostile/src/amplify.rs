@@ -9,7 +9,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use smt_proto::wire::{first_packet_len, PacketType};
-use smt_sim::SplitMix64;
+use smt_relay::SplitMix64;
 
 use crate::forge;
 
@@ -174,7 +174,7 @@ pub fn run(
 /// as a receiver does (`docs/protocol.md` § 2.1).
 fn count_packets(mut datagram: &[u8], types: &mut BTreeMap<String, u64>) {
     while !datagram.is_empty() {
-        let ty = smt_sim::attack::packet_type(datagram)
+        let ty = smt_relay::attack::packet_type(datagram)
             .map_or_else(|| "unparsed".to_string(), type_name);
         *types.entry(ty).or_default() += 1;
         let len = first_packet_len(datagram, true).unwrap_or(datagram.len());

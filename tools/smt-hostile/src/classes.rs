@@ -3,7 +3,7 @@
 
 use std::net::SocketAddrV4;
 
-use smt_sim::SplitMix64;
+use smt_relay::SplitMix64;
 
 use crate::flood::{Shot, SpoofFrom, Via};
 use crate::{forge, icmp, netns};

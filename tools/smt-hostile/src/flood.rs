@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use smt_sim::SplitMix64;
+use smt_relay::SplitMix64;
 
 use crate::{icmp, netns};
 

@@ -5,8 +5,8 @@
 
 use smt_proto::crypto::TAG_LEN;
 use smt_proto::wire::{Body, DataHeader, Packet, PacketType, Repr, HANDSHAKE_TOKEN};
-use smt_sim::attack::{forge_control, forge_handshake, CONTROL_TYPES};
-use smt_sim::SplitMix64;
+use smt_relay::attack::{forge_control, forge_handshake, CONTROL_TYPES};
+use smt_relay::SplitMix64;
 
 /// HANDSHAKE `kind` of TLS 1.3.
 pub const KIND_TLS13: u8 = 0;

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use mio::net::UdpSocket;
 use mio::{Events, Interest, Poll, Token};
 use smt_proto::wire::{first_packet_len, Body, Packet, Repr, HANDSHAKE_RETRY};
-use smt_sim::SplitMix64;
+use smt_relay::SplitMix64;
 
 use crate::forge::{self, Stream};
 

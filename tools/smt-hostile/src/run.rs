@@ -8,7 +8,7 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use smt_sim::SplitMix64;
+use smt_relay::SplitMix64;
 
 use crate::classes::{self, Class, Generator};
 use crate::env::Env;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use smt_sim::{Impairment, Relay, RelayConfig};
+use smt_relay::{Impairment, Relay, RelayConfig};
 
 const USAGE: &str = "\
 smt-relay: forward UDP between clients and a server, impairing it on the way
@@ -170,7 +170,7 @@ fn probability(flag: &str, value: &str) -> Result<f64, String> {
 fn micros(flag: &str, value: &str) -> Result<Duration, String> {
     let us: u64 = number(flag, value)?;
     let d = Duration::from_micros(us);
-    if d > smt_sim::relay::MAX_DELAY {
+    if d > smt_relay::relay::MAX_DELAY {
         return Err(format!(
             "{flag} is at most one hour (3600000000 µs), got {value}"
         ));

@@ -3,8 +3,8 @@
 
 fn main() {
     let started = std::time::Instant::now();
-    let rows = smt_sim::netsim::sweep();
-    print!("{}", smt_sim::netsim::table(&rows));
+    let rows = smt_relay::netsim::sweep();
+    print!("{}", smt_relay::netsim::table(&rows));
     let ok = rows.iter().all(|r| r.delivered == r.expected);
     println!(
         "# {} cells in {:.1} s of real time: {}",

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use smt_sim::{Captured, Direction, Impairment, Relay, RelayConfig, RelayStats};
+use smt_relay::{Captured, Direction, Impairment, Relay, RelayConfig, RelayStats};
 
 /// How long any test waits for something that should happen at once.
 const PATIENCE: Duration = Duration::from_secs(3);
