@@ -5,12 +5,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use crate::{ZeroRttServer, ZeroRttServerHandshake};
 use smt_crypto::AeadAlgorithm;
 use smt_proto::{Handshake, HandshakeAcceptor, HandshakeKind};
-use smt_ticket::{ZeroRttServer, ZeroRttServerHandshake};
 use smt_tls::TlsServer;
 
-use crate::keys::{PskServerHandshake, SessionKeyLog};
+use crate::keylog::SessionKeyLog;
+use crate::psk_nonce::PskServerHandshake;
 
 /// Answers TLS 1.3 handshakes, 0-RTT SMT-ticket hellos and (with a master
 /// secret) the PSK nonce exchange.
@@ -40,7 +41,7 @@ impl ServerAcceptor {
     }
 
     /// Also answers the PSK nonce exchange for clients holding `master`
-    /// (see [`crate::keys::PskClient`]).
+    /// (see [`crate::psk::PskClient`]).
     pub fn with_psk(mut self, master: &[u8], algorithm: AeadAlgorithm) -> Self {
         self.psk = Some((master.to_vec(), algorithm));
         self

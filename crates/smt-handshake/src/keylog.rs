@@ -11,7 +11,7 @@
 //! The id is the client's 32-byte nonce, which travels in the clear in the
 //! PskHello, so a reader can match lines to captured sessions; the value is
 //! the AEAD key (16 or 32 bytes) followed by the 12-byte IV. Off unless an
-//! application passes one to [`PskClient::with_key_log`](super::PskClient::with_key_log)
+//! application passes one to [`PskClient::with_key_log`](crate::psk::PskClient::with_key_log)
 //! or [`ServerAcceptor::with_key_log`](crate::ServerAcceptor::with_key_log).
 //! Anyone who reads the file can decrypt every session it covers: for
 //! debugging only.
@@ -63,8 +63,8 @@ impl SessionKeyLog {
     }
 
     /// Logs the traffic keys of a session installed without a handshake
-    /// ([`crate::Endpoint::install_session`] with keys from
-    /// [`super::session`]) under the PSK labels and `id`: any bytes (no
+    /// (`smt::Endpoint::install_session` with keys from
+    /// [`crate::psk::session`]) under the PSK labels and `id`: any bytes (no
     /// handshake names the session in a capture, so `smt dump` finds its
     /// keys by trial decryption).
     pub fn installed_keys(&self, id: &[u8], c2s: &TrafficKey, s2c: &TrafficKey) {

@@ -13,7 +13,7 @@
 //! ```
 //!
 //! Why: keys derived from the master and the address alone
-//! ([`psk_session`](super::psk_session)) are the same in every server run,
+//! ([`psk_session`](crate::psk::psk_session)) are the same in every server run,
 //! and a restarted server has lost its replay windows, so it would execute
 //! a captured request again. Here every session's keys depend on a nonce
 //! the server draws for it: a restarted server never derives an earlier
@@ -36,7 +36,7 @@ use smt_crypto::psk::derive_session_keys;
 use smt_crypto::AeadAlgorithm;
 use smt_proto::{AddressProof, Handshake, HandshakeError, Role, SessionKeys};
 
-use super::SessionKeyLog;
+use crate::keylog::SessionKeyLog;
 
 /// Length of either message.
 pub const PSK_MESSAGE_LEN: usize = 2 + NONCE_LEN;
@@ -264,7 +264,7 @@ fn session_keys(
     let mut context = CONTEXT_LABEL.to_vec();
     context.extend_from_slice(client_nonce);
     context.extend_from_slice(server_nonce);
-    context.extend_from_slice(&super::psk_context(client));
+    context.extend_from_slice(&crate::psk::psk_context(client));
     let master = master.to_vec();
     let client_nonce = *client_nonce;
     move |role, algorithm, key_log| {
@@ -274,7 +274,7 @@ fn session_keys(
         if let Some(log) = key_log {
             log.psk_keys(&client_nonce, &c2s, &s2c);
         }
-        super::session(role, &c2s, &s2c)
+        crate::psk::session(role, &c2s, &s2c)
     }
 }
 
@@ -405,7 +405,7 @@ mod tests {
         };
         let packet = [0x42u8; 40];
         let c2s = cipher(&logged[0].1);
-        assert_eq!(logged[0].0, super::super::PSK_CLIENT_TRAFFIC_KEY);
+        assert_eq!(logged[0].0, crate::keylog::PSK_CLIENT_TRAFFIC_KEY);
         assert_eq!(c2s.control_tag(&packet), client.tx.control_tag(&packet));
         let s2c = cipher(&logged[1].1);
         assert_eq!(s2c.control_tag(&packet), server.tx.control_tag(&packet));

@@ -7,7 +7,7 @@ use std::time::Duration;
 use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::signature::{EcdsaKeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
 use common::*;
-use smt_ticket::{StaticKey, Ticket, TicketError, MAX_TICKET_LIFETIME};
+use smt_handshake::{StaticKey, Ticket, TicketError, MAX_TICKET_LIFETIME};
 
 struct Issued {
     pki: Pki,

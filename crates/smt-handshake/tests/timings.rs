@@ -1,14 +1,14 @@
 //! Benchmark-ish: prints the median microseconds of each step of the
 //! exchange (compare seed 001 Table 2). No assertions on time.
 //!
-//! `cargo test -p smt-ticket --release --test timings -- --nocapture`
+//! `cargo test -p smt-handshake --release --test timings -- --nocapture`
 
 mod common;
 
 use std::time::{Duration, Instant};
 
 use common::*;
-use smt_ticket::{KeyPool, StaticKey, Ticket, ZeroRttClient};
+use smt_handshake::{KeyPool, StaticKey, Ticket, ZeroRttClient};
 
 const ROUNDS: usize = 300;
 

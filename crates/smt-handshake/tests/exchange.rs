@@ -6,12 +6,12 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use smt_proto::{Handshake, HandshakeError, Role};
-use smt_ticket::message::{ClientHello0, CLIENT_HELLO_LEN, SERVER_REPLY_LEN};
-use smt_ticket::{
+use smt_handshake::message::{ClientHello0, CLIENT_HELLO_LEN, SERVER_REPLY_LEN};
+use smt_handshake::{
     Freshness, KeyPool, ReplayCache, StaticKey, Ticket, TicketError, ZeroRttClient,
     ZeroRttClientHandshake, ZeroRttServer, ZeroRttServerHandshake,
 };
+use smt_proto::{Handshake, HandshakeError, Role};
 
 #[test]
 fn without_forward_secrecy_the_smt_key_serves_both_directions() {
@@ -209,7 +209,7 @@ fn the_flags_are_bound_into_the_smt_key() {
     let (hello, client_keys, _) =
         ZeroRttClient::start_at(&world.verified, &world.client_pool, true, at(NOW + 5));
     let mut stripped = ClientHello0::decode(&hello).unwrap();
-    stripped.flags = smt_ticket::message::Flags::NONE;
+    stripped.flags = smt_handshake::message::Flags::NONE;
     let accepted = world
         .server
         .accept(&stripped.to_bytes(), at(NOW + 5))

@@ -4,9 +4,9 @@
 mod common;
 
 use common::*;
+use smt_handshake::message::{frame_len, ClientHello0, ServerReply0};
+use smt_handshake::{Ticket, ZeroRttClient, ZeroRttClientHandshake, ZeroRttServerHandshake};
 use smt_proto::Handshake;
-use smt_ticket::message::{frame_len, ClientHello0, ServerReply0};
-use smt_ticket::{Ticket, ZeroRttClient, ZeroRttClientHandshake, ZeroRttServerHandshake};
 
 /// xorshift64*: a seeded, dependency-free generator, so a failure
 /// reproduces from the printed seed.

@@ -1,5 +1,18 @@
-//! The SMT-ticket 0-RTT key exchange (the SMT paper §4.5.2-4.5.3), as a library
-//! with no I/O.
+//! The handshake policies of SMT, with no I/O: how two endpoints come to
+//! share session keys, each as an `smt_proto` [`Handshake`](smt_proto::Handshake)
+//! that the transport drives.
+//!
+//! - the SMT-ticket 0-RTT key exchange (below), at the crate's root;
+//! - the pre-shared-key modes in [`psk`]: the nonce exchange
+//!   ([`PskClient`](psk::PskClient), [`PskServerHandshake`](psk::PskServerHandshake);
+//!   fresh keys per session, one round trip), the static derivation and the
+//!   PSK key log;
+//! - [`ServerAcceptor`], the server's answer to every kind of hello: TLS 1.3
+//!   (through `smt-tls`), 0-RTT SMT-tickets and the PSK nonce exchange.
+//!
+//! # The SMT-ticket 0-RTT exchange
+//!
+//! The SMT paper §4.5.2-4.5.3.
 //!
 //! A server publishes a signed [`Ticket`] (for example in DNS) carrying its
 //! long-term X25519 key; a client that trusts the datacenter CA verifies it
@@ -45,17 +58,22 @@
 //! with random and mutated input).
 #![warn(missing_docs, unreachable_pub)]
 
+mod acceptor;
 mod codec;
 mod error;
 mod exchange;
 mod freshness;
 mod handshake;
+mod keylog;
 mod keys;
 pub mod message;
+pub mod psk;
+mod psk_nonce;
 mod replay;
 mod schedule;
 mod ticket;
 
+pub use acceptor::ServerAcceptor;
 pub use error::TicketError;
 pub use exchange::{Accepted, ZeroRttClient, ZeroRttServer};
 pub use freshness::{unix_millis, Freshness};

@@ -10,11 +10,11 @@ use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose, PKCS_ECDSA_P256_SHA256,
 };
-use smt_proto::crypto::{PacketCipher, TAG_LEN};
-use smt_proto::SessionKeys;
-use smt_ticket::{
+use smt_handshake::{
     Freshness, KeyPool, ReplayCache, StaticKey, Ticket, VerifiedTicket, ZeroRttServer,
 };
+use smt_proto::crypto::{PacketCipher, TAG_LEN};
+use smt_proto::SessionKeys;
 
 /// The tests' "now": mid-2025, in unix seconds.
 pub const NOW: u64 = 1_750_000_000;
