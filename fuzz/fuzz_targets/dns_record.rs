@@ -27,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
             text,
             "accepted a non-canonical record"
         );
-        let _ = smt_ticket::Ticket::decode(&ticket);
+        let _ = smt_handshake::Ticket::decode(&ticket);
     }
     if text.len() <= MAX_TICKET_LEN {
         let strings = ticket_txt_strings(text);

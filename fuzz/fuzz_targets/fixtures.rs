@@ -7,7 +7,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
-use smt_ticket::{KeyPool, ReplayCache, StaticKey, Ticket, VerifiedTicket, ZeroRttServer};
+use smt_handshake::{KeyPool, ReplayCache, StaticKey, Ticket, VerifiedTicket, ZeroRttServer};
 use smt_tls::certs::Ca;
 use smt_tls::TlsServer;
 

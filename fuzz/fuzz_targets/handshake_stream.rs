@@ -18,7 +18,7 @@ use std::net::SocketAddr;
 
 use libfuzzer_sys::fuzz_target;
 use smt_proto::{Handshake, HandshakeAcceptor};
-use smt_ticket::ZeroRttServerHandshake;
+use smt_handshake::ZeroRttServerHandshake;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&selector, rest)) = data.split_first() else {

@@ -1,5 +1,5 @@
 //! SMT-tickets and the 0-RTT messages. Every input goes through every
-//! decoder with round-trip checks (`smt_ticket::fuzzing::decode_everything`:
+//! decoder with round-trip checks (`smt_handshake::fuzzing::decode_everything`:
 //! what decodes must encode back to the same bytes). Then byte 0 picks a
 //! live check on the rest (bits 0-1):
 //! 1. a ClientHello0 to the 0-RTT server, its ticket hash set to the
@@ -14,10 +14,10 @@
 mod fixtures;
 
 use libfuzzer_sys::fuzz_target;
-use smt_ticket::ZeroRttClient;
+use smt_handshake::ZeroRttClient;
 
 fuzz_target!(|data: &[u8]| {
-    smt_ticket::fuzzing::decode_everything(data);
+    smt_handshake::fuzzing::decode_everything(data);
     let Some((&selector, rest)) = data.split_first() else {
         return;
     };

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::json;
 use smt::{Endpoint, EndpointConfig, ServerAcceptor};
-use smt_ticket::{
+use smt_handshake::{
     KeyPool, ReplayCache, StaticKey, Ticket, VerifiedTicket, ZeroRttClient, ZeroRttServer,
 };
 use smt_tls::certs::Ca;
@@ -182,7 +182,7 @@ pub fn handshake(args: BenchHandshakeArgs) -> Result<(), CliError> {
     crate::demo::spawn_echo(&server, 1)?;
     // A new 0-RTT server refuses hellos stamped before its start plus the
     // clock skew bound (possible replays of a previous run).
-    std::thread::sleep(smt_ticket::Freshness::DEFAULT_MAX_CLOCK_SKEW);
+    std::thread::sleep(smt_handshake::Freshness::DEFAULT_MAX_CLOCK_SKEW);
     let warm = Endpoint::bind(LOCALHOST_ANY, EndpointConfig::default())?;
     crate::demo::spawn_echo(&warm, 1)?;
     let to = server.local_addr();
@@ -415,7 +415,7 @@ fn steps(pki: &Pki, n: usize) -> Result<StepCosts, CliError> {
     .map_err(err)?
     // The hellos are made before the server: count its start from earlier
     // (one process, one clock, nothing to replay across a restart).
-    .with_freshness(smt_ticket::Freshness::new(
+    .with_freshness(smt_handshake::Freshness::new(
         std::time::SystemTime::now() - std::time::Duration::from_secs(1),
     ));
     let client_pool = KeyPool::new(2 * n + 2);

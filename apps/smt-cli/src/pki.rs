@@ -141,8 +141,8 @@ fn issue_ticket(
             key.display()
         ))
     })?;
-    let static_key = smt_ticket::StaticKey::generate();
-    let ticket = smt_ticket::Ticket::issue(
+    let static_key = smt_handshake::StaticKey::generate();
+    let ticket = smt_handshake::Ticket::issue(
         &static_key,
         &issued.chain_der(),
         issued.key_der(),
@@ -174,7 +174,7 @@ fn issue_ticket(
 
 fn show_ticket(path: &Path, ca: Option<&Path>, name: Option<String>) -> Result<(), CliError> {
     let text = files::read_text(path, "--ticket", "ticket")?;
-    let t = smt_ticket::Ticket::from_base64(&text)
+    let t = smt_handshake::Ticket::from_base64(&text)
         .map_err(|e| CliError::File(format!("{} is not a ticket: {e}", path.display())))?;
     say!("server name: {}", t.server_name());
     say!(

@@ -1,4 +1,4 @@
-//! The repo's attack relay (`smt_sim::attack`, `docs/attacks.md`) between
+//! The repo's attack relay (`smt_relay::attack`, `docs/attacks.md`) between
 //! a client and the forwarder, with three replicas sharing the session
 //! behind it: replays of every captured packet and of whole messages,
 //! and DATA spliced into other message IDs (which the forwarder sends to
@@ -15,8 +15,8 @@ use smt::keys::{fresh_session_pair, AeadAlgorithm};
 use smt::{Endpoint, EndpointConfig};
 use smt_forwarder::lab::{base_args, in_namespace, Running, Topology, Variant};
 use smt_proto::wire::PacketType;
-use smt_sim::attack::{message_id, retarget_id, select, Tally};
-use smt_sim::{Direction, Relay, RelayConfig, SplitMix64};
+use smt_relay::attack::{message_id, retarget_id, select, Tally};
+use smt_relay::{Direction, Relay, RelayConfig, SplitMix64};
 
 /// Datagrams to inject, each with its direction.
 type Attempts = Vec<(Direction, Vec<u8>)>;

@@ -168,7 +168,7 @@ fn the_forwarder_sees_no_plaintext() {
     let (client, port) = lab.client(0, false, ck);
     let server = replica_server(&lab.topo, 0, keys_by_port(&[(port, sk)]));
     let mut secret = vec![0u8; 100_000];
-    let mut rng = smt_sim::SplitMix64::new(0x5ec7e7);
+    let mut rng = smt_relay::SplitMix64::new(0x5ec7e7);
     rng.fill(&mut secret);
     let to = Topology::forwarder_addr(0, false, PORT);
     for size in [10, 1000, 20_000, 100_000] {

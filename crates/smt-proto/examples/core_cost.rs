@@ -45,7 +45,7 @@ fn arg(n: usize, default: usize) -> usize {
 
 fn main() {
     let (size, rpcs, batch) = (arg(1, 64), arg(2, 100_000), arg(3, 150).max(1));
-    let (c, s) = smt_sim::aes_session(AeadAlgorithm::Aes128Gcm, 7);
+    let (c, s) = smt_relay::aes_session(AeadAlgorithm::Aes128Gcm, 7);
     let mut client = endpoint(CLIENT, SERVER, c);
     let mut server = endpoint(SERVER, CLIENT, s);
     let mut now = Instant::now();

@@ -45,7 +45,7 @@ fn keys_for(client: SocketAddr, server: bool) -> SessionKeys {
         SocketAddr::V4(a) => u64::from(u32::from(*a.ip())) << 16 | u64::from(a.port()),
         SocketAddr::V6(a) => u64::from(a.port()),
     };
-    let (c, s) = smt_sim::aes_session(AeadAlgorithm::Aes128Gcm, seed);
+    let (c, s) = smt_relay::aes_session(AeadAlgorithm::Aes128Gcm, seed);
     if server {
         s
     } else {

@@ -15,7 +15,7 @@ use smt_proto::wire::{Body, Packet, Repr, COMMON_HEADER_LEN};
 use smt_proto::{
     Config, DropReason, Endpoint, Event, Handshake, HandshakeAcceptor, HandshakeError, SessionKeys,
 };
-use smt_sim::KeyKind;
+use smt_relay::KeyKind;
 
 const SERVER_PORT: u16 = 5000;
 /// The reorder window: out-of-order bytes a handshake may hold.

@@ -19,7 +19,7 @@ use smt_proto::{
     AddressProof, Config, Endpoint, Event, Handshake, HandshakeAcceptor, HandshakeError,
     SessionKeys,
 };
-use smt_sim::KeyKind;
+use smt_relay::KeyKind;
 
 const SERVER_PORT: u16 = 5000;
 

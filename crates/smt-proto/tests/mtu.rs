@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use smt_proto::crypto::NullCipher;
 use smt_proto::{Config, Endpoint, Event, Role, SessionKeys, MIN_DATAGRAM_SIZE};
-use smt_sim::SplitMix64;
+use smt_relay::SplitMix64;
 
 const CLIENT: u16 = 40_000;
 const SERVER: u16 = 4_000;

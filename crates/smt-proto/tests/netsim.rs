@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 #[test]
 fn netsim_sweep_matches_snapshot() {
-    let rows = smt_sim::netsim::sweep();
+    let rows = smt_relay::netsim::sweep();
     for r in &rows {
         assert_eq!(
             r.delivered, r.expected,
@@ -14,7 +14,7 @@ fn netsim_sweep_matches_snapshot() {
             r.loss, r.size
         );
     }
-    let table = smt_sim::netsim::table(&rows);
+    let table = smt_relay::netsim::table(&rows);
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/netsim.txt");
     if std::env::var_os("SMT_UPDATE_SNAPSHOTS").is_some() {
         std::fs::write(&path, &table).expect("write snapshot");

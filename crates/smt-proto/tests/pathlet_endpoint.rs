@@ -16,7 +16,7 @@ use smt_proto::wire::{
     PathRepr, PathSlot, PathletClass,
 };
 use smt_proto::{Config, DropReason};
-use smt_sim::KeyKind;
+use smt_relay::KeyKind;
 
 const AES: KeyKind = KeyKind::Aes128(7);
 const STEP: Duration = Duration::from_micros(20);

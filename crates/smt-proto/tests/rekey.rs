@@ -8,7 +8,7 @@ use std::time::Duration;
 use smt_proto::record::SeqLayout;
 use smt_proto::sim::{Datagram, Link, Outcome, Pair, Verdict};
 use smt_proto::{Config, DropReason, Endpoint, SendError};
-use smt_sim::KeyKind;
+use smt_relay::KeyKind;
 
 /// 8 bits of message ID: 127 client IDs per key epoch.
 fn tiny_ids() -> Config {

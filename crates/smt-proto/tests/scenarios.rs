@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use smt_proto::sim::{Link, Outcome, Pair, Verdict};
 use smt_proto::{Config, DropReason, RpcError};
-use smt_sim::KeyKind;
+use smt_relay::KeyKind;
 
 const AES: KeyKind = KeyKind::Aes128(7);
 const LIMIT: Duration = Duration::from_secs(30);

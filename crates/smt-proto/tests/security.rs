@@ -6,7 +6,7 @@ use std::time::Duration;
 use smt_proto::sim::{Datagram, Link, Outcome, Pair, Verdict};
 use smt_proto::wire::{Packet, PacketType};
 use smt_proto::{Config, DropReason, Endpoint, SendError};
-use smt_sim::KeyKind;
+use smt_relay::KeyKind;
 
 const AES: KeyKind = KeyKind::Aes128(11);
 const LIMIT: Duration = Duration::from_secs(10);

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use smt_proto::sim::{Link, Outcome, Pair};
-use smt_sim::KeyKind;
+use smt_relay::KeyKind;
 
 #[test]
 fn ten_thousand_rpcs_with_loss_and_reordering_all_complete_once() {

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use smt_proto::{DropReason, RpcHandle, Stats};
-use smt_sim::{KeyKind, Link, Outcome, Pair, Side};
+use smt_relay::{KeyKind, Link, Outcome, Pair, Side};
 
 const AES: KeyKind = KeyKind::Aes128(12);
 const SIZE: usize = 64 << 10;

@@ -8,7 +8,7 @@ use smt_proto::sim::{Datagram, Link, Outcome, Pair, Verdict};
 use smt_proto::trace::{MessageKind, PacketSummary};
 use smt_proto::wire::{Body, Packet, PacketType};
 use smt_proto::{Endpoint, TraceEvent, Traced};
-use smt_sim::KeyKind;
+use smt_relay::KeyKind;
 
 const AES: KeyKind = KeyKind::Aes128(7);
 const LIMIT: Duration = Duration::from_secs(30);

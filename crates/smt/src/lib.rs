@@ -95,16 +95,15 @@ mod threaded;
 pub mod tls;
 mod wait;
 pub mod workers;
-mod zero_rtt;
 
-/// 0-RTT SMT-tickets (the `smt-ticket` crate): a server issues a signed
+/// 0-RTT SMT-tickets (the `smt-handshake` crate): a server issues a signed
 /// [`Ticket`](ticket::Ticket) for its static key and serves hellos with a
 /// [`ZeroRttServer`](ticket::ZeroRttServer) in a
 /// [`ServerAcceptor`]; a client verifies the ticket
 /// ([`Ticket::verify`](ticket::Ticket::verify)) and gives it to
 /// [`Endpoint::set_zero_rtt_ticket`]. `docs/handshake.md` §§ 1–8.
 pub mod ticket {
-    pub use smt_ticket::{
+    pub use smt_handshake::{
         unix_millis, Freshness, KeyPool, PoolStats, ReplayCache, ReplayStats, StaticKey, Ticket,
         TicketError, VerifiedTicket, ZeroRttServer, MAX_TICKET_LEN, MAX_TICKET_LIFETIME,
     };
@@ -129,6 +128,7 @@ pub use config::{
 pub use error::{ConfigError, Error, HandshakeError, RpcError, SendError, SocketError};
 pub use local::{CallId, LocalEndpoint, LocalEvent, RequestId};
 pub use session::{PeerIdentity, SessionId, SessionInfo, SessionOrigin};
+pub use smt_handshake::ServerAcceptor;
 pub use smt_proto::{
     AddressProof, DropReason, Handshake, HandshakeAcceptor, KeyResolver, Padding, Payload, Role,
     SessionKeys,
@@ -136,4 +136,3 @@ pub use smt_proto::{
 pub use smt_udp::Features;
 pub use stats::{PeerStats, Stats};
 pub use threaded::{Cancellation, Endpoint, IncomingRequest};
-pub use zero_rtt::ServerAcceptor;

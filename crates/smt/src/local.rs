@@ -243,7 +243,7 @@ impl LocalEndpoint {
     pub fn set_zero_rtt_ticket(
         &mut self,
         peer: SocketAddr,
-        ticket: smt_ticket::VerifiedTicket,
+        ticket: smt_handshake::VerifiedTicket,
         forward_secrecy: bool,
     ) {
         self.engine

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use attack_common::{finish, request, run_attack, World};
 use smt_proto::wire::PacketType;
-use smt_sim::attack::{flip_bit, packet_type};
-use smt_sim::{Action, Direction, Tamper};
+use smt_relay::attack::{flip_bit, packet_type};
+use smt_relay::{Action, Direction, Tamper};
 
 /// Every position of every datagram (both directions) with one bit flipped.
 fn flips(datagrams: &[(Direction, Vec<u8>)]) -> Vec<(Direction, Vec<u8>)> {

@@ -15,11 +15,11 @@ use attack_common::{bind, finish, request, run_attack, World};
 use smt::keys::{fresh_session_pair, AeadAlgorithm};
 use smt::Endpoint;
 use smt_proto::wire::{DataHeader, PacketType};
-use smt_sim::attack::{
+use smt_relay::attack::{
     forge_control, forge_data, forge_handshake, message_id, packet_type, select, with_random_tail,
     CONTROL_TYPES,
 };
-use smt_sim::{Direction, Relay, SplitMix64};
+use smt_relay::{Direction, Relay, SplitMix64};
 
 fn rounds() -> usize {
     if attack_common::long() {
@@ -257,7 +257,7 @@ fn forged_control_packets_for_a_live_rpc_change_nothing() {
         &before,
         attempts.len() as u64,
     );
-    let tally = smt_sim::attack::Tally {
+    let tally = smt_relay::attack::Tally {
         name: "forge-live-rpc-control".into(),
         attempts: attempts.len() as u64,
         accepted: after.accepted_since(&before)
@@ -379,7 +379,7 @@ fn forged_multi_packet_segments_do_not_block_genuine_messages() {
         }
     }
     let (ss, cs) = (server.stats().unwrap().total, client.stats().unwrap().total);
-    let tally = smt_sim::attack::Tally {
+    let tally = smt_relay::attack::Tally {
         name: "forge-multi-packet-segment".into(),
         attempts,
         accepted,

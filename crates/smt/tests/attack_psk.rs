@@ -15,8 +15,8 @@ use std::time::Duration;
 use attack_common::{bind, request, serve_echo, Executions, Snapshot};
 use smt::keys::{psk_session, AeadAlgorithm, PskClient, PskResolver};
 use smt::{Endpoint, EndpointConfig, Role, ServerAcceptor};
-use smt_sim::attack::Tally;
-use smt_sim::{Direction, Relay};
+use smt_relay::attack::Tally;
+use smt_relay::{Direction, Relay};
 
 const MASTER: &[u8] = &[0x5a; 32];
 const ALG: AeadAlgorithm = AeadAlgorithm::Aes128Gcm;

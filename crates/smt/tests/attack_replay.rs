@@ -7,8 +7,8 @@
 mod attack_common;
 
 use attack_common::{finish, run_attack, World};
-use smt_sim::attack::message_id;
-use smt_sim::{Direction, SplitMix64};
+use smt_relay::attack::message_id;
+use smt_relay::{Direction, SplitMix64};
 
 /// Sizes from one packet to many records and segments.
 const SIZES: [usize; 6] = [8, 900, 3000, 17_000, 70_000, 200_000];

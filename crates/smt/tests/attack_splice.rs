@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use attack_common::{finish, run_attack, World};
 use smt_proto::wire::PacketType;
-use smt_sim::attack::{message_id, retarget_id, select, truncate};
-use smt_sim::{Direction, SplitMix64};
+use smt_relay::attack::{message_id, retarget_id, select, truncate};
+use smt_relay::{Direction, SplitMix64};
 
 fn quiet_world() -> World {
     let world = World::new();

@@ -17,9 +17,9 @@ use std::time::{Duration, SystemTime};
 
 use attack_common::{bind, format_drops, Snapshot};
 use smt::{Endpoint, ServerAcceptor};
-use smt_sim::attack::Tally;
-use smt_sim::{Direction, Relay};
-use smt_ticket::{Freshness, KeyPool, ReplayCache, StaticKey, Ticket, ZeroRttServer};
+use smt_handshake::{Freshness, KeyPool, ReplayCache, StaticKey, Ticket, ZeroRttServer};
+use smt_relay::attack::Tally;
+use smt_relay::{Direction, Relay};
 use smt_tls::certs::Ca;
 
 const NAME: &str = "server.smt.test";
@@ -304,7 +304,7 @@ fn a_spoofed_hello_does_not_replace_an_established_session() {
     for k in 1..=20u32 {
         // The attacker's own hello, built with the public ticket.
         let fs = k % 2 == 0;
-        let (hello, smt_keys, _) = smt_ticket::ZeroRttClient::start(&verified, &pool, fs);
+        let (hello, smt_keys, _) = smt_handshake::ZeroRttClient::start(&verified, &pool, fs);
         let from = victim.local_addr();
         relay
             .inject(Direction::ToServer, from, &handshake_packet(&hello))

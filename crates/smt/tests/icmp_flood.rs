@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use smt::keys::{AeadAlgorithm, PskClient};
 use smt::{Endpoint, EndpointConfig, ServerAcceptor};
-use smt_sim::SplitMix64;
+use smt_relay::SplitMix64;
 
 const MASTER: &[u8] = &[0x3c; 32];
 const ALG: AeadAlgorithm = AeadAlgorithm::Aes128Gcm;

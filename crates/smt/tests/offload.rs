@@ -27,7 +27,7 @@ use smt_proto::offload::{RecordPos, TxRecords};
 use smt_proto::record::SeqLayout;
 use smt_proto::sim::Nic;
 use smt_proto::{Config, Endpoint, Role, SessionKeys, Stats};
-use smt_sim::{Datagram, KeyKind, Link, Outcome, Pair, Side, SplitMix64, Verdict};
+use smt_relay::{Datagram, KeyKind, Link, Outcome, Pair, Side, SplitMix64, Verdict};
 
 const QUEUES: u16 = 2;
 

@@ -1,4 +1,4 @@
-//! Real sockets through the fault-injecting relay (`smt_sim::relay`): the
+//! Real sockets through the fault-injecting relay (`smt_relay::relay`): the
 //! kernel has no `tc netem` here, so this is how real-socket runs get loss,
 //! reordering, duplication and corruption.
 
@@ -14,7 +14,7 @@ use smt::keys::{fresh_session_pair, AeadAlgorithm};
 use smt::stats::Counters;
 use smt::{Endpoint, EndpointConfig, SessionKeys};
 use smt_proto::wire::{Packet, PacketType};
-use smt_sim::relay::{Direction, Impairment, Relay, RelayConfig, RelayStats};
+use smt_relay::relay::{Direction, Impairment, Relay, RelayConfig, RelayStats};
 
 type Executions = Arc<Mutex<HashMap<u64, u32>>>;
 

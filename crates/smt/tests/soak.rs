@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use smt::keys::{fresh_session_pair, AeadAlgorithm};
 use smt::{Endpoint, EndpointConfig, SessionKeys};
-use smt_sim::relay::{Impairment, Relay, RelayConfig};
+use smt_relay::relay::{Impairment, Relay, RelayConfig};
 
 /// Executions per request tag, allocated up front so the test's own
 /// bookkeeping does not grow during the run.

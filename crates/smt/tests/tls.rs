@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use smt::{Endpoint, EndpointConfig, Error, HandshakeError};
-use smt_sim::relay::{Impairment, Relay, RelayConfig};
+use smt_relay::relay::{Impairment, Relay, RelayConfig};
 use smt_tls::certs::Ca;
 use smt_tls::{TlsClient, TlsServer};
 

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use smt::keys::{fresh_session_pair, AeadAlgorithm};
 use smt::workers::{WorkerConfig, WorkerServer, WorkerStats};
 use smt::{Endpoint, EndpointConfig, SessionKeys};
-use smt_sim::relay::{Impairment, Relay, RelayConfig};
+use smt_relay::relay::{Impairment, Relay, RelayConfig};
 
 type Executions = Arc<Mutex<HashMap<u64, u32>>>;
 

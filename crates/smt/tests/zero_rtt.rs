@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use smt::{Endpoint, EndpointConfig, ServerAcceptor};
-use smt_sim::relay::{Direction, Relay, RelayConfig};
-use smt_ticket::{KeyPool, ReplayCache, StaticKey, Ticket, VerifiedTicket, ZeroRttServer};
+use smt_handshake::{KeyPool, ReplayCache, StaticKey, Ticket, VerifiedTicket, ZeroRttServer};
+use smt_relay::relay::{Direction, Relay, RelayConfig};
 use smt_tls::certs::Ca;
 
 type Executions = Arc<Mutex<HashMap<Vec<u8>, u32>>>;
@@ -63,7 +63,7 @@ fn setup(name: &str) -> Setup {
     });
     // A new server refuses hellos stamped before its start plus the clock
     // skew bound (they could be replays from a previous run).
-    std::thread::sleep(smt_ticket::Freshness::DEFAULT_MAX_CLOCK_SKEW);
+    std::thread::sleep(smt_handshake::Freshness::DEFAULT_MAX_CLOCK_SKEW);
     Setup {
         server,
         ticket,

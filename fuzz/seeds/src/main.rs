@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use smt_proto::Handshake;
-use smt_ticket::message::ServerReply0;
-use smt_ticket::{
+use smt_handshake::message::ServerReply0;
+use smt_handshake::{
     KeyPool, ReplayCache, StaticKey, Ticket, VerifiedTicket, ZeroRttClient, ZeroRttServer,
 };
 use smt_tls::certs::Ca;

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use smt::keys::{fresh_session_pair, AeadAlgorithm};
 use smt::{CallOptions, Endpoint, EndpointConfig, SessionKeys};
 use smt_forwarder::lab::{base_args, in_namespace, Running, Topology, Variant};
-use smt_sim::SplitMix64;
+use smt_relay::SplitMix64;
 
 const PORT: u16 = 7000;
 

@@ -1,6 +1,6 @@
 //! Session keys for simulated pairs.
 //!
-//! Real AES-GCM keys come from smt-sim (`smt_sim::KeyKind`), which has the
+//! Real AES-GCM keys come from smt-relay (`smt_relay::KeyKind`), which has the
 //! AEAD backend; smt-crypto depends on this crate, so this crate's own
 //! tests cannot reach it and use [`TestKeys`] instead.
 

@@ -4,7 +4,7 @@
 //! ([`KeySource`]).
 //!
 //! Built for this crate's own tests and, with the `sim` feature, for other
-//! crates (smt-sim re-exports it with AES-GCM keys, the netsim sweep and
+//! crates (smt-relay re-exports it with AES-GCM keys, the netsim sweep and
 //! the relay; smt-bench uses the generator). It lives next to the core so
 //! scenario tests inside the crate read the endpoints' state directly
 //! instead of through getters kept only for them.

@@ -316,7 +316,7 @@ impl Engine {
     pub fn set_zero_rtt_ticket(
         &mut self,
         peer: SocketAddr,
-        ticket: smt_ticket::VerifiedTicket,
+        ticket: smt_handshake::VerifiedTicket,
         forward_secrecy: bool,
     ) {
         self.sessions.set_ticket(peer, ticket, forward_secrecy);

@@ -9,8 +9,8 @@ use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use smt_handshake::{KeyPool, VerifiedTicket, ZeroRttClientHandshake};
 use smt_proto::{Endpoint as Core, HandshakeError, HandshakeKind};
-use smt_ticket::{KeyPool, VerifiedTicket, ZeroRttClientHandshake};
 use smt_tls::{ServerName, TlsClient};
 
 use super::outcome::CallToken;

@@ -246,7 +246,7 @@ impl Endpoint {
     pub fn set_zero_rtt_ticket(
         &self,
         peer: SocketAddr,
-        ticket: smt_ticket::VerifiedTicket,
+        ticket: smt_handshake::VerifiedTicket,
         forward_secrecy: bool,
     ) -> Result<(), Error> {
         self.shared().with_engine(|e| {

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use smt::keys::{fresh_session_pair, AeadAlgorithm};
 use smt::stats::Counters;
 use smt::{DropReason, Endpoint, EndpointConfig, SessionKeys};
-use smt_sim::attack::Tally;
-use smt_sim::{Captured, Relay, RelayConfig, Tamper};
+use smt_relay::attack::Tally;
+use smt_relay::{Captured, Relay, RelayConfig, Tamper};
 
 /// Requests executed by the server, by request bytes.
 pub type Executions = Arc<Mutex<HashMap<Vec<u8>, u32>>>;
@@ -230,11 +230,11 @@ pub fn finish(tally: &Tally, before: &Snapshot, after: &Snapshot) {
 /// Control packets of every type, in both key phases, for IDs 0 to 3,
 /// MAC'd under `keys` (keys the attacker derived itself).
 pub fn keyed_control_packets(keys: &SessionKeys) -> Vec<Vec<u8>> {
-    let mut rng = smt_sim::SplitMix64::new(0x5eed);
+    let mut rng = smt_relay::SplitMix64::new(0x5eed);
     let mut out = Vec::new();
-    for ty in smt_sim::attack::CONTROL_TYPES {
+    for ty in smt_relay::attack::CONTROL_TYPES {
         for (id, phase) in [(0, false), (1, false), (1, true), (2, true), (3, false)] {
-            out.push(smt_sim::attack::keyed_control(
+            out.push(smt_relay::attack::keyed_control(
                 &mut rng,
                 keys.tx.as_ref(),
                 ty,
@@ -252,7 +252,7 @@ pub fn keyed_control_packets(keys: &SessionKeys) -> Vec<Vec<u8>> {
 pub fn run_attack(
     world: &World,
     name: &str,
-    attempts: &[(smt_sim::Direction, Vec<u8>)],
+    attempts: &[(smt_relay::Direction, Vec<u8>)],
 ) -> (Tally, Snapshot, Snapshot) {
     let before = world.snapshot();
     let client = world.client.local_addr();
