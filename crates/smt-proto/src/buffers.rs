@@ -180,14 +180,14 @@ fn fresh_zeroed(len: usize) -> Vec<u8> {
 impl BufferPool {
     /// An empty buffer with room for at least `len` bytes: a spare one if
     /// its class has one, else a new one of the class's size.
-    pub fn take(&mut self, len: usize) -> Vec<u8> {
+    pub(crate) fn take(&mut self, len: usize) -> Vec<u8> {
         let mut buf = self.take_dirty(len);
         buf.clear();
         buf
     }
 
     /// A buffer of exactly `len` zero bytes (see [`BufferPool::take`]).
-    pub fn take_zeroed(&mut self, len: usize) -> Vec<u8> {
+    pub(crate) fn take_zeroed(&mut self, len: usize) -> Vec<u8> {
         let Some(mut buf) = self.take_spare(len) else {
             return fresh_zeroed(len);
         };
@@ -202,7 +202,7 @@ impl BufferPool {
     /// length when it returns, so one reused at the size it had costs no
     /// zero fill; [`BufferPool::take_zeroed`] was a third pass over the
     /// memory of a megabyte message.
-    pub fn take_filled(&mut self, len: usize) -> Vec<u8> {
+    pub(crate) fn take_filled(&mut self, len: usize) -> Vec<u8> {
         let Some(mut buf) = self.take_spare(len) else {
             return fresh_zeroed(len);
         };
@@ -231,7 +231,7 @@ impl BufferPool {
     /// admitted.
     /// A large buffer not kept goes to the driver to free if it collects
     /// them ([`BufferPool::collect_released`]).
-    pub fn give(&mut self, buf: Vec<u8>) {
+    pub(crate) fn give(&mut self, buf: Vec<u8>) {
         let Some(class) = class_of_capacity(buf.capacity()) else {
             return self.free(buf);
         };
@@ -247,7 +247,7 @@ impl BufferPool {
     }
 
     /// Bytes held by spare buffers.
-    pub fn pooled_bytes(&self) -> usize {
+    pub(crate) fn pooled_bytes(&self) -> usize {
         self.pooled_bytes
     }
 
@@ -264,7 +264,7 @@ impl BufferPool {
     /// Lets go of a message the application handed over as owned bytes
     /// (the endpoint is done with it): dropped here if small, else handed
     /// to the driver if it collects — it may hold the last reference.
-    pub fn release_shared(&mut self, data: bytes::Bytes) {
+    pub(crate) fn release_shared(&mut self, data: bytes::Bytes) {
         let bytes = data.len();
         let limit = self.released_limit;
         if let Some(released) = self.collecting(bytes) {
@@ -281,7 +281,7 @@ impl BufferPool {
     /// which may hold `limit` bytes uncollected ([`released_limit`]),
     /// instead of being freed where they are released; with `None`, back
     /// to being freed, which frees what is waiting.
-    pub fn collect_released(&mut self, limit: Option<usize>) {
+    pub(crate) fn collect_released(&mut self, limit: Option<usize>) {
         match limit {
             Some(limit) => {
                 self.released_limit = limit;
@@ -293,7 +293,7 @@ impl BufferPool {
 
     /// The large buffers released since the last call, for the caller to
     /// free. Empty unless collecting.
-    pub fn take_released(&mut self) -> Released {
+    pub(crate) fn take_released(&mut self) -> Released {
         self.released
             .as_mut()
             .map(std::mem::take)

@@ -33,7 +33,7 @@ impl<T> Default for Slab<T> {
 }
 
 impl<T> Slab<T> {
-    pub fn insert(&mut self, value: T) -> (u32, u32) {
+    pub(crate) fn insert(&mut self, value: T) -> (u32, u32) {
         self.len += 1;
         if let Some(index) = self.free.pop() {
             let slot = &mut self.slots[index as usize];
@@ -48,21 +48,21 @@ impl<T> Slab<T> {
         (index, 1)
     }
 
-    pub fn get(&self, index: u32, generation: u32) -> Option<&T> {
+    pub(crate) fn get(&self, index: u32, generation: u32) -> Option<&T> {
         let slot = self.slots.get(index as usize)?;
         (slot.generation == generation)
             .then_some(slot.value.as_ref())
             .flatten()
     }
 
-    pub fn get_mut(&mut self, index: u32, generation: u32) -> Option<&mut T> {
+    pub(crate) fn get_mut(&mut self, index: u32, generation: u32) -> Option<&mut T> {
         let slot = self.slots.get_mut(index as usize)?;
         (slot.generation == generation)
             .then_some(slot.value.as_mut())
             .flatten()
     }
 
-    pub fn remove(&mut self, index: u32, generation: u32) -> Option<T> {
+    pub(crate) fn remove(&mut self, index: u32, generation: u32) -> Option<T> {
         let slot = self.slots.get_mut(index as usize)?;
         if slot.generation != generation {
             return None;
@@ -77,7 +77,7 @@ impl<T> Slab<T> {
     /// Removes the value at (`index`, `generation`) after `f` has had it
     /// in place: a value that is only emptied (its buffers given back)
     /// is dropped where it lies instead of being moved out first.
-    pub fn remove_with<R>(
+    pub(crate) fn remove_with<R>(
         &mut self,
         index: u32,
         generation: u32,
@@ -95,14 +95,14 @@ impl<T> Slab<T> {
         Some(result)
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (u32, u32, &T)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u32, u32, &T)> {
         self.slots
             .iter()
             .enumerate()
             .filter_map(|(i, s)| Some((i as u32, s.generation, s.value.as_ref()?)))
     }
 
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = (u32, u32, &mut T)> {
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (u32, u32, &mut T)> {
         self.slots
             .iter_mut()
             .enumerate()
@@ -112,11 +112,11 @@ impl<T> Slab<T> {
 
 impl<T> Slab<T> {
     /// Values held.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
 }

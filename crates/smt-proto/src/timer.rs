@@ -41,25 +41,25 @@ pub(crate) struct TimerTable {
 }
 
 impl TimerTable {
-    pub fn set(&mut self, timer: Timer, at: Instant) {
+    pub(crate) fn set(&mut self, timer: Timer, at: Instant) {
         self.deadlines[timer.slot()] = Some(at);
     }
 
-    pub fn stop(&mut self, timer: Timer) {
+    pub(crate) fn stop(&mut self, timer: Timer) {
         self.deadlines[timer.slot()] = None;
     }
 
-    pub fn is_set(&self, timer: Timer) -> bool {
+    pub(crate) fn is_set(&self, timer: Timer) -> bool {
         self.deadlines[timer.slot()].is_some()
     }
 
     /// The earliest deadline.
-    pub fn next(&self) -> Option<Instant> {
+    pub(crate) fn next(&self) -> Option<Instant> {
         self.deadlines.iter().flatten().min().copied()
     }
 
     /// Clears and returns the first timer expired at `now`.
-    pub fn pop_expired(&mut self, now: Instant) -> Option<Timer> {
+    pub(crate) fn pop_expired(&mut self, now: Instant) -> Option<Timer> {
         let t = Timer::ALL
             .into_iter()
             .find(|t| self.deadlines[t.slot()].is_some_and(|d| d <= now))?;

@@ -337,7 +337,7 @@ pub(crate) struct Tracer {
 }
 
 impl Tracer {
-    pub fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize) -> Self {
         Self {
             events: VecDeque::new(),
             capacity: capacity.max(2),
@@ -348,18 +348,18 @@ impl Tracer {
 
     /// Events queued at most.
     #[cfg(test)]
-    pub fn capacity(&self) -> usize {
+    pub(crate) fn capacity(&self) -> usize {
         self.capacity
     }
 
     /// The call in progress carries `now`.
-    pub fn set_now(&mut self, now: Instant) {
+    pub(crate) fn set_now(&mut self, now: Instant) {
         self.now = Some(now);
     }
 
     /// Queues `what`, unless the queue is full (then it is counted lost).
     /// Nothing is queued before the first call with a `now`.
-    pub fn push(&mut self, tick: u64, what: Traced) {
+    pub(crate) fn push(&mut self, tick: u64, what: Traced) {
         let Some(at) = self.now else {
             self.lost += 1;
             return;
@@ -377,7 +377,7 @@ impl Tracer {
         self.events.push_back(TraceEvent { at, tick, what });
     }
 
-    pub fn pop(&mut self) -> Option<TraceEvent> {
+    pub(crate) fn pop(&mut self) -> Option<TraceEvent> {
         self.events.pop_front()
     }
 }

@@ -67,6 +67,7 @@
 //! [`Endpoint`], shared by threads that drive it themselves while they
 //! wait (a background thread covers the rest), and [`LocalEndpoint`],
 //! owned and driven by one thread. See `docs/architecture.md`.
+#![warn(missing_docs, unreachable_pub)]
 
 mod config;
 mod engine;

@@ -69,15 +69,33 @@ impl RequestId {
 #[non_exhaustive]
 pub enum LocalEvent {
     /// The response to one of our calls.
-    Response { call: CallId, data: Bytes },
+    Response {
+        /// The call, as [`LocalEndpoint::call`] returned it.
+        call: CallId,
+        /// The response message.
+        data: Bytes,
+    },
     /// One of our calls failed (timeout, peer lost it, handshake failed).
-    Failed { call: CallId, error: Error },
+    Failed {
+        /// The call, as [`LocalEndpoint::call`] returned it.
+        call: CallId,
+        /// Why it failed.
+        error: Error,
+    },
     /// A complete, authenticated request.
-    Request { request: RequestId, data: Bytes },
+    Request {
+        /// What [`LocalEndpoint::respond`] takes to answer it.
+        request: RequestId,
+        /// The request message.
+        data: Bytes,
+    },
     /// The client of a request delivered earlier and not answered yet
     /// gave up on it (cancelled the call, or passed its deadline): a
     /// response would reach nobody, and [`LocalEndpoint::respond`] fails.
-    RequestCancelled { request: RequestId },
+    RequestCancelled {
+        /// The request, as its [`LocalEvent::Request`] named it.
+        request: RequestId,
+    },
 }
 
 impl From<Outcome> for LocalEvent {

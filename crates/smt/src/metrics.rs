@@ -124,6 +124,7 @@ impl fmt::Debug for EndpointCollector {
 }
 
 impl EndpointCollector {
+    /// A collector with no endpoints yet (as `Default`).
     pub fn new() -> Self {
         Self::default()
     }

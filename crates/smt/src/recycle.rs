@@ -45,7 +45,7 @@ struct Waiting {
 impl Recycler {
     /// `buf` as `Bytes` (no copy) that returns to this recycler on drop,
     /// if it is large enough to be worth it.
-    pub fn wrap(self: &Arc<Self>, buf: Vec<u8>) -> Bytes {
+    pub(crate) fn wrap(self: &Arc<Self>, buf: Vec<u8>) -> Bytes {
         if buf.capacity() < MIN_RECYCLED {
             return Bytes::from(buf);
         }
@@ -56,7 +56,7 @@ impl Recycler {
     }
 
     /// Hands every waiting buffer to the core's pool.
-    pub fn drain_into(&self, core: &mut Core) {
+    pub(crate) fn drain_into(&self, core: &mut Core) {
         if !self.any.swap(false, Ordering::Acquire) {
             return;
         }

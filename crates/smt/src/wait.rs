@@ -101,7 +101,7 @@ pub(crate) struct WakeFd {
 }
 
 impl WakeFd {
-    pub fn new() -> io::Result<Self> {
+    pub(crate) fn new() -> io::Result<Self> {
         // SAFETY: eventfd takes no pointers; a non-negative result is a
         // fresh descriptor that nothing else owns.
         let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
@@ -114,14 +114,14 @@ impl WakeFd {
     }
 
     /// The descriptor to pass to [`wait`].
-    pub fn fd(&self) -> BorrowedFd<'_> {
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
 
     /// Makes the descriptor readable. The counter cannot overflow in
     /// practice (it would take 2^64 wake-ups without a drain), and a
     /// refused write means it is readable already: nothing is lost.
-    pub fn wake(&self) {
+    pub(crate) fn wake(&self) {
         let one = 1u64.to_ne_bytes();
         // SAFETY: writes 8 bytes from a live local array to a descriptor
         // this struct owns.
@@ -129,7 +129,7 @@ impl WakeFd {
     }
 
     /// Consumes pending wake-ups (one read resets the counter).
-    pub fn drain(&self) {
+    pub(crate) fn drain(&self) {
         let mut buf = [0u8; 8];
         // SAFETY: reads at most 8 bytes into a live local array from a
         // descriptor this struct owns; a non-blocking empty counter

@@ -57,25 +57,37 @@ pub(crate) struct Ledger {
 impl Ledger {
     /// Whether `more` can be charged to `peer` within every bound, by the
     /// running figures.
-    pub fn fits(&self, cfg: &Config, peers: &Peers, peer: PeerId, more: Charge) -> bool {
+    pub(super) fn fits(&self, cfg: &Config, peers: &Peers, peer: PeerId, more: Charge) -> bool {
         let mine = peers.at(peer).map(|p| p.usage).unwrap_or_default();
         fits(cfg, mine, self.total, more)
     }
 
     /// Whether the figures are older than a tick: a refusal on them may
     /// be worth a recount (at most once per tick).
-    pub fn is_stale(&self, now: Instant, tick: std::time::Duration) -> bool {
+    pub(super) fn is_stale(&self, now: Instant, tick: std::time::Duration) -> bool {
         self.recounted.is_none_or(|at| now >= at + tick)
     }
 
     /// Adds what was just allocated for `peer`.
-    pub fn charge(&mut self, peers: &mut Peers, usage: &mut Usage, peer: PeerId, more: Charge) {
+    pub(super) fn charge(
+        &mut self,
+        peers: &mut Peers,
+        usage: &mut Usage,
+        peer: PeerId,
+        more: Charge,
+    ) {
         let entry = peers.at_mut(peer).map(|p| (peer, p));
         add_charge(entry, &mut self.charged, &mut self.total, usage, more);
     }
 
     /// Takes back what a freed message was charged.
-    pub fn discharge(&mut self, peers: &mut Peers, stats: &mut Stats, peer: PeerId, less: Charge) {
+    pub(super) fn discharge(
+        &mut self,
+        peers: &mut Peers,
+        stats: &mut Stats,
+        peer: PeerId,
+        less: Charge,
+    ) {
         if let Some(c) = peers.at_mut(peer).map(|p| &mut p.usage) {
             c.bytes = c.bytes.saturating_sub(less.bytes);
             c.requests = c.requests.saturating_sub(less.requests);
@@ -96,7 +108,7 @@ impl Ledger {
     /// never delivered). At most `EVICTIONS`: the heavy peer and its
     /// requests with what each holds, which the endpoint frees and
     /// discharges one by one until `peer` fits.
-    pub fn victims(
+    pub(super) fn victims(
         &self,
         cfg: &Config,
         peers: &Peers,
@@ -125,7 +137,7 @@ impl Ledger {
     /// peers charged since the last recount and those holding something,
     /// not at every peer: the work per tick follows the messages in
     /// flight, not the number of sessions.
-    pub fn recount(
+    pub(super) fn recount(
         &mut self,
         now: Instant,
         peers: &mut Peers,

@@ -48,7 +48,7 @@ pub(crate) struct View<'a> {
 
 impl<'a> View<'a> {
     /// See `Endpoint::tx_record_prefix`.
-    pub fn tx_record_prefix(self, tx: &TxRecords) -> Option<&'a [u8]> {
+    pub(super) fn tx_record_prefix(self, tx: &TxRecords) -> Option<&'a [u8]> {
         let key = ServerRpcHandle {
             peer: tx.peer,
             epoch: tx.epoch,
@@ -58,12 +58,16 @@ impl<'a> View<'a> {
     }
 
     /// See `Endpoint::tx_cipher`.
-    pub fn tx_cipher(self, peer: SocketAddr, epoch: u64) -> Option<&'a Arc<dyn PacketCipher>> {
+    pub(super) fn tx_cipher(
+        self,
+        peer: SocketAddr,
+        epoch: u64,
+    ) -> Option<&'a Arc<dyn PacketCipher>> {
         Some(&self.peers.get(&peer)?.session.epoch(epoch)?.tx)
     }
 
     /// See `Endpoint::rx_cipher`.
-    pub fn rx_cipher(
+    pub(super) fn rx_cipher(
         self,
         peer: SocketAddr,
         phase: bool,
@@ -73,7 +77,7 @@ impl<'a> View<'a> {
     }
 
     /// See `Endpoint::rx_record_seq`.
-    pub fn rx_record_seq(
+    pub(super) fn rx_record_seq(
         self,
         layout: SeqLayout,
         key: ServerRpcHandle,

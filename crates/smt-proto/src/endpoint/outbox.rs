@@ -30,7 +30,7 @@ impl Outbox {
     /// precede every packet of its epoch (the peer cannot check their MACs
     /// before it), and a datagram holds one epoch, so it starts the next
     /// datagram.
-    pub fn queue_control(
+    pub(super) fn queue_control(
         &mut self,
         local_port: u16,
         peer: SocketAddr,
@@ -53,7 +53,7 @@ impl Outbox {
 
     /// Drops the ACK batches pending for `peer` (its session ends): its
     /// entries only, found by range (the map is ordered by peer first).
-    pub fn forget_acks(&mut self, peer: SocketAddr) {
+    pub(super) fn forget_acks(&mut self, peer: SocketAddr) {
         while let Some((&key, _)) = self.pending_acks.range((peer, 0)..=(peer, u64::MAX)).next() {
             self.pending_acks.remove(&key);
         }
@@ -61,50 +61,50 @@ impl Outbox {
 
     /// Queues an event for the application.
     #[inline]
-    pub fn push_event(&mut self, event: Event) {
+    pub(super) fn push_event(&mut self, event: Event) {
         self.events.push_back(event);
     }
 
     /// The oldest event not yet taken.
     #[inline]
-    pub fn pop_event(&mut self) -> Option<Event> {
+    pub(super) fn pop_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }
 
     /// Queues a datagram built ahead for `to`.
     #[inline]
-    pub fn push_prebuilt(&mut self, to: SocketAddr, bytes: Vec<u8>) {
+    pub(super) fn push_prebuilt(&mut self, to: SocketAddr, bytes: Vec<u8>) {
         self.prebuilt.push_back((to, bytes));
     }
 
     /// Datagrams built ahead and not yet sent.
     #[inline]
-    pub fn prebuilt_len(&self) -> usize {
+    pub(super) fn prebuilt_len(&self) -> usize {
         self.prebuilt.len()
     }
 
     /// The oldest datagram built ahead.
     #[inline]
-    pub fn pop_prebuilt(&mut self) -> Option<(SocketAddr, Vec<u8>)> {
+    pub(super) fn pop_prebuilt(&mut self) -> Option<(SocketAddr, Vec<u8>)> {
         self.prebuilt.pop_front()
     }
 
     /// The next control packet's peer and key epoch, and the packet.
     #[inline]
-    pub fn next_control(&self) -> Option<(SocketAddr, u64, &Repr)> {
+    pub(super) fn next_control(&self) -> Option<(SocketAddr, u64, &Repr)> {
         self.control.front().map(|(p, e, r)| (*p, *e, r))
     }
 
     /// Takes the next control packet.
     #[inline]
-    pub fn pop_control(&mut self) -> Option<(SocketAddr, u64, Repr)> {
+    pub(super) fn pop_control(&mut self) -> Option<(SocketAddr, u64, Repr)> {
         self.control.pop_front()
     }
 
     /// Adds `id` to the ACK batch of (`peer`, `epoch`); returns the batch
     /// if that filled it (to be sent at once, its entry left empty).
     #[inline]
-    pub fn add_ack(&mut self, peer: SocketAddr, epoch: u64, id: u64) -> Option<AckIds> {
+    pub(super) fn add_ack(&mut self, peer: SocketAddr, epoch: u64, id: u64) -> Option<AckIds> {
         let ids = self.pending_acks.entry((peer, epoch)).or_default();
         ids.push(id);
         ids.is_full().then(|| std::mem::take(ids))
@@ -114,7 +114,7 @@ impl Outbox {
     /// stays (emptied) while its peer and epoch keep completing RPCs, so a
     /// steady stream does not allocate a map node per batch; entries with
     /// nothing to send since the last batch are removed.
-    pub fn send_acks(&mut self, local_port: u16) {
+    pub(super) fn send_acks(&mut self, local_port: u16) {
         let mut pending = std::mem::take(&mut self.pending_acks);
         pending.retain(|_, ids| !ids.is_empty());
         for (&(peer, epoch), ids) in pending.iter_mut() {

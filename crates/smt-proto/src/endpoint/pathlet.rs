@@ -40,7 +40,7 @@ impl Believed {
     /// `packet` was handled without a drop: a DATA packet that opened
     /// (neither a replay nor a duplicate) or a control packet whose MAC
     /// verified; a HANDSHAKE proves nothing about the sender.
-    pub fn not_dropped(&mut self, packet: &[u8]) {
+    pub(super) fn not_dropped(&mut self, packet: &[u8]) {
         match Packet::new_checked(packet).map(|p| (p.packet_type(), p.id())) {
             Ok((PacketType::HANDSHAKE, _)) | Err(_) => {}
             Ok((PacketType::DATA, id)) => (self.accepted, self.last_data) = (true, Some(id)),

@@ -72,17 +72,17 @@ pub(crate) struct Peers {
 impl Peers {
     /// The peer at `addr`: the one address hash of a packet.
     #[inline]
-    pub fn id(&self, addr: &SocketAddr) -> Option<PeerId> {
+    pub(super) fn id(&self, addr: &SocketAddr) -> Option<PeerId> {
         self.by_addr.get(addr).copied()
     }
 
     #[inline]
-    pub fn at(&self, id: PeerId) -> Option<&Peer> {
+    pub(super) fn at(&self, id: PeerId) -> Option<&Peer> {
         self.slab.get(id.index(), id.generation()).map(|(_, p)| p)
     }
 
     #[inline]
-    pub fn at_mut(&mut self, id: PeerId) -> Option<&mut Peer> {
+    pub(super) fn at_mut(&mut self, id: PeerId) -> Option<&mut Peer> {
         self.slab
             .get_mut(id.index(), id.generation())
             .map(|(_, p)| p)
@@ -90,43 +90,43 @@ impl Peers {
 
     /// The peer in slot `id` with its address.
     #[inline]
-    pub fn entry_mut(&mut self, id: PeerId) -> Option<(SocketAddr, &mut Peer)> {
+    pub(super) fn entry_mut(&mut self, id: PeerId) -> Option<(SocketAddr, &mut Peer)> {
         let (addr, p) = self.slab.get_mut(id.index(), id.generation())?;
         Some((*addr, p))
     }
 
     /// Our call with internal key `k`: the per-packet RPC lookup.
     #[inline]
-    pub fn client(&self, k: &RpcKey) -> Option<RpcHandle> {
+    pub(super) fn client(&self, k: &RpcKey) -> Option<RpcHandle> {
         self.at(k.peer)?.rpcs.client(k.epoch, k.id)
     }
 
     /// The peer's request with internal key `k`: the per-packet RPC lookup.
     #[inline]
-    pub fn server(&self, k: &RpcKey) -> Option<ServerSlot> {
+    pub(super) fn server(&self, k: &RpcKey) -> Option<ServerSlot> {
         self.at(k.peer)?.rpcs.server(k.epoch, k.id)
     }
 
     /// The RPC index of the peer in slot `id`.
-    pub fn rpcs_mut(&mut self, id: PeerId) -> Option<&mut PeerRpcs> {
+    pub(super) fn rpcs_mut(&mut self, id: PeerId) -> Option<&mut PeerRpcs> {
         self.at_mut(id).map(|p| &mut p.rpcs)
     }
 
-    pub fn get(&self, addr: &SocketAddr) -> Option<&Peer> {
+    pub(super) fn get(&self, addr: &SocketAddr) -> Option<&Peer> {
         self.at(self.id(addr)?)
     }
 
-    pub fn get_mut(&mut self, addr: &SocketAddr) -> Option<&mut Peer> {
+    pub(super) fn get_mut(&mut self, addr: &SocketAddr) -> Option<&mut Peer> {
         self.at_mut(self.id(addr)?)
     }
 
-    pub fn contains_key(&self, addr: &SocketAddr) -> bool {
+    pub(super) fn contains_key(&self, addr: &SocketAddr) -> bool {
         self.by_addr.contains_key(addr)
     }
 
     /// Adds `peer` at `addr` under a new `PeerId`, returning the peer it
     /// replaces.
-    pub fn insert(&mut self, addr: SocketAddr, peer: Peer) -> Option<Peer> {
+    pub(super) fn insert(&mut self, addr: SocketAddr, peer: Peer) -> Option<Peer> {
         self.count_origin(peer.origin, true);
         let old = self.remove(&addr);
         let (index, generation) = self.slab.insert((addr, peer));
@@ -134,7 +134,7 @@ impl Peers {
         old
     }
 
-    pub fn remove(&mut self, addr: &SocketAddr) -> Option<Peer> {
+    pub(super) fn remove(&mut self, addr: &SocketAddr) -> Option<Peer> {
         let id = self.by_addr.remove(addr)?;
         let (_, old) = self.slab.remove(id.index(), id.generation())?;
         self.count_origin(old.origin, false);
@@ -143,7 +143,7 @@ impl Peers {
 
     /// Changes the origin of the peer at `addr` in place (it keeps its
     /// slot).
-    pub fn set_origin(&mut self, addr: &SocketAddr, origin: Origin) {
+    pub(super) fn set_origin(&mut self, addr: &SocketAddr, origin: Origin) {
         let Some(p) = self.get_mut(addr) else {
             return;
         };
@@ -159,7 +159,7 @@ impl Peers {
     /// derived for any address that asks are not a voucher, nor are keys a
     /// responder's handshake made that the peer has not used yet: a PSK
     /// hello and its reply are exchanged without the key.)
-    pub fn vouched_for(&self, addr: &SocketAddr) -> bool {
+    pub(super) fn vouched_for(&self, addr: &SocketAddr) -> bool {
         self.get(addr)
             .is_some_and(|p| p.proven || p.origin == Origin::Installed)
             || self
@@ -176,7 +176,7 @@ impl Peers {
     /// `retry_above_handshakes` genuine handshakes in that time answer
     /// every new client with a RETRY, and a 0-RTT client pay a round trip
     /// (`smt bench-handshake`'s 0-RTT tail).
-    pub fn busy_handshakes(&self) -> usize {
+    pub(super) fn busy_handshakes(&self) -> usize {
         let settled = |peer: &SocketAddr, c: &HandshakeConn| {
             c.initiator
                 || (c.keys_installed()
@@ -190,14 +190,14 @@ impl Peers {
 
     /// Whether `addr` holds something a sweep must not end: RPCs, or a
     /// handshake.
-    pub fn is_busy(&self, addr: &SocketAddr, peer: &Peer) -> bool {
+    pub(super) fn is_busy(&self, addr: &SocketAddr, peer: &Peer) -> bool {
         !peer.rpcs.is_empty() || self.handshakes.contains_key(addr)
     }
 
     /// The sessions a handshake made whose peer has sent nothing
     /// authenticated for `timeout` and that hold no RPC or handshake (a
     /// session never heard from is timed from now).
-    pub fn idle_handshake_sessions(
+    pub(super) fn idle_handshake_sessions(
         &mut self,
         now: Instant,
         timeout: std::time::Duration,
@@ -221,7 +221,7 @@ impl Peers {
 
     /// What handshakes hold for out-of-order bytes, counted exactly (the
     /// running figure should agree; a recount keeps an error from lasting).
-    pub fn handshake_bytes(&self) -> usize {
+    pub(super) fn handshake_bytes(&self) -> usize {
         self.handshakes.values().map(|c| c.held_bytes()).sum()
     }
 
@@ -229,7 +229,7 @@ impl Peers {
     /// unproven one is left: the handshake session heard from least
     /// recently with nothing under way (installed and resolved sessions
     /// are never evicted).
-    pub fn least_recently_heard(&self) -> Option<SocketAddr> {
+    pub(super) fn least_recently_heard(&self) -> Option<SocketAddr> {
         self.iter()
             .filter(|(a, p)| p.origin == Origin::Handshake && !self.is_busy(a, p))
             .min_by_key(|(a, p)| (p.heard, **a))
@@ -238,7 +238,7 @@ impl Peers {
 
     /// Remembers `peer` as unreachable until `until`; at most
     /// [`MAX_UNREACHABLE`] at once (forged ICMP cannot grow it).
-    pub fn quarantine(&mut self, now: Instant, peer: SocketAddr, until: Instant) {
+    pub(super) fn quarantine(&mut self, now: Instant, peer: SocketAddr, until: Instant) {
         if self.unreachable.len() >= MAX_UNREACHABLE {
             self.unreachable.retain(|_, until| *until > now);
         }
@@ -248,7 +248,7 @@ impl Peers {
     }
 
     /// Whether `peer` was reported unreachable a moment ago.
-    pub fn is_quarantined(&mut self, now: Instant, peer: SocketAddr) -> bool {
+    pub(super) fn is_quarantined(&mut self, now: Instant, peer: SocketAddr) -> bool {
         if self.unreachable.is_empty() {
             return false; // the per-call case: no hashing
         }
@@ -263,12 +263,12 @@ impl Peers {
     }
 
     /// Peers whose sessions the key resolver made.
-    pub fn resolved_count(&self) -> usize {
+    pub(super) fn resolved_count(&self) -> usize {
         self.resolved
     }
 
     /// Peers whose sessions a handshake installed.
-    pub fn handshake_count(&self) -> usize {
+    pub(super) fn handshake_count(&self) -> usize {
         self.handshaked
     }
 
@@ -284,16 +284,16 @@ impl Peers {
         };
     }
 
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.slab.len()
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&SocketAddr, &Peer)> {
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&SocketAddr, &Peer)> {
         self.slab.iter().map(|(_, _, (a, p))| (a, p))
     }
 
     /// Every peer with its slot and address.
-    pub fn slots(&self) -> impl Iterator<Item = (PeerId, &SocketAddr, &Peer)> {
+    pub(super) fn slots(&self) -> impl Iterator<Item = (PeerId, &SocketAddr, &Peer)> {
         self.slab
             .iter()
             .map(|(index, generation, (a, p))| (PeerId::new(index, generation), a, p))

@@ -37,51 +37,51 @@ pub(crate) struct Scheduler {
 
 impl Scheduler {
     /// Ranks `key` among the send candidates by `rank`, its bytes left.
-    pub fn push_sendable(&mut self, rank: u64, key: MsgKey) {
+    pub(super) fn push_sendable(&mut self, rank: u64, key: MsgKey) {
         self.sendable.push(rank, key);
     }
 
     /// The send candidate with the fewest bytes left (ties: the smaller
     /// key) and its rank; it stays a candidate.
-    pub fn next_sendable(&self) -> Option<(u64, MsgKey)> {
+    pub(super) fn next_sendable(&self) -> Option<(u64, MsgKey)> {
         self.sendable.peek()
     }
 
     /// Gives the candidate `next_sendable` named a new rank.
-    pub fn rerank_next(&mut self, rank: u64) {
+    pub(super) fn rerank_next(&mut self, rank: u64) {
         self.sendable.rerank_top(rank);
     }
 
     /// Drops the candidate `next_sendable` named.
-    pub fn pop_next(&mut self) {
+    pub(super) fn pop_next(&mut self) {
         self.sendable.pop();
     }
 
     /// `key` received data and may need grants.
-    pub fn mark_grantable(&mut self, key: MsgKey) {
+    pub(super) fn mark_grantable(&mut self, key: MsgKey) {
         self.grantable.insert(key);
     }
 
     /// Grants are to be computed at the next transmit.
-    pub fn mark_grants_dirty(&mut self) {
+    pub(super) fn mark_grants_dirty(&mut self) {
         self.grants_dirty = true;
     }
 
     /// Grants are to be computed at the next transmit if any message may
     /// still need them.
-    pub fn mark_grants_dirty_if_any(&mut self) {
+    pub(super) fn mark_grants_dirty_if_any(&mut self) {
         self.grants_dirty |= !self.grantable.is_empty();
     }
 
     /// Whether grants are to be computed now; clears the mark.
-    pub fn take_grants_dirty(&mut self) -> bool {
+    pub(super) fn take_grants_dirty(&mut self) -> bool {
         std::mem::take(&mut self.grants_dirty)
     }
 
     /// The grant candidates with their ranks (bytes left), in key order:
     /// `remaining` gives a message's rank, or `None` for one that is gone
     /// or fully granted, which stops being a candidate.
-    pub fn grant_candidates(
+    pub(super) fn grant_candidates(
         &mut self,
         mut remaining: impl FnMut(MsgKey) -> Option<u64>,
     ) -> Vec<(u64, MsgKey)> {
@@ -98,7 +98,7 @@ impl Scheduler {
 
     /// Incoming messages that still need grants, keyed by bytes remaining
     /// (the candidates, pruned of those fully granted or gone).
-    pub fn live_grant_candidates(
+    pub(super) fn live_grant_candidates(
         &mut self,
         clients: &ClientTable,
         servers: &ServerTable,
@@ -112,7 +112,7 @@ impl Scheduler {
     /// Raises the grants of the `overcommit` messages with the fewest bytes
     /// left to `grant_window` bytes past what has arrived; `send` gets the
     /// GRANT for each message whose grant rose.
-    pub fn grant(
+    pub(super) fn grant(
         &mut self,
         clients: &mut ClientTable,
         servers: &mut ServerTable,

@@ -42,29 +42,29 @@ pub(crate) struct ClientTable {
 
 impl ClientTable {
     /// Stores `rpc` and returns its new handle.
-    pub fn insert(&mut self, rpc: ClientRpc) -> RpcHandle {
+    pub(super) fn insert(&mut self, rpc: ClientRpc) -> RpcHandle {
         let (index, generation) = self.slab.insert(rpc);
         handle_of(index, generation)
     }
 
-    pub fn get(&self, handle: &RpcHandle) -> Option<&ClientRpc> {
+    pub(super) fn get(&self, handle: &RpcHandle) -> Option<&ClientRpc> {
         let (index, generation) = slot_of(*handle);
         self.slab.get(index, generation)
     }
 
-    pub fn get_mut(&mut self, handle: &RpcHandle) -> Option<&mut ClientRpc> {
+    pub(super) fn get_mut(&mut self, handle: &RpcHandle) -> Option<&mut ClientRpc> {
         let (index, generation) = slot_of(*handle);
         self.slab.get_mut(index, generation)
     }
 
-    pub fn remove(&mut self, handle: &RpcHandle) -> Option<ClientRpc> {
+    pub(super) fn remove(&mut self, handle: &RpcHandle) -> Option<ClientRpc> {
         let (index, generation) = slot_of(*handle);
         self.slab.remove(index, generation)
     }
 
     /// Removes the RPC `handle` after `f` has had it in place (see
     /// [`Slab::remove_with`]).
-    pub fn remove_with<R>(
+    pub(super) fn remove_with<R>(
         &mut self,
         handle: &RpcHandle,
         f: impl FnOnce(&mut ClientRpc) -> R,
@@ -73,23 +73,23 @@ impl ClientTable {
         self.slab.remove_with(index, generation, f)
     }
 
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.slab.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.slab.is_empty()
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (RpcHandle, &ClientRpc)> {
+    pub(super) fn iter(&self) -> impl Iterator<Item = (RpcHandle, &ClientRpc)> {
         self.slab.iter().map(|(i, g, c)| (handle_of(i, g), c))
     }
 
-    pub fn keys(&self) -> impl Iterator<Item = RpcHandle> + '_ {
+    pub(super) fn keys(&self) -> impl Iterator<Item = RpcHandle> + '_ {
         self.iter().map(|(h, _)| h)
     }
 
-    pub fn values(&self) -> impl Iterator<Item = &ClientRpc> {
+    pub(super) fn values(&self) -> impl Iterator<Item = &ClientRpc> {
         self.slab.iter().map(|(_, _, c)| c)
     }
 }
@@ -124,41 +124,46 @@ pub(crate) struct PeerRpcs {
 
 impl PeerRpcs {
     #[inline]
-    pub fn client(&self, epoch: u64, id: u64) -> Option<RpcHandle> {
+    pub(super) fn client(&self, epoch: u64, id: u64) -> Option<RpcHandle> {
         self.clients.get(&(epoch, id)).copied()
     }
 
     #[inline]
-    pub fn server(&self, epoch: u64, id: u64) -> Option<ServerSlot> {
+    pub(super) fn server(&self, epoch: u64, id: u64) -> Option<ServerSlot> {
         self.servers.get(&(epoch, id)).copied()
     }
 
-    pub fn add_client(&mut self, epoch: u64, id: u64, handle: RpcHandle) {
+    pub(super) fn add_client(&mut self, epoch: u64, id: u64, handle: RpcHandle) {
         self.clients.insert((epoch, id), handle);
     }
 
     /// Returns the slot of an RPC the new one replaces.
-    pub fn add_server(&mut self, epoch: u64, id: u64, slot: ServerSlot) -> Option<ServerSlot> {
+    pub(super) fn add_server(
+        &mut self,
+        epoch: u64,
+        id: u64,
+        slot: ServerSlot,
+    ) -> Option<ServerSlot> {
         self.servers.insert((epoch, id), slot)
     }
 
-    pub fn remove_client(&mut self, epoch: u64, id: u64) {
+    pub(super) fn remove_client(&mut self, epoch: u64, id: u64) {
         self.clients.remove(&(epoch, id));
     }
 
-    pub fn remove_server(&mut self, epoch: u64, id: u64, slot: ServerSlot) {
+    pub(super) fn remove_server(&mut self, epoch: u64, id: u64, slot: ServerSlot) {
         if self.servers.get(&(epoch, id)) == Some(&slot) {
             self.servers.remove(&(epoch, id));
         }
     }
 
     /// Whether the peer has an RPC under way.
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.clients.is_empty() && self.servers.is_empty()
     }
 
     /// Its calls of key epoch `epoch`, in no particular order.
-    pub fn clients_in(&self, epoch: u64) -> impl Iterator<Item = RpcHandle> + '_ {
+    pub(super) fn clients_in(&self, epoch: u64) -> impl Iterator<Item = RpcHandle> + '_ {
         self.clients
             .iter()
             .filter(move |((e, _), _)| *e == epoch)
@@ -167,18 +172,18 @@ impl PeerRpcs {
 
     /// Whether one of its RPCs, either way and of any key epoch, has
     /// message ID `id`.
-    pub fn has_id(&self, id: u64) -> bool {
+    pub(super) fn has_id(&self, id: u64) -> bool {
         self.clients.keys().any(|&(_, i)| i == id) || self.servers.keys().any(|&(_, i)| i == id)
     }
 
     /// Whether it has a request of key epoch `epoch`.
-    pub fn has_server_in(&self, epoch: u64) -> bool {
+    pub(super) fn has_server_in(&self, epoch: u64) -> bool {
         self.servers.keys().any(|(e, _)| *e == epoch)
     }
 
     /// Its calls (of key epoch `epoch`, or all) in slot order: the order a
     /// scan of the client table visits them.
-    pub fn clients_of(&self, epoch: Option<u64>) -> Vec<RpcHandle> {
+    pub(super) fn clients_of(&self, epoch: Option<u64>) -> Vec<RpcHandle> {
         let mut v: Vec<RpcHandle> = self
             .clients
             .iter()
@@ -191,7 +196,7 @@ impl PeerRpcs {
 
     /// Its requests (of key epoch `epoch`, or all) in slot order: the order
     /// a scan of the server table visits them.
-    pub fn servers_of(&self, epoch: Option<u64>) -> Vec<ServerSlot> {
+    pub(super) fn servers_of(&self, epoch: Option<u64>) -> Vec<ServerSlot> {
         let mut v: Vec<ServerSlot> = self
             .servers
             .iter()
@@ -213,31 +218,36 @@ pub(crate) struct ServerTable {
 impl ServerTable {
     /// Stores `rpc` under `key` of peer `peer` and returns its slot (the
     /// caller indexes it in the peer's `PeerRpcs`).
-    pub fn insert(&mut self, key: ServerRpcHandle, peer: PeerId, rpc: ServerRpc) -> ServerSlot {
+    pub(super) fn insert(
+        &mut self,
+        key: ServerRpcHandle,
+        peer: PeerId,
+        rpc: ServerRpc,
+    ) -> ServerSlot {
         let (index, generation) = self.slab.insert(ServerEntry { key, peer, rpc });
         ServerSlot { index, generation }
     }
 
     #[inline]
-    pub fn get(&self, slot: ServerSlot) -> Option<&ServerRpc> {
+    pub(super) fn get(&self, slot: ServerSlot) -> Option<&ServerRpc> {
         self.slab.get(slot.index, slot.generation).map(|e| &e.rpc)
     }
 
     #[inline]
-    pub fn get_mut(&mut self, slot: ServerSlot) -> Option<&mut ServerRpc> {
+    pub(super) fn get_mut(&mut self, slot: ServerSlot) -> Option<&mut ServerRpc> {
         self.slab
             .get_mut(slot.index, slot.generation)
             .map(|e| &mut e.rpc)
     }
 
     /// The peer slot of the RPC in `slot`.
-    pub fn peer_of(&self, slot: ServerSlot) -> Option<PeerId> {
+    pub(super) fn peer_of(&self, slot: ServerSlot) -> Option<PeerId> {
         self.slab.get(slot.index, slot.generation).map(|e| e.peer)
     }
 
     /// Removes the RPC in `slot`, with its internal key (for the caller to
     /// take out of the peer's `PeerRpcs`).
-    pub fn remove(&mut self, slot: ServerSlot) -> Option<(RpcKey, ServerRpc)> {
+    pub(super) fn remove(&mut self, slot: ServerSlot) -> Option<(RpcKey, ServerRpc)> {
         let e = self.slab.remove(slot.index, slot.generation)?;
         let rkey = RpcKey {
             peer: e.peer,
@@ -249,7 +259,7 @@ impl ServerTable {
 
     /// Removes the RPC in `slot` after `f` has had it in place, with its
     /// internal key (see [`Slab::remove_with`]).
-    pub fn remove_with<R>(
+    pub(super) fn remove_with<R>(
         &mut self,
         slot: ServerSlot,
         f: impl FnOnce(&mut ServerRpc) -> R,
@@ -264,32 +274,32 @@ impl ServerTable {
         })
     }
 
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.slab.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.slab.is_empty()
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&ServerRpcHandle, &ServerRpc)> {
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&ServerRpcHandle, &ServerRpc)> {
         self.slab.iter().map(|(_, _, e)| (&e.key, &e.rpc))
     }
 
     /// Every RPC with its slot and its peer's slot.
-    pub fn slots(&self) -> impl Iterator<Item = (ServerMsg, PeerId, &ServerRpc)> {
+    pub(super) fn slots(&self) -> impl Iterator<Item = (ServerMsg, PeerId, &ServerRpc)> {
         self.slab.iter().map(|(index, generation, e)| {
             let slot = ServerSlot { index, generation };
             (ServerMsg { rpc: e.key, slot }, e.peer, &e.rpc)
         })
     }
 
-    pub fn keys(&self) -> impl Iterator<Item = &ServerRpcHandle> {
+    pub(super) fn keys(&self) -> impl Iterator<Item = &ServerRpcHandle> {
         self.iter().map(|(k, _)| k)
     }
 
     #[cfg(test)]
-    pub fn values(&self) -> impl Iterator<Item = &ServerRpc> {
+    pub(super) fn values(&self) -> impl Iterator<Item = &ServerRpc> {
         self.iter().map(|(_, s)| s)
     }
 }

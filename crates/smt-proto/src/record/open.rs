@@ -239,13 +239,13 @@ pub(crate) struct OffloadTally {
 }
 
 impl OffloadTally {
-    pub fn add(&mut self, other: OffloadTally) {
+    pub(crate) fn add(&mut self, other: OffloadTally) {
         self.whole += other.whole;
         self.partial += other.partial;
     }
 
     /// Adds these records to the endpoint's and the peer's counters.
-    pub fn count(self, endpoint: &mut crate::Stats, peer: Option<&mut crate::Stats>) {
+    pub(crate) fn count(self, endpoint: &mut crate::Stats, peer: Option<&mut crate::Stats>) {
         for stats in std::iter::once(endpoint).chain(peer) {
             stats.records_offloaded += self.whole;
             stats.records_partially_offloaded += self.partial;

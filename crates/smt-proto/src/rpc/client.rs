@@ -65,7 +65,7 @@ impl ClientRpc {
     /// A call to `peer` (slot `peer_id`) as message `id` of key epoch
     /// `epoch`, its request sealed, started at `now`.
     #[inline]
-    pub fn new(
+    pub(crate) fn new(
         (peer, peer_id): (SocketAddr, PeerId),
         (epoch, id): (u64, u64),
         request: Outgoing,
@@ -89,7 +89,7 @@ impl ClientRpc {
     /// key epoch `epoch` with `request` (the old one sealed again). Returns
     /// the old request and any partial response, to recycle (nothing of a
     /// response stands once the server lost the request).
-    pub fn restart_as(
+    pub(crate) fn restart_as(
         &mut self,
         (epoch, id): (u64, u64),
         request: Outgoing,
@@ -105,7 +105,7 @@ impl ClientRpc {
 
     /// No fresh ID yet for a restart: the previous key epoch must drain
     /// first. The tick retries (and the wait is not silence).
-    pub fn defer_restart(&mut self) {
+    pub(crate) fn defer_restart(&mut self) {
         self.restart_pending = true;
         self.silent_ticks = 0;
     }
@@ -113,7 +113,7 @@ impl ClientRpc {
     /// One tick of the RPC's silence (decision table, see `silence.rs`):
     /// silence of our own doing (the request waits for its turn, or the
     /// response for a grant we give to others) is not counted.
-    pub fn on_tick(&mut self, s: &Silence) -> ClientTick {
+    pub(crate) fn on_tick(&mut self, s: &Silence) -> ClientTick {
         if !self.request_done() && self.request.has_sendable() {
             // Silence is our own doing: the request still waits for the
             // sender's turn (SRPT), not for the peer (Homa's rule).
@@ -175,14 +175,14 @@ impl ClientRpc {
     /// first packet may be another message's with a corrupted (or forged)
     /// ID, and a client that stopped sending on it would never answer the
     /// server's RESENDs for what it lost.
-    pub fn request_done(&self) -> bool {
+    pub(crate) fn request_done(&self) -> bool {
         self.response
             .as_ref()
             .is_some_and(|r| !r.nothing_authenticated())
     }
 
     /// The RPC's wire key.
-    pub fn key(&self) -> ServerRpcHandle {
+    pub(crate) fn key(&self) -> ServerRpcHandle {
         ServerRpcHandle {
             peer: self.peer,
             epoch: self.epoch,
@@ -193,7 +193,12 @@ impl ClientRpc {
     /// Takes a control packet about this RPC (not NEED_ACK, which asks
     /// about the response: the endpoint answers it). Any of these is a
     /// sign of life. `ticks` and `resend_ticks` pace retransmission.
-    pub fn on_control(&mut self, body: Body, ticks: u64, resend_ticks: u64) -> ClientControl {
+    pub(crate) fn on_control(
+        &mut self,
+        body: Body,
+        ticks: u64,
+        resend_ticks: u64,
+    ) -> ClientControl {
         self.silent_ticks = 0;
         match body {
             Body::Grant { offset, .. } => {

@@ -170,13 +170,13 @@ impl Incoming {
     /// granted from the start, and grants run at most `ahead` bytes past
     /// what has been authenticated.
     #[cfg(any(fuzzing, test))]
-    pub fn new(h: &DataHeader, unscheduled: u32, ahead: u32) -> Self {
+    pub(crate) fn new(h: &DataHeader, unscheduled: u32, ahead: u32) -> Self {
         Self::reuse(Vec::new(), h, unscheduled, ahead)
     }
 
     /// [`Incoming::new`] in the storage of a finished one (see
     /// [`Incoming::recycle`]).
-    pub fn reuse(
+    pub(crate) fn reuse(
         mut segments: Vec<(u32, SegmentBuf)>,
         h: &DataHeader,
         unscheduled: u32,
@@ -201,31 +201,31 @@ impl Incoming {
         }
     }
 
-    pub fn wire_len(&self) -> u32 {
+    pub(crate) fn wire_len(&self) -> u32 {
         self.wire_len
     }
 
-    pub fn granted(&self) -> u32 {
+    pub(crate) fn granted(&self) -> u32 {
         self.granted
     }
 
-    pub fn received(&self) -> u64 {
+    pub(crate) fn received(&self) -> u64 {
         self.received
     }
 
     /// Wire bytes still to arrive: the SRPT key for grants.
-    pub fn remaining(&self) -> u64 {
+    pub(crate) fn remaining(&self) -> u64 {
         u64::from(self.wire_len) - self.received
     }
 
     /// Wire bytes authenticated so far (opened in order).
-    pub fn authenticated_bytes(&self) -> u32 {
+    pub(crate) fn authenticated_bytes(&self) -> u32 {
         self.next_segment
     }
 
     /// Bytes held: reassembly buffers, data opened so far (its capacity)
     /// and bookkeeping. Kept as a running total, so this is O(1).
-    pub fn buffered_bytes(&self) -> usize {
+    pub(crate) fn buffered_bytes(&self) -> usize {
         self.held
     }
 
@@ -234,7 +234,7 @@ impl Incoming {
     /// A packet that is the whole message goes straight into a data
     /// buffer from the pool instead (`accept_whole`): that buffer's
     /// capacity.
-    pub fn allocation_for(&self, h: &DataHeader) -> usize {
+    pub(crate) fn allocation_for(&self, h: &DataHeader) -> usize {
         if self.is_whole(h, h.payload_len()) {
             return match self.whole || self.received > 0 {
                 true => 0,
@@ -253,7 +253,7 @@ impl Incoming {
     /// an attacker's, who claims a huge length and never completes the
     /// first segment) earn grants only that far, so a message holds at most
     /// `ahead` plus one segment unauthenticated.
-    pub fn raise_grant(&mut self, offset: u64) -> bool {
+    pub(crate) fn raise_grant(&mut self, offset: u64) -> bool {
         let ceiling = u64::from(self.next_segment) + u64::from(self.ahead);
         let offset = offset.min(ceiling).min(u64::from(self.wire_len)) as u32;
         if offset > self.granted {
@@ -269,7 +269,7 @@ impl Incoming {
     /// reassembly memory whatever lengths a forged header claims.
     /// `decrypted`: the NIC decrypted the payload and checked the tags
     /// that end in it (receive offload).
-    pub fn accept(
+    pub(crate) fn accept(
         &mut self,
         h: &DataHeader,
         payload: &[u8],
@@ -431,7 +431,7 @@ impl Incoming {
     /// caller's memory bounds allow the data buffer to take ahead of need.
     /// Records the NIC decrypted are counted in `offloaded`.
     #[allow(clippy::too_many_arguments)]
-    pub fn open_ready(
+    pub(crate) fn open_ready(
         &mut self,
         cipher: &dyn PacketCipher,
         layout: SeqLayout,
@@ -572,7 +572,7 @@ impl Incoming {
     /// The answer only steers the NIC: a wrong one (from forged headers)
     /// makes it decrypt under the wrong sequence number, whose tags fail,
     /// and the records are opened in software.
-    pub fn record_index_at(&self, wire_offset: u64) -> Result<u64, bool> {
+    pub(crate) fn record_index_at(&self, wire_offset: u64) -> Result<u64, bool> {
         if wire_offset < u64::from(self.next_segment) || wire_offset >= u64::from(self.wire_len) {
             return Err(false);
         }
@@ -610,7 +610,7 @@ impl Incoming {
     /// The delivered data (after `Complete`).
     /// Whether no segment has been authenticated yet: the message's
     /// lengths then come only from plaintext headers anyone can forge.
-    pub fn nothing_authenticated(&self) -> bool {
+    pub(crate) fn nothing_authenticated(&self) -> bool {
         self.next_segment == 0
     }
 
@@ -619,7 +619,7 @@ impl Incoming {
     /// the segment list's storage for [`Incoming::reuse`].
     /// Gives its buffers back to `pool` and hands out its (empty) segment
     /// list; what is left holds no memory.
-    pub fn recycle(&mut self, pool: &mut BufferPool) -> Vec<(u32, SegmentBuf)> {
+    pub(crate) fn recycle(&mut self, pool: &mut BufferPool) -> Vec<(u32, SegmentBuf)> {
         pool.give(std::mem::take(&mut self.data));
         for (_, seg) in self.segments.drain(..) {
             seg.recycle(pool);
@@ -627,7 +627,7 @@ impl Incoming {
         std::mem::take(&mut self.segments)
     }
 
-    pub fn take_data(&mut self) -> Vec<u8> {
+    pub(crate) fn take_data(&mut self) -> Vec<u8> {
         self.held -= self.data.capacity();
         self.data.truncate(self.filled);
         self.filled = 0;
@@ -636,7 +636,7 @@ impl Incoming {
 
     /// Up to `max_ranges` missing wire ranges below the grant, adjacent
     /// ones merged, each at most `max_len` bytes: what RESENDs ask for.
-    pub fn gaps(&self, max_ranges: usize, max_len: u32) -> Vec<(u32, u32)> {
+    pub(crate) fn gaps(&self, max_ranges: usize, max_len: u32) -> Vec<(u32, u32)> {
         let mut out: Vec<(u32, u32)> = Vec::new();
         let mut push = |start: u32, len: u32| match out.last_mut() {
             Some((s, l)) if *s + *l == start && *l + len <= max_len => *l += len,

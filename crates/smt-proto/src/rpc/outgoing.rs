@@ -65,7 +65,7 @@ pub(crate) struct Outgoing {
 
 impl Outgoing {
     /// `for_nic`: the records are framed for a NIC to seal.
-    pub fn new(sealed: SealedMessage, mss: u16, unscheduled: u32, for_nic: bool) -> Self {
+    pub(crate) fn new(sealed: SealedMessage, mss: u16, unscheduled: u32, for_nic: bool) -> Self {
         let granted = sealed.layout.wire_len().min(u64::from(unscheduled));
         let first = sealed.layout.segment(0);
         Self {
@@ -88,12 +88,12 @@ impl Outgoing {
     }
 
     /// The message's length (its plaintext, without padding).
-    pub fn data_len(&self) -> u64 {
+    pub(crate) fn data_len(&self) -> u64 {
         self.sealed.layout.data_len()
     }
 
     /// The message's data again (see `SealedMessage::recover`).
-    pub fn recover(
+    pub(crate) fn recover(
         &self,
         out: &mut Vec<u8>,
     ) -> Result<Option<bytes::Bytes>, crate::crypto::CryptoError> {
@@ -103,7 +103,7 @@ impl Outgoing {
     /// Gives the message's buffers to `pool` for reuse, and the caller's
     /// shared data back to it to let go of (the message is done): the
     /// large ones then wait for the driver to free them.
-    pub fn recycle(&mut self, pool: &mut crate::buffers::BufferPool) {
+    pub(crate) fn recycle(&mut self, pool: &mut crate::buffers::BufferPool) {
         let (wire, data) = self.sealed.take_buffers();
         pool.give(wire);
         match data {
@@ -113,30 +113,30 @@ impl Outgoing {
         }
     }
 
-    pub fn wire_len(&self) -> u64 {
+    pub(crate) fn wire_len(&self) -> u64 {
         self.sealed.layout.wire_len()
     }
 
     /// Wire offset of the next never-sent packet.
-    pub fn sent(&self) -> u64 {
+    pub(crate) fn sent(&self) -> u64 {
         self.sent
     }
 
     /// Wire bytes not yet sent once: the SRPT key.
-    pub fn remaining(&self) -> u64 {
+    pub(crate) fn remaining(&self) -> u64 {
         self.wire_len() - self.sent()
     }
 
-    pub fn fully_sent(&self) -> bool {
+    pub(crate) fn fully_sent(&self) -> bool {
         self.sent() == self.wire_len()
     }
 
-    pub fn has_sendable(&self) -> bool {
+    pub(crate) fn has_sendable(&self) -> bool {
         !self.retransmit.is_empty() || self.sent() < self.granted.min(self.wire_len())
     }
 
     /// Raises the grant; grants never shrink.
-    pub fn grant(&mut self, offset: u32) {
+    pub(crate) fn grant(&mut self, offset: u32) {
         self.granted = self.granted.max(u64::from(offset).min(self.wire_len()));
     }
 
@@ -156,7 +156,7 @@ impl Outgoing {
     /// arrived before any of ours): it gets the first packet again, whose
     /// header carries the true length, so it drops what it holds and starts
     /// over. Asking for bytes we do not have would otherwise go on forever.
-    pub fn resend(&mut self, offset: u32, len: u32, tick: u64, interval: u64) -> bool {
+    pub(crate) fn resend(&mut self, offset: u32, len: u32, tick: u64, interval: u64) -> bool {
         let (offset, len) = if u64::from(offset) >= self.wire_len() {
             (0, 1)
         } else {
@@ -214,13 +214,13 @@ impl Outgoing {
 
     /// Whether the next packet is a retransmission (the receiver asked for
     /// it again).
-    pub fn retransmit_pending(&self) -> bool {
+    pub(crate) fn retransmit_pending(&self) -> bool {
         !self.retransmit.is_empty()
     }
 
     /// The wire length of the packet [`Outgoing::next_packet`] would give
     /// (0 if none).
-    pub fn next_packet_len(&self) -> usize {
+    pub(crate) fn next_packet_len(&self) -> usize {
         self.next_range()
             .map_or(0, |(start, end)| DATA_HEADER_LEN + (end - start) as usize)
     }
@@ -228,7 +228,7 @@ impl Outgoing {
     /// Seals the records the next packet carries, if not sealed yet
     /// (at most a packet's worth of records). Call before
     /// [`Outgoing::next_packet`]: unsealed bytes never leave.
-    pub fn seal_next(&mut self) -> Result<(), crate::crypto::CryptoError> {
+    pub(crate) fn seal_next(&mut self) -> Result<(), crate::crypto::CryptoError> {
         match self.next_range() {
             Some((_, end)) => self.sealed.seal_through(end),
             None => Ok(()),
@@ -266,7 +266,7 @@ impl Outgoing {
 
     /// The packet to send next, if any (retransmissions first), sent in
     /// tick `tick`.
-    pub fn next_packet(&mut self, tick: u64) -> Option<PacketRef> {
+    pub(crate) fn next_packet(&mut self, tick: u64) -> Option<PacketRef> {
         if let Some((segment, index)) = self.retransmit.pop_first() {
             return Some(PacketRef {
                 segment,
@@ -301,7 +301,7 @@ impl Outgoing {
     /// Writes packet `p` of message `id` into `buf`; returns its length,
     /// or `None` if its records are not sealed yet (see
     /// [`Outgoing::seal_next`]).
-    pub fn write_packet(
+    pub(crate) fn write_packet(
         &self,
         p: PacketRef,
         ports: (u16, u16),
@@ -359,7 +359,7 @@ impl Outgoing {
     /// NIC that seals it (transmit offload). Kept out of line: the send
     /// loop without offload should not carry it.
     #[inline(never)]
-    pub fn tx_records(
+    pub(crate) fn tx_records(
         &self,
         p: PacketRef,
         k: ServerRpcHandle,
@@ -399,7 +399,7 @@ impl Outgoing {
     /// The bytes of the record holding wire offset `at`, from its first
     /// byte up to `at` (exclusive), as they were posted (plaintext body
     /// under transmit offload): what a NIC replays to resync mid-record.
-    pub fn record_prefix(&self, at: u64) -> Option<&[u8]> {
+    pub(crate) fn record_prefix(&self, at: u64) -> Option<&[u8]> {
         let layout = &self.sealed.layout;
         if at >= layout.wire_len() {
             return None;

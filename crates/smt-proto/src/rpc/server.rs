@@ -52,7 +52,7 @@ pub(crate) enum ServerTick {
 impl ServerRpc {
     /// A request whose first packet arrived: Receiving.
     #[inline]
-    pub fn new(request: Incoming) -> Self {
+    pub(crate) fn new(request: Incoming) -> Self {
         Self {
             state: ServerState::Receiving(request),
             silent_ticks: 0,
@@ -61,21 +61,21 @@ impl ServerRpc {
 
     /// Whether the application holds the request (and has not answered).
     #[inline]
-    pub fn is_in_service(&self) -> bool {
+    pub(crate) fn is_in_service(&self) -> bool {
         matches!(self.state, ServerState::InService)
     }
 
     /// The application answers a request in service (the caller checked:
     /// `is_in_service`): Responding, and silence starts over.
     #[inline]
-    pub fn respond(&mut self, response: Outgoing) {
+    pub(crate) fn respond(&mut self, response: Outgoing) {
         self.state = ServerState::Responding(response);
         self.silent_ticks = 0;
     }
 
     /// The response being sent, once the application answered.
     #[inline]
-    pub fn responding_mut(&mut self) -> Option<&mut Outgoing> {
+    pub(crate) fn responding_mut(&mut self) -> Option<&mut Outgoing> {
         match &mut self.state {
             ServerState::Responding(out) => Some(out),
             _ => None,
@@ -84,7 +84,7 @@ impl ServerRpc {
 
     /// One tick of the RPC's silence (decision table, see `silence.rs`):
     /// silence while we are the ones to act is not counted.
-    pub fn on_tick(&mut self, s: &Silence) -> ServerTick {
+    pub(crate) fn on_tick(&mut self, s: &Silence) -> ServerTick {
         if self.waits_on_us(s.crowded) {
             self.silent_ticks = 0;
             return ServerTick::Idle;
@@ -134,7 +134,7 @@ impl ServerRpc {
 
     /// The message being received, if the request is not complete yet.
     #[inline]
-    pub fn receiving_mut(&mut self) -> Option<&mut Incoming> {
+    pub(crate) fn receiving_mut(&mut self) -> Option<&mut Incoming> {
         match &mut self.state {
             ServerState::Receiving(inc) => Some(inc),
             _ => None,
@@ -143,7 +143,7 @@ impl ServerRpc {
 
     /// The message being received, if the request is not complete yet.
     #[inline]
-    pub fn receiving(&self) -> Option<&Incoming> {
+    pub(crate) fn receiving(&self) -> Option<&Incoming> {
         match &self.state {
             ServerState::Receiving(inc) => Some(inc),
             _ => None,
@@ -155,7 +155,7 @@ impl ServerRpc {
     /// hundred bytes per request), and Receiving becomes InService. Any
     /// other state stays untouched (`None`).
     #[inline]
-    pub fn start_service<R>(&mut self, take: impl FnOnce(&mut Incoming) -> R) -> Option<R> {
+    pub(crate) fn start_service<R>(&mut self, take: impl FnOnce(&mut Incoming) -> R) -> Option<R> {
         let ServerState::Receiving(inc) = &mut self.state else {
             return None;
         };
@@ -167,7 +167,12 @@ impl ServerRpc {
     /// Takes a control packet about this RPC: the decision table by
     /// packet and state. Any of these is a sign of life. `ticks` and
     /// `resend_ticks` pace retransmission.
-    pub fn on_control(&mut self, body: Body, ticks: u64, resend_ticks: u64) -> ServerControl {
+    pub(crate) fn on_control(
+        &mut self,
+        body: Body,
+        ticks: u64,
+        resend_ticks: u64,
+    ) -> ServerControl {
         self.silent_ticks = 0;
         match (body, &mut self.state) {
             (Body::Grant { offset, .. }, ServerState::Responding(out)) => {

@@ -49,7 +49,7 @@ impl Epoch {
     }
 
     /// The key-phase bit of this epoch's packets.
-    pub fn phase(&self) -> bool {
+    pub(crate) fn phase(&self) -> bool {
         self.number & 1 == 1
     }
 }
@@ -77,7 +77,7 @@ pub(crate) struct Session {
 }
 
 impl Session {
-    pub fn new(keys: SessionKeys, id_limit: u64, replay_window: u64) -> Self {
+    pub(crate) fn new(keys: SessionKeys, id_limit: u64, replay_window: u64) -> Self {
         let limits = (id_limit, replay_window);
         let current = Epoch::new(0, keys.role, keys.tx, keys.rx, limits);
         Self {
@@ -92,13 +92,13 @@ impl Session {
     }
 
     /// Whether `id` names an RPC this side started (its low bit is ours).
-    pub fn is_local_id(&self, id: u64) -> bool {
+    pub(crate) fn is_local_id(&self, id: u64) -> bool {
         id & 1 == self.role.id_bit()
     }
 
     /// The epoch a packet with key phase `phase` belongs to, if this side
     /// still has (or already has) its keys.
-    pub fn epoch_by_phase(&self, phase: bool) -> Option<&Epoch> {
+    pub(crate) fn epoch_by_phase(&self, phase: bool) -> Option<&Epoch> {
         if self.current.phase() == phase {
             return Some(&self.current);
         }
@@ -106,14 +106,14 @@ impl Session {
     }
 
     /// Epoch `number`, if still held.
-    pub fn epoch(&self, number: u64) -> Option<&Epoch> {
+    pub(crate) fn epoch(&self, number: u64) -> Option<&Epoch> {
         if self.current.number == number {
             return Some(&self.current);
         }
         self.previous.as_ref().filter(|e| e.number == number)
     }
 
-    pub fn epoch_mut(&mut self, number: u64) -> Option<&mut Epoch> {
+    pub(crate) fn epoch_mut(&mut self, number: u64) -> Option<&mut Epoch> {
         if self.current.number == number {
             return Some(&mut self.current);
         }
@@ -122,7 +122,7 @@ impl Session {
 
     /// The next epoch's ciphers in this side's (tx, rx) order, without
     /// switching to them.
-    pub fn next_keys(&self) -> Option<NextKeys> {
+    pub(crate) fn next_keys(&self) -> Option<NextKeys> {
         let next = self.update.as_ref()?.next_epoch();
         let (tx, rx) = match self.role {
             Role::Client => (next.client_to_server, next.server_to_client),
@@ -137,7 +137,7 @@ impl Session {
 
     /// Switches to a next epoch with the given keys (a handshake's second
     /// keys, e.g. the 0-RTT exchange's fs-key).
-    pub fn advance_to(&mut self, keys: SessionKeys) {
+    pub(crate) fn advance_to(&mut self, keys: SessionKeys) {
         self.install_epoch(NextKeys {
             tx: keys.tx,
             rx: keys.rx,
@@ -147,7 +147,7 @@ impl Session {
 
     /// Switches to the next epoch (the current one becomes previous; the
     /// old previous is forgotten). Returns false if the keys cannot update.
-    pub fn advance(&mut self) -> bool {
+    pub(crate) fn advance(&mut self) -> bool {
         let Some(keys) = self.next_keys() else {
             return false;
         };

@@ -9,7 +9,7 @@ pub enum ReplayCheck {
 
 /// Refused IDs remembered below the floor (8 KiB at most per key epoch,
 /// and only for a peer whose requests were refused).
-pub const REFUSED_BELOW_MAX: usize = 1024;
+pub(super) const REFUSED_BELOW_MAX: usize = 1024;
 
 /// The receive-side replay guard for peer-started message IDs (the SMT paper
 /// §4.4.1, §6.1; always on).

@@ -5,99 +5,99 @@ use super::{DataFlags, PacketType, WireError, COMMON_HEADER_LEN, DATA_HEADER_LEN
 /// Byte ranges of the fields, in the order they appear on the wire.
 pub(crate) mod field {
     use std::ops::Range;
-    pub const SPORT: Range<usize> = 0..2;
-    pub const DPORT: Range<usize> = 2..4;
+    pub(crate) const SPORT: Range<usize> = 0..2;
+    pub(crate) const DPORT: Range<usize> = 2..4;
     /// TCP sequence-number slot: DATA segment offset.
-    pub const SEG_OFFSET: Range<usize> = 4..8;
+    pub(crate) const SEG_OFFSET: Range<usize> = 4..8;
     /// TCP acknowledgment slot: DATA message length.
-    pub const MSG_LEN: Range<usize> = 8..12;
-    pub const DOFF: usize = 12;
-    pub const TYPE: usize = 13;
+    pub(crate) const MSG_LEN: Range<usize> = 8..12;
+    pub(crate) const DOFF: usize = 12;
+    pub(crate) const TYPE: usize = 13;
     /// TCP window slot: DATA per-packet payload size of this segment.
-    pub const MSS: Range<usize> = 14..16;
+    pub(crate) const MSS: Range<usize> = 14..16;
     /// TCP checksum slot: always zero (integrity comes from the AEAD).
-    pub const CHECKSUM: Range<usize> = 16..18;
+    pub(crate) const CHECKSUM: Range<usize> = 16..18;
     /// TCP urgent-pointer slot: original packet index of a retransmission.
-    pub const RESEND_INDEX: Range<usize> = 18..20;
+    pub(crate) const RESEND_INDEX: Range<usize> = 18..20;
     /// TCP options slot: the message (RPC) ID.
-    pub const ID: Range<usize> = 20..28;
+    pub(crate) const ID: Range<usize> = 20..28;
     // DATA extension.
-    pub const PKT_INDEX: Range<usize> = 28..30;
-    pub const FLAGS: usize = 30;
+    pub(crate) const PKT_INDEX: Range<usize> = 28..30;
+    pub(crate) const FLAGS: usize = 30;
     /// The message's priority, set by the sending application (MTP's
     /// "Msg Pri"): 0 is the default, larger is more urgent.
-    pub const PRIORITY: usize = 31;
-    pub const MSG_WIRE_LEN: Range<usize> = 32..36;
-    pub const SEG_LEN: Range<usize> = 36..40;
-    pub const INCOMING: Range<usize> = 40..44;
+    pub(crate) const PRIORITY: usize = 31;
+    pub(crate) const MSG_WIRE_LEN: Range<usize> = 32..36;
+    pub(crate) const SEG_LEN: Range<usize> = 36..40;
+    pub(crate) const INCOMING: Range<usize> = 40..44;
     // Control bodies start right after the common header (at 28).
 
     /// GRANT (`docs/protocol.md` § 4): the offset granted up to, the
     /// receiver's rank for the message, three reserved bytes.
-    pub mod grant {
+    pub(crate) mod grant {
         use std::ops::Range;
-        pub const OFFSET: Range<usize> = 28..32;
-        pub const PRIORITY: usize = 32;
-        pub const RESERVED: Range<usize> = 33..36;
+        pub(crate) const OFFSET: Range<usize> = 28..32;
+        pub(crate) const PRIORITY: usize = 32;
+        pub(crate) const RESERVED: Range<usize> = 33..36;
     }
 
     /// CREDIT: how many requests the receiver may have outstanding at the
     /// sender, and the sequence number that orders CREDIT packets.
-    pub mod credit {
+    pub(crate) mod credit {
         use std::ops::Range;
-        pub const LIMIT: Range<usize> = 28..32;
-        pub const SEQUENCE: Range<usize> = 32..36;
+        pub(crate) const LIMIT: Range<usize> = 28..32;
+        pub(crate) const SEQUENCE: Range<usize> = 32..36;
     }
 
     /// RESEND: the byte range asked for, a priority, three reserved bytes.
-    pub mod resend {
+    pub(crate) mod resend {
         use std::ops::Range;
-        pub const OFFSET: Range<usize> = 28..32;
-        pub const LENGTH: Range<usize> = 32..36;
-        pub const PRIORITY: usize = 36;
-        pub const RESERVED: Range<usize> = 37..40;
+        pub(crate) const OFFSET: Range<usize> = 28..32;
+        pub(crate) const LENGTH: Range<usize> = 32..36;
+        pub(crate) const PRIORITY: usize = 36;
+        pub(crate) const RESERVED: Range<usize> = 37..40;
     }
 
     /// ACK: how many IDs follow the header, two reserved bytes, then the
     /// IDs, 8 bytes each.
-    pub mod ack {
+    pub(crate) mod ack {
         use std::ops::Range;
-        pub const COUNT: Range<usize> = 28..30;
-        pub const RESERVED: Range<usize> = 30..32;
-        pub const IDS: usize = 32;
+        pub(crate) const COUNT: Range<usize> = 28..30;
+        pub(crate) const RESERVED: Range<usize> = 30..32;
+        pub(crate) const IDS: usize = 32;
     }
 
     /// HANDSHAKE: the chunk's stream offset, the cumulative ACK of the
     /// peer's stream, the chunk's length, the protocol, the retry flags.
-    pub mod handshake {
+    pub(crate) mod handshake {
         use std::ops::Range;
-        pub const OFFSET: Range<usize> = 28..32;
-        pub const ACK: Range<usize> = 32..36;
-        pub const LEN: Range<usize> = 36..38;
-        pub const KIND: usize = 38;
-        pub const FLAGS: usize = 39;
+        pub(crate) const OFFSET: Range<usize> = 28..32;
+        pub(crate) const ACK: Range<usize> = 32..36;
+        pub(crate) const LEN: Range<usize> = 36..38;
+        pub(crate) const KIND: usize = 38;
+        pub(crate) const FLAGS: usize = 39;
     }
 
     /// PATH (`docs/protocol.md` § 4): slots reserved, slots used,
     /// exclusions, flags; then the exclusions (4 bytes each) and the slots
     /// (8 bytes each).
-    pub mod path {
-        pub const SLOTS: usize = 28;
-        pub const USED: usize = 29;
-        pub const EXCLUDES: usize = 30;
-        pub const FLAGS: usize = 31;
-        pub const LIST: usize = 32;
+    pub(crate) mod path {
+        pub(crate) const SLOTS: usize = 28;
+        pub(crate) const USED: usize = 29;
+        pub(crate) const EXCLUDES: usize = 30;
+        pub(crate) const FLAGS: usize = 31;
+        pub(crate) const LIST: usize = 32;
     }
 
     /// PATH_ECHO: entry count, flags, a reserved byte, the echo's
     /// sequence number; then the entries, 24 bytes each.
-    pub mod path_echo {
+    pub(crate) mod path_echo {
         use std::ops::Range;
-        pub const COUNT: Range<usize> = 28..30;
-        pub const FLAGS: usize = 30;
-        pub const RESERVED: usize = 31;
-        pub const SEQUENCE: Range<usize> = 32..36;
-        pub const ENTRIES: usize = 36;
+        pub(crate) const COUNT: Range<usize> = 28..30;
+        pub(crate) const FLAGS: usize = 30;
+        pub(crate) const RESERVED: usize = 31;
+        pub(crate) const SEQUENCE: Range<usize> = 32..36;
+        pub(crate) const ENTRIES: usize = 36;
     }
 }
 

@@ -51,7 +51,7 @@ pub const MAX_ECHO_ENTRIES: usize = 16;
 /// (its PATH had [`PATH_OVERFLOW`]).
 pub const ECHO_OVERFLOW: u8 = 0x01;
 /// Entry flag: `last_id` holds a message ID.
-pub const ENTRY_HAS_ID: u8 = 0x01;
+pub(super) const ENTRY_HAS_ID: u8 = 0x01;
 
 /// A list of at most `N` values, without allocation (as [`super::AckIds`]).
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -51,7 +51,7 @@ pub(crate) struct Calls {
 }
 
 impl Calls {
-    pub fn new(max: usize) -> Self {
+    pub(super) fn new(max: usize) -> Self {
         Self {
             next: 0,
             max,
@@ -62,21 +62,21 @@ impl Calls {
     }
 
     /// Outstanding calls.
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.live.len()
     }
 
     /// Whether another call would exceed the limit.
-    pub fn full(&self) -> bool {
+    pub(super) fn full(&self) -> bool {
         self.live.len() >= self.max
     }
 
-    pub fn max(&self) -> usize {
+    pub(super) fn max(&self) -> usize {
         self.max
     }
 
     /// A new call to `peer`, timing out `timeout` after `now` if given.
-    pub fn open(
+    pub(super) fn open(
         &mut self,
         now: Instant,
         peer: SocketAddr,
@@ -104,11 +104,11 @@ impl Calls {
 
     /// The call's request is now RPC `rpc` in the core.
     /// The priority `call`'s request carries (0 for an unknown call).
-    pub fn priority(&self, call: CallToken) -> u8 {
+    pub(super) fn priority(&self, call: CallToken) -> u8 {
         self.live.get(&call).map_or(0, |l| l.priority)
     }
 
-    pub fn sent(&mut self, call: CallToken, rpc: RpcHandle) {
+    pub(super) fn sent(&mut self, call: CallToken, rpc: RpcHandle) {
         if let Some(live) = self.live.get_mut(&call) {
             live.rpc = Some(rpc);
             self.by_rpc.insert(rpc, call);
@@ -117,7 +117,7 @@ impl Calls {
 
     /// Ends the call whose RPC finished (response or failure); `None` if
     /// it had already ended (cancelled, timed out).
-    pub fn finish_rpc(&mut self, rpc: RpcHandle) -> Option<Finished> {
+    pub(super) fn finish_rpc(&mut self, rpc: RpcHandle) -> Option<Finished> {
         let call = self.by_rpc.remove(&rpc)?;
         let live = self.forget(call)?;
         Some(Finished {
@@ -128,13 +128,13 @@ impl Calls {
     }
 
     /// The call whose RPC `rpc` is, without ending it.
-    pub fn call_of(&self, rpc: RpcHandle) -> Option<CallToken> {
+    pub(super) fn call_of(&self, rpc: RpcHandle) -> Option<CallToken> {
         self.by_rpc.get(&rpc).copied()
     }
 
     /// The call's RPC ended but the call goes on (it is retried): it has
     /// no RPC until it is sent again.
-    pub fn unsend(&mut self, rpc: RpcHandle) {
+    pub(super) fn unsend(&mut self, rpc: RpcHandle) {
         let Some(call) = self.by_rpc.remove(&rpc) else {
             return;
         };
@@ -144,25 +144,28 @@ impl Calls {
     }
 
     /// When `call` times out, if it has a deadline.
-    pub fn deadline_of(&self, call: CallToken) -> Option<Instant> {
+    pub(super) fn deadline_of(&self, call: CallToken) -> Option<Instant> {
         self.live.get(&call)?.deadline.map(|(at, _)| at)
     }
 
     /// Ends `call`; returns whether it was outstanding and its RPC, if it
     /// had one (the caller aborts it in the core).
-    pub fn end(&mut self, call: CallToken) -> Option<Option<RpcHandle>> {
+    pub(super) fn end(&mut self, call: CallToken) -> Option<Option<RpcHandle>> {
         let live = self.forget(call)?;
         Some(live.rpc)
     }
 
     /// The earliest deadline of any call.
-    pub fn next_deadline(&self) -> Option<Instant> {
+    pub(super) fn next_deadline(&self) -> Option<Instant> {
         self.deadlines.first().map(|(at, _)| *at)
     }
 
     /// Ends the next call whose deadline is at or before `now`: the call,
     /// its timeout, and its RPC if it had one.
-    pub fn expired(&mut self, now: Instant) -> Option<(CallToken, Duration, Option<RpcHandle>)> {
+    pub(super) fn expired(
+        &mut self,
+        now: Instant,
+    ) -> Option<(CallToken, Duration, Option<RpcHandle>)> {
         let &(at, call) = self.deadlines.first()?;
         if at > now {
             return None;
@@ -173,7 +176,7 @@ impl Calls {
     }
 
     /// Ends every call (the endpoint is closing).
-    pub fn drain(&mut self) -> Vec<CallToken> {
+    pub(super) fn drain(&mut self) -> Vec<CallToken> {
         self.by_rpc.clear();
         self.deadlines.clear();
         self.live.drain().map(|(call, _)| call).collect()

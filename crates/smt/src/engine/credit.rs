@@ -60,7 +60,7 @@ pub(crate) struct Load {
 }
 
 impl Load {
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self {
             in_flight: HashMap::new(),
             rpc_peer: HashMap::new(),
@@ -73,29 +73,29 @@ impl Load {
 
     /// Whether a new call to `peer` must wait: its credit is used up, or
     /// earlier calls wait already (they go first).
-    pub fn must_wait(&self, peer: SocketAddr, credit: u32) -> bool {
+    pub(super) fn must_wait(&self, peer: SocketAddr, credit: u32) -> bool {
         self.waiting.contains_key(&peer) || !self.has_credit(peer, credit)
     }
 
     /// Whether one more RPC to `peer` fits its credit.
-    pub fn has_credit(&self, peer: SocketAddr, credit: u32) -> bool {
+    pub(super) fn has_credit(&self, peer: SocketAddr, credit: u32) -> bool {
         let used = self.in_flight.get(&peer).copied().unwrap_or(0);
         used < credit as usize
     }
 
     /// Parks a call until `peer` has credit for it.
-    pub fn wait(&mut self, peer: SocketAddr, parked: Parked) {
+    pub(super) fn wait(&mut self, peer: SocketAddr, parked: Parked) {
         self.waiting.entry(peer).or_default().push_back(parked);
     }
 
     /// RPC `rpc` was sent to `peer`: it holds a place of its credit.
-    pub fn sent(&mut self, peer: SocketAddr, rpc: RpcHandle) {
+    pub(super) fn sent(&mut self, peer: SocketAddr, rpc: RpcHandle) {
         *self.in_flight.entry(peer).or_default() += 1;
         self.rpc_peer.insert(rpc, peer);
     }
 
     /// RPC `rpc` ended (response, failure, abort): its place is free.
-    pub fn ended(&mut self, rpc: RpcHandle) {
+    pub(super) fn ended(&mut self, rpc: RpcHandle) {
         let Some(peer) = self.rpc_peer.remove(&rpc) else {
             return;
         };
@@ -108,12 +108,12 @@ impl Load {
     }
 
     /// Peers with calls waiting for credit.
-    pub fn waiting_peers(&self) -> Vec<SocketAddr> {
+    pub(super) fn waiting_peers(&self) -> Vec<SocketAddr> {
         self.waiting.keys().copied().collect()
     }
 
     /// The next call waiting for `peer`'s credit, if the credit has room.
-    pub fn next_ready(&mut self, peer: SocketAddr, credit: u32) -> Option<Parked> {
+    pub(super) fn next_ready(&mut self, peer: SocketAddr, credit: u32) -> Option<Parked> {
         if !self.has_credit(peer, credit) {
             return None;
         }
@@ -127,7 +127,13 @@ impl Load {
 
     /// Lets `call` to `peer` be retried `attempts` times after `Overloaded`,
     /// keeping its request bytes.
-    pub fn allow_retries(&mut self, call: CallToken, peer: SocketAddr, data: Bytes, attempts: u32) {
+    pub(super) fn allow_retries(
+        &mut self,
+        call: CallToken,
+        peer: SocketAddr,
+        data: Bytes,
+        attempts: u32,
+    ) {
         let r = Retryable {
             peer,
             data,
@@ -140,7 +146,12 @@ impl Load {
     /// `call` was refused (`Overloaded`): schedules its next attempt
     /// after a jittered back-off, if it has one left and `deadline`
     /// (if any) is not past by then. Returns whether it will be retried.
-    pub fn retry(&mut self, now: Instant, call: CallToken, deadline: Option<Instant>) -> bool {
+    pub(super) fn retry(
+        &mut self,
+        now: Instant,
+        call: CallToken,
+        deadline: Option<Instant>,
+    ) -> bool {
         let Some(r) = self.retryable.get_mut(&call) else {
             return false;
         };
@@ -163,12 +174,12 @@ impl Load {
     }
 
     /// The next retry's time.
-    pub fn next_retry(&self) -> Option<Instant> {
+    pub(super) fn next_retry(&self) -> Option<Instant> {
         self.retries.first_key_value().map(|((at, _), _)| *at)
     }
 
     /// A retry due at `now`: its peer and the call with its bytes.
-    pub fn due_retry(&mut self, now: Instant) -> Option<(SocketAddr, Parked)> {
+    pub(super) fn due_retry(&mut self, now: Instant) -> Option<(SocketAddr, Parked)> {
         let (&(at, call), _) = self.retries.first_key_value()?;
         if at > now {
             return None;
@@ -179,7 +190,7 @@ impl Load {
     }
 
     /// Forgets `call` wherever it waits; true if it waited here.
-    pub fn cancel(&mut self, call: CallToken) -> bool {
+    pub(super) fn cancel(&mut self, call: CallToken) -> bool {
         self.retryable.remove(&call);
         let before = self.retries.len();
         self.retries.retain(|(_, c), _| *c != call);
@@ -194,19 +205,19 @@ impl Load {
     }
 
     /// The call ended: its bytes are not needed any more.
-    pub fn done(&mut self, call: CallToken) {
+    pub(super) fn done(&mut self, call: CallToken) {
         if !self.retryable.is_empty() {
             self.retryable.remove(&call);
         }
     }
 
     /// Whether calls wait here (someone must keep turning).
-    pub fn has_parked(&self) -> bool {
+    pub(super) fn has_parked(&self) -> bool {
         !self.waiting.is_empty() || !self.retries.is_empty()
     }
 
     /// Every call waiting here, removed (the endpoint is closing).
-    pub fn drain(&mut self) -> Vec<CallToken> {
+    pub(super) fn drain(&mut self) -> Vec<CallToken> {
         self.retryable.clear();
         let retries = std::mem::take(&mut self.retries)
             .into_keys()

@@ -88,7 +88,7 @@ pub(crate) struct Identities {
 impl Identities {
     /// Wraps a responder's acceptor so that its handshakes record what
     /// they prove.
-    pub fn acceptor(&self, inner: Box<dyn HandshakeAcceptor>) -> Box<dyn HandshakeAcceptor> {
+    pub(super) fn acceptor(&self, inner: Box<dyn HandshakeAcceptor>) -> Box<dyn HandshakeAcceptor> {
         Box::new(RecordingAcceptor {
             inner,
             pending: self.pending.clone(),
@@ -96,7 +96,7 @@ impl Identities {
     }
 
     /// Wraps the key resolver so that the sessions it makes are recorded.
-    pub fn resolver(&self, inner: Box<dyn KeyResolver>) -> Box<dyn KeyResolver> {
+    pub(super) fn resolver(&self, inner: Box<dyn KeyResolver>) -> Box<dyn KeyResolver> {
         Box::new(RecordingResolver {
             inner,
             pending: self.pending.clone(),
@@ -104,14 +104,14 @@ impl Identities {
     }
 
     /// The application installed keys for `peer`.
-    pub fn installed(&mut self, peer: SocketAddr) {
+    pub(super) fn installed(&mut self, peer: SocketAddr) {
         lock(&self.pending).take(peer, false);
         self.open(peer, SessionOrigin::Installed, PeerIdentity::default());
     }
 
     /// A handshake with `peer` completed: the one it recorded, or one this
     /// endpoint started.
-    pub fn connected(&mut self, peer: SocketAddr) {
+    pub(super) fn connected(&mut self, peer: SocketAddr) {
         let pending = lock(&self.pending).take(peer, false);
         let (origin, identity) = match pending {
             Some(p) => (p.origin, p.identity),
@@ -121,7 +121,7 @@ impl Identities {
     }
 
     /// The session a request from `peer` arrived in.
-    pub fn for_request(&mut self, peer: SocketAddr) -> Arc<SessionInfo> {
+    pub(super) fn for_request(&mut self, peer: SocketAddr) -> Arc<SessionInfo> {
         let resolved = lock(&self.pending).take(peer, true);
         if let Some(p) = resolved {
             return self.open(peer, p.origin, p.identity);
@@ -134,7 +134,7 @@ impl Identities {
 
     /// Forgets peers without a session once they outnumber the live ones
     /// (amortised: the walk is paid for by as many new sessions).
-    pub fn prune(&mut self, live: usize, sessions: impl Iterator<Item = SocketAddr>) {
+    pub(super) fn prune(&mut self, live: usize, sessions: impl Iterator<Item = SocketAddr>) {
         if self.current.len() <= PRUNE_FLOOR.max(2 * live) {
             return;
         }

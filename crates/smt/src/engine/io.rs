@@ -57,7 +57,7 @@ pub(crate) struct Io {
 impl Io {
     /// The socket's side of the engine; with `offload`, its NIC stand-in
     /// too (transmit workers started on the socket).
-    pub fn new(
+    pub(super) fn new(
         socket: Socket,
         max_datagram: usize,
         offload: Option<&OffloadConfig>,
@@ -88,7 +88,7 @@ impl Io {
     /// Sends on `socket`, which a dispatcher reads for several engines (a
     /// worker shard's): datagrams arrive through [`Io::receive_routed`],
     /// and the socket's ICMP reports are the dispatcher's to read.
-    pub fn sending_on(socket: Arc<Socket>, max_datagram: usize) -> Self {
+    pub(super) fn sending_on(socket: Arc<Socket>, max_datagram: usize) -> Self {
         let features = socket.features();
         Self {
             batch: GsoBatch::new(features.gso_max_segments, max_datagram),
@@ -108,20 +108,20 @@ impl Io {
     }
 
     /// The socket, unless closed.
-    pub fn socket(&self) -> Option<&Socket> {
+    pub(super) fn socket(&self) -> Option<&Socket> {
         self.socket.as_deref()
     }
 
     /// The offload engine's counters, with offload on.
     #[cfg(feature = "offload")]
-    pub fn offload_counters(&mut self) -> Option<crate::offload::OffloadCounters> {
+    pub(super) fn offload_counters(&mut self) -> Option<crate::offload::OffloadCounters> {
         self.offload.as_mut().map(Offload::counters)
     }
 
     /// Closes the socket (freeing its port) and drops what waited to be
     /// sent; receiving and transmitting do nothing afterwards. The offload
     /// engine's workers finish what they hold first.
-    pub fn close(&mut self) {
+    pub(super) fn close(&mut self) {
         self.offload = None;
         self.socket = None;
         self.batch.clear();
@@ -136,7 +136,11 @@ impl Io {
     /// arrive between the two, and what it causes (its trace events, its
     /// capture frame) would then be stamped before its sender's `sent`.
     /// Returns the last time read, if any.
-    pub fn receive(&mut self, core: &mut Core, clock: impl Fn() -> Instant) -> Option<Instant> {
+    pub(super) fn receive(
+        &mut self,
+        core: &mut Core,
+        clock: impl Fn() -> Instant,
+    ) -> Option<Instant> {
         self.more_to_read = false;
         let socket = self.socket.as_ref().filter(|_| self.reads_socket)?;
         let mut last = None;
@@ -192,7 +196,7 @@ impl Io {
     /// Hands `core` one batch that someone else read from the socket (a
     /// worker shard's share of a receive call, `workers/dispatch.rs`),
     /// through the same admission as [`Io::receive`]'s.
-    pub fn receive_routed<'a, I>(&mut self, core: &mut Core, now: Instant, batch: I)
+    pub(super) fn receive_routed<'a, I>(&mut self, core: &mut Core, now: Instant, batch: I)
     where
         I: Iterator<Item = (SocketAddr, &'a [u8])> + Clone,
     {
@@ -201,18 +205,18 @@ impl Io {
 
     /// The socket polled as failed (`POLLERR`): its error queue holds
     /// something; the next receive reads it.
-    pub fn socket_failed(&mut self) {
+    pub(super) fn socket_failed(&mut self) {
         self.errors_pending = true;
     }
 
     /// Whether datagrams wait for room in the socket.
-    pub fn has_pending(&self) -> bool {
+    pub(super) fn has_pending(&self) -> bool {
         !self.batch.is_empty() || self.held.is_some()
     }
 
     /// Drains the core's datagrams, coalescing them into GSO batches, and
     /// reports a send error (the protocol retransmits what was lost).
-    pub fn transmit(&mut self, core: &mut Core, now: Instant) {
+    pub(super) fn transmit(&mut self, core: &mut Core, now: Instant) {
         let result = self.try_transmit(core, now);
         if let Some(nic) = &mut self.offload {
             // One doorbell for everything this turn handed the NIC.

@@ -30,7 +30,7 @@ pub(crate) struct Trim {
 }
 
 impl Trim {
-    pub fn new(enabled: bool) -> Self {
+    pub(super) fn new(enabled: bool) -> Self {
         Self {
             enabled,
             last: None,
@@ -41,7 +41,7 @@ impl Trim {
     /// After each turn: returns free memory to the system if the allocator
     /// holds much of it and a second has passed since the last look. One
     /// clock compare otherwise.
-    pub fn after_turn(&mut self, now: Instant) {
+    pub(super) fn after_turn(&mut self, now: Instant) {
         if !self.enabled {
             return;
         }
@@ -60,7 +60,7 @@ impl Trim {
 
     /// When the engine must turn for the next look: a second after the
     /// last, if it has turned since (an idle endpoint is not woken).
-    pub fn deadline(&self) -> Option<Instant> {
+    pub(super) fn deadline(&self) -> Option<Instant> {
         match (self.enabled && self.dirty, self.last) {
             (true, Some(t)) => Some(t + PERIOD),
             _ => None,

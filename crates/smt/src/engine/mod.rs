@@ -104,7 +104,7 @@ pub(crate) struct Engine {
 
 impl Engine {
     /// Opens the socket and the protocol core for `addr`.
-    pub fn bind(
+    pub(crate) fn bind(
         addr: SocketAddr,
         config: &EndpointConfig,
         clock: Box<dyn Clock>,
@@ -132,7 +132,7 @@ impl Engine {
     /// with other engines (a worker shard, `crate::workers`): datagrams
     /// come in through [`Engine::receive_routed`], never from the socket.
     /// UDP only, without offload or capture (the caller checked).
-    pub fn sending_on(
+    pub(crate) fn sending_on(
         socket: Arc<Socket>,
         config: &EndpointConfig,
         clock: Box<dyn Clock>,
@@ -179,58 +179,58 @@ impl Engine {
 
     // ---- getters ----
 
-    pub fn local_addr(&self) -> SocketAddr {
+    pub(crate) fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }
 
-    pub fn features(&self) -> &Features {
+    pub(crate) fn features(&self) -> &Features {
         &self.features
     }
 
     /// The socket, to sleep on until it is readable (`None` once closed).
-    pub fn socket(&self) -> Option<BorrowedFd<'_>> {
+    pub(crate) fn socket(&self) -> Option<BorrowedFd<'_>> {
         self.io.socket().map(|s| s.as_fd())
     }
 
     /// The endpoint's counters with its `max_peers` busiest peers'
     /// (O(sessions) unless 0).
-    pub fn stats(&self, max_peers: usize) -> Stats {
+    pub(crate) fn stats(&self, max_peers: usize) -> Stats {
         crate::stats::snapshot(&self.core, &self.timing, max_peers)
     }
 
     /// `peer`'s session counters, if it has a session.
-    pub fn peer_stats(&self, peer: SocketAddr) -> Option<PeerStats> {
+    pub(crate) fn peer_stats(&self, peer: SocketAddr) -> Option<PeerStats> {
         let stats = self.core.peer_stats(peer)?;
         Some(PeerStats::new(peer, &stats, &self.timing))
     }
 
     /// The offload engine's counters, with `EndpointConfig::offload`.
     #[cfg(feature = "offload")]
-    pub fn offload_counters(&mut self) -> Option<crate::offload::OffloadCounters> {
+    pub(crate) fn offload_counters(&mut self) -> Option<crate::offload::OffloadCounters> {
         self.io.offload_counters()
     }
 
     /// Datagrams lost to send errors so far (the protocol retransmitted
     /// them).
-    pub fn send_lost(&self) -> u64 {
+    pub(crate) fn send_lost(&self) -> u64 {
         self.io.send_lost
     }
 
     /// Client and server RPCs in the core.
-    pub fn in_flight(&self) -> (usize, usize) {
+    pub(crate) fn in_flight(&self) -> (usize, usize) {
         (self.core.client_rpcs(), self.core.server_rpcs())
     }
 
     /// Whether calls wait for a handshake or a key epoch (someone must keep
     /// turning for them to leave).
-    pub fn has_parked_calls(&self) -> bool {
+    pub(crate) fn has_parked_calls(&self) -> bool {
         self.sessions.has_parked() || self.load.has_parked()
     }
 
     /// When [`Engine::turn`] must next run even if nothing arrives: the
     /// core's next timer, a call's deadline, or the end of a graceful
     /// close.
-    pub fn deadline(&self) -> Option<Instant> {
+    pub(crate) fn deadline(&self) -> Option<Instant> {
         let close = self.closing.map(|c| c + CLOSE_GRACE);
         let trim = self.trim.deadline();
         [
@@ -246,74 +246,81 @@ impl Engine {
     }
 
     /// Calls outstanding (sent, or waiting for a handshake or key epoch).
-    pub fn outstanding_calls(&self) -> usize {
+    pub(crate) fn outstanding_calls(&self) -> usize {
         self.calls.len()
     }
 
     /// Whether the last receive stopped with datagrams left: turn again
     /// before sleeping.
-    pub fn more_to_read(&self) -> bool {
+    pub(crate) fn more_to_read(&self) -> bool {
         self.io.more_to_read
     }
 
     /// Whether a batch waits for room in the socket: sleep on writability
     /// too.
-    pub fn wants_writable(&self) -> bool {
+    pub(crate) fn wants_writable(&self) -> bool {
         self.io.blocked
     }
 
     /// The socket reported room again.
-    pub fn writable(&mut self) {
+    pub(crate) fn writable(&mut self) {
         self.io.blocked = false;
     }
 
     /// The socket polled as failed (`POLLERR`): ICMP reports wait in its
     /// error queue; the next turn reads them.
-    pub fn socket_failed(&mut self) {
+    pub(crate) fn socket_failed(&mut self) {
         self.io.socket_failed();
     }
 
     /// The protocol's housekeeping period.
-    pub fn tick(&self) -> Duration {
+    pub(crate) fn tick(&self) -> Duration {
         self.core.config().tick
     }
 
-    pub fn now(&self) -> Instant {
+    pub(crate) fn now(&self) -> Instant {
         self.clock.now()
     }
 
     // ---- commands ----
 
-    pub fn install_session(&mut self, peer: SocketAddr, keys: SessionKeys) -> Result<(), Error> {
+    pub(crate) fn install_session(
+        &mut self,
+        peer: SocketAddr,
+        keys: SessionKeys,
+    ) -> Result<(), Error> {
         self.core.install_session(peer, keys).map_err(Error::Send)?;
         self.identities.installed(peer);
         self.timing.session_started(peer);
         Ok(())
     }
 
-    pub fn set_key_resolver(&mut self, resolver: Box<dyn KeyResolver>) {
+    pub(crate) fn set_key_resolver(&mut self, resolver: Box<dyn KeyResolver>) {
         let resolver = self.identities.resolver(resolver);
         self.core.set_key_resolver(resolver);
     }
 
-    pub fn set_handshake_acceptor(&mut self, acceptor: Box<dyn smt_proto::HandshakeAcceptor>) {
+    pub(crate) fn set_handshake_acceptor(
+        &mut self,
+        acceptor: Box<dyn smt_proto::HandshakeAcceptor>,
+    ) {
         let acceptor = self.identities.acceptor(acceptor);
         self.core.set_handshake_acceptor(acceptor);
     }
 
-    pub fn set_tls_client(&mut self, client: smt_tls::TlsClient) {
+    pub(crate) fn set_tls_client(&mut self, client: smt_tls::TlsClient) {
         self.sessions.set_tls_client(client);
     }
 
-    pub fn set_psk_client(&mut self, client: crate::keys::PskClient) {
+    pub(crate) fn set_psk_client(&mut self, client: crate::keys::PskClient) {
         self.sessions.set_psk_client(client);
     }
 
-    pub fn set_server_name(&mut self, peer: SocketAddr, name: smt_tls::ServerName<'static>) {
+    pub(crate) fn set_server_name(&mut self, peer: SocketAddr, name: smt_tls::ServerName<'static>) {
         self.sessions.set_server_name(peer, name);
     }
 
-    pub fn set_zero_rtt_ticket(
+    pub(crate) fn set_zero_rtt_ticket(
         &mut self,
         peer: SocketAddr,
         ticket: smt_handshake::VerifiedTicket,
@@ -327,7 +334,7 @@ impl Engine {
     /// epoch to drain. Nothing is transmitted. An error means the call did
     /// not start and no outcome will follow; so does a call beyond
     /// [`EndpointConfig::max_outstanding_calls`] ([`Error::TooManyCalls`]).
-    pub fn call(
+    pub(crate) fn call(
         &mut self,
         peer: SocketAddr,
         data: Payload<'_>,
@@ -363,7 +370,7 @@ impl Engine {
     /// that cannot be sent (too large, the client gone) is an error, and
     /// the request is abandoned: its client hears so at once instead of
     /// waiting for a response that will never come.
-    pub fn respond(
+    pub(crate) fn respond(
         &mut self,
         rpc: ServerRpcHandle,
         data: Payload<'_>,
@@ -383,7 +390,7 @@ impl Engine {
 
     /// Drops an unanswered request: its client's call fails at once with
     /// `RpcError::Abandoned`, and the request is never executed twice.
-    pub fn abandon(&mut self, rpc: ServerRpcHandle) {
+    pub(crate) fn abandon(&mut self, rpc: ServerRpcHandle) {
         self.core.abandon_request(rpc);
         self.timing.abandoned();
     }
@@ -391,7 +398,7 @@ impl Engine {
     /// Gives up on a call; no outcome will report it. An RPC already sent
     /// is aborted in the core, which tells the server (RPC_UNKNOWN) so it
     /// stops working on it and sending its response.
-    pub fn cancel(&mut self, call: CallToken) {
+    pub(crate) fn cancel(&mut self, call: CallToken) {
         self.end_call(call);
         // At most one reply per call.
         let queued = self
@@ -406,7 +413,7 @@ impl Engine {
     /// Lets go of a reply nobody takes: a large one waits for
     /// [`Engine::take_discarded`], so that a driver holding a lock frees
     /// it after releasing the lock, as it does the core's released buffers.
-    pub fn discard(&mut self, result: Result<Bytes, Error>) {
+    pub(crate) fn discard(&mut self, result: Result<Bytes, Error>) {
         match result {
             Ok(data) if data.len() > Payload::POOLED_COPY_LIMIT => self.discarded.push(data),
             _ => {}
@@ -415,7 +422,7 @@ impl Engine {
 
     /// The large replies discarded since the last call (see
     /// [`Engine::discard`]).
-    pub fn take_discarded(&mut self) -> Vec<Bytes> {
+    pub(crate) fn take_discarded(&mut self) -> Vec<Bytes> {
         std::mem::take(&mut self.discarded)
     }
 
@@ -423,7 +430,7 @@ impl Engine {
     /// in-flight RPCs get [`CLOSE_GRACE`] to finish (see
     /// [`Engine::finished_closing`]); acknowledgements waiting for their
     /// delay are queued now.
-    pub fn close(&mut self) {
+    pub(crate) fn close(&mut self) {
         let now = self.clock.now();
         if self.closing.is_none() {
             self.core.flush_acks();
@@ -434,17 +441,17 @@ impl Engine {
     /// Queues the acknowledgements still waiting for their delay (the
     /// endpoint goes away: servers free the RPCs at once instead of
     /// waiting for ACKs that would never come); the next flush sends them.
-    pub fn flush_acks(&mut self) {
+    pub(crate) fn flush_acks(&mut self) {
         self.core.flush_acks();
     }
 
-    pub fn is_closing(&self) -> bool {
+    pub(crate) fn is_closing(&self) -> bool {
         self.closing.is_some()
     }
 
     /// Whether a close may end now: nothing is in flight or left to send,
     /// or the grace period is over.
-    pub fn finished_closing(&self) -> bool {
+    pub(crate) fn finished_closing(&self) -> bool {
         let Some(since) = self.closing else {
             return false;
         };
@@ -455,13 +462,13 @@ impl Engine {
 
     /// Closes the socket (its port is free again); nothing is received or
     /// sent afterwards.
-    pub fn close_socket(&mut self) {
+    pub(crate) fn close_socket(&mut self) {
         self.io.close();
         self.drain_trace();
     }
 
     /// Ends every call still waiting with [`Error::Closed`].
-    pub fn fail_all_calls(&mut self) {
+    pub(crate) fn fail_all_calls(&mut self) {
         // Every parked call is also in `calls`: reported once, from there.
         self.sessions.drain();
         self.load.drain();
@@ -477,7 +484,7 @@ impl Engine {
     /// Moves everything that is ready: receives (when `readable`, or when
     /// the last receive left datagrams), expires due timers, turns events
     /// into outcomes and transmits.
-    pub fn turn(&mut self, readable: bool) {
+    pub(crate) fn turn(&mut self, readable: bool) {
         self.recycler.drain_into(&mut self.core);
         let received = if readable || self.io.more_to_read {
             let clock = &self.clock;
@@ -510,7 +517,7 @@ impl Engine {
     /// Hands the core one batch that a dispatcher read from the shared
     /// socket ([`Engine::sending_on`]), through the same admission as a
     /// receive of the engine's own; the next turn acts on it.
-    pub fn receive_routed<'a, I>(&mut self, batch: I)
+    pub(crate) fn receive_routed<'a, I>(&mut self, batch: I)
     where
         I: Iterator<Item = (SocketAddr, &'a [u8])> + Clone,
     {
@@ -519,7 +526,7 @@ impl Engine {
     }
 
     /// Transmits what is queued, as far as grants and the socket allow.
-    pub fn flush(&mut self) {
+    pub(crate) fn flush(&mut self) {
         let now = self.clock.now();
         self.dispatch(now);
         self.io.transmit(&mut self.core, now);
@@ -527,7 +534,7 @@ impl Engine {
     }
 
     /// The next reply or request.
-    pub fn poll_outcome(&mut self) -> Option<Outcome> {
+    pub(crate) fn poll_outcome(&mut self) -> Option<Outcome> {
         self.outcomes.pop_front()
     }
 
@@ -535,13 +542,13 @@ impl Engine {
     /// [`Engine::take_released`] instead of freeing them in the call that
     /// finishes with them: for a driver that calls the engine under a lock
     /// and frees them after releasing it.
-    pub fn collect_released(&mut self) {
+    pub(crate) fn collect_released(&mut self) {
         self.core.set_collect_released(true);
     }
 
     /// The large buffers the core released since the last call (see
     /// [`Engine::collect_released`]); dropping them frees them.
-    pub fn take_released(&mut self) -> smt_proto::Released {
+    pub(crate) fn take_released(&mut self) -> smt_proto::Released {
         self.core.take_released()
     }
 

@@ -57,7 +57,7 @@ pub(crate) struct Sessions {
 }
 
 impl Sessions {
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self {
             tls_client: None,
             psk_client: None,
@@ -69,32 +69,37 @@ impl Sessions {
         }
     }
 
-    pub fn set_tls_client(&mut self, client: TlsClient) {
+    pub(super) fn set_tls_client(&mut self, client: TlsClient) {
         self.tls_client = Some(client);
     }
 
-    pub fn set_psk_client(&mut self, client: PskClient) {
+    pub(super) fn set_psk_client(&mut self, client: PskClient) {
         self.psk_client = Some(client);
     }
 
-    pub fn set_ticket(&mut self, peer: SocketAddr, ticket: VerifiedTicket, forward_secrecy: bool) {
+    pub(super) fn set_ticket(
+        &mut self,
+        peer: SocketAddr,
+        ticket: VerifiedTicket,
+        forward_secrecy: bool,
+    ) {
         self.tickets
             .insert(peer, (Box::new(ticket), forward_secrecy));
     }
 
-    pub fn set_server_name(&mut self, peer: SocketAddr, name: ServerName<'static>) {
+    pub(super) fn set_server_name(&mut self, peer: SocketAddr, name: ServerName<'static>) {
         self.server_names.insert(peer, name);
     }
 
     /// Whether a call to `peer` without a session can get one.
-    pub fn can_connect(&self, peer: SocketAddr) -> bool {
+    pub(super) fn can_connect(&self, peer: SocketAddr) -> bool {
         self.tls_client.is_some() || self.psk_client.is_some() || self.tickets.contains_key(&peer)
     }
 
     /// Starts the handshake `peer` gets: a 0-RTT ticket if one is set,
     /// else the PSK nonce exchange, else TLS 1.3 naming the peer by the
     /// name set for it, or by its IP address.
-    pub fn start_handshake(
+    pub(super) fn start_handshake(
         &mut self,
         core: &mut Core,
         now: Instant,
@@ -129,32 +134,32 @@ impl Sessions {
     }
 
     /// Replaces the key pair a 0-RTT hello used, off the call's path.
-    pub fn refill_key_pool(&self) {
+    pub(super) fn refill_key_pool(&self) {
         self.key_pool.refill();
     }
 
     /// Parks a call until the handshake with `peer` ends.
-    pub fn wait_for_handshake(&mut self, peer: SocketAddr, parked: Parked) {
+    pub(super) fn wait_for_handshake(&mut self, peer: SocketAddr, parked: Parked) {
         self.waiting.entry(peer).or_default().push(parked);
     }
 
     /// The calls that waited for the handshake with `peer`.
-    pub fn handshake_ended(&mut self, peer: SocketAddr) -> Vec<Parked> {
+    pub(super) fn handshake_ended(&mut self, peer: SocketAddr) -> Vec<Parked> {
         self.waiting.remove(&peer).unwrap_or_default()
     }
 
     /// Parks a call until the next turn.
-    pub fn defer(&mut self, peer: SocketAddr, parked: Parked) {
+    pub(super) fn defer(&mut self, peer: SocketAddr, parked: Parked) {
         self.deferred.push_back((peer, parked));
     }
 
     /// The deferred calls, to be retried now.
-    pub fn take_deferred(&mut self) -> VecDeque<(SocketAddr, Parked)> {
+    pub(super) fn take_deferred(&mut self) -> VecDeque<(SocketAddr, Parked)> {
         std::mem::take(&mut self.deferred)
     }
 
     /// Forgets a parked call; false if none has that token.
-    pub fn cancel(&mut self, call: CallToken) -> bool {
+    pub(super) fn cancel(&mut self, call: CallToken) -> bool {
         let before = self.parked_count();
         for calls in self.waiting.values_mut() {
             calls.retain(|p| p.call != call);
@@ -168,14 +173,14 @@ impl Sessions {
     }
 
     /// Every parked call, removed (the endpoint is closing).
-    pub fn drain(&mut self) -> Vec<CallToken> {
+    pub(super) fn drain(&mut self) -> Vec<CallToken> {
         let waiting = self.waiting.drain().flat_map(|(_, calls)| calls);
         let deferred = self.deferred.drain(..).map(|(_, p)| p);
         waiting.chain(deferred).map(|p| p.call).collect()
     }
 
     /// Whether any call waits for a handshake or a key epoch.
-    pub fn has_parked(&self) -> bool {
+    pub(super) fn has_parked(&self) -> bool {
         !self.waiting.is_empty() || !self.deferred.is_empty()
     }
 }

@@ -47,11 +47,11 @@ pub(crate) struct CaptureTap {
 }
 
 impl CaptureTap {
-    pub fn sent(&self, _at: Instant, _to: SocketAddr, _datagrams: &[u8], _segment: usize) {
+    pub(crate) fn sent(&self, _at: Instant, _to: SocketAddr, _datagrams: &[u8], _segment: usize) {
         match self.capture {}
     }
 
-    pub fn received(&self, _at: Instant, _from: SocketAddr, _datagram: &[u8]) {
+    pub(crate) fn received(&self, _at: Instant, _from: SocketAddr, _datagram: &[u8]) {
         match self.capture {}
     }
 }

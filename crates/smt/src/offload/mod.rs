@@ -134,8 +134,11 @@ impl OffloadConfig {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct OffloadCounters {
+    /// The NIC's transmit counters (`tx_tls_*`).
     pub tx: TxCounters,
+    /// The NIC's receive counters (`rx_tls_*`).
     pub rx: RxCounters,
+    /// The driver's own transmit counts.
     pub driver: TxOffloadStats,
     /// Datagrams the transmit workers could not put on the socket.
     pub send_errors: u64,
@@ -179,7 +182,7 @@ pub(crate) struct Offload {
 impl Offload {
     /// Starts the transmit workers on `socket`; with `capture`, they copy
     /// what they send into it.
-    pub fn start(
+    pub(crate) fn start(
         socket: Arc<Socket>,
         config: &OffloadConfig,
         capture: Option<CaptureTap>,
@@ -195,7 +198,7 @@ impl Offload {
 
     /// Hands a datagram the core wrote to the NIC, if it holds records for
     /// it to seal; returns whether it did (else the caller sends it).
-    pub fn take(&mut self, core: &mut Core, datagram: &[u8]) -> bool {
+    pub(crate) fn take(&mut self, core: &mut Core, datagram: &[u8]) -> bool {
         let Some(records) = core.take_tx_records() else {
             return false;
         };
@@ -204,11 +207,11 @@ impl Offload {
     }
 
     /// Rings the transmit doorbell.
-    pub fn ring(&mut self) {
+    pub(crate) fn ring(&mut self) {
         self.tx.ring();
     }
 
-    pub fn receive<'a>(
+    pub(crate) fn receive<'a>(
         &mut self,
         core: &mut Core,
         now: Instant,
@@ -217,7 +220,7 @@ impl Offload {
         self.rx.receive(core, now, batch);
     }
 
-    pub fn counters(&mut self) -> OffloadCounters {
+    pub(crate) fn counters(&mut self) -> OffloadCounters {
         OffloadCounters {
             tx: self.tx.counters(),
             rx: self.rx.counters(),

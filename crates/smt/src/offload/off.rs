@@ -28,7 +28,7 @@ impl OffloadConfig {
 pub(crate) enum Offload {}
 
 impl Offload {
-    pub fn start(
+    pub(crate) fn start(
         _socket: Arc<Socket>,
         config: &OffloadConfig,
         _capture: Option<CaptureTap>,
@@ -36,15 +36,15 @@ impl Offload {
         match *config {}
     }
 
-    pub fn take(&mut self, _core: &mut Core, _datagram: &[u8]) -> bool {
+    pub(crate) fn take(&mut self, _core: &mut Core, _datagram: &[u8]) -> bool {
         match *self {}
     }
 
-    pub fn ring(&mut self) {
+    pub(crate) fn ring(&mut self) {
         match *self {}
     }
 
-    pub fn receive<'a>(
+    pub(crate) fn receive<'a>(
         &mut self,
         _core: &mut Core,
         _now: Instant,

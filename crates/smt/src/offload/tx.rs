@@ -260,6 +260,8 @@ pub struct DeterministicNic {
 }
 
 impl DeterministicNic {
+    /// A NIC model with `queues` queues and room for `contexts` flow
+    /// contexts.
     pub fn new(queues: u16, contexts: usize) -> Self {
         Self {
             engine: Engine::new(EngineConfig {

@@ -207,14 +207,18 @@ pub struct PacketCounts {
     /// CREDIT packets sent (server: how many requests a client may have
     /// outstanding) and accepted (client). The endpoint's only.
     pub credits_sent: u64,
+    /// CREDIT packets accepted (client). The endpoint's only.
     pub credits_received: u64,
     /// Pathlet feedback (`ProtocolConfig::pathlet_feedback`): PATH packets
     /// counted (beside a packet that authenticated), PATH_ECHO packets
     /// sent and accepted, DATA packets a pathlet's window held back. The
     /// endpoint's only.
     pub paths_counted: u64,
+    /// PATH_ECHO packets sent. The endpoint's only.
     pub path_echoes_sent: u64,
+    /// PATH_ECHO packets accepted. The endpoint's only.
     pub path_echoes_received: u64,
+    /// DATA packets a pathlet's window held back. The endpoint's only.
     pub pathlet_held: u64,
 }
 
@@ -442,11 +446,11 @@ fn busiest_peers(core: &smt_proto::Endpoint, timing: &Timing, max: usize) -> Vec
 mod drops_by_name {
     use super::*;
 
-    pub fn serialize<S: Serializer>(drops: &DropCounts, s: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(drops: &DropCounts, s: S) -> Result<S::Ok, S::Error> {
         s.collect_map(drops.iter().map(|(r, n)| (r.name(), n)))
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DropCounts, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DropCounts, D::Error> {
         let by_name = BTreeMap::<String, u64>::deserialize(d)?;
         let mut drops = DropCounts::default();
         for (name, n) in by_name {
@@ -481,7 +485,7 @@ mod histogram_buckets {
         sum_nanos: u64,
     }
 
-    pub fn serialize<S: Serializer>(h: &LatencyHistogram, s: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(h: &LatencyHistogram, s: S) -> Result<S::Ok, S::Error> {
         let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         let buckets = h
             .filled()
@@ -497,7 +501,9 @@ mod histogram_buckets {
         .serialize(s)
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<LatencyHistogram, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<LatencyHistogram, D::Error> {
         let r = Repr::deserialize(d)?;
         let mut h = LatencyHistogram::default();
         for b in r.buckets {

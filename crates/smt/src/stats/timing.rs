@@ -34,7 +34,7 @@ pub(crate) struct Timing {
 
 impl Timing {
     /// A call to `peer` completed `rtt` after the application made it.
-    pub fn call_completed(&mut self, core: &Core, peer: SocketAddr, rtt: Duration) {
+    pub(crate) fn call_completed(&mut self, core: &Core, peer: SocketAddr, rtt: Duration) {
         self.rtt.record(rtt);
         if !self.peer_rtt.contains_key(&peer) {
             self.forget_stale_peers(core);
@@ -44,24 +44,24 @@ impl Timing {
 
     /// `peer` has a new session: its counters start again from zero, as
     /// the core's do.
-    pub fn session_started(&mut self, peer: SocketAddr) {
+    pub(crate) fn session_started(&mut self, peer: SocketAddr) {
         self.peer_rtt.remove(&peer);
     }
 
     /// The application answered a request `latency` after its delivery.
-    pub fn served(&mut self, latency: Duration) {
+    pub(crate) fn served(&mut self, latency: Duration) {
         self.served += 1;
         self.handler_latency.record(latency);
     }
 
     /// A delivered request was dropped unanswered, or its response could
     /// not be sent.
-    pub fn abandoned(&mut self) {
+    pub(crate) fn abandoned(&mut self) {
         self.abandoned += 1;
     }
 
     /// Adds the endpoint's figures to its counters from the core.
-    pub fn fill_endpoint(&self, counters: &mut Counters) {
+    pub(crate) fn fill_endpoint(&self, counters: &mut Counters) {
         counters.rpcs.served = self.served;
         counters.rpcs.abandoned = self.abandoned;
         counters.rtt = self.rtt.clone();
@@ -69,7 +69,7 @@ impl Timing {
     }
 
     /// Adds `peer`'s figures to its session's counters from the core.
-    pub fn fill_peer(&self, peer: SocketAddr, counters: &mut Counters) {
+    pub(crate) fn fill_peer(&self, peer: SocketAddr, counters: &mut Counters) {
         counters.rtt = self.peer_rtt.get(&peer).cloned().unwrap_or_default();
     }
 

@@ -89,7 +89,7 @@ pub(crate) struct Watches {
 
 impl Watches {
     /// The signal for `rpc` (fired already if its client has given up).
-    pub fn watch(&mut self, rpc: ServerRpcHandle) -> Cancellation {
+    pub(super) fn watch(&mut self, rpc: ServerRpcHandle) -> Cancellation {
         if self.cancelled.contains(&rpc) {
             return fired();
         }
@@ -97,7 +97,7 @@ impl Watches {
     }
 
     /// The client gave up on `rpc`.
-    pub fn cancelled(&mut self, rpc: ServerRpcHandle) {
+    pub(super) fn cancelled(&mut self, rpc: ServerRpcHandle) {
         if let Some(signal) = self.watched.remove(&rpc) {
             signal.fire();
         }
@@ -106,7 +106,7 @@ impl Watches {
     }
 
     /// `rpc` was answered or dropped: nothing to watch anymore.
-    pub fn answered(&mut self, rpc: ServerRpcHandle) {
+    pub(super) fn answered(&mut self, rpc: ServerRpcHandle) {
         if !self.watched.is_empty() {
             self.watched.remove(&rpc);
         }
@@ -116,7 +116,7 @@ impl Watches {
     }
 
     /// The endpoint closed: every request's client has lost its server.
-    pub fn close(&mut self) {
+    pub(super) fn close(&mut self) {
         for (_, signal) in self.watched.drain() {
             signal.fire();
         }

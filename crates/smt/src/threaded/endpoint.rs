@@ -95,7 +95,7 @@ pub(crate) struct WeakEndpoint(Weak<Handle>);
 
 impl WeakEndpoint {
     /// The endpoint, while some handle still holds it.
-    pub fn upgrade(&self) -> Option<Endpoint> {
+    pub(crate) fn upgrade(&self) -> Option<Endpoint> {
         self.0.upgrade().map(|handle| Endpoint { handle })
     }
 }

@@ -15,7 +15,7 @@ pub(crate) struct Ready {
 }
 
 impl Ready {
-    pub fn new() -> std::io::Result<Self> {
+    pub(crate) fn new() -> std::io::Result<Self> {
         let (read, write) = UnixStream::pair()?;
         read.set_nonblocking(true)?;
         write.set_nonblocking(true)?;
@@ -28,7 +28,7 @@ impl Ready {
 
     /// Turns the signal on (the first `ready_fd` call): until then nobody
     /// watches it, and the two system calls per request are skipped.
-    pub fn enable(&self, queued: usize) {
+    pub(crate) fn enable(&self, queued: usize) {
         if !self.in_use.swap(true, Ordering::AcqRel) {
             for _ in 0..queued.max(1) {
                 self.signal();
@@ -38,7 +38,7 @@ impl Ready {
 
     /// One byte per queued request; a full pipe is still readable, so a
     /// dropped byte loses no wake-up.
-    pub fn notify(&self) {
+    pub(crate) fn notify(&self) {
         if self.in_use.load(Ordering::Acquire) {
             self.signal();
         }
@@ -46,12 +46,12 @@ impl Ready {
 
     /// Whether an application watches the signal (then requests must be
     /// received even while no thread waits in `accept`).
-    pub fn in_use(&self) -> bool {
+    pub(crate) fn in_use(&self) -> bool {
         self.in_use.load(Ordering::Acquire)
     }
 
     /// Wakes anyone polling the descriptor, so they notice the close.
-    pub fn mark_closed(&self) {
+    pub(crate) fn mark_closed(&self) {
         self.signal();
     }
 
@@ -59,13 +59,13 @@ impl Ready {
         let _ = (&self.write).write(&[1]);
     }
 
-    pub fn consume(&self) {
+    pub(crate) fn consume(&self) {
         if self.in_use.load(Ordering::Acquire) {
             let _ = (&self.read).read(&mut [0u8; 1]);
         }
     }
 
-    pub fn drain(&self) {
+    pub(crate) fn drain(&self) {
         let mut buf = [0u8; 64];
         while matches!((&self.read).read(&mut buf), Ok(n) if n > 0) {}
     }

@@ -47,7 +47,7 @@ pub struct DispatchStats {
 }
 
 impl Counters {
-    pub fn snapshot(&self) -> DispatchStats {
+    pub(super) fn snapshot(&self) -> DispatchStats {
         DispatchStats {
             datagrams: self.datagrams.load(Ordering::Relaxed),
             packets: self.packets.load(Ordering::Relaxed),
@@ -73,7 +73,7 @@ const ERRORS_PER_TURN: usize = 256;
 
 impl Dispatcher {
     /// Reads and routes until the server closes.
-    pub fn run(self) {
+    pub(super) fn run(self) {
         let mut recv = RecvBuffers::new(self.socket.features());
         let mut filling: Vec<Batch> = self.shards.iter().map(|_| Batch::default()).collect();
         while !self.closing.load(Ordering::Relaxed) {

@@ -34,22 +34,22 @@ pub(crate) struct Batch {
 
 impl Batch {
     /// Appends one packet from `from`.
-    pub fn push(&mut self, from: SocketAddr, packet: &[u8]) {
+    pub(super) fn push(&mut self, from: SocketAddr, packet: &[u8]) {
         let start = self.bytes.len();
         self.bytes.extend_from_slice(packet);
         self.packets.push((from, start..self.bytes.len()));
     }
 
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.packets.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.packets.is_empty()
     }
 
     /// The packets, in arrival order.
-    pub fn iter(&self) -> impl Iterator<Item = (SocketAddr, &[u8])> + Clone + '_ {
+    pub(super) fn iter(&self) -> impl Iterator<Item = (SocketAddr, &[u8])> + Clone + '_ {
         // Ranges were cut from `bytes` by `push`: always in bounds.
         self.packets
             .iter()
@@ -57,7 +57,7 @@ impl Batch {
     }
 
     /// Empties the batch, keeping its storage.
-    pub fn clear(&mut self) {
+    pub(super) fn clear(&mut self) {
         self.bytes.clear();
         self.packets.clear();
         self.essential = false;

@@ -163,6 +163,8 @@ pub enum Spread {
 #[derive(Clone, Debug, Default)]
 #[non_exhaustive]
 pub struct WorkerStats {
+    /// The dispatcher's counts (datagrams read, packets routed, broadcast,
+    /// dropped for a full inbox).
     pub dispatch: DispatchStats,
     /// One entry per shard, in shard order.
     pub shards: Vec<ShardStats>,

@@ -79,7 +79,7 @@ pub struct ShardStats {
 }
 
 impl Shard {
-    pub fn new(
+    pub(super) fn new(
         engine: Engine,
         inbox: flume::Receiver<ToShard>,
         feed: Feed,
@@ -96,7 +96,7 @@ impl Shard {
 
     /// Runs until the server closes: the inbox is closed (routed), or the
     /// closing flag is set (own socket).
-    pub fn run(mut self) -> ShardStats {
+    pub(super) fn run(mut self) -> ShardStats {
         while let Some(readable) = self.wait() {
             self.engine.turn(readable);
             self.serve();

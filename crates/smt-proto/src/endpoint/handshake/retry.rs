@@ -37,7 +37,7 @@ pub(crate) struct Retry {
 }
 
 impl Retry {
-    pub fn new(mac: Arc<dyn PacketCipher>) -> Self {
+    pub(crate) fn new(mac: Arc<dyn PacketCipher>) -> Self {
         Self {
             mac,
             origin: None,
@@ -46,17 +46,17 @@ impl Retry {
     }
 
     /// The count of busy handshakes, if it was made in tick `tick`.
-    pub fn busy(&self, tick: u64) -> Option<usize> {
+    pub(crate) fn busy(&self, tick: u64) -> Option<usize> {
         self.busy.filter(|&(at, _)| at == tick).map(|(_, n)| n)
     }
 
     /// Records `n` busy handshakes counted in tick `tick`.
-    pub fn set_busy(&mut self, tick: u64, n: usize) {
+    pub(crate) fn set_busy(&mut self, tick: u64, n: usize) {
         self.busy = Some((tick, n));
     }
 
     /// A handshake was opened: one more busy until the next count.
-    pub fn opened(&mut self) {
+    pub(crate) fn opened(&mut self) {
         if let Some((_, n)) = self.busy.as_mut() {
             *n += 1;
         }
@@ -70,7 +70,12 @@ impl Retry {
     }
 
     /// A token for `peer` opening a handshake of `kind`.
-    pub fn mint(&mut self, now: Instant, peer: SocketAddr, kind: HandshakeKind) -> [u8; TOKEN_LEN] {
+    pub(crate) fn mint(
+        &mut self,
+        now: Instant,
+        peer: SocketAddr,
+        kind: HandshakeKind,
+    ) -> [u8; TOKEN_LEN] {
         let issued = self.millis(now);
         let tag = self.mac.control_tag(&mac_input(peer, issued, kind));
         let mut token = [0; TOKEN_LEN];
@@ -81,7 +86,7 @@ impl Retry {
 
     /// Whether `token` was minted by this endpoint for `peer` and `kind`,
     /// less than [`TOKEN_LIFETIME_MS`] ago.
-    pub fn verify(
+    pub(crate) fn verify(
         &mut self,
         now: Instant,
         peer: SocketAddr,

@@ -21,7 +21,7 @@ pub(crate) struct Budget {
 
 impl Budget {
     /// A budget for an address already proven (no bound), or not.
-    pub fn new(validated: bool) -> Self {
+    pub(crate) fn new(validated: bool) -> Self {
         Self {
             validated,
             ..Self::default()
@@ -31,37 +31,37 @@ impl Budget {
     /// Whether the address is validated: whoever sends from it receives
     /// there, so it is not a spoofed victim.
     #[inline]
-    pub fn is_validated(&self) -> bool {
+    pub(crate) fn is_validated(&self) -> bool {
         self.validated
     }
 
     /// The address proved itself: no bound from now on.
     #[inline]
-    pub fn validate(&mut self) {
+    pub(crate) fn validate(&mut self) {
         self.validated = true;
     }
 
     /// Counts `len` bytes received from the address (what it sends earns
     /// it room).
     #[inline]
-    pub fn received(&mut self, len: usize) {
+    pub(crate) fn received(&mut self, len: usize) {
         self.received += len as u64;
     }
 
     /// Whether `len` more bytes may go to the address now (without
     /// counting them).
-    pub fn allows(&self, len: usize) -> bool {
+    pub(crate) fn allows(&self, len: usize) -> bool {
         self.validated || self.sent + len as u64 <= AMPLIFICATION * self.received
     }
 
     /// Counts `len` bytes sent to the address.
-    pub fn spend(&mut self, len: usize) {
+    pub(crate) fn spend(&mut self, len: usize) {
         self.sent += len as u64;
     }
 
     /// Whether a reactive packet of `len` bytes may go to the address, and
     /// if so counts it (nothing is counted once validated).
-    pub fn try_spend(&mut self, len: usize) -> bool {
+    pub(crate) fn try_spend(&mut self, len: usize) -> bool {
         if self.validated {
             return true;
         }

@@ -30,7 +30,7 @@ impl Peer {
     /// the next epoch's keys (or the current ones, if the peer is already
     /// there: both sides rekeyed at once, or a copy), so a forged
     /// KEY_UPDATE cannot make us drop the previous epoch.
-    pub fn take_key_update(
+    pub(crate) fn take_key_update(
         &mut self,
         now: Instant,
         phase: bool,

@@ -103,12 +103,12 @@ pub(crate) struct Peer {
 impl Peer {
     /// The peer's pathlet state, made at first use (`single`:
     /// `Config::pathlet_single_window`).
-    pub fn pathlet_mut(&mut self, single: bool) -> &mut crate::pathlet::PeerFeedback {
+    pub(super) fn pathlet_mut(&mut self, single: bool) -> &mut crate::pathlet::PeerFeedback {
         self.pathlet
             .get_or_insert_with(|| Box::new(crate::pathlet::PeerFeedback::new(single)))
     }
 
-    pub fn new(session: Session, origin: Origin) -> Self {
+    pub(super) fn new(session: Session, origin: Origin) -> Self {
         Self {
             session,
             origin,
@@ -126,7 +126,7 @@ impl Peer {
 
 impl Peer {
     /// Records that something authenticated arrived at `now`.
-    pub fn authenticated(&mut self, now: Instant) {
+    pub(super) fn authenticated(&mut self, now: Instant) {
         self.heard = Some(now);
         self.budget.validate();
         self.proven = true;
@@ -134,13 +134,13 @@ impl Peer {
 
     /// Whether the peer's address is validated ([`Peer::budget`]).
     #[inline]
-    pub fn validated(&self) -> bool {
+    pub(super) fn validated(&self) -> bool {
         self.budget.is_validated()
     }
 
     /// Whether a reactive packet of `len` bytes may go to the peer, and
     /// if so counts it.
-    pub fn may_react(&mut self, len: usize) -> bool {
+    pub(super) fn may_react(&mut self, len: usize) -> bool {
         self.budget.try_spend(len)
     }
 }
@@ -149,7 +149,7 @@ impl Peer {
     /// Counts a datagram of `len` bytes from the peer (and, until its
     /// address is validated, its amplification budget).
     #[inline]
-    pub fn count_rx(&mut self, len: usize) {
+    pub(super) fn count_rx(&mut self, len: usize) {
         self.session.stats.datagrams_rx += 1;
         self.session.stats.bytes_rx += len as u64;
         if !self.budget.is_validated() {
@@ -166,7 +166,7 @@ impl Peer {
     /// packet.) Always inlined: called once per packet, and as a call it
     /// cost ~65 instructions per 64 B RPC (callgrind).
     #[inline(always)]
-    pub fn check_packet<'a>(
+    pub(super) fn check_packet<'a>(
         &mut self,
         now: Instant,
         packet: Packet<&'a [u8]>,

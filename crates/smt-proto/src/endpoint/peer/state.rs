@@ -61,23 +61,23 @@ pub(crate) struct Held {
 
 impl PeerState {
     /// A handshake just opened.
-    pub fn handshaking() -> Self {
+    pub(crate) fn handshaking() -> Self {
         Self::Handshaking { early: Vec::new() }
     }
 
     /// Whether the handshake's keys are installed.
     #[inline]
-    pub fn keys_installed(&self) -> bool {
+    pub(crate) fn keys_installed(&self) -> bool {
         matches!(self, Self::Established)
     }
 
     /// Whether the handshake has produced keys (installed or held).
-    pub fn has_keys(&self) -> bool {
+    pub(crate) fn has_keys(&self) -> bool {
         !matches!(self, Self::Handshaking { .. })
     }
 
     /// The keys held aside, if any.
-    pub fn held_mut(&mut self) -> Option<&mut Held> {
+    pub(crate) fn held_mut(&mut self) -> Option<&mut Held> {
         match self {
             Self::KeysHeld { held, .. } => Some(held),
             _ => None,
@@ -86,7 +86,7 @@ impl PeerState {
 
     /// Keeps a datagram that came before the keys were installed; false if
     /// they are installed or the buffer is full.
-    pub fn stash_early(&mut self, datagram: &[u8]) -> bool {
+    pub(crate) fn stash_early(&mut self, datagram: &[u8]) -> bool {
         match self {
             Self::Handshaking { early } | Self::KeysHeld { early, .. }
                 if early_fits(early, datagram.len()) =>
@@ -99,7 +99,7 @@ impl PeerState {
     }
 
     /// Handshaking → KeysHeld: the keys wait for the proof of the address.
-    pub fn hold(&mut self, held: Held) {
+    pub(crate) fn hold(&mut self, held: Held) {
         let early = self.take_early();
         *self = Self::KeysHeld { held, early };
     }
@@ -107,7 +107,7 @@ impl PeerState {
     /// A datagram from the peer that its established session refused:
     /// with keys held, either the proof that makes them current or kept for
     /// after the proof.
-    pub fn offer_to_held(&mut self, datagram: &[u8]) -> Offer {
+    pub(crate) fn offer_to_held(&mut self, datagram: &[u8]) -> Offer {
         let Some(held) = self.held_mut() else {
             return Offer::Refused;
         };
@@ -131,7 +131,7 @@ impl PeerState {
 
     /// KeysHeld → Handshaking: the held keys are taken (to be installed at
     /// once, [`PeerState::establish`]).
-    pub fn take_held(&mut self) -> Option<Held> {
+    pub(crate) fn take_held(&mut self) -> Option<Held> {
         match std::mem::take(self) {
             Self::KeysHeld { held, early } => {
                 *self = Self::Handshaking { early };
@@ -146,7 +146,7 @@ impl PeerState {
 
     /// → Established: the keys are installed; returns the early datagrams,
     /// to be handled under them.
-    pub fn establish(&mut self) -> Vec<Vec<u8>> {
+    pub(crate) fn establish(&mut self) -> Vec<Vec<u8>> {
         let early = self.take_early();
         *self = Self::Established;
         early
@@ -163,7 +163,7 @@ impl PeerState {
 impl Held {
     /// Whether `datagram` is a control packet authenticated under the keys
     /// that prove the peer's address (their epoch's key phase, their MAC).
-    pub fn is_proven_by(&self, datagram: &[u8]) -> bool {
+    pub(crate) fn is_proven_by(&self, datagram: &[u8]) -> bool {
         let (keys, phase) = match self.proof {
             AddressProof::FirstKeys => (Some(&self.keys), false),
             AddressProof::NextKeys => (self.next.as_ref(), true),

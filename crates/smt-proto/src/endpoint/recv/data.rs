@@ -52,7 +52,7 @@ pub(super) struct DataIn<'p> {
 
 impl<'p> DataIn<'p> {
     #[inline(always)]
-    pub fn new(
+    pub(super) fn new(
         now: Instant,
         pid: PeerId,
         key: ServerRpcHandle,

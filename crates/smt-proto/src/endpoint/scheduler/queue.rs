@@ -28,7 +28,7 @@ struct Entry {
 }
 
 impl SendQueue {
-    pub fn push(&mut self, rank: u64, key: MsgKey) {
+    pub(super) fn push(&mut self, rank: u64, key: MsgKey) {
         let index = self.store(key);
         self.heap.push(Entry {
             rank,
@@ -38,13 +38,13 @@ impl SendQueue {
         self.sift_up(self.heap.len() - 1);
     }
 
-    pub fn peek(&self) -> Option<(u64, MsgKey)> {
+    pub(super) fn peek(&self) -> Option<(u64, MsgKey)> {
         let top = self.heap.first()?;
         Some((top.rank, self.keys[top.key as usize]))
     }
 
     /// Re-ranks the smallest entry (nothing if empty).
-    pub fn rerank_top(&mut self, rank: u64) {
+    pub(super) fn rerank_top(&mut self, rank: u64) {
         if let Some(top) = self.heap.first_mut() {
             top.rank = rank;
             self.sift_down(0);
@@ -52,7 +52,7 @@ impl SendQueue {
     }
 
     /// Drops the smallest entry (nothing if empty).
-    pub fn pop(&mut self) {
+    pub(super) fn pop(&mut self) {
         if self.heap.is_empty() {
             return;
         }

@@ -10,7 +10,7 @@ use super::{Inner, Leader, Locked, Shared};
 
 impl Shared {
     /// Starts the background thread.
-    pub fn spawn_background(self: &Arc<Self>, name: String) -> std::io::Result<()> {
+    pub(crate) fn spawn_background(self: &Arc<Self>, name: String) -> std::io::Result<()> {
         let shared = self.clone();
         let stopped = lock_ignoring_poison(&self.stopped_tx).take();
         let handle = std::thread::Builder::new().name(name).spawn(move || {

@@ -11,7 +11,7 @@ use super::{Inner, Shared, Waiter};
 
 impl Shared {
     /// Begins a graceful close; the background thread (or a caller) ends it.
-    pub fn begin_close(self: &Arc<Self>) {
+    pub(crate) fn begin_close(self: &Arc<Self>) {
         let mut g = self.lock();
         if g.closed || g.engine.is_closing() {
             return;
@@ -25,7 +25,7 @@ impl Shared {
 
     /// Closes gracefully and waits until the endpoint has stopped (its
     /// background thread gone, its socket closed).
-    pub fn close(self: &Arc<Self>) {
+    pub(crate) fn close(self: &Arc<Self>) {
         self.begin_close();
         // Disconnected once the background thread has exited.
         let _ = self.stopped.recv();
@@ -34,7 +34,7 @@ impl Shared {
 
     /// Closes gracefully and waits, asynchronously, until the endpoint has
     /// stopped.
-    pub async fn close_async(self: &Arc<Self>) {
+    pub(crate) async fn close_async(self: &Arc<Self>) {
         self.begin_close();
         let _ = self.stopped.recv_async().await;
         // Exited already: the join returns at once.
@@ -45,7 +45,7 @@ impl Shared {
     /// once (socket closed, background thread joined) when nothing is in
     /// flight; otherwise the background thread finishes it within the
     /// close's grace period and exits.
-    pub fn close_on_drop(self: &Arc<Self>) {
+    pub(crate) fn close_on_drop(self: &Arc<Self>) {
         self.begin_close();
         let idle = {
             let mut g = self.lock();

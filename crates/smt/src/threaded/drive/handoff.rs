@@ -23,7 +23,7 @@ pub(crate) type Reply = Result<bytes::Bytes, Error>;
 pub(crate) struct Wakes(Vec<Thread>);
 
 impl Wakes {
-    pub fn push(&mut self, thread: Thread) {
+    pub(super) fn push(&mut self, thread: Thread) {
         self.0.push(thread);
     }
 }
@@ -44,7 +44,7 @@ pub(crate) trait HasWakes {
 pub(crate) struct Locked<'a, T: HasWakes>(Option<MutexGuard<'a, T>>);
 
 impl<'a, T: HasWakes> Locked<'a, T> {
-    pub fn new(guard: MutexGuard<'a, T>) -> Self {
+    pub(super) fn new(guard: MutexGuard<'a, T>) -> Self {
         Self(Some(guard))
     }
 }
@@ -98,34 +98,34 @@ thread_local! {
 
 impl Slot {
     /// This thread's slot, emptied for a new call.
-    pub fn mine() -> Arc<Slot> {
+    pub(super) fn mine() -> Arc<Slot> {
         let slot = SLOT.with(Arc::clone);
         slot.promoted.store(false, Ordering::Relaxed);
         *lock_ignoring_poison(&slot.reply) = None;
         slot
     }
 
-    pub fn thread(&self) -> &Thread {
+    pub(super) fn thread(&self) -> &Thread {
         &self.thread
     }
 
     /// Leaves the reply (the caller then wakes the thread if it sleeps).
-    pub fn put(&self, reply: Reply) {
+    pub(super) fn put(&self, reply: Reply) {
         *lock_ignoring_poison(&self.reply) = Some(reply);
     }
 
-    pub fn take(&self) -> Option<Reply> {
+    pub(super) fn take(&self) -> Option<Reply> {
         lock_ignoring_poison(&self.reply).take()
     }
 
     /// Asks the thread to lead (the caller then wakes it).
-    pub fn promote(&self) {
+    pub(super) fn promote(&self) {
         self.promoted.store(true, Ordering::Release);
     }
 
     /// Sleeps until the reply is here (returned) or the thread was
     /// promoted (`None`). Called without the engine lock.
-    pub fn follow(&self) -> Option<Reply> {
+    pub(super) fn follow(&self) -> Option<Reply> {
         loop {
             if let Some(reply) = self.take() {
                 return Some(reply);

@@ -206,7 +206,7 @@ pub(crate) struct Limits {
 }
 
 impl Shared {
-    pub fn new(mut engine: Engine, limits: Limits) -> std::io::Result<Arc<Self>> {
+    pub(crate) fn new(mut engine: Engine, limits: Limits) -> std::io::Result<Arc<Self>> {
         // Large buffers are freed after the lock is released (`Locked`),
         // which takes them from the engine each time.
         engine.collect_released();
@@ -246,13 +246,13 @@ impl Shared {
         }))
     }
 
-    pub fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
     }
 
     /// Runs `f` on the engine (setters, getters), then sends what it
     /// queued and hands out what it produced.
-    pub fn with_engine<T>(
+    pub(crate) fn with_engine<T>(
         self: &Arc<Self>,
         f: impl FnOnce(&mut Engine) -> Result<T, Error>,
     ) -> Result<T, Error> {
@@ -268,7 +268,7 @@ impl Shared {
     /// Reads from the engine (getters): the lock for as long as `f` runs,
     /// with no sending or handing out (which `with_engine` does for
     /// whoever changes something).
-    pub fn read_engine<T>(&self, f: impl FnOnce(&Engine) -> T) -> Result<T, Error> {
+    pub(crate) fn read_engine<T>(&self, f: impl FnOnce(&Engine) -> T) -> Result<T, Error> {
         let g = self.lock();
         if g.closed {
             return Err(Error::Closed);
@@ -280,7 +280,7 @@ impl Shared {
 
     /// Sends a request and drives (or follows) until its reply is here.
     /// Waits first for a place among the outstanding calls.
-    pub fn call(
+    pub(crate) fn call(
         self: &Arc<Self>,
         peer: SocketAddr,
         data: Payload<'_>,
@@ -347,7 +347,7 @@ impl Shared {
     }
 
     /// Takes the next request, driving (or following) until one is here.
-    pub fn accept(self: &Arc<Self>) -> Result<Delivered, Error> {
+    pub(crate) fn accept(self: &Arc<Self>) -> Result<Delivered, Error> {
         // A queued request needs no lock: the engine stays free for
         // whoever is receiving meanwhile.
         if let Ok(request) = self.requests.try_recv() {
@@ -395,7 +395,7 @@ impl Shared {
     }
 
     /// Receives what is ready without waiting, if nobody else is driving.
-    pub fn drive_once(self: &Arc<Self>) {
+    pub(crate) fn drive_once(self: &Arc<Self>) {
         let mut g = self.lock();
         if g.closed || g.leader.is_some() {
             return;
@@ -410,14 +410,14 @@ impl Shared {
 
     /// A place among the outstanding calls, for an async call (which
     /// holds it until it ends or is dropped).
-    pub async fn permit(&self) -> Permit<'_> {
+    pub(crate) async fn permit(&self) -> Permit<'_> {
         self.permits.wait_async().await
     }
 
     /// Starts a call whose reply is sent to `reply` (for async callers,
     /// driven by the background thread or any blocking caller). The
     /// caller holds a [`Permit`].
-    pub fn call_detached(
+    pub(crate) fn call_detached(
         self: &Arc<Self>,
         peer: SocketAddr,
         data: Payload<'_>,
@@ -447,7 +447,7 @@ impl Shared {
 
     /// Gives up on an async call whose future was dropped: its RPC is
     /// aborted at both ends (the server hears RPC_UNKNOWN at once).
-    pub fn cancel(self: &Arc<Self>, call: CallToken) {
+    pub(crate) fn cancel(self: &Arc<Self>, call: CallToken) {
         let mut g = self.lock();
         if g.closed {
             return;
@@ -459,7 +459,7 @@ impl Shared {
 
     /// Sends a response at once. One that cannot be sent is an error, and
     /// its request is abandoned: the client hears so at once.
-    pub fn respond(
+    pub(crate) fn respond(
         self: &Arc<Self>,
         rpc: ServerRpcHandle,
         data: Payload<'_>,
@@ -470,7 +470,7 @@ impl Shared {
         self.answer(Answer::Respond(rpc, data, delivered))
     }
 
-    pub fn abandon(self: &Arc<Self>, rpc: ServerRpcHandle) {
+    pub(crate) fn abandon(self: &Arc<Self>, rpc: ServerRpcHandle) {
         let _ = self.answer(Answer::Abandon(rpc));
     }
 
@@ -496,7 +496,7 @@ impl Shared {
 
     /// The cancellation signal of a delivered request (fired already if
     /// its client gave up, or the endpoint is closed).
-    pub fn watch(&self, rpc: ServerRpcHandle) -> Cancellation {
+    pub(crate) fn watch(&self, rpc: ServerRpcHandle) -> Cancellation {
         let mut g = self.lock();
         if g.closed {
             return super::cancel::fired();
@@ -506,14 +506,14 @@ impl Shared {
 
     /// Counts an async waiter for as long as the guard lives, and makes
     /// sure someone drives meanwhile.
-    pub fn async_waiter(self: &Arc<Self>) -> AsyncWaiter {
+    pub(crate) fn async_waiter(self: &Arc<Self>) -> AsyncWaiter {
         self.async_waiters.fetch_add(1, Ordering::AcqRel);
         AsyncWaiter(self.clone())
     }
 
     /// Makes sure someone drives after a change in who needs driving
     /// (`ready_fd` enabled).
-    pub fn poke(self: &Arc<Self>) {
+    pub(crate) fn poke(self: &Arc<Self>) {
         let mut g = self.lock();
         self.settle(&mut g);
     }
