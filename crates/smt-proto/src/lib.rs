@@ -17,7 +17,7 @@
 //! The `sim` feature adds `sim`, the deterministic two-endpoint test
 //! harness (`Pair`) on a virtual clock; this crate's own tests always have
 //! it.
-#![warn(unreachable_pub)]
+#![warn(missing_docs, unreachable_pub)]
 
 mod buffers;
 pub mod config;

@@ -75,6 +75,7 @@ pub struct KeyedCipher {
 }
 
 impl KeyedCipher {
+    /// A cipher keyed by `key`: records sealed under another key do not open.
     pub fn new(key: u64) -> Self {
         Self { key }
     }

@@ -8,15 +8,20 @@ use super::SplitMix64;
 /// One datagram on the simulated network.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Datagram {
+    /// The sending endpoint's address.
     pub from: SocketAddr,
+    /// The receiving endpoint's address.
     pub to: SocketAddr,
+    /// The UDP payload, as the endpoint wrote it.
     pub bytes: Vec<u8>,
 }
 
 /// What a test's intercept hook decides for a datagram.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
+    /// Put it on the link (impairments still apply).
     Deliver,
+    /// Lose it (counted as intercepted, not as lost).
     Drop,
 }
 
@@ -31,6 +36,7 @@ pub struct Link {
     pub loss: f64,
     /// Probability a datagram is held back by up to `reorder_delay`.
     pub reorder: f64,
+    /// The longest a reordered datagram is held back.
     pub reorder_delay: Duration,
     /// Probability a datagram is delivered twice.
     pub duplicate: f64,

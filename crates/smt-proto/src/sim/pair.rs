@@ -11,14 +11,18 @@ use crate::{Config, Endpoint, Event, RpcError, RpcHandle};
 /// Which endpoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Side {
+    /// The endpoint that starts the RPCs.
     Client,
+    /// The endpoint that answers them.
     Server,
 }
 
 /// How a client RPC ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
+    /// The whole response arrived.
     Response(Vec<u8>),
+    /// The RPC failed with this error.
     Failed(RpcError),
 }
 
@@ -46,11 +50,17 @@ type Responder = Box<dyn FnMut(&[u8]) -> Vec<u8>>;
 /// Link-level counters of a run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LinkStats {
+    /// Datagrams the endpoints put on the link.
     pub sent: u64,
+    /// Of those, lost to [`Link::loss`].
     pub lost: u64,
+    /// Delivered twice ([`Link::duplicate`]).
     pub duplicated: u64,
+    /// Delivered with one bit flipped ([`Link::corrupt`]).
     pub corrupted: u64,
+    /// Held back ([`Link::reorder`]).
     pub reordered: u64,
+    /// Dropped by the test's intercept hook.
     pub intercepted: u64,
 }
 
@@ -61,23 +71,33 @@ pub struct LinkStats {
 /// An endpoint's output is taken as fast as it comes unless
 /// [`Pair::pace`] limits it.
 pub struct Pair {
+    /// The endpoint that starts RPCs.
     pub client: Endpoint,
+    /// The endpoint that answers them.
     pub server: Endpoint,
+    /// The client's simulated address.
     pub client_addr: SocketAddr,
+    /// The server's simulated address.
     pub server_addr: SocketAddr,
+    /// The virtual clock: advanced only by the pair.
     pub now: Instant,
+    /// The virtual time the run began.
     pub start: Instant,
+    /// The link's impairments, the same in both directions.
     pub link: Link,
+    /// What the link did to the datagrams so far.
     pub link_stats: LinkStats,
     /// Every datagram put on the link, if set (for replay tests).
     pub capture: Option<Vec<Datagram>>,
     /// Decides per datagram before impairments, if set.
     pub intercept: Option<Intercept>,
+    /// The server application: turns a request into its response.
     pub responder: Responder,
     /// Whether the server answers requests automatically.
     pub auto_respond: bool,
     /// A NIC per side ([`Side`] as index), if a test put one there.
     pub nics: [Option<Box<dyn Nic>>; 2],
+    /// How each client RPC ended, by handle.
     pub outcomes: HashMap<RpcHandle, Outcome>,
     /// When each outcome arrived.
     pub finished_at: HashMap<RpcHandle, Instant>,

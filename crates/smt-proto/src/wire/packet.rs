@@ -173,15 +173,21 @@ impl<T: AsRef<[u8]>> Packet<T> {
         self.buffer
     }
 
+    /// The sender's SMT port (bytes 0–1).
     pub fn src_port(&self) -> u16 {
         be16(self.buffer.as_ref(), field::SPORT)
     }
+    /// The receiver's SMT port (bytes 2–3).
     pub fn dst_port(&self) -> u16 {
         be16(self.buffer.as_ref(), field::DPORT)
     }
+    /// DATA: the wire offset of this packet's segment within the message (bytes 4–7, TCP's
+    /// sequence-number slot); 0 on control packets.
     pub fn segment_offset(&self) -> u32 {
         be32(self.buffer.as_ref(), field::SEG_OFFSET)
     }
+    /// DATA: the message length in bytes including padding (bytes 8–11, TCP's acknowledgment slot);
+    /// 0 on control packets.
     pub fn message_len(&self) -> u32 {
         be32(self.buffer.as_ref(), field::MSG_LEN)
     }
@@ -199,24 +205,35 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn key_phase(&self) -> bool {
         self.buffer.as_ref()[field::DOFF] & 0x01 != 0
     }
+    /// The packet type (byte 13, TCP's flags byte); unknown values are kept for the caller to
+    /// reject.
     pub fn packet_type(&self) -> PacketType {
         PacketType(self.buffer.as_ref()[field::TYPE])
     }
+    /// DATA: payload bytes in every packet of this segment except possibly the last (bytes 14–15,
+    /// TCP's window slot).
     pub fn mss(&self) -> u16 {
         be16(self.buffer.as_ref(), field::MSS)
     }
+    /// The checksum slot (bytes 16–17): always 0 on the wire; integrity comes from the AEAD and the
+    /// control MAC.
     pub fn checksum(&self) -> u16 {
         be16(self.buffer.as_ref(), field::CHECKSUM)
     }
+    /// DATA: on a retransmission, the packet's original index in its segment (bytes 18–19);
+    /// otherwise 0.
     pub fn resend_index(&self) -> u16 {
         be16(self.buffer.as_ref(), field::RESEND_INDEX)
     }
+    /// The message (RPC) ID (bytes 20–27); its low bit names the side that started the RPC.
     pub fn id(&self) -> u64 {
         be64(self.buffer.as_ref(), field::ID)
     }
+    /// DATA: this packet's position in its segment, from 0; 0 on a retransmission (bytes 28–29).
     pub fn packet_index(&self) -> u16 {
         be16(self.buffer.as_ref(), field::PKT_INDEX)
     }
+    /// DATA: the flags byte (byte 30); only `DataFlags::RETRANSMIT` is defined.
     pub fn data_flags(&self) -> DataFlags {
         DataFlags(self.buffer.as_ref()[field::FLAGS])
     }
@@ -225,12 +242,17 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn priority(&self) -> u8 {
         self.buffer.as_ref()[field::PRIORITY]
     }
+    /// DATA: the bytes of the whole message on the wire, every record with its header and tag
+    /// (bytes 32–35).
     pub fn message_wire_len(&self) -> u32 {
         be32(self.buffer.as_ref(), field::MSG_WIRE_LEN)
     }
+    /// DATA: the wire bytes of this packet's segment (bytes 36–39).
     pub fn segment_len(&self) -> u32 {
         be32(self.buffer.as_ref(), field::SEG_LEN)
     }
+    /// DATA: the wire bytes of the message the sender may send without further grants (bytes
+    /// 40–43).
     pub fn incoming(&self) -> u32 {
         be32(self.buffer.as_ref(), field::INCOMING)
     }
@@ -244,15 +266,19 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     fn put(&mut self, r: std::ops::Range<usize>, v: &[u8]) {
         self.buffer.as_mut()[r].copy_from_slice(v);
     }
+    /// Writes src port; see [`Packet::src_port`].
     pub fn set_src_port(&mut self, v: u16) {
         self.put(field::SPORT, &v.to_be_bytes());
     }
+    /// Writes dst port; see [`Packet::dst_port`].
     pub fn set_dst_port(&mut self, v: u16) {
         self.put(field::DPORT, &v.to_be_bytes());
     }
+    /// Writes segment offset; see [`Packet::segment_offset`].
     pub fn set_segment_offset(&mut self, v: u32) {
         self.put(field::SEG_OFFSET, &v.to_be_bytes());
     }
+    /// Writes message len; see [`Packet::message_len`].
     pub fn set_message_len(&mut self, v: u32) {
         self.put(field::MSG_LEN, &v.to_be_bytes());
     }
@@ -263,40 +289,52 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         let phase = self.buffer.as_ref()[field::DOFF] & 0x01;
         self.buffer.as_mut()[field::DOFF] = (((len / 4) as u8) << 4) | phase;
     }
+    /// Writes the key-phase bit; see [`Packet::key_phase`].
     pub fn set_key_phase(&mut self, phase: bool) {
         let b = &mut self.buffer.as_mut()[field::DOFF];
         *b = (*b & 0xfe) | u8::from(phase);
     }
+    /// Writes packet type; see [`Packet::packet_type`].
     pub fn set_packet_type(&mut self, v: PacketType) {
         self.buffer.as_mut()[field::TYPE] = v.0;
     }
+    /// Writes mss; see [`Packet::mss`].
     pub fn set_mss(&mut self, v: u16) {
         self.put(field::MSS, &v.to_be_bytes());
     }
+    /// Writes checksum; see [`Packet::checksum`].
     pub fn set_checksum(&mut self, v: u16) {
         self.put(field::CHECKSUM, &v.to_be_bytes());
     }
+    /// Writes resend index; see [`Packet::resend_index`].
     pub fn set_resend_index(&mut self, v: u16) {
         self.put(field::RESEND_INDEX, &v.to_be_bytes());
     }
+    /// Writes id; see [`Packet::id`].
     pub fn set_id(&mut self, v: u64) {
         self.put(field::ID, &v.to_be_bytes());
     }
+    /// Writes packet index; see [`Packet::packet_index`].
     pub fn set_packet_index(&mut self, v: u16) {
         self.put(field::PKT_INDEX, &v.to_be_bytes());
     }
+    /// Writes data flags; see [`Packet::data_flags`].
     pub fn set_data_flags(&mut self, v: DataFlags) {
         self.buffer.as_mut()[field::FLAGS] = v.0;
     }
+    /// Writes the message priority; see [`Packet::priority`].
     pub fn set_priority(&mut self, v: u8) {
         self.buffer.as_mut()[field::PRIORITY] = v;
     }
+    /// Writes message wire len; see [`Packet::message_wire_len`].
     pub fn set_message_wire_len(&mut self, v: u32) {
         self.put(field::MSG_WIRE_LEN, &v.to_be_bytes());
     }
+    /// Writes segment len; see [`Packet::segment_len`].
     pub fn set_segment_len(&mut self, v: u32) {
         self.put(field::SEG_LEN, &v.to_be_bytes());
     }
+    /// Writes incoming; see [`Packet::incoming`].
     pub fn set_incoming(&mut self, v: u32) {
         self.put(field::INCOMING, &v.to_be_bytes());
     }

@@ -61,6 +61,7 @@ pub struct Bounded<T: Copy + Default, const N: usize> {
 }
 
 impl<T: Copy + Default, const N: usize> Bounded<T, N> {
+    /// An empty list.
     pub fn new() -> Self {
         Self {
             items: [T::default(); N],
@@ -79,14 +80,17 @@ impl<T: Copy + Default, const N: usize> Bounded<T, N> {
         true
     }
 
+    /// The values pushed so far, in order.
     pub fn as_slice(&self) -> &[T] {
         &self.items[..usize::from(self.len)]
     }
 
+    /// How many values the list holds (at most `N`).
     pub fn len(&self) -> usize {
         usize::from(self.len)
     }
 
+    /// Whether the list holds no value.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -118,6 +122,7 @@ pub struct PathletClass {
 /// What one device wrote into a PATH slot.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PathSlot {
+    /// The device's pathlet and the packet's class there.
     pub at: PathletClass,
     /// DCTCP's mark: the queue held more than the device's threshold when
     /// the packet arrived.
@@ -129,7 +134,9 @@ pub struct PathSlot {
 /// A parsed PATH packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PathRepr {
+    /// The sender's SMT port.
     pub src_port: u16,
+    /// The receiver's SMT port.
     pub dst_port: u16,
     /// Slots the sender reserved, 1 to [`MAX_PATH_SLOTS`].
     pub capacity: u8,
@@ -145,6 +152,7 @@ pub struct PathRepr {
 /// there since its previous echo.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EchoEntry {
+    /// The pathlet and class counted.
     pub at: PathletClass,
     /// Bytes of the datagrams that crossed it (whole datagrams, as
     /// received; saturating).
@@ -162,8 +170,12 @@ pub struct EchoEntry {
 /// A parsed PATH_ECHO (without its MAC, as every control packet).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PathEchoRepr {
+    /// The sender's SMT port.
     pub src_port: u16,
+    /// The receiver's SMT port.
     pub dst_port: u16,
+    /// The key phase of the epoch whose control key MACs the echo (and in
+    /// which the entries' `last_id`s are named).
     pub key_phase: bool,
     /// Numbers echoes per sender and peer, 1, 2, 3, …: a receiver keeps
     /// only echoes above the largest it has seen (a copy would count the

@@ -159,11 +159,19 @@ pub enum Body {
     /// A piece of a message; the payload follows the header.
     Data(DataHeader),
     /// The sender may transmit the message up to wire offset `offset`.
-    Grant { offset: u32, priority: u8 },
+    Grant {
+        /// The wire offset the sender may transmit up to (exclusive).
+        offset: u32,
+        /// The message's rank among those the receiver grants (0 = first).
+        priority: u8,
+    },
     /// Retransmit wire bytes `[offset, offset + length)` of the message.
     Resend {
+        /// The first wire byte to send again.
         offset: u32,
+        /// How many wire bytes to send again.
         length: u32,
+        /// As in [`Body::Grant`].
         priority: u8,
     },
     /// The sender of this packet has no state for the RPC.
@@ -178,7 +186,12 @@ pub enum Body {
     Abandoned,
     /// The receiver may have `limit` requests outstanding at the sender;
     /// of two CREDIT packets, the one with the larger `sequence` holds.
-    Credit { limit: u32, sequence: u32 },
+    Credit {
+        /// Requests the receiver may have outstanding at the sender at once.
+        limit: u32,
+        /// The sender's CREDIT counter, 1, 2, 3, … across all its peers.
+        sequence: u32,
+    },
     /// The server asks the client to acknowledge the RPC's response.
     NeedAck,
     /// These RPCs are complete; the server may free them.
@@ -192,10 +205,15 @@ pub enum Body {
     /// `flags` mark a stateless retry ([`HANDSHAKE_RETRY`],
     /// [`HANDSHAKE_TOKEN`]; `docs/protocol.md` § 4, HANDSHAKE).
     Handshake {
+        /// Where the carried bytes start in the sender's handshake stream.
         offset: u32,
+        /// Bytes of the receiver's handshake stream received in order.
         ack: u32,
+        /// Stream bytes carried after the header.
         len: u16,
+        /// The handshake protocol.
         kind: HandshakeKind,
+        /// Stateless-retry flags ([`HANDSHAKE_RETRY`], [`HANDSHAKE_TOKEN`]).
         flags: u8,
     },
 }
@@ -241,13 +259,16 @@ impl Body {
 /// buffer: see [`Packet::payload`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Repr {
+    /// The sender's SMT port.
     pub src_port: u16,
+    /// The receiver's SMT port.
     pub dst_port: u16,
     /// Which of two consecutive key epochs protects the packet (the RPC's
     /// epoch); always false for HANDSHAKE packets.
     pub key_phase: bool,
     /// The message / RPC ID. Its low bit names the side that started the RPC.
     pub id: u64,
+    /// What the packet says, by type.
     pub body: Body,
 }
 
