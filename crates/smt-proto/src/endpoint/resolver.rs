@@ -5,8 +5,8 @@ use std::net::SocketAddr;
 
 use crate::SessionKeys;
 
-/// Finds session keys for a peer without installed keys (the paper's
-/// wildcard template): called on the first packet from that peer. Return
+/// Finds session keys for a peer without installed keys (SMT's
+/// wildcard key template): called on the first packet from that peer. Return
 /// distinct keys per peer (e.g. derived from a master secret and the
 /// peer's address): one key shared by several clients would repeat nonces.
 pub trait KeyResolver: Send {

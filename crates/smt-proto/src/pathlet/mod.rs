@@ -1,4 +1,5 @@
-//! Pathlet congestion control (seed 004, MTP § 3.1.3), sans-IO: the
+//! Pathlet congestion control (MTP, Stephens et al., HotNets 2021,
+//! § 3.1.3), sans-IO: the
 //! sender's windows per `(pathlet, traffic class)`, driven by PATH_ECHO
 //! feedback, and the single-window DCTCP baseline (RFC 8257) to compare
 //! them with. No clock, socket or thread: time comes in as `now`.

@@ -1,5 +1,5 @@
 //! Pathlet feedback on the wire (`docs/protocol.md` § 4, PATH and
-//! PATH_ECHO; seed 004, MTP § 3.1.3).
+//! PATH_ECHO; MTP, Stephens et al., HotNets 2021, § 3.1.3).
 //!
 //! - **PATH** (`0x1d`) goes first in a datagram. The sender reserves `N`
 //!   empty 8-byte slots and may list `(pathlet, class)` pairs it asks the
