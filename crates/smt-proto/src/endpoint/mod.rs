@@ -473,7 +473,7 @@ impl Endpoint {
         let budget = self.config.unvalidated_per_batch;
         admission::handle_in_order(self, &mut turns, budget, batch, rx);
         self.buffers.batch_turns = turns;
-        self.forget_route();
+        self.peers.forget_route();
     }
 
     /// Queues every pending ACK batch now rather than when its delay

@@ -262,6 +262,43 @@ impl Peers {
         }
     }
 
+    /// Keeps the route of a DATA packet stored for a message still being
+    /// received (`recv.rs`: only for a peer whose address is validated).
+    pub(super) fn remember_route(
+        &mut self,
+        peer: PeerId,
+        phase: bool,
+        key: ServerRpcHandle,
+        msg: MsgKey,
+    ) {
+        self.last_route = Some(LastRoute {
+            from: key.peer,
+            peer,
+            phase,
+            key,
+            msg,
+            datagrams: 0,
+            bytes: 0,
+        });
+    }
+
+    /// Ends the route: the packets that took it are counted in their peer's
+    /// statistics.
+    pub(super) fn forget_route(&mut self) {
+        let Some(route) = self.last_route.take() else {
+            return;
+        };
+        if route.datagrams == 0 {
+            // A lone packet's route: nothing took it, nothing to count
+            // (and no lookup of the peer).
+            return;
+        }
+        if let Some(p) = self.at_mut(route.peer) {
+            p.session.stats.datagrams_rx += route.datagrams;
+            p.session.stats.bytes_rx += route.bytes;
+        }
+    }
+
     /// Peers whose sessions the key resolver made.
     pub(super) fn resolved_count(&self) -> usize {
         self.resolved

@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use super::peer::KeyUpdateSeen;
-use super::peers::{LastRoute, PeerId};
+use super::peers::PeerId;
 use super::{trace_event, Endpoint, MsgKey, ServerRpcHandle};
 use crate::error::DropReason;
 use crate::offload::RxMark;
@@ -31,7 +31,7 @@ impl Endpoint {
     /// datagram ([`DropReason::ends_datagram`]).
     pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
         self.handle_datagram_in_batch(now, from, datagram);
-        self.forget_route();
+        self.peers.forget_route();
     }
 
     /// [`Endpoint::handle_datagram`] inside a receive batch: the route of
@@ -138,7 +138,7 @@ impl Endpoint {
         let Err(reason) = self.process(now, from, packet) else {
             return true;
         };
-        self.forget_route();
+        self.peers.forget_route();
         // New keys held for this address may take it (handshake.rs).
         if self.offer_to_held_keys(now, from, packet) {
             return true;
@@ -169,7 +169,7 @@ impl Endpoint {
         // Anything else may change what the route relied on (keys, epochs,
         // RPC states): it is forgotten, and set again by a stored DATA
         // packet.
-        self.forget_route();
+        self.peers.forget_route();
         let ty = packet.packet_type();
         if ty.name().is_none() {
             return Err(DropReason::UnknownType);
@@ -213,21 +213,20 @@ impl Endpoint {
         let Some(pid) = self.peer_for(from, datagram)? else {
             return Ok(());
         };
-        let authenticate = self.config.authenticate_control;
-        let id_limit = self.config.seq_layout.id_limit();
         let peer = self.peers.at_mut(pid).ok_or(DropReason::UnknownSession)?;
         peer.count_rx(datagram.len());
         let phase = packet.key_phase();
         if ty == PacketType::KEY_UPDATE {
             return self.on_key_update(now, (pid, from), phase, datagram);
         }
-        let (packet, epoch) = peer.check_packet(now, packet, datagram, authenticate)?;
+        let (packet, epoch) =
+            peer.check_packet(now, packet, datagram, self.config.authenticate_control)?;
         if ty == PacketType::PATH_ECHO {
             super::pathlet::on_path_echo(&mut self.pathlet_parts(), now, pid, &packet)?;
             self.rescan_sendable();
             return Ok(());
         }
-        let repr = parse_header(&packet, id_limit)?;
+        let repr = parse_header(&packet, self.config.seq_layout.id_limit())?;
         let (local, validated) = (peer.session.is_local_id(repr.id), peer.validated());
         let key = ServerRpcHandle::new(from, epoch, repr.id);
         let h = match repr.body {
@@ -239,7 +238,7 @@ impl Endpoint {
         let fast = store_fast(peer, &mut self.rpcs, store_parts!(self), d, local);
         let receiving = self.after_fast(d, fast, opened_before)?;
         if let Some(msg) = receiving.filter(|_| validated) {
-            self.remember_route(pid, phase, key, msg);
+            self.peers.remember_route(pid, phase, key, msg);
         }
         Ok(())
     }
@@ -284,7 +283,7 @@ impl Endpoint {
     /// to (same sender, key phase and ID: a GRO train of one message is
     /// mostly that) skips finding the peer, its epoch and the RPC again:
     /// the route found for the first packet holds until anything other
-    /// than such a packet is handled (`forget_route`). The packet is
+    /// than such a packet is handled (`Peers::forget_route`). The packet is
     /// parsed and checked as any other. `None`: not on the route.
     fn process_on_route(
         &mut self,
@@ -322,42 +321,9 @@ impl Endpoint {
         };
         let result = self.store_data(d, msg);
         if !matches!(result, Ok(Some(_))) {
-            self.forget_route();
+            self.peers.forget_route();
         }
         Some(result.map(|_| ()))
-    }
-
-    /// Keeps the route of a DATA packet stored for a message still being
-    /// received. Only for a peer whose address is validated (the caller
-    /// checks, with the peer in hand): an unvalidated one counts the bytes
-    /// it sends, per packet.
-    fn remember_route(&mut self, peer: PeerId, phase: bool, key: ServerRpcHandle, msg: MsgKey) {
-        self.peers.last_route = Some(LastRoute {
-            from: key.peer,
-            peer,
-            phase,
-            key,
-            msg,
-            datagrams: 0,
-            bytes: 0,
-        });
-    }
-
-    /// Ends the route: the packets that took it are counted in their peer's
-    /// statistics.
-    pub(crate) fn forget_route(&mut self) {
-        let Some(route) = self.peers.last_route.take() else {
-            return;
-        };
-        if route.datagrams == 0 {
-            // A lone packet's route: nothing took it, nothing to count
-            // (and no lookup of the peer).
-            return;
-        }
-        if let Some(p) = self.peers.at_mut(route.peer) {
-            p.session.stats.datagrams_rx += route.datagrams;
-            p.session.stats.bytes_rx += route.bytes;
-        }
     }
 
     /// A peer moved to the next key epoch (`Peer::take_key_update` checks
@@ -398,38 +364,5 @@ impl Endpoint {
             }
         );
         Ok(())
-    }
-
-    // ---- DATA ----
-
-    // ---- control ----
-
-    fn on_control(
-        &mut self,
-        now: Instant,
-        pid: PeerId,
-        key: ServerRpcHandle,
-        local: bool,
-        body: Body,
-    ) -> Result<(), DropReason> {
-        match body {
-            Body::Ack(ids) => return self.on_ack(pid, key, &ids),
-            Body::Credit { limit, sequence } => {
-                let credit = (limit, sequence);
-                return self
-                    .load
-                    .credits
-                    .on_credit(key.peer, credit, &mut self.counters.stats);
-            }
-            Body::Handshake { .. } | Body::Data(_) | Body::KeyUpdate => {
-                return Err(DropReason::Unsupported)
-            }
-            _ => {}
-        }
-        if local {
-            self.on_control_for_client(now, pid, key, body)
-        } else {
-            self.on_control_for_server(pid, key, body)
-        }
     }
 }

@@ -468,6 +468,38 @@ impl Endpoint {
         self.outbox.send_acks(self.config.local_port);
     }
 
+    /// A control packet of a session (decision table): ACK and CREDIT
+    /// are the peer's as a whole, the rest about one RPC of ours or of the
+    /// peer's.
+    pub(super) fn on_control(
+        &mut self,
+        now: Instant,
+        pid: PeerId,
+        key: ServerRpcHandle,
+        local: bool,
+        body: Body,
+    ) -> Result<(), DropReason> {
+        match body {
+            Body::Ack(ids) => return self.on_ack(pid, key, &ids),
+            Body::Credit { limit, sequence } => {
+                let credit = (limit, sequence);
+                return self
+                    .load
+                    .credits
+                    .on_credit(key.peer, credit, &mut self.counters.stats);
+            }
+            Body::Handshake { .. } | Body::Data(_) | Body::KeyUpdate => {
+                return Err(DropReason::Unsupported)
+            }
+            _ => {}
+        }
+        if local {
+            self.on_control_for_client(now, pid, key, body)
+        } else {
+            self.on_control_for_server(pid, key, body)
+        }
+    }
+
     /// A control packet about an RPC we started.
     pub(super) fn on_control_for_client(
         &mut self,
