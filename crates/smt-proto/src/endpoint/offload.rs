@@ -11,9 +11,10 @@ use super::peers::Peers;
 use super::table::{RpcKey, RpcTables};
 use super::{Endpoint, ServerRpcHandle, ServerState};
 use crate::crypto::{NullCipher, PacketCipher};
-use crate::offload::{RecordSeq, TxRecords};
+use crate::offload::{RecordSeq, RxMark, TxRecords};
 use crate::record::SeqLayout;
 use crate::rpc::{Incoming, Outgoing};
+use std::time::Instant;
 
 /// What TLS offload keeps between calls.
 pub(crate) struct Nic {
@@ -142,8 +143,28 @@ impl<'a> View<'a> {
 }
 
 /// TLS offload: what a driver whose NIC seals or opens records asks
-/// (receive offload's batch call is in `recv.rs`).
+/// (and receive offload's batch call).
 impl Endpoint {
+    /// [`Endpoint::handle_batch`] for datagrams a NIC has been through
+    /// (receive offload): each comes with one [`RxMark`]
+    /// per packet, in order (missing marks count as untouched). A packet
+    /// marked with the key its RPC belongs to holds plaintext the NIC
+    /// authenticated; any other mark is ignored, and the packet opened in
+    /// software.
+    pub fn handle_batch_marked<'a, I>(&mut self, now: Instant, batch: I)
+    where
+        I: Iterator<Item = (SocketAddr, &'a [u8], &'a [RxMark])> + Clone,
+    {
+        super::admission::handle_batch_with(self, now, batch, |ep, now, from, datagram, marks| {
+            // Each packet's mark is in force while the packet is handled.
+            let mut marks = marks.iter();
+            ep.handle_datagram_each(now, from, datagram, |ep| {
+                ep.nic.rx_mark = marks.next().and_then(|m| m.0);
+            });
+            ep.nic.rx_mark = None;
+        });
+    }
+
     /// The records of the DATA packet the last
     /// [`Endpoint::poll_transmit`] wrote, under `Config::tx_offload`
     /// (plaintext bodies, empty tags: the NIC must seal them before they

@@ -107,6 +107,20 @@ impl Peers {
         self.at(k.peer)?.rpcs.server(k.epoch, k.id)
     }
 
+    /// The internal key of the wire key `key` (one address hash).
+    pub(super) fn rpc_key(&self, key: &ServerRpcHandle) -> Option<RpcKey> {
+        Some(RpcKey {
+            peer: self.id(&key.peer)?,
+            epoch: key.epoch,
+            id: key.id,
+        })
+    }
+
+    /// The slot of the server RPC with wire key `key`.
+    pub(super) fn server_slot(&self, key: &ServerRpcHandle) -> Option<ServerSlot> {
+        self.server(&self.rpc_key(key)?)
+    }
+
     /// The RPC index of the peer in slot `id`.
     pub(super) fn rpcs_mut(&mut self, id: PeerId) -> Option<&mut PeerRpcs> {
         self.at_mut(id).map(|p| &mut p.rpcs)
@@ -260,6 +274,16 @@ impl Peers {
             }
             None => false,
         }
+    }
+
+    /// Keeps a datagram from a peer whose handshake has not produced keys
+    /// yet (1-RTT data can overtake the client's Finished); it is handled
+    /// once the keys are installed. False if there is no such handshake or
+    /// its buffer is full.
+    pub(super) fn stash_early(&mut self, from: SocketAddr, datagram: &[u8]) -> bool {
+        self.handshakes
+            .get_mut(&from)
+            .is_some_and(|c| c.state.stash_early(datagram))
     }
 
     /// Keeps the route of a DATA packet stored for a message still being

@@ -10,11 +10,10 @@ use packet::{parse_header, ports_match, starts_with_path};
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use super::peer::KeyUpdateSeen;
+use super::peer::{KeyUpdateSeen, Offer, Origin};
 use super::peers::PeerId;
 use super::{trace_event, Endpoint, MsgKey, ServerRpcHandle};
 use crate::error::DropReason;
-use crate::offload::RxMark;
 use crate::trace::{PacketSummary, Traced};
 use crate::wire::{Body, Packet, PacketType, Packets, Repr};
 
@@ -74,26 +73,6 @@ impl Endpoint {
         }
     }
 
-    /// [`Endpoint::handle_batch`] for datagrams a NIC has been through
-    /// (receive offload, `offload.rs`): each comes with one [`RxMark`]
-    /// per packet, in order (missing marks count as untouched). A packet
-    /// marked with the key its RPC belongs to holds plaintext the NIC
-    /// authenticated; any other mark is ignored, and the packet opened in
-    /// software.
-    pub fn handle_batch_marked<'a, I>(&mut self, now: Instant, batch: I)
-    where
-        I: Iterator<Item = (SocketAddr, &'a [u8], &'a [RxMark])> + Clone,
-    {
-        self.handle_batch_with(now, batch, |ep, now, from, datagram, marks| {
-            // Each packet's mark is in force while the packet is handled.
-            let mut marks = marks.iter();
-            ep.handle_datagram_each(now, from, datagram, |ep| {
-                ep.nic.rx_mark = marks.next().and_then(|m| m.0);
-            });
-            ep.nic.rx_mark = None;
-        });
-    }
-
     /// A datagram from `from` that starts with a PATH (`pathlet.rs`): the
     /// rest is handled as usual, and the PATH counted only if one of those
     /// packets was accepted under the peer's keys.
@@ -147,6 +126,28 @@ impl Endpoint {
         !reason.ends_datagram()
     }
 
+    /// A datagram from `from` that its established session refused: if a
+    /// handshake holds new keys for `from`, it is either the proof that
+    /// makes them current (then processed under them) or kept for after
+    /// the proof. Returns whether the datagram was taken.
+    fn offer_to_held_keys(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) -> bool {
+        let held = match self.handshakes().offer_to_held_keys(from, datagram) {
+            Offer::Refused => return false,
+            Offer::Stashed => return true,
+            Offer::Proof(held) => held,
+        };
+        tracing::debug!(peer = %from, "peer proved its address: new keys replace its session");
+        self.finish_handshake(now, from, held.keys);
+        if let Some(next) = held.next {
+            self.handshakes().switch_to_next_keys(from, next);
+        }
+        self.handle_datagram(now, from, datagram);
+        for d in held.stash {
+            self.handle_datagram(now, from, &d);
+        }
+        true
+    }
+
     pub(crate) fn drop_packet(&mut self, from: SocketAddr, reason: DropReason) {
         trace_event!(self, Traced::Dropped { peer: from, reason });
         tracing::debug!(%from, reason = reason.name(), "dropped packet");
@@ -186,7 +187,8 @@ impl Endpoint {
             return Err(DropReason::WrongPort);
         }
         if ty == PacketType::HANDSHAKE {
-            let result = self.on_handshake_packet(now, from, datagram);
+            let result = self.handshakes().on_packet(now, from, datagram);
+            let result = result.map(|step| self.apply_handshake(now, step));
             self.arm_idle_sweep(now);
             return result;
         }
@@ -255,9 +257,33 @@ impl Endpoint {
     ) -> Result<Option<PeerId>, DropReason> {
         match self.peers.id(&from) {
             Some(pid) => Ok(Some(pid)),
-            None if self.stash_early(from, datagram) => Ok(None),
+            None if self.peers.stash_early(from, datagram) => Ok(None),
             None => self.resolve_session(from).map(Some),
         }
+    }
+
+    /// The session with `peer`, asking the key resolver for one if there
+    /// is none and `Config::max_resolved_sessions` allows another.
+    /// One lookup when the peer is known (the per-packet case).
+    fn resolve_session(&mut self, peer: SocketAddr) -> Result<PeerId, DropReason> {
+        if let Some(id) = self.peers.id(&peer) {
+            return Ok(id);
+        }
+        if self.hs.resolver.is_none() {
+            return Err(DropReason::UnknownSession);
+        }
+        let may_resolve = self.peers.resolved_count() < self.config.max_resolved_sessions;
+        if !may_resolve || !self.make_room_for_session() {
+            return Err(DropReason::OverLimit);
+        }
+        let resolver = self.hs.resolver.as_mut();
+        let keys = resolver.and_then(|r| r.resolve(peer));
+        let keys = keys.ok_or(DropReason::UnknownSession)?;
+        self.install_session(peer, keys)
+            .map_err(|_| DropReason::UnknownSession)?;
+        // Set in place: the peer keeps its slot.
+        self.peers.set_origin(&peer, Origin::Resolved);
+        self.peers.id(&peer).ok_or(DropReason::UnknownSession)
     }
 
     /// Finishes what the fast path began: a stored packet's outcome
