@@ -24,12 +24,12 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use self::admit::Admission;
-pub(crate) use self::conn::HandshakeConn;
 use self::conn::{emit_handshake, wire_bytes, Chunk, Due, Opening, Pumped, HEADER_LEN};
+pub(crate) use self::conn::{BudgetAt, HandshakeConn};
 pub(crate) use self::retry::Retry;
 use super::outbox::Outbox;
 use super::peer::{Budget, Held, Offer};
-use super::peers::Peers;
+use super::peers::{PeerId, Peers};
 use super::tick::Time;
 use super::KEY_UPDATE_CONFIRM;
 use crate::config::Config;
@@ -285,7 +285,8 @@ impl Handshakes<'_> {
         mut conn: HandshakeConn,
         validated: bool,
     ) {
-        conn.budget = Budget::new(validated);
+        conn.budget = BudgetAt::Own(Budget::new(validated));
+        conn.with_token = validated;
         self.peers.handshakes.insert(from, conn);
         if let Some(r) = self.side.retry.as_mut() {
             r.opened();
@@ -306,12 +307,15 @@ impl Handshakes<'_> {
         received: usize,
     ) -> Result<Step, DropReason> {
         let windows = self.stats.usage.handshake_bytes as usize;
+        if let Some(budget) = self.peers.handshake_budget_mut(&from) {
+            budget.received(received);
+        }
         let conn = self
             .peers
             .handshakes
             .get_mut(&from)
             .ok_or(DropReason::Handshake)?;
-        let taken = conn.take_chunk(chunk.offset, chunk.ack, payload, received, windows)?;
+        let taken = conn.take_chunk(chunk.offset, chunk.ack, payload, windows)?;
         let u = &mut self.stats.usage;
         u.handshake_bytes =
             (u.handshake_bytes + taken.held_after as u64).saturating_sub(taken.held_before as u64);
@@ -463,7 +467,7 @@ impl Handshakes<'_> {
         self.peers.contains_key(&peer)
             && self.peers.handshakes.get(&peer).is_some_and(|c| {
                 !c.initiator
-                    && !c.address_validated()
+                    && !c.opened_with_token()
                     && c.hs.address_proof() != AddressProof::Proven
             })
     }
@@ -507,13 +511,27 @@ impl Handshakes<'_> {
         }
     }
 
-    /// The handshake with `peer` installed its keys: its early datagrams
-    /// (to be handled under them), and whether a retry token proved the
-    /// peer's address.
-    pub(crate) fn establish(&mut self, peer: SocketAddr) -> (Vec<Vec<u8>>, bool) {
-        match self.peers.handshakes.get_mut(&peer) {
-            Some(c) => (c.state.establish(), c.address_validated()),
-            None => (Vec::new(), false),
+    /// The handshake with `peer` installed its keys as the session in slot
+    /// `pid`: its early datagrams (to be handled under them), and, for a
+    /// responder, the address's amplification budget, which the session
+    /// takes over (validated if the opening carried a valid retry token;
+    /// what the handshake received and sent still counts). From now on
+    /// the handshake's late flights spend the session's budget.
+    pub(crate) fn establish(
+        &mut self,
+        peer: SocketAddr,
+        pid: PeerId,
+    ) -> (Vec<Vec<u8>>, Option<Budget>) {
+        let Some(c) = self.peers.handshakes.get_mut(&peer) else {
+            return (Vec::new(), None);
+        };
+        let early = c.state.establish();
+        match c.budget {
+            BudgetAt::Own(budget) if !c.initiator => {
+                c.budget = BudgetAt::Peer(pid);
+                (early, Some(budget))
+            }
+            _ => (early, None),
         }
     }
 
@@ -543,16 +561,24 @@ impl Handshakes<'_> {
     }
 
     /// The anti-amplification rule for `more` bytes to a peer that has not
-    /// proven it owns its address (a responder without keys).
-    /// Keys alone do not exempt a responder: a PSK hello installs keys at
-    /// once, from a packet anyone can send with a spoofed source; only an
-    /// authenticated packet from the address does (`Peer::validated`).
+    /// proven it owns its address (a responder): the address's one budget
+    /// (`Peers::handshake_budget`). Keys alone do not exempt a responder:
+    /// a PSK hello installs keys at once, from a packet anyone can send
+    /// with a spoofed source; only an authenticated packet from the
+    /// address does (`Peer::validated`, which validates the budget the
+    /// session took over).
     fn may_send(&self, peer: SocketAddr, more: usize) -> bool {
-        let validated = self.peers.get(&peer).is_some_and(|p| p.validated());
         let wire = wire_bytes(more, self.chunk_len());
-        self.peers.handshakes.get(&peer).is_some_and(|c| {
-            c.initiator || (c.keys_installed() && validated) || c.budget.allows(wire)
-        })
+        let initiator = self
+            .peers
+            .handshakes
+            .get(&peer)
+            .is_some_and(|c| c.initiator);
+        initiator
+            || self
+                .peers
+                .handshake_budget(&peer)
+                .is_some_and(|b| b.allows(wire))
     }
 
     /// Handshake bytes per HANDSHAKE packet.
@@ -564,8 +590,12 @@ impl Handshakes<'_> {
     /// when the range is empty).
     fn queue_bytes(&mut self, peer: SocketAddr, start: usize, end: usize) {
         let chunk = self.chunk_len();
-        if let Some(c) = self.peers.handshakes.get_mut(&peer) {
-            c.queue_bytes(peer, (start, end), chunk, &mut self.side.queue);
+        let Some(c) = self.peers.handshakes.get_mut(&peer) else {
+            return;
+        };
+        let spent = c.queue_bytes(peer, (start, end), chunk, &mut self.side.queue);
+        if let Some(budget) = self.peers.handshake_budget_mut(&peer) {
+            budget.spend(spent);
         }
     }
 

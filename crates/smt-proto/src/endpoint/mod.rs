@@ -363,10 +363,13 @@ impl Endpoint {
         if let Err(e) = self.install_session(peer, keys) {
             return self.fail_handshake(peer, HandshakeError::Protocol(e.to_string()));
         }
-        let (early, by_token) = self.handshakes().establish(peer);
+        let Some(pid) = self.peers.id(&peer) else {
+            return;
+        };
+        let (early, budget) = self.handshakes().establish(peer, pid);
         tracing::debug!(%peer, "handshake complete, session keys installed");
-        if let Some(p) = self.peers.get_mut(&peer).filter(|_| by_token) {
-            p.budget.validate();
+        if let Some((p, budget)) = self.peers.at_mut(pid).zip(budget) {
+            p.budget = budget; // one budget per address (docs/protocol.md § 4)
         }
         self.track_unvalidated(peer);
         self.counters.stats.handshakes_completed += 1;

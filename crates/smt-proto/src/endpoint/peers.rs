@@ -10,8 +10,8 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use super::handshake::HandshakeConn;
-use super::peer::{Origin, Peer};
+use super::handshake::{BudgetAt, HandshakeConn};
+use super::peer::{Budget, Origin, Peer};
 use super::table::{PeerRpcs, RpcKey};
 use super::HashMap;
 use crate::rpc::ServerSlot;
@@ -194,7 +194,7 @@ impl Peers {
         let settled = |peer: &SocketAddr, c: &HandshakeConn| {
             c.initiator
                 || (c.keys_installed()
-                    && (c.address_validated() || self.get(peer).is_some_and(|p| p.validated())))
+                    && (c.opened_with_token() || self.get(peer).is_some_and(|p| p.validated())))
         };
         self.handshakes
             .iter()
@@ -273,6 +273,31 @@ impl Peers {
                 false
             }
             None => false,
+        }
+    }
+
+    /// The amplification budget of the address of the handshake with
+    /// `addr`: the handshake's own, or, once a responder's keys made a
+    /// session, that session's ([`BudgetAt`]); `None` without a handshake,
+    /// or if that session is gone.
+    pub(super) fn handshake_budget(&self, addr: &SocketAddr) -> Option<Budget> {
+        match self.handshakes.get(addr)?.budget {
+            BudgetAt::Own(budget) => Some(budget),
+            BudgetAt::Peer(id) => self.at(id).map(|p| p.budget),
+        }
+    }
+
+    /// [`Peers::handshake_budget`], to credit or spend.
+    pub(super) fn handshake_budget_mut(&mut self, addr: &SocketAddr) -> Option<&mut Budget> {
+        let conn = self.handshakes.get_mut(addr)?;
+        match &mut conn.budget {
+            BudgetAt::Own(budget) => Some(budget),
+            BudgetAt::Peer(id) => {
+                let id = *id;
+                self.slab
+                    .get_mut(id.index(), id.generation())
+                    .map(|(_, p)| &mut p.budget)
+            }
         }
     }
 

@@ -82,7 +82,10 @@ pub(crate) struct Peer {
     /// the handshake that made the session opened with a valid retry
     /// token. Until then, what we send it in reaction to its packets
     /// (reactive control packets) is bounded by what it sent (datagram
-    /// bytes received from the address, authenticated or not).
+    /// bytes received from the address, authenticated or not). A session
+    /// a responder's handshake made took the handshake's budget over
+    /// (`Handshakes::establish`): one budget per address, which the
+    /// handshake's late flights spend too.
     pub budget: Budget,
     /// The peer has used its keys: something authenticated under this
     /// session arrived. Only then is it an authenticated peer: a session a
