@@ -599,7 +599,9 @@ impl Handshakes<'_> {
         }
     }
 
-    /// Writes one queued HANDSHAKE packet into `buf`.
+    /// Writes one queued HANDSHAKE packet into `buf` (inlined: `poll_transmit`
+    /// asks on every call, and the queue is mostly empty).
+    #[inline]
     pub(crate) fn write_packet(&mut self, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
         while let Some((peer, offset, len)) = self.side.queue.pop_front() {
             let Some(conn) = self.peers.handshakes.get(&peer) else {

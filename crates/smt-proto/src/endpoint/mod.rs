@@ -322,6 +322,7 @@ impl Endpoint {
     }
 
     /// The parts the handshake code works on (`handshake.rs`).
+    #[inline]
     fn handshakes(&mut self) -> Handshakes<'_> {
         Handshakes {
             config: &self.config,

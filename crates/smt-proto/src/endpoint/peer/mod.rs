@@ -202,6 +202,7 @@ impl Peer {
     /// low on IDs or on AEAD usage and its predecessor has `drained`:
     /// the new epoch, and whether it is the first announcement not yet
     /// confirmed (the peer then joins `Peers::key_updates`).
+    #[inline]
     pub(super) fn rekey_if_low(&mut self, drained: bool) -> Option<(u64, bool)> {
         let cur = &self.session.current;
         let records_low = cur.records_sealed > cur.tx.record_limit() / 4 * 3;
@@ -214,6 +215,7 @@ impl Peer {
     }
 
     /// A message ID for a new RPC in the current key epoch.
+    #[inline]
     pub(super) fn allocate_id(&mut self) -> Result<(u64, u64), SendError> {
         match self.session.current.ids.allocate() {
             Some(id) => Ok((self.session.current.number, id)),
