@@ -44,15 +44,18 @@ use scheduler::Scheduler;
 use table::RpcTables;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::buffers::{released_limit, Released};
 use crate::config::{Config, ConfigError};
+use crate::crypto::PacketCipher;
 use crate::error::{RpcError, SendError};
 use crate::handshake::{Handshake, HandshakeAcceptor, HandshakeError};
+use crate::offload::RxMark;
 use crate::payload::Payload;
 pub(crate) use crate::rpc::MsgKey;
-use crate::rpc::{Incoming, ServerMsg, ServerSlot};
+use crate::rpc::ServerMsg;
 pub use crate::rpc::{RpcHandle, ServerRpcHandle};
 use crate::session::{Session, SessionKeys};
 use crate::stats::Stats;
@@ -188,7 +191,10 @@ impl Endpoint {
             ServerState::Receiving(inc) => Some(inc),
             _ => None,
         });
-        client.chain(server).map(Incoming::buffered_bytes).sum()
+        client
+            .chain(server)
+            .map(crate::rpc::Incoming::buffered_bytes)
+            .sum()
     }
 
     // ---- commands ----
@@ -262,7 +268,7 @@ impl Endpoint {
     /// are MACed with `key`'s control MAC. Use a key only this endpoint
     /// holds, e.g. fresh random bytes at start-up (tokens then die with
     /// the endpoint, which is what they are for).
-    pub fn set_retry_key(&mut self, key: std::sync::Arc<dyn crate::crypto::PacketCipher>) {
+    pub fn set_retry_key(&mut self, key: Arc<dyn PacketCipher>) {
         self.hs.retry = Some(handshake::Retry::new(key));
     }
 
@@ -434,37 +440,6 @@ impl Endpoint {
         self.forget_servers(pid, None);
         self.outbox.forget_acks(peer);
         self.fail_clients(pid, None);
-    }
-
-    /// Frees the peer's requests (of key epoch `epoch`, or all) without
-    /// a word to it: their session or epoch ends. Those the application
-    /// held leave `Load::in_service` (found through the peer's index: no
-    /// recount over every RPC).
-    pub(crate) fn forget_servers(&mut self, pid: PeerId, epoch: Option<u64>) {
-        let Some(slots) = self.peers.at(pid).map(|p| p.rpcs.servers_of(epoch)) else {
-            return;
-        };
-        for slot in slots {
-            if let Some((rkey, rpc)) = self.rpcs.servers.remove(slot) {
-                if rpc.is_in_service() {
-                    self.load.in_service = self.load.in_service.saturating_sub(1);
-                }
-                if let Some(r) = self.peers.rpcs_mut(pid) {
-                    r.remove_server(rkey.epoch, rkey.id, slot);
-                }
-            }
-        }
-    }
-
-    /// Fails our calls to the peer (of key epoch `epoch`, or all): their
-    /// session or epoch ends.
-    pub(crate) fn fail_clients(&mut self, pid: PeerId, epoch: Option<u64>) {
-        let Some(gone) = self.peers.at(pid).map(|p| p.rpcs.clients_of(epoch)) else {
-            return;
-        };
-        for h in gone {
-            self.fail_client(h, RpcError::SessionClosed);
-        }
     }
 
     /// Sets the resolver asked for keys when a packet arrives from a peer
@@ -772,99 +747,6 @@ impl Endpoint {
         }
     }
 
-    pub(crate) fn fail_client(&mut self, rpc: RpcHandle, error: RpcError) {
-        if let Some(c) = self.rpcs.clients.remove(&rpc) {
-            let key = c.key();
-            self.unindex_client(&c);
-            if let Some(s) = self.peers.at_mut(c.peer_id) {
-                s.session.stats.rpcs_failed += 1;
-            }
-            self.recycle_client(c);
-            self.counters.stats.rpcs_failed += 1;
-            trace_event!(
-                self,
-                Traced::RpcFailed {
-                    rpc,
-                    peer: key.peer,
-                    epoch: key.epoch,
-                    id: key.id,
-                    error: error.clone(),
-                }
-            );
-            self.outbox.push_event(Event::Failed { rpc, error });
-        }
-    }
-
-    /// Takes a client RPC (removed from its table) out of its peer's index.
-    pub(crate) fn unindex_client(&mut self, c: &ClientRpc) {
-        if let Some(r) = self.peers.rpcs_mut(c.peer_id) {
-            r.remove_client(c.epoch, c.id);
-        }
-    }
-
-    /// Keeps a finished client RPC's buffers for later RPCs.
-    pub(crate) fn recycle_client(&mut self, mut rpc: ClientRpc) {
-        rpc.request.recycle(&mut self.buffers.pool);
-        if let Some(inc) = rpc.response.take() {
-            self.recycle_incoming(inc);
-        }
-    }
-
-    /// Keeps a finished incoming message's buffers and segment list.
-    pub(crate) fn recycle_incoming(&mut self, mut inc: Incoming) {
-        keep_incoming(
-            &mut self.buffers.pool,
-            &mut self.buffers.segment_lists,
-            &mut inc,
-        );
-    }
-
-    /// Frees the server RPC `key`, keeping its buffers for later RPCs;
-    /// returns whether it existed.
-    pub(crate) fn drop_server(&mut self, key: &ServerRpcHandle) -> bool {
-        match self.peers.server_slot(key) {
-            Some(slot) => self.drop_server_at(slot),
-            None => false,
-        }
-    }
-
-    /// Frees the server RPC in `slot` (see [`Endpoint::drop_server`]).
-    /// Its buffers are taken in place (the RPC is not moved out of its
-    /// slot: a copy of a few hundred bytes per RPC).
-    pub(crate) fn drop_server_at(&mut self, slot: ServerSlot) -> bool {
-        let (servers, buffers, spare_segment_lists, in_service) = (
-            &mut self.rpcs.servers,
-            &mut self.buffers.pool,
-            &mut self.buffers.segment_lists,
-            &mut self.load.in_service,
-        );
-        let freed = servers.remove_with(slot, |rpc| match &mut rpc.state {
-            ServerState::Receiving(inc) => keep_incoming(buffers, spare_segment_lists, inc),
-            ServerState::Responding(out) => out.recycle(buffers),
-            ServerState::InService => *in_service = in_service.saturating_sub(1),
-        });
-        let Some((rkey, ())) = freed else {
-            return false;
-        };
-        if let Some(r) = self.peers.rpcs_mut(rkey.peer) {
-            r.remove_server(rkey.epoch, rkey.id, slot);
-        }
-        true
-    }
-
-    /// Traces the end of a server RPC (freed by the caller).
-    pub(crate) fn trace_freed(&mut self, key: ServerRpcHandle, reason: FreeReason) {
-        trace_event!(
-            self,
-            Traced::ServerFreed {
-                peer: key.peer,
-                epoch: key.epoch,
-                id: key.id,
-                reason,
-            }
-        );
-    }
-
     /// The credit state with what its decisions need (`credit.rs`).
     fn credits_with(&mut self) -> (&mut credit::Credits, credit::CreditCtx<'_>) {
         let (credits, config, ticks, peers, outbox, stats) = (
@@ -967,6 +849,94 @@ impl Endpoint {
     pub(crate) fn queue_control(&mut self, peer: SocketAddr, epoch: u64, id: u64, body: Body) {
         let port = self.config.local_port;
         self.outbox.queue_control(port, peer, epoch, id, body);
+    }
+}
+
+/// TLS offload: what a driver whose NIC seals or opens records asks
+/// (and receive offload's batch call), thin calls over the read-only
+/// `offload::View`.
+impl Endpoint {
+    /// [`Endpoint::handle_batch`] for datagrams a NIC has been through
+    /// (receive offload): each comes with one [`RxMark`]
+    /// per packet, in order (missing marks count as untouched). A packet
+    /// marked with the key its RPC belongs to holds plaintext the NIC
+    /// authenticated; any other mark is ignored, and the packet opened in
+    /// software.
+    pub fn handle_batch_marked<'a, I>(&mut self, now: Instant, batch: I)
+    where
+        I: Iterator<Item = (SocketAddr, &'a [u8], &'a [RxMark])> + Clone,
+    {
+        admission::handle_batch_with(self, now, batch, |ep, now, from, datagram, marks| {
+            // Each packet's mark is in force while the packet is handled.
+            let mut marks = marks.iter();
+            ep.handle_datagram_each(now, from, datagram, |ep| {
+                ep.nic.rx_mark = marks.next().and_then(|m| m.0);
+            });
+            ep.nic.rx_mark = None;
+        });
+    }
+
+    /// The records of the DATA packet the last
+    /// [`Endpoint::poll_transmit`] wrote, under `Config::tx_offload`
+    /// (plaintext bodies, empty tags: the NIC must seal them before they
+    /// leave); `None` if that datagram held no DATA packet. Taken: a
+    /// second call returns `None`.
+    pub fn take_tx_records(&mut self) -> Option<crate::offload::TxRecords> {
+        self.nic.tx_records.take()
+    }
+
+    /// The first bytes of the record in which `tx`'s payload starts, up to
+    /// the payload (as posted: header and plaintext), which a NIC replays
+    /// to resync a context to the middle of that record. Empty when the
+    /// payload starts a record; `None` if the message is no longer held.
+    /// Valid until the next call that changes the endpoint.
+    pub fn tx_record_prefix(&self, tx: &crate::offload::TxRecords) -> Option<&[u8]> {
+        self.offload_view().tx_record_prefix(tx)
+    }
+
+    /// The transmit key of `peer`'s key epoch `epoch`: what a NIC seals
+    /// that epoch's records with ([`PacketCipher::offload_key`]).
+    pub fn tx_cipher(&self, peer: SocketAddr, epoch: u64) -> Option<&Arc<dyn PacketCipher>> {
+        self.offload_view().tx_cipher(peer, epoch)
+    }
+
+    /// The receive key a packet from `peer` with key phase `phase` is
+    /// opened with now, and its key epoch: what the NIC's receive context
+    /// for them must hold. Marks ([`Endpoint::handle_batch_marked`]) name
+    /// it by [`crate::offload::KeyId::of`].
+    pub fn rx_cipher(
+        &self,
+        peer: SocketAddr,
+        phase: bool,
+    ) -> Option<(u64, &Arc<dyn PacketCipher>)> {
+        self.offload_view().rx_cipher(peer, phase)
+    }
+
+    /// The sequence number of the record that starts `wire_offset` bytes
+    /// into message `id` of `peer`'s key epoch `epoch`, for a NIC's resync
+    /// request: a message's first record is always known; another one once
+    /// the records before it have been opened (the NIC has followed the
+    /// framing meanwhile and counts on from there). Walking the segments
+    /// held finds most; an offset behind a missing record header is
+    /// `NotYet` until that packet comes, and `Never` if the core then
+    /// opens past it in one go.
+    pub fn rx_record_seq(
+        &self,
+        peer: SocketAddr,
+        epoch: u64,
+        id: u64,
+        wire_offset: u64,
+    ) -> crate::offload::RecordSeq {
+        let key = ServerRpcHandle { peer, epoch, id };
+        let layout = self.config.seq_layout;
+        self.offload_view().rx_record_seq(layout, key, wire_offset)
+    }
+
+    fn offload_view(&self) -> offload::View<'_> {
+        offload::View {
+            peers: &self.peers,
+            rpcs: &self.rpcs,
+        }
     }
 }
 
