@@ -131,7 +131,8 @@ pub(crate) enum BudgetAt {
     /// A responder's keys made the session in this slot: it took the
     /// budget over, byte counts and all, and the handshake's late flights
     /// and the session's reactive packets share it. If that session is
-    /// gone (replaced, removed), nothing more is sent.
+    /// gone (replaced, removed), the handshake retransmits nothing more
+    /// (its keys went with the session).
     Peer(PeerId),
 }
 
