@@ -1,6 +1,7 @@
 //! `handle_datagram`: parse, authenticate, route. Every rejection is a
 //! counted [`DropReason`], never an error returned to the caller.
 
+mod control;
 mod data;
 mod packet;
 mod rpc;

@@ -30,15 +30,14 @@ use super::super::{
     keep_incoming, trace_event, ClientRpc, Endpoint, Event, MsgKey, RpcHandle, ServerRpc,
     ServerRpcHandle, ServerState,
 };
+use super::control::{self, Then};
 use super::data::{
     receiving_in, store_in, store_parts, store_within_bounds, DataIn, Opened, StoreParts,
 };
 use super::packet::rpc_key;
 use crate::error::DropReason;
 use crate::error::RpcError;
-use crate::rpc::{
-    missing, ClientControl, Incoming, ServerControl, ServerMsg, ServerSlot, MESSAGE_OVERHEAD,
-};
+use crate::rpc::{Incoming, ServerMsg, ServerSlot, MESSAGE_OVERHEAD};
 use crate::session::ReplayCheck;
 use crate::timer::Timer;
 use crate::trace::{FreeReason, MessageKind, Traced};
@@ -49,13 +48,6 @@ impl Endpoint {
         self.peers
             .at(peer)
             .is_some_and(|s| s.session.is_local_id(id))
-    }
-
-    fn was_allocated(&self, peer: PeerId, key: ServerRpcHandle) -> bool {
-        self.peers
-            .at(peer)
-            .and_then(|s| s.session.epoch(key.epoch))
-            .is_some_and(|e| e.ids.was_allocated(key.id))
     }
 
     /// Stores a DATA packet of message `msg` (found by `on_data` or on the
@@ -196,7 +188,7 @@ impl Endpoint {
     /// A DATA packet about one of our calls that we do not know: a replay
     /// if we ever allocated its ID, else unknown.
     pub(super) fn unknown_response(&self, pid: PeerId, key: ServerRpcHandle) -> DropReason {
-        match self.was_allocated(pid, key) {
+        match control::was_allocated(&self.peers, pid, key) {
             true => DropReason::Replay,
             false => DropReason::UnknownRpc,
         }
@@ -496,136 +488,39 @@ impl Endpoint {
             }
             _ => {}
         }
-        if local {
-            self.on_control_for_client(now, pid, key, body)
-        } else {
-            self.on_control_for_server(pid, key, body)
-        }
-    }
-
-    /// A control packet about an RPC we started.
-    pub(super) fn on_control_for_client(
-        &mut self,
-        now: Instant,
-        pid: PeerId,
-        key: ServerRpcHandle,
-        body: Body,
-    ) -> Result<(), DropReason> {
-        let Some(handle) = self.peers.client(&rpc_key(pid, &key)) else {
-            return self.on_control_for_unknown_call(now, pid, key, body);
+        let parts = control::Parts {
+            peers: &mut self.peers,
+            rpcs: &mut self.rpcs,
+            config: &self.config,
+            ticks: self.time.ticks,
         };
-        let (ticks, interval) = (self.time.ticks, u64::from(self.config.resend_ticks));
-        let rpc = self
-            .rpcs
-            .clients
-            .get_mut(&handle)
-            .ok_or(DropReason::UnknownRpc)?;
-        if body == Body::NeedAck {
-            // The server believes it sent the whole response, but we are
-            // still missing some of it: ask for it now rather than on the
-            // next silent tick (and NEED_ACK is no sign of progress).
-            let gaps = missing(rpc.response.as_ref(), self.config.max_resend_bytes);
-            self.queue_resends(key, gaps);
-            return Ok(());
-        }
-        match rpc.on_control(body, ticks, interval) {
-            ClientControl::Nothing => {}
-            ClientControl::Sendable => self.mark_sendable(MsgKey::Client(handle)),
-            ClientControl::Restart => self.restart(now, handle),
-            ClientControl::Fail(e) => self.fail_client(handle, e),
-            ClientControl::Unsupported => return Err(DropReason::Unsupported),
-        }
-        Ok(())
-    }
-
-    /// A control packet about an ID of ours that no call holds (decision
-    /// table): a NEED_ACK for an ID we allocated is a call we completed
-    /// whose ACK was lost; a RESEND is for a call we no longer know.
-    fn on_control_for_unknown_call(
-        &mut self,
-        now: Instant,
-        pid: PeerId,
-        key: ServerRpcHandle,
-        body: Body,
-    ) -> Result<(), DropReason> {
-        match body {
-            Body::NeedAck if self.was_allocated(pid, key) => {
-                self.queue_ack(now, key);
-                Ok(())
-            }
-            Body::Resend { .. } => {
-                self.queue_control(key.peer, key.epoch, key.id, Body::RpcUnknown);
-                Err(DropReason::UnknownRpc)
-            }
-            _ => Err(DropReason::UnknownRpc),
-        }
-    }
-
-    /// A control packet about an RPC the peer started.
-    pub(super) fn on_control_for_server(
-        &mut self,
-        pid: PeerId,
-        key: ServerRpcHandle,
-        body: Body,
-    ) -> Result<(), DropReason> {
-        let (ticks, interval) = (self.time.ticks, u64::from(self.config.resend_ticks));
-        let found = self.peers.server(&rpc_key(pid, &key));
-        let Some((slot, rpc)) = found.and_then(|s| Some((s, self.rpcs.servers.get_mut(s)?))) else {
-            return self.on_control_for_unknown_request(pid, key, body);
+        let (then, result) = match local {
+            true => control::for_client(parts, pid, key, body),
+            false => control::for_server(parts, pid, key, body),
         };
-        match rpc.on_control(body, ticks, interval) {
-            ServerControl::Nothing => {}
-            ServerControl::Sendable => {
-                self.mark_sendable(MsgKey::Server(ServerMsg { rpc: key, slot }))
-            }
-            ServerControl::Busy => self.queue_control(key.peer, key.epoch, key.id, Body::Busy),
-            ServerControl::ClientGone { cancelled } => {
+        self.apply_control(now, key, then);
+        result
+    }
+
+    /// Carries out what a control packet about the RPC `key` decided
+    /// (`control.rs`).
+    fn apply_control(&mut self, now: Instant, key: ServerRpcHandle, then: Then) {
+        match then {
+            Then::Nothing => {}
+            Then::Sendable(msg) => self.mark_sendable(msg),
+            Then::Restart(handle) => self.restart(now, handle),
+            Then::Fail(handle, e) => self.fail_client(handle, e),
+            Then::Resend(k, gaps) => self.queue_resends(k, gaps),
+            Then::Ack(k) => self.queue_ack(now, k),
+            Then::Say(body) => self.queue_control(key.peer, key.epoch, key.id, body),
+            Then::ClientGone { slot, cancelled } => {
                 self.drop_server_at(slot);
                 self.trace_freed(key, FreeReason::ClientGone);
                 if cancelled {
                     self.outbox.push_event(Event::RequestCancelled { rpc: key });
                 }
             }
-            ServerControl::Unsupported => return Err(DropReason::Unsupported),
         }
-        Ok(())
-    }
-
-    /// A control packet about a request we hold no state for.
-    fn on_control_for_unknown_request(
-        &mut self,
-        pid: PeerId,
-        key: ServerRpcHandle,
-        body: Body,
-    ) -> Result<(), DropReason> {
-        // RPC_UNKNOWN makes the client resend the request under a new
-        // ID, so it is only said for IDs never delivered, and the ID is
-        // then retired: late packets of it can no longer start a second
-        // execution. A retired ID keeps getting RPC_UNKNOWN: the first
-        // answer may have been lost. At most once, even across restarts.
-        // A refused ID hears OVERLOADED again, never ABANDONED.
-        let resend = matches!(body, Body::Resend { .. });
-        if resend && self.answer_if_refused(key) {
-            return Err(DropReason::UnknownRpc);
-        }
-        let Some(epoch) = self
-            .peers
-            .at_mut(pid)
-            .and_then(|s| s.session.epoch_mut(key.epoch))
-        else {
-            return Err(DropReason::KeyPhase);
-        };
-        let fresh = epoch.replay.check(key.id) == ReplayCheck::Fresh;
-        if resend && (fresh || epoch.replay.is_retired(key.id)) {
-            epoch.replay.retire(key.id);
-            self.queue_control(key.peer, key.epoch, key.id, Body::RpcUnknown);
-        } else if resend {
-            // Delivered, and its state is gone (abandoned, timed out):
-            // no answer will ever come, so say so (again, if the first
-            // ABANDONED was lost) rather than let the client wait.
-            self.queue_control(key.peer, key.epoch, key.id, Body::Abandoned);
-        }
-        Err(DropReason::UnknownRpc)
     }
 
     pub(super) fn on_ack(
