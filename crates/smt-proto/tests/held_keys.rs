@@ -410,3 +410,80 @@ fn after_a_retry_the_first_piece_is_token_then_1411_stream_bytes() {
     }
     assert_eq!(last_ack, Some(1424));
 }
+
+/// One budget per address, but never the old session's: a spoofed
+/// opening at an address whose session is validated gets a budget of its
+/// own, unvalidated, until its keys make a new session (`docs/protocol.md`
+/// § 4). However much the genuine client keeps sending under its session,
+/// the held handshake's retransmissions toward the address stay within
+/// three times the opening's bytes, and the client is served throughout.
+#[test]
+fn a_held_handshake_at_a_validated_address_keeps_a_budget_of_its_own() {
+    let mut w = World::new(AddressProof::FirstKeys);
+    assert!(w.established_call(b"validates the address"));
+    let mut spoofer = restarted_client(w.now);
+    let mut buf = vec![0; 2048];
+    let mut opening = 0;
+    while let Some(t) = spoofer.poll_transmit(w.now, &mut buf) {
+        opening += t.len;
+        w.server
+            .handle_datagram(w.now, client_addr(), &buf[..t.len]);
+    }
+    let is_handshake = |d: &[u8]| {
+        smt_proto::wire::Packet::new_checked(d)
+            .is_ok_and(|p| p.packet_type() == smt_proto::wire::PacketType::HANDSHAKE)
+    };
+    let mut handshake_bytes = 0;
+    for i in 0..150u32 {
+        // A tick, and a call of the genuine client: authenticated packets
+        // from the address, under the old session.
+        w.now += w.server.config().tick;
+        w.server.handle_timeout(w.now);
+        let data = format!("call {i}").into_bytes();
+        let h = w
+            .client
+            .send_request(w.now, server_addr(), &data[..])
+            .unwrap();
+        let mut answered = false;
+        loop {
+            let mut moved = false;
+            while let Some(t) = w.client.poll_transmit(w.now, &mut buf) {
+                w.server
+                    .handle_datagram(w.now, client_addr(), &buf[..t.len]);
+                moved = true;
+            }
+            while let Some(t) = w.server.poll_transmit(w.now, &mut buf) {
+                if is_handshake(&buf[..t.len]) {
+                    handshake_bytes += t.len;
+                }
+                w.client
+                    .handle_datagram(w.now, server_addr(), &buf[..t.len]);
+                moved = true;
+            }
+            while let Some(e) = w.server.poll_event() {
+                if let Event::Request { rpc, data } = e {
+                    w.server.send_response(w.now, rpc, &data).unwrap();
+                    moved = true;
+                }
+            }
+            while let Some(e) = w.client.poll_event() {
+                answered |= matches!(e, Event::Response { rpc, .. } if rpc == h);
+            }
+            if !moved {
+                break;
+            }
+        }
+        assert!(answered, "call {i} of the genuine client was answered");
+    }
+    // Without the bound its resend schedule (`resend_ticks`, doubling)
+    // would send the flight more than twice again in the 100 ticks before
+    // the handshake gives up; the bound allows exactly two.
+    assert!(
+        opening > 0 && handshake_bytes >= opening,
+        "the first flight went"
+    );
+    assert!(
+        handshake_bytes <= 3 * opening,
+        "the held handshake sent {handshake_bytes} bytes for a {opening}-byte opening"
+    );
+}

@@ -14,6 +14,10 @@
 //! from senders nothing vouches for.
 
 use std::net::SocketAddr;
+use std::time::Instant;
+
+use super::Endpoint;
+use crate::error::DropReason;
 
 /// Where a datagram of the batch is handled.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -34,6 +38,32 @@ pub(crate) struct Receiver<V, H, R> {
     pub vouched: V,
     pub handle: H,
     pub refuse: R,
+}
+
+/// `Endpoint::handle_batch` over datagrams that carry something
+/// more (`T`: nothing, or receive offload's marks), each handled by
+/// `handle`.
+pub(crate) fn handle_batch_with<'a, T, I, F>(ep: &mut Endpoint, now: Instant, batch: I, handle: F)
+where
+    T: Copy,
+    I: Iterator<Item = (SocketAddr, &'a [u8], T)> + Clone,
+    F: Fn(&mut Endpoint, Instant, SocketAddr, &'a [u8], T),
+{
+    ep.trace_now(now);
+    let mut turns = std::mem::take(&mut ep.buffers.batch_turns);
+    let rx = Receiver {
+        vouched: |ep: &Endpoint, from| ep.peers.vouched_for(&from),
+        handle: |ep: &mut Endpoint, from, datagram, extra| handle(ep, now, from, datagram, extra),
+        refuse: |ep: &mut Endpoint, from, datagram: &[u8]| {
+            ep.counters.stats.datagrams_rx += 1;
+            ep.counters.stats.bytes_rx += datagram.len() as u64;
+            ep.drop_packet(from, DropReason::OverBudget);
+        },
+    };
+    let budget = ep.config.unvalidated_per_batch;
+    handle_in_order(ep, &mut turns, budget, batch, rx);
+    ep.buffers.batch_turns = turns;
+    ep.peers.forget_route();
 }
 
 /// Handles one receive batch in admission order: validated addresses'

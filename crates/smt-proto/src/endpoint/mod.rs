@@ -41,23 +41,28 @@ pub use resolver::KeyResolver;
 pub(crate) use crate::rpc::{ClientRpc, ServerRpc, ServerState};
 use outbox::Outbox;
 use scheduler::Scheduler;
-use table::{RpcKey, RpcTables};
+use table::RpcTables;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::buffers::{released_limit, Released};
 use crate::config::{Config, ConfigError};
-use crate::error::{DropReason, RpcError, SendError};
+use crate::crypto::PacketCipher;
+use crate::error::{RpcError, SendError};
+use crate::handshake::{Handshake, HandshakeAcceptor, HandshakeError};
+use crate::offload::RxMark;
 use crate::payload::Payload;
 pub(crate) use crate::rpc::MsgKey;
-use crate::rpc::{Incoming, ServerMsg, ServerSlot};
+use crate::rpc::ServerMsg;
 pub use crate::rpc::{RpcHandle, ServerRpcHandle};
 use crate::session::{Session, SessionKeys};
 use crate::stats::Stats;
 use crate::timer::Timer;
 use crate::trace::{FreeReason, Traced};
-use crate::wire::Body;
+use crate::wire::{Body, HandshakeKind};
+use handshake::{Handshakes, Step};
 
 use peer::{Charge, Origin, Peer};
 pub(crate) use peers::PeerId;
@@ -186,7 +191,10 @@ impl Endpoint {
             ServerState::Receiving(inc) => Some(inc),
             _ => None,
         });
-        client.chain(server).map(Incoming::buffered_bytes).sum()
+        client
+            .chain(server)
+            .map(crate::rpc::Incoming::buffered_bytes)
+            .sum()
     }
 
     // ---- commands ----
@@ -217,6 +225,193 @@ impl Endpoint {
         Ok(())
     }
 
+    // ---- handshakes (`handshake.rs` does the work, on the parts it lends) ----
+
+    /// Starts a handshake with `peer` (the client side). Calls to a peer
+    /// with a handshake in progress share it; [`Event::Connected`] or
+    /// [`Event::HandshakeFailed`] says how it ended. `kind` names the
+    /// protocol for the server's acceptor (see `kind`).
+    pub fn connect(
+        &mut self,
+        now: Instant,
+        peer: SocketAddr,
+        hs: Box<dyn Handshake>,
+        kind: HandshakeKind,
+    ) {
+        if self.peers.handshakes.contains_key(&peer) {
+            return;
+        }
+        self.trace_now(now);
+        if self.peers.is_quarantined(now, peer) {
+            return self.report_handshake_failed(peer, HandshakeError::Unreachable);
+        }
+        trace_event!(self, Traced::HandshakeStarted { peer, kind });
+        let step = self.handshakes().start_initiator(peer, hs, kind);
+        self.apply_handshake(now, step);
+        self.arm_tick(now);
+    }
+
+    /// Whether a handshake with `peer` is in progress.
+    pub fn is_connecting(&self, peer: SocketAddr) -> bool {
+        self.peers
+            .handshakes
+            .get(&peer)
+            .is_some_and(|c| !c.keys_installed())
+    }
+
+    /// Sets what answers handshakes from unknown peers (the server side).
+    pub fn set_handshake_acceptor(&mut self, acceptor: Box<dyn HandshakeAcceptor>) {
+        self.hs.acceptor = Some(acceptor);
+    }
+
+    /// Enables stateless retry (`Config::retry_above_handshakes`): tokens
+    /// are MACed with `key`'s control MAC. Use a key only this endpoint
+    /// holds, e.g. fresh random bytes at start-up (tokens then die with
+    /// the endpoint, which is what they are for).
+    pub fn set_retry_key(&mut self, key: Arc<dyn PacketCipher>) {
+        self.hs.retry = Some(handshake::Retry::new(key));
+    }
+
+    /// The network says `peer` cannot be reached: an ICMP port or host
+    /// unreachable came back for a datagram we sent it (the driver reads
+    /// them with `IP_RECVERR`). Acted on only for an address we called
+    /// (calls of ours are under way to it, or a handshake we started) and
+    /// while nothing authenticated has come from it: then nothing speaks
+    /// SMT there (a closed port, a host that is down, another service), and
+    /// our calls to it fail at once with [`RpcError::Unreachable`] instead
+    /// of each timing out, and our handshake with it fails with
+    /// [`HandshakeError::Unreachable`] instead of retrying. A peer that has
+    /// authenticated before may be restarting, and anyone who can forge
+    /// ICMP could otherwise end its calls: its timers decide. A report
+    /// about an address that only sent to us (a spoofed opening we
+    /// answered, say) changes nothing but a counter: it is the answer to a
+    /// stranger's claim, and no one else's calls or sessions depend on it.
+    /// Returns whether anything failed. For `handshake_abort_ticks`
+    /// afterwards, new calls and handshakes to the peer fail the same way
+    /// without sending: an application that calls again at once does not
+    /// turn the report into a stream of packets toward the address.
+    ///
+    /// [`RpcError::Unreachable`]: crate::RpcError::Unreachable
+    pub fn peer_unreachable(&mut self, now: Instant, peer: SocketAddr) -> bool {
+        self.counters.stats.unreachable_reports += 1;
+        if self.peers.get(&peer).is_some_and(|p| p.proven) {
+            return false;
+        }
+        let handshake = self
+            .peers
+            .handshakes
+            .get(&peer)
+            .is_some_and(|c| c.initiator && !c.keys_installed());
+        let calls: Vec<RpcHandle> = match self.peers.contains_key(&peer) {
+            // Our calls need a session with the peer.
+            true => self
+                .rpcs
+                .clients
+                .iter()
+                .filter(|(_, c)| c.peer == peer)
+                .map(|(h, _)| h)
+                .collect(),
+            false => Vec::new(),
+        };
+        if calls.is_empty() && !handshake {
+            return false;
+        }
+        let until = now + self.config.tick * self.config.handshake_abort_ticks;
+        self.peers.quarantine(now, peer, until);
+        for &h in &calls {
+            self.fail_client(h, crate::error::RpcError::Unreachable);
+        }
+        if handshake {
+            self.fail_handshake(peer, HandshakeError::Unreachable);
+        }
+        true
+    }
+
+    /// The parts the handshake code works on (`handshake.rs`).
+    #[inline]
+    fn handshakes(&mut self) -> Handshakes<'_> {
+        Handshakes {
+            config: &self.config,
+            peers: &mut self.peers,
+            side: &mut self.hs,
+            outbox: &mut self.outbox,
+            stats: &mut self.counters.stats,
+            time: &mut self.time,
+        }
+    }
+
+    /// Carries out what a handshake step left to the endpoint.
+    fn apply_handshake(&mut self, now: Instant, step: Step) {
+        match step {
+            Step::Nothing => {}
+            Step::Finish { peer, keys, next } => {
+                self.finish_handshake(now, peer, keys);
+                self.handshakes().confirm_keys(peer);
+                if let Some(next) = next {
+                    self.handshakes().switch_to_next_keys(peer, next);
+                }
+            }
+            Step::Fail { peer, error } => self.fail_handshake(peer, error),
+            Step::Retried(peer) => self.resend_first_flight(peer),
+            Step::Forgotten(peer) => self.drop_if_unvalidated(peer),
+        }
+    }
+
+    /// Installs the keys a handshake with `peer` produced as its session
+    /// (making room for it first), then handles the datagrams that came
+    /// ahead of them.
+    fn finish_handshake(&mut self, now: Instant, peer: SocketAddr, keys: SessionKeys) {
+        if !self.peers.contains_key(&peer) && !self.make_room_for_session() {
+            let error = HandshakeError::Protocol(
+                "this endpoint holds as many sessions as max_sessions allows, none of them evictable".to_owned(),
+            );
+            return self.fail_handshake(peer, error);
+        }
+        if let Err(e) = self.install_session(peer, keys) {
+            return self.fail_handshake(peer, HandshakeError::Protocol(e.to_string()));
+        }
+        let Some(pid) = self.peers.id(&peer) else {
+            return;
+        };
+        let (early, budget) = self.handshakes().establish(peer, pid);
+        tracing::debug!(%peer, "handshake complete, session keys installed");
+        if let Some((p, budget)) = self.peers.at_mut(pid).zip(budget) {
+            p.budget = budget; // one budget per address (docs/protocol.md § 4)
+        }
+        self.track_unvalidated(peer);
+        self.counters.stats.handshakes_completed += 1;
+        trace_event!(self, Traced::HandshakeDone { peer });
+        self.outbox.push_event(Event::Connected { peer });
+        for d in early {
+            self.handle_datagram(now, peer, &d);
+        }
+    }
+
+    /// Ends the handshake with `peer` (its alert goes out), and the
+    /// session it made if that cannot stand (`Handshakes::end_with_alert`).
+    fn fail_handshake(&mut self, peer: SocketAddr, error: HandshakeError) {
+        tracing::debug!(%peer, %error, "handshake failed");
+        if self.handshakes().end_with_alert(peer) {
+            self.remove_session(peer);
+        }
+        self.report_handshake_failed(peer, error);
+    }
+
+    /// Counts, traces and tells the application that the handshake with
+    /// `peer` failed.
+    fn report_handshake_failed(&mut self, peer: SocketAddr, error: HandshakeError) {
+        self.counters.stats.handshakes_failed += 1;
+        trace_event!(
+            self,
+            Traced::HandshakeFailed {
+                peer,
+                error: error.clone(),
+            }
+        );
+        self.outbox
+            .push_event(Event::HandshakeFailed { peer, error });
+    }
+
     /// Adds or replaces `addr`'s peer entry (`Peers` keeps the origin
     /// counts).
     fn put_peer(&mut self, addr: SocketAddr, peer: Peer) {
@@ -245,37 +440,6 @@ impl Endpoint {
         self.forget_servers(pid, None);
         self.outbox.forget_acks(peer);
         self.fail_clients(pid, None);
-    }
-
-    /// Frees the peer's requests (of key epoch `epoch`, or all) without
-    /// a word to it: their session or epoch ends. Those the application
-    /// held leave `Load::in_service` (found through the peer's index: no
-    /// recount over every RPC).
-    pub(crate) fn forget_servers(&mut self, pid: PeerId, epoch: Option<u64>) {
-        let Some(slots) = self.peers.at(pid).map(|p| p.rpcs.servers_of(epoch)) else {
-            return;
-        };
-        for slot in slots {
-            if let Some((rkey, rpc)) = self.rpcs.servers.remove(slot) {
-                if rpc.is_in_service() {
-                    self.load.in_service = self.load.in_service.saturating_sub(1);
-                }
-                if let Some(r) = self.peers.rpcs_mut(pid) {
-                    r.remove_server(rkey.epoch, rkey.id, slot);
-                }
-            }
-        }
-    }
-
-    /// Fails our calls to the peer (of key epoch `epoch`, or all): their
-    /// session or epoch ends.
-    pub(crate) fn fail_clients(&mut self, pid: PeerId, epoch: Option<u64>) {
-        let Some(gone) = self.peers.at(pid).map(|p| p.rpcs.clients_of(epoch)) else {
-            return;
-        };
-        for h in gone {
-            self.fail_client(h, RpcError::SessionClosed);
-        }
     }
 
     /// Sets the resolver asked for keys when a packet arrives from a peer
@@ -358,7 +522,7 @@ impl Endpoint {
         self.trace_now(now);
         let data = data.into();
         self.check_len(data.len())?;
-        let slot = self.server_slot(&rpc).ok_or(SendError::UnknownRpc)?;
+        let slot = self.peers.server_slot(&rpc).ok_or(SendError::UnknownRpc)?;
         match self.rpcs.servers.get(slot).map(|s| &s.state) {
             Some(ServerState::InService) => {}
             Some(_) => return Err(SendError::AlreadyResponded),
@@ -417,7 +581,7 @@ impl Endpoint {
     /// in answer to the client's next RESEND).
     pub fn abandon_request(&mut self, rpc: ServerRpcHandle) -> bool {
         let key = rpc;
-        let Some(slot) = self.server_slot(&key) else {
+        let Some(slot) = self.peers.server_slot(&key) else {
             return false;
         };
         if self
@@ -445,35 +609,9 @@ impl Endpoint {
         I: Iterator<Item = (SocketAddr, &'a [u8])> + Clone,
     {
         let batch = batch.map(|(from, datagram)| (from, datagram, ()));
-        self.handle_batch_with(now, batch, |ep, now, from, datagram, ()| {
+        admission::handle_batch_with(self, now, batch, |ep, now, from, datagram, ()| {
             ep.handle_datagram_in_batch(now, from, datagram);
         });
-    }
-
-    /// [`Endpoint::handle_batch`] over datagrams that carry something
-    /// more (`T`: nothing, or receive offload's marks), each handled by
-    /// `handle`.
-    pub(crate) fn handle_batch_with<'a, T, I, F>(&mut self, now: Instant, batch: I, handle: F)
-    where
-        T: Copy,
-        I: Iterator<Item = (SocketAddr, &'a [u8], T)> + Clone,
-        F: Fn(&mut Self, Instant, SocketAddr, &'a [u8], T),
-    {
-        self.trace_now(now);
-        let mut turns = std::mem::take(&mut self.buffers.batch_turns);
-        let rx = admission::Receiver {
-            vouched: |ep: &Self, from| ep.peers.vouched_for(&from),
-            handle: |ep: &mut Self, from, datagram, extra| handle(ep, now, from, datagram, extra),
-            refuse: |ep: &mut Self, from, datagram: &[u8]| {
-                ep.counters.stats.datagrams_rx += 1;
-                ep.counters.stats.bytes_rx += datagram.len() as u64;
-                ep.drop_packet(from, DropReason::OverBudget);
-            },
-        };
-        let budget = self.config.unvalidated_per_batch;
-        admission::handle_in_order(self, &mut turns, budget, batch, rx);
-        self.buffers.batch_turns = turns;
-        self.forget_route();
     }
 
     /// Queues every pending ACK batch now rather than when its delay
@@ -544,49 +682,6 @@ impl Endpoint {
         }
     }
 
-    /// The session with `peer`, asking the key resolver for one if there
-    /// is none and `Config::max_resolved_sessions` allows another.
-    /// One lookup when the peer is known (the per-packet case).
-    pub(crate) fn resolve_session(&mut self, peer: SocketAddr) -> Result<PeerId, DropReason> {
-        if let Some(id) = self.peers.id(&peer) {
-            return Ok(id);
-        }
-        {
-            if self.hs.resolver.is_none() {
-                return Err(DropReason::UnknownSession);
-            }
-            let may_resolve = self.peers.resolved_count() < self.config.max_resolved_sessions;
-            if !may_resolve || !self.make_room_for_session() {
-                return Err(DropReason::OverLimit);
-            }
-            let keys = self
-                .hs
-                .resolver
-                .as_mut()
-                .and_then(|r| r.resolve(peer))
-                .ok_or(DropReason::UnknownSession)?;
-            self.install_session(peer, keys)
-                .map_err(|_| DropReason::UnknownSession)?;
-            // Set in place: the peer keeps its slot.
-            self.peers.set_origin(&peer, Origin::Resolved);
-        }
-        self.peers.id(&peer).ok_or(DropReason::UnknownSession)
-    }
-
-    /// The internal key of the wire key `key` (one address hash).
-    pub(crate) fn rpc_key(&self, key: &ServerRpcHandle) -> Option<RpcKey> {
-        Some(RpcKey {
-            peer: self.peers.id(&key.peer)?,
-            epoch: key.epoch,
-            id: key.id,
-        })
-    }
-
-    /// The slot of the server RPC with wire key `key`.
-    pub(crate) fn server_slot(&self, key: &ServerRpcHandle) -> Option<ServerSlot> {
-        self.peers.server(&self.rpc_key(key)?)
-    }
-
     fn check_len(&self, len: usize) -> Result<(), SendError> {
         let max = self.config.message_len_limit();
         let padded = self.config.padding.padded_len(len as u64);
@@ -601,35 +696,29 @@ impl Endpoint {
 
     /// A message ID for a new RPC to `peer`, moving the session to its next
     /// key epoch first when the current one runs low on IDs or on AEAD
-    /// usage and its predecessor has drained (KeyUpdate semantics, §4.5.2).
+    /// usage and its predecessor has drained (KeyUpdate semantics, §4.5.2;
+    /// `Peer::rekey_if_low`): the move is announced to the peer.
     pub(crate) fn allocate_id(&mut self, peer_id: PeerId) -> Result<(u64, u64), SendError> {
         let drained = self.previous_drained(peer_id);
         let (peer, session) = self.peers.entry_mut(peer_id).ok_or(SendError::NoSession)?;
-        let cur = &session.session.current;
-        let records_low = cur.records_sealed > cur.tx.record_limit() / 4 * 3;
-        let ids_low = cur.ids.remaining() <= cur.ids.capacity() / 4;
-        if (ids_low || records_low) && drained && session.session.advance() {
-            let epoch = session.session.current.number;
+        if let Some((epoch, first)) = session.rekey_if_low(drained) {
             tracing::debug!(%peer, epoch, "rekeyed: new key epoch, message IDs restart");
-            if session.session.key_update_unconfirmed.replace(0).is_none() {
+            if first {
                 self.peers.key_updates.push(peer);
             }
             self.queue_control(peer, epoch, KEY_UPDATE_ANNOUNCE, Body::KeyUpdate);
+            let by_peer = false;
             trace_event!(
                 self,
                 Traced::Rekeyed {
                     peer,
                     epoch,
-                    by_peer: false,
+                    by_peer
                 }
             );
         }
         let session = self.peers.at_mut(peer_id).ok_or(SendError::NoSession)?;
-        match session.session.current.ids.allocate() {
-            Some(id) => Ok((session.session.current.number, id)),
-            None if session.session.update.is_some() => Err(SendError::RekeyPending),
-            None => Err(SendError::IdSpaceExhausted),
-        }
+        session.allocate_id()
     }
 
     /// Whether no RPC with `peer` still uses the previous key epoch.
@@ -656,99 +745,6 @@ impl Endpoint {
         if !self.time.timers.is_set(Timer::Tick) {
             self.time.timers.set(Timer::Tick, now + self.config.tick);
         }
-    }
-
-    pub(crate) fn fail_client(&mut self, rpc: RpcHandle, error: RpcError) {
-        if let Some(c) = self.rpcs.clients.remove(&rpc) {
-            let key = c.key();
-            self.unindex_client(&c);
-            if let Some(s) = self.peers.at_mut(c.peer_id) {
-                s.session.stats.rpcs_failed += 1;
-            }
-            self.recycle_client(c);
-            self.counters.stats.rpcs_failed += 1;
-            trace_event!(
-                self,
-                Traced::RpcFailed {
-                    rpc,
-                    peer: key.peer,
-                    epoch: key.epoch,
-                    id: key.id,
-                    error: error.clone(),
-                }
-            );
-            self.outbox.push_event(Event::Failed { rpc, error });
-        }
-    }
-
-    /// Takes a client RPC (removed from its table) out of its peer's index.
-    pub(crate) fn unindex_client(&mut self, c: &ClientRpc) {
-        if let Some(r) = self.peers.rpcs_mut(c.peer_id) {
-            r.remove_client(c.epoch, c.id);
-        }
-    }
-
-    /// Keeps a finished client RPC's buffers for later RPCs.
-    pub(crate) fn recycle_client(&mut self, mut rpc: ClientRpc) {
-        rpc.request.recycle(&mut self.buffers.pool);
-        if let Some(inc) = rpc.response.take() {
-            self.recycle_incoming(inc);
-        }
-    }
-
-    /// Keeps a finished incoming message's buffers and segment list.
-    pub(crate) fn recycle_incoming(&mut self, mut inc: Incoming) {
-        keep_incoming(
-            &mut self.buffers.pool,
-            &mut self.buffers.segment_lists,
-            &mut inc,
-        );
-    }
-
-    /// Frees the server RPC `key`, keeping its buffers for later RPCs;
-    /// returns whether it existed.
-    pub(crate) fn drop_server(&mut self, key: &ServerRpcHandle) -> bool {
-        match self.server_slot(key) {
-            Some(slot) => self.drop_server_at(slot),
-            None => false,
-        }
-    }
-
-    /// Frees the server RPC in `slot` (see [`Endpoint::drop_server`]).
-    /// Its buffers are taken in place (the RPC is not moved out of its
-    /// slot: a copy of a few hundred bytes per RPC).
-    pub(crate) fn drop_server_at(&mut self, slot: ServerSlot) -> bool {
-        let (servers, buffers, spare_segment_lists, in_service) = (
-            &mut self.rpcs.servers,
-            &mut self.buffers.pool,
-            &mut self.buffers.segment_lists,
-            &mut self.load.in_service,
-        );
-        let freed = servers.remove_with(slot, |rpc| match &mut rpc.state {
-            ServerState::Receiving(inc) => keep_incoming(buffers, spare_segment_lists, inc),
-            ServerState::Responding(out) => out.recycle(buffers),
-            ServerState::InService => *in_service = in_service.saturating_sub(1),
-        });
-        let Some((rkey, ())) = freed else {
-            return false;
-        };
-        if let Some(r) = self.peers.rpcs_mut(rkey.peer) {
-            r.remove_server(rkey.epoch, rkey.id, slot);
-        }
-        true
-    }
-
-    /// Traces the end of a server RPC (freed by the caller).
-    pub(crate) fn trace_freed(&mut self, key: ServerRpcHandle, reason: FreeReason) {
-        trace_event!(
-            self,
-            Traced::ServerFreed {
-                peer: key.peer,
-                epoch: key.epoch,
-                id: key.id,
-                reason,
-            }
-        );
     }
 
     /// The credit state with what its decisions need (`credit.rs`).
@@ -824,57 +820,6 @@ impl Endpoint {
         self.load.ledger.recount(now, peers, &self.rpcs, stats);
     }
 
-    /// Arms the idle sweep if a handshake's session exists and it is not
-    /// armed yet.
-    pub(crate) fn arm_idle_sweep(&mut self, now: Instant) {
-        let Some(timeout) = self.config.session_idle_timeout else {
-            return;
-        };
-        if self.peers.handshake_count() > 0 && !self.time.timers.is_set(Timer::IdleSweep) {
-            self.time.timers.set(Timer::IdleSweep, now + timeout / 4);
-        }
-    }
-
-    /// Forgets sessions a handshake made whose peer has sent nothing
-    /// authenticated for `session_idle_timeout` and that hold no RPC or
-    /// handshake. A session never heard from is timed from this sweep.
-    pub(crate) fn sweep_idle_sessions(&mut self, now: Instant) {
-        let Some(timeout) = self.config.session_idle_timeout else {
-            return;
-        };
-        for peer in self.peers.idle_handshake_sessions(now, timeout) {
-            tracing::debug!(%peer, "forgetting an idle handshake session");
-            self.counters.stats.sessions_evicted += 1;
-            self.remove_session(peer);
-        }
-        self.arm_idle_sweep(now);
-    }
-
-    /// Whether one more session fits `Config::max_sessions`, evicting the
-    /// least proven one if it would not: a session whose peer never used
-    /// its keys (oldest first), else `Peers::least_recently_heard`. O(1)
-    /// while there is room; past it, at worst one pass over the sessions.
-    pub(crate) fn make_room_for_session(&mut self) -> bool {
-        if self.peers.len() < self.config.max_sessions {
-            return true;
-        }
-        let before = self.peers.len();
-        while let Some((peer, made)) = self.peers.unvalidated.pop_front() {
-            self.drop_if_unproven(peer, made);
-            if self.peers.len() < before {
-                self.counters.stats.sessions_displaced += 1;
-                return true;
-            }
-        }
-        let Some(victim) = self.peers.least_recently_heard() else {
-            return false;
-        };
-        tracing::debug!(peer = %victim, "evicting the least recently heard session: too many");
-        self.remove_session(victim);
-        self.counters.stats.sessions_displaced += 1;
-        true
-    }
-
     /// The parts pathlet feedback works on (`pathlet.rs`).
     fn pathlet_parts(&mut self) -> pathlet::Parts<'_> {
         pathlet::Parts {
@@ -900,15 +845,98 @@ impl Endpoint {
         pathlet::prepend_path(&mut self.pathlet_parts(), now, buf, at, to, has_data)
     }
 
-    /// Pathlet echoes and window upkeep at each tick (`pathlet.rs`).
-    pub(crate) fn tick_pathlets(&mut self, now: Instant) {
-        pathlet::tick_pathlets(&mut self.pathlet_parts(), now);
-    }
-
     /// Queues a control packet about an RPC of key epoch `epoch`.
     pub(crate) fn queue_control(&mut self, peer: SocketAddr, epoch: u64, id: u64, body: Body) {
         let port = self.config.local_port;
         self.outbox.queue_control(port, peer, epoch, id, body);
+    }
+}
+
+/// TLS offload: what a driver whose NIC seals or opens records asks
+/// (and receive offload's batch call), thin calls over the read-only
+/// `offload::View`.
+impl Endpoint {
+    /// [`Endpoint::handle_batch`] for datagrams a NIC has been through
+    /// (receive offload): each comes with one [`RxMark`]
+    /// per packet, in order (missing marks count as untouched). A packet
+    /// marked with the key its RPC belongs to holds plaintext the NIC
+    /// authenticated; any other mark is ignored, and the packet opened in
+    /// software.
+    pub fn handle_batch_marked<'a, I>(&mut self, now: Instant, batch: I)
+    where
+        I: Iterator<Item = (SocketAddr, &'a [u8], &'a [RxMark])> + Clone,
+    {
+        admission::handle_batch_with(self, now, batch, |ep, now, from, datagram, marks| {
+            // Each packet's mark is in force while the packet is handled.
+            let mut marks = marks.iter();
+            ep.handle_datagram_each(now, from, datagram, |ep| {
+                ep.nic.rx_mark = marks.next().and_then(|m| m.0);
+            });
+            ep.nic.rx_mark = None;
+        });
+    }
+
+    /// The records of the DATA packet the last
+    /// [`Endpoint::poll_transmit`] wrote, under `Config::tx_offload`
+    /// (plaintext bodies, empty tags: the NIC must seal them before they
+    /// leave); `None` if that datagram held no DATA packet. Taken: a
+    /// second call returns `None`.
+    pub fn take_tx_records(&mut self) -> Option<crate::offload::TxRecords> {
+        self.nic.tx_records.take()
+    }
+
+    /// The first bytes of the record in which `tx`'s payload starts, up to
+    /// the payload (as posted: header and plaintext), which a NIC replays
+    /// to resync a context to the middle of that record. Empty when the
+    /// payload starts a record; `None` if the message is no longer held.
+    /// Valid until the next call that changes the endpoint.
+    pub fn tx_record_prefix(&self, tx: &crate::offload::TxRecords) -> Option<&[u8]> {
+        self.offload_view().tx_record_prefix(tx)
+    }
+
+    /// The transmit key of `peer`'s key epoch `epoch`: what a NIC seals
+    /// that epoch's records with ([`PacketCipher::offload_key`]).
+    pub fn tx_cipher(&self, peer: SocketAddr, epoch: u64) -> Option<&Arc<dyn PacketCipher>> {
+        self.offload_view().tx_cipher(peer, epoch)
+    }
+
+    /// The receive key a packet from `peer` with key phase `phase` is
+    /// opened with now, and its key epoch: what the NIC's receive context
+    /// for them must hold. Marks ([`Endpoint::handle_batch_marked`]) name
+    /// it by [`crate::offload::KeyId::of`].
+    pub fn rx_cipher(
+        &self,
+        peer: SocketAddr,
+        phase: bool,
+    ) -> Option<(u64, &Arc<dyn PacketCipher>)> {
+        self.offload_view().rx_cipher(peer, phase)
+    }
+
+    /// The sequence number of the record that starts `wire_offset` bytes
+    /// into message `id` of `peer`'s key epoch `epoch`, for a NIC's resync
+    /// request: a message's first record is always known; another one once
+    /// the records before it have been opened (the NIC has followed the
+    /// framing meanwhile and counts on from there). Walking the segments
+    /// held finds most; an offset behind a missing record header is
+    /// `NotYet` until that packet comes, and `Never` if the core then
+    /// opens past it in one go.
+    pub fn rx_record_seq(
+        &self,
+        peer: SocketAddr,
+        epoch: u64,
+        id: u64,
+        wire_offset: u64,
+    ) -> crate::offload::RecordSeq {
+        let key = ServerRpcHandle { peer, epoch, id };
+        let layout = self.config.seq_layout;
+        self.offload_view().rx_record_seq(layout, key, wire_offset)
+    }
+
+    fn offload_view(&self) -> offload::View<'_> {
+        offload::View {
+            peers: &self.peers,
+            rpcs: &self.rpcs,
+        }
     }
 }
 

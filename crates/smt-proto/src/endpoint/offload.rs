@@ -1,15 +1,15 @@
 //! The endpoint's side of TLS offload (`crate::offload`): what a driver
 //! whose NIC seals or opens records asks the core. Bounded work each: a
 //! lookup of a peer or an RPC. The public calls are thin methods of
-//! `Endpoint` (below) over [`View`], the read-only view of the peers
-//! and RPCs they need; receive offload's batch call is `recv.rs`'s.
+//! `Endpoint` (in `mod.rs`, with receive offload's batch call) over
+//! [`View`], the read-only view of the peers and RPCs they need.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use super::peers::Peers;
 use super::table::{RpcKey, RpcTables};
-use super::{Endpoint, ServerRpcHandle, ServerState};
+use super::{ServerRpcHandle, ServerState};
 use crate::crypto::{NullCipher, PacketCipher};
 use crate::offload::{RecordSeq, TxRecords};
 use crate::record::SeqLayout;
@@ -137,73 +137,6 @@ impl<'a> View<'a> {
                 ServerState::Responding(out) => Some(out),
                 _ => None,
             },
-        }
-    }
-}
-
-/// TLS offload: what a driver whose NIC seals or opens records asks
-/// (receive offload's batch call is in `recv.rs`).
-impl Endpoint {
-    /// The records of the DATA packet the last
-    /// [`Endpoint::poll_transmit`] wrote, under `Config::tx_offload`
-    /// (plaintext bodies, empty tags: the NIC must seal them before they
-    /// leave); `None` if that datagram held no DATA packet. Taken: a
-    /// second call returns `None`.
-    pub fn take_tx_records(&mut self) -> Option<crate::offload::TxRecords> {
-        self.nic.tx_records.take()
-    }
-
-    /// The first bytes of the record in which `tx`'s payload starts, up to
-    /// the payload (as posted: header and plaintext), which a NIC replays
-    /// to resync a context to the middle of that record. Empty when the
-    /// payload starts a record; `None` if the message is no longer held.
-    /// Valid until the next call that changes the endpoint.
-    pub fn tx_record_prefix(&self, tx: &crate::offload::TxRecords) -> Option<&[u8]> {
-        self.offload_view().tx_record_prefix(tx)
-    }
-
-    /// The transmit key of `peer`'s key epoch `epoch`: what a NIC seals
-    /// that epoch's records with ([`PacketCipher::offload_key`]).
-    pub fn tx_cipher(&self, peer: SocketAddr, epoch: u64) -> Option<&Arc<dyn PacketCipher>> {
-        self.offload_view().tx_cipher(peer, epoch)
-    }
-
-    /// The receive key a packet from `peer` with key phase `phase` is
-    /// opened with now, and its key epoch: what the NIC's receive context
-    /// for them must hold. Marks ([`Endpoint::handle_batch_marked`]) name
-    /// it by [`crate::offload::KeyId::of`].
-    pub fn rx_cipher(
-        &self,
-        peer: SocketAddr,
-        phase: bool,
-    ) -> Option<(u64, &Arc<dyn PacketCipher>)> {
-        self.offload_view().rx_cipher(peer, phase)
-    }
-
-    /// The sequence number of the record that starts `wire_offset` bytes
-    /// into message `id` of `peer`'s key epoch `epoch`, for a NIC's resync
-    /// request: a message's first record is always known; another one once
-    /// the records before it have been opened (the NIC has followed the
-    /// framing meanwhile and counts on from there). Walking the segments
-    /// held finds most; an offset behind a missing record header is
-    /// `NotYet` until that packet comes, and `Never` if the core then
-    /// opens past it in one go.
-    pub fn rx_record_seq(
-        &self,
-        peer: SocketAddr,
-        epoch: u64,
-        id: u64,
-        wire_offset: u64,
-    ) -> crate::offload::RecordSeq {
-        let key = ServerRpcHandle { peer, epoch, id };
-        let layout = self.config.seq_layout;
-        self.offload_view().rx_record_seq(layout, key, wire_offset)
-    }
-
-    fn offload_view(&self) -> View<'_> {
-        View {
-            peers: &self.peers,
-            rpcs: &self.rpcs,
         }
     }
 }

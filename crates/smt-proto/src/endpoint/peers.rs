@@ -10,8 +10,8 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use super::handshake::HandshakeConn;
-use super::peer::{Origin, Peer};
+use super::handshake::{BudgetAt, HandshakeConn};
+use super::peer::{Budget, Origin, Peer};
 use super::table::{PeerRpcs, RpcKey};
 use super::HashMap;
 use crate::rpc::ServerSlot;
@@ -107,6 +107,20 @@ impl Peers {
         self.at(k.peer)?.rpcs.server(k.epoch, k.id)
     }
 
+    /// The internal key of the wire key `key` (one address hash).
+    pub(super) fn rpc_key(&self, key: &ServerRpcHandle) -> Option<RpcKey> {
+        Some(RpcKey {
+            peer: self.id(&key.peer)?,
+            epoch: key.epoch,
+            id: key.id,
+        })
+    }
+
+    /// The slot of the server RPC with wire key `key`.
+    pub(super) fn server_slot(&self, key: &ServerRpcHandle) -> Option<ServerSlot> {
+        self.server(&self.rpc_key(key)?)
+    }
+
     /// The RPC index of the peer in slot `id`.
     pub(super) fn rpcs_mut(&mut self, id: PeerId) -> Option<&mut PeerRpcs> {
         self.at_mut(id).map(|p| &mut p.rpcs)
@@ -180,7 +194,7 @@ impl Peers {
         let settled = |peer: &SocketAddr, c: &HandshakeConn| {
             c.initiator
                 || (c.keys_installed()
-                    && (c.address_validated() || self.get(peer).is_some_and(|p| p.validated())))
+                    && (c.opened_with_token() || self.get(peer).is_some_and(|p| p.validated())))
         };
         self.handshakes
             .iter()
@@ -259,6 +273,78 @@ impl Peers {
                 false
             }
             None => false,
+        }
+    }
+
+    /// The amplification budget of the address of the handshake with
+    /// `addr`: the handshake's own, or, once a responder's keys made a
+    /// session, that session's ([`BudgetAt`]); `None` without a handshake,
+    /// or if that session is gone.
+    pub(super) fn handshake_budget(&self, addr: &SocketAddr) -> Option<Budget> {
+        match self.handshakes.get(addr)?.budget {
+            BudgetAt::Own(budget) => Some(budget),
+            BudgetAt::Peer(id) => self.at(id).map(|p| p.budget),
+        }
+    }
+
+    /// [`Peers::handshake_budget`], to credit or spend.
+    pub(super) fn handshake_budget_mut(&mut self, addr: &SocketAddr) -> Option<&mut Budget> {
+        let conn = self.handshakes.get_mut(addr)?;
+        match &mut conn.budget {
+            BudgetAt::Own(budget) => Some(budget),
+            BudgetAt::Peer(id) => {
+                let id = *id;
+                self.slab
+                    .get_mut(id.index(), id.generation())
+                    .map(|(_, p)| &mut p.budget)
+            }
+        }
+    }
+
+    /// Keeps a datagram from a peer whose handshake has not produced keys
+    /// yet (1-RTT data can overtake the client's Finished); it is handled
+    /// once the keys are installed. False if there is no such handshake or
+    /// its buffer is full.
+    pub(super) fn stash_early(&mut self, from: SocketAddr, datagram: &[u8]) -> bool {
+        self.handshakes
+            .get_mut(&from)
+            .is_some_and(|c| c.state.stash_early(datagram))
+    }
+
+    /// Keeps the route of a DATA packet stored for a message still being
+    /// received (`recv.rs`: only for a peer whose address is validated).
+    pub(super) fn remember_route(
+        &mut self,
+        peer: PeerId,
+        phase: bool,
+        key: ServerRpcHandle,
+        msg: MsgKey,
+    ) {
+        self.last_route = Some(LastRoute {
+            from: key.peer,
+            peer,
+            phase,
+            key,
+            msg,
+            datagrams: 0,
+            bytes: 0,
+        });
+    }
+
+    /// Ends the route: the packets that took it are counted in their peer's
+    /// statistics.
+    pub(super) fn forget_route(&mut self) {
+        let Some(route) = self.last_route.take() else {
+            return;
+        };
+        if route.datagrams == 0 {
+            // A lone packet's route: nothing took it, nothing to count
+            // (and no lookup of the peer).
+            return;
+        }
+        if let Some(p) = self.at_mut(route.peer) {
+            p.session.stats.datagrams_rx += route.datagrams;
+            p.session.stats.bytes_rx += route.bytes;
         }
     }
 

@@ -1,6 +1,7 @@
 //! `handle_datagram`: parse, authenticate, route. Every rejection is a
 //! counted [`DropReason`], never an error returned to the caller.
 
+mod control;
 mod data;
 mod packet;
 mod rpc;
@@ -10,11 +11,10 @@ use packet::{parse_header, ports_match, starts_with_path};
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use super::peer::KeyUpdateSeen;
-use super::peers::{LastRoute, PeerId};
+use super::peer::{KeyUpdateSeen, Offer, Origin};
+use super::peers::PeerId;
 use super::{trace_event, Endpoint, MsgKey, ServerRpcHandle};
 use crate::error::DropReason;
-use crate::offload::RxMark;
 use crate::trace::{PacketSummary, Traced};
 use crate::wire::{Body, Packet, PacketType, Packets, Repr};
 
@@ -31,7 +31,7 @@ impl Endpoint {
     /// datagram ([`DropReason::ends_datagram`]).
     pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
         self.handle_datagram_in_batch(now, from, datagram);
-        self.forget_route();
+        self.peers.forget_route();
     }
 
     /// [`Endpoint::handle_datagram`] inside a receive batch: the route of
@@ -72,26 +72,6 @@ impl Endpoint {
                 return;
             }
         }
-    }
-
-    /// [`Endpoint::handle_batch`] for datagrams a NIC has been through
-    /// (receive offload, `offload.rs`): each comes with one [`RxMark`]
-    /// per packet, in order (missing marks count as untouched). A packet
-    /// marked with the key its RPC belongs to holds plaintext the NIC
-    /// authenticated; any other mark is ignored, and the packet opened in
-    /// software.
-    pub fn handle_batch_marked<'a, I>(&mut self, now: Instant, batch: I)
-    where
-        I: Iterator<Item = (SocketAddr, &'a [u8], &'a [RxMark])> + Clone,
-    {
-        self.handle_batch_with(now, batch, |ep, now, from, datagram, marks| {
-            // Each packet's mark is in force while the packet is handled.
-            let mut marks = marks.iter();
-            ep.handle_datagram_each(now, from, datagram, |ep| {
-                ep.nic.rx_mark = marks.next().and_then(|m| m.0);
-            });
-            ep.nic.rx_mark = None;
-        });
     }
 
     /// A datagram from `from` that starts with a PATH (`pathlet.rs`): the
@@ -138,13 +118,35 @@ impl Endpoint {
         let Err(reason) = self.process(now, from, packet) else {
             return true;
         };
-        self.forget_route();
+        self.peers.forget_route();
         // New keys held for this address may take it (handshake.rs).
         if self.offer_to_held_keys(now, from, packet) {
             return true;
         }
         self.drop_packet(from, reason);
         !reason.ends_datagram()
+    }
+
+    /// A datagram from `from` that its established session refused: if a
+    /// handshake holds new keys for `from`, it is either the proof that
+    /// makes them current (then processed under them) or kept for after
+    /// the proof. Returns whether the datagram was taken.
+    fn offer_to_held_keys(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) -> bool {
+        let held = match self.handshakes().offer_to_held_keys(from, datagram) {
+            Offer::Refused => return false,
+            Offer::Stashed => return true,
+            Offer::Proof(held) => held,
+        };
+        tracing::debug!(peer = %from, "peer proved its address: new keys replace its session");
+        self.finish_handshake(now, from, held.keys);
+        if let Some(next) = held.next {
+            self.handshakes().switch_to_next_keys(from, next);
+        }
+        self.handle_datagram(now, from, datagram);
+        for d in held.stash {
+            self.handle_datagram(now, from, &d);
+        }
+        true
     }
 
     pub(crate) fn drop_packet(&mut self, from: SocketAddr, reason: DropReason) {
@@ -169,7 +171,7 @@ impl Endpoint {
         // Anything else may change what the route relied on (keys, epochs,
         // RPC states): it is forgotten, and set again by a stored DATA
         // packet.
-        self.forget_route();
+        self.peers.forget_route();
         let ty = packet.packet_type();
         if ty.name().is_none() {
             return Err(DropReason::UnknownType);
@@ -186,7 +188,8 @@ impl Endpoint {
             return Err(DropReason::WrongPort);
         }
         if ty == PacketType::HANDSHAKE {
-            let result = self.on_handshake_packet(now, from, datagram);
+            let result = self.handshakes().on_packet(now, from, datagram);
+            let result = result.map(|step| self.apply_handshake(now, step));
             self.arm_idle_sweep(now);
             return result;
         }
@@ -213,21 +216,20 @@ impl Endpoint {
         let Some(pid) = self.peer_for(from, datagram)? else {
             return Ok(());
         };
-        let authenticate = self.config.authenticate_control;
-        let id_limit = self.config.seq_layout.id_limit();
         let peer = self.peers.at_mut(pid).ok_or(DropReason::UnknownSession)?;
         peer.count_rx(datagram.len());
         let phase = packet.key_phase();
         if ty == PacketType::KEY_UPDATE {
             return self.on_key_update(now, (pid, from), phase, datagram);
         }
-        let (packet, epoch) = peer.check_packet(now, packet, datagram, authenticate)?;
+        let (packet, epoch) =
+            peer.check_packet(now, packet, datagram, self.config.authenticate_control)?;
         if ty == PacketType::PATH_ECHO {
             super::pathlet::on_path_echo(&mut self.pathlet_parts(), now, pid, &packet)?;
             self.rescan_sendable();
             return Ok(());
         }
-        let repr = parse_header(&packet, id_limit)?;
+        let repr = parse_header(&packet, self.config.seq_layout.id_limit())?;
         let (local, validated) = (peer.session.is_local_id(repr.id), peer.validated());
         let key = ServerRpcHandle::new(from, epoch, repr.id);
         let h = match repr.body {
@@ -239,7 +241,7 @@ impl Endpoint {
         let fast = store_fast(peer, &mut self.rpcs, store_parts!(self), d, local);
         let receiving = self.after_fast(d, fast, opened_before)?;
         if let Some(msg) = receiving.filter(|_| validated) {
-            self.remember_route(pid, phase, key, msg);
+            self.peers.remember_route(pid, phase, key, msg);
         }
         Ok(())
     }
@@ -256,9 +258,33 @@ impl Endpoint {
     ) -> Result<Option<PeerId>, DropReason> {
         match self.peers.id(&from) {
             Some(pid) => Ok(Some(pid)),
-            None if self.stash_early(from, datagram) => Ok(None),
+            None if self.peers.stash_early(from, datagram) => Ok(None),
             None => self.resolve_session(from).map(Some),
         }
+    }
+
+    /// The session with `peer`, asking the key resolver for one if there
+    /// is none and `Config::max_resolved_sessions` allows another.
+    /// One lookup when the peer is known (the per-packet case).
+    fn resolve_session(&mut self, peer: SocketAddr) -> Result<PeerId, DropReason> {
+        if let Some(id) = self.peers.id(&peer) {
+            return Ok(id);
+        }
+        if self.hs.resolver.is_none() {
+            return Err(DropReason::UnknownSession);
+        }
+        let may_resolve = self.peers.resolved_count() < self.config.max_resolved_sessions;
+        if !may_resolve || !self.make_room_for_session() {
+            return Err(DropReason::OverLimit);
+        }
+        let resolver = self.hs.resolver.as_mut();
+        let keys = resolver.and_then(|r| r.resolve(peer));
+        let keys = keys.ok_or(DropReason::UnknownSession)?;
+        self.install_session(peer, keys)
+            .map_err(|_| DropReason::UnknownSession)?;
+        // Set in place: the peer keeps its slot.
+        self.peers.set_origin(&peer, Origin::Resolved);
+        self.peers.id(&peer).ok_or(DropReason::UnknownSession)
     }
 
     /// Finishes what the fast path began: a stored packet's outcome
@@ -284,7 +310,7 @@ impl Endpoint {
     /// to (same sender, key phase and ID: a GRO train of one message is
     /// mostly that) skips finding the peer, its epoch and the RPC again:
     /// the route found for the first packet holds until anything other
-    /// than such a packet is handled (`forget_route`). The packet is
+    /// than such a packet is handled (`Peers::forget_route`). The packet is
     /// parsed and checked as any other. `None`: not on the route.
     fn process_on_route(
         &mut self,
@@ -322,42 +348,9 @@ impl Endpoint {
         };
         let result = self.store_data(d, msg);
         if !matches!(result, Ok(Some(_))) {
-            self.forget_route();
+            self.peers.forget_route();
         }
         Some(result.map(|_| ()))
-    }
-
-    /// Keeps the route of a DATA packet stored for a message still being
-    /// received. Only for a peer whose address is validated (the caller
-    /// checks, with the peer in hand): an unvalidated one counts the bytes
-    /// it sends, per packet.
-    fn remember_route(&mut self, peer: PeerId, phase: bool, key: ServerRpcHandle, msg: MsgKey) {
-        self.peers.last_route = Some(LastRoute {
-            from: key.peer,
-            peer,
-            phase,
-            key,
-            msg,
-            datagrams: 0,
-            bytes: 0,
-        });
-    }
-
-    /// Ends the route: the packets that took it are counted in their peer's
-    /// statistics.
-    pub(crate) fn forget_route(&mut self) {
-        let Some(route) = self.peers.last_route.take() else {
-            return;
-        };
-        if route.datagrams == 0 {
-            // A lone packet's route: nothing took it, nothing to count
-            // (and no lookup of the peer).
-            return;
-        }
-        if let Some(p) = self.peers.at_mut(route.peer) {
-            p.session.stats.datagrams_rx += route.datagrams;
-            p.session.stats.bytes_rx += route.bytes;
-        }
     }
 
     /// A peer moved to the next key epoch (`Peer::take_key_update` checks
@@ -398,38 +391,5 @@ impl Endpoint {
             }
         );
         Ok(())
-    }
-
-    // ---- DATA ----
-
-    // ---- control ----
-
-    fn on_control(
-        &mut self,
-        now: Instant,
-        pid: PeerId,
-        key: ServerRpcHandle,
-        local: bool,
-        body: Body,
-    ) -> Result<(), DropReason> {
-        match body {
-            Body::Ack(ids) => return self.on_ack(pid, key, &ids),
-            Body::Credit { limit, sequence } => {
-                let credit = (limit, sequence);
-                return self
-                    .load
-                    .credits
-                    .on_credit(key.peer, credit, &mut self.counters.stats);
-            }
-            Body::Handshake { .. } | Body::Data(_) | Body::KeyUpdate => {
-                return Err(DropReason::Unsupported)
-            }
-            _ => {}
-        }
-        if local {
-            self.on_control_for_client(now, pid, key, body)
-        } else {
-            self.on_control_for_server(pid, key, body)
-        }
     }
 }

@@ -124,7 +124,7 @@ impl Endpoint {
             buf[..len].copy_from_slice(&bytes[..len]);
             return Some((Transmit { destination, len }, None));
         }
-        if let Some((destination, len)) = self.write_handshake_packet(buf) {
+        if let Some((destination, len)) = self.handshakes().write_packet(buf) {
             return Some((Transmit { destination, len }, None));
         }
         loop {

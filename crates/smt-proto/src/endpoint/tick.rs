@@ -175,7 +175,7 @@ impl Endpoint {
     }
 
     fn tick_server(&mut self, key: ServerRpcHandle, silence: &Silence) -> Action {
-        let Some(slot) = self.server_slot(&key) else {
+        let Some(slot) = self.peers.server_slot(&key) else {
             return Action::None;
         };
         let Some(rpc) = self.rpcs.servers.get_mut(slot) else {
@@ -347,5 +347,171 @@ impl Endpoint {
         if let Some(inc) = response {
             self.recycle_incoming(inc);
         }
+    }
+
+    // ---- handshakes' sessions (the endpoint's side of `handshake.rs`) ----
+
+    /// The tick's share of the handshakes (`Handshakes::tick`).
+    fn tick_handshakes(&mut self, now: Instant) {
+        let peers: Vec<SocketAddr> = self.peers.handshakes.keys().copied().collect();
+        for peer in peers {
+            let step = self.handshakes().tick(peer);
+            self.apply_handshake(now, step);
+        }
+    }
+
+    /// After a RETRY: sends again, right behind the token opening, the
+    /// request bytes our calls to `peer` already sent under keys the
+    /// handshake gave before the peer answered (a 0-RTT first flight).
+    /// The responder kept nothing of that flight (it held no handshake; a
+    /// session it had with the address refused the records), so without
+    /// this the requests waited for a resend timer and an RPC_UNKNOWN
+    /// restart: milliseconds where the RETRY costs one round trip. The
+    /// same bytes and IDs go again, so a copy of the first flight that
+    /// still arrives under the new keys is a duplicate, never a second
+    /// execution.
+    pub(crate) fn resend_first_flight(&mut self, peer: SocketAddr) {
+        let calls: Vec<RpcHandle> = self
+            .rpcs
+            .clients
+            .iter()
+            .filter(|(_, c)| c.peer == peer)
+            .map(|(h, _)| h)
+            .collect();
+        let tick = self.time.ticks;
+        for h in calls {
+            let Some(rpc) = self.rpcs.clients.get_mut(&h) else {
+                continue;
+            };
+            // Wire lengths fit 32 bits (the DATA header's field). An
+            // interval of 1: everything sent up to now, this tick included.
+            let sent = rpc.request.sent() as u32;
+            if sent > 0 && rpc.request.resend(0, sent, tick, 1) {
+                self.mark_sendable(MsgKey::Client(h));
+            }
+        }
+    }
+
+    /// Counts a session a responder's handshake just made, if the peer has
+    /// not used its keys yet, forgetting the oldest such session past
+    /// `Config::max_unvalidated_sessions`.
+    pub(crate) fn track_unvalidated(&mut self, peer: SocketAddr) {
+        let responder = self
+            .peers
+            .handshakes
+            .get(&peer)
+            .is_some_and(|c| !c.initiator);
+        let made = self.time.ticks;
+        match self.peers.get_mut(&peer) {
+            Some(p) if responder && !p.proven => p.made = made,
+            _ => return,
+        }
+        self.peers.unvalidated.push_back((peer, made));
+        while self.peers.unvalidated.len() > self.config.max_unvalidated_sessions {
+            if let Some((oldest, made)) = self.peers.unvalidated.pop_front() {
+                self.drop_if_unproven(oldest, made);
+            }
+        }
+    }
+
+    /// Forgets the sessions a responder's handshake made that the peer has
+    /// not used within `handshake_abort_ticks`: a genuine client uses them
+    /// within a round trip (the request it made the handshake for). At most
+    /// what expired; the work follows the expired entries, not the
+    /// sessions.
+    pub(crate) fn expire_unproven(&mut self) {
+        let limit = u64::from(self.config.handshake_abort_ticks);
+        while let Some(&(peer, made)) = self.peers.unvalidated.front() {
+            if self.time.ticks - made < limit {
+                break;
+            }
+            self.peers.unvalidated.pop_front();
+            self.drop_if_unproven(peer, made);
+        }
+    }
+
+    /// Forgets `peer`'s session made at tick `made` by a responder's
+    /// handshake, if nothing authenticated has come from the peer since
+    /// (and it is still that session).
+    pub(crate) fn drop_if_unproven(&mut self, peer: SocketAddr, made: u64) {
+        if self.peers.get(&peer).is_some_and(|p| p.made == made) {
+            self.drop_if_unvalidated(peer);
+        }
+    }
+
+    /// Forgets `peer`'s session, which a responder's handshake made, if
+    /// nothing authenticated has come from the peer since.
+    pub(crate) fn drop_if_unvalidated(&mut self, peer: SocketAddr) {
+        let unproven = self
+            .peers
+            .get(&peer)
+            .is_some_and(|p| !p.proven && p.origin == Origin::Handshake);
+        // A newer handshake from this address, as initiator, owns it now.
+        let initiator = self
+            .peers
+            .handshakes
+            .get(&peer)
+            .is_some_and(|c| c.initiator);
+        if unproven && !initiator {
+            tracing::debug!(%peer, "forgetting a session whose peer never used its keys");
+            self.remove_session(peer);
+            self.counters.stats.unvalidated_sessions_dropped += 1;
+        }
+    }
+
+    /// Arms the idle sweep if a handshake's session exists and it is not
+    /// armed yet.
+    pub(crate) fn arm_idle_sweep(&mut self, now: Instant) {
+        let Some(timeout) = self.config.session_idle_timeout else {
+            return;
+        };
+        if self.peers.handshake_count() > 0 && !self.time.timers.is_set(Timer::IdleSweep) {
+            self.time.timers.set(Timer::IdleSweep, now + timeout / 4);
+        }
+    }
+
+    /// Forgets sessions a handshake made whose peer has sent nothing
+    /// authenticated for `session_idle_timeout` and that hold no RPC or
+    /// handshake. A session never heard from is timed from this sweep.
+    pub(crate) fn sweep_idle_sessions(&mut self, now: Instant) {
+        let Some(timeout) = self.config.session_idle_timeout else {
+            return;
+        };
+        for peer in self.peers.idle_handshake_sessions(now, timeout) {
+            tracing::debug!(%peer, "forgetting an idle handshake session");
+            self.counters.stats.sessions_evicted += 1;
+            self.remove_session(peer);
+        }
+        self.arm_idle_sweep(now);
+    }
+
+    /// Whether one more session fits `Config::max_sessions`, evicting the
+    /// least proven one if it would not: a session whose peer never used
+    /// its keys (oldest first), else `Peers::least_recently_heard`. O(1)
+    /// while there is room; past it, at worst one pass over the sessions.
+    pub(crate) fn make_room_for_session(&mut self) -> bool {
+        if self.peers.len() < self.config.max_sessions {
+            return true;
+        }
+        let before = self.peers.len();
+        while let Some((peer, made)) = self.peers.unvalidated.pop_front() {
+            self.drop_if_unproven(peer, made);
+            if self.peers.len() < before {
+                self.counters.stats.sessions_displaced += 1;
+                return true;
+            }
+        }
+        let Some(victim) = self.peers.least_recently_heard() else {
+            return false;
+        };
+        tracing::debug!(peer = %victim, "evicting the least recently heard session: too many");
+        self.remove_session(victim);
+        self.counters.stats.sessions_displaced += 1;
+        true
+    }
+
+    /// Pathlet echoes and window upkeep at each tick (`pathlet.rs`).
+    pub(crate) fn tick_pathlets(&mut self, now: Instant) {
+        super::pathlet::tick_pathlets(&mut self.pathlet_parts(), now);
     }
 }

@@ -202,6 +202,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
     /// The key-phase bit (bit 0 of byte 12, a reserved bit in TCP): which
     /// of two consecutive key epochs protects this packet.
+    #[inline]
     pub fn key_phase(&self) -> bool {
         self.buffer.as_ref()[field::DOFF] & 0x01 != 0
     }
@@ -257,6 +258,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         be32(self.buffer.as_ref(), field::INCOMING)
     }
     /// Everything after the declared header.
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[self.header_len()..]
     }

@@ -325,6 +325,7 @@ impl Repr {
     }
 }
 
+#[inline]
 fn parse_data<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<DataHeader, WireError> {
     packet.check_data()?;
     let flags = packet.data_flags();

@@ -7,6 +7,7 @@
 use super::reorder::{Reassembly, WINDOW_COST};
 use crate::config::Config;
 use crate::endpoint::peer::{Budget, PeerState};
+use crate::endpoint::peers::PeerId;
 use crate::endpoint::tick::is_resend_tick;
 use crate::error::DropReason;
 use crate::handshake::Handshake;
@@ -118,6 +119,23 @@ pub(super) enum Due {
     Nothing,
 }
 
+/// Where a handshake's amplification budget is (`docs/protocol.md` § 4):
+/// QUIC keeps one per connection, and so does SMT per address.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum BudgetAt {
+    /// The handshake's own: datagram bytes received from, and handshake
+    /// bytes sent to, the peer, so that a responder sends at most
+    /// `AMPLIFICATION` times what it received. Validated from the start
+    /// if the opening carried a valid retry token.
+    Own(Budget),
+    /// A responder's keys made the session in this slot: it took the
+    /// budget over, byte counts and all, and the handshake's late flights
+    /// and the session's reactive packets share it. If that session is
+    /// gone (replaced, removed), the handshake retransmits nothing more
+    /// (its keys went with the session).
+    Peer(PeerId),
+}
+
 /// One handshake in progress (or just finished, answering late copies).
 pub(crate) struct HandshakeConn {
     pub(super) hs: Box<dyn Handshake>,
@@ -136,13 +154,14 @@ pub(crate) struct HandshakeConn {
     pub(crate) state: PeerState,
     /// This side started the handshake.
     pub(crate) initiator: bool,
-    /// Datagram bytes received from, and handshake bytes sent to, the
-    /// peer: a responder sends at most `AMPLIFICATION` times what it
-    /// received, so a spoofed source cannot use it as an amplifier.
-    /// Validated from the start if the opening carried a valid retry
-    /// token (the peer owns its address: no amplification limit, no held
-    /// keys needed).
-    pub(super) budget: Budget,
+    /// Where the amplification budget of the peer's address is: the
+    /// handshake's own until its keys make a responder's session, then
+    /// that session's (one budget per address, [`BudgetAt`]).
+    pub(crate) budget: BudgetAt,
+    /// Responder: the opening carried a valid retry token (the peer owns
+    /// its address: no amplification limit, no held keys needed). Kept
+    /// apart from the budget's validation, which moves with the budget.
+    pub(super) with_token: bool,
     /// The first bytes the peer's stream opened with: a packet at offset 0
     /// with other bytes is a new handshake (the peer restarted), not a copy.
     pub(super) opening: Vec<u8>,
@@ -163,12 +182,12 @@ impl HandshakeConn {
     /// it has, the session says whether the peer used them,
     /// `Peer::proven`).
     pub(crate) fn vouches_for_its_packets(&self) -> bool {
-        self.initiator || (self.address_validated() && !self.keys_installed())
+        self.initiator || (self.with_token && !self.keys_installed())
     }
 
     /// Responder: the opening carried a valid retry token.
-    pub(crate) fn address_validated(&self) -> bool {
-        self.budget.is_validated()
+    pub(crate) fn opened_with_token(&self) -> bool {
+        self.with_token
     }
 
     /// The keys are installed (the handshake answers late copies only).
@@ -207,7 +226,8 @@ impl HandshakeConn {
             silent_ticks: 0,
             state: PeerState::handshaking(),
             initiator: false,
-            budget: Budget::new(false),
+            budget: BudgetAt::Own(Budget::new(false)),
+            with_token: false,
             opening: Vec::new(),
             retry_token: None,
         }
@@ -252,15 +272,15 @@ impl HandshakeConn {
 
     /// Queues HANDSHAKE packets (peer, stream offset, length) carrying
     /// `sent[range]` in `chunk`-byte pieces (a bare ACK when the range is
-    /// empty; after a RETRY the first piece also carries the token), and
-    /// counts their bytes against the amplification budget.
+    /// empty; after a RETRY the first piece also carries the token).
+    /// Returns their bytes on the wire, for the amplification budget.
     pub(super) fn queue_bytes(
         &mut self,
         peer: SocketAddr,
         (start, end): (usize, usize),
         chunk: usize,
         queue: &mut VecDeque<(SocketAddr, u32, u16)>,
-    ) {
+    ) -> usize {
         let token = self.retry_token.as_ref().map_or(0, |t| 1 + t.len());
         let mut at = start;
         loop {
@@ -276,7 +296,7 @@ impl HandshakeConn {
             }
         }
         self.owe_ack = false;
-        self.budget.spend(wire_bytes(end - start, chunk));
+        wire_bytes(end - start, chunk)
     }
 
     /// One tick passed at tick count `ticks`: what is due. Unacknowledged
@@ -318,17 +338,15 @@ impl HandshakeConn {
 
     /// Takes a chunk of the peer's stream at `offset` (with its ACK of
     /// ours, from a datagram of `received` bytes), while all handshakes'
-    /// reorder windows hold `windows` bytes: counts the datagram toward
-    /// the amplification budget, takes the ACK, and stores the bytes.
+    /// reorder windows hold `windows` bytes: takes the ACK and stores the
+    /// bytes (the caller credits the datagram to the address's budget).
     pub(super) fn take_chunk(
         &mut self,
         offset: u32,
         ack: u32,
         payload: &[u8],
-        received: usize,
         windows: usize,
     ) -> Result<Taken, DropReason> {
-        self.budget.received(received);
         if ack > self.acked && ack as usize <= self.sent.len() {
             self.acked = ack;
             self.silent_ticks = 0;

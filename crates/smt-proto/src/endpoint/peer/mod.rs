@@ -16,7 +16,7 @@ pub(crate) use self::key_update::KeyUpdateSeen;
 pub(crate) use self::state::{Held, Offer, PeerState};
 use super::table::PeerRpcs;
 use crate::crypto::TAG_LEN;
-use crate::error::DropReason;
+use crate::error::{DropReason, SendError};
 use crate::session::Session;
 use crate::wire::Packet;
 
@@ -82,7 +82,10 @@ pub(crate) struct Peer {
     /// the handshake that made the session opened with a valid retry
     /// token. Until then, what we send it in reaction to its packets
     /// (reactive control packets) is bounded by what it sent (datagram
-    /// bytes received from the address, authenticated or not).
+    /// bytes received from the address, authenticated or not). A session
+    /// a responder's handshake made took the handshake's budget over
+    /// (`Handshakes::establish`): one budget per address, which the
+    /// handshake's late flights spend too.
     pub budget: Budget,
     /// The peer has used its keys: something authenticated under this
     /// session arrived. Only then is it an authenticated peer: a session a
@@ -189,5 +192,35 @@ impl Peer {
         self.authenticated(now);
         let packet = Packet::new_checked(body).map_err(|_| DropReason::Malformed)?;
         Ok((packet, number))
+    }
+}
+
+/// The session's message IDs and key epochs (KeyUpdate semantics,
+/// §4.5.2).
+impl Peer {
+    /// Moves the session to its next key epoch when the current one runs
+    /// low on IDs or on AEAD usage and its predecessor has `drained`:
+    /// the new epoch, and whether it is the first announcement not yet
+    /// confirmed (the peer then joins `Peers::key_updates`).
+    #[inline]
+    pub(super) fn rekey_if_low(&mut self, drained: bool) -> Option<(u64, bool)> {
+        let cur = &self.session.current;
+        let records_low = cur.records_sealed > cur.tx.record_limit() / 4 * 3;
+        let ids_low = cur.ids.remaining() <= cur.ids.capacity() / 4;
+        if !((ids_low || records_low) && drained && self.session.advance()) {
+            return None;
+        }
+        let first = self.session.key_update_unconfirmed.replace(0).is_none();
+        Some((self.session.current.number, first))
+    }
+
+    /// A message ID for a new RPC in the current key epoch.
+    #[inline]
+    pub(super) fn allocate_id(&mut self) -> Result<(u64, u64), SendError> {
+        match self.session.current.ids.allocate() {
+            Some(id) => Ok((self.session.current.number, id)),
+            None if self.session.update.is_some() => Err(SendError::RekeyPending),
+            None => Err(SendError::IdSpaceExhausted),
+        }
     }
 }

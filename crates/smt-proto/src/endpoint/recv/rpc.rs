@@ -5,7 +5,8 @@
 //! one delivered; control packets about one RPC carried out on the
 //! client's or the server's behalf (their decision tables are the RPCs'
 //! own: `rpc/client.rs`, `rpc/server.rs`); ACKs of completed calls
-//! batched.
+//! batched; and an RPC's end, which every path shares (a call failed, a
+//! request freed, their buffers kept for reuse).
 //!
 //! # Refused requests (issue #24, item 2)
 //! The server refuses some requests unexecuted, and says so ever after.
@@ -26,16 +27,17 @@ use std::time::Instant;
 use super::super::limits::Charge;
 use super::super::peers::PeerId;
 use super::super::{
-    keep_incoming, trace_event, Endpoint, Event, MsgKey, RpcHandle, ServerRpc, ServerRpcHandle,
+    keep_incoming, trace_event, ClientRpc, Endpoint, Event, MsgKey, RpcHandle, ServerRpc,
+    ServerRpcHandle, ServerState,
 };
+use super::control::{self, Then};
 use super::data::{
     receiving_in, store_in, store_parts, store_within_bounds, DataIn, Opened, StoreParts,
 };
 use super::packet::rpc_key;
 use crate::error::DropReason;
-use crate::rpc::{
-    missing, ClientControl, Incoming, ServerControl, ServerMsg, ServerSlot, MESSAGE_OVERHEAD,
-};
+use crate::error::RpcError;
+use crate::rpc::{Incoming, ServerMsg, ServerSlot, MESSAGE_OVERHEAD};
 use crate::session::ReplayCheck;
 use crate::timer::Timer;
 use crate::trace::{FreeReason, MessageKind, Traced};
@@ -46,13 +48,6 @@ impl Endpoint {
         self.peers
             .at(peer)
             .is_some_and(|s| s.session.is_local_id(id))
-    }
-
-    fn was_allocated(&self, peer: PeerId, key: ServerRpcHandle) -> bool {
-        self.peers
-            .at(peer)
-            .and_then(|s| s.session.epoch(key.epoch))
-            .is_some_and(|e| e.ids.was_allocated(key.id))
     }
 
     /// Stores a DATA packet of message `msg` (found by `on_data` or on the
@@ -193,7 +188,7 @@ impl Endpoint {
     /// A DATA packet about one of our calls that we do not know: a replay
     /// if we ever allocated its ID, else unknown.
     pub(super) fn unknown_response(&self, pid: PeerId, key: ServerRpcHandle) -> DropReason {
-        match self.was_allocated(pid, key) {
+        match control::was_allocated(&self.peers, pid, key) {
             true => DropReason::Replay,
             false => DropReason::UnknownRpc,
         }
@@ -468,129 +463,64 @@ impl Endpoint {
         self.outbox.send_acks(self.config.local_port);
     }
 
-    /// A control packet about an RPC we started.
-    pub(super) fn on_control_for_client(
+    /// A control packet of a session (decision table): ACK and CREDIT
+    /// are the peer's as a whole, the rest about one RPC of ours or of the
+    /// peer's.
+    pub(super) fn on_control(
         &mut self,
         now: Instant,
         pid: PeerId,
         key: ServerRpcHandle,
-        body: Body,
-    ) -> Result<(), DropReason> {
-        let Some(handle) = self.peers.client(&rpc_key(pid, &key)) else {
-            return self.on_control_for_unknown_call(now, pid, key, body);
-        };
-        let (ticks, interval) = (self.time.ticks, u64::from(self.config.resend_ticks));
-        let rpc = self
-            .rpcs
-            .clients
-            .get_mut(&handle)
-            .ok_or(DropReason::UnknownRpc)?;
-        if body == Body::NeedAck {
-            // The server believes it sent the whole response, but we are
-            // still missing some of it: ask for it now rather than on the
-            // next silent tick (and NEED_ACK is no sign of progress).
-            let gaps = missing(rpc.response.as_ref(), self.config.max_resend_bytes);
-            self.queue_resends(key, gaps);
-            return Ok(());
-        }
-        match rpc.on_control(body, ticks, interval) {
-            ClientControl::Nothing => {}
-            ClientControl::Sendable => self.mark_sendable(MsgKey::Client(handle)),
-            ClientControl::Restart => self.restart(now, handle),
-            ClientControl::Fail(e) => self.fail_client(handle, e),
-            ClientControl::Unsupported => return Err(DropReason::Unsupported),
-        }
-        Ok(())
-    }
-
-    /// A control packet about an ID of ours that no call holds (decision
-    /// table): a NEED_ACK for an ID we allocated is a call we completed
-    /// whose ACK was lost; a RESEND is for a call we no longer know.
-    fn on_control_for_unknown_call(
-        &mut self,
-        now: Instant,
-        pid: PeerId,
-        key: ServerRpcHandle,
+        local: bool,
         body: Body,
     ) -> Result<(), DropReason> {
         match body {
-            Body::NeedAck if self.was_allocated(pid, key) => {
-                self.queue_ack(now, key);
-                Ok(())
+            Body::Ack(ids) => return self.on_ack(pid, key, &ids),
+            Body::Credit { limit, sequence } => {
+                let credit = (limit, sequence);
+                return self
+                    .load
+                    .credits
+                    .on_credit(key.peer, credit, &mut self.counters.stats);
             }
-            Body::Resend { .. } => {
-                self.queue_control(key.peer, key.epoch, key.id, Body::RpcUnknown);
-                Err(DropReason::UnknownRpc)
+            Body::Handshake { .. } | Body::Data(_) | Body::KeyUpdate => {
+                return Err(DropReason::Unsupported)
             }
-            _ => Err(DropReason::UnknownRpc),
+            _ => {}
         }
+        let parts = control::Parts {
+            peers: &mut self.peers,
+            rpcs: &mut self.rpcs,
+            config: &self.config,
+            ticks: self.time.ticks,
+        };
+        let (then, result) = match local {
+            true => control::for_client(parts, pid, key, body),
+            false => control::for_server(parts, pid, key, body),
+        };
+        self.apply_control(now, key, then);
+        result
     }
 
-    /// A control packet about an RPC the peer started.
-    pub(super) fn on_control_for_server(
-        &mut self,
-        pid: PeerId,
-        key: ServerRpcHandle,
-        body: Body,
-    ) -> Result<(), DropReason> {
-        let (ticks, interval) = (self.time.ticks, u64::from(self.config.resend_ticks));
-        let found = self.peers.server(&rpc_key(pid, &key));
-        let Some((slot, rpc)) = found.and_then(|s| Some((s, self.rpcs.servers.get_mut(s)?))) else {
-            return self.on_control_for_unknown_request(pid, key, body);
-        };
-        match rpc.on_control(body, ticks, interval) {
-            ServerControl::Nothing => {}
-            ServerControl::Sendable => {
-                self.mark_sendable(MsgKey::Server(ServerMsg { rpc: key, slot }))
-            }
-            ServerControl::Busy => self.queue_control(key.peer, key.epoch, key.id, Body::Busy),
-            ServerControl::ClientGone { cancelled } => {
+    /// Carries out what a control packet about the RPC `key` decided
+    /// (`control.rs`).
+    fn apply_control(&mut self, now: Instant, key: ServerRpcHandle, then: Then) {
+        match then {
+            Then::Nothing => {}
+            Then::Sendable(msg) => self.mark_sendable(msg),
+            Then::Restart(handle) => self.restart(now, handle),
+            Then::Fail(handle, e) => self.fail_client(handle, e),
+            Then::Resend(k, gaps) => self.queue_resends(k, gaps),
+            Then::Ack(k) => self.queue_ack(now, k),
+            Then::Say(body) => self.queue_control(key.peer, key.epoch, key.id, body),
+            Then::ClientGone { slot, cancelled } => {
                 self.drop_server_at(slot);
                 self.trace_freed(key, FreeReason::ClientGone);
                 if cancelled {
                     self.outbox.push_event(Event::RequestCancelled { rpc: key });
                 }
             }
-            ServerControl::Unsupported => return Err(DropReason::Unsupported),
         }
-        Ok(())
-    }
-
-    /// A control packet about a request we hold no state for.
-    fn on_control_for_unknown_request(
-        &mut self,
-        pid: PeerId,
-        key: ServerRpcHandle,
-        body: Body,
-    ) -> Result<(), DropReason> {
-        // RPC_UNKNOWN makes the client resend the request under a new
-        // ID, so it is only said for IDs never delivered, and the ID is
-        // then retired: late packets of it can no longer start a second
-        // execution. A retired ID keeps getting RPC_UNKNOWN: the first
-        // answer may have been lost. At most once, even across restarts.
-        // A refused ID hears OVERLOADED again, never ABANDONED.
-        let resend = matches!(body, Body::Resend { .. });
-        if resend && self.answer_if_refused(key) {
-            return Err(DropReason::UnknownRpc);
-        }
-        let Some(epoch) = self
-            .peers
-            .at_mut(pid)
-            .and_then(|s| s.session.epoch_mut(key.epoch))
-        else {
-            return Err(DropReason::KeyPhase);
-        };
-        let fresh = epoch.replay.check(key.id) == ReplayCheck::Fresh;
-        if resend && (fresh || epoch.replay.is_retired(key.id)) {
-            epoch.replay.retire(key.id);
-            self.queue_control(key.peer, key.epoch, key.id, Body::RpcUnknown);
-        } else if resend {
-            // Delivered, and its state is gone (abandoned, timed out):
-            // no answer will ever come, so say so (again, if the first
-            // ABANDONED was lost) rather than let the client wait.
-            self.queue_control(key.peer, key.epoch, key.id, Body::Abandoned);
-        }
-        Err(DropReason::UnknownRpc)
     }
 
     pub(super) fn on_ack(
@@ -659,5 +589,131 @@ impl Endpoint {
             self.queue_control(key.peer, key.epoch, key.id, Body::Overloaded);
         }
         refused
+    }
+
+    // ---- an RPC's end (shared by every path: recv, tick, the verbs) ----
+
+    /// Frees the peer's requests (of key epoch `epoch`, or all) without
+    /// a word to it: their session or epoch ends. Those the application
+    /// held leave `Load::in_service` (found through the peer's index: no
+    /// recount over every RPC).
+    pub(crate) fn forget_servers(&mut self, pid: PeerId, epoch: Option<u64>) {
+        let Some(slots) = self.peers.at(pid).map(|p| p.rpcs.servers_of(epoch)) else {
+            return;
+        };
+        for slot in slots {
+            if let Some((rkey, rpc)) = self.rpcs.servers.remove(slot) {
+                if rpc.is_in_service() {
+                    self.load.in_service = self.load.in_service.saturating_sub(1);
+                }
+                if let Some(r) = self.peers.rpcs_mut(pid) {
+                    r.remove_server(rkey.epoch, rkey.id, slot);
+                }
+            }
+        }
+    }
+
+    /// Fails our calls to the peer (of key epoch `epoch`, or all): their
+    /// session or epoch ends.
+    pub(crate) fn fail_clients(&mut self, pid: PeerId, epoch: Option<u64>) {
+        let Some(gone) = self.peers.at(pid).map(|p| p.rpcs.clients_of(epoch)) else {
+            return;
+        };
+        for h in gone {
+            self.fail_client(h, RpcError::SessionClosed);
+        }
+    }
+
+    pub(crate) fn fail_client(&mut self, rpc: RpcHandle, error: RpcError) {
+        if let Some(c) = self.rpcs.clients.remove(&rpc) {
+            let key = c.key();
+            self.unindex_client(&c);
+            if let Some(s) = self.peers.at_mut(c.peer_id) {
+                s.session.stats.rpcs_failed += 1;
+            }
+            self.recycle_client(c);
+            self.counters.stats.rpcs_failed += 1;
+            trace_event!(
+                self,
+                Traced::RpcFailed {
+                    rpc,
+                    peer: key.peer,
+                    epoch: key.epoch,
+                    id: key.id,
+                    error: error.clone(),
+                }
+            );
+            self.outbox.push_event(Event::Failed { rpc, error });
+        }
+    }
+
+    /// Takes a client RPC (removed from its table) out of its peer's index.
+    pub(crate) fn unindex_client(&mut self, c: &ClientRpc) {
+        if let Some(r) = self.peers.rpcs_mut(c.peer_id) {
+            r.remove_client(c.epoch, c.id);
+        }
+    }
+
+    /// Keeps a finished client RPC's buffers for later RPCs.
+    pub(crate) fn recycle_client(&mut self, mut rpc: ClientRpc) {
+        rpc.request.recycle(&mut self.buffers.pool);
+        if let Some(inc) = rpc.response.take() {
+            self.recycle_incoming(inc);
+        }
+    }
+
+    /// Keeps a finished incoming message's buffers and segment list.
+    pub(crate) fn recycle_incoming(&mut self, mut inc: Incoming) {
+        keep_incoming(
+            &mut self.buffers.pool,
+            &mut self.buffers.segment_lists,
+            &mut inc,
+        );
+    }
+
+    /// Frees the server RPC `key`, keeping its buffers for later RPCs;
+    /// returns whether it existed.
+    pub(crate) fn drop_server(&mut self, key: &ServerRpcHandle) -> bool {
+        match self.peers.server_slot(key) {
+            Some(slot) => self.drop_server_at(slot),
+            None => false,
+        }
+    }
+
+    /// Frees the server RPC in `slot` (see [`Endpoint::drop_server`]).
+    /// Its buffers are taken in place (the RPC is not moved out of its
+    /// slot: a copy of a few hundred bytes per RPC).
+    pub(crate) fn drop_server_at(&mut self, slot: ServerSlot) -> bool {
+        let (servers, buffers, spare_segment_lists, in_service) = (
+            &mut self.rpcs.servers,
+            &mut self.buffers.pool,
+            &mut self.buffers.segment_lists,
+            &mut self.load.in_service,
+        );
+        let freed = servers.remove_with(slot, |rpc| match &mut rpc.state {
+            ServerState::Receiving(inc) => keep_incoming(buffers, spare_segment_lists, inc),
+            ServerState::Responding(out) => out.recycle(buffers),
+            ServerState::InService => *in_service = in_service.saturating_sub(1),
+        });
+        let Some((rkey, ())) = freed else {
+            return false;
+        };
+        if let Some(r) = self.peers.rpcs_mut(rkey.peer) {
+            r.remove_server(rkey.epoch, rkey.id, slot);
+        }
+        true
+    }
+
+    /// Traces the end of a server RPC (freed by the caller).
+    pub(crate) fn trace_freed(&mut self, key: ServerRpcHandle, reason: FreeReason) {
+        trace_event!(
+            self,
+            Traced::ServerFreed {
+                peer: key.peer,
+                epoch: key.epoch,
+                id: key.id,
+                reason,
+            }
+        );
     }
 }
