@@ -37,6 +37,8 @@ mod key;
 mod okm;
 pub mod psk;
 pub mod secrets;
+#[cfg(feature = "sim")]
+pub mod sim;
 #[doc(hidden)]
 pub mod test_vectors;
 

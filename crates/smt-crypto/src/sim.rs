@@ -1,14 +1,15 @@
 //! AES-GCM session keys for simulated pairs (`smt_proto::sim` has only the
-//! null cipher and a test stand-in: the AEAD backend is smt-crypto's).
+//! null cipher and a test stand-in; the AEAD backend is this crate's), with
+//! the `sim` feature. Drawn from a seed: for tests and simulators only,
+//! never for real sessions.
 
 use std::sync::Arc;
 
-use smt_crypto::{AeadAlgorithm, AesGcmCipher, TrafficKey};
 use smt_proto::crypto::PacketCipher;
-use smt_proto::sim::{null_session, KeySource};
+use smt_proto::sim::{null_session, KeySource, SplitMix64};
 use smt_proto::{Role, SessionKeys};
 
-use crate::SplitMix64;
+use crate::{AeadAlgorithm, AesGcmCipher, TrafficKey};
 
 /// Which protection a simulated session uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,7 +28,7 @@ pub enum KeyKind {
 /// Client and server keys of one session built from random TLS 1.3 traffic
 /// secrets, so the session can move to new key epochs.
 pub fn rekeying_session(seed: u64) -> (SessionKeys, SessionKeys) {
-    use smt_crypto::secrets::{session_keys, TlsHash, TrafficSecrets};
+    use crate::secrets::{session_keys, TlsHash, TrafficSecrets};
     let mut rng = SplitMix64::new(seed);
     let (mut c2s, mut s2c) = ([0u8; 32], [0u8; 32]);
     rng.fill(&mut c2s);
