@@ -546,3 +546,45 @@ impl AsFd for LocalEndpoint {
         self.socket()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether `alarm` has gone off, without sleeping.
+    fn rung(alarm: &Alarm) -> bool {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        wait(socket.as_fd(), false, Some(alarm.fd()), Some(Duration::ZERO))
+            .unwrap()
+            .woken
+    }
+
+    #[test]
+    fn an_alarm_is_set_again_only_to_go_off_earlier() {
+        let mut alarm = Alarm::new().unwrap();
+        let now = Instant::now();
+        let hour = Duration::from_secs(3600);
+        alarm.by(Some(now + hour), now).unwrap();
+        alarm.by(Some(now + 2 * hour), now).unwrap();
+        assert_eq!(alarm.set_for, Some(now + hour), "a later deadline keeps it");
+        alarm.by(None, now).unwrap();
+        assert_eq!(alarm.set_for, Some(now + hour), "no deadline keeps it");
+        alarm.by(Some(now + hour / 2), now).unwrap();
+        assert_eq!(alarm.set_for, Some(now + hour / 2), "an earlier one moves it");
+        assert!(!rung(&alarm));
+    }
+
+    #[test]
+    fn an_alarm_that_went_off_is_quiet_until_set_again() {
+        let mut alarm = Alarm::new().unwrap();
+        let now = Instant::now();
+        // Due already: goes off at once (a zero time would disarm it).
+        alarm.by(Some(now), now + Duration::from_secs(1)).unwrap();
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let ready = wait(socket.as_fd(), false, Some(alarm.fd()), None).unwrap();
+        assert!(ready.woken);
+        alarm.went_off().unwrap();
+        assert_eq!(alarm.set_for, None);
+        assert!(!rung(&alarm), "cleared: the next sleep is not cut short");
+    }
+}
