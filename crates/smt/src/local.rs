@@ -554,9 +554,14 @@ mod tests {
     /// Whether `alarm` has gone off, without sleeping.
     fn rung(alarm: &Alarm) -> bool {
         let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        wait(socket.as_fd(), false, Some(alarm.fd()), Some(Duration::ZERO))
-            .unwrap()
-            .woken
+        wait(
+            socket.as_fd(),
+            false,
+            Some(alarm.fd()),
+            Some(Duration::ZERO),
+        )
+        .unwrap()
+        .woken
     }
 
     #[test]
@@ -570,7 +575,11 @@ mod tests {
         alarm.by(None, now).unwrap();
         assert_eq!(alarm.set_for, Some(now + hour), "no deadline keeps it");
         alarm.by(Some(now + hour / 2), now).unwrap();
-        assert_eq!(alarm.set_for, Some(now + hour / 2), "an earlier one moves it");
+        assert_eq!(
+            alarm.set_for,
+            Some(now + hour / 2),
+            "an earlier one moves it"
+        );
         assert!(!rung(&alarm));
     }
 
