@@ -24,7 +24,8 @@ use smt::stats::quantile;
 use smt::{Endpoint, EndpointConfig, LocalEndpoint, LocalEvent};
 
 fn main() {
-    // An optional third argument runs one line only: udp, local, busy, threaded.
+    // An optional third argument runs one line only: udp, local, busy,
+    // threaded, mixed (both mixed pairs) or throughput.
     let only = std::env::args().nth(3);
     let args: Vec<usize> = std::env::args()
         .skip(1)
