@@ -9,6 +9,12 @@
 //! frames, 65536 for loopback's own), `RTT_UNSCHEDULED` (bytes sent before
 //! a grant), `RTT_OUTSTANDING` (the throughput line's levels, `1,8,32`),
 //! `RTT_STATS` (print the client's counters).
+//!
+//! Each line also says what the process spent per round trip, from
+//! `getrusage` (both ends, every thread): CPU time in user and kernel mode
+//! and context switches. Those do not depend on what else the machine runs,
+//! where the latency does.
+#![allow(unsafe_code)]
 
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
@@ -18,7 +24,8 @@ use smt::stats::quantile;
 use smt::{Endpoint, EndpointConfig, LocalEndpoint, LocalEvent};
 
 fn main() {
-    // An optional third argument runs one line only: udp, local, busy, threaded.
+    // An optional third argument runs one line only: udp, local, busy,
+    // threaded, mixed (both mixed pairs) or throughput.
     let only = std::env::args().nth(3);
     let args: Vec<usize> = std::env::args()
         .skip(1)
@@ -31,16 +38,26 @@ fn main() {
     let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
     println!("{size} B, {iterations} round trips each");
     if run("udp") {
-        report("udp ping-pong", udp(any, size, iterations));
+        report("udp ping-pong", || udp(any, size, iterations));
     }
     if run("local") {
-        report("smt LocalEndpoint", local(any, size, iterations, false));
+        report("smt LocalEndpoint", || local(any, size, iterations, false));
     }
     if run("busy") {
-        report("smt LocalEndpoint busy", local(any, size, iterations, true));
+        report("smt LocalEndpoint busy", || {
+            local(any, size, iterations, true)
+        });
     }
     if run("threaded") {
-        report("smt Endpoint", threaded(any, size, iterations));
+        report("smt Endpoint", || threaded(any, size, iterations));
+    }
+    if run("mixed") {
+        report("smt Local -> Endpoint", || {
+            local_to_threaded(any, size, iterations)
+        });
+        report("smt Endpoint -> Local", || {
+            threaded_to_local(any, size, iterations)
+        });
     }
     if run("throughput") {
         let levels: Vec<usize> = std::env::var("RTT_OUTSTANDING")
@@ -55,14 +72,77 @@ fn main() {
     }
 }
 
-fn report(name: &str, mut samples: Vec<Duration>) {
+/// Runs one line's round trips and prints their latency and cost.
+fn report(name: &str, run: impl FnOnce() -> Vec<Duration>) {
+    let before = Usage::now();
+    let mut samples = run();
+    let used = Usage::now().since(&before, samples.len());
     samples.sort();
     let pick = |q: f64| quantile(&samples, q).unwrap_or_default().as_secs_f64() * 1e6;
+    let total: Duration = samples.iter().sum();
+    let mean = total.as_secs_f64() * 1e6 / samples.len().max(1) as f64;
     println!(
-        "{name:<24} p50 {:>7.1} µs  p99 {:>7.1} µs",
+        "{name:<24} p50 {:>7.1} µs  p99 {:>7.1} µs  mean {mean:>7.1} µs  per RT: {used}",
         pick(0.5),
         pick(0.99)
     );
+}
+
+/// The process's CPU time and context switches so far (`getrusage`).
+struct Usage {
+    user: Duration,
+    system: Duration,
+    voluntary: i64,
+    involuntary: i64,
+}
+
+/// What one round trip cost on average, from two [`Usage`] readings.
+struct PerRoundTrip {
+    user_us: f64,
+    system_us: f64,
+    switches: f64,
+    involuntary: f64,
+}
+
+impl Usage {
+    fn now() -> Self {
+        // SAFETY: getrusage writes one `rusage` into the zeroed struct it
+        // is given and reads nothing else.
+        let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: as above; RUSAGE_SELF counts every thread of the process.
+        unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut r) };
+        let time = |t: libc::timeval| {
+            Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+        };
+        Self {
+            user: time(r.ru_utime),
+            system: time(r.ru_stime),
+            voluntary: r.ru_nvcsw,
+            involuntary: r.ru_nivcsw,
+        }
+    }
+
+    fn since(&self, before: &Self, round_trips: usize) -> PerRoundTrip {
+        let n = round_trips.max(1) as f64;
+        PerRoundTrip {
+            user_us: (self.user - before.user).as_secs_f64() * 1e6 / n,
+            system_us: (self.system - before.system).as_secs_f64() * 1e6 / n,
+            switches: (self.voluntary - before.voluntary + self.involuntary - before.involuntary)
+                as f64
+                / n,
+            involuntary: (self.involuntary - before.involuntary) as f64 / n,
+        }
+    }
+}
+
+impl std::fmt::Display for PerRoundTrip {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "user {:>5.1} µs  sys {:>5.1} µs  {:.2} switches ({:.2} involuntary)",
+            self.user_us, self.system_us, self.switches, self.involuntary
+        )
+    }
 }
 
 fn udp(any: SocketAddr, size: usize, n: usize) -> Vec<Duration> {
@@ -98,10 +178,30 @@ fn local_echo_pair(
     n: usize,
 ) -> (LocalEndpoint, SocketAddr, std::thread::JoinHandle<()>) {
     let mut client = LocalEndpoint::bind(any, config.clone()).unwrap();
+    let at = client.local_addr();
+    let (addr, echo) = local_echo(
+        any,
+        config,
+        n,
+        &mut |peer, keys| client.install_session(peer, keys).unwrap(),
+        at,
+    );
+    (client, addr, echo)
+}
+
+/// A `LocalEndpoint` echo server on its own thread that answers `n`
+/// requests from `client`, whose keys go to `install`.
+fn local_echo(
+    any: SocketAddr,
+    config: EndpointConfig,
+    n: usize,
+    install: &mut dyn FnMut(SocketAddr, smt::SessionKeys),
+    client: SocketAddr,
+) -> (SocketAddr, std::thread::JoinHandle<()>) {
     let mut server = LocalEndpoint::bind(any, config).unwrap();
     let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
-    client.install_session(server.local_addr(), ck).unwrap();
-    server.install_session(client.local_addr(), sk).unwrap();
+    install(server.local_addr(), ck);
+    server.install_session(client, sk).unwrap();
     let addr = server.local_addr();
     let echo = std::thread::spawn(move || {
         let mut served = 0;
@@ -114,7 +214,7 @@ fn local_echo_pair(
         // The last responses' ACKs.
         let _ = server.poll(Some(Duration::from_millis(20)));
     });
-    (client, addr, echo)
+    (addr, echo)
 }
 
 /// Waits for the outcome of one call: true for a response, false (after
@@ -188,6 +288,71 @@ fn throughput(any: SocketAddr, size: usize, n: usize, outstanding: usize) -> f64
     }
     echo.join().unwrap();
     rate
+}
+
+/// A `LocalEndpoint` client calling a threaded `Endpoint` echo server: a
+/// mixed pair, which tells the client's costs from the server's.
+fn local_to_threaded(any: SocketAddr, size: usize, n: usize) -> Vec<Duration> {
+    let mut client = LocalEndpoint::bind(any, config()).unwrap();
+    let addr = client.local_addr();
+    let server = threaded_echo(any, addr, &mut |peer, keys| {
+        client.install_session(peer, keys).unwrap()
+    });
+    let msg = smt::Bytes::from(vec![7u8; size]);
+    let samples = (0..n)
+        .map(|_| {
+            let start = Instant::now();
+            client.call(server.local_addr(), &msg).unwrap();
+            next_outcome(&mut client);
+            start.elapsed()
+        })
+        .collect();
+    server.close();
+    samples
+}
+
+/// A threaded `Endpoint` client calling a `LocalEndpoint` echo server.
+fn threaded_to_local(any: SocketAddr, size: usize, n: usize) -> Vec<Duration> {
+    let client = Endpoint::bind(any, config()).unwrap();
+    let (server, echo) = local_echo(
+        any,
+        config(),
+        n,
+        &mut |peer, keys| client.install_session(peer, keys).unwrap(),
+        client.local_addr(),
+    );
+    let msg = smt::Bytes::from(vec![7u8; size]);
+    let samples = (0..n)
+        .map(|_| {
+            let start = Instant::now();
+            client.call(server, &msg).unwrap();
+            start.elapsed()
+        })
+        .collect();
+    echo.join().unwrap();
+    client.close();
+    samples
+}
+
+/// A threaded echo server with a session for `client`, whose keys go to
+/// `install`.
+fn threaded_echo(
+    any: SocketAddr,
+    client: SocketAddr,
+    install: &mut dyn FnMut(SocketAddr, smt::SessionKeys),
+) -> Endpoint {
+    let server = Endpoint::bind(any, config()).unwrap();
+    let (ck, sk) = fresh_session_pair(AeadAlgorithm::Aes128Gcm);
+    install(server.local_addr(), ck);
+    server.install_session(client, sk).unwrap();
+    let acceptor = server.clone();
+    std::thread::spawn(move || {
+        while let Ok(mut req) = acceptor.accept() {
+            let data = req.take_data();
+            let _ = req.respond(data);
+        }
+    });
+    server
 }
 
 fn threaded(any: SocketAddr, size: usize, n: usize) -> Vec<Duration> {

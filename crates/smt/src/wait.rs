@@ -137,3 +137,70 @@ impl WakeFd {
         let _ = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
     }
 }
+
+/// A monotonic timer as a descriptor (`timerfd`): readable once it
+/// expires, until read or set again. Why a descriptor rather than
+/// `ppoll`'s timeout: a timeout arms a kernel timer at every sleep and
+/// cancels it at every wake-up. A protocol deadline (the next tick, about
+/// a millisecond away) is usually the CPU's earliest timer, so each of
+/// those reprograms the local APIC's deadline, and in a virtual machine
+/// each reprogramming is a VM exit of several microseconds: four per round
+/// trip for two endpoints sharing a CPU. A timer descriptor stays armed
+/// across sleeps; it is set again only when the deadline moves earlier or
+/// after it went off (see `local.rs`).
+#[derive(Debug)]
+pub(crate) struct TimerFd {
+    fd: OwnedFd,
+}
+
+impl TimerFd {
+    pub(crate) fn new() -> io::Result<Self> {
+        // SAFETY: timerfd_create takes no pointers; a non-negative result
+        // is a fresh descriptor that nothing else owns.
+        let fd = unsafe {
+            libc::timerfd_create(
+                libc::CLOCK_MONOTONIC,
+                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just created above and is owned by no one else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Self { fd })
+    }
+
+    /// Arms the timer to go off `after` from now (`None`: disarms it).
+    /// Either way a pending expiry is cleared: the descriptor is not
+    /// readable again until the new time.
+    pub(crate) fn set(&self, after: Option<Duration>) -> io::Result<()> {
+        // A zero `it_value` would disarm: a deadline due now goes off in
+        // a nanosecond instead.
+        let value = after.map_or(Duration::ZERO, |a| a.max(Duration::from_nanos(1)));
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: libc::timespec {
+                tv_sec: libc::time_t::try_from(value.as_secs()).unwrap_or(libc::time_t::MAX),
+                // Below one billion: fits every platform's `c_long`.
+                tv_nsec: value.subsec_nanos() as libc::c_long,
+            },
+        };
+        // SAFETY: `spec` is a live local struct read by the call; a null
+        // old-value pointer asks for nothing back; the descriptor is ours.
+        let r =
+            unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// The descriptor to pass to [`wait`].
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
