@@ -18,10 +18,10 @@ pub mod attack;
 pub mod netsim;
 pub mod relay;
 
-pub use smt_crypto::sim::{aes_session, rekeying_session, KeyKind};
 pub use relay::{
     Action, Captured, Direction, DirectionStats, Impairment, Relay, RelayConfig, RelayStats, Tamper,
 };
+pub use smt_crypto::sim::{aes_session, rekeying_session, KeyKind};
 pub use smt_proto::sim::{
     null_session, Datagram, KeySource, Link, LinkStats, Nic, Outcome, Pair, Side, SplitMix64,
     Verdict,

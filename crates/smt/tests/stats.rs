@@ -108,8 +108,15 @@ fn the_rtt_histogram_brackets_the_measured_round_trips() {
         mean > Duration::ZERO && mean < Duration::from_secs(1),
         "{mean:?}"
     );
+    // The median lies between the smallest and the largest sample (no
+    // bound against the mean: one call descheduled on a busy machine moves
+    // the mean by any amount, and tests carry no timing thresholds).
     let p50 = rtt.quantile(0.5).unwrap();
-    assert!(p50 >= mean / 20 && p50 <= Duration::from_secs(2), "{p50:?}");
+    let (lowest, highest) = (rtt.quantile(0.0).unwrap(), rtt.quantile(1.0).unwrap());
+    assert!(
+        p50 > Duration::ZERO && lowest <= p50 && p50 <= highest,
+        "{lowest:?} <= {p50:?} <= {highest:?}"
+    );
     // Each round trip lies within its call as timed from outside, and a
     // bucket's bound is at most `MAX_ERROR` above what it holds: the
     // largest bound read back is within that of the longest call.
