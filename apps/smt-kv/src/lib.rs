@@ -17,6 +17,8 @@
 //!
 //! See `docs/apps.md`.
 
+#![warn(unreachable_pub)]
+
 pub mod client;
 pub mod cmd;
 pub mod db;

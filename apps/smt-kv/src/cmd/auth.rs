@@ -35,7 +35,7 @@ impl std::fmt::Debug for Password {
 /// `AUTH password` or `AUTH username password`, where the only user is
 /// `default`. A wrong password leaves an authenticated client
 /// authenticated, as in Redis.
-pub fn auth(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn auth(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     let (user, password) = match args {
         [_, password] => (&b"default"[..], *password),
         [_, user, password] => (*user, *password),

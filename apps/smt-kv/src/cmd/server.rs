@@ -72,7 +72,7 @@ pub struct Stats {
     pub protocol_errors: u64,
 }
 
-pub fn ping(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn ping(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     match args {
         [_] => reply::simple(cx.out, "PONG"),
         [_, message] => reply::bulk(cx.out, message),
@@ -81,14 +81,14 @@ pub fn ping(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     Ok(After::Continue)
 }
 
-pub fn echo(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn echo(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     reply::bulk(cx.out, args[1]);
     Ok(After::Continue)
 }
 
 /// `SELECT index`: there is one database, number 0 (Redis with
 /// `databases 1` answers the same).
-pub fn select(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn select(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     let index = parse_i64(args[1]).ok_or(CmdError::NotInteger)?;
     let index = i32::try_from(index).map_err(|_| CmdError::NotInt32)?;
     if index != 0 {
@@ -98,14 +98,14 @@ pub fn select(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     Ok(After::Continue)
 }
 
-pub fn quit(cx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn quit(cx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<After, CmdError> {
     reply::ok(cx.out);
     Ok(After::Close)
 }
 
 /// CONFIG's subcommand exists and has its arguments: checked before
 /// authentication, as Redis checks a command's own.
-pub fn config_subcommand(args: &[&[u8]]) -> Result<(), CmdError> {
+pub(super) fn config_subcommand(args: &[&[u8]]) -> Result<(), CmdError> {
     // A subcommand is found by all its bytes, as a command is.
     if !args[1].eq_ignore_ascii_case(b"get") {
         return Err(CmdError::UnknownSubcommand);
@@ -117,7 +117,7 @@ pub fn config_subcommand(args: &[&[u8]]) -> Result<(), CmdError> {
 }
 
 /// `CONFIG GET pattern [pattern ...]`, the one CONFIG subcommand served.
-pub fn config(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn config(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     config_subcommand(args)?;
     let table = cx.store.settings.table();
     let mut found: Vec<(&[u8], &str)> = Vec::new();
@@ -166,7 +166,7 @@ fn config_matches<'a>(
 /// `INFO [section ...]`: sections `server`, `clients`, `stats`,
 /// `keyspace` (all by default, or with `all`/`everything`/`default`).
 /// The contents are this server's, not Redis's; the format is Redis's.
-pub fn info(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn info(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     let wanted = |section: &str| {
         args.len() == 1
             || args[1..].iter().any(|a| {
