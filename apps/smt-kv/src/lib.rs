@@ -17,7 +17,7 @@
 //!
 //! See `docs/apps.md`.
 
-#![warn(unreachable_pub)]
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod client;
 pub mod cmd;

@@ -11,6 +11,7 @@ use crate::resp::reply;
 pub struct Password(Vec<u8>);
 
 impl Password {
+    /// The password clients must send with AUTH.
     pub fn new(password: Vec<u8>) -> Self {
         Self(password)
     }

@@ -13,12 +13,19 @@ use crate::resp::reply;
 /// say that nothing is persisted, which is true.
 #[derive(Clone, Debug)]
 pub struct Settings {
+    /// The plain TCP front end's port (Redis's `port`; 0: none).
     pub tcp_port: u16,
+    /// The TLS front end's port (Redis's `tls-port`; 0: none).
     pub tls_port: u16,
+    /// The SMT front end's UDP port (0: none).
     pub smt_port: u16,
+    /// Most connections at once (Redis's `maxclients`).
     pub max_clients: usize,
+    /// Largest bulk string a request may carry, in bytes.
     pub proto_max_bulk_len: u64,
+    /// Most bytes of unparsed requests held per connection.
     pub client_query_buffer_limit: usize,
+    /// When the server started (INFO's uptime).
     pub started: Instant,
     /// Clients must `AUTH` with it first (Redis's `requirepass`).
     pub requirepass: Option<super::Password>,
@@ -64,11 +71,17 @@ impl Settings {
 /// Counters for INFO, kept by the event loop and the commands.
 #[derive(Clone, Debug, Default)]
 pub struct Stats {
+    /// Commands run (INFO's `total_commands_processed`).
     pub commands: u64,
+    /// TCP and TLS connections accepted (`total_connections_received`).
     pub connections_received: u64,
+    /// TCP and TLS connections open now.
     pub connected_clients: u64,
+    /// Connections refused at `max_clients`.
     pub rejected_connections: u64,
+    /// SMT requests served (each a whole command batch).
     pub smt_requests: u64,
+    /// Requests that did not parse as RESP (the connection is closed).
     pub protocol_errors: u64,
 }
 

@@ -76,6 +76,7 @@ pub struct ServerConfig {
     pub smt: Option<SocketAddr>,
     /// The certificate of the TLS and SMT front ends.
     pub identity: Identity,
+    /// Limits on what one request may hold (bulk length, query buffer).
     pub limits: Limits,
     /// Stream clients served at once (Redis's `maxclients`).
     pub max_clients: usize,
@@ -138,8 +139,11 @@ impl From<io::Error> for ServerError {
 /// A running server. Dropping it stops the loop and waits for it.
 #[derive(Debug)]
 pub struct RunningServer {
+    /// Where the TCP front end listens, if it was asked for.
     pub tcp: Option<SocketAddr>,
+    /// Where the TLS front end listens, if it was asked for.
     pub tls: Option<SocketAddr>,
+    /// Where the SMT front end's UDP socket is bound, if it was asked for.
     pub smt: Option<SocketAddr>,
     stop: Arc<AtomicBool>,
     waker: Arc<Waker>,
