@@ -10,6 +10,8 @@
 //! - [`run`]: one system at a time, pinned or not, nothing left running;
 //! - [`report`], [`plot`]: tables with ratios, targets, JSON, CSV, SVG.
 
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod cli;
 pub mod dist;
 pub mod plot;
