@@ -1,5 +1,5 @@
 //! `smt-bench`: SMT against its peers on loopback, every system on the
-//! same workloads in the same run (issue #5). See `docs/benchmarks.md`,
+//! same workloads in the same run. See `docs/benchmarks.md`,
 //! "Peer comparison (smt-bench)".
 //!
 //! - [`systems`]: SMT (AES-128-GCM, null cipher, raw IP, GRO off, busy

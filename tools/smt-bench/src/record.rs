@@ -126,7 +126,7 @@ pub const BUCKETS: [usize; 7] = [
 ];
 
 /// Rows of the mixed workload: one per size bucket, one for small
-/// messages (≤ 1 KiB, the tail-latency target) and one for all.
+/// messages (≤ 1 KiB, where the tail-latency target applies) and one for all.
 pub fn mixed_rows(base: &Record, s: &Samples, unloaded: &UnloadedRtt) -> Vec<Record> {
     let mut groups: Vec<(String, Vec<(u64, f64)>)> = BUCKETS
         .iter()

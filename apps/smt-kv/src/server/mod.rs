@@ -8,7 +8,7 @@
 //! ```
 //!
 //! **Why mio and not a tokio runtime.** Redis is one thread around epoll
-//! (its `ae` loop), and the paper's port registers the SMT socket's
+//! (its `ae` loop), and SMT's published Redis port registers the SMT socket's
 //! descriptor in that same loop. mio is exactly that: epoll and nothing
 //! else. The database is owned by the loop, so it needs no lock and no
 //! `RefCell`, commands run in arrival order, and the loop decides itself

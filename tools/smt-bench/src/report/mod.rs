@@ -1,4 +1,4 @@
-//! Tables on stdout (values, and SMT AES-128-GCM ÷ each peer), the issue's
+//! Tables on stdout (values, and SMT AES-128-GCM ÷ each peer), the performance
 //! targets as checks, and the JSON and CSV files.
 
 mod tables;
