@@ -20,7 +20,7 @@ pub enum Transport {
     Tcp,
     /// RESP over TLS 1.3 over TCP.
     Tls,
-    /// One SMT request per command batch.
+    /// RESP commands in SMT request messages.
     Smt,
 }
 

@@ -37,7 +37,7 @@ pub struct Store {
     pub stats: Stats,
     /// What CONFIG GET reports, and the password AUTH checks.
     pub settings: Settings,
-    /// The random numbers SPOP and SRANDMEMBER draw.
+    /// The random numbers SPOP draws.
     pub rng: Rng,
 }
 

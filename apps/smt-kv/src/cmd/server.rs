@@ -79,9 +79,10 @@ pub struct Stats {
     pub connected_clients: u64,
     /// Connections refused at `max_clients`.
     pub rejected_connections: u64,
-    /// SMT requests served (each a whole command batch).
+    /// SMT requests served (each a message of one or more commands).
     pub smt_requests: u64,
-    /// Requests that did not parse as RESP (the connection is closed).
+    /// Input that did not parse as RESP (answered with an error, then
+    /// the connection or SMT message ends).
     pub protocol_errors: u64,
 }
 
