@@ -16,12 +16,16 @@ use crate::resp::{reply, Value};
 /// A transport to the store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 pub enum Transport {
+    /// RESP over plain TCP.
     Tcp,
+    /// RESP over TLS 1.3 over TCP.
     Tls,
+    /// RESP commands in SMT request messages.
     Smt,
 }
 
 impl Transport {
+    /// Every transport, in the order tables list them.
     pub const ALL: [Transport; 3] = [Transport::Smt, Transport::Tls, Transport::Tcp];
 
     /// The name in tables and plots.

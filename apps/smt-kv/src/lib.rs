@@ -1,6 +1,7 @@
 //! `smt-kv`: a Redis-compatible key-value store served over plain TCP,
-//! TLS 1.3 over TCP and SMT, from one event loop on one database (seed
-//! 001 §5.3, the paper's Redis port), with a YCSB A–D runner (Fig. 8).
+//! TLS 1.3 over TCP and SMT, from one event loop on one database (after
+//! the Redis port of Gao et al., "Designing Transport-Level Encryption for
+//! Datacenter Networks", § 5.3), with a YCSB A–D runner (their Fig. 8).
 //!
 //! - [`resp`]: RESP2 requests (multibulk and inline, with Redis's limits
 //!   and quirks) and replies;
@@ -16,6 +17,8 @@
 //! - [`ycsb`]: the workload generator, runner, report and plot.
 //!
 //! See `docs/apps.md`.
+
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod client;
 pub mod cmd;

@@ -29,6 +29,8 @@ pub struct Session {
 }
 
 impl Session {
+    /// A fresh client session (not yet authenticated) parsing within
+    /// `limits`.
     pub fn new(limits: Limits) -> Self {
         Self {
             parser: RequestParser::new(limits),

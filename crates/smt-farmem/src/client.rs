@@ -39,6 +39,8 @@ pub fn psk_endpoint(psk: &[u8], busy_poll: bool) -> Result<LocalEndpoint, Client
 }
 
 impl PageClient {
+    /// A client driving `pipeline` (CPU or engine decryption, as the
+    /// pipeline was made).
     pub fn new(pipeline: Pipeline) -> Self {
         Self { pipeline }
     }
@@ -48,14 +50,18 @@ impl PageClient {
         Self::new(Pipeline::new(endpoint, node, cipher, Crypto::Cpu))
     }
 
+    /// The pipeline underneath, for its statistics and cipher.
     pub fn pipeline(&self) -> &Pipeline {
         &self.pipeline
     }
 
+    /// The pipeline underneath, to rotate keys or reach the endpoint.
     pub fn pipeline_mut(&mut self) -> &mut Pipeline {
         &mut self.pipeline
     }
 
+    /// Gives up the blocking interface, for a requester that drives the
+    /// pipeline itself.
     pub fn into_pipeline(self) -> Pipeline {
         self.pipeline
     }

@@ -12,14 +12,27 @@ use smt_pagecrypt::IntegrityError;
 pub enum PageError {
     /// The memory node refused the page (bad address, never written, full):
     /// the caller's address or the node's size is at fault.
-    Node { address: u64, status: PageStatus },
+    Node {
+        /// The page's remote byte address.
+        address: u64,
+        /// The node's verdict on that page.
+        status: PageStatus,
+    },
     /// The page came back but failed its check: the memory node (or the
     /// path to it) changed, moved or replayed it, or it was sealed under
     /// another key.
-    Integrity { address: u64, error: IntegrityError },
+    Integrity {
+        /// The page's remote byte address.
+        address: u64,
+        /// Which check failed (the attack cannot be told apart).
+        error: IntegrityError,
+    },
     /// The node refused the whole request (a bug on one side: versions
     /// differ, or the request was malformed).
-    Refused { status: RequestStatus },
+    Refused {
+        /// The node's verdict on the request.
+        status: RequestStatus,
+    },
     /// The node's response did not parse.
     BadResponse(WireError),
     /// The SMT call failed (timeout, node gone); shared by the call's pages.
@@ -62,7 +75,12 @@ pub enum ClientError {
     Smt(smt::Error),
     /// A batch larger than the node takes (split it, or use the batched
     /// calls, which split for you).
-    BatchTooLarge { pages: usize, max: usize },
+    BatchTooLarge {
+        /// Pages in the refused request.
+        pages: usize,
+        /// Pages one request may carry ([`smt_memnode::wire::MAX_BATCH`]).
+        max: usize,
+    },
     /// Setting up the crypto engine failed.
     Engine(String),
 }

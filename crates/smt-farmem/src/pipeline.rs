@@ -29,6 +29,7 @@ pub enum Crypto {
 }
 
 impl Crypto {
+    /// `cpu` or `engine`, as reports name it.
     pub fn name(&self) -> &'static str {
         match self {
             Crypto::Cpu => "cpu",
@@ -59,7 +60,10 @@ impl fmt::Debug for PageBuf {
 pub struct Done {
     /// The caller's tag from `start_read`/`start_write`.
     pub user: u64,
+    /// The page's remote byte address.
     pub address: u64,
+    /// For a read, the opened page; for a write, `None`; or why the page
+    /// failed.
     pub result: Result<Option<PageBuf>, PageError>,
 }
 
@@ -86,9 +90,13 @@ struct EngineWork {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PipelineStats {
+    /// SMT calls sent to the memory node (each up to `MAX_BATCH` pages).
     pub requests: u64,
+    /// Pages that came back opened and checked.
     pub pages_read: u64,
+    /// Pages the node acknowledged storing.
     pub pages_written: u64,
+    /// Pages that failed their integrity check.
     pub integrity_failures: u64,
     /// Pages that waited for a free engine context.
     pub engine_backlogged: u64,
@@ -146,18 +154,22 @@ impl Pipeline {
         }
     }
 
+    /// The page cipher (key ring, CRC, versioning).
     pub fn cipher(&self) -> &PageCipher {
         &self.cipher
     }
 
+    /// The page cipher, to add, rotate or retire keys.
     pub fn cipher_mut(&mut self) -> &mut PageCipher {
         &mut self.cipher
     }
 
+    /// Where pages are decrypted.
     pub fn crypto(&self) -> &Crypto {
         &self.crypto
     }
 
+    /// The SMT endpoint the pipeline sends on.
     pub fn endpoint(&self) -> &LocalEndpoint {
         &self.endpoint
     }
@@ -168,10 +180,12 @@ impl Pipeline {
         &mut self.endpoint
     }
 
+    /// The memory node's address.
     pub fn node(&self) -> SocketAddr {
         self.node
     }
 
+    /// The counters so far.
     pub fn stats(&self) -> PipelineStats {
         self.stats
     }

@@ -1,4 +1,5 @@
-//! How a requester waits for its pages (seed 002 §5.2).
+//! How a requester waits for its pages (as Yoon & Moon, CoNEXT 2025,
+//! § 5.2, compare them).
 //!
 //! - **Busy-wait** (DiLOS): issue the fetch, then poll its completion
 //!   without sleeping until the page is there; the endpoint polls its
@@ -20,11 +21,16 @@ use std::str::FromStr;
 /// A requester's way of waiting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Requester {
+    /// Spin on the socket and the completion queue until the page is
+    /// there (DiLOS's way).
     BusyWait,
+    /// Do other work meanwhile; sleep on file descriptors when there is
+    /// none (Adios's way).
     Yield,
 }
 
 impl Requester {
+    /// Every way, in the order the experiment reports them.
     pub const ALL: [Requester; 2] = [Requester::BusyWait, Requester::Yield];
 
     /// Whether its endpoint spins on the socket.
@@ -32,6 +38,7 @@ impl Requester {
         self == Requester::BusyWait
     }
 
+    /// The name on command lines and in reports (`busy-wait`, `yield`).
     pub fn name(self) -> &'static str {
         match self {
             Requester::BusyWait => "busy-wait",

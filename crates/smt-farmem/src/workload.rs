@@ -1,4 +1,4 @@
-//! The workloads of seed 002 §5.2, on a [`RemoteRegion`]: the random
+//! The workloads of Yoon & Moon (CoNEXT 2025) § 5.2, on a [`RemoteRegion`]: the random
 //! array indirection microbenchmark and a key-value store (50-byte keys,
 //! 1 KiB values, GET and SCAN), and the open-loop load that drives them.
 
@@ -19,8 +19,11 @@ pub use smt_proto::sim::SplitMix64;
 /// hop may fault).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ArrayIndirection {
+    /// `u64` entries in the array (8 per 64 bytes of the region).
     pub entries: u64,
+    /// Entries one request follows.
     pub depth: usize,
+    /// Seed of the array's contents.
     pub seed: u64,
 }
 
@@ -74,15 +77,20 @@ pub const SCAN_LEN: usize = 100;
 /// open-addressing hash index of `u32` record numbers (FNV-1a of the key,
 /// linear probing), and records sorted by key (so SCAN reads neighbours).
 /// Everything a GET touches is in remote memory, as RocksDB's blocks are
-/// in the seed's run.
+/// in Yoon & Moon's run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KvLayout {
+    /// Records in the store.
     pub records: usize,
+    /// Slots of the hash index (a power of two, at least twice `records`).
     pub index_slots: usize,
+    /// Seed of the values' contents.
     pub seed: u64,
 }
 
 impl KvLayout {
+    /// A store of `records` records; its size in pages is
+    /// [`KvLayout::pages`].
     pub fn new(records: usize, seed: u64) -> Self {
         Self {
             records,
@@ -214,10 +222,13 @@ fn read_u32(b: &[u8], at: usize) -> u32 {
 pub struct LoadConfig {
     /// Requests per second offered.
     pub rate: f64,
+    /// Requests in the run, warm-up included.
     pub requests: usize,
     /// Leading requests left out of the statistics.
     pub warmup: usize,
+    /// Threads serving the queue.
     pub workers: usize,
+    /// Seed of the arrival times and request arguments.
     pub seed: u64,
 }
 
@@ -240,7 +251,7 @@ impl LoadResult {
 
 /// Runs `op(i)` for requests `0..requests` as an open-loop load; `op`
 /// returns whether the request counts in the latency statistics (the
-/// seed reports GET latency only).
+/// key-value runs report GET latency only).
 pub fn run_open_loop(config: LoadConfig, op: impl Fn(usize) -> bool + Sync) -> LoadResult {
     let mut g = SplitMix64::new(config.seed);
     let mut t = 0.0f64;

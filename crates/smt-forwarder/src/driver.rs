@@ -47,6 +47,7 @@ const UPSTREAM0: usize = 1 << 20;
 /// What the driver needs beyond the core's settings.
 #[derive(Clone, Debug)]
 pub struct DriverConfig {
+    /// The sans-IO core's settings (paths, balance, queues).
     pub core: Config,
     /// Addresses (with the port clients use) to listen on.
     pub listen: Vec<SocketAddr>,
@@ -64,6 +65,8 @@ pub struct Stopper {
 }
 
 impl Stopper {
+    /// Asks the driver to return from [`Driver::run`]; it wakes a driver
+    /// blocked in its poll.
     pub fn stop(&self) {
         self.flag.store(true, Ordering::Release);
         let _ = self.waker.wake();
@@ -140,6 +143,7 @@ impl Driver {
             .collect()
     }
 
+    /// A handle that stops [`Driver::run`] from another thread.
     pub fn stopper(&self) -> Stopper {
         Stopper {
             flag: self.stop.clone(),
@@ -147,6 +151,7 @@ impl Driver {
         }
     }
 
+    /// The core's counters so far.
     pub fn stats(&self) -> &Stats {
         self.core.stats()
     }

@@ -1,7 +1,7 @@
 //! Per-path congestion feedback, computed for every packet as it leaves
 //! its path's queue, and the hook that will write it into the packet.
 //!
-//! Seed 004 (MTP § 3.1.3) has devices write `(pathlet, traffic class,
+//! MTP (Stephens et al., HotNets 2021, § 3.1.3) has devices write `(pathlet, traffic class,
 //! feedback)` into each packet, which the receiver echoes so the sender
 //! keeps a window per pathlet and class. In SMT that is the PATH packet a
 //! sender puts first in a datagram, with empty slots reserved
@@ -21,8 +21,9 @@ pub struct PathFeedback {
     pub path: u8,
     /// The packet's traffic class on that path.
     pub class: u8,
-    /// Bytes and packets still queued behind it.
+    /// Bytes still queued behind it.
     pub queue_bytes: u32,
+    /// Packets still queued behind it.
     pub queue_packets: u32,
     /// ECN-style congestion mark: the queue held more than the marking
     /// threshold when the packet arrived (DCTCP, RFC 8257 § 3.1).
@@ -47,6 +48,8 @@ impl PathFeedback {
 /// queue, after the forwarder wrote its PATH slot (if the packet carries
 /// a PATH), with the packet's bytes.
 pub trait FeedbackSink: Send {
+    /// Takes one packet's feedback; may rewrite `packet` in place (it
+    /// leaves as `packet` holds it on return).
     fn feedback(&mut self, meta: &Meta, feedback: &PathFeedback, packet: &mut Vec<u8>);
 }
 

@@ -38,8 +38,14 @@ const SWEEP_EVERY: Duration = Duration::from_millis(50);
 /// on behalf of `client`.
 #[derive(Debug)]
 pub struct Transmit {
+    /// Index of the path (in [`Config::paths`](crate::Config::paths)) to
+    /// send on.
     pub path: usize,
+    /// The client the packet came from (the driver's upstream socket for
+    /// it sends it).
     pub client: SocketAddr,
+    /// The packet's bytes, as the client sent them (with this device's
+    /// PATH slot filled, if the packet carries a PATH).
     pub bytes: Vec<u8>,
 }
 
@@ -202,10 +208,12 @@ impl Forwarder {
         self.sink = sink;
     }
 
+    /// The counters so far.
     pub fn stats(&self) -> &Stats {
         &self.stats
     }
 
+    /// The settings it was made with.
     pub fn config(&self) -> &Config {
         &self.config
     }

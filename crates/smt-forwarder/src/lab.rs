@@ -24,7 +24,9 @@ pub enum Variant {
 pub struct Topology {
     script: PathBuf,
     tag: String,
+    /// Paths to one server, or one link per replica.
     pub variant: Variant,
+    /// Paths (or replicas) built.
     pub links: usize,
 }
 

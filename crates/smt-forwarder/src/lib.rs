@@ -1,6 +1,6 @@
 //! `smt-forwarder`: a user-space forwarding device that acts on SMT's
-//! plaintext header without any key (seed 004, MTP: messages as the unit
-//! of load balancing and scheduling). See `docs/innetwork.md`.
+//! plaintext header without any key (after MTP, Stephens et al., HotNets
+//! 2021: messages as the unit of load balancing and scheduling). See `docs/innetwork.md`.
 //!
 //! It reads, through `smt_proto::wire`'s checked view, the type, key
 //! phase, message ID and — on DATA — the message's wire length, the
@@ -21,6 +21,8 @@
 //! The core ([`Forwarder`]) is sans-IO: no socket, clock or thread;
 //! `driver` owns the sockets (one per client and path, on the path's
 //! device) and the clock.
+
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod driver;
 pub mod feedback;
@@ -70,8 +72,12 @@ impl PathConfig {
 pub struct Config {
     /// The port clients send to (part of the ECMP 5-tuple).
     pub port: u16,
+    /// The paths, by index; a packet's path index is its pathlet's offset
+    /// from `pathlet_base`.
     pub paths: Vec<PathConfig>,
+    /// How packets are spread over the paths to a replica.
     pub balance: Balance,
+    /// How a message's replica is chosen among servers sharing a session.
     pub replica_policy: ReplicaPolicy,
     /// Priority queues per class (a DATA packet of priority `p` goes to
     /// queue `min(p, priorities - 1)`; control packets to the last).
@@ -97,7 +103,7 @@ pub struct Config {
 impl Config {
     /// Settings for `paths` with the defaults: message-aware balance,
     /// per-message replicas, 8 priorities, one class, 4 MiB buffers,
-    /// marking above 20 packets (seed 004 § 5.1).
+    /// marking above 20 packets (MTP's evaluation, § 5.1).
     pub fn new(port: u16, paths: Vec<PathConfig>) -> Self {
         Self {
             port,

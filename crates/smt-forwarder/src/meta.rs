@@ -50,6 +50,7 @@ pub const FIELDS_READ: &[(Range<usize>, &str)] = &[
 /// The plaintext facts of one SMT packet the forwarder acts on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Meta {
+    /// The packet's type (byte 13 of the header).
     pub ty: PacketType,
     /// Key phase (bit 0 of byte 12): which of two key epochs the message
     /// belongs to; message IDs restart every epoch.
@@ -69,6 +70,7 @@ pub struct DataMeta {
     pub wire_offset: u64,
     /// Payload bytes of this packet.
     pub payload_len: u32,
+    /// The RETRANSMIT flag: the packet repeats one sent before.
     pub retransmit: bool,
     /// The application's priority (byte 31): 0 default, larger is more
     /// urgent.
@@ -129,7 +131,9 @@ fn data_meta(p: &Packet<&[u8]>) -> DataMeta {
 /// One packet of a datagram: its byte range and its header's length.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Piece {
+    /// The packet's bytes within the datagram.
     pub range: Range<usize>,
+    /// Bytes of its plaintext header (what [`Meta::read`] takes).
     pub header_len: usize,
 }
 

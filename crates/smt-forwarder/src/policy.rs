@@ -10,7 +10,7 @@ use std::str::FromStr;
 pub enum Balance {
     /// ECMP: a hash of the UDP 5-tuple picks the path, so every packet
     /// of a client goes one way whatever its message (the baseline of
-    /// seed 004 Fig. 6).
+    /// MTP's Fig. 6).
     Ecmp,
     /// Per-packet spraying: round robin over the paths, packet by packet
     /// (the other baseline; reorders packets within a message).
@@ -22,8 +22,11 @@ pub enum Balance {
     Message,
     /// Every packet on one path, the next one every `period_ms`
     /// milliseconds from the first packet: a switch moving a long
-    /// transfer between paths (seed 004 Fig. 5, experiment 4(a)).
-    Alternate { period_ms: u64 },
+    /// transfer between paths (MTP's Fig. 5, experiment 4(a)).
+    Alternate {
+        /// Milliseconds on each path before moving to the next.
+        period_ms: u64,
+    },
 }
 
 impl FromStr for Balance {

@@ -1,7 +1,7 @@
 //! A path's output queue: one FIFO per (traffic class, priority), deficit
 //! round robin between classes, strict priority inside a class, a byte
-//! limit with tail drop, and ECN-style marking above a threshold (seed
-//! 004 § 5.1: 128-packet buffer, marking at 20 packets; DCTCP's rule,
+//! limit with tail drop, and ECN-style marking above a threshold (MTP's
+//! evaluation, § 5.1: 128-packet buffer, marking at 20 packets; DCTCP's rule,
 //! RFC 8257 § 3.1, on the instantaneous queue).
 
 use std::collections::VecDeque;
@@ -15,7 +15,9 @@ const QUANTUM: u32 = 1500;
 /// Queue occupancy and the mark decision for one packet.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Occupancy {
+    /// Bytes queued when the packet arrived (itself excluded).
     pub bytes: u64,
+    /// Packets queued when the packet arrived (itself excluded).
     pub packets: u32,
     /// The queue held more than the marking threshold when the packet
     /// arrived (DCTCP's CE mark).
@@ -49,7 +51,7 @@ impl Class {
 
 /// The output queue of one path.
 #[derive(Debug)]
-pub struct PathQueue {
+pub(crate) struct PathQueue {
     classes: Vec<Class>,
     /// Next class the round robin visits.
     turn: usize,
@@ -60,7 +62,12 @@ pub struct PathQueue {
 }
 
 impl PathQueue {
-    pub fn new(classes: usize, priorities: usize, limit_bytes: u64, mark_packets: u32) -> Self {
+    pub(crate) fn new(
+        classes: usize,
+        priorities: usize,
+        limit_bytes: u64,
+        mark_packets: u32,
+    ) -> Self {
         let class = || Class {
             fifos: (0..priorities.max(1)).map(|_| VecDeque::new()).collect(),
             deficit: 0,
@@ -75,11 +82,11 @@ impl PathQueue {
         }
     }
 
-    pub fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         self.bytes
     }
 
-    pub fn packets(&self) -> u32 {
+    pub(crate) fn packets(&self) -> u32 {
         self.packets
     }
 

@@ -1,5 +1,5 @@
-//! A memory node for encrypted remote memory over SMT (seed 002): it
-//! stores 4 KiB pages that compute nodes sealed (XTS-AES-128 over page ‖
+//! A memory node for encrypted remote memory over SMT (after Yoon & Moon,
+//! CoNEXT 2025): it stores 4 KiB pages that compute nodes sealed (XTS-AES-128 over page ‖
 //! CRC-64 ‖ 0^8, 4,112 bytes, see `smt-pagecrypt`) and hands them back. It
 //! never holds an XTS key and never sees plaintext; SMT (TLS 1.3 or a
 //! pre-shared key) protects the network leg on top.
@@ -15,6 +15,8 @@
 //! response that names what is wrong, never a panic; a bad page (not
 //! aligned, beyond the limit, never written, no room) gets its own status
 //! while the rest of the batch is served.
+
+#![warn(missing_docs, unreachable_pub)]
 
 mod server;
 mod store;

@@ -22,8 +22,9 @@ pub struct NodeStats {
     pub requests: u64,
     /// Requests refused whole (malformed, bad version, unknown op, too big).
     pub refused: u64,
-    /// Pages read and written successfully.
+    /// Pages read successfully.
     pub pages_read: u64,
+    /// Pages written successfully.
     pub pages_written: u64,
     /// Pages answered with an error status.
     pub page_errors: u64,
@@ -67,6 +68,7 @@ impl MemNode {
         }
     }
 
+    /// The address the node's endpoint is bound to, for clients.
     pub fn local_addr(&self) -> SocketAddr {
         self.endpoint.local_addr()
     }
@@ -204,6 +206,7 @@ fn count(stats: &mut NodeStats, statuses: &[PageStatus], read: bool) {
 
 /// A node serving on its own thread; dropping the handle stops it.
 pub struct RunningNode {
+    /// The address the node serves on, for clients.
     pub addr: SocketAddr,
     store: Arc<Mutex<PageStore>>,
     stats: Arc<Mutex<NodeStats>>,
@@ -225,6 +228,7 @@ impl RunningNode {
         self.store.clone()
     }
 
+    /// What it has served so far.
     pub fn stats(&self) -> NodeStats {
         *self.stats.lock().unwrap_or_else(PoisonError::into_inner)
     }

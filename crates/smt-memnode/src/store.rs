@@ -33,6 +33,7 @@ pub struct PageStore {
 }
 
 impl PageStore {
+    /// An empty store with `config`'s limits.
     pub fn new(config: StoreConfig) -> Self {
         Self {
             config,
@@ -40,6 +41,7 @@ impl PageStore {
         }
     }
 
+    /// The limits it was made with.
     pub fn config(&self) -> &StoreConfig {
         &self.config
     }

@@ -45,8 +45,11 @@ pub const READ_ENTRY_HEAD: usize = 8;
 pub struct Op(pub u8);
 
 impl Op {
+    /// Fetch sealed pages by address.
     pub const READ: Op = Op(0x01);
+    /// Store sealed pages at addresses, replacing what was there.
     pub const WRITE: Op = Op(0x02);
+    /// Ask for the node's capacity, limits and use ([`Info`]).
     pub const INFO: Op = Op(0x03);
 }
 
@@ -66,10 +69,13 @@ impl fmt::Debug for Op {
 pub struct RequestStatus(pub u8);
 
 impl RequestStatus {
+    /// The request was served; per-page statuses follow.
     pub const OK: Self = Self(0x00);
     /// Too short, too long, or a reserved field not zero.
     pub const MALFORMED: Self = Self(0x01);
+    /// The version byte is not [`VERSION`]: client and node differ.
     pub const UNSUPPORTED_VERSION: Self = Self(0x02);
+    /// The op byte is none of [`Op`]'s constants.
     pub const UNKNOWN_OP: Self = Self(0x03);
     /// More than [`MAX_BATCH`] pages.
     pub const TOO_MANY_PAGES: Self = Self(0x04);
@@ -93,6 +99,7 @@ impl fmt::Debug for RequestStatus {
 pub struct PageStatus(pub u8);
 
 impl PageStatus {
+    /// The page was read or written.
     pub const OK: Self = Self(0x00);
     /// The address is not a multiple of 4096.
     pub const MISALIGNED: Self = Self(0x01);
@@ -132,7 +139,9 @@ impl fmt::Debug for PageStatus {
 /// A sealed page with its key ID, as written and read.
 #[derive(Clone, PartialEq, Eq)]
 pub struct StoredPage {
+    /// The compute node's ID of the key that sealed the page; opaque here.
     pub key: u32,
+    /// The sealed page (ciphertext of page ‖ CRC-64 ‖ 0^8).
     pub bytes: Box<[u8; SEALED_LEN]>,
 }
 
@@ -147,31 +156,46 @@ impl fmt::Debug for StoredPage {
 /// A parsed request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
+    /// READ of the pages at these byte addresses, answered in this order.
     Read(Vec<u64>),
+    /// WRITE of these pages at these byte addresses.
     Write(Vec<(u64, StoredPage)>),
+    /// INFO: the node's facts.
     Info,
 }
 
 /// Node facts an INFO returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Info {
+    /// Most pages the node holds at once.
     pub capacity_pages: u64,
+    /// Byte addresses must be below this.
     pub address_limit: u64,
+    /// Pages held now.
     pub used_pages: u64,
+    /// Bytes of a plaintext page (4096).
     pub page_size: u32,
+    /// Bytes of a sealed page (4112).
     pub sealed_len: u32,
+    /// Most pages in one request ([`MAX_BATCH`]).
     pub max_batch: u32,
 }
 
 /// A parsed response.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Response {
+    /// Per requested address, in request order: the stored page or why
+    /// there is none.
     Read(Vec<Result<StoredPage, PageStatus>>),
+    /// Per written page, in request order, its verdict.
     Write(Vec<PageStatus>),
+    /// The node's facts.
     Info(Info),
     /// The request as a whole was refused.
     Refused {
+        /// The request's op, echoed.
         op: Op,
+        /// Why it was refused (never [`RequestStatus::OK`]).
         status: RequestStatus,
     },
 }
@@ -180,12 +204,30 @@ pub enum Response {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum WireError {
-    Short { need: usize, have: usize },
-    Trailing { expected: usize, have: usize },
+    /// Fewer bytes than the header, or than the entries its count
+    /// announces.
+    Short {
+        /// Bytes the message needs at least.
+        need: usize,
+        /// Bytes it has.
+        have: usize,
+    },
+    /// More bytes than the header's count accounts for.
+    Trailing {
+        /// Bytes the header's op and count imply.
+        expected: usize,
+        /// Bytes the message has.
+        have: usize,
+    },
+    /// The version byte is not [`VERSION`].
     Version(u8),
+    /// The op byte is not a known [`Op`].
     UnknownOp(Op),
+    /// The count exceeds [`MAX_BATCH`].
     TooManyPages(usize),
+    /// The named reserved field is not zero.
     Reserved(&'static str),
+    /// A response's request status is not a known [`RequestStatus`].
     UnknownStatus(RequestStatus),
 }
 

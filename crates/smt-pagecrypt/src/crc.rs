@@ -10,7 +10,7 @@ use std::fmt;
 pub enum Crc64 {
     /// CRC-64/NVME (polynomial 0xad93d23594c93659): NVMe's end-to-end
     /// protection CRC, which NVIDIA RNICs compute as their "CRC64"
-    /// signature (seed 002 §4). Check value `ae8b14860a799888`.
+    /// signature (Yoon & Moon, CoNEXT 2025, §4). Check value `ae8b14860a799888`.
     #[default]
     Nvme,
     /// CRC-64/XZ (ECMA-182 polynomial 0x42f0e1eba9ea3693), xz's and

@@ -1,4 +1,4 @@
-//! Page protection for encrypted remote memory (seed 002, Yoon & Moon,
+//! Page protection for encrypted remote memory (Yoon & Moon,
 //! CoNEXT 2025): a compute node keeps its 4 KiB pages on a memory node
 //! that must never see plaintext, so each page leaves as
 //!
@@ -7,7 +7,7 @@
 //!   tweak = remote page address (u64 LE) ‖ version (u64 LE, 0 unless versioned)
 //! ```
 //!
-//! exactly the layout the seed's RNIC computes (§3.1: the CRC is taken
+//! exactly the layout their RNIC computes (§3.1: the CRC is taken
 //! over the page and encrypted with it; 8 zero bytes pad the input to a
 //! multiple of the AES block). What each part buys (`docs/remote-memory.md`
 //! § 3 has the full table):
@@ -32,6 +32,8 @@
 //!
 //! No sockets, no clock outside [`engine`]'s worker; the memory node and
 //! the client live in `smt-memnode` and `smt-farmem`.
+
+#![warn(missing_docs, unreachable_pub)]
 
 mod crc;
 pub mod engine;

@@ -13,7 +13,9 @@ use crate::{Page, CRC_LEN, PAGE_SIZE, SEALED_LEN};
 /// ID of the key that sealed it.
 #[derive(Clone, PartialEq, Eq)]
 pub struct SealedPage {
+    /// The key that sealed the page; the opener looks it up in its ring.
     pub key: KeyId,
+    /// XTS ciphertext of page ‖ CRC-64 ‖ 0^8.
     pub bytes: Box<[u8; SEALED_LEN]>,
 }
 
@@ -35,7 +37,12 @@ pub enum IntegrityError {
     /// issued).
     UnknownKey(KeyId),
     /// The decrypted CRC-64 does not match the decrypted page.
-    Checksum { stored: u64, computed: u64 },
+    Checksum {
+        /// The CRC-64 decrypted from bytes 4096..4104.
+        stored: u64,
+        /// The CRC-64 of the decrypted page.
+        computed: u64,
+    },
     /// The decrypted padding is not zero (the last block was changed).
     Padding,
 }
@@ -85,7 +92,7 @@ impl fmt::Debug for PageCipher {
 
 impl PageCipher {
     /// A cipher over `ring` with `crc`; tweaks carry the address only
-    /// (the seed's design).
+    /// (Yoon & Moon's design).
     pub fn new(ring: KeyRing, crc: Crc64) -> Self {
         Self {
             contexts: ring

@@ -4,7 +4,7 @@ use std::fmt;
 
 /// A 128-bit XTS tweak (IEEE 1619's data unit number, little-endian).
 ///
-/// Seed 002 derives the tweak from the page's remote address, so the same
+/// Yoon & Moon (CoNEXT 2025) derive the tweak from the page's remote address, so the same
 /// plaintext stored at two addresses encrypts differently (no
 /// watermarking) and a page moved to another address fails its check.
 /// [`Tweak::versioned`] also puts the page's write count in the upper 64
@@ -19,8 +19,8 @@ impl Tweak {
         Self::from_parts(n, 0)
     }
 
-    /// The tweak for the page at remote byte address `address` (the seed's
-    /// choice): the address is the data unit number.
+    /// The tweak for the page at remote byte address `address` (Yoon &
+    /// Moon's choice): the address is the data unit number.
     pub fn address(address: u64) -> Self {
         Self::data_unit(address)
     }

@@ -100,6 +100,8 @@ impl fmt::Debug for XtsCipher {
 }
 
 impl XtsCipher {
+    /// Keys both contexts once with `key`; infallible because [`XtsKey`]
+    /// was checked when it was made.
     pub fn new(key: &XtsKey) -> Self {
         let cipher = Cipher::aes_128_xts();
         // NOTE(unwrap): allocation and keying fail only for a key OpenSSL

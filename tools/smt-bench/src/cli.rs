@@ -61,17 +61,25 @@ pub struct Args {
 /// The workloads, in the order they run.
 pub const WORKLOADS: [&str; 4] = ["rtt", "throughput", "mixed", "bulk"];
 
+/// How much to measure: the plan's sizes, points and durations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Mode {
+    /// A few points, milliseconds each: checks that every system runs.
     Smoke,
+    /// Fewer points and shorter runs than `Full`, for a quick comparison.
     Quick,
+    /// The whole plan, for the published tables.
     Full,
 }
 
+/// The affinities the command line asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum AffinityChoice {
+    /// Every run on one CPU.
     Pinned,
+    /// Every run where the scheduler puts it.
     Unpinned,
+    /// Each system twice, pinned then unpinned.
     Both,
 }
 
@@ -85,6 +93,7 @@ pub enum Affinity {
 }
 
 impl Affinity {
+    /// `pinned` or `unpinned`, as the records and tables name it.
     pub fn name(self) -> &'static str {
         match self {
             Self::Pinned => "pinned",
@@ -94,6 +103,7 @@ impl Affinity {
 }
 
 impl Args {
+    /// The mode, `--smoke` and `--quick` overriding `--mode`.
     pub fn mode(&self) -> Mode {
         match (self.smoke, self.quick) {
             (true, _) => Mode::Smoke,
@@ -102,6 +112,8 @@ impl Args {
         }
     }
 
+    /// The affinities to run under: `--affinity`, else both in full mode
+    /// and pinned otherwise.
     pub fn affinities(&self) -> Vec<Affinity> {
         let choice = self.affinity.unwrap_or(match self.mode() {
             Mode::Full => AffinityChoice::Both,
@@ -114,6 +126,8 @@ impl Args {
         }
     }
 
+    /// How long to wait for the machine to go idle before a system's run
+    /// (`--idle-max-wait`, else 60 s in full mode, 2-3 s otherwise).
     pub fn idle_max_wait(&self) -> Duration {
         let default = match self.mode() {
             Mode::Full => 60.0,
@@ -160,6 +174,7 @@ impl Args {
         Ok(plan)
     }
 
+    /// Whether `workload` is to run (all run when `--workloads` is empty).
     pub fn wants(&self, workload: &str) -> bool {
         self.workloads.is_empty() || self.workloads.iter().any(|w| w == workload)
     }
@@ -168,23 +183,32 @@ impl Args {
 /// What to measure and for how long.
 #[derive(Clone, Debug)]
 pub struct Plan {
+    /// Request sizes of the rtt workload, in bytes.
     pub rtt_sizes: Vec<usize>,
+    /// Request sizes of the throughput workload, in bytes.
     pub throughput_sizes: Vec<usize>,
+    /// RPCs outstanding in the throughput workload, one point each.
     pub concurrency: Vec<usize>,
+    /// Size distributions of the mixed workload.
     pub mixed_dists: Vec<SizeDist>,
     /// Offered load as fractions of the measured capacity.
     pub mixed_loads: Vec<f64>,
     /// Slots (most outstanding RPCs) in the mixed workload.
     pub mixed_slots: usize,
+    /// Bytes of each bulk transfer's request.
     pub bulk_size: usize,
+    /// Bulk transfers outstanding.
     pub bulk_concurrency: usize,
     /// Measured time per point, after `warmup`.
     pub point: Duration,
+    /// Time run, unmeasured, before each point.
     pub warmup: Duration,
+    /// Measured time per mixed-workload point.
     pub mixed_time: Duration,
 }
 
 impl Plan {
+    /// The plan of `mode`, before command-line overrides.
     pub fn for_mode(mode: Mode) -> Self {
         let ms = Duration::from_millis;
         match mode {

@@ -15,6 +15,7 @@ pub const MAX_MESSAGE: usize = 1 << 20;
 /// A named size distribution.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SizeDist {
+    /// The name on the command line and in records (`W3`, `W4`).
     pub name: &'static str,
     points: &'static [(usize, f64)],
 }

@@ -1,5 +1,5 @@
 //! `smt-bench`: SMT against its peers on loopback, every system on the
-//! same workloads in the same run (issue #5). See `docs/benchmarks.md`,
+//! same workloads in the same run. See `docs/benchmarks.md`,
 //! "Peer comparison (smt-bench)".
 //!
 //! - [`systems`]: SMT (AES-128-GCM, null cipher, raw IP, GRO off, busy
@@ -9,6 +9,8 @@
 //! - [`workload`]: closed loops and a Poisson open loop over slots;
 //! - [`run`]: one system at a time, pinned or not, nothing left running;
 //! - [`report`], [`plot`]: tables with ratios, targets, JSON, CSV, SVG.
+
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod cli;
 pub mod dist;

@@ -7,7 +7,9 @@ use crate::workload::Samples;
 /// One measured point of one system: the unit of the JSON and CSV files.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Record {
+    /// The system's name (`smt-aes`, `tls-pipe`, ...).
     pub system: String,
+    /// `pinned` or `unpinned`.
     pub affinity: String,
     /// rtt, throughput, mixed, bulk.
     pub workload: String,
@@ -15,23 +17,35 @@ pub struct Record {
     pub size: Option<usize>,
     /// RPCs outstanding (closed loop) or slots (open loop).
     pub concurrency: Option<usize>,
-    /// Mixed workload: the size distribution, the offered load as a
-    /// fraction of capacity, and the size bucket ("<=1024", "all").
+    /// Mixed workload: the size distribution.
     pub dist: Option<String>,
+    /// Mixed workload: the offered load as a fraction of capacity.
     pub load: Option<f64>,
     /// Mixed workload: the arrival rate asked for (load × capacity), RPC/s.
     pub offered_per_s: Option<f64>,
+    /// Mixed workload: the size bucket the latencies are of ("<=1024",
+    /// "all").
     pub bucket: Option<String>,
+    /// RPCs completed in the measured time.
     pub rpcs: u64,
+    /// RPCs that failed or timed out.
     pub errors: u64,
+    /// Measured time, in seconds.
     pub seconds: f64,
+    /// Median RPC latency, in microseconds.
     pub p50_us: f64,
+    /// 99th-percentile RPC latency, in microseconds.
     pub p99_us: f64,
+    /// Mean RPC latency, in microseconds.
     pub mean_us: f64,
+    /// RPCs completed per second.
     pub rpc_per_s: f64,
     /// Payload bits both ways (request + response) per second.
     pub gbit_per_s: f64,
+    /// Mixed workload: median slowdown (latency over the unloaded RTT of
+    /// the same size).
     pub slowdown_p50: Option<f64>,
+    /// Mixed workload: 99th-percentile slowdown.
     pub slowdown_p99: Option<f64>,
 }
 
@@ -112,7 +126,7 @@ pub const BUCKETS: [usize; 7] = [
 ];
 
 /// Rows of the mixed workload: one per size bucket, one for small
-/// messages (≤ 1 KiB, the tail-latency target) and one for all.
+/// messages (≤ 1 KiB, where the tail-latency target applies) and one for all.
 pub fn mixed_rows(base: &Record, s: &Samples, unloaded: &UnloadedRtt) -> Vec<Record> {
     let mut groups: Vec<(String, Vec<(u64, f64)>)> = BUCKETS
         .iter()

@@ -13,7 +13,9 @@ use crate::workload::{closed_loop, open_loop, Arrivals, Samples, Sizes};
 /// What one system's run produced, and what was skipped and why.
 #[derive(Debug, Default)]
 pub struct SystemRun {
+    /// The measured points.
     pub records: Vec<Record>,
+    /// What was skipped and why, and the system's own lines.
     pub notes: Vec<String>,
 }
 

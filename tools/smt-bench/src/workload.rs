@@ -15,7 +15,9 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Where request sizes come from.
 #[derive(Clone, Copy, Debug)]
 pub enum Sizes {
+    /// Every request this many bytes.
     Fixed(usize),
+    /// Sizes drawn from the distribution, seeded with the number.
     Dist(SizeDist, u64),
 }
 
@@ -24,9 +26,11 @@ pub enum Sizes {
 pub struct Samples {
     /// (request size, latency in ns) of every completed RPC.
     pub rpcs: Vec<(u32, u64)>,
+    /// RPCs that failed or timed out.
     pub errors: u64,
     /// Request + response payload bytes of completed RPCs.
     pub bytes: u64,
+    /// Time the run lasted.
     pub elapsed: Duration,
 }
 

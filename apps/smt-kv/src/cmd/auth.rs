@@ -11,6 +11,7 @@ use crate::resp::reply;
 pub struct Password(Vec<u8>);
 
 impl Password {
+    /// The password clients must send with AUTH.
     pub fn new(password: Vec<u8>) -> Self {
         Self(password)
     }
@@ -35,7 +36,7 @@ impl std::fmt::Debug for Password {
 /// `AUTH password` or `AUTH username password`, where the only user is
 /// `default`. A wrong password leaves an authenticated client
 /// authenticated, as in Redis.
-pub fn auth(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn auth(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     let (user, password) = match args {
         [_, password] => (&b"default"[..], *password),
         [_, user, password] => (*user, *password),

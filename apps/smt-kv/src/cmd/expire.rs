@@ -20,19 +20,19 @@ struct Unit {
     name: &'static str,
 }
 
-pub fn expire(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn expire(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     set_expiry(cx, args, unit(true, true, "expire"))
 }
 
-pub fn pexpire(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn pexpire(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     set_expiry(cx, args, unit(false, true, "pexpire"))
 }
 
-pub fn expireat(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn expireat(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     set_expiry(cx, args, unit(true, false, "expireat"))
 }
 
-pub fn pexpireat(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn pexpireat(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     set_expiry(cx, args, unit(false, false, "pexpireat"))
 }
 
@@ -135,19 +135,19 @@ fn deadline(arg: &[u8], unit: Unit, now: UnixMs) -> Result<i64, CmdError> {
     ms.checked_add(base).ok_or(invalid)
 }
 
-pub fn ttl(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn ttl(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     report(cx, args[1], |at, now| (at.saturating_sub(now) + 500) / 1000)
 }
 
-pub fn pttl(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn pttl(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     report(cx, args[1], |at, now| at.saturating_sub(now))
 }
 
-pub fn expiretime(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn expiretime(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     report(cx, args[1], |at, _| at / 1000)
 }
 
-pub fn pexpiretime(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn pexpiretime(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     report(cx, args[1], |at, _| at)
 }
 
@@ -167,7 +167,7 @@ fn report(
 }
 
 /// `PERSIST key`: 1 if a TTL was removed.
-pub fn persist(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn persist(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     let had_ttl = matches!(cx.store.db.deadline(args[1], cx.now), Some(Some(_)));
     if had_ttl {
         cx.store.db.set_deadline(args[1], None, cx.now);

@@ -5,7 +5,7 @@ use crate::db::{Hash, Value};
 use crate::resp::reply;
 
 /// `HSET key field value [field value ...]`: the number of new fields.
-pub fn hset(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn hset(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     if !args.len().is_multiple_of(2) {
         return Err(CmdError::WrongArity("hset"));
     }
@@ -18,7 +18,7 @@ pub fn hset(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     Ok(After::Continue)
 }
 
-pub fn hget(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn hget(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     match cx.store.db.get(args[1], cx.now) {
         None => reply::nil(cx.out),
         Some(Value::Hash(h)) => reply::bulk_or_nil(cx.out, h.get(args[2])),
@@ -27,7 +27,7 @@ pub fn hget(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     Ok(After::Continue)
 }
 
-pub fn hmget(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn hmget(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     let fields = &args[2..];
     match cx.store.db.get(args[1], cx.now) {
         None => {
@@ -45,7 +45,7 @@ pub fn hmget(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     Ok(After::Continue)
 }
 
-pub fn hgetall(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn hgetall(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     match cx.store.db.get(args[1], cx.now) {
         None => reply::array(cx.out, 0),
         Some(Value::Hash(h)) => {
@@ -62,7 +62,7 @@ pub fn hgetall(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
 
 /// `HDEL key field [field ...]`: the number of fields removed; the key
 /// goes with its last field.
-pub fn hdel(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn hdel(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     let removed = match cx.store.db.collection::<Hash>(args[1], cx.now)? {
         None => 0,
         Some(hash) => args[2..].iter().filter(|f| hash.remove(f)).count(),
@@ -72,7 +72,7 @@ pub fn hdel(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     Ok(After::Continue)
 }
 
-pub fn hlen(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn hlen(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     let len = cx
         .store
         .db

@@ -8,7 +8,7 @@ use crate::resp::reply;
 /// SCAN's default page size.
 const DEFAULT_COUNT: usize = 10;
 
-pub fn del(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn del(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     let removed = args[1..]
         .iter()
         .filter(|key| cx.store.db.remove(key, cx.now))
@@ -18,7 +18,7 @@ pub fn del(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
 }
 
 /// Counts a key each time it is named, as Redis does.
-pub fn exists(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn exists(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     let found = args[1..]
         .iter()
         .filter(|key| cx.store.db.contains(key, cx.now))
@@ -28,7 +28,7 @@ pub fn exists(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
 }
 
 /// `TYPE key`: `string`, `hash`, `list`, `set`, `zset`, or `none`.
-pub fn type_of(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn type_of(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     let name = cx
         .store
         .db
@@ -39,18 +39,18 @@ pub fn type_of(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     Ok(After::Continue)
 }
 
-pub fn dbsize(cx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn dbsize(cx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<After, CmdError> {
     reply::integer(cx.out, count(cx.store.db.len()));
     Ok(After::Continue)
 }
 
 /// `FLUSHDB [ASYNC | SYNC]`: the one database is all of them.
-pub fn flushdb(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn flushdb(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     flushall(cx, args)
 }
 
 /// `FLUSHALL [ASYNC | SYNC]`: both are synchronous here.
-pub fn flushall(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn flushall(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     match &args[1..] {
         [] => {}
         [mode] if is_keyword(mode, "async") || is_keyword(mode, "sync") => {}
@@ -70,7 +70,7 @@ struct ScanFilter<'a> {
 
 /// `SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]`. The cursor is
 /// checked before the options, as in Redis.
-pub fn scan(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn scan(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     let cursor = parse_cursor(args[1]).ok_or(CmdError::InvalidCursor)?;
     let filter = scan_options(&args[2..])?;
     let page = cx

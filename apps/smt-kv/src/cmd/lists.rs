@@ -5,11 +5,11 @@ use crate::db::{End, List};
 use crate::num::parse_i64;
 use crate::resp::reply;
 
-pub fn lpush(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn lpush(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     push(cx, args, End::Head)
 }
 
-pub fn rpush(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn rpush(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     push(cx, args, End::Tail)
 }
 
@@ -23,11 +23,11 @@ fn push(cx: &mut Ctx<'_>, args: &[&[u8]], end: End) -> Result<After, CmdError> {
     Ok(After::Continue)
 }
 
-pub fn lpop(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn lpop(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     pop(cx, args, End::Head, "lpop")
 }
 
-pub fn rpop(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn rpop(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     pop(cx, args, End::Tail, "rpop")
 }
 
@@ -63,7 +63,7 @@ fn pop(cx: &mut Ctx<'_>, args: &[&[u8]], end: End, name: &'static str) -> Result
 
 /// `LRANGE key start stop`: Redis's index rules (negative from the end,
 /// clamped to the list).
-pub fn lrange(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn lrange(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     let start = parse_i64(args[2]).ok_or(CmdError::NotInteger)?;
     let stop = parse_i64(args[3]).ok_or(CmdError::NotInteger)?;
     let Some(list) = cx.store.db.collection::<List>(args[1], cx.now)? else {
@@ -82,7 +82,7 @@ pub fn lrange(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     Ok(After::Continue)
 }
 
-pub fn llen(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn llen(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     let len = cx
         .store
         .db

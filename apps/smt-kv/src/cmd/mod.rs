@@ -31,9 +31,13 @@ pub use server::{Settings, Stats};
 /// One per server, owned by its event loop and shared by all front ends.
 #[derive(Debug)]
 pub struct Store {
+    /// The keys and their values.
     pub db: Db,
+    /// The counters INFO reports.
     pub stats: Stats,
+    /// What CONFIG GET reports, and the password AUTH checks.
     pub settings: Settings,
+    /// The random numbers SPOP draws.
     pub rng: Rng,
 }
 
@@ -67,6 +71,7 @@ pub struct ClientState {
 /// What the connection does after a command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum After {
+    /// Read the next command.
     Continue,
     /// Close once the reply is written (`QUIT`).
     Close,
@@ -77,22 +82,31 @@ pub enum After {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CmdError {
+    /// No such command (`ERR unknown command ...`).
     UnknownCommand,
+    /// No such subcommand of CONFIG, CLIENT, ... (`ERR unknown subcommand ...`).
     UnknownSubcommand,
     /// The command's full name (`set`, `config|get`).
     WrongArity(&'static str),
+    /// Arguments in a shape the command does not take (`ERR syntax error`).
     Syntax,
+    /// An argument that must be a 64-bit integer is not.
     NotInteger,
+    /// INCR, DECR and friends would leave the 64-bit range.
     Overflow,
+    /// The key holds another type than the command works on (`WRONGTYPE`).
     WrongType,
     /// The command's name.
     InvalidExpire(&'static str),
+    /// A SCAN cursor that is not an unsigned integer.
     InvalidCursor,
+    /// SELECT of a database other than 0 (there is one).
     DbIndexOutOfRange,
     /// An integer that must fit 32 bits does not.
     NotInt32,
     /// A count that must be zero or more is negative.
     NotPositive,
+    /// An argument that must be a float (a score) is not.
     NotFloat,
     /// An increment made a score NaN (`inf` plus `-inf`).
     NanScore,
@@ -102,6 +116,7 @@ pub enum CmdError {
     UnsupportedOption(usize),
     /// The server has a password and the client has not sent it.
     NoAuth,
+    /// AUTH with a password that is not the server's (`WRONGPASS`).
     WrongPass,
     /// `AUTH password` to a server without one.
     NoPasswordSet,
@@ -207,9 +222,13 @@ const fn spec(name: &'static str, arity: i32, run: Handler) -> Spec {
 /// A running command's view of the store and of its client.
 #[derive(Debug)]
 pub struct Ctx<'a> {
+    /// The server's store.
     pub store: &'a mut Store,
+    /// The calling client's connection state.
     pub client: &'a mut ClientState,
+    /// The time the command runs at, for TTLs.
     pub now: UnixMs,
+    /// Where the command writes its RESP reply.
     pub out: &'a mut Vec<u8>,
 }
 

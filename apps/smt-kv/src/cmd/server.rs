@@ -13,12 +13,19 @@ use crate::resp::reply;
 /// say that nothing is persisted, which is true.
 #[derive(Clone, Debug)]
 pub struct Settings {
+    /// The plain TCP front end's port (Redis's `port`; 0: none).
     pub tcp_port: u16,
+    /// The TLS front end's port (Redis's `tls-port`; 0: none).
     pub tls_port: u16,
+    /// The SMT front end's UDP port (0: none).
     pub smt_port: u16,
+    /// Most connections at once (Redis's `maxclients`).
     pub max_clients: usize,
+    /// Largest bulk string a request may carry, in bytes.
     pub proto_max_bulk_len: u64,
+    /// Most bytes of unparsed requests held per connection.
     pub client_query_buffer_limit: usize,
+    /// When the server started (INFO's uptime).
     pub started: Instant,
     /// Clients must `AUTH` with it first (Redis's `requirepass`).
     pub requirepass: Option<super::Password>,
@@ -64,15 +71,22 @@ impl Settings {
 /// Counters for INFO, kept by the event loop and the commands.
 #[derive(Clone, Debug, Default)]
 pub struct Stats {
+    /// Commands run (INFO's `total_commands_processed`).
     pub commands: u64,
+    /// TCP and TLS connections accepted (`total_connections_received`).
     pub connections_received: u64,
+    /// TCP and TLS connections open now.
     pub connected_clients: u64,
+    /// Connections refused at `max_clients`.
     pub rejected_connections: u64,
+    /// SMT requests served (each a message of one or more commands).
     pub smt_requests: u64,
+    /// Input that did not parse as RESP (answered with an error, then
+    /// the connection or SMT message ends).
     pub protocol_errors: u64,
 }
 
-pub fn ping(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn ping(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     match args {
         [_] => reply::simple(cx.out, "PONG"),
         [_, message] => reply::bulk(cx.out, message),
@@ -81,14 +95,14 @@ pub fn ping(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     Ok(After::Continue)
 }
 
-pub fn echo(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn echo(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     reply::bulk(cx.out, args[1]);
     Ok(After::Continue)
 }
 
 /// `SELECT index`: there is one database, number 0 (Redis with
 /// `databases 1` answers the same).
-pub fn select(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn select(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     let index = parse_i64(args[1]).ok_or(CmdError::NotInteger)?;
     let index = i32::try_from(index).map_err(|_| CmdError::NotInt32)?;
     if index != 0 {
@@ -98,14 +112,14 @@ pub fn select(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     Ok(After::Continue)
 }
 
-pub fn quit(cx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn quit(cx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<After, CmdError> {
     reply::ok(cx.out);
     Ok(After::Close)
 }
 
 /// CONFIG's subcommand exists and has its arguments: checked before
 /// authentication, as Redis checks a command's own.
-pub fn config_subcommand(args: &[&[u8]]) -> Result<(), CmdError> {
+pub(super) fn config_subcommand(args: &[&[u8]]) -> Result<(), CmdError> {
     // A subcommand is found by all its bytes, as a command is.
     if !args[1].eq_ignore_ascii_case(b"get") {
         return Err(CmdError::UnknownSubcommand);
@@ -117,7 +131,7 @@ pub fn config_subcommand(args: &[&[u8]]) -> Result<(), CmdError> {
 }
 
 /// `CONFIG GET pattern [pattern ...]`, the one CONFIG subcommand served.
-pub fn config(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn config(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     config_subcommand(args)?;
     let table = cx.store.settings.table();
     let mut found: Vec<(&[u8], &str)> = Vec::new();
@@ -166,7 +180,7 @@ fn config_matches<'a>(
 /// `INFO [section ...]`: sections `server`, `clients`, `stats`,
 /// `keyspace` (all by default, or with `all`/`everything`/`default`).
 /// The contents are this server's, not Redis's; the format is Redis's.
-pub fn info(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn info(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     let wanted = |section: &str| {
         args.len() == 1
             || args[1..].iter().any(|a| {

@@ -6,7 +6,7 @@ use crate::db::Set;
 use crate::resp::reply;
 
 /// `SADD key member [member ...]`: the number of new members.
-pub fn sadd(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn sadd(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     let set = cx.store.db.collection_or_new::<Set>(args[1], cx.now)?;
     let added = args[2..].iter().filter(|m| set.insert(m)).count();
     reply::integer(cx.out, len_i64(added));
@@ -14,7 +14,7 @@ pub fn sadd(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
 }
 
 /// `SREM key member [member ...]`: the number removed.
-pub fn srem(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn srem(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     let removed = match cx.store.db.collection::<Set>(args[1], cx.now)? {
         None => 0,
         Some(set) => args[2..].iter().filter(|m| set.remove(m)).count(),
@@ -27,7 +27,7 @@ pub fn srem(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
 /// `SPOP key [count]`: one random member (or nil), or with a count an
 /// array of up to `count` distinct ones; all of them, in the set's order,
 /// when the count covers the set (Redis then answers with the set).
-pub fn spop(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn spop(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     let count = match args {
         [_, _] => None,
         [_, _, count] => Some(positive(count)?),
@@ -63,7 +63,7 @@ pub fn spop(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     Ok(After::Continue)
 }
 
-pub fn scard(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn scard(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     let len = cx
         .store
         .db
@@ -73,14 +73,14 @@ pub fn scard(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     Ok(After::Continue)
 }
 
-pub fn sismember(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn sismember(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     let set = cx.store.db.collection::<Set>(args[1], cx.now)?;
     let found = set.is_some_and(|s| s.contains(args[2]));
     reply::integer(cx.out, i64::from(found));
     Ok(After::Continue)
 }
 
-pub fn smembers(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn smembers(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     match cx.store.db.collection::<Set>(args[1], cx.now)? {
         None => reply::array(cx.out, 0),
         Some(set) => {

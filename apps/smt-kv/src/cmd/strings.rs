@@ -6,7 +6,7 @@ use crate::db::{Ttl, UnixMs, Value};
 use crate::num::{parse_i64, push_i64};
 use crate::resp::reply;
 
-pub fn get(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn get(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     match cx.store.db.get(args[1], cx.now) {
         None => reply::nil(cx.out),
         Some(Value::Str(v)) => reply::bulk(cx.out, v),
@@ -42,7 +42,7 @@ enum Expire {
 ///
 /// Order of checks, as Redis: option syntax, the expire time, the old
 /// value's type (with GET), the NX/XX condition, then the write.
-pub fn set(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn set(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     let (key, value) = (args[1], args[2]);
     let opts = set_options(&args[3..])?;
     let ttl = match opts.expire {
@@ -134,12 +134,12 @@ fn expire_at(
 }
 
 /// `SETEX key seconds value`.
-pub fn setex(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn setex(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     set_with_ttl(cx, args, Expire::Ex, "setex")
 }
 
 /// `PSETEX key milliseconds value`.
-pub fn psetex(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn psetex(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     set_with_ttl(cx, args, Expire::Px, "psetex")
 }
 
@@ -157,7 +157,7 @@ fn set_with_ttl(
     Ok(After::Continue)
 }
 
-pub fn mget(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn mget(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     reply::array(cx.out, args.len() - 1);
     for key in &args[1..] {
         match cx.store.db.get(key, cx.now) {
@@ -168,7 +168,7 @@ pub fn mget(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     Ok(After::Continue)
 }
 
-pub fn mset(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn mset(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     if args.len().is_multiple_of(2) {
         return Err(CmdError::WrongArity("mset"));
     }
@@ -183,22 +183,22 @@ pub fn mset(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
 
 /// `INCR key`: the value as a strict 64-bit integer, plus one; the TTL
 /// stays.
-pub fn incr(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn incr(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     add(cx, args[1], 1)
 }
 
-pub fn decr(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn decr(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     add(cx, args[1], -1)
 }
 
 /// `INCRBY key increment`: the increment is checked before the value.
-pub fn incrby(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn incrby(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     let by = parse_i64(args[2]).ok_or(CmdError::NotInteger)?;
     add(cx, args[1], by)
 }
 
 /// `DECRBY key decrement`; a decrement of `i64::MIN` cannot be negated.
-pub fn decrby(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn decrby(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     let by = parse_i64(args[2]).ok_or(CmdError::NotInteger)?;
     let by = by
         .checked_neg()

@@ -34,7 +34,7 @@ enum Added {
 /// Order of checks, as Redis: options (up to the first other word), an
 /// even, non-zero number of the rest, the incompatible options, INCR with
 /// one pair, every score, then the key's type.
-pub fn zadd(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn zadd(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     let mut flags = AddFlags::default();
     let mut at = 2;
     while let Some(opt) = args.get(at) {
@@ -145,7 +145,7 @@ fn add_one(
 }
 
 /// `ZINCRBY key increment member`: ZADD INCR.
-pub fn zincrby(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn zincrby(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     let by = parse_f64(args[2]).ok_or(CmdError::NotFloat)?;
     let flags = AddFlags {
         incr: true,
@@ -154,7 +154,7 @@ pub fn zincrby(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     add_all(cx, args[1], flags, &[args[2], args[3]], &[by])
 }
 
-pub fn zscore(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn zscore(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     let zset = cx.store.db.collection::<ZSet>(args[1], cx.now)?;
     match zset.and_then(|z| z.score(args[2])) {
         Some(score) => reply::double(cx.out, score.get()),
@@ -163,7 +163,7 @@ pub fn zscore(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     Ok(After::Continue)
 }
 
-pub fn zcard(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn zcard(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     let len = cx
         .store
         .db
@@ -174,7 +174,7 @@ pub fn zcard(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
 }
 
 /// `ZREM key member [member ...]`: the number removed.
-pub fn zrem(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn zrem(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     let removed = match cx.store.db.collection::<ZSet>(args[1], cx.now)? {
         None => 0,
         Some(z) => args[2..].iter().filter(|m| z.remove(m)).count(),
@@ -197,13 +197,13 @@ struct RangeOptions {
 /// `ZRANGE key start stop [BYSCORE | BYLEX] [REV] [LIMIT offset count]
 /// [WITHSCORES]`, by rank: BYSCORE and BYLEX are parsed (so that errors
 /// match Redis's) but not served.
-pub fn zrange(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn zrange(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     let o = range_options(&args[4..], false)?;
     range(cx, args, o)
 }
 
 /// `ZREVRANGE key start stop [WITHSCORES]`: ZRANGE ... REV.
-pub fn zrevrange(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn zrevrange(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     let o = range_options(&args[4..], true)?;
     range(cx, args, o)
 }
@@ -278,11 +278,11 @@ fn range_options(opts: &[&[u8]], rev: bool) -> Result<RangeOptions, CmdError> {
     Ok(o)
 }
 
-pub fn zpopmin(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn zpopmin(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     pop(cx, args, false)
 }
 
-pub fn zpopmax(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
+pub(super) fn zpopmax(cx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<After, CmdError> {
     pop(cx, args, true)
 }
 

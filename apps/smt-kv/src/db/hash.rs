@@ -24,14 +24,17 @@ pub struct Hash {
 }
 
 impl Hash {
+    /// Number of fields.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
+    /// Whether it has no field (the key is then removed).
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
+    /// The value of `field`, if set.
     pub fn get(&self, field: &[u8]) -> Option<&[u8]> {
         self.position(field).map(|i| self.entries[i].1.as_slice())
     }

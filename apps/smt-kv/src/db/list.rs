@@ -5,7 +5,9 @@ use std::collections::VecDeque;
 /// Which end of a list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum End {
+    /// The left end (LPUSH, LPOP).
     Head,
+    /// The right end (RPUSH, RPOP).
     Tail,
 }
 
@@ -16,14 +18,17 @@ pub struct List {
 }
 
 impl List {
+    /// Number of elements.
     pub fn len(&self) -> usize {
         self.items.len()
     }
 
+    /// Whether it has no element (the key is then removed).
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
 
+    /// Adds `item` at `end`.
     pub fn push(&mut self, end: End, item: &[u8]) {
         match end {
             End::Head => self.items.push_front(item.to_vec()),
@@ -31,6 +36,7 @@ impl List {
         }
     }
 
+    /// Removes and returns the element at `end`, if any.
     pub fn pop(&mut self, end: End) -> Option<Vec<u8>> {
         match end {
             End::Head => self.items.pop_front(),
@@ -43,6 +49,7 @@ impl List {
         self.items.range(first..=last).map(Vec::as_slice)
     }
 
+    /// Bytes held, roughly (for INFO).
     pub fn bytes(&self) -> usize {
         self.items.iter().map(Vec::len).sum()
     }

@@ -43,10 +43,15 @@ pub type UnixMs = u64;
 /// A stored value.
 #[derive(Debug)]
 pub enum Value {
+    /// A string (bytes).
     Str(Vec<u8>),
+    /// A hash: fields to values.
     Hash(Hash),
+    /// A list.
     List(List),
+    /// A set of members.
     Set(Set),
+    /// A sorted set: members with scores.
     ZSet(ZSet),
 }
 
@@ -76,7 +81,9 @@ impl Value {
 
 /// A collection type: how to find it in a [`Value`] and make an empty one.
 pub trait Collection: Default {
+    /// The collection `value` holds, if it is of this type.
     fn of(value: &mut Value) -> Option<&mut Self>;
+    /// Wraps the collection as a stored value.
     fn into_value(self) -> Value;
 }
 
@@ -140,6 +147,7 @@ pub struct Db {
 pub struct ScanPage {
     /// Where the next call starts; 0 when the scan is complete.
     pub cursor: u64,
+    /// The keys this call found (possibly none, even before the end).
     pub keys: Vec<Bytes>,
 }
 
@@ -150,6 +158,7 @@ impl Db {
         self.keys.len()
     }
 
+    /// Whether it holds no key at all.
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()
     }

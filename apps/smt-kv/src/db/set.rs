@@ -34,14 +34,17 @@ impl Default for Set {
 }
 
 impl Set {
+    /// Number of members.
     pub fn len(&self) -> usize {
         self.members.len()
     }
 
+    /// Whether it has no member (the key is then removed).
     pub fn is_empty(&self) -> bool {
         self.members.is_empty()
     }
 
+    /// Whether `member` is in the set.
     pub fn contains(&self, member: &[u8]) -> bool {
         self.members.contains(member)
     }
@@ -78,6 +81,7 @@ impl Set {
         members
     }
 
+    /// Bytes held, roughly (for INFO).
     pub fn bytes(&self) -> usize {
         self.members.iter().map(Vec::len).sum()
     }

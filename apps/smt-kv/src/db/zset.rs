@@ -24,6 +24,7 @@ impl Score {
         (!value.is_nan()).then_some(Self(value))
     }
 
+    /// The score as a float (never NaN).
     pub fn get(self) -> f64 {
         self.0
     }
@@ -58,14 +59,17 @@ pub struct ZSet {
 }
 
 impl ZSet {
+    /// Number of members.
     pub fn len(&self) -> usize {
         self.scores.len()
     }
 
+    /// Whether it has no member (the key is then removed).
     pub fn is_empty(&self) -> bool {
         self.scores.is_empty()
     }
 
+    /// The score of `member`, if it is in the set.
     pub fn score(&self, member: &[u8]) -> Option<Score> {
         self.scores.get(member).copied()
     }
@@ -129,6 +133,7 @@ impl ZSet {
         near
     }
 
+    /// Bytes held, roughly (for INFO): members plus 8 per score.
     pub fn bytes(&self) -> usize {
         self.scores.keys().map(|m| m.len() + 8).sum()
     }

@@ -99,10 +99,16 @@ impl ProtocolError {
 pub enum Step {
     /// A command whose arguments [`RequestParser::args`] gives; it ends
     /// `len` bytes into the input.
-    Command { len: usize },
+    Command {
+        /// Bytes of input the command took.
+        len: usize,
+    },
     /// An empty command (a blank line, `*0`): consume `len` bytes, reply
     /// nothing.
-    Empty { len: usize },
+    Empty {
+        /// Bytes of input to consume.
+        len: usize,
+    },
     /// The command is not complete yet.
     NeedMore,
 }
@@ -141,6 +147,7 @@ pub struct RequestParser {
 }
 
 impl RequestParser {
+    /// A parser at the start of a command, refusing input beyond `limits`.
     pub fn new(limits: Limits) -> Self {
         Self {
             limits,

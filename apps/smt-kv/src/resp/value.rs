@@ -5,12 +5,19 @@ use crate::num::parse_i64;
 /// A RESP2 reply.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Value {
+    /// A simple string (`+OK`), without the CRLF.
     Simple(Vec<u8>),
+    /// An error (`-ERR ...`), its text without the `-` and CRLF.
     Error(Vec<u8>),
+    /// An integer (`:1`).
     Integer(i64),
+    /// A bulk string (`$3` + bytes).
     Bulk(Vec<u8>),
+    /// The null bulk string (`$-1`): no such key.
     Nil,
+    /// An array (`*N`) of replies.
     Array(Vec<Value>),
+    /// The null array (`*-1`).
     NilArray,
 }
 

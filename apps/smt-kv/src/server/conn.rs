@@ -33,7 +33,7 @@ const KEEP_CAPACITY: usize = 1 << 20;
 
 /// What a connection needs after a turn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Progress {
+pub(super) enum Progress {
     /// Waiting for readiness.
     Idle,
     /// Has work left that no readiness event will announce.
@@ -48,7 +48,7 @@ enum Transport {
     Tls(Box<rustls::ServerConnection>),
 }
 
-pub struct Conn {
+pub(super) struct Conn {
     stream: TcpStream,
     transport: Transport,
     session: Session,
@@ -80,11 +80,11 @@ impl std::fmt::Debug for Conn {
 }
 
 impl Conn {
-    pub fn plain(stream: TcpStream, limits: Limits) -> Self {
+    pub(super) fn plain(stream: TcpStream, limits: Limits) -> Self {
         Self::new(stream, Transport::Plain, limits)
     }
 
-    pub fn tls(
+    pub(super) fn tls(
         stream: TcpStream,
         config: &Arc<rustls::ServerConfig>,
         limits: Limits,
@@ -110,20 +110,20 @@ impl Conn {
         }
     }
 
-    pub fn stream_mut(&mut self) -> &mut TcpStream {
+    pub(super) fn stream_mut(&mut self) -> &mut TcpStream {
         &mut self.stream
     }
 
     /// Readiness was reported: reading may succeed again (`hung_up`: the
     /// client also closed its side).
-    pub fn mark_readable(&mut self, hung_up: bool) {
+    pub(super) fn mark_readable(&mut self, hung_up: bool) {
         self.readable = true;
         self.hung_up |= hung_up;
     }
 
     /// Does what can be done now: execute buffered commands, write
     /// replies, read more, until blocked, finished or out of budget.
-    pub fn turn(&mut self, store: &mut Store, now: UnixMs) -> Progress {
+    pub(super) fn turn(&mut self, store: &mut Store, now: UnixMs) -> Progress {
         match self.try_turn(store, now) {
             Ok(progress) => progress,
             Err(e) => {

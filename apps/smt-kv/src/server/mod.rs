@@ -8,7 +8,7 @@
 //! ```
 //!
 //! **Why mio and not a tokio runtime.** Redis is one thread around epoll
-//! (its `ae` loop), and the paper's port registers the SMT socket's
+//! (its `ae` loop), and SMT's published Redis port registers the SMT socket's
 //! descriptor in that same loop. mio is exactly that: epoll and nothing
 //! else. The database is owned by the loop, so it needs no lock and no
 //! `RefCell`, commands run in arrival order, and the loop decides itself
@@ -76,6 +76,7 @@ pub struct ServerConfig {
     pub smt: Option<SocketAddr>,
     /// The certificate of the TLS and SMT front ends.
     pub identity: Identity,
+    /// Limits on what one request may hold (bulk length, query buffer).
     pub limits: Limits,
     /// Stream clients served at once (Redis's `maxclients`).
     pub max_clients: usize,
@@ -138,8 +139,11 @@ impl From<io::Error> for ServerError {
 /// A running server. Dropping it stops the loop and waits for it.
 #[derive(Debug)]
 pub struct RunningServer {
+    /// Where the TCP front end listens, if it was asked for.
     pub tcp: Option<SocketAddr>,
+    /// Where the TLS front end listens, if it was asked for.
     pub tls: Option<SocketAddr>,
+    /// Where the SMT front end's UDP socket is bound, if it was asked for.
     pub smt: Option<SocketAddr>,
     stop: Arc<AtomicBool>,
     waker: Arc<Waker>,

@@ -14,7 +14,9 @@ use super::ServerError;
 /// when this process made it (clients need it to verify the server).
 #[derive(Clone)]
 pub struct Identity {
+    /// The certificate chain, leaf first (PEM).
     pub chain_pem: String,
+    /// The leaf's private key (PEM).
     pub key_pem: String,
     /// The issuing CA's certificate, when known.
     pub ca_pem: Option<String>,

@@ -61,6 +61,11 @@ pub struct YcsbArgs {
     ca: Option<PathBuf>,
 }
 
+/// Runs `smt-kv ycsb`: starts a server on loopback unless all three
+/// front ends and the CA are given, loads the records, runs the plan on
+/// each transport, prints the table and writes it (JSON, Markdown, SVG
+/// plot) under `--out`. The error is the first step that failed: bad
+/// arguments, the server, a transport, or writing the results.
 pub fn run(args: YcsbArgs) -> Result<(), Box<dyn std::error::Error>> {
     let plan = plan(&args)?;
     let (targets, _server) = targets(&args)?;

@@ -1,5 +1,5 @@
 //! The figure: throughput per workload, value size and transport, shaped
-//! like the paper's Fig. 8 (one panel per workload, a group of bars per
+//! like Fig. 8 of the SMT paper (Gao et al.; one panel per workload, a group of bars per
 //! value size, one bar per transport). SVG only (plotters' SVG backend:
 //! no fonts or system libraries).
 

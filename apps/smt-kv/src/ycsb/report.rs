@@ -7,17 +7,23 @@ use super::run::Cell;
 pub struct Meta {
     /// UTC date, `YYYY-MM-DD`.
     pub date: String,
+    /// The CPU's model name (`/proc/cpuinfo`).
     pub cpu: String,
     /// CPUs this process could run on (`taskset` shows here).
     pub cpus_allowed: String,
     /// `pinned` (one CPU) or `unpinned`.
     pub label: String,
+    /// Records loaded before the workloads ran.
     pub records: u64,
+    /// Client threads per transport.
     pub threads: usize,
+    /// Measured seconds of each workload (warm-up excluded).
     pub seconds_per_workload: f64,
 }
 
 impl Meta {
+    /// The date and this machine's CPU and CPU set, with the run's
+    /// `records`, `threads` and `seconds` per workload.
     pub fn of_this_machine(records: u64, threads: usize, seconds: f64) -> Self {
         let cpus_allowed = proc_field("/proc/self/status", "Cpus_allowed_list").unwrap_or_default();
         let single = !cpus_allowed.contains([',', '-']) && !cpus_allowed.is_empty();
@@ -118,6 +124,7 @@ struct Saved<'a> {
     cells: &'a [Cell],
 }
 
+/// The run as pretty JSON: `{ "meta": ..., "cells": [...] }`.
 pub fn json(meta: &Meta, cells: &[Cell]) -> String {
     serde_json::to_string_pretty(&Saved { meta, cells }).unwrap_or_default()
 }

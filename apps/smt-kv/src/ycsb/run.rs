@@ -16,8 +16,11 @@ use crate::resp::Value;
 /// Where the server's front ends are.
 #[derive(Clone, Debug)]
 pub struct Targets {
+    /// The TCP front end.
     pub tcp: SocketAddr,
+    /// The TLS front end.
     pub tls: SocketAddr,
+    /// The SMT front end.
     pub smt: SocketAddr,
     /// The CA that issued the server's certificate.
     pub ca_pem: String,
@@ -36,29 +39,46 @@ impl Targets {
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct Plan {
+    /// Transports to measure, in this order.
     pub transports: Vec<Transport>,
+    /// Workloads to run on each transport, in this order.
     pub workloads: Vec<Workload>,
+    /// Record value sizes in bytes (all fields together), one run each.
     pub value_sizes: Vec<usize>,
+    /// Fields per record.
     pub fields: usize,
+    /// Records loaded before the workloads.
     pub records: u64,
+    /// Client threads, each with its own connection.
     pub threads: usize,
+    /// Time run before measuring each workload.
     pub warmup: Duration,
+    /// Time measured per workload.
     pub duration: Duration,
+    /// Seed of the key choices and values.
     pub seed: u64,
 }
 
 /// One measured phase.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Cell {
+    /// The transport's name (`TCP`, `TLS`, `SMT`).
     pub transport: &'static str,
     /// `A`–`D`, or `load`.
     pub workload: &'static str,
+    /// Bytes of a record's value, all fields together.
     pub value_size: usize,
+    /// Operations completed.
     pub ops: u64,
+    /// Operations that got an error reply or failed on the transport.
     pub errors: u64,
+    /// Seconds the phase was measured over.
     pub seconds: f64,
+    /// Operations per second, all threads together.
     pub ops_per_s: f64,
+    /// Median latency of an operation, in microseconds.
     pub p50_us: f64,
+    /// 99th-percentile latency, in microseconds.
     pub p99_us: f64,
 }
 

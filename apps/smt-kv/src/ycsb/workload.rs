@@ -18,15 +18,21 @@ use super::zipf::{fnv1a64, Latest, Rng, ScrambledZipfian};
 /// A YCSB core workload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 pub enum Workload {
+    /// Update heavy: 50% reads, 50% updates, Zipfian keys.
     A,
+    /// Read mostly: 95% reads, 5% updates, Zipfian keys.
     B,
+    /// Read only, Zipfian keys.
     C,
+    /// Read latest: 95% reads, 5% inserts, reads favour new keys.
     D,
 }
 
 impl Workload {
+    /// Every workload, in order.
     pub const ALL: [Workload; 4] = [Workload::A, Workload::B, Workload::C, Workload::D];
 
+    /// The letter, as tables and the command line name it.
     pub fn name(self) -> &'static str {
         match self {
             Self::A => "A",
@@ -45,6 +51,7 @@ impl Workload {
         }
     }
 
+    /// The workload named `s` (`a` or `A`), if any.
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL
             .into_iter()
@@ -55,9 +62,11 @@ impl Workload {
 /// One operation to send.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
+    /// Read all fields of this record.
     Read(u64),
     /// Record, field index.
     Update(u64, usize),
+    /// Insert this new record.
     Insert(u64),
 }
 
@@ -65,7 +74,9 @@ pub enum Op {
 /// all (YCSB's default record is 10 fields of 100 B, its "1 KB" value).
 #[derive(Clone, Copy, Debug)]
 pub struct RecordShape {
+    /// Fields per record.
     pub fields: usize,
+    /// Bytes of all fields together.
     pub value_size: usize,
 }
 
@@ -95,6 +106,7 @@ pub fn field_names(fields: usize) -> Vec<Vec<u8>> {
 pub struct ValuePool(Vec<u8>);
 
 impl ValuePool {
+    /// 64 KiB of printable bytes from `seed`.
     pub fn new(seed: u64) -> Self {
         let mut rng = Rng::new(seed);
         Self(
@@ -122,6 +134,8 @@ pub struct Chooser {
 }
 
 impl Chooser {
+    /// A chooser for `workload` over `records` existing records of
+    /// `fields` fields.
     pub fn new(workload: Workload, records: u64, fields: usize) -> Self {
         Self {
             workload,

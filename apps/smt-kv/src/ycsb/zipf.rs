@@ -92,6 +92,7 @@ pub struct Zipfian {
 }
 
 impl Zipfian {
+    /// A Zipfian over `0..items` with exponent `theta` (YCSB's is 0.99).
     pub fn new(items: u64, theta: f64) -> Self {
         let mut z = Self {
             items: 0,
@@ -106,6 +107,7 @@ impl Zipfian {
         z
     }
 
+    /// Size of the item space.
     pub fn items(&self) -> u64 {
         self.items
     }
@@ -125,6 +127,8 @@ impl Zipfian {
         ((i + 1) as f64).powf(-self.theta) / zeta(self.items, self.theta)
     }
 
+    /// An item, drawn with `rng` (rejection-inversion: expected constant
+    /// time).
     pub fn next(&self, rng: &mut Rng) -> u64 {
         loop {
             let u = self.h_last + rng.unit() * (self.h_first - self.h_last);
@@ -163,6 +167,7 @@ pub struct ScrambledZipfian {
 }
 
 impl ScrambledZipfian {
+    /// Keys `0..items`, popularity by YCSB's constant exponent.
     pub fn new(items: u64) -> Self {
         Self {
             items,
@@ -180,6 +185,7 @@ impl ScrambledZipfian {
         fnv1a64(rank) % self.items
     }
 
+    /// A key, drawn with `rng`.
     pub fn next(&self, rng: &mut Rng) -> u64 {
         self.key_of_rank(self.ranks.next(rng))
     }
@@ -192,6 +198,7 @@ pub struct Latest {
 }
 
 impl Latest {
+    /// A chooser over `items` keys, the newest the most popular.
     pub fn new(items: u64) -> Self {
         Self {
             distance: Zipfian::new(items.max(1), THETA),

@@ -55,6 +55,7 @@ pub struct RegionConfig {
     pub pages: usize,
     /// Pages mapped at once (the local cache).
     pub cache_pages: usize,
+    /// How the fault handler waits for a fetched page.
     pub requester: Requester,
     /// The remote address of the region's first page (a multiple of 4096).
     pub remote_base: u64,
@@ -90,6 +91,7 @@ pub enum RegionError {
     Config(String),
     /// Writing the region's pages to the memory node failed.
     Fill(String),
+    /// A system call on the mapping or the userfaultfd failed.
     Io(io::Error),
 }
 
@@ -235,10 +237,12 @@ impl RemoteRegion {
         u64::from_le_bytes(b.try_into().expect("8 bytes"))
     }
 
+    /// The shape the region was made with.
     pub fn config(&self) -> &RegionConfig {
         &self.config
     }
 
+    /// The fault handler's counters so far.
     pub fn stats(&self) -> PagingStats {
         self.stats.snapshot()
     }

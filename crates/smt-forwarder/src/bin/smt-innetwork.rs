@@ -1,15 +1,15 @@
 //! `smt-innetwork a|b|c|d`: the experiments of `docs/innetwork.md`, shaped
-//! like seed 004's, on the namespace topology with real SMT endpoints
-//! over real sockets and the `smt-forwarder` binary between them. Needs
-//! root. Writes `<out>/<exp>.json` and SVG plots, prints a table.
+//! like MTP's (Stephens et al., HotNets 2021), on the namespace topology
+//! with real SMT endpoints over real sockets and the `smt-forwarder`
+//! binary between them. Needs root. Writes `<out>/<exp>.json` and SVG plots, prints a table.
 //!
 //! - a: path alternation: the forwarder moves one long transfer between
 //!   a fast and a slow path every period; goodput over time and
 //!   convergence for SMT without pathlet feedback, with one DCTCP window,
-//!   and with windows per pathlet (seed 004 Fig. 5);
+//!   and with windows per pathlet (MTP Fig. 5);
 //! - b: two paths of different delay, heavy-tailed message sizes: p99
 //!   completion by size for ECMP, spraying and message-aware balancing,
-//!   and packets delivered out of order within a message (seed 004 Fig. 6);
+//!   and packets delivered out of order within a message (MTP Fig. 6);
 //! - c: three replicas, skewed request sizes (one session sends the large
 //!   requests): per-message replicas (from the ID) against round robin
 //!   per session;

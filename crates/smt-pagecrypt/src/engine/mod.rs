@@ -1,10 +1,10 @@
-//! A model of an RNIC's crypto engine (NVIDIA ConnectX-6 Dx as seed 002
-//! uses it), standing in for the hardware the way `smt-offload` stands in
+//! A model of an RNIC's crypto engine (NVIDIA ConnectX-6 Dx as Yoon & Moon,
+//! CoNEXT 2025, use it), standing in for the hardware the way `smt-offload` stands in
 //! for a NIC's TLS offload.
 //!
-//! What the seed's RNIC imposes, and how the model has it:
+//! What Yoon & Moon's RNIC imposes, and how the model has it:
 //!
-//! | the RNIC (seed 002 §3) | here |
+//! | the RNIC (Yoon & Moon §3) | here |
 //! |---|---|
 //! | few crypto contexts (MKeys) fit in its SRAM | [`EngineConfig::contexts`] bounds them all; [`CryptoEngine::open_queue`] fails when they are handed out |
 //! | a context must not serve two requests at once | each queue's [`ContextPool`](EngineQueue::pool_free) hands a context to one request until its completion is polled |
@@ -80,7 +80,7 @@ pub struct EngineConfig {
 
 impl Default for EngineConfig {
     /// 1,024 contexts, 64 per queue, 1 µs and 4 GB/s: slower per page than
-    /// OpenSSL on a CPU core here, as the seed found the RNIC to be.
+    /// OpenSSL on a CPU core here, as Yoon & Moon found the RNIC to be.
     fn default() -> Self {
         Self {
             contexts: 1024,
@@ -97,10 +97,13 @@ impl Default for EngineConfig {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Wqe {
-    /// Sets a context's key and tweak (the seed's reconfiguration WQE).
+    /// Sets a context's key and tweak (an RNIC's reconfiguration WQE).
     Configure {
+        /// The context to set, held by the posting queue.
         context: ContextId,
+        /// The key ring's key the context encrypts or decrypts under.
         key: KeyId,
+        /// The tweak of the page the next data WQE on this context carries.
         tweak: Tweak,
         /// Whether it produces a completion of its own.
         signaled: bool,
@@ -108,15 +111,21 @@ pub enum Wqe {
     /// Encrypts page ‖ CRC ‖ 0^8 under the context: the first 4096 bytes
     /// of `buf` are the page; the completion returns the sealed bytes.
     Seal {
+        /// A configured context held by the posting queue.
         context: ContextId,
+        /// The page in its first 4096 bytes; sealed in place.
         buf: Box<[u8; SEALED_LEN]>,
+        /// The caller's tag, returned in the completion's `user`.
         user: u64,
     },
     /// Decrypts and checks: the completion returns the page in the first
     /// 4096 bytes, and the verdict.
     Open {
+        /// A configured context held by the posting queue.
         context: ContextId,
+        /// The sealed page; opened in place.
         buf: Box<[u8; SEALED_LEN]>,
+        /// The caller's tag, returned in the completion's `user`.
         user: u64,
     },
 }
@@ -149,7 +158,10 @@ pub enum Status {
 pub struct Completion {
     /// The `user` value of the data WQE (0 for a configuration).
     pub user: u64,
+    /// The context the WQE ran on; it returns to the queue's pool when
+    /// this completion is polled.
     pub context: ContextId,
+    /// The WQE's outcome.
     pub status: Status,
     /// The data WQE's buffer, processed (`None` for a configuration).
     pub buf: Option<Box<[u8; SEALED_LEN]>>,
@@ -161,7 +173,10 @@ pub struct Completion {
 pub enum PostError {
     /// Every context of the queue's pool is in use: poll completions
     /// first (the pool is as deep as the queue).
-    PoolExhausted { depth: usize },
+    PoolExhausted {
+        /// Contexts in the queue's pool ([`EngineConfig::queue_depth`]).
+        depth: usize,
+    },
     /// A WQE names a context that is not this queue's, or not held.
     NotHeld(ContextId),
     /// The engine has stopped.
@@ -190,7 +205,9 @@ impl std::error::Error for PostError {}
 /// A post that was refused, with the buffer it carried.
 #[derive(Debug)]
 pub struct Refused {
+    /// Why the post was refused.
     pub error: PostError,
+    /// The data WQE's buffer, untouched, for the caller to post again.
     pub buf: Box<[u8; SEALED_LEN]>,
 }
 
@@ -207,7 +224,12 @@ impl std::error::Error for Refused {}
 #[non_exhaustive]
 pub enum EngineError {
     /// The engine's contexts are all in other queues' pools.
-    OutOfContexts { needed: usize, left: usize },
+    OutOfContexts {
+        /// Contexts a new queue's pool takes ([`EngineConfig::queue_depth`]).
+        needed: usize,
+        /// Contexts not yet in any queue's pool.
+        left: usize,
+    },
 }
 
 impl fmt::Display for EngineError {
@@ -347,7 +369,7 @@ impl fmt::Debug for EngineQueue {
 impl EngineQueue {
     /// Makes the configuration WQEs that [`EngineQueue::post_open`] and
     /// [`EngineQueue::post_seal`] chain signaled (each then yields a
-    /// completion of its own, as without the seed's optimisation).
+    /// completion of its own, as without Yoon & Moon's optimisation).
     pub fn set_signal_config(&mut self, on: bool) {
         self.signal_config = on;
     }

@@ -1,4 +1,4 @@
-//! A queue's pool of pre-made crypto contexts (seed 002 §3.4).
+//! A queue's pool of pre-made crypto contexts (Yoon & Moon, CoNEXT 2025, §3.4).
 
 use super::ContextId;
 

@@ -1,4 +1,4 @@
-//! Tables on stdout (values, and SMT AES-128-GCM ÷ each peer), the issue's
+//! Tables on stdout (values, and SMT AES-128-GCM ÷ each peer), the performance
 //! targets as checks, and the JSON and CSV files.
 
 mod tables;
@@ -21,22 +21,34 @@ pub const SMT: &str = "smt-aes";
 /// Everything a run wrote, as one JSON document.
 #[derive(Debug, Serialize)]
 pub struct Report<'a> {
+    /// When the run started, UTC (`2026-01-31T120000Z`).
     pub started: String,
+    /// `smoke`, `quick` or `full`.
     pub mode: String,
+    /// The CPU's model name.
     pub machine: String,
+    /// CPUs online (not the process's affinity mask).
     pub cpus: usize,
+    /// Each system's name and what it is.
     pub systems: Vec<(String, String)>,
+    /// The machine's load before each system's run.
     pub loads: Vec<LoadRow>,
+    /// What was skipped and why, and the systems' own notes.
     pub notes: &'a [String],
+    /// The goals, measured.
     pub targets: Vec<Target>,
+    /// Every measured point.
     pub records: &'a [Record],
 }
 
 /// The load seen before one system's run.
 #[derive(Debug, Serialize)]
 pub struct LoadRow {
+    /// The system about to run.
     pub system: String,
+    /// `pinned` or `unpinned`.
     pub affinity: String,
+    /// What the machine's load was.
     pub load: crate::sys::LoadSeen,
 }
 
@@ -132,6 +144,8 @@ pub fn write_csv(out: impl io::Write, records: &[Record]) -> io::Result<()> {
     writer.flush()
 }
 
+/// Writes the report into `dir` (made if missing): `results.json` (all
+/// of it) and `results.csv` (the records).
 pub fn write_files(dir: &Path, report: &Report<'_>) -> io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let json = serde_json::to_string_pretty(report).map_err(io::Error::other)?;

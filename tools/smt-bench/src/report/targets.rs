@@ -15,16 +15,20 @@ const TLS_TCP: [&str; 3] = ["tls-pool", "tls-pipe", "tls-pipe-naive"];
 /// HTTP/2 and gRPC clients do.
 const PIPELINED_TLS: &str = "tls-pipe";
 
-/// One of the goals, measured (never asserted).
+/// One of the performance goals, measured (never asserted).
 #[derive(Debug, Serialize)]
 pub struct Target {
+    /// `pinned` or `unpinned`.
     pub affinity: String,
+    /// The goal in words (which ratio, of which systems and workload).
     pub goal: String,
     /// The measured ratio, if both sides were measured.
     pub measured: Option<f64>,
+    /// The ratio the goal sets.
     pub limit: f64,
     /// true: measured must be at most `limit`; false: at least.
     pub at_most: bool,
+    /// Whether the measured ratio meets the limit (`None`: not measured).
     pub pass: Option<bool>,
 }
 
@@ -224,6 +228,7 @@ pub fn targets(rs: &[Record], aff: &str) -> Vec<Target> {
     ]
 }
 
+/// The targets as a text table, one line per goal.
 pub fn print_targets(ts: &[Target]) -> String {
     let mut out = String::from("\ntargets (measured, not asserted):\n");
     for t in ts {

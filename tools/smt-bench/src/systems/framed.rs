@@ -79,6 +79,8 @@ pub struct StreamSlot<R, W> {
 }
 
 impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> StreamSlot<R, W> {
+    /// A slot over one stream's two halves, reading through a 64 KiB
+    /// buffer.
     pub fn new(read: R, write: W) -> Self {
         Self {
             read: BufReader::with_capacity(64 << 10, read),

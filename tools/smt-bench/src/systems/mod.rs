@@ -39,28 +39,50 @@ pub trait Slot: 'static {
 /// Every system this tool knows, in table order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum System {
+    /// `smt-aes`: SMT over UDP, AES-128-GCM, keys installed.
     SmtAes,
+    /// `smt-null`: SMT with the null cipher (the unencrypted baseline).
     SmtNull,
+    /// `smt-raw`: SMT over raw IP (protocol 253); needs CAP_NET_RAW.
     SmtRaw,
+    /// `smt-aes-nogro`: as `smt-aes`, UDP GRO off.
     SmtAesNoGro,
+    /// `smt-null-nogro`: as `smt-null`, UDP GRO off.
     SmtNullNoGro,
+    /// `smt-aes-busy`: as `smt-aes`, drivers busy-poll.
     SmtBusyPoll,
+    /// `smt-aes-local`: through the caller-driven `LocalEndpoint`.
     SmtLocal,
+    /// `tcp-pool`: plain TCP, one request outstanding per connection.
     TcpPool,
+    /// `tls-pool`: TLS 1.3 over TCP, pooled like `tcp-pool`.
     TlsPool,
+    /// `tls-pipe`: one TLS connection, requests pipelined, writes
+    /// coalesced.
     TlsPipelined,
+    /// `tls-pipe-naive`: one TLS connection, each request written and
+    /// flushed on its own.
     TlsPipelinedNaive,
+    /// `quic-stream`: QUIC, a new stream per request.
     QuicStreamPerRpc,
+    /// `quic-persist`: QUIC, one persistent stream per slot.
     QuicPersistent,
+    /// `udp-floor`: bare UDP ping-pong.
     UdpFloor,
+    /// `tcp-floor`: bare TCP ping-pong.
     TcpFloor,
+    /// `smt-workers-1` (opt-in): worker server, one shard thread.
     SmtWorkers1,
+    /// `smt-workers-2` (opt-in): one peer's messages over two shards.
     SmtWorkers2,
+    /// `smt-aes-9k` (opt-in): a 9000-byte link MTU.
     SmtAesJumbo,
+    /// `smt-aes-offload` (opt-in): the TLS offload engine model.
     SmtAesOffload,
 }
 
 impl System {
+    /// The systems a run measures by default, in table order.
     pub const ALL: [System; 15] = [
         System::SmtAes,
         System::SmtNull,
@@ -153,6 +175,7 @@ impl System {
         }
     }
 
+    /// The system named `name` (default or opt-in), if any.
     pub fn by_name(name: &str) -> Option<Self> {
         Self::ALL
             .into_iter()
@@ -160,6 +183,7 @@ impl System {
             .find(|s| s.name() == name)
     }
 
+    /// Whether it is one of the SMT variants `systems::smt` starts.
     pub fn is_smt(self) -> bool {
         matches!(
             self,
@@ -220,6 +244,7 @@ impl std::fmt::Debug for ServerThread {
 }
 
 impl ServerThread {
+    /// A server on `thread`; `stop` asks it to return.
     pub fn new(stop: Box<dyn FnOnce() + Send>, thread: JoinHandle<()>) -> Self {
         Self {
             stop: Some(stop),
@@ -239,6 +264,7 @@ impl ServerThread {
         self.report.as_ref().map(|r| r()).unwrap_or_default()
     }
 
+    /// Stops the server and waits for its thread.
     pub fn stop(mut self) {
         self.shutdown();
     }

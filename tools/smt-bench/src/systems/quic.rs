@@ -122,6 +122,7 @@ impl Slot for StreamPerRpc {
     }
 }
 
+/// A persistent QUIC stream, one per slot.
 pub type PersistentSlot = StreamSlot<quinn::RecvStream, quinn::SendStream>;
 
 /// QUIC, a stream per request, `n` slots on one connection.

@@ -118,11 +118,15 @@ fn server(listener: StdListener, tls: Option<TlsAcceptor>, how: Serve) -> io::Re
     })
 }
 
+/// A pooled plain TCP connection.
 pub type TcpSlot = StreamSlot<tokio::net::tcp::OwnedReadHalf, tokio::net::tcp::OwnedWriteHalf>;
 type TlsStream = tokio_rustls::client::TlsStream<TcpStream>;
+/// A pooled TLS connection.
 pub type TlsSlot = StreamSlot<tokio::io::ReadHalf<TlsStream>, tokio::io::WriteHalf<TlsStream>>;
+/// The one TLS connection, requests pipelined, each written on its own.
 pub type TlsPipeNaiveSlot =
     PipelinedSlot<tokio::io::ReadHalf<TlsStream>, tokio::io::WriteHalf<TlsStream>>;
+/// The one TLS connection, requests pipelined, writes coalesced.
 pub type TlsPipeSlot = BatchedSlot;
 
 /// Plain TCP, `n` connections.

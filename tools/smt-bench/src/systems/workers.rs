@@ -1,4 +1,4 @@
-//! SMT's worker shape (`smt::workers`, issue #12 item 2): an echo server
+//! SMT's worker shape (`smt::workers`): an echo server
 //! spreading one client's messages over N shard threads (one dispatcher
 //! routing by message ID), against the same client endpoint as `smt-aes`.
 //! Keys installed directly, AES-128-GCM.
