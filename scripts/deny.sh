@@ -3,7 +3,7 @@
 # cargo-deny against deny.toml (which says what is allowed and why).
 #
 #   scripts/deny.sh --install   make sure cargo-deny is installed: a no-op when
-#                               it is, `cargo install --locked cargo-deny` from
+#                               it is, `cargo install --locked cargo-deny` (0.20.2) from
 #                               crates.io otherwise (a few minutes of building).
 #   scripts/deny.sh             install as above, then run the check.
 #
@@ -14,13 +14,15 @@
 # (see deny.toml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+deny_version=0.20.2
 
 install_deny() {
     if cargo deny --version >/dev/null 2>&1; then
         return 0
     fi
-    echo "deny.sh: installing cargo-deny from crates.io (cargo install --locked cargo-deny)"
-    cargo install --locked cargo-deny
+    # A fixed version: a new release may read deny.toml differently.
+    echo "deny.sh: installing cargo-deny $deny_version from crates.io (cargo install --locked)"
+    cargo install --locked cargo-deny --version "$deny_version"
 }
 
 case "${1:-}" in
