@@ -8,6 +8,11 @@ use std::sync::Arc;
 use super::handoff::lock_ignoring_poison;
 use super::{Inner, Leader, Locked, Shared};
 
+/// Ticks past the engine's deadline after which a leading task counts as
+/// no longer polled (its timer fires within one; a busy runtime may be
+/// late by a few).
+const STALL_TICKS: u32 = 4;
+
 impl Shared {
     /// Starts the background thread.
     pub(crate) fn spawn_background(self: &Arc<Self>, name: String) -> std::io::Result<()> {
@@ -20,6 +25,12 @@ impl Shared {
         })?;
         *lock_ignoring_poison(&self.background) = Some(handle);
         Ok(())
+    }
+
+    /// For an endpoint that runs no background thread (tests): a close
+    /// does not wait for one to stop.
+    pub(crate) fn forget_background(&self) {
+        lock_ignoring_poison(&self.stopped_tx).take();
     }
 
     /// Whether the background thread must take over at once when no
@@ -60,7 +71,7 @@ impl Shared {
         let _entered = span.enter();
         let mut g = self.lock();
         while !g.closed {
-            if g.leader.is_none() {
+            if g.leader.is_none() || self.leader_stalled(&g) {
                 g = self.lead_in_background(g);
                 continue;
             }
@@ -81,11 +92,29 @@ impl Shared {
         }
     }
 
+    /// Whether a leading task has stopped being polled: its runtime left
+    /// the engine's deadline overdue by more than `STALL_TICKS` ticks
+    /// (the reactor's timer would have woken it within one). The
+    /// background thread then takes over; the task takes the lead back,
+    /// or follows, when it is polled again.
+    fn leader_stalled(&self, g: &Inner) -> bool {
+        let Some(Leader::Task(_)) = g.leader else {
+            return false;
+        };
+        let overdue = g.engine.now().checked_sub(STALL_TICKS * g.engine.tick());
+        g.engine
+            .deadline()
+            .is_some_and(|d| overdue.is_some_and(|o| d < o))
+    }
+
     /// Drives until a caller takes over or the close ends: timers, and
     /// receiving what arrives while nobody waits (async callers, ready_fd
     /// users, acknowledgements and grants for responses sent earlier).
     pub(super) fn lead_in_background<'a>(self: &'a Arc<Self>, mut g: Locked<'a>) -> Locked<'a> {
         g.leader = Some(Leader::Background);
+        // A stalled task's waker and sleep are no longer the leader's.
+        g.sleep = None;
+        g.tasks.forget_leader();
         loop {
             self.turn(&mut g);
             if g.closed || g.leader != Some(Leader::Background) {

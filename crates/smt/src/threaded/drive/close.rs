@@ -110,6 +110,7 @@ impl Shared {
             g.wakes.push(thread);
         }
         self.wake_leader(g);
+        g.tasks.close(&mut g.wakes);
         wake_background(g);
         self.permits.relay_close();
         self.ready.mark_closed();

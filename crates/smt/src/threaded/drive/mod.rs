@@ -33,6 +33,9 @@ mod background;
 mod close;
 mod handoff;
 mod permits;
+#[cfg(feature = "tokio")]
+mod reactor;
+mod tasks;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -47,6 +50,7 @@ use smt_proto::{Payload, ServerRpcHandle};
 pub(crate) use self::handoff::lock_ignoring_poison;
 use self::handoff::{HasWakes, Reply, Slot, Wakes};
 use self::permits::{Permit, Permits};
+pub(crate) use self::tasks::Got;
 use super::cancel::{Cancellation, Watches};
 use super::ready::Ready;
 use crate::engine::{CallToken, Engine, Outcome};
@@ -68,6 +72,10 @@ enum Leader {
     Caller,
     /// The background thread; any caller may take over at once.
     Background,
+    /// An async caller's future, on the tokio runtime's reactor
+    /// (`tasks.rs`): blocking callers follow it as they follow a thread.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    Task(u64),
 }
 
 /// What the sleeping leader waits for, so that commands can tell whether
@@ -124,8 +132,11 @@ enum Waiter {
     /// `parked` is set while it sleeps as a follower (then it must be
     /// woken).
     Thread { slot: Arc<Slot>, parked: bool },
-    /// An async caller: the outcome is sent at once.
-    Task(flume::Sender<Reply>),
+    /// An async caller driven by others: the outcome is sent at once.
+    Channel(flume::Sender<Reply>),
+    /// An async caller that may lead (`tasks.rs`): the outcome is left
+    /// in its slot and its waker woken.
+    Task(Arc<handoff::TaskSlot>),
 }
 
 /// The engine and the leader/follower bookkeeping, behind one lock.
@@ -154,6 +165,8 @@ pub(crate) struct Inner {
     background_parked: Option<Thread>,
     /// The close finished: every call has failed, nothing drives anymore.
     closed: bool,
+    /// Async callers that may lead, and their wakers.
+    tasks: tasks::Tasks,
     /// Threads to wake once the lock is released.
     wakes: Wakes,
 }
@@ -229,6 +242,7 @@ impl Shared {
             watches: Watches::default(),
             background_parked: None,
             closed: false,
+            tasks: tasks::Tasks::default(),
             wakes: Wakes::default(),
         };
         Ok(Arc::new(Self {
@@ -328,7 +342,7 @@ impl Shared {
                 g.calls.remove(&call);
                 return Err(Error::Closed);
             }
-            if g.leader != Some(Leader::Caller) {
+            if matches!(g.leader, None | Some(Leader::Background)) {
                 let (guard, reply) = self.lead(g, |_| slot.take());
                 if let Some(reply) = reply {
                     return reply;
@@ -390,7 +404,7 @@ impl Shared {
         match g.leader {
             None => true,
             Some(Leader::Background) => g.engine.in_flight().1 <= BUSY_SERVER_RPCS,
-            Some(Leader::Caller) => false,
+            Some(Leader::Caller | Leader::Task(_)) => false,
         }
     }
 
@@ -431,7 +445,7 @@ impl Shared {
             return Err(Error::Closed);
         }
         let call = g.engine.call(peer, data, options)?;
-        g.calls.insert(call, Waiter::Task(reply));
+        g.calls.insert(call, Waiter::Channel(reply));
         if g.leader == Some(Leader::Background) && g.sleep.is_some() {
             // Async callers issue many calls between the background
             // leader's turns: it sends them together in its next turn
@@ -635,7 +649,7 @@ impl Shared {
             g.wakes.push(slot.thread().clone());
         } else if let Some(thread) = g.accepting.pop() {
             g.wakes.push(thread);
-        } else {
+        } else if !g.tasks.promote_one(&mut g.wakes) {
             self.wake_background_if_needed(g);
         }
     }
@@ -710,6 +724,8 @@ impl Shared {
                     self.ready.notify();
                     if let Some(thread) = g.accepting.pop() {
                         g.wakes.push(thread);
+                    } else {
+                        g.tasks.wake_accepter(&mut g.wakes);
                     }
                 }
                 Outcome::Cancelled { rpc, .. } => g.watches.cancelled(rpc),
@@ -718,7 +734,9 @@ impl Shared {
     }
 
     fn wake_leader(&self, g: &mut Inner) {
-        if !g.wake_sent {
+        if let Some(Leader::Task(_)) = g.leader {
+            g.tasks.wake_leader(&mut g.wakes);
+        } else if !g.wake_sent {
             g.wake_sent = true;
             self.wake.wake();
         }
@@ -745,7 +763,12 @@ fn deliver_reply(g: &mut Inner, call: CallToken, result: Reply) {
                 g.wakes.push(slot.thread().clone());
             }
         }
-        Some(Waiter::Task(tx)) => {
+        Some(Waiter::Task(slot)) => {
+            if let Some(waker) = slot.put(result) {
+                g.wakes.push_task(waker);
+            }
+        }
+        Some(Waiter::Channel(tx)) => {
             // The caller's future is gone: the reply is freed after the lock.
             if let Err(flume::SendError(result)) = tx.send(result) {
                 g.engine.discard(result);
