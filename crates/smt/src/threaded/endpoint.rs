@@ -114,7 +114,7 @@ impl Endpoint {
     /// An endpoint without a background thread: only its callers drive
     /// it (the async-leader tests show they need nothing else). Its
     /// `close` does not wait for a thread that never ran.
-    #[cfg(test)]
+    #[cfg(all(test, feature = "tokio"))]
     pub(crate) fn bind_without_background(
         addr: SocketAddr,
         config: EndpointConfig,

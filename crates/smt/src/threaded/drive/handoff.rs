@@ -250,6 +250,7 @@ impl TaskSlot {
     }
 
     /// Stores the waker of a task about to wait as the leader.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(super) fn set_waker(&self, waker: &Waker) {
         match &mut self.state().waker {
             Some(w) => w.clone_from(waker),

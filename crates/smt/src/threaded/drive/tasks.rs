@@ -459,7 +459,7 @@ impl Drop for TaskWait<'_> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "tokio"))]
 impl Shared {
     /// Whether an async caller's future leads.
     pub(crate) fn task_leads_now(&self) -> bool {
