@@ -37,9 +37,12 @@ impl Drop for Handle {
 ///
 /// A thread blocked in [`Endpoint::call`] or [`Endpoint::accept`] drives
 /// the endpoint itself while it waits (or lets another waiting thread do
-/// it), so a blocking RPC costs no hand-off between threads; a background
-/// thread covers async callers, `ready_fd` users and timers while nobody
-/// waits.
+/// it), so a blocking RPC costs no hand-off between threads. So does a
+/// task awaiting [`Endpoint::call_async`] or [`Endpoint::accept_async`] on
+/// a tokio runtime with IO and timers enabled (feature `tokio`, on by
+/// default): it drives the endpoint on the runtime's reactor. A
+/// background thread covers `ready_fd` users, async callers on other
+/// executors, and timers while nobody waits.
 ///
 /// # Closing
 /// [`Endpoint::close`] (or [`Endpoint::close_async`]) closes gracefully:

@@ -38,12 +38,17 @@ impl Shared {
     /// (requests queued faster than the accepters take them, datagrams
     /// left in the socket) while the accepters are busy.
     pub(super) fn background_has_work(&self, g: &Inner) -> bool {
+        self.nobody_else_drives(g) || g.engine.more_to_read() || !self.requests.is_empty()
+    }
+
+    /// Whether someone waits whom no caller will drive for: async
+    /// callers off the reactor, `ready_fd` users, calls parked in the
+    /// engine, a close.
+    fn nobody_else_drives(&self, g: &Inner) -> bool {
         self.async_waiters.load(Ordering::Acquire) > 0
             || self.ready.in_use()
             || g.engine.has_parked_calls()
             || g.engine.is_closing()
-            || g.engine.more_to_read()
-            || !self.requests.is_empty()
     }
 
     /// Wakes the background thread (parked while a caller led) if it has
@@ -61,6 +66,22 @@ impl Shared {
         }
     }
 
+    /// [`Shared::wake_background_if_needed`] after a task resigned: input
+    /// piling up is left to the task's next `accept_async` or
+    /// `call_async`, which takes queued requests without the lock and the
+    /// lead back (waking the background thread for it was a hand-off per
+    /// batch on a busy async server). If none comes, the background
+    /// thread's next look, within a tick, finds nobody leading.
+    pub(super) fn wake_background_after_task(&self, g: &mut Inner) {
+        if g.background_parked.is_none() {
+            return;
+        }
+        let due = g.engine.deadline().is_some_and(|d| d <= g.engine.now());
+        if due || self.nobody_else_drives(g) {
+            wake_background(g);
+        }
+    }
+
     /// Leads whenever no caller does; while one does, looks again at the
     /// next deadline (at least every protocol tick), and at once when told
     /// of work no caller waits for. A caller that stops driving is thus
@@ -70,11 +91,13 @@ impl Shared {
         let span = tracing::debug_span!("smt_background");
         let _entered = span.enter();
         let mut g = self.lock();
+        let mut task_leads = g.tasks.leads;
         while !g.closed {
-            if g.leader.is_none() || self.leader_stalled(&g) {
+            if self.background_must_lead(&g, task_leads) {
                 g = self.lead_in_background(g);
                 continue;
             }
+            task_leads = g.tasks.leads;
             // The leader runs the timers; look again at the next deadline
             // (at most a tick from now) in case it stops leading without a
             // successor. A deadline already past is the leader's to run.
@@ -90,6 +113,19 @@ impl Shared {
             g = self.lock();
             g.background_parked = None;
         }
+    }
+
+    /// Whether the background thread takes the lead at a look: nobody
+    /// leads, unless tasks took the lead since its last look (they come
+    /// back for it between requests or calls, and taking it from them is
+    /// a hand-off each time) and nothing needs it now; or a leading task
+    /// stalled.
+    fn background_must_lead(&self, g: &Inner, task_leads_seen: u64) -> bool {
+        if g.leader.is_some() {
+            return self.leader_stalled(g);
+        }
+        let due = g.engine.deadline().is_some_and(|d| d <= g.engine.now());
+        g.tasks.leads == task_leads_seen || due || self.nobody_else_drives(g)
     }
 
     /// Whether a leading task has stopped being polled: its runtime left

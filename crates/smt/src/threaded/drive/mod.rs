@@ -16,18 +16,33 @@
 //!   the leader leaves its reply in its slot or hands it a request, or
 //!   resigns and promotes it; threads are woken only once the lock is
 //!   released (`handoff`);
+//! - async callers (`call_async`, `accept_async`) on a tokio runtime with
+//!   IO and timers lead and follow the same way, as tasks (`tasks.rs`): a
+//!   leading future turns the engine in its `poll` and waits on the
+//!   runtime's reactor (the socket registered with `AsyncFd`, the
+//!   engine's deadline on one tokio timer, `reactor.rs`); a follower's
+//!   waker is woken by its reply, a request or a promotion. A future
+//!   resigns when it has what it waited for and when it is dropped, and a
+//!   promotion it never used goes on, so a cancelled future never leaves
+//!   the engine without a leader. Blocking callers follow a leading task
+//!   as they follow a thread. Off tokio (or with the `tokio` feature
+//!   off), async callers wait on a channel and are driven for;
 //! - the background thread leads whenever no caller does: timers, and
-//!   receiving what no caller waits for (async calls and accepts,
+//!   receiving what no caller waits for (async callers off tokio,
 //!   `ready_fd` users, acknowledgements and grants for responses sent
 //!   earlier). Any caller takes the lead from it without waiting, except
-//!   an accepter of a busy server (see `accepter_may_lead`); while a
-//!   caller leads it looks again at the next deadline (at most a tick
-//!   away), or at once when told of work no caller waits for (an async
-//!   call, a close, input piling up).
+//!   a blocking accepter of a busy server (see `accepter_may_lead`);
+//!   while a caller leads it looks again at the next deadline (at most a
+//!   tick away), or at once when told of work no caller waits for (an
+//!   async call off tokio, a close, input piling up). It leaves the lead
+//!   to tasks that came back for it since its last look, and takes it
+//!   from a task whose runtime stopped polling it (the deadline overdue
+//!   by four ticks).
 //!
 //! One thread making blocking calls therefore sends, sleeps on the socket
 //! and receives its reply itself, like a UDP ping-pong: no thread hand-off
-//! per RPC.
+//! per RPC; and a tokio task making async calls, or serving an
+//! `accept_async` loop, does the same on its runtime's thread.
 
 mod background;
 mod close;
@@ -636,6 +651,14 @@ impl Shared {
     /// Gives up the lead: promotes a parked caller, else a parked
     /// accepter, else lets the background thread know if it has work.
     fn resign(&self, g: &mut Inner) {
+        if !self.promote(g) {
+            self.wake_background_if_needed(g);
+        }
+    }
+
+    /// Leaves the lead to nobody and promotes a waiter, if there is one:
+    /// a parked caller, else a parked accepter, else a waiting task.
+    fn promote(&self, g: &mut Inner) -> bool {
         g.leader = None;
         let parked_caller = g.calls.values_mut().find_map(|w| match w {
             Waiter::Thread { slot, parked } if *parked => {
@@ -647,10 +670,12 @@ impl Shared {
         if let Some(slot) = parked_caller {
             slot.promote();
             g.wakes.push(slot.thread().clone());
+            true
         } else if let Some(thread) = g.accepting.pop() {
             g.wakes.push(thread);
-        } else if !g.tasks.promote_one(&mut g.wakes) {
-            self.wake_background_if_needed(g);
+            true
+        } else {
+            g.tasks.promote_one(&mut g.wakes)
         }
     }
 

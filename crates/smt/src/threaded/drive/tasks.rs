@@ -67,6 +67,9 @@ pub(super) struct Tasks {
     /// Tasks in `accept_async`, woken one per request.
     accepters: VecDeque<Arc<TaskSlot>>,
     next_id: u64,
+    /// How many times a task took the lead (the background thread leaves
+    /// the lead to tasks that keep coming back for it).
+    pub(super) leads: u64,
 }
 
 impl Tasks {
@@ -278,10 +281,13 @@ impl Shared {
     ) -> Poll<Result<Got, Error>> {
         for turn in 0..TURNS_PER_POLL {
             if let Some(got) = self.take_wanted(slot, want) {
+                // Done first: the promotion skips it.
+                slot.finish();
                 self.resign_task(g, slot);
                 return Poll::Ready(Ok(got));
             }
             if g.closed {
+                slot.finish();
                 self.resign_task(g, slot);
                 return Poll::Ready(Err(Error::Closed));
             }
@@ -319,13 +325,16 @@ impl Shared {
         Poll::Pending
     }
 
-    /// Gives up the lead if this task holds it.
+    /// Gives up the lead if this task holds it (see
+    /// [`Shared::wake_background_after_task`] for who takes over).
     fn resign_task(&self, g: &mut Inner, slot: &TaskSlot) {
         slot.set_led(false);
         if g.leader == Some(Leader::Task(slot.id)) {
             g.tasks.leader_waker = None;
             g.sleep = None;
-            self.resign(g);
+            if !self.promote(g) {
+                self.wake_background_after_task(g);
+            }
         }
     }
 
@@ -346,6 +355,7 @@ impl Shared {
                     self.wake_leader(g);
                 }
                 g.leader = Some(Leader::Task(slot.id));
+                g.tasks.leads += 1;
             }
             _ => return false,
         }
@@ -426,6 +436,12 @@ impl Shared {
             self.resign_task(&mut g, slot);
         } else if g.leader.is_none() {
             self.resign(&mut g);
+        }
+        if want == Want::Request && !self.requests.is_empty() {
+            // It may have been woken for a queued request it will not
+            // take now: another accepter takes it.
+            let inner = &mut *g;
+            inner.tasks.wake_accepter(&mut inner.wakes);
         }
         if !g.closed {
             self.settle(&mut g);
