@@ -93,25 +93,39 @@ async fn async_callers_alone_drive_both_ends_on_a_thread_pool() {
     calls_complete(true).await;
 }
 
+/// A call in a task of its own: polled only when its waker is woken, so
+/// it goes on only if a leader hands it the lead (or its reply).
+fn spawn_call(
+    client: &Endpoint,
+    to: SocketAddr,
+    data: &'static [u8],
+) -> tokio::task::JoinHandle<Result<bytes::Bytes, Error>> {
+    let client = client.clone();
+    tokio::spawn(async move { client.call_async(to, data).await })
+}
+
+/// Lets spawned tasks run until they wait (one runtime thread).
+async fn let_tasks_wait() {
+    for _ in 0..8 {
+        tokio::task::yield_now().await;
+    }
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn a_dropped_leader_hands_the_lead_to_a_follower() {
     let (client, server) = pair(true);
     let to = server.local_addr();
     // Nobody accepts yet: both calls wait.
     let mut leader = Box::pin(client.call_async(to, b"first"));
-    let mut follower = Box::pin(client.call_async(to, b"second"));
     poll_once(leader.as_mut()).await;
     assert!(client.shared().task_leads_now(), "the first call leads");
-    poll_once(follower.as_mut()).await;
+    let follower = spawn_call(&client, to, b"second");
+    let_tasks_wait().await;
     drop(leader);
     let echo = echo_task(&server);
     let reply = tokio::time::timeout(GENEROUS, follower).await;
-    assert_eq!(
-        &reply
-            .expect("the follower was left without a leader")
-            .unwrap()[..],
-        b"second"
-    );
+    let reply = reply.expect("the follower was left without a leader");
+    assert_eq!(&reply.unwrap().unwrap()[..], b"second");
     server.close_async().await;
     echo.await.unwrap();
 }
@@ -122,17 +136,18 @@ async fn a_promoted_future_dropped_before_it_looked_hands_the_lead_on() {
     let to = server.local_addr();
     let mut first = Box::pin(client.call_async(to, b"first"));
     let mut second = Box::pin(client.call_async(to, b"second"));
-    let mut third = Box::pin(client.call_async(to, b"third"));
     poll_once(first.as_mut()).await;
     poll_once(second.as_mut()).await;
-    poll_once(third.as_mut()).await;
-    // The first resigns and promotes the second, which goes before it
-    // is polled again.
+    let third = spawn_call(&client, to, b"third");
+    let_tasks_wait().await;
+    // The first resigns and promotes the second (the oldest follower),
+    // which goes before it is polled again.
     drop(first);
     drop(second);
     let echo = echo_task(&server);
     let reply = tokio::time::timeout(GENEROUS, third).await;
-    assert_eq!(&reply.expect("the lead was lost").unwrap()[..], b"third");
+    let reply = reply.expect("the lead was lost");
+    assert_eq!(&reply.unwrap().unwrap()[..], b"third");
     server.close_async().await;
     echo.await.unwrap();
 }

@@ -37,8 +37,14 @@ impl Shared {
     /// caller drives: someone waits without driving, or input is piling up
     /// (requests queued faster than the accepters take them, datagrams
     /// left in the socket) while the accepters are busy.
+    /// Input piling up is left to tasks that took the lead since the
+    /// background thread's last look: they come back for it (an
+    /// `accept_async` takes queued requests without the lock, then leads),
+    /// and waking the background thread for it was a hand-off per batch on
+    /// a busy async server.
     pub(super) fn background_has_work(&self, g: &Inner) -> bool {
-        self.nobody_else_drives(g) || g.engine.more_to_read() || !self.requests.is_empty()
+        let piling = g.engine.more_to_read() || !self.requests.is_empty();
+        self.nobody_else_drives(g) || (piling && g.tasks.idle_since_look())
     }
 
     /// Whether someone waits whom no caller will drive for: async
@@ -66,22 +72,6 @@ impl Shared {
         }
     }
 
-    /// [`Shared::wake_background_if_needed`] after a task resigned: input
-    /// piling up is left to the task's next `accept_async` or
-    /// `call_async`, which takes queued requests without the lock and the
-    /// lead back (waking the background thread for it was a hand-off per
-    /// batch on a busy async server). If none comes, the background
-    /// thread's next look, within a tick, finds nobody leading.
-    pub(super) fn wake_background_after_task(&self, g: &mut Inner) {
-        if g.background_parked.is_none() {
-            return;
-        }
-        let due = g.engine.deadline().is_some_and(|d| d <= g.engine.now());
-        if due || self.nobody_else_drives(g) {
-            wake_background(g);
-        }
-    }
-
     /// Leads whenever no caller does; while one does, looks again at the
     /// next deadline (at least every protocol tick), and at once when told
     /// of work no caller waits for. A caller that stops driving is thus
@@ -91,20 +81,22 @@ impl Shared {
         let span = tracing::debug_span!("smt_background");
         let _entered = span.enter();
         let mut g = self.lock();
-        let mut task_leads = g.tasks.leads;
         while !g.closed {
-            if self.background_must_lead(&g, task_leads) {
+            if self.background_must_lead(&g) {
                 g = self.lead_in_background(g);
                 continue;
             }
-            task_leads = g.tasks.leads;
+            g.tasks.looked();
             // The leader runs the timers; look again at the next deadline
             // (at most a tick from now) in case it stops leading without a
             // successor. A deadline already past is the leader's to run.
             let now = g.engine.now();
             let tick = g.engine.tick();
-            let look = match g.engine.deadline() {
-                Some(d) if d > now => tick.min(d - now),
+            // A leading task runs the deadlines on its runtime's timer:
+            // look only for a stall or a gap between tasks, once a tick.
+            let look = match (g.leader, g.engine.deadline()) {
+                (Some(Leader::Task(_)), _) => tick,
+                (_, Some(d)) if d > now => tick.min(d - now),
                 _ => tick,
             };
             g.background_parked = Some(std::thread::current());
@@ -120,12 +112,12 @@ impl Shared {
     /// back for it between requests or calls, and taking it from them is
     /// a hand-off each time) and nothing needs it now; or a leading task
     /// stalled.
-    fn background_must_lead(&self, g: &Inner, task_leads_seen: u64) -> bool {
+    fn background_must_lead(&self, g: &Inner) -> bool {
         if g.leader.is_some() {
             return self.leader_stalled(g);
         }
         let due = g.engine.deadline().is_some_and(|d| d <= g.engine.now());
-        g.tasks.leads == task_leads_seen || due || self.nobody_else_drives(g)
+        g.tasks.idle_since_look() || due || self.nobody_else_drives(g)
     }
 
     /// Whether a leading task has stopped being polled: its runtime left

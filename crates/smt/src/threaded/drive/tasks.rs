@@ -69,7 +69,9 @@ pub(super) struct Tasks {
     next_id: u64,
     /// How many times a task took the lead (the background thread leaves
     /// the lead to tasks that keep coming back for it).
-    pub(super) leads: u64,
+    leads: u64,
+    /// `leads` at the background thread's last look.
+    leads_looked: u64,
 }
 
 impl Tasks {
@@ -106,6 +108,17 @@ impl Tasks {
         if let Some(waker) = self.leader_waker.take() {
             wakes.push_task(waker);
         }
+    }
+
+    /// Whether no task took the lead since the background thread's last
+    /// look.
+    pub(super) fn idle_since_look(&self) -> bool {
+        self.leads == self.leads_looked
+    }
+
+    /// The background thread looks now.
+    pub(super) fn looked(&mut self) {
+        self.leads_looked = self.leads;
     }
 
     /// The leading task lost the lead to the background thread.
@@ -333,7 +346,7 @@ impl Shared {
             g.tasks.leader_waker = None;
             g.sleep = None;
             if !self.promote(g) {
-                self.wake_background_after_task(g);
+                self.wake_background_if_needed(g);
             }
         }
     }
