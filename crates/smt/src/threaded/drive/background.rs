@@ -3,7 +3,8 @@
 //! earlier), and otherwise looks again every tick.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, TryLockError};
+use std::time::Duration;
 
 use super::handoff::lock_ignoring_poison;
 use super::{Inner, Leader, Locked, Shared};
@@ -68,7 +69,7 @@ impl Shared {
         }
         let due = g.engine.deadline().is_some_and(|d| d <= g.engine.now());
         if due || self.background_has_work(g) {
-            wake_background(g);
+            self.wake_background(g);
         }
     }
 
@@ -101,8 +102,7 @@ impl Shared {
             };
             g.background_parked = Some(std::thread::current());
             drop(g);
-            std::thread::park_timeout(look);
-            g = self.lock();
+            g = self.look_after(look);
             g.background_parked = None;
         }
     }
@@ -156,10 +156,30 @@ impl Shared {
     }
 }
 
-/// Wakes the background thread if it is parked (once the lock is
-/// released).
-pub(super) fn wake_background(g: &mut Inner) {
-    if let Some(thread) = g.background_parked.take() {
-        g.wakes.push(thread);
+impl Shared {
+    /// Wakes the background thread if it is parked (once the lock is
+    /// released).
+    pub(super) fn wake_background(&self, g: &mut Inner) {
+        if let Some(thread) = g.background_parked.take() {
+            self.background_called.store(true, Ordering::Release);
+            g.wakes.push(thread);
+        }
+    }
+
+    /// Parks for `look`, then takes the lock; a look nobody asked for is
+    /// skipped while the lock is busy (someone is driving: contending for
+    /// the lock cost two context switches a look), and parks again.
+    fn look_after(&self, look: Duration) -> Locked<'_> {
+        loop {
+            std::thread::park_timeout(look);
+            if self.background_called.swap(false, Ordering::AcqRel) {
+                return self.lock();
+            }
+            match self.inner.try_lock() {
+                Ok(g) => return Locked::new(g),
+                Err(TryLockError::Poisoned(e)) => return Locked::new(e.into_inner()),
+                Err(TryLockError::WouldBlock) => {}
+            }
+        }
     }
 }

@@ -219,6 +219,9 @@ pub(crate) struct Shared {
     /// Mirrors `Inner::closed` for lock-free checks.
     closed: AtomicBool,
     background: Mutex<Option<JoinHandle<()>>>,
+    /// Set by a wake-up of the parked background thread (which then
+    /// waits for the lock; on its own looks it does not).
+    background_called: AtomicBool,
     /// Dropped by the background thread as it exits: a closed channel
     /// tells `close` and `close_async` that the endpoint has stopped.
     stopped_tx: Mutex<Option<flume::Sender<()>>>,
@@ -269,6 +272,7 @@ impl Shared {
             permits: Permits::new(limits.max_outstanding_calls),
             busy_poll: limits.busy_poll,
             closed: AtomicBool::new(false),
+            background_called: AtomicBool::new(false),
             background: Mutex::new(None),
             stopped_tx: Mutex::new(Some(stopped_tx)),
             stopped,

@@ -431,7 +431,7 @@ impl Shared {
         if g.leader.is_none() {
             // Nobody leads and this task may not (its runtime's reactor
             // is gone): the background thread must.
-            super::background::wake_background(g);
+            self.wake_background(g);
         }
     }
 
