@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A project that depends on `smt` with `default-features = false` must not
 # pull in the NIC model (smt-offload), the capture and trace (smt-observe,
-# with the pcapng writer pcap-parser and etherparse) or serde (issue #27).
+# with the pcapng writer pcap-parser and etherparse), serde (issue #27) or
+# tokio (feature `tokio`: async callers on the runtime's reactor).
 # Checks the dependency tree of a scratch project generated in the target
 # directory; no build, a second or two.
 set -euo pipefail
@@ -26,10 +27,10 @@ TOML
 # The workspace's lock, so the scratch resolves offline to the same versions.
 cp "$root/Cargo.lock" "$scratch/Cargo.lock"
 tree="$(cargo tree --manifest-path "$scratch/Cargo.toml" -e normal --offline --prefix none)"
-forbidden='^(smt-offload|smt-observe|pcap-parser|pcap-file|etherparse|serde|serde_json|serde_derive) '
+forbidden='^(smt-offload|smt-observe|pcap-parser|pcap-file|etherparse|serde|serde_json|serde_derive|tokio) '
 if found="$(grep -E "$forbidden" <<<"$tree" | sort -u)"; then
     echo "features-test: smt with default-features = false still depends on:" >&2
     echo "$found" >&2
     exit 1
 fi
-echo "features-test: ok (smt without default features: no smt-offload, smt-observe, pcap-parser, etherparse, serde)"
+echo "features-test: ok (smt without default features: no smt-offload, smt-observe, pcap-parser, etherparse, serde, tokio)"

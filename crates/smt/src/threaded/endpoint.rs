@@ -9,7 +9,7 @@ use bytes::Bytes;
 use smt_proto::{KeyResolver, Payload, SessionKeys};
 use smt_udp::Features;
 
-use super::drive::{Delivered, Limits, Shared};
+use super::drive::{Delivered, Got, Limits, Shared};
 use super::request::IncomingRequest;
 use crate::engine::{CallToken, Engine, SystemClock};
 use crate::{CallOptions, EndpointConfig, Error, PeerStats, Stats};
@@ -37,9 +37,12 @@ impl Drop for Handle {
 ///
 /// A thread blocked in [`Endpoint::call`] or [`Endpoint::accept`] drives
 /// the endpoint itself while it waits (or lets another waiting thread do
-/// it), so a blocking RPC costs no hand-off between threads; a background
-/// thread covers async callers, `ready_fd` users and timers while nobody
-/// waits.
+/// it), so a blocking RPC costs no hand-off between threads. So does a
+/// task awaiting [`Endpoint::call_async`] or [`Endpoint::accept_async`] on
+/// a tokio runtime with IO and timers enabled (feature `tokio`, on by
+/// default): it drives the endpoint on the runtime's reactor. A
+/// background thread covers `ready_fd` users, async callers on other
+/// executors, and timers while nobody waits.
 ///
 /// # Closing
 /// [`Endpoint::close`] (or [`Endpoint::close_async`]) closes gracefully:
@@ -108,6 +111,25 @@ impl Endpoint {
 
     /// Binds a socket and starts the background thread.
     pub fn bind(addr: SocketAddr, config: EndpointConfig) -> Result<Self, Error> {
+        Self::bind_with(addr, config, true)
+    }
+
+    /// An endpoint without a background thread: only its callers drive
+    /// it (the async-leader tests show they need nothing else). Its
+    /// `close` does not wait for a thread that never ran.
+    #[cfg(all(test, feature = "tokio"))]
+    pub(crate) fn bind_without_background(
+        addr: SocketAddr,
+        config: EndpointConfig,
+    ) -> Result<Self, Error> {
+        Self::bind_with(addr, config, false)
+    }
+
+    fn bind_with(
+        addr: SocketAddr,
+        config: EndpointConfig,
+        background: bool,
+    ) -> Result<Self, Error> {
         let engine = Engine::bind(addr, &config, Box::new(SystemClock))?;
         let local_addr = engine.local_addr();
         let features = engine.features().clone();
@@ -118,7 +140,11 @@ impl Endpoint {
             max_pending_requests: config.protocol().max_pending_requests(),
         };
         let shared = Shared::new(engine, limits)?;
-        shared.spawn_background(format!("smt-{local_addr}"))?;
+        if background {
+            shared.spawn_background(format!("smt-{local_addr}"))?;
+        } else {
+            shared.forget_background();
+        }
         let handle = Handle {
             shared,
             local_addr,
@@ -134,7 +160,7 @@ impl Endpoint {
         IncomingRequest::new(delivered, self.shared().clone())
     }
 
-    fn shared(&self) -> &Arc<Shared> {
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.handle.shared
     }
 
@@ -371,9 +397,18 @@ impl Endpoint {
             return Err(Error::Closed);
         }
         let _permit = shared.permit().await;
+        let (request, options) = (request.into(), options.into());
+        // On a tokio runtime, this future drives the engine itself when
+        // nobody else does (`drive/tasks.rs`).
+        if let Some(wait) = shared.call_task(peer, request.clone(), options)? {
+            return match wait.await? {
+                Got::Reply(reply) => reply,
+                Got::Request(_) => unreachable!("a call waits for its reply"),
+            };
+        }
         let (tx, rx) = flume::bounded(1);
         let _waiting = shared.async_waiter();
-        let call = shared.call_detached(peer, request.into(), options.into(), tx)?;
+        let call = shared.call_detached(peer, request, options, tx)?;
         let mut pending = Pending {
             shared,
             call: Some(call),
@@ -420,6 +455,14 @@ impl Endpoint {
     pub async fn accept_async(&self) -> Result<IncomingRequest, Error> {
         let shared = self.shared();
         if let Ok(delivered) = shared.requests.try_recv() {
+            shared.ready.consume();
+            return Ok(self.request(delivered));
+        }
+        if let Some(wait) = shared.accept_task() {
+            let delivered = match wait.await? {
+                Got::Request(delivered) => delivered,
+                Got::Reply(_) => unreachable!("an accept waits for a request"),
+            };
             shared.ready.consume();
             return Ok(self.request(delivered));
         }

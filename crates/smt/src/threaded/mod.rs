@@ -8,6 +8,8 @@ mod drive;
 mod endpoint;
 mod ready;
 mod request;
+#[cfg(all(test, feature = "tokio"))]
+mod tests;
 
 pub use self::cancel::Cancellation;
 pub(crate) use self::drive::lock_ignoring_poison;

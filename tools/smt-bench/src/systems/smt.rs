@@ -1,6 +1,6 @@
 //! SMT: two endpoints in this process, keys installed directly (the
 //! handshake is not what these workloads measure), an echo server on one
-//! thread doing accept + respond.
+//! thread doing accept + respond (on a tokio runtime of its own).
 
 use std::io;
 use std::net::SocketAddr;
@@ -55,6 +55,21 @@ impl Slot for SmtSlot {
 
     fn set_alone(&mut self, alone: bool) {
         self.alone = alone;
+    }
+}
+
+/// The echo server: an accept loop on a current-thread tokio runtime of
+/// its own, as quinn's server runs and as a tokio application would
+/// serve: the task awaiting `accept_async` drives the endpoint on the
+/// runtime's reactor itself, so a request is received, answered and sent
+/// on this one thread (a blocking `accept` on a busy server waited for
+/// the background thread to receive for it: a thread hand-off per batch).
+async fn echo_loop(server: Endpoint) {
+    while let Ok(mut req) = server.accept_async().await {
+        // The request's own buffer goes back as the response: no copy,
+        // as an echo server on SMT would do it.
+        let data = req.take_data();
+        let _ = req.respond(data);
     }
 }
 
@@ -125,16 +140,12 @@ pub fn start(system: System, slots: usize) -> io::Result<(ServerThread, Vec<SmtS
         .install_session(client.local_addr(), sk)
         .map_err(io::Error::other)?;
     let echo = server.clone();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let thread = std::thread::Builder::new()
         .name("smt-echo".into())
-        .spawn(move || {
-            while let Ok(mut req) = echo.accept() {
-                // The request's own buffer goes back as the response: no
-                // copy, as an echo server on SMT would do it.
-                let data = req.take_data();
-                let _ = req.respond(data);
-            }
-        })?;
+        .spawn(move || runtime.block_on(echo_loop(echo)))?;
     let server_addr = server.local_addr();
     let server_ends = server.clone();
     let closing = client.clone();

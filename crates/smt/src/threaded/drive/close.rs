@@ -5,7 +5,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::Thread;
 
-use super::background::wake_background;
 use super::handoff::lock_ignoring_poison;
 use super::{Inner, Shared, Waiter};
 
@@ -20,7 +19,7 @@ impl Shared {
         // The acknowledgements it queued leave now.
         self.settle(&mut g);
         self.wake_leader(&mut g);
-        wake_background(&mut g);
+        self.wake_background(&mut g);
     }
 
     /// Closes gracefully and waits until the endpoint has stopped (its
@@ -110,7 +109,8 @@ impl Shared {
             g.wakes.push(thread);
         }
         self.wake_leader(g);
-        wake_background(g);
+        g.tasks.close(&mut g.wakes);
+        self.wake_background(g);
         self.permits.relay_close();
         self.ready.mark_closed();
     }

@@ -12,19 +12,27 @@
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Waker;
 use std::thread::Thread;
 
 use crate::Error;
 
 pub(crate) type Reply = Result<bytes::Bytes, Error>;
 
-/// Threads to wake once the engine lock is released.
+/// Threads and tasks to wake once the engine lock is released.
 #[derive(Default)]
-pub(crate) struct Wakes(Vec<Thread>);
+pub(crate) struct Wakes {
+    threads: Vec<Thread>,
+    tasks: Vec<Waker>,
+}
 
 impl Wakes {
     pub(super) fn push(&mut self, thread: Thread) {
-        self.0.push(thread);
+        self.threads.push(thread);
+    }
+
+    pub(super) fn push_task(&mut self, waker: Waker) {
+        self.tasks.push(waker);
     }
 }
 
@@ -72,8 +80,11 @@ impl<T: HasWakes> Drop for Locked<'_, T> {
         let wakes = std::mem::take(guard.wakes());
         let garbage = guard.garbage();
         drop(guard);
-        for thread in wakes.0 {
+        for thread in wakes.threads {
             thread.unpark();
+        }
+        for task in wakes.tasks {
+            task.wake();
         }
         drop(garbage);
     }
@@ -136,6 +147,123 @@ impl Slot {
             // Spurious returns are fine: the loop looks again.
             std::thread::park();
         }
+    }
+}
+
+/// Where an async caller's future (a call or an accept that may lead
+/// on the runtime's reactor, `tasks.rs`) finds its reply, or learns that
+/// it was promoted to lead: [`Slot`]'s twin, with the task's waker in
+/// place of the parked thread. One per future.
+pub(crate) struct TaskSlot {
+    /// Names the future while it leads ([`super::Leader::Task`]).
+    pub(super) id: u64,
+    state: Mutex<TaskState>,
+}
+
+#[derive(Default)]
+struct TaskState {
+    reply: Option<Reply>,
+    waker: Option<Waker>,
+    promoted: bool,
+    /// Listed among the followers that may be promoted.
+    queued: bool,
+    /// Listed among the accepters to wake for a request.
+    accepting: bool,
+    /// The future finished or was dropped: skipped where still listed.
+    done: bool,
+    /// It took the lead and has not resigned since.
+    led: bool,
+}
+
+impl TaskSlot {
+    pub(super) fn new(id: u64) -> Arc<Self> {
+        Arc::new(Self {
+            id,
+            state: Mutex::new(TaskState::default()),
+        })
+    }
+
+    fn state(&self) -> MutexGuard<'_, TaskState> {
+        lock_ignoring_poison(&self.state)
+    }
+
+    /// Leaves the reply; returns the waker to wake once the lock is
+    /// released.
+    pub(super) fn put(&self, reply: Reply) -> Option<Waker> {
+        let mut s = self.state();
+        s.reply = Some(reply);
+        s.waker.take()
+    }
+
+    pub(super) fn take(&self) -> Option<Reply> {
+        self.state().reply.take()
+    }
+
+    /// Asks the task to lead; returns its waker (`None`: it was done
+    /// already and cannot be promoted).
+    pub(super) fn promote(&self) -> Option<Option<Waker>> {
+        let mut s = self.state();
+        s.queued = false;
+        if s.done {
+            return None;
+        }
+        s.promoted = true;
+        Some(s.waker.take())
+    }
+
+    /// Wakes the task for a request it may take; `None` if it was done.
+    pub(super) fn wake_accepter(&self) -> Option<Option<Waker>> {
+        let mut s = self.state();
+        s.accepting = false;
+        if s.done {
+            return None;
+        }
+        Some(s.waker.take())
+    }
+
+    /// Whether the task was promoted since it last looked (clears it).
+    pub(super) fn take_promotion(&self) -> bool {
+        std::mem::take(&mut self.state().promoted)
+    }
+
+    /// Stores the waker of a task about to wait; returns whether it must
+    /// be listed among the followers, and among the accepters.
+    pub(super) fn wait(&self, waker: &Waker, accepting: bool) -> (bool, bool) {
+        let mut s = self.state();
+        match &mut s.waker {
+            Some(w) => w.clone_from(waker),
+            None => s.waker = Some(waker.clone()),
+        }
+        let queue = !std::mem::replace(&mut s.queued, true);
+        let accept = accepting && !std::mem::replace(&mut s.accepting, true);
+        (queue, accept)
+    }
+
+    /// The future ended; returns whether it may still lead or held a
+    /// promotion it never used (the caller then looks, under the engine
+    /// lock, and hands the lead on).
+    pub(super) fn finish(&self) -> bool {
+        let mut s = self.state();
+        s.done = true;
+        s.waker = None;
+        std::mem::take(&mut s.promoted) | s.led
+    }
+
+    /// Stores the waker of a task about to wait as the leader.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(super) fn set_waker(&self, waker: &Waker) {
+        match &mut self.state().waker {
+            Some(w) => w.clone_from(waker),
+            w => *w = Some(waker.clone()),
+        }
+    }
+
+    pub(super) fn set_led(&self, led: bool) {
+        self.state().led = led;
+    }
+
+    pub(super) fn is_done(&self) -> bool {
+        self.state().done
     }
 }
 

@@ -16,23 +16,41 @@
 //!   the leader leaves its reply in its slot or hands it a request, or
 //!   resigns and promotes it; threads are woken only once the lock is
 //!   released (`handoff`);
+//! - async callers (`call_async`, `accept_async`) on a tokio runtime with
+//!   IO and timers lead and follow the same way, as tasks (`tasks.rs`): a
+//!   leading future turns the engine in its `poll` and waits on the
+//!   runtime's reactor (the socket registered with `AsyncFd`, the
+//!   engine's deadline on one tokio timer, `reactor.rs`); a follower's
+//!   waker is woken by its reply, a request or a promotion. A future
+//!   resigns when it has what it waited for and when it is dropped, and a
+//!   promotion it never used goes on, so a cancelled future never leaves
+//!   the engine without a leader. Blocking callers follow a leading task
+//!   as they follow a thread. Off tokio (or with the `tokio` feature
+//!   off), async callers wait on a channel and are driven for;
 //! - the background thread leads whenever no caller does: timers, and
-//!   receiving what no caller waits for (async calls and accepts,
+//!   receiving what no caller waits for (async callers off tokio,
 //!   `ready_fd` users, acknowledgements and grants for responses sent
 //!   earlier). Any caller takes the lead from it without waiting, except
-//!   an accepter of a busy server (see `accepter_may_lead`); while a
-//!   caller leads it looks again at the next deadline (at most a tick
-//!   away), or at once when told of work no caller waits for (an async
-//!   call, a close, input piling up).
+//!   a blocking accepter of a busy server (see `accepter_may_lead`);
+//!   while a caller leads it looks again at the next deadline (at most a
+//!   tick away), or at once when told of work no caller waits for (an
+//!   async call off tokio, a close, input piling up). It leaves the lead
+//!   to tasks that came back for it since its last look, and takes it
+//!   from a task whose runtime stopped polling it (the deadline overdue
+//!   by four ticks).
 //!
 //! One thread making blocking calls therefore sends, sleeps on the socket
 //! and receives its reply itself, like a UDP ping-pong: no thread hand-off
-//! per RPC.
+//! per RPC; and a tokio task making async calls, or serving an
+//! `accept_async` loop, does the same on its runtime's thread.
 
 mod background;
 mod close;
 mod handoff;
 mod permits;
+#[cfg(feature = "tokio")]
+mod reactor;
+mod tasks;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -47,6 +65,7 @@ use smt_proto::{Payload, ServerRpcHandle};
 pub(crate) use self::handoff::lock_ignoring_poison;
 use self::handoff::{HasWakes, Reply, Slot, Wakes};
 use self::permits::{Permit, Permits};
+pub(crate) use self::tasks::Got;
 use super::cancel::{Cancellation, Watches};
 use super::ready::Ready;
 use crate::engine::{CallToken, Engine, Outcome};
@@ -68,6 +87,10 @@ enum Leader {
     Caller,
     /// The background thread; any caller may take over at once.
     Background,
+    /// An async caller's future, on the tokio runtime's reactor
+    /// (`tasks.rs`): blocking callers follow it as they follow a thread.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    Task(u64),
 }
 
 /// What the sleeping leader waits for, so that commands can tell whether
@@ -124,8 +147,11 @@ enum Waiter {
     /// `parked` is set while it sleeps as a follower (then it must be
     /// woken).
     Thread { slot: Arc<Slot>, parked: bool },
-    /// An async caller: the outcome is sent at once.
-    Task(flume::Sender<Reply>),
+    /// An async caller driven by others: the outcome is sent at once.
+    Channel(flume::Sender<Reply>),
+    /// An async caller that may lead (`tasks.rs`): the outcome is left
+    /// in its slot and its waker woken.
+    Task(Arc<handoff::TaskSlot>),
 }
 
 /// The engine and the leader/follower bookkeeping, behind one lock.
@@ -154,6 +180,8 @@ pub(crate) struct Inner {
     background_parked: Option<Thread>,
     /// The close finished: every call has failed, nothing drives anymore.
     closed: bool,
+    /// Async callers that may lead, and their wakers.
+    tasks: tasks::Tasks,
     /// Threads to wake once the lock is released.
     wakes: Wakes,
 }
@@ -191,6 +219,9 @@ pub(crate) struct Shared {
     /// Mirrors `Inner::closed` for lock-free checks.
     closed: AtomicBool,
     background: Mutex<Option<JoinHandle<()>>>,
+    /// Set by a wake-up of the parked background thread (which then
+    /// waits for the lock; on its own looks it does not).
+    background_called: AtomicBool,
     /// Dropped by the background thread as it exits: a closed channel
     /// tells `close` and `close_async` that the endpoint has stopped.
     stopped_tx: Mutex<Option<flume::Sender<()>>>,
@@ -229,6 +260,7 @@ impl Shared {
             watches: Watches::default(),
             background_parked: None,
             closed: false,
+            tasks: tasks::Tasks::default(),
             wakes: Wakes::default(),
         };
         Ok(Arc::new(Self {
@@ -240,6 +272,7 @@ impl Shared {
             permits: Permits::new(limits.max_outstanding_calls),
             busy_poll: limits.busy_poll,
             closed: AtomicBool::new(false),
+            background_called: AtomicBool::new(false),
             background: Mutex::new(None),
             stopped_tx: Mutex::new(Some(stopped_tx)),
             stopped,
@@ -328,7 +361,7 @@ impl Shared {
                 g.calls.remove(&call);
                 return Err(Error::Closed);
             }
-            if g.leader != Some(Leader::Caller) {
+            if matches!(g.leader, None | Some(Leader::Background)) {
                 let (guard, reply) = self.lead(g, |_| slot.take());
                 if let Some(reply) = reply {
                     return reply;
@@ -390,7 +423,7 @@ impl Shared {
         match g.leader {
             None => true,
             Some(Leader::Background) => g.engine.in_flight().1 <= BUSY_SERVER_RPCS,
-            Some(Leader::Caller) => false,
+            Some(Leader::Caller | Leader::Task(_)) => false,
         }
     }
 
@@ -431,7 +464,7 @@ impl Shared {
             return Err(Error::Closed);
         }
         let call = g.engine.call(peer, data, options)?;
-        g.calls.insert(call, Waiter::Task(reply));
+        g.calls.insert(call, Waiter::Channel(reply));
         if g.leader == Some(Leader::Background) && g.sleep.is_some() {
             // Async callers issue many calls between the background
             // leader's turns: it sends them together in its next turn
@@ -622,6 +655,14 @@ impl Shared {
     /// Gives up the lead: promotes a parked caller, else a parked
     /// accepter, else lets the background thread know if it has work.
     fn resign(&self, g: &mut Inner) {
+        if !self.promote(g) {
+            self.wake_background_if_needed(g);
+        }
+    }
+
+    /// Leaves the lead to nobody and promotes a waiter, if there is one:
+    /// a parked caller, else a parked accepter, else a waiting task.
+    fn promote(&self, g: &mut Inner) -> bool {
         g.leader = None;
         let parked_caller = g.calls.values_mut().find_map(|w| match w {
             Waiter::Thread { slot, parked } if *parked => {
@@ -633,10 +674,12 @@ impl Shared {
         if let Some(slot) = parked_caller {
             slot.promote();
             g.wakes.push(slot.thread().clone());
+            true
         } else if let Some(thread) = g.accepting.pop() {
             g.wakes.push(thread);
+            true
         } else {
-            self.wake_background_if_needed(g);
+            g.tasks.promote_one(&mut g.wakes)
         }
     }
 
@@ -710,6 +753,8 @@ impl Shared {
                     self.ready.notify();
                     if let Some(thread) = g.accepting.pop() {
                         g.wakes.push(thread);
+                    } else {
+                        g.tasks.wake_accepter(&mut g.wakes);
                     }
                 }
                 Outcome::Cancelled { rpc, .. } => g.watches.cancelled(rpc),
@@ -718,7 +763,9 @@ impl Shared {
     }
 
     fn wake_leader(&self, g: &mut Inner) {
-        if !g.wake_sent {
+        if let Some(Leader::Task(_)) = g.leader {
+            g.tasks.wake_leader(&mut g.wakes);
+        } else if !g.wake_sent {
             g.wake_sent = true;
             self.wake.wake();
         }
@@ -745,7 +792,12 @@ fn deliver_reply(g: &mut Inner, call: CallToken, result: Reply) {
                 g.wakes.push(slot.thread().clone());
             }
         }
-        Some(Waiter::Task(tx)) => {
+        Some(Waiter::Task(slot)) => {
+            if let Some(waker) = slot.put(result) {
+                g.wakes.push_task(waker);
+            }
+        }
+        Some(Waiter::Channel(tx)) => {
             // The caller's future is gone: the reply is freed after the lock.
             if let Err(flume::SendError(result)) = tx.send(result) {
                 g.engine.discard(result);
