@@ -41,7 +41,7 @@ case "${1:-}" in
     "")
         cd "$(dirname "$0")/.."
         install_dig || true
-        cargo test -p smt-dns --test dig -- --nocapture
+        cargo test -p smt-dns --test integration dig:: -- --nocapture
         ;;
     *)
         echo "usage: $0 [--install]" >&2

@@ -15,9 +15,9 @@ set -euo pipefail
 
 VERSION="50.0.2"
 PACKAGE="cryptography-vectors"
-# The files crates/smt-crypto/tests/nist_gcm.rs reads.
+# The files crates/smt-crypto/tests/integration/nist_gcm.rs reads.
 REQUIRED=(gcmEncryptExtIV128.rsp gcmEncryptExtIV256.rsp gcmDecrypt128.rsp gcmDecrypt256.rsp)
-# The files crates/smt-pagecrypt/tests/nist_xts.rs reads (both tweak forms).
+# The files crates/smt-pagecrypt/tests/integration/nist_xts.rs reads (both tweak forms).
 REQUIRED_XTS=(tweak-128hexstr/XTSGenAES128.rsp tweak-dataunitseqno/XTSGenAES128.rsp)
 
 repo_root="$(cd "$(dirname "$0")/.." && pwd)"

@@ -48,8 +48,8 @@ case "${1:-}" in
     "")
         cd "$(dirname "$0")/.."
         install_promtool || true
-        cargo test -p smt --test metrics -- --nocapture
-        cargo test -p smt-cli --test metrics -- --nocapture
+        cargo test -p smt --test integration metrics:: -- --nocapture
+        cargo test -p smt-cli --test integration metrics:: -- --nocapture
         ;;
     *)
         echo "usage: $0 [--install]" >&2

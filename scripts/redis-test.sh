@@ -47,7 +47,7 @@ case "${1:-}" in
     "")
         cd "$(dirname "$0")/.."
         install_redis || true
-        cargo test -p smt-kv --test oracle --test redis_benchmark --test kv_client -- --nocapture
+        cargo test -p smt-kv --test integration -- --nocapture oracle:: redis_benchmark:: kv_client::
         ;;
     *)
         echo "usage: $0 [--install]" >&2

@@ -20,6 +20,7 @@ def main() -> int:
     top = int(sys.argv[2]) if len(sys.argv) > 2 else 15
     start = None
     marks = []  # (time, label)
+    crate = None  # the last crate whose unit tests ran
     end = None
     with open(sys.argv[1], errors="replace") as log:
         for raw in log:
@@ -30,10 +31,15 @@ def main() -> int:
             start = t if start is None else start
             end = t
             text = line.strip()
-            m = re.match(r"Running (?:unittests )?(\S+) \((.+)\)", text)
+            m = re.match(r"Running (unittests )?(\S+) \((.+)\)", text)
             if m:
-                exe = m.group(2).rsplit("/", 1)[-1]
-                marks.append((t, f"{m.group(1)} [{re.sub(r'-[0-9a-f]{16}$', '', exe)}]"))
+                exe = re.sub(r"-[0-9a-f]{16}$", "", m.group(3).rsplit("/", 1)[-1])
+                if m.group(1):
+                    crate = exe
+                # Every crate's merged test binary is `integration`: name
+                # its crate, from the unit tests cargo ran just before.
+                who = f"{crate} " if exe == "integration" and crate else ""
+                marks.append((t, f"{who}{m.group(2)} [{exe}]"))
             elif text.startswith("Doc-tests "):
                 marks.append((t, "doc-tests " + text.split()[1]))
     if start is None:

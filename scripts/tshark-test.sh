@@ -48,7 +48,7 @@ case "${1:-}" in
     "")
         cd "$(dirname "$0")/.."
         install_tshark || true
-        cargo test -p smt-dump --test tshark -- --nocapture
+        cargo test -p smt-dump --test integration tshark:: -- --nocapture
         ;;
     *)
         echo "usage: $0 [--install]" >&2

@@ -1,6 +1,6 @@
 //! Arbitrary bytes opened as one segment with the NullCipher.
 //!
-//! Input format (the seed writer in `crates/smt-proto/tests/record_layer.rs`
+//! Input format (the seed writer in `crates/smt-proto/tests/integration/record_layer.rs`
 //! uses the same): byte 0 selects the sequence-number split (bits 0-1: 16,
 //! 24, 8 or 2 index bits), whether the segment starts just below the index
 //! limit (bit 2) and whether the message ID may exceed its bits (bit 3);

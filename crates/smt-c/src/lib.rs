@@ -3,7 +3,7 @@
 //! and get an id, receive requests and responses (blocking or not), reply
 //! by id, and poll the endpoint's descriptor from the program's own epoll
 //! loop. The header, `include/smt.h`, is generated from this file by
-//! cbindgen (`tests/header.rs` fails when it is stale) and states the
+//! cbindgen (`tests/integration/header.rs` fails when it is stale) and states the
 //! ownership and threading rules; `docs/c-api.md` has an example.
 //!
 //! Layout: `lib.rs` holds the exported functions, each a thin shell that

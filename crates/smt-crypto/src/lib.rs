@@ -24,8 +24,8 @@
 //!   secrets (§7.2) behind `smt-proto`'s `KeyUpdate`.
 //!
 //! Tests check the code against vectors nobody here wrote: the RFC 8448
-//! handshake trace (`tests/rfc8448.rs`) and NIST's CAVP AES-GCM vectors
-//! (`tests/nist_gcm.rs`, after `scripts/fetch-vectors.sh`).
+//! handshake trace (`tests/integration/rfc8448.rs`) and NIST's CAVP AES-GCM vectors
+//! (`tests/integration/nist_gcm.rs`, after `scripts/fetch-vectors.sh`).
 //!
 //! Secrets never reach `Debug` output: [`TrafficKey`] and [`AesGcmCipher`]
 //! print their algorithm only.

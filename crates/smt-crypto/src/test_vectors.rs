@@ -4,7 +4,7 @@
 //! for TLS 1.3"), §3 "Simple 1-RTT Handshake" (TLS_AES_128_GCM_SHA256), in
 //! the RFC's own layout so each can be checked against the text by eye.
 //! The heading in the RFC that each value sits under is quoted above it.
-//! None of these values were computed here; the tests in `tests/rfc8448.rs`
+//! None of these values were computed here; the tests in `tests/integration/rfc8448.rs`
 //! reproduce the records from the keys byte for byte.
 //!
 //! In that trace the server's first record under its application traffic

@@ -1,3 +1,5 @@
+// A test binary of its own, not a module of tests/integration (issue #27):
+// installs a counting `#[global_allocator]` for the whole process.
 //! Heap allocations per RPC in steady state (issue #10: "no heap
 //! allocation per message"). A counting global allocator sees every
 //! allocation the two endpoints make while 16-RPC batches of small echo

@@ -1,3 +1,5 @@
+// A test binary of its own, not a module of tests/integration (issue #27):
+// installs a counting `#[global_allocator]` for the whole process.
 //! A large buffer the endpoint is done with is handed to its driver to
 //! free, not freed inside the call that finishes with it.
 //!

@@ -1,3 +1,6 @@
+// A test binary of its own, not a module of tests/integration (issue #27):
+// counts page faults of 256 MiB messages: other tests' allocations and
+// frees in the same heap would change which pages are fresh.
 //! Handing a large message to the core costs the same whatever its length:
 //! the call writes nothing per byte of the message.
 //!

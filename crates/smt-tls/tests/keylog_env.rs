@@ -1,3 +1,5 @@
+// A test binary of its own, not a module of tests/integration (issue #27):
+// sets `SSLKEYLOGFILE`, an environment variable of the whole process.
 //! `KeyLogPolicy::FromEnv` reads `SSLKEYLOGFILE`. Its own test binary (one
 //! test, one thread): it sets a process-wide environment variable.
 

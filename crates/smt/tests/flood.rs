@@ -1,3 +1,6 @@
+// A test binary of its own, not a module of tests/integration (issue #27):
+// samples the process's resident memory (`/proc/self/status`) as its
+// bound: tests beside it in one process would add theirs.
 //! Resource exhaustion over real sockets (issue #6, item 3): attacker
 //! sockets flood a server with new message IDs under keys they do not hold,
 //! partial messages they never complete, length claims past the limit and

@@ -1,3 +1,6 @@
+// A test binary of its own, not a module of tests/integration (issue #27):
+// measures the process's CPU time (`/proc/self/stat`) while it should be
+// idle: other tests' threads in the same process would count.
 //! A flood of openings from addresses where nothing listens (issue #22
 //! item 1). The server answers each (a RETRY or a PSK reply), and each
 //! answer comes back as an ICMP port unreachable queued on the server

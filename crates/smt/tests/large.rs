@@ -1,3 +1,6 @@
+// A test binary of its own, not a module of tests/integration (issue #27):
+// `.ci/run`'s long-tests step finds this binary by its target name
+// `large`.
 //! Large messages on real loopback sockets, one call at a time, each
 //! session made by the PSK nonce exchange (as `smt client --psk` does).
 //!

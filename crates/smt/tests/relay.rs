@@ -1,3 +1,8 @@
+// A test binary of its own, not a module of tests/integration (issue #27):
+// its retransmission bounds hold for endpoints with the CPU to read what
+// arrived: its 10,000-RPC runs take turns with each other only
+// (`ONE_RUN_AT_A_TIME`), and beside other tests' traffic in one process
+// they would be starved.
 //! Real sockets through the fault-injecting relay (`smt_relay::relay`): the
 //! kernel has no `tc netem` here, so this is how real-socket runs get loss,
 //! reordering, duplication and corruption.

@@ -1,3 +1,6 @@
+// A test binary of its own, not a module of tests/integration (issue #27):
+// samples the process's resident memory (`/proc/self/status`) as its
+// bound: tests beside it in one process would add theirs.
 //! Fault soak (issue #6, item 4): 100,000 RPCs of mixed sizes over real
 //! sockets through the fault-injecting relay with 5% loss, 10% reordering,
 //! 1% duplication and 0.1% corruption each way. Every request is executed

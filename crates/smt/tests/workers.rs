@@ -1,3 +1,7 @@
+// A test binary of its own, not a module of tests/integration (issue #27):
+// its thousand-RPC runs take turns with each other only (`HEAVY`): beside
+// other tests' traffic in one process the lossy run would count
+// retransmissions for packets that only waited for a CPU.
 //! The worker shape (`smt::workers`) over real UDP sockets on loopback:
 //! one client endpoint, one peer, its messages spread over 2-3 shards,
 //! with and without loss. Every RPC completes, every request runs once,

@@ -3,7 +3,7 @@
 //!
 //! The request side reproduces what redis-server 7.0 accepts and rejects,
 //! byte for byte, including its quirks (see [`request`]); the differential
-//! test (`tests/oracle.rs`) holds it to that.
+//! test (`tests/integration/oracle.rs`) holds it to that.
 
 pub mod inline;
 pub mod reply;

@@ -1,5 +1,5 @@
 //! Scenario tests on the two-endpoint harness that check internal state
-//! the public API does not show; `crates/smt-proto/tests/scenarios.rs` has
+//! the public API does not show; `crates/smt-proto/tests/integration/scenarios.rs` has
 //! the rest.
 
 use std::time::Duration;

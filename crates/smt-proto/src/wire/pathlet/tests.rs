@@ -2,7 +2,7 @@
 //! single-byte change and every truncation of valid packets (no panic, and
 //! whatever still parses is canonical), and the device's in-place write.
 //! The byte-exact example of `docs/protocol.md` is
-//! `tests/pathlet_wire.rs`.
+//! `tests/integration/pathlet_wire.rs`.
 
 use super::*;
 use crate::crypto::TAG_LEN;
