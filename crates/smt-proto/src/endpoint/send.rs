@@ -572,11 +572,13 @@ impl Endpoint {
         keys.records_sealed += layout.records();
         count_sealed(&mut session.stats, layout.records());
         count_sealed(&mut self.counters.stats, layout.records());
-        let out = Outgoing::new(sealed, cfg.mss() as u16, cfg.unscheduled_bytes, for_nic);
+        let (mss, unscheduled) = (cfg.mss() as u16, cfg.unscheduled_bytes);
         if self.counters.trace.is_some() {
             self.trace_sealed(peer, (epoch, id), len, layout);
         }
-        Ok(out)
+        // Built in the return slot: nothing runs after it that could keep
+        // it on the stack to be copied out (304 bytes a message).
+        Ok(Outgoing::new(sealed, mss, unscheduled, for_nic))
     }
 
     /// Traces a message sealed (tracing is on).
