@@ -290,9 +290,9 @@ impl Endpoint {
     /// Candidates in `sendable` may be stale (gone, waiting for a grant,
     /// or ranked by an old count): those are dropped or re-ranked here. One
     /// RPC lookup per candidate. The message sent from stays at the top of
-    /// the heap, re-ranked in place: it has fewer bytes left than before,
-    /// so it stays the smallest, and a run of its packets costs no heap
-    /// pops and pushes.
+    /// the queue, re-ranked in place: it has fewer bytes left than before,
+    /// so it stays the smallest, and a run of its packets costs no pops
+    /// and pushes.
     fn write_next_data(
         &mut self,
         to: Option<(SocketAddr, u64)>,
@@ -372,10 +372,10 @@ impl Transmit {
     }
 }
 
-/// What `write_next_data` does with the candidate at the top of the heap
+/// What `write_next_data` does with the candidate at the top of the queue
 /// before looking at where its packet goes.
 enum Verdict {
-    /// Nothing to send now: off the heap.
+    /// Nothing to send now: off the queue.
     Unqueue,
     /// Ranked by an old count: re-ranked by this one.
     Rerank(u64),
@@ -383,7 +383,7 @@ enum Verdict {
     Ready,
 }
 
-/// The candidate at the top of the heap (ranked `rank`) with its wire key,
+/// The candidate at the top of the queue (ranked `rank`) with its wire key,
 /// if it may send now; else it is dropped, taken off or re-ranked
 /// (`candidate_verdict`) and `None`: the caller looks at the next.
 #[inline(always)]
@@ -455,7 +455,7 @@ fn may_seal_next(
     true
 }
 
-/// Takes the candidate at the top of the heap off it; it is ranked again
+/// Takes the candidate at the top of the queue off it; it is ranked again
 /// by `mark_sendable`.
 #[inline]
 fn unqueue_next(scheduler: &mut Scheduler, out: &mut Outgoing) {
@@ -572,11 +572,13 @@ impl Endpoint {
         keys.records_sealed += layout.records();
         count_sealed(&mut session.stats, layout.records());
         count_sealed(&mut self.counters.stats, layout.records());
-        let out = Outgoing::new(sealed, cfg.mss() as u16, cfg.unscheduled_bytes, for_nic);
+        let (mss, unscheduled) = (cfg.mss() as u16, cfg.unscheduled_bytes);
         if self.counters.trace.is_some() {
             self.trace_sealed(peer, (epoch, id), len, layout);
         }
-        Ok(out)
+        // Built in the return slot: nothing runs after it that could keep
+        // it on the stack to be copied out (304 bytes a message).
+        Ok(Outgoing::new(sealed, mss, unscheduled, for_nic))
     }
 
     /// Traces a message sealed (tracing is on).

@@ -166,12 +166,29 @@ impl PathletWindows {
     /// not hold in flight is moved to it first (from the unplaced window,
     /// then from the others), so every window's counts stay its own.
     fn on_entry(&mut self, now: Instant, e: &EchoEntry) {
+        let mut w = self.window_holding(e.at, u64::from(e.bytes));
+        w.on_feedback(u64::from(e.bytes), u64::from(e.ce_bytes));
+        self.mark_congestion(now, e, &w);
+        self.windows.insert(e.at, w);
+        self.credit(e.at, e.last_id, u64::from(e.bytes));
+        if self.still_draining(now, e.at, u64::from(e.bytes)) {
+            return;
+        }
+        if let Some(id) = e.last_id {
+            self.place(now, id, e.at);
+        }
+    }
+
+    /// `at`'s window, taken out of the map (a new one if an echo never
+    /// named `at`), holding at least `bytes` in flight: what it lacks is
+    /// moved to it from the unplaced window, then from the others.
+    fn window_holding(&mut self, at: PathletClass, bytes: u64) -> Dctcp {
         let params = self.params.dctcp;
         let mut w = self
             .windows
-            .remove(&e.at)
+            .remove(&at)
             .unwrap_or_else(|| Dctcp::new(params));
-        let mut missing = u64::from(e.bytes).saturating_sub(w.in_flight());
+        let mut missing = bytes.saturating_sub(w.in_flight());
         for from in std::iter::once(&mut self.unplaced).chain(self.windows.values_mut()) {
             if missing == 0 {
                 break;
@@ -181,7 +198,13 @@ impl PathletWindows {
             w.on_sent(k);
             missing -= k;
         }
-        w.on_feedback(u64::from(e.bytes), u64::from(e.ce_bytes));
+        w
+    }
+
+    /// Excludes `e.at` for a while if its window `w` (after this entry's
+    /// feedback) says it is congested; an entry without CE marks lifts an
+    /// exclusion.
+    fn mark_congestion(&mut self, now: Instant, e: &EchoEntry, w: &Dctcp) {
         let congested = e.ce_bytes > 0
             && w.windows() >= self.params.exclude_after_windows
             && w.alpha() > self.params.exclude_alpha;
@@ -190,21 +213,22 @@ impl PathletWindows {
         } else if e.ce_bytes == 0 {
             self.excluded.remove(&e.at);
         }
-        self.windows.insert(e.at, w);
-        self.credit(e.at, e.last_id, u64::from(e.bytes));
-        let bytes = u64::from(e.bytes);
+    }
+
+    /// Whether these `bytes` echoed from `at` are old news: bytes a message
+    /// left in flight there when it moved away, still draining (they are
+    /// taken off what is left to drain). Such an echo does not move the
+    /// message back.
+    fn still_draining(&mut self, now: Instant, at: PathletClass, bytes: u64) -> bool {
         let drain_for = self.params.drain_for;
-        match self.draining.remove(&e.at) {
+        match self.draining.remove(&at) {
             Some((old, since)) if old >= bytes && now < since + drain_for => {
                 if old > bytes {
-                    self.draining.insert(e.at, (old - bytes, since));
+                    self.draining.insert(at, (old - bytes, since));
                 }
-                return;
+                true
             }
-            _ => {}
-        }
-        if let Some(id) = e.last_id {
-            self.place(now, id, e.at);
+            _ => false,
         }
     }
 

@@ -315,38 +315,69 @@ pub(crate) fn open_marked_into(
     let mut tally = OffloadTally::default();
     let (mut read, mut written) = (0, 0);
     while read < segment.len() {
-        let (header, body) = record_at(&segment[read..])?;
-        let body = read + RECORD_HEADER_LEN..read + RECORD_HEADER_LEN + body.len();
-        let text = body.start..body.end - TAG_LEN;
         let seq = seq_layout
             .seq(id, first_record + opened.records)
             .ok_or(OpenError::IndexOverflow)?;
-        let out = &mut out[written..];
-        let inner_len = match marks.coverage(&body) {
-            Coverage::All => {
-                tally.whole += 1;
-                out[..text.len()].copy_from_slice(&segment[text.clone()]);
-                text.len()
-            }
-            coverage => {
-                if coverage == Coverage::Some {
-                    tally.partial += 1;
-                    encrypt_again(cipher, seq, &text, marks, segment)?;
-                }
-                cipher
-                    .open_to(seq, &header, &segment[body.clone()], out)
-                    .map_err(|_| OpenError::Auth)?
-            }
-        };
-        if inner_len > MAX_RECORD_PLAINTEXT + 1 {
-            return Err(OpenError::Overflow);
-        }
-        written += strip_padding(&out[..inner_len])?.len();
-        read = body.end;
+        let record = open_marked_record(cipher, seq, read, segment, marks, &mut out[written..])?;
+        written += strip_padding(&out[written..written + record.inner_len])?.len();
+        read = record.end;
         opened.records += 1;
-        opened.padded_len += inner_len as u64 - 1;
+        opened.padded_len += record.inner_len as u64 - 1;
+        tally.add(record.tally);
     }
     Ok((opened, written, tally))
+}
+
+/// One record of a marked segment, opened into the start of `out`.
+struct MarkedRecord {
+    /// Where the record ends in the segment.
+    end: usize,
+    /// Its inner plaintext's length (data, content type, padding).
+    inner_len: usize,
+    /// Whether the NIC decrypted it, whole or in part.
+    tally: OffloadTally,
+}
+
+/// Opens the record at `segment[read..]` (sequence number `seq`) into
+/// `out`, as [`open_marked_into`] says: taken as the NIC decrypted it if
+/// every byte came decrypted, else opened in software (after turning a
+/// partly decrypted body back into ciphertext).
+fn open_marked_record(
+    cipher: &dyn PacketCipher,
+    seq: u64,
+    read: usize,
+    segment: &mut [u8],
+    marks: PacketMarks<'_>,
+    out: &mut [u8],
+) -> Result<MarkedRecord, OpenError> {
+    let (header, body) = record_at(&segment[read..])?;
+    let body = read + RECORD_HEADER_LEN..read + RECORD_HEADER_LEN + body.len();
+    let text = body.start..body.end - TAG_LEN;
+    let mut tally = OffloadTally::default();
+    let inner_len = match marks.coverage(&body) {
+        Coverage::All => {
+            tally.whole += 1;
+            out[..text.len()].copy_from_slice(&segment[text.clone()]);
+            text.len()
+        }
+        coverage => {
+            if coverage == Coverage::Some {
+                tally.partial += 1;
+                encrypt_again(cipher, seq, &text, marks, segment)?;
+            }
+            cipher
+                .open_to(seq, &header, &segment[body.clone()], out)
+                .map_err(|_| OpenError::Auth)?
+        }
+    };
+    if inner_len > MAX_RECORD_PLAINTEXT + 1 {
+        return Err(OpenError::Overflow);
+    }
+    Ok(MarkedRecord {
+        end: body.end,
+        inner_len,
+        tally,
+    })
 }
 
 /// Turns the decrypted packets' share of a record's inner plaintext
