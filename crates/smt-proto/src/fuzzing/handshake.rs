@@ -70,7 +70,8 @@ pub fn handshake_packets(start: Instant, data: &[u8]) {
     }
 }
 
-/// One operation; the opcode is the low three bits, bit 7 picks the peer.
+/// One operation; the opcode is the low three bits, bit 7 picks the peer,
+/// bits 3–4 the HANDSHAKE kind of the packets it builds.
 fn apply(
     ep: &mut Endpoint,
     now: &mut Instant,
@@ -81,59 +82,97 @@ fn apply(
 ) -> Option<()> {
     let kind = (op >> 3) & 3;
     match op & 7 {
-        // A chunk of the true client stream.
-        0 | 1 => {
-            let offset = usize::from(input.u16()?) % STREAM_LEN;
-            let len = (usize::from(input.u16()?) % 1400).min(STREAM_LEN - offset);
-            let chunk: Vec<u8> = (offset..offset + len).map(stream_byte).collect();
-            let ack = u32::from(input.u16()?);
-            ep.handle_datagram(
-                *now,
-                from,
-                &handshake(from, offset as u32, ack, kind, &chunk),
-            );
-        }
-        // Arbitrary bytes at an arbitrary offset.
+        0 | 1 => true_chunk(ep, *now, from, kind, input),
         2 => {
-            let offset = input.u32()?;
-            let ack = input.u32()?;
-            let len = usize::from(input.u8()?);
-            let chunk = input.bytes(len)?;
             tainted.store(true, Ordering::Relaxed);
-            ep.handle_datagram(*now, from, &handshake(from, offset, ack, kind, chunk));
+            arbitrary_chunk(ep, *now, from, kind, input)
         }
-        // A bare ACK.
         3 => {
             let ack = input.u32()?;
             ep.handle_datagram(*now, from, &handshake(from, 0, ack, kind, &[]));
+            Some(())
         }
-        // Time passes: `ticks` endpoint ticks.
-        4 => {
-            let ticks = 1 + u32::from(input.u8()? % 32);
-            for _ in 0..ticks {
-                *now += ep.config().tick;
-                ep.handle_timeout(*now);
-            }
-        }
-        // A raw datagram.
+        4 => pass_time(ep, now, input),
         5 => {
-            let len = usize::from(input.u16()? % 1500);
-            let bytes = input.bytes(len)?;
             tainted.store(true, Ordering::Relaxed);
-            ep.handle_datagram(*now, from, bytes);
+            raw_datagram(ep, *now, from, input)
         }
-        // A one-packet request under the null cipher (stashed while the
-        // handshake runs, delivered once its keys are installed).
-        6 => {
-            let id = u64::from(input.u8()?);
-            if let Some(d) = null_request(from, id) {
-                ep.handle_datagram(*now, from, &d);
-            }
-        }
-        // The application calls the peer.
+        6 => stashed_request(ep, *now, from, input),
         _ => {
+            // The application calls the peer.
             let _ = ep.send_request(*now, from, b"call");
+            Some(())
         }
+    }
+}
+
+/// A chunk of the true client stream at a chosen offset, with any ACK.
+fn true_chunk(
+    ep: &mut Endpoint,
+    now: Instant,
+    from: SocketAddr,
+    kind: u8,
+    input: &mut Input<'_>,
+) -> Option<()> {
+    let offset = usize::from(input.u16()?) % STREAM_LEN;
+    let len = (usize::from(input.u16()?) % 1400).min(STREAM_LEN - offset);
+    let chunk: Vec<u8> = (offset..offset + len).map(stream_byte).collect();
+    let ack = u32::from(input.u16()?);
+    let packet = handshake(from, offset as u32, ack, kind, &chunk);
+    ep.handle_datagram(now, from, &packet);
+    Some(())
+}
+
+/// Arbitrary bytes at an arbitrary offset (taints the stream check).
+fn arbitrary_chunk(
+    ep: &mut Endpoint,
+    now: Instant,
+    from: SocketAddr,
+    kind: u8,
+    input: &mut Input<'_>,
+) -> Option<()> {
+    let offset = input.u32()?;
+    let ack = input.u32()?;
+    let len = usize::from(input.u8()?);
+    let chunk = input.bytes(len)?;
+    ep.handle_datagram(now, from, &handshake(from, offset, ack, kind, chunk));
+    Some(())
+}
+
+/// Time passes: 1 to 32 endpoint ticks.
+fn pass_time(ep: &mut Endpoint, now: &mut Instant, input: &mut Input<'_>) -> Option<()> {
+    let ticks = 1 + u32::from(input.u8()? % 32);
+    for _ in 0..ticks {
+        *now += ep.config().tick;
+        ep.handle_timeout(*now);
+    }
+    Some(())
+}
+
+/// A raw datagram of up to 1,499 bytes (taints the stream check).
+fn raw_datagram(
+    ep: &mut Endpoint,
+    now: Instant,
+    from: SocketAddr,
+    input: &mut Input<'_>,
+) -> Option<()> {
+    let len = usize::from(input.u16()? % 1500);
+    let bytes = input.bytes(len)?;
+    ep.handle_datagram(now, from, bytes);
+    Some(())
+}
+
+/// A one-packet request under the null cipher (stashed while the
+/// handshake runs, delivered once its keys are installed).
+fn stashed_request(
+    ep: &mut Endpoint,
+    now: Instant,
+    from: SocketAddr,
+    input: &mut Input<'_>,
+) -> Option<()> {
+    let id = u64::from(input.u8()?);
+    if let Some(d) = null_request(from, id) {
+        ep.handle_datagram(now, from, &d);
     }
     Some(())
 }

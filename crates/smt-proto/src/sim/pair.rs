@@ -104,9 +104,7 @@ pub struct Pair {
     /// Requests the server application saw, by their first 8 bytes.
     pub executions: HashMap<u64, u32>,
     rng: SplitMix64,
-    in_flight: BinaryHeap<Reverse<(Instant, u64)>>,
-    datagrams: HashMap<u64, Datagram>,
-    next_seq: u64,
+    in_flight: InFlight,
     link_free: [Instant; 2],
     /// Per side: the rate [`Pair::pace`] set (bits per second, 0 for
     /// none), when the side may next transmit, and whether it stopped
@@ -131,29 +129,20 @@ impl Pair {
     /// Each endpoint's `local_port` is set to its simulated address's port,
     /// as a driver does with its bound socket.
     pub fn new(
-        mut client_cfg: Config,
-        mut server_cfg: Config,
+        client_cfg: Config,
+        server_cfg: Config,
         keys: impl KeySource,
         link: Link,
         seed: u64,
     ) -> Self {
         let client_addr: SocketAddr = "10.0.0.1:4000".parse().expect("valid literal");
         let server_addr: SocketAddr = "10.0.0.2:5000".parse().expect("valid literal");
-        let buf_len = client_cfg
-            .max_datagram_size
-            .max(server_cfg.max_datagram_size);
-        client_cfg.local_port = client_addr.port();
-        server_cfg.local_port = server_addr.port();
+        let buf_len = usize::max(client_cfg.max_datagram_size, server_cfg.max_datagram_size);
         let (ck, sk) = keys.session();
-        let client = keyed_endpoint(client_cfg, server_addr, ck, "client");
-        let server = keyed_endpoint(server_cfg, client_addr, sk, "server");
-        // The virtual clock starts at the real one's reading (an `Instant`
-        // has no other origin); nothing reads the real clock after this.
-        #[allow(clippy::disallowed_methods)]
-        let now = Instant::now();
+        let now = virtual_origin();
         Self {
-            client,
-            server,
+            client: keyed_endpoint(client_cfg, client_addr, server_addr, ck, "client"),
+            server: keyed_endpoint(server_cfg, server_addr, client_addr, sk, "server"),
             client_addr,
             server_addr,
             now,
@@ -169,9 +158,7 @@ impl Pair {
             finished_at: HashMap::new(),
             executions: HashMap::new(),
             rng: SplitMix64::new(seed),
-            in_flight: BinaryHeap::new(),
-            datagrams: HashMap::new(),
-            next_seq: 0,
+            in_flight: InFlight::default(),
             link_free: [now; 2],
             pace: [0; 2],
             tx_free: [now; 2],
@@ -264,7 +251,7 @@ impl Pair {
     /// Moves time to the next scheduled thing before `deadline` and handles
     /// it. Returns false if nothing is scheduled before the deadline.
     fn advance(&mut self, deadline: Instant) -> bool {
-        let next_packet = self.in_flight.peek().map(|Reverse((t, _))| *t);
+        let next_packet = self.in_flight.next_at();
         let paced = |i: usize| self.backlogged[i].then_some(self.tx_free[i]);
         let next = [
             next_packet,
@@ -294,13 +281,9 @@ impl Pair {
     }
 
     fn deliver_next(&mut self) {
-        let Some(Reverse((_, seq))) = self.in_flight.pop() else {
-            return;
-        };
-        let Some(d) = self.datagrams.remove(&seq) else {
-            return;
-        };
-        self.hand_over(&d);
+        if let Some(d) = self.in_flight.pop() {
+            self.hand_over(&d);
+        }
     }
 
     /// Moves every pending output of both endpoints onto the link and
@@ -391,10 +374,7 @@ impl Pair {
 
     fn schedule(&mut self, _to: Side, d: Datagram, after: Duration) {
         let at = self.now + after + self.link.latency;
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        self.datagrams.insert(seq, d);
-        self.in_flight.push(Reverse((at, seq)));
+        self.in_flight.push(at, d);
     }
 
     fn drain_events(&mut self) -> bool {
@@ -429,7 +409,56 @@ impl Pair {
 /// An endpoint configured by `cfg` with a session towards `peer` under
 /// `keys`; panics (this is test scaffolding) naming `side` if either is
 /// refused.
-fn keyed_endpoint(cfg: Config, peer: SocketAddr, keys: crate::SessionKeys, side: &str) -> Endpoint {
+/// Datagrams on the link: delivered by arrival time, ties in the order
+/// they were sent.
+#[derive(Default)]
+struct InFlight {
+    order: BinaryHeap<Reverse<(Instant, u64)>>,
+    datagrams: HashMap<u64, Datagram>,
+    next_seq: u64,
+}
+
+impl InFlight {
+    fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// When the next datagram arrives.
+    fn next_at(&self) -> Option<Instant> {
+        self.order.peek().map(|Reverse((t, _))| *t)
+    }
+
+    fn push(&mut self, at: Instant, d: Datagram) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.datagrams.insert(seq, d);
+        self.order.push(Reverse((at, seq)));
+    }
+
+    /// The datagram that arrives next.
+    fn pop(&mut self) -> Option<Datagram> {
+        let Reverse((_, seq)) = self.order.pop()?;
+        self.datagrams.remove(&seq)
+    }
+}
+
+/// The virtual clock starts at the real one's reading (an `Instant` has no
+/// other origin); nothing reads the real clock after this.
+#[allow(clippy::disallowed_methods)]
+fn virtual_origin() -> Instant {
+    Instant::now()
+}
+
+/// An endpoint at `own` (its `local_port` set to that port, as a driver
+/// does with its bound socket) holding `keys` for `peer`.
+fn keyed_endpoint(
+    mut cfg: Config,
+    own: SocketAddr,
+    peer: SocketAddr,
+    keys: crate::SessionKeys,
+    side: &str,
+) -> Endpoint {
+    cfg.local_port = own.port();
     let mut ep = Endpoint::new(cfg).unwrap_or_else(|e| panic!("{side} config: {e}"));
     ep.install_session(peer, keys)
         .unwrap_or_else(|e| panic!("{side} keys: {e:?}"));
