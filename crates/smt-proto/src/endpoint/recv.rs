@@ -438,7 +438,7 @@ impl Endpoint {
     /// What follows storing a DATA packet: a packet that needs a new
     /// buffer is admitted first (this may recount or evict, so it runs
     /// while no RPC is borrowed) and stored again; then grants, the trace
-    /// and what the outcome means for the message (`RpcParts::settle`).
+    /// and what the outcome means for the message (`settle`).
     fn after_store(
         &mut self,
         d: DataIn<'_>,
@@ -461,11 +461,33 @@ impl Endpoint {
             let attempted = self.counters.stats.records_opened - opened_before;
             self.rpc_parts().trace_opening(d.key, &outcome, attempted);
         }
-        match self.rpc_parts().settle(msg, outcome)? {
+        self.settle(d, msg, Settled::of(outcome))
+    }
+
+    /// Carries out what a stored DATA packet means for its message
+    /// ([`Settled::of`] decides): a complete one delivered, one whose
+    /// records disagree with its lengths discarded, a response of which
+    /// nothing authenticated forgotten.
+    fn settle(
+        &mut self,
+        d: DataIn<'_>,
+        msg: MsgKey,
+        settled: Settled,
+    ) -> Result<Option<MsgKey>, DropReason> {
+        match settled {
             Settled::Receiving => Ok(Some(msg)),
             Settled::Complete => {
                 self.deliver(d.now, d.pid, msg, d.key);
                 Ok(None)
+            }
+            Settled::Dropped(e) => Err(e),
+            Settled::Discard(e) => {
+                self.rpc_parts().discard_incoming(msg);
+                Err(e)
+            }
+            Settled::Forget => {
+                self.rpc_parts().forget_unauthenticated(msg);
+                Err(DropReason::AuthFailure)
             }
         }
     }

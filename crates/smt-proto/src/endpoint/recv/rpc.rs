@@ -1,6 +1,6 @@
 //! The RPCs' side of the receive path, after `recv.rs` has found the peer
 //! and parsed the header and `data.rs` has stored a DATA packet: what the
-//! stored packet means for its message ([`RpcParts::settle`]), a new
+//! stored packet means for its message ([`Settled::of`]), a new
 //! message made (a server RPC for a fresh request, the response of one of
 //! our calls), a complete one handed over, requests refused, ACKs batched,
 //! and an RPC's end, which every path shares (a call failed, a request
@@ -69,13 +69,39 @@ pub(crate) struct RpcParts<'a> {
     pub(crate) buffers: &'a mut Buffers,
 }
 
-/// What a stored DATA packet means for its message (see
-/// [`RpcParts::settle`]).
+/// What a stored DATA packet means for its message ([`Settled::of`]).
 pub(super) enum Settled {
     /// Still being received.
     Receiving,
     /// Complete: the endpoint delivers it.
     Complete,
+    /// The packet is dropped; the message stays as it is.
+    Dropped(DropReason),
+    /// The message's records disagree with its lengths: the packet is
+    /// dropped and the message starts over ([`RpcParts::discard_incoming`]).
+    Discard(DropReason),
+    /// The packet failed to authenticate and nothing of its message ever
+    /// did: a response starts over ([`RpcParts::forget_unauthenticated`]).
+    Forget,
+}
+
+impl Settled {
+    /// What storing a DATA packet means for its message (decision table):
+    /// kept, complete, discarded, or forgotten if nothing of it ever
+    /// authenticated.
+    #[inline]
+    pub(super) fn of(outcome: Result<Opened, DropReason>) -> Self {
+        match outcome {
+            Err(e) => Self::Dropped(e),
+            Ok(Opened::Stored | Opened::NeedsRoom(_)) => Self::Receiving,
+            Ok(Opened::Complete) => Self::Complete,
+            Ok(Opened::Discard(e)) => Self::Discard(e),
+            Ok(Opened::Failed {
+                nothing_authenticated: true,
+            }) => Self::Forget,
+            Ok(Opened::Failed { .. }) => Self::Dropped(DropReason::AuthFailure),
+        }
+    }
 }
 
 /// A DATA packet about one of our calls that we do not know: a replay if
@@ -106,34 +132,6 @@ impl RpcParts<'_> {
     }
 
     // ---- a stored DATA packet ----
-
-    /// What storing a DATA packet means for its message (decision table):
-    /// kept, complete, discarded, or forgotten if nothing of it ever
-    /// authenticated.
-    #[inline]
-    pub(super) fn settle(
-        &mut self,
-        msg: MsgKey,
-        outcome: Result<Opened, DropReason>,
-    ) -> Result<Settled, DropReason> {
-        match outcome {
-            Err(e) => Err(e),
-            Ok(Opened::Discard(e)) => {
-                self.discard_incoming(msg);
-                Err(e)
-            }
-            Ok(Opened::Failed {
-                nothing_authenticated,
-            }) => {
-                if nothing_authenticated {
-                    self.forget_unauthenticated(msg);
-                }
-                Err(DropReason::AuthFailure)
-            }
-            Ok(Opened::Stored | Opened::NeedsRoom(_)) => Ok(Settled::Receiving),
-            Ok(Opened::Complete) => Ok(Settled::Complete),
-        }
-    }
 
     /// Traces what storing a DATA packet opened, or failed to open.
     /// `attempted`: records whose opening was tried (opening stops at the
@@ -178,7 +176,7 @@ impl RpcParts<'_> {
     /// the genuine packets are not refused as inconsistent with it. (A
     /// server RPC keeps its state: removing it would turn the client's
     /// RESENDs into RPC_UNKNOWN and restarts.)
-    fn forget_unauthenticated(&mut self, msg: MsgKey) {
+    pub(super) fn forget_unauthenticated(&mut self, msg: MsgKey) {
         if let MsgKey::Client(h) = msg {
             if let Some(rpc) = self.rpcs.clients.get_mut(&h) {
                 rpc.response = None;
@@ -195,7 +193,7 @@ impl RpcParts<'_> {
     /// request's client hears RPC_UNKNOWN and restarts it (never delivered,
     /// so never executed twice). A peer that keeps doing it only delays its
     /// own RPC until the timeout.
-    fn discard_incoming(&mut self, msg: MsgKey) {
+    pub(super) fn discard_incoming(&mut self, msg: MsgKey) {
         match msg {
             MsgKey::Client(h) => {
                 if let Some(rpc) = self.rpcs.clients.get_mut(&h) {
@@ -415,7 +413,7 @@ impl RpcParts<'_> {
 
     /// Acknowledges a completed RPC: a full batch leaves at once, else
     /// the batch waits for [`Timer::AckDelay`].
-    #[inline]
+    #[inline(always)]
     pub(super) fn queue_ack(&mut self, now: Instant, key: ServerRpcHandle) {
         if let Some(ids) = self.outbox.add_ack(key.peer, key.epoch, key.id) {
             self.queue_control(ServerRpcHandle { id: 0, ..key }, Body::Ack(ids));
