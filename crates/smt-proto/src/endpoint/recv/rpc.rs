@@ -58,15 +58,15 @@ use crate::wire::{AckIds, Body, DataHeader};
 /// trace. Not the scheduler, the bounds' ledger or credit: what needs
 /// those is the endpoint's (`recv.rs`).
 pub(crate) struct RpcParts<'a> {
-    pub(crate) config: &'a Config,
-    pub(crate) peers: &'a mut Peers,
-    pub(crate) rpcs: &'a mut RpcTables,
-    pub(crate) outbox: &'a mut Outbox,
-    pub(crate) time: &'a mut Time,
-    pub(crate) counters: &'a mut Counters,
+    pub(super) config: &'a Config,
+    pub(super) peers: &'a mut Peers,
+    pub(super) rpcs: &'a mut RpcTables,
+    pub(super) outbox: &'a mut Outbox,
+    pub(super) time: &'a mut Time,
+    pub(super) counters: &'a mut Counters,
     /// `Load::in_service`: requests the application holds.
-    pub(crate) in_service: &'a mut usize,
-    pub(crate) buffers: &'a mut Buffers,
+    pub(super) in_service: &'a mut usize,
+    pub(super) buffers: &'a mut Buffers,
 }
 
 /// What a stored DATA packet means for its message ([`Settled::of`]).
