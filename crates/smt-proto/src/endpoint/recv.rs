@@ -1,5 +1,13 @@
 //! `handle_datagram`: parse, authenticate, route. Every rejection is a
 //! counted [`DropReason`], never an error returned to the caller.
+//!
+//! Then the steps of the DATA path that need the whole endpoint
+//! (admission, which may recount or evict; credit; the scheduler's
+//! grants), and the effects of what the owners decided: a stored packet's
+//! meaning (`rpc::Settled`), a control packet's (`control::Then`). The
+//! decisions and the RPCs' own bookkeeping are in `recv/data.rs` (storing
+//! a packet), `recv/rpc.rs` (`RpcParts`: new, complete, refused and ended
+//! RPCs) and `recv/control.rs`.
 
 mod control;
 mod data;
