@@ -11,6 +11,7 @@
 
 mod control;
 mod data;
+mod key_update;
 mod packet;
 mod rpc;
 
@@ -25,7 +26,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use super::limits::Charge;
-use super::peer::{KeyUpdateSeen, Offer, Origin};
+use super::peer::{Offer, Origin};
 use super::peers::PeerId;
 use super::{trace_event, Endpoint, MsgKey, RpcHandle, ServerRpcHandle};
 use crate::error::{DropReason, RpcError};
@@ -235,7 +236,9 @@ impl Endpoint {
         peer.count_rx(datagram.len());
         let phase = packet.key_phase();
         if ty == PacketType::KEY_UPDATE {
-            return self.on_key_update(now, (pid, from), phase, datagram);
+            return self
+                .rpc_parts()
+                .on_key_update(now, (pid, from), phase, datagram);
         }
         let (packet, epoch) =
             peer.check_packet(now, packet, datagram, self.config.authenticate_control)?;
@@ -366,47 +369,6 @@ impl Endpoint {
             self.peers.forget_route();
         }
         Some(result.map(|_| ()))
-    }
-
-    /// A peer moved to the next key epoch (`Peer::take_key_update` checks
-    /// the packet); the RPCs of the epoch before the one it left go.
-    fn on_key_update(
-        &mut self,
-        now: Instant,
-        (pid, from): (PeerId, SocketAddr),
-        phase: bool,
-        datagram: &[u8],
-    ) -> Result<(), DropReason> {
-        let peer = self.peers.at_mut(pid).ok_or(DropReason::UnknownSession)?;
-        let previous = match peer.take_key_update(now, phase, datagram)? {
-            KeyUpdateSeen::Confirmed => return Ok(()),
-            KeyUpdateSeen::Repeated { current } => {
-                self.queue_control(from, current, super::KEY_UPDATE_CONFIRM, Body::KeyUpdate);
-                return Ok(());
-            }
-            KeyUpdateSeen::Announced { previous } => previous,
-        };
-        if let Some(prev) = previous {
-            let mut rpcs = self.rpc_parts();
-            rpcs.forget_servers(pid, Some(prev));
-            rpcs.fail_clients(pid, Some(prev));
-        }
-        let Some(peer) = self.peers.at_mut(pid) else {
-            return Ok(());
-        };
-        peer.session.advance();
-        let epoch = peer.session.current.number;
-        tracing::debug!(%from, epoch, "peer rekeyed");
-        self.queue_control(from, epoch, super::KEY_UPDATE_CONFIRM, Body::KeyUpdate);
-        trace_event!(
-            self,
-            Traced::Rekeyed {
-                peer: from,
-                epoch,
-                by_peer: true,
-            }
-        );
-        Ok(())
     }
 }
 

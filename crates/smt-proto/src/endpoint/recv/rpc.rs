@@ -125,7 +125,7 @@ impl RpcParts<'_> {
 
     /// Queues a control packet about an RPC of key epoch `epoch`.
     #[inline]
-    fn queue_control(&mut self, key: ServerRpcHandle, body: Body) {
+    pub(super) fn queue_control(&mut self, key: ServerRpcHandle, body: Body) {
         let port = self.config.local_port;
         let (peer, epoch, id) = (key.peer, key.epoch, key.id);
         self.outbox.queue_control(port, peer, epoch, id, body);
