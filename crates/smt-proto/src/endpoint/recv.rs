@@ -11,6 +11,7 @@
 
 mod control;
 mod data;
+mod end;
 mod key_update;
 mod packet;
 mod rpc;
