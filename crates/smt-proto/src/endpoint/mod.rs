@@ -437,9 +437,9 @@ impl Endpoint {
         let Some(pid) = self.peers.id(&peer) else {
             return;
         };
-        self.forget_servers(pid, None);
+        self.rpc_parts().forget_servers(pid, None);
         self.outbox.forget_acks(peer);
-        self.fail_clients(pid, None);
+        self.rpc_parts().fail_clients(pid, None);
     }
 
     /// Sets the resolver asked for keys when a packet arrives from a peer
@@ -556,7 +556,7 @@ impl Endpoint {
             return false;
         };
         let key = c.key();
-        self.unindex_client(&c);
+        self.rpc_parts().unindex_client(&c);
         trace_event!(
             self,
             Traced::RpcAborted {
@@ -570,7 +570,7 @@ impl Endpoint {
         if !c.restart_pending {
             self.queue_control(key.peer, key.epoch, key.id, Body::RpcUnknown);
         }
-        self.recycle_client(c);
+        self.rpc_parts().recycle_client(c);
         true
     }
 

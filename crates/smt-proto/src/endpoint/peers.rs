@@ -107,6 +107,13 @@ impl Peers {
         self.at(k.peer)?.rpcs.server(k.epoch, k.id)
     }
 
+    /// Whether `id` is an ID we allocate in the session of the peer in
+    /// slot `peer` (an RPC of ours, not of the peer's).
+    #[inline]
+    pub(super) fn is_local_id(&self, peer: PeerId, id: u64) -> bool {
+        self.at(peer).is_some_and(|s| s.session.is_local_id(id))
+    }
+
     /// The internal key of the wire key `key` (one address hash).
     pub(super) fn rpc_key(&self, key: &ServerRpcHandle) -> Option<RpcKey> {
         Some(RpcKey {

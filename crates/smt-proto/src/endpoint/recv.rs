@@ -1,21 +1,38 @@
 //! `handle_datagram`: parse, authenticate, route. Every rejection is a
 //! counted [`DropReason`], never an error returned to the caller.
+//!
+//! Then the steps of the DATA path that need the whole endpoint
+//! (admission, which may recount or evict; credit; the scheduler's
+//! grants), and the effects of what the owners decided: a stored packet's
+//! meaning (`rpc::Settled`), a control packet's (`control::Then`). The
+//! decisions and the RPCs' own bookkeeping are in `recv/data.rs` (storing
+//! a packet), `recv/rpc.rs` (`RpcParts`: new, complete, refused and ended
+//! RPCs) and `recv/control.rs`.
 
 mod control;
 mod data;
+mod end;
+mod key_update;
 mod packet;
 mod rpc;
 
-use data::{store_fast, store_parts, DataIn, Fast, StoreParts};
+use control::Then;
+use data::{
+    receiving_in, store_fast, store_in, store_parts, store_within_bounds, DataIn, Fast, Opened,
+    StoreParts,
+};
 use packet::{parse_header, ports_match, starts_with_path};
+use rpc::{RpcParts, Settled};
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use super::peer::{KeyUpdateSeen, Offer, Origin};
+use super::limits::Charge;
+use super::peer::{Offer, Origin};
 use super::peers::PeerId;
-use super::{trace_event, Endpoint, MsgKey, ServerRpcHandle};
-use crate::error::DropReason;
-use crate::trace::{PacketSummary, Traced};
+use super::{trace_event, Endpoint, MsgKey, RpcHandle, ServerRpcHandle};
+use crate::error::{DropReason, RpcError};
+use crate::rpc::{Incoming, ServerMsg, ServerSlot, MESSAGE_OVERHEAD};
+use crate::trace::{FreeReason, PacketSummary, Traced};
 use crate::wire::{Body, Packet, PacketType, Packets, Repr};
 
 impl Endpoint {
@@ -220,7 +237,9 @@ impl Endpoint {
         peer.count_rx(datagram.len());
         let phase = packet.key_phase();
         if ty == PacketType::KEY_UPDATE {
-            return self.on_key_update(now, (pid, from), phase, datagram);
+            return self
+                .rpc_parts()
+                .on_key_update(now, (pid, from), phase, datagram);
         }
         let (packet, epoch) =
             peer.check_packet(now, packet, datagram, self.config.authenticate_control)?;
@@ -300,7 +319,7 @@ impl Endpoint {
             Fast::Stored(msg, outcome) => return self.after_store(d, msg, outcome, opened_before),
             Fast::NewRequest => self.new_request(d)?,
             Fast::NewResponse(handle) => self.new_response(d, handle)?,
-            Fast::UnknownResponse => return Err(self.unknown_response(d.pid, d.key)),
+            Fast::UnknownResponse => return Err(rpc::unknown_response(&self.peers, d.pid, d.key)),
             Fast::Dropped(e) => return Err(e),
         };
         self.store_data(d, msg)
@@ -352,44 +371,281 @@ impl Endpoint {
         }
         Some(result.map(|_| ()))
     }
+}
 
-    /// A peer moved to the next key epoch (`Peer::take_key_update` checks
-    /// the packet); the RPCs of the epoch before the one it left go.
-    fn on_key_update(
+/// The DATA path's steps that need the whole endpoint (admitting a
+/// message may recount or evict; credit; the scheduler's grants), and the
+/// effects of what the RPCs' own code (`recv/rpc.rs`, `recv/control.rs`)
+/// decided. The order of calls for one DATA packet is in
+/// `docs/architecture.md`.
+impl Endpoint {
+    /// What the RPCs' own code works on (`recv/rpc.rs`).
+    #[inline]
+    pub(crate) fn rpc_parts(&mut self) -> RpcParts<'_> {
+        RpcParts {
+            config: &self.config,
+            peers: &mut self.peers,
+            rpcs: &mut self.rpcs,
+            outbox: &mut self.outbox,
+            time: &mut self.time,
+            counters: &mut self.counters,
+            in_service: &mut self.load.in_service,
+            buffers: &mut self.buffers,
+        }
+    }
+
+    /// Stores a DATA packet of message `msg` (found by `on_data` or on the
+    /// route), opens what it completes and delivers a complete message.
+    /// Returns the message if it is still being received.
+    fn store_data(&mut self, d: DataIn<'_>, msg: MsgKey) -> Result<Option<MsgKey>, DropReason> {
+        if u64::from(d.h.message_len) > self.config.message_len_limit() {
+            return Err(DropReason::OverLimit);
+        }
+        let opened_before = self.counters.stats.records_opened;
+        let outcome = self.store_and_open(d, msg, false);
+        self.after_store(d, msg, outcome, opened_before)
+    }
+
+    /// What follows storing a DATA packet: a packet that needs a new
+    /// buffer is admitted first (this may recount or evict, so it runs
+    /// while no RPC is borrowed) and stored again; then grants, the trace
+    /// and what the outcome means for the message (`settle`).
+    fn after_store(
+        &mut self,
+        d: DataIn<'_>,
+        msg: MsgKey,
+        mut outcome: Result<Opened, DropReason>,
+        opened_before: u64,
+    ) -> Result<Option<MsgKey>, DropReason> {
+        if let Ok(Opened::NeedsRoom(more)) = outcome {
+            let charge = Charge {
+                bytes: more,
+                requests: 0,
+            };
+            if !self.admit(d.now, d.pid, charge) {
+                return Err(DropReason::OverLimit);
+            }
+            outcome = self.store_and_open(d, msg, true);
+        }
+        self.scheduler.mark_grants_dirty();
+        if self.counters.trace.is_some() {
+            let attempted = self.counters.stats.records_opened - opened_before;
+            self.rpc_parts().trace_opening(d.key, &outcome, attempted);
+        }
+        self.settle(d, msg, Settled::of(outcome))
+    }
+
+    /// Carries out what a stored DATA packet means for its message
+    /// ([`Settled::of`] decides): a complete one delivered, one whose
+    /// records disagree with its lengths discarded, a response of which
+    /// nothing authenticated forgotten.
+    fn settle(
+        &mut self,
+        d: DataIn<'_>,
+        msg: MsgKey,
+        settled: Settled,
+    ) -> Result<Option<MsgKey>, DropReason> {
+        match settled {
+            Settled::Receiving => Ok(Some(msg)),
+            Settled::Complete => {
+                self.deliver(d.now, d.pid, msg, d.key);
+                Ok(None)
+            }
+            Settled::Dropped(e) => Err(e),
+            Settled::Discard(e) => {
+                self.rpc_parts().discard_incoming(msg);
+                Err(e)
+            }
+            Settled::Forget => {
+                self.rpc_parts().forget_unauthenticated(msg);
+                Err(DropReason::AuthFailure)
+            }
+        }
+    }
+
+    /// The per-packet part of DATA on the slow path (`store_fast` is the
+    /// fast one): the message and the peer looked up again, then `store_in`.
+    fn store_and_open(
+        &mut self,
+        d: DataIn<'_>,
+        msg: MsgKey,
+        admitted: bool,
+    ) -> Result<Opened, DropReason> {
+        let (clients, servers, peers) = (
+            &mut self.rpcs.clients,
+            &mut self.rpcs.servers,
+            &mut self.peers,
+        );
+        let mut parts = store_parts!(self);
+        let inc = receiving_in(clients, servers, msg).ok_or(DropReason::Duplicate)?;
+        match (admitted, peers.at_mut(d.pid)) {
+            (false, Some(peer)) => store_within_bounds(&mut parts, inc, peer, d, msg),
+            (_, peer) => store_in(&mut parts, inc, peer, d, msg, admitted),
+        }
+    }
+
+    /// The first packet of a request to arrive (no RPC holds its ID):
+    /// replays are rejected, before any decryption; else the server RPC is
+    /// admitted (or the request refused) and made.
+    fn new_request(&mut self, d: DataIn<'_>) -> Result<MsgKey, DropReason> {
+        self.rpc_parts().check_new_request(d.pid, d.key)?;
+        if let Err(e) = self.admit_message(d.now, d.pid, true) {
+            self.refuse_unadmitted(d.key);
+            return Err(e);
+        }
+        let msg = self.rpc_parts().new_server(d.pid, d.key, d.h);
+        self.arm_tick(d.now);
+        Ok(msg)
+    }
+
+    /// The first packet of the response to our call `handle` to arrive:
+    /// its message is admitted and made.
+    fn new_response(&mut self, d: DataIn<'_>, handle: RpcHandle) -> Result<MsgKey, DropReason> {
+        self.admit_message(d.now, d.pid, false)?;
+        Ok(self.rpc_parts().new_response(handle, d.h))
+    }
+
+    /// Admits and charges a new partially received message from `peer`.
+    fn admit_message(
         &mut self,
         now: Instant,
-        (pid, from): (PeerId, SocketAddr),
-        phase: bool,
-        datagram: &[u8],
+        peer: PeerId,
+        request: bool,
     ) -> Result<(), DropReason> {
-        let peer = self.peers.at_mut(pid).ok_or(DropReason::UnknownSession)?;
-        let previous = match peer.take_key_update(now, phase, datagram)? {
-            KeyUpdateSeen::Confirmed => return Ok(()),
-            KeyUpdateSeen::Repeated { current } => {
-                self.queue_control(from, current, super::KEY_UPDATE_CONFIRM, Body::KeyUpdate);
+        let charge = Charge {
+            bytes: MESSAGE_OVERHEAD,
+            requests: usize::from(request),
+        };
+        if !self.admit(now, peer, charge) {
+            return Err(DropReason::OverLimit);
+        }
+        self.charge(peer, charge);
+        Ok(())
+    }
+
+    /// A new request not admitted: refused (`RpcParts::refuse_unadmitted`
+    /// decides), noted in credit, and the client hears OVERLOADED.
+    fn refuse_unadmitted(&mut self, key: ServerRpcHandle) {
+        if !self.rpc_parts().refuse_unadmitted(key) {
+            return;
+        }
+        let (credits, cx) = self.credits_with();
+        credits.note_request(key.peer, true, cx);
+        self.queue_control(key.peer, key.epoch, key.id, Body::Overloaded);
+    }
+
+    fn deliver(&mut self, now: Instant, pid: PeerId, msg: MsgKey, key: ServerRpcHandle) {
+        self.counters.stats.messages_received += 1;
+        match msg {
+            MsgKey::Client(handle) => self.rpc_parts().complete_client(now, handle, key),
+            MsgKey::Server(m) => self.deliver_request(pid, m),
+        }
+    }
+
+    /// A request is complete: the application gets it, unless it holds
+    /// `Config::max_pending_requests` already (then it is refused).
+    fn deliver_request(&mut self, pid: PeerId, m: ServerMsg) {
+        // No longer a partial request: its place is free now, not at the
+        // next recount (a burst of small requests would otherwise fill
+        // `max_incoming_per_peer` within a tick).
+        let done = Charge {
+            bytes: 0,
+            requests: 1,
+        };
+        self.discharge(pid, done);
+        let full = self.load.in_service >= self.config.max_pending_requests;
+        let (credits, cx) = self.credits_with();
+        credits.note_request(m.rpc.peer, full, cx);
+        self.rpc_parts().serve_or_refuse(pid, m, full);
+    }
+
+    /// A control packet of a session (decision table): ACK and CREDIT
+    /// are the peer's as a whole, the rest about one RPC of ours or of the
+    /// peer's, decided in `recv/control.rs` and carried out here.
+    fn on_control(
+        &mut self,
+        now: Instant,
+        pid: PeerId,
+        key: ServerRpcHandle,
+        local: bool,
+        body: Body,
+    ) -> Result<(), DropReason> {
+        match body {
+            Body::Ack(ids) => {
+                self.rpc_parts().on_ack(pid, key, &ids);
                 return Ok(());
             }
-            KeyUpdateSeen::Announced { previous } => previous,
-        };
-        if let Some(prev) = previous {
-            self.forget_servers(pid, Some(prev));
-            self.fail_clients(pid, Some(prev));
-        }
-        let Some(peer) = self.peers.at_mut(pid) else {
-            return Ok(());
-        };
-        peer.session.advance();
-        let epoch = peer.session.current.number;
-        tracing::debug!(%from, epoch, "peer rekeyed");
-        self.queue_control(from, epoch, super::KEY_UPDATE_CONFIRM, Body::KeyUpdate);
-        trace_event!(
-            self,
-            Traced::Rekeyed {
-                peer: from,
-                epoch,
-                by_peer: true,
+            Body::Credit { limit, sequence } => {
+                let credit = (limit, sequence);
+                let stats = &mut self.counters.stats;
+                return self.load.credits.on_credit(key.peer, credit, stats);
             }
-        );
-        Ok(())
+            Body::Handshake { .. } | Body::Data(_) | Body::KeyUpdate => {
+                return Err(DropReason::Unsupported)
+            }
+            _ => {}
+        }
+        let parts = control::Parts {
+            peers: &mut self.peers,
+            rpcs: &mut self.rpcs,
+            config: &self.config,
+            ticks: self.time.ticks,
+        };
+        let (then, result) = match local {
+            true => control::for_client(parts, pid, key, body),
+            false => control::for_server(parts, pid, key, body),
+        };
+        self.apply_control(now, key, then);
+        result
+    }
+
+    /// Carries out what a control packet about the RPC `key` decided
+    /// (`control.rs`).
+    fn apply_control(&mut self, now: Instant, key: ServerRpcHandle, then: Then) {
+        match then {
+            Then::Nothing => {}
+            Then::Sendable(msg) => self.mark_sendable(msg),
+            Then::Restart(handle) => self.restart(now, handle),
+            Then::Fail(handle, e) => self.fail_client(handle, e),
+            Then::Resend(k, gaps) => self.queue_resends(k, gaps),
+            Then::Ack(k) => self.rpc_parts().queue_ack(now, k),
+            Then::Say(body) => self.queue_control(key.peer, key.epoch, key.id, body),
+            Then::ClientGone { slot, cancelled } => {
+                self.rpc_parts().client_gone(key, slot, cancelled);
+            }
+        }
+    }
+
+    // ---- an RPC's end, for the timers and the verbs (`RpcParts`) ----
+
+    /// Ends our call `rpc` with `error` (`RpcParts::fail_client`).
+    pub(crate) fn fail_client(&mut self, rpc: RpcHandle, error: RpcError) {
+        self.rpc_parts().fail_client(rpc, error);
+    }
+
+    /// Frees the server RPC `key`; returns whether it existed.
+    pub(crate) fn drop_server(&mut self, key: &ServerRpcHandle) -> bool {
+        self.rpc_parts().drop_server(key)
+    }
+
+    /// Frees the server RPC in `slot`; returns whether it existed.
+    pub(crate) fn drop_server_at(&mut self, slot: ServerSlot) -> bool {
+        self.rpc_parts().drop_server_at(slot)
+    }
+
+    /// Traces the end of a server RPC (freed by the caller).
+    pub(crate) fn trace_freed(&mut self, key: ServerRpcHandle, reason: FreeReason) {
+        self.rpc_parts().trace_freed(key, reason);
+    }
+
+    /// Keeps a finished incoming message's buffers and segment list.
+    pub(crate) fn recycle_incoming(&mut self, inc: Incoming) {
+        self.rpc_parts().recycle_incoming(inc);
+    }
+
+    /// Sends every pending ACK batch ([`crate::timer::Timer::AckDelay`]
+    /// expired; see `Outbox::send_acks`).
+    pub(crate) fn send_pending_acks(&mut self) {
+        self.outbox.send_acks(self.config.local_port);
     }
 }

@@ -192,6 +192,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         be32(self.buffer.as_ref(), field::MSG_LEN)
     }
     /// Header length in bytes, from the 4-bit data-offset field.
+    #[inline]
     pub fn header_len(&self) -> usize {
         usize::from(self.buffer.as_ref()[field::DOFF] >> 4) * 4
     }

@@ -3,8 +3,9 @@
 //! the RPC (`ClientRpc::on_control`, `ServerRpc::on_control`: their
 //! decision tables), or, for an ID no RPC holds, the peer's ID allocator
 //! and replay guard — on the parts they need ([`Parts`]), and returned as
-//! a [`Then`] for `recv/rpc.rs` to carry out (the endpoint alone marks
-//! messages sendable, restarts and fails calls, frees requests).
+//! a [`Then`] for `Endpoint::apply_control` (`recv.rs`) to carry out (the
+//! endpoint alone marks messages sendable, restarts and fails calls, frees
+//! requests).
 
 use super::super::peers::{PeerId, Peers};
 use super::super::table::RpcTables;

@@ -1,7 +1,8 @@
 //! DATA with the peer in hand: what `recv.rs`'s fast path and the
-//! endpoint's slow path (`rpc.rs`) store a packet with. Free functions over
-//! the peer, the RPC's message and the endpoint's parts borrowed field by
-//! field ([`StoreParts`]), so the peer and the RPC are each found once.
+//! endpoint's slow path (`store_and_open`) store a packet with. Free
+//! functions over the peer, the RPC's message and the endpoint's parts
+//! borrowed field by field ([`StoreParts`]), so the peer and the RPC are
+//! each found once.
 
 use std::time::Instant;
 
@@ -105,7 +106,7 @@ pub(super) enum Fast {
     NewRequest,
     /// The first packet of our call's response: `Endpoint::new_response`.
     NewResponse(RpcHandle),
-    /// An ID of ours that no call holds: `Endpoint::unknown_response`.
+    /// An ID of ours that no call holds: `rpc::unknown_response`.
     UnknownResponse,
     /// Dropped before anything was stored.
     Dropped(DropReason),
