@@ -42,7 +42,7 @@ const KEY: [u8; 16] = [0x5a; 16];
 const IV: [u8; 12] = [0xa5; 12];
 /// A composite sequence number: message 0x1234, record 0.
 const SEQ: u64 = 0x1234 << 16;
-const PAYLOADS: [usize; 3] = [64, 1024, 16 * 1024];
+const PAYLOADS: [usize; 4] = [64, 256, 1024, 16 * 1024];
 /// Control packets: a GRANT, an ACK with one ID, an ACK with 16 IDs.
 const CONTROL: [(&str, usize); 3] = [("GRANT", 36), ("ACK, 1 ID", 40), ("ACK, 16 IDs", 160)];
 const ROUNDS: usize = 15;
