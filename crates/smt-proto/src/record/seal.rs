@@ -231,7 +231,9 @@ pub fn seal_message(
     })
 }
 
-/// Seals every record of `data` into `wire` (exactly the wire length).
+/// Seals every record of `data` into `wire` (exactly the wire length):
+/// one [`PacketCipher::seal_to`] call per record, with the sequence
+/// numbers checked once (the last record's is the largest).
 fn seal_records(
     cipher: &dyn PacketCipher,
     seq_layout: SeqLayout,
@@ -241,19 +243,18 @@ fn seal_records(
     wire: &mut [u8],
 ) -> Result<(), CryptoError> {
     debug_assert_eq!(data.len() as u64, layout.data_len());
+    let records = layout.records();
+    seq_layout.seq(id, records - 1).ok_or(CryptoError)?;
+    // Record `index`'s sequence number is `first | index`: the check above
+    // keeps every index inside its bits.
+    let first = seq_layout.seq(id, 0).ok_or(CryptoError)?;
     let mut at = 0usize;
-    for index in 0..layout.records() {
+    for index in 0..records {
         let plan = layout.record(index);
-        let seq = seq_layout.seq(id, index).ok_or(CryptoError)?;
-        let record_len = plan.wire_len() as usize;
-        seal_record(
-            cipher,
-            seq,
-            chunk(data, &plan),
-            &plan,
-            &mut wire[at..at + record_len],
-        )?;
-        at += record_len;
+        let end = at + plan.wire_len() as usize;
+        let out = wire.get_mut(at..end).ok_or(CryptoError)?;
+        seal_record(cipher, first | index, chunk(data, &plan), &plan, out)?;
+        at = end;
     }
     Ok(())
 }
