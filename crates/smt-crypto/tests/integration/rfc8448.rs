@@ -181,7 +181,9 @@ fn one_pass_path_makes_the_same_records() {
 /// one-packet message).
 #[test]
 fn records_open_down_over_their_header() {
-    let cases: [(AesGcmCipher, u64, &[u8], &[u8], u8); 3] = [
+    /// Cipher, sequence number, record, payload, content type.
+    type Case<'a> = (AesGcmCipher, u64, &'a [u8], &'a [u8], u8);
+    let cases: [Case<'_>; 3] = [
         (
             client(),
             0,
