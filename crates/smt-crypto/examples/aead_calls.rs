@@ -23,7 +23,9 @@
 //! argument keeps only the cases whose name contains it.
 //!
 //! `seal_to`/`open_to` are the calls the endpoint makes (the record body
-//! from the caller's buffer into the packet, and back); the "record path"
+//! from the caller's buffer into the packet, and back), and `open_within`
+//! the one it makes for a one-packet message (the record opened down over
+//! its header where it lies); the "record path"
 //! group sets the two ways of doing one side by side at the sizes where
 //! `AesGcmCipher` switches from one to the other: copy then ring in place,
 //! or aws-lc in one pass.
@@ -42,7 +44,7 @@ const KEY: [u8; 16] = [0x5a; 16];
 const IV: [u8; 12] = [0xa5; 12];
 /// A composite sequence number: message 0x1234, record 0.
 const SEQ: u64 = 0x1234 << 16;
-const PAYLOADS: [usize; 3] = [64, 1024, 16 * 1024];
+const PAYLOADS: [usize; 4] = [64, 256, 1024, 16 * 1024];
 /// Control packets: a GRANT, an ACK with one ID, an ACK with 16 IDs.
 const CONTROL: [(&str, usize); 3] = [("GRANT", 36), ("ACK, 1 ID", 40), ("ACK, 16 IDs", 160)];
 const ROUNDS: usize = 15;
@@ -297,6 +299,7 @@ fn smt_to_cases(cases: &mut Vec<Case>, payload: usize, pad: bool) {
     let sealed = out.clone();
     let mut plain = vec![0; sealed.len()];
     let opener = cipher.clone();
+    let within = cipher.clone();
     let padded = if pad {
         format!(", padded to {inner}")
     } else {
@@ -311,6 +314,24 @@ fn smt_to_cases(cases: &mut Vec<Case>, payload: usize, pad: bool) {
                 .seal_to(SEQ, &aad, black_box(&data), tail, &mut out)
                 .expect("seal");
             black_box(&out);
+        }),
+    });
+    // The record as it lies in a packet (header first), opened down over
+    // its header: what a one-packet message takes. Each call copies the
+    // record in first, so every call opens the same bytes.
+    let mut record = aad.to_vec();
+    record.extend_from_slice(&sealed);
+    let mut work = record.clone();
+    cases.push(Case {
+        group: "open",
+        name: format!("smt-crypto PacketCipher::open_within (copy in), {payload} B{padded}"),
+        calls: calls_for(payload),
+        run: Box::new(move || {
+            work.copy_from_slice(black_box(&record));
+            let n = within
+                .open_within(SEQ, &aad, &mut work, RECORD_HEADER_LEN)
+                .expect("open");
+            black_box(&work[..n]);
         }),
     });
     cases.push(Case {

@@ -56,6 +56,37 @@ pub fn record_nonce(iv: &[u8; IV_LEN], seq: u64) -> [u8; IV_LEN] {
     nonce
 }
 
+/// The static IV as the nonce rule uses it: the first four bytes as they
+/// are, the last eight as the number each record's sequence number is
+/// XORed into.
+#[derive(Clone, Copy)]
+struct NonceBase {
+    head: [u8; IV_LEN - 8],
+    tail: u64,
+}
+
+impl NonceBase {
+    fn new(iv: &[u8; IV_LEN]) -> Self {
+        let (head, tail) = iv.split_at(IV_LEN - 8);
+        let mut h = [0; IV_LEN - 8];
+        h.copy_from_slice(head);
+        let mut t = [0; 8];
+        t.copy_from_slice(tail);
+        Self {
+            head: h,
+            tail: u64::from_be_bytes(t),
+        }
+    }
+
+    #[inline]
+    fn nonce(self, seq: u64) -> [u8; IV_LEN] {
+        let mut nonce = [0; IV_LEN];
+        nonce[..IV_LEN - 8].copy_from_slice(&self.head);
+        nonce[IV_LEN - 8..].copy_from_slice(&(self.tail ^ seq).to_be_bytes());
+        nonce
+    }
+}
+
 /// AES-GCM ([`AeadAlgorithm::Aes128Gcm`] or [`AeadAlgorithm::Aes256Gcm`])
 /// record protection for one direction of one session.
 ///
@@ -79,6 +110,9 @@ pub struct AesGcmCipher {
     /// `seal_raw_to`/`open_raw_to`).
     one_pass: aead::LessSafeKey,
     iv: [u8; IV_LEN],
+    /// `iv` split as RFC 8446 §5.3 XORs the sequence number into it, so
+    /// each record's nonce is one 64-bit XOR ([`AesGcmCipher::nonce`]).
+    nonce_base: NonceBase,
     control_mac: ControlMac,
     /// The key itself, for a NIC that takes record protection over
     /// (`offload_key`).
@@ -105,10 +139,18 @@ impl AesGcmCipher {
             key: ring_aead::LessSafeKey::new(in_place),
             one_pass: aead::LessSafeKey::new(one_pass),
             iv: *key.iv(),
+            nonce_base: NonceBase::new(key.iv()),
             control_mac: ControlMac::derive(key),
             traffic: key.clone(),
             ctr: OnceLock::new(),
         }
+    }
+
+    /// Record `seq`'s nonce: [`record_nonce`] with the IV's halves
+    /// taken apart once, at key set-up.
+    #[inline]
+    fn nonce(&self, seq: u64) -> [u8; IV_LEN] {
+        self.nonce_base.nonce(seq)
     }
 
     /// AES-CTR under the record key.
@@ -256,7 +298,7 @@ impl PacketCipher for AesGcmCipher {
         aad: &[u8; RECORD_HEADER_LEN],
         buf: &mut [u8],
     ) -> Result<(), CryptoError> {
-        self.seal_raw(&record_nonce(&self.iv, seq), aad, buf)
+        self.seal_raw(&self.nonce(seq), aad, buf)
     }
 
     fn open_in_place(
@@ -265,7 +307,7 @@ impl PacketCipher for AesGcmCipher {
         aad: &[u8; RECORD_HEADER_LEN],
         buf: &mut [u8],
     ) -> Result<usize, CryptoError> {
-        self.open_raw(&record_nonce(&self.iv, seq), aad, buf)
+        self.open_raw(&self.nonce(seq), aad, buf)
     }
 
     fn seal_to(
@@ -276,7 +318,7 @@ impl PacketCipher for AesGcmCipher {
         extra: &[u8],
         out: &mut [u8],
     ) -> Result<(), CryptoError> {
-        let nonce = record_nonce(&self.iv, seq);
+        let nonce = self.nonce(seq);
         if plaintext.len() >= SEAL_ONE_PASS_FROM {
             // One pass: read the caller's bytes, write ciphertext (no copy
             // into `out` first).
@@ -299,6 +341,25 @@ impl PacketCipher for AesGcmCipher {
         self.seal_body(&nonce, aad, body, tag_out)
     }
 
+    /// ring decrypts from `buf[from..]` to `buf[..]` in its one pass.
+    fn open_within(
+        &self,
+        seq: u64,
+        aad: &[u8; RECORD_HEADER_LEN],
+        buf: &mut [u8],
+        from: usize,
+    ) -> Result<usize, CryptoError> {
+        self.key
+            .open_within(
+                ring_aead::Nonce::assume_unique_for_key(self.nonce(seq)),
+                ring_aead::Aad::from(aad),
+                buf,
+                from..,
+            )
+            .map(|plaintext| plaintext.len())
+            .map_err(|_| CryptoError)
+    }
+
     fn open_to(
         &self,
         seq: u64,
@@ -309,7 +370,7 @@ impl PacketCipher for AesGcmCipher {
         // The trait's contract: room for the whole ciphertext, whichever
         // path runs.
         let work = out.get_mut(..ciphertext.len()).ok_or(CryptoError)?;
-        let nonce = record_nonce(&self.iv, seq);
+        let nonce = self.nonce(seq);
         let body_len = ciphertext.len().checked_sub(TAG_LEN).ok_or(CryptoError)?;
         if body_len >= OPEN_ONE_PASS_FROM {
             return self.open_raw_to(&nonce, aad, ciphertext, work);
@@ -356,7 +417,7 @@ impl PacketCipher for AesGcmCipher {
     /// inc32(J0)) under the record nonce, `offset` bytes in.
     fn apply_keystream(&self, seq: u64, offset: usize, buf: &mut [u8]) -> Result<(), CryptoError> {
         let ctr = self.ctr_key().ok_or(CryptoError)?;
-        let nonce = record_nonce(&self.iv, seq);
+        let nonce = self.nonce(seq);
         let block = |index: usize| {
             let mut b = [0u8; 16];
             b[..IV_LEN].copy_from_slice(&nonce);
@@ -421,6 +482,76 @@ mod tests {
             [0xff, 0xff, 0xff, 0xff, 0xfe, 0xfd, 0xfc, 0xfb, 0xfa, 0xf9, 0xf8, 0xf7]
         );
         assert_eq!(record_nonce(&iv, 0), iv);
+    }
+
+    #[test]
+    fn the_kept_nonce_base_gives_the_record_nonce() {
+        let iv = [
+            0x10, 0x21, 0x32, 0x43, 0x54, 0x65, 0x76, 0x87, 0x98, 0xa9, 0xba, 0xcb,
+        ];
+        let base = NonceBase::new(&iv);
+        for seq in [0, 1, 0x1234 << 16 | 7, u64::MAX] {
+            assert_eq!(base.nonce(seq), record_nonce(&iv, seq), "{seq:#x}");
+        }
+    }
+
+    /// `open_within` opens a record lying after other bytes down to the
+    /// start of the buffer, as the trait's default (open in place, then
+    /// move) does, and refuses what that refuses.
+    #[test]
+    fn open_within_matches_open_then_move() {
+        let c = cipher(AeadAlgorithm::Aes128Gcm, 12);
+        for len in [0, 1, 15, 16, 17, 65, 300] {
+            let plain: Vec<u8> = (0..len).map(|i| (i * 5) as u8).collect();
+            let record = sealed(&c, 9, &plain);
+            for from in [0, 1, 5, 16] {
+                let mut buf = vec![0xcc; from];
+                buf.extend_from_slice(&record);
+                let n = c.open_within(9, &HEADER, &mut buf, from).unwrap();
+                assert_eq!(&buf[..n], &plain[..], "{len} bytes from {from}");
+                let mut bad = vec![0xcc; from];
+                bad.extend_from_slice(&record);
+                bad[from] ^= 1;
+                assert_eq!(c.open_within(9, &HEADER, &mut bad, from), Err(CryptoError));
+                let mut other_seq = vec![0xcc; from];
+                other_seq.extend_from_slice(&record);
+                let wrong = c.open_within(10, &HEADER, &mut other_seq, from);
+                assert_eq!(wrong, Err(CryptoError));
+            }
+        }
+    }
+
+    /// Whole segments of several padded records open in place (each record
+    /// decrypted down over the bytes before it) to what opening them into
+    /// another buffer gives.
+    #[test]
+    fn segments_open_in_place_as_into_a_buffer() {
+        use smt_proto::record::{open_segment, open_segment_in_place, seal_message};
+        use smt_proto::record::{MessageLayout, SeqLayout};
+        let c = cipher(AeadAlgorithm::Aes256Gcm, 13);
+        for (len, padded, record_size) in [
+            (0, 0, 64),
+            (64, 64, 1024),
+            (100, 250, 64),
+            (3000, 3001, 700),
+        ] {
+            let data: Vec<u8> = (0..len).map(|i| (i * 11) as u8).collect();
+            let layout = MessageLayout::new(len, padded, record_size);
+            let wire = seal_message(&c, SeqLayout::DEFAULT, 5, &data, layout)
+                .unwrap()
+                .wire;
+            let mut out = Vec::new();
+            let into = open_segment(&c, SeqLayout::DEFAULT, 5, 0, &wire, &mut out);
+            let mut buf = wire.clone();
+            let in_place = open_segment_in_place(&c, SeqLayout::DEFAULT, 5, 0, &mut buf);
+            assert_eq!(into, in_place, "{len} bytes");
+            assert_eq!((&out, &buf), (&data, &data), "{len} bytes");
+            let mut bad = wire.clone();
+            let last = bad.len() - 1;
+            bad[last] ^= 1;
+            let refused = open_segment_in_place(&c, SeqLayout::DEFAULT, 5, 0, &mut bad);
+            assert!(refused.is_err() && bad.is_empty(), "{len} bytes");
+        }
     }
 
     #[test]

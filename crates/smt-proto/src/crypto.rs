@@ -53,6 +53,27 @@ pub trait PacketCipher: Send + Sync + fmt::Debug {
         buf: &mut [u8],
     ) -> Result<usize, CryptoError>;
 
+    /// Checks the tag at the end of `buf[from..]` and decrypts the rest
+    /// of it to the start of `buf`, in one pass; returns the plaintext
+    /// length. Opening a record that lies after its header (or after an
+    /// earlier record's leftovers) this way leaves its data where the
+    /// message wants it, with no move afterwards. On error the contents of
+    /// `buf` are unspecified and must be discarded. The default opens in
+    /// place and then moves the plaintext down; a backend that decrypts
+    /// from one place into an overlapping one saves the move.
+    fn open_within(
+        &self,
+        seq: u64,
+        aad: &[u8; RECORD_HEADER_LEN],
+        buf: &mut [u8],
+        from: usize,
+    ) -> Result<usize, CryptoError> {
+        let body = buf.get_mut(from..).ok_or(CryptoError)?;
+        let len = self.open_in_place(seq, aad, body)?;
+        buf.copy_within(from..from + len, 0);
+        Ok(len)
+    }
+
     /// Seals the record body `plaintext || extra` into `out` without
     /// touching `plaintext`: `out` is `plaintext.len() + extra.len() +
     /// TAG_LEN` bytes, and ends with the tag. `extra` is what TLS 1.3 puts

@@ -175,3 +175,45 @@ fn one_pass_path_makes_the_same_records() {
         );
     }
 }
+
+/// The same records opened where they lie in a packet, decrypted down
+/// over their own header in one pass (`open_within`, the path of a
+/// one-packet message).
+#[test]
+fn records_open_down_over_their_header() {
+    /// Cipher, sequence number, record, payload, content type.
+    type Case<'a> = (AesGcmCipher, u64, &'a [u8], &'a [u8], u8);
+    let cases: [Case<'_>; 3] = [
+        (
+            client(),
+            0,
+            &RFC8448_CLIENT_AP_RECORD_SEQ0,
+            &RFC8448_APP_PAYLOAD,
+            CONTENT_TYPE_APPLICATION_DATA,
+        ),
+        (
+            server(),
+            1,
+            &RFC8448_SERVER_AP_RECORD_SEQ1,
+            &RFC8448_APP_PAYLOAD,
+            CONTENT_TYPE_APPLICATION_DATA,
+        ),
+        (
+            server(),
+            0,
+            &RFC8448_SERVER_NST_RECORD_SEQ0,
+            &RFC8448_SERVER_NST_PAYLOAD,
+            CONTENT_TYPE_HANDSHAKE,
+        ),
+    ];
+    for (cipher, seq, record, payload, content_type) in cases {
+        let header: [u8; RECORD_HEADER_LEN] = record[..RECORD_HEADER_LEN].try_into().unwrap();
+        let mut buf = record.to_vec();
+        let n = cipher.open_within(seq, &header, &mut buf, RECORD_HEADER_LEN);
+        assert_eq!(n, Ok(payload.len() + 1), "seq {seq}");
+        assert_eq!(
+            (&buf[..payload.len()], buf[payload.len()]),
+            (payload, content_type)
+        );
+    }
+}

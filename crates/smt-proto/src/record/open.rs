@@ -120,7 +120,10 @@ pub fn open_segment_into(
 /// plaintext (each record's header, tag, content type and padding removed,
 /// the data moved down over them); on error `buf` is left cleared. Saves
 /// the copy into a second buffer when the segment buffer becomes the
-/// message (a one-packet message, opened straight from its payload).
+/// message (a one-packet message, opened straight from its payload). Each
+/// record is opened by one [`PacketCipher::open_within`] call, which
+/// decrypts it down over its own header (and any earlier record's
+/// leftovers) in the same pass: no move of the data afterwards.
 pub fn open_segment_in_place(
     cipher: &dyn PacketCipher,
     seq_layout: SeqLayout,
@@ -128,9 +131,9 @@ pub fn open_segment_in_place(
     first_record: u64,
     buf: &mut Vec<u8>,
 ) -> Result<OpenedSegment, OpenError> {
-    let open = |seq, header: &[u8; RECORD_HEADER_LEN], body: &mut [u8]| {
+    let open = |seq, header: &[u8; RECORD_HEADER_LEN], region: &mut [u8], from| {
         cipher
-            .open_in_place(seq, header, body)
+            .open_within(seq, header, region, from)
             .map_err(|_| OpenError::Auth)
     };
     in_place(open, seq_layout, id, first_record, buf)
@@ -145,14 +148,22 @@ pub(crate) fn open_decrypted_in_place(
     first_record: u64,
     buf: &mut Vec<u8>,
 ) -> Result<OpenedSegment, OpenError> {
-    let taken = |_, _: &[u8; RECORD_HEADER_LEN], body: &mut [u8]| Ok(body.len() - TAG_LEN);
+    let taken = |_, _: &[u8; RECORD_HEADER_LEN], region: &mut [u8], from: usize| {
+        let inner_len = region.len() - from - TAG_LEN;
+        region.copy_within(from..from + inner_len, 0);
+        Ok(inner_len)
+    };
     in_place(taken, seq_layout, id, first_record, buf)
 }
 
-/// The records of `buf` opened in place by `open` (sequence number,
-/// header, body: the inner plaintext's length), their data moved down.
+/// The records of `buf` opened by `open`, each one's data right after
+/// the last's, from the start of `buf`. `open` is given a record's
+/// sequence number, its header and `region` (from where its plaintext goes
+/// to the record's end), with the body (ciphertext, tag) at
+/// `region[from..]`; it leaves the inner plaintext at the start of
+/// `region` and returns its length.
 fn in_place(
-    open: impl Fn(u64, &[u8; RECORD_HEADER_LEN], &mut [u8]) -> Result<usize, OpenError>,
+    open: impl Fn(u64, &[u8; RECORD_HEADER_LEN], &mut [u8], usize) -> Result<usize, OpenError>,
     seq_layout: SeqLayout,
     id: u64,
     first_record: u64,
@@ -164,25 +175,17 @@ fn in_place(
     };
     let (mut read, mut write) = (0, 0);
     while read < buf.len() {
-        let result = open_one(
-            &open,
-            seq_layout,
-            id,
-            first_record + opened.records,
-            &mut buf[read..],
-        );
-        let (consumed, data, inner_len) = match result {
-            Ok(r) => r,
-            Err(e) => {
-                buf.clear();
-                return Err(e);
-            }
-        };
-        // The data sits after the record header: moving it down to `write`
-        // (never past `read`) overwrites only bytes already consumed.
-        buf.copy_within(read + data.start..read + data.end, write);
-        write += data.len();
-        read += consumed;
+        let index = first_record + opened.records;
+        let (end, data_len, inner_len) =
+            match open_one(&open, seq_layout, id, index, buf, read, write) {
+                Ok(r) => r,
+                Err(e) => {
+                    buf.clear();
+                    return Err(e);
+                }
+            };
+        write += data_len;
+        read = end;
         opened.records += 1;
         opened.padded_len += inner_len as u64 - 1;
     }
@@ -190,34 +193,29 @@ fn in_place(
     Ok(opened)
 }
 
-/// Opens the record at the start of `rest` in place with `open`: (bytes
-/// the record took, where its data is within `rest`, inner plaintext
-/// length).
+/// Opens the record at `buf[read..]` with `open`, its plaintext written
+/// from `write` (never past `read`: only bytes already consumed are
+/// overwritten): (where the record ends, its data length, its inner
+/// plaintext length).
 fn open_one(
-    open: &impl Fn(u64, &[u8; RECORD_HEADER_LEN], &mut [u8]) -> Result<usize, OpenError>,
+    open: &impl Fn(u64, &[u8; RECORD_HEADER_LEN], &mut [u8], usize) -> Result<usize, OpenError>,
     seq_layout: SeqLayout,
     id: u64,
     index: u64,
-    rest: &mut [u8],
-) -> Result<(usize, std::ops::Range<usize>, usize), OpenError> {
-    let (header, after) = split_record(rest)?;
-    let len = usize::from(u16::from_be_bytes([header[3], header[4]]));
-    let body = &mut after[..len];
+    buf: &mut [u8],
+    read: usize,
+    write: usize,
+) -> Result<(usize, usize, usize), OpenError> {
+    let (header, body) = record_at(&buf[read..])?;
+    let end = read + RECORD_HEADER_LEN + body.len();
     let seq = seq_layout.seq(id, index).ok_or(OpenError::IndexOverflow)?;
-    let inner_len = open(seq, &header, body)?;
+    let region = &mut buf[write..end];
+    let inner_len = open(seq, &header, region, read + RECORD_HEADER_LEN - write)?;
     if inner_len > MAX_RECORD_PLAINTEXT + 1 {
         return Err(OpenError::Overflow);
     }
-    let data_len = strip_padding(&body[..inner_len])?.len();
-    let start = RECORD_HEADER_LEN;
-    Ok((RECORD_HEADER_LEN + len, start..start + data_len, inner_len))
-}
-
-/// Checks the record header at the start of `buf` and that the whole record
-/// is present; returns the header and everything after it.
-fn split_record(buf: &mut [u8]) -> Result<([u8; RECORD_HEADER_LEN], &mut [u8]), OpenError> {
-    let (header, _) = record_at(buf)?;
-    Ok((header, &mut buf[RECORD_HEADER_LEN..]))
+    let data_len = strip_padding(&region[..inner_len])?.len();
+    Ok((end, data_len, inner_len))
 }
 
 /// Which packets of a segment arrived decrypted by the NIC: `have[i]` is

@@ -93,11 +93,20 @@ impl SealedMessage {
     /// Seals every record holding a byte before wire offset `end`, in
     /// order; bounded by the records that range covers (a packet's worth
     /// is at most two records). Records already sealed are left alone.
+    #[inline]
     pub fn seal_through(&mut self, end: u64) -> Result<(), CryptoError> {
-        let layout = self.layout;
-        if self.sealed == layout.records() || end == 0 {
+        // Asked for every packet sent; a message sealed whole (every small
+        // one) answers here, in its caller, without a call.
+        if self.sealed == self.layout.records() || end == 0 {
             return Ok(());
         }
+        self.seal_more(end)
+    }
+
+    /// [`Self::seal_through`] once there is something to seal.
+    #[inline(never)]
+    fn seal_more(&mut self, end: u64) -> Result<(), CryptoError> {
+        let layout = self.layout;
         let sealer = self.sealer.as_ref().ok_or(CryptoError)?;
         let data = sealer.data.as_ref().ok_or(CryptoError)?;
         let last = layout.record_at(end - 1);
@@ -231,7 +240,9 @@ pub fn seal_message(
     })
 }
 
-/// Seals every record of `data` into `wire` (exactly the wire length).
+/// Seals every record of `data` into `wire` (exactly the wire length):
+/// one [`PacketCipher::seal_to`] call per record, with the sequence
+/// numbers checked once (the last record's is the largest).
 fn seal_records(
     cipher: &dyn PacketCipher,
     seq_layout: SeqLayout,
@@ -241,19 +252,23 @@ fn seal_records(
     wire: &mut [u8],
 ) -> Result<(), CryptoError> {
     debug_assert_eq!(data.len() as u64, layout.data_len());
+    let records = layout.records();
+    if records == 1 {
+        // Every small message: no loop, one check.
+        let seq = seq_layout.seq(id, 0).ok_or(CryptoError)?;
+        return seal_record(cipher, seq, data, &layout.record(0), wire);
+    }
+    seq_layout.seq(id, records - 1).ok_or(CryptoError)?;
+    // Record `index`'s sequence number is `first | index`: the check above
+    // keeps every index inside its bits.
+    let first = seq_layout.seq(id, 0).ok_or(CryptoError)?;
     let mut at = 0usize;
-    for index in 0..layout.records() {
+    for index in 0..records {
         let plan = layout.record(index);
-        let seq = seq_layout.seq(id, index).ok_or(CryptoError)?;
-        let record_len = plan.wire_len() as usize;
-        seal_record(
-            cipher,
-            seq,
-            chunk(data, &plan),
-            &plan,
-            &mut wire[at..at + record_len],
-        )?;
-        at += record_len;
+        let end = at + plan.wire_len() as usize;
+        let out = wire.get_mut(at..end).ok_or(CryptoError)?;
+        seal_record(cipher, first | index, chunk(data, &plan), &plan, out)?;
+        at = end;
     }
     Ok(())
 }
