@@ -13,6 +13,7 @@
 //! application handler on each new request and queue its response →
 //! [`Engine::flush`].
 
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,7 +24,7 @@ use smt_proto::Payload;
 use super::inbox::{Batch, ToShard};
 use super::Handler;
 use crate::engine::{Engine, Outcome};
-use crate::wait::WakeFd;
+use crate::wait::{wait_or_alarm, Alarm, Readiness, WakeFd};
 
 /// Batches taken from the inbox per turn at most (the inbox's bound, so
 /// the shard drains it): timers fire only after what has arrived is read,
@@ -62,6 +63,10 @@ pub(crate) struct Shard {
     inbox: flume::Receiver<ToShard>,
     feed: Feed,
     handler: Arc<dyn Handler>,
+    /// The engine's next deadline while sleeping on an own socket, armed
+    /// across sleeps (see [`Alarm`]); `None` if no timer descriptor could
+    /// be made (the sleep then takes a timeout).
+    alarm: Option<Alarm>,
     /// Requests handed to the handler.
     requests: u64,
 }
@@ -85,11 +90,18 @@ impl Shard {
         feed: Feed,
         handler: Arc<dyn Handler>,
     ) -> Self {
+        let alarm = match feed {
+            Feed::OwnSocket { .. } => Alarm::new()
+                .map_err(|e| tracing::warn!("no timer descriptor for a shard: {e}"))
+                .ok(),
+            Feed::Routed { .. } => None,
+        };
         Self {
             engine,
             inbox,
             feed,
             handler,
+            alarm,
             requests: 0,
         }
     }
@@ -166,17 +178,7 @@ impl Shard {
         let wake = wake.clone();
         let mut readable = self.engine.more_to_read();
         if !readable {
-            let now = self.engine.now();
-            let timeout = self
-                .engine
-                .deadline()
-                .map_or(CLOSE_POLL, |d| d.saturating_duration_since(now))
-                .min(CLOSE_POLL);
-            // NOTE(unwrap): only the threaded face closes an engine's socket.
-            let socket = self.engine.socket().expect("a shard's socket stays open");
-            let wants_writable = self.engine.wants_writable();
-            let ready = crate::wait::wait(socket, wants_writable, Some(wake.fd()), Some(timeout));
-            let ready = ready.unwrap_or_default();
+            let ready = self.sleep_on_socket(wake.fd()).unwrap_or_default();
             readable = ready.readable;
             if ready.failed {
                 self.engine.socket_failed();
@@ -190,6 +192,32 @@ impl Shard {
             self.take(m);
         }
         readable
+    }
+
+    /// Sleeps on the own socket and the wake-up until the engine's
+    /// deadline (at most [`CLOSE_POLL`], to look at the closing flag).
+    /// The deadline is the alarm's, set only when it moves earlier or
+    /// went off, not a timeout armed per sleep.
+    fn sleep_on_socket(&mut self, wake: BorrowedFd<'_>) -> std::io::Result<Readiness> {
+        let now = self.engine.now();
+        let until = self
+            .engine
+            .deadline()
+            .map_or(now + CLOSE_POLL, |d| d.min(now + CLOSE_POLL));
+        let due = until <= now;
+        let wants_writable = self.engine.wants_writable();
+        // NOTE(unwrap): only the threaded face closes an engine's socket.
+        let socket = self.engine.socket().expect("a shard's socket stays open");
+        let Some(alarm) = self.alarm.as_mut().filter(|_| !due) else {
+            let timeout = until.saturating_duration_since(now);
+            return crate::wait::wait(socket, wants_writable, Some(wake), Some(timeout));
+        };
+        alarm.by(Some(until), now)?;
+        let ready = wait_or_alarm(socket, wants_writable, Some(wake), alarm.fd(), None)?;
+        if ready.alarm {
+            alarm.went_off()?;
+        }
+        Ok(ready)
     }
 
     /// Acts on one inbox message.
