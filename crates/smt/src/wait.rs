@@ -36,7 +36,7 @@ pub(crate) fn wait(
     wake: Option<BorrowedFd<'_>>,
     timeout: Option<Duration>,
 ) -> io::Result<Readiness> {
-    poll_three(socket, want_write, [wake, None], timeout)
+    poll_three(Some(socket), want_write, [wake, None], timeout)
 }
 
 /// Waits as [`wait`] does, until the socket, `wake` or `alarm` (an
@@ -48,23 +48,33 @@ pub(crate) fn wait_or_alarm(
     socket: BorrowedFd<'_>,
     want_write: bool,
     wake: Option<BorrowedFd<'_>>,
-    alarm: BorrowedFd<'_>,
+    alarm: Option<BorrowedFd<'_>>,
     timeout: Option<Duration>,
 ) -> io::Result<Readiness> {
-    poll_three(socket, want_write, [wake, Some(alarm)], timeout)
+    poll_three(Some(socket), want_write, [wake, alarm], timeout)
+}
+
+/// Waits until `wake` or `alarm` is readable (no socket: a sleeper fed
+/// by another thread), or `timeout` passes.
+pub(crate) fn wait_for_wake(
+    wake: BorrowedFd<'_>,
+    alarm: Option<BorrowedFd<'_>>,
+    timeout: Option<Duration>,
+) -> io::Result<Readiness> {
+    poll_three(None, false, [Some(wake), alarm], timeout)
 }
 
 /// `ppoll` on the socket and up to two readable-only descriptors (a
 /// wake-up, an alarm), readiness sorted out.
 fn poll_three(
-    socket: BorrowedFd<'_>,
+    socket: Option<BorrowedFd<'_>>,
     want_write: bool,
     [wake, alarm]: [Option<BorrowedFd<'_>>; 2],
     timeout: Option<Duration>,
 ) -> io::Result<Readiness> {
     let socket_events = libc::POLLIN | if want_write { libc::POLLOUT } else { 0 };
     let mut fds = [
-        pollfd(socket.as_raw_fd(), socket_events),
+        pollfd(socket.map_or(-1, |s| s.as_raw_fd()), socket_events),
         pollfd(wake.map_or(-1, |w| w.as_raw_fd()), libc::POLLIN),
         pollfd(alarm.map_or(-1, |a| a.as_raw_fd()), libc::POLLIN),
     ];

@@ -642,7 +642,7 @@ impl Shared {
             watch.as_fd(),
             sleep.writable,
             Some(self.wake.fd()),
-            self.alarm_watch.as_fd(),
+            Some(self.alarm_watch.as_fd()),
             timeout,
         );
         let mut g = self.lock();
