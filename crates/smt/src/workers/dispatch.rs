@@ -83,24 +83,34 @@ impl Dispatcher {
                 Ok(_) => {
                     self.route_all(&recv, &mut filling);
                     self.hand_over(&mut filling);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    let ready = wait(self.socket.as_fd(), false, Some(self.wake.fd()), None);
-                    let ready = ready.unwrap_or_default();
-                    if ready.woken {
-                        self.wake.drain();
-                    }
-                    if ready.failed {
-                        // Reports a shard's send took the signal of.
-                        self.drain_errors();
+                    if !recv.was_full() {
+                        // Drained: sleep now, without the empty receive
+                        // that would say so (one system call per request
+                        // on an idle server).
+                        self.sleep();
                     }
                 }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.sleep(),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     tracing::debug!("worker socket receive error: {e}");
                     self.drain_errors();
                 }
             }
+        }
+    }
+
+    /// Sleeps until the socket is readable or the server handle rings
+    /// (the close, a command).
+    fn sleep(&self) {
+        let ready = wait(self.socket.as_fd(), false, Some(self.wake.fd()), None);
+        let ready = ready.unwrap_or_default();
+        if ready.woken {
+            self.wake.drain();
+        }
+        if ready.failed {
+            // Reports a shard's send took the signal of.
+            self.drain_errors();
         }
     }
 
