@@ -758,9 +758,9 @@ impl Shared {
         };
         let deadline = g.engine.deadline();
         let earlier = deadline.is_some_and(|d| sleep.until.is_none_or(|u| d < u));
-        if g.engine.wants_writable() && !sleep.writable {
-            self.wake_leader(g);
-        } else if earlier && !self.alarm_moved(g, deadline) {
+        let unwatched = g.engine.wants_writable() && !sleep.writable;
+        // Short-circuits: a wake-up makes the leader look at both anyway.
+        if unwatched || (earlier && !self.alarm_moved(g, deadline)) {
             self.wake_leader(g);
         }
     }
