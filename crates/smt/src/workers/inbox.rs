@@ -123,6 +123,25 @@ impl Batch {
 mod tests {
     use super::*;
 
+    /// Whether `bell` rang, without sleeping.
+    fn rang(bell: &Bell) -> bool {
+        let ready = crate::wait::wait_for_wake(bell.fd(), None, Some(std::time::Duration::ZERO));
+        ready.unwrap().woken
+    }
+
+    #[test]
+    fn a_bell_rings_only_for_a_shard_that_sleeps() {
+        let bell = Bell::new(Arc::new(WakeFd::new().unwrap()));
+        bell.ring_if_asleep();
+        assert!(!rang(&bell), "an awake shard finds the batch itself");
+        bell.going_to_sleep();
+        bell.ring_if_asleep();
+        assert!(rang(&bell));
+        bell.drain();
+        bell.awake();
+        assert!(!rang(&bell), "taken, and awake again");
+    }
+
     #[test]
     fn a_batch_gives_back_its_packets_in_order_and_clears_for_reuse() {
         let from: SocketAddr = "127.0.0.1:9".parse().unwrap();
