@@ -23,7 +23,7 @@ use smt_proto::{KeyResolver, Payload, ServerRpcHandle, SessionKeys};
 use smt_udp::Features;
 
 use crate::engine::{CallToken, Engine, Outcome, SystemClock};
-use crate::wait::{wait, TimerFd};
+use crate::wait::{wait, Alarm};
 use crate::{CallOptions, EndpointConfig, Error, PeerStats, Stats};
 
 /// One of this endpoint's outstanding calls.
@@ -474,58 +474,6 @@ impl LocalEndpoint {
     }
 }
 
-/// The time [`LocalEndpoint::poll`] sleeps until besides the socket, kept
-/// in a timer descriptor that the sleep polls instead of passed to each
-/// sleep as a timeout. A timeout arms a kernel timer per sleep and cancels
-/// it per wake-up; the protocol's next deadline (its tick, under a
-/// millisecond away) is usually the CPU's earliest timer, so both
-/// reprogram the CPU's timer, a VM exit each in a virtual machine: two
-/// `LocalEndpoint`s sharing a CPU paid four per round trip, about 14 µs
-/// (`docs/benchmarks.md`). The alarm is set again only when it would go off
-/// too late, or after it went off: about once per tick.
-#[derive(Debug)]
-struct Alarm {
-    timer: TimerFd,
-    /// When it goes off; `None`: disarmed (or gone off and cleared).
-    set_for: Option<Instant>,
-}
-
-impl Alarm {
-    fn new() -> std::io::Result<Self> {
-        Ok(Self {
-            timer: TimerFd::new()?,
-            set_for: None,
-        })
-    }
-
-    /// Makes the alarm go off by `at` (`None`: nothing to wake up for).
-    /// An alarm set earlier than needed stays: going off early costs one
-    /// more turn of `poll`, where setting it again at every sleep costs a
-    /// timer reprogramming each.
-    fn by(&mut self, at: Option<Instant>, now: Instant) -> std::io::Result<()> {
-        match (at, self.set_for) {
-            (None, _) => Ok(()),
-            (Some(at), Some(set)) if set <= at => Ok(()),
-            (Some(at), _) => {
-                self.timer.set(Some(at.saturating_duration_since(now)))?;
-                self.set_for = Some(at);
-                Ok(())
-            }
-        }
-    }
-
-    /// The alarm went off (its descriptor polled readable): disarmed, so
-    /// that the next sleep is not cut short by it.
-    fn went_off(&mut self) -> std::io::Result<()> {
-        self.set_for = None;
-        self.timer.set(None)
-    }
-
-    fn fd(&self) -> BorrowedFd<'_> {
-        self.timer.fd()
-    }
-}
-
 impl Drop for LocalEndpoint {
     /// Sends the acknowledgements still waiting for their delay, so the
     /// servers of the calls it completed free them at once. Nothing else
@@ -544,56 +492,5 @@ impl AsFd for LocalEndpoint {
     /// the application's thread receives, answers and sends.
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.socket()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Whether `alarm` has gone off, without sleeping.
-    fn rung(alarm: &Alarm) -> bool {
-        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        wait(
-            socket.as_fd(),
-            false,
-            Some(alarm.fd()),
-            Some(Duration::ZERO),
-        )
-        .unwrap()
-        .woken
-    }
-
-    #[test]
-    fn an_alarm_is_set_again_only_to_go_off_earlier() {
-        let mut alarm = Alarm::new().unwrap();
-        let now = Instant::now();
-        let hour = Duration::from_secs(3600);
-        alarm.by(Some(now + hour), now).unwrap();
-        alarm.by(Some(now + 2 * hour), now).unwrap();
-        assert_eq!(alarm.set_for, Some(now + hour), "a later deadline keeps it");
-        alarm.by(None, now).unwrap();
-        assert_eq!(alarm.set_for, Some(now + hour), "no deadline keeps it");
-        alarm.by(Some(now + hour / 2), now).unwrap();
-        assert_eq!(
-            alarm.set_for,
-            Some(now + hour / 2),
-            "an earlier one moves it"
-        );
-        assert!(!rung(&alarm));
-    }
-
-    #[test]
-    fn an_alarm_that_went_off_is_quiet_until_set_again() {
-        let mut alarm = Alarm::new().unwrap();
-        let now = Instant::now();
-        // Due already: goes off at once (a zero time would disarm it).
-        alarm.by(Some(now), now + Duration::from_secs(1)).unwrap();
-        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        let ready = wait(socket.as_fd(), false, Some(alarm.fd()), None).unwrap();
-        assert!(ready.woken);
-        alarm.went_off().unwrap();
-        assert_eq!(alarm.set_for, None);
-        assert!(!rung(&alarm), "cleared: the next sleep is not cut short");
     }
 }

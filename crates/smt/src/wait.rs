@@ -11,7 +11,7 @@
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What a wait reported.
 #[derive(Clone, Copy, Debug, Default)]
@@ -23,6 +23,8 @@ pub(crate) struct Readiness {
     /// The socket polled as failed: its error queue holds ICMP reports
     /// (also reported as readable).
     pub failed: bool,
+    /// The alarm went off (see [`wait_or_alarm`]).
+    pub alarm: bool,
 }
 
 /// Waits until `socket` is readable (or writable, with `want_write`),
@@ -34,12 +36,51 @@ pub(crate) fn wait(
     wake: Option<BorrowedFd<'_>>,
     timeout: Option<Duration>,
 ) -> io::Result<Readiness> {
+    poll_three(Some(socket), want_write, [wake, None], timeout)
+}
+
+/// Waits as [`wait`] does, until the socket, `wake` or `alarm` (an
+/// [`Alarm`]'s descriptor) is ready. The sleeper's deadline is the alarm,
+/// armed across sleeps, instead of a timeout armed at each; `timeout` is
+/// for a deadline due already (zero arms no timer) or an alarm that could
+/// not be set.
+pub(crate) fn wait_or_alarm(
+    socket: BorrowedFd<'_>,
+    want_write: bool,
+    wake: Option<BorrowedFd<'_>>,
+    alarm: Option<BorrowedFd<'_>>,
+    timeout: Option<Duration>,
+) -> io::Result<Readiness> {
+    poll_three(Some(socket), want_write, [wake, alarm], timeout)
+}
+
+/// Waits until `wake` or `alarm` is readable (no socket: a sleeper fed
+/// by another thread), or `timeout` passes.
+pub(crate) fn wait_for_wake(
+    wake: BorrowedFd<'_>,
+    alarm: Option<BorrowedFd<'_>>,
+    timeout: Option<Duration>,
+) -> io::Result<Readiness> {
+    poll_three(None, false, [Some(wake), alarm], timeout)
+}
+
+/// `ppoll` on the socket and up to two readable-only descriptors (a
+/// wake-up, an alarm), readiness sorted out.
+fn poll_three(
+    socket: Option<BorrowedFd<'_>>,
+    want_write: bool,
+    [wake, alarm]: [Option<BorrowedFd<'_>>; 2],
+    timeout: Option<Duration>,
+) -> io::Result<Readiness> {
     let socket_events = libc::POLLIN | if want_write { libc::POLLOUT } else { 0 };
     let mut fds = [
-        pollfd(socket.as_raw_fd(), socket_events),
+        pollfd(socket.map_or(-1, |s| s.as_raw_fd()), socket_events),
         pollfd(wake.map_or(-1, |w| w.as_raw_fd()), libc::POLLIN),
+        pollfd(alarm.map_or(-1, |a| a.as_raw_fd()), libc::POLLIN),
     ];
-    match ppoll(&mut fds, timeout) {
+    // The last slot only when used: the kernel walks every entry.
+    let used = if alarm.is_some() { 3 } else { 2 };
+    match ppoll(&mut fds[..used], timeout) {
         Ok(_) => {}
         Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(Readiness::default()),
         Err(e) => return Err(e),
@@ -52,6 +93,7 @@ pub(crate) fn wait(
         writable: fds[0].revents & libc::POLLOUT != 0,
         woken: fds[1].revents & libc::POLLIN != 0,
         failed: fds[0].revents & libc::POLLERR != 0,
+        alarm: fds[2].revents & libc::POLLIN != 0,
     })
 }
 
@@ -147,7 +189,7 @@ impl WakeFd {
 /// each reprogramming is a VM exit of several microseconds: four per round
 /// trip for two endpoints sharing a CPU. A timer descriptor stays armed
 /// across sleeps; it is set again only when the deadline moves earlier or
-/// after it went off (see `local.rs`).
+/// after it went off (see [`Alarm`]).
 #[derive(Debug)]
 pub(crate) struct TimerFd {
     fd: OwnedFd,
@@ -202,5 +244,129 @@ impl TimerFd {
     /// The descriptor to pass to [`wait`].
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
+    }
+}
+
+/// The time a driver sleeps until besides the socket (the engine's next
+/// deadline), kept in a timer descriptor that the sleep polls instead of
+/// passed to each sleep as a timeout. A timeout arms a kernel timer per
+/// sleep and cancels it per wake-up; the protocol's next deadline (its
+/// tick, under a millisecond away) is usually the CPU's earliest timer, so
+/// both reprogram the CPU's timer, a VM exit each in a virtual machine:
+/// two `LocalEndpoint`s sharing a CPU paid four per round trip, about
+/// 14 µs (`docs/benchmarks.md`). The alarm is set again only when it would
+/// go off too late, or after it went off: about once per tick. Used by
+/// `LocalEndpoint`, the threaded endpoint's driver (where it belongs to
+/// the endpoint, whichever thread leads) and the worker shards.
+#[derive(Debug)]
+pub(crate) struct Alarm {
+    timer: TimerFd,
+    /// When it goes off; `None`: disarmed (or gone off and cleared).
+    set_for: Option<Instant>,
+    /// Times the timer was set (armed or disarmed): what this type saves,
+    /// counted for tests.
+    sets: u64,
+}
+
+impl Alarm {
+    pub(crate) fn new() -> io::Result<Self> {
+        Ok(Self {
+            timer: TimerFd::new()?,
+            set_for: None,
+            sets: 0,
+        })
+    }
+
+    /// Makes the alarm go off by `at` (`None`: nothing to wake up for).
+    /// An alarm set earlier than needed stays: going off early costs one
+    /// more turn of the driver, where setting it again at every sleep
+    /// costs a timer reprogramming each.
+    pub(crate) fn by(&mut self, at: Option<Instant>, now: Instant) -> io::Result<()> {
+        match (at, self.set_for) {
+            (None, _) => Ok(()),
+            (Some(at), Some(set)) if set <= at => Ok(()),
+            (Some(at), _) => {
+                self.sets += 1;
+                self.timer.set(Some(at.saturating_duration_since(now)))?;
+                self.set_for = Some(at);
+                Ok(())
+            }
+        }
+    }
+
+    /// The alarm went off (its descriptor polled readable): disarmed, so
+    /// that the next sleep is not cut short by it.
+    pub(crate) fn went_off(&mut self) -> io::Result<()> {
+        self.set_for = None;
+        self.sets += 1;
+        self.timer.set(None)
+    }
+
+    /// Times the timer was set since the alarm was made.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn sets(&self) -> u64 {
+        self.sets
+    }
+
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.timer.fd()
+    }
+
+    /// A second descriptor of the same timer, to sleep on where the alarm
+    /// itself sits behind a lock that the sleeper releases (the threaded
+    /// driver): setting the alarm through the lock affects both.
+    pub(crate) fn watch(&self) -> io::Result<OwnedFd> {
+        self.timer.fd().try_clone_to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether `alarm` has gone off, without sleeping.
+    fn rung(alarm: &Alarm) -> bool {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        wait(
+            socket.as_fd(),
+            false,
+            Some(alarm.fd()),
+            Some(Duration::ZERO),
+        )
+        .unwrap()
+        .woken
+    }
+
+    #[test]
+    fn an_alarm_is_set_again_only_to_go_off_earlier() {
+        let mut alarm = Alarm::new().unwrap();
+        let now = Instant::now();
+        let hour = Duration::from_secs(3600);
+        alarm.by(Some(now + hour), now).unwrap();
+        alarm.by(Some(now + 2 * hour), now).unwrap();
+        assert_eq!(alarm.set_for, Some(now + hour), "a later deadline keeps it");
+        alarm.by(None, now).unwrap();
+        assert_eq!(alarm.set_for, Some(now + hour), "no deadline keeps it");
+        alarm.by(Some(now + hour / 2), now).unwrap();
+        assert_eq!(
+            alarm.set_for,
+            Some(now + hour / 2),
+            "an earlier one moves it"
+        );
+        assert!(!rung(&alarm));
+    }
+
+    #[test]
+    fn an_alarm_that_went_off_is_quiet_until_set_again() {
+        let mut alarm = Alarm::new().unwrap();
+        let now = Instant::now();
+        // Due already: goes off at once (a zero time would disarm it).
+        alarm.by(Some(now), now + Duration::from_secs(1)).unwrap();
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let ready = wait(socket.as_fd(), false, Some(alarm.fd()), None).unwrap();
+        assert!(ready.woken);
+        alarm.went_off().unwrap();
+        assert_eq!(alarm.set_for, None);
+        assert!(!rung(&alarm), "cleared: the next sleep is not cut short");
     }
 }

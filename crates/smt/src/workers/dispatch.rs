@@ -11,16 +11,12 @@ use std::io;
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use smt_udp::{RecvBuffers, Socket};
 
-use super::inbox::{Batch, ToShard};
+use super::inbox::{Batch, Bell, ToShard};
 use super::route::{packets, route, Route};
-
-/// How long the dispatcher sleeps on a silent socket before it looks at
-/// the closing flag again.
-const POLL: Duration = Duration::from_millis(20);
+use crate::wait::{wait, WakeFd};
 
 /// Dispatcher counters, shared with the server handle.
 #[derive(Debug, Default)]
@@ -60,11 +56,17 @@ impl Counters {
 pub(crate) struct Dispatcher {
     pub socket: Arc<Socket>,
     pub shards: Vec<flume::Sender<ToShard>>,
+    /// Each shard's bell, rung after a batch if it sleeps.
+    pub bells: Vec<Arc<Bell>>,
     /// Batches the shards have handled, for reuse.
     pub spare: flume::Receiver<Batch>,
     /// Whether control packets carry a MAC (to find packet lengths).
     pub tagged_control: bool,
     pub closing: Arc<AtomicBool>,
+    /// Rung by the server handle once `closing` is set (and for its
+    /// commands): the dispatcher sleeps on it with the socket, with no
+    /// timeout, which armed a kernel timer per sleep.
+    pub wake: Arc<WakeFd>,
     pub counters: Arc<Counters>,
 }
 
@@ -81,20 +83,34 @@ impl Dispatcher {
                 Ok(_) => {
                     self.route_all(&recv, &mut filling);
                     self.hand_over(&mut filling);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    let ready = crate::wait::wait(self.socket.as_fd(), false, None, Some(POLL));
-                    if ready.is_ok_and(|r| r.failed) {
-                        // Reports a shard's send took the signal of.
-                        self.drain_errors();
+                    if !recv.was_full() {
+                        // Drained: sleep now, without the empty receive
+                        // that would say so (one system call per request
+                        // on an idle server).
+                        self.sleep();
                     }
                 }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.sleep(),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     tracing::debug!("worker socket receive error: {e}");
                     self.drain_errors();
                 }
             }
+        }
+    }
+
+    /// Sleeps until the socket is readable or the server handle rings
+    /// (the close, a command).
+    fn sleep(&self) {
+        let ready = wait(self.socket.as_fd(), false, Some(self.wake.fd()), None);
+        let ready = ready.unwrap_or_default();
+        if ready.woken {
+            self.wake.drain();
+        }
+        if ready.failed {
+            // Reports a shard's send took the signal of.
+            self.drain_errors();
         }
     }
 
@@ -133,22 +149,31 @@ impl Dispatcher {
             }
             let next = self.spare.try_recv().unwrap_or_default();
             let batch = std::mem::replace(slot, next);
-            let count = batch.len() as u64;
             if batch.essential {
                 // Rare (a key update); waiting a moment beats a shard left
                 // in the old epoch.
                 let _ = self.shards[i].send(ToShard::Packets(batch));
+                self.bells[i].ring_if_asleep();
                 continue;
             }
-            if let Err(e) = self.shards[i].try_send(ToShard::Packets(batch)) {
-                self.counters.dropped.fetch_add(count, Ordering::Relaxed);
-                tracing::debug!(shard = i, "shard inbox full: {count} packets dropped");
-                if let ToShard::Packets(mut b) = e.into_inner() {
-                    b.clear();
-                    *slot = b;
-                }
+            match self.shards[i].try_send(ToShard::Packets(batch)) {
+                Ok(()) => self.bells[i].ring_if_asleep(),
+                Err(e) => self.count_dropped(i, slot, e),
             }
         }
+    }
+
+    /// A batch that found shard `i`'s inbox full: its packets counted as
+    /// dropped, its storage kept in `slot` for the next one.
+    fn count_dropped(&self, i: usize, slot: &mut Batch, e: flume::TrySendError<ToShard>) {
+        let ToShard::Packets(mut batch) = e.into_inner() else {
+            return;
+        };
+        let count = batch.len() as u64;
+        self.counters.dropped.fetch_add(count, Ordering::Relaxed);
+        tracing::debug!(shard = i, "shard inbox full: {count} packets dropped");
+        batch.clear();
+        *slot = batch;
     }
 
     /// ICMP errors for datagrams the shards sent wait in the socket's

@@ -57,7 +57,7 @@ use crate::error::ConfigError;
 use crate::wait::WakeFd;
 use crate::{EndpointConfig, Error};
 use dispatch::{Counters, Dispatcher};
-use inbox::ToShard;
+use inbox::{Bell, ToShard};
 use shard::{Feed, Shard};
 
 pub use dispatch::DispatchStats;
@@ -180,7 +180,9 @@ pub struct WorkerServer {
     counters: Arc<Counters>,
     dispatcher: Option<JoinHandle<()>>,
     shards: Vec<JoinHandle<ShardStats>>,
-    /// Wake-ups of `ReusePort` shards (they sleep on their own sockets).
+    /// The wake-ups of the shards (they sleep on them, and on their own
+    /// sockets with `ReusePort`) and of the dispatcher, rung for commands
+    /// and the close.
     wakes: Vec<Arc<WakeFd>>,
 }
 
@@ -224,27 +226,36 @@ impl WorkerServer {
             .authenticate_control;
         let (spare_tx, spare_rx) = flume::unbounded();
         let mut inboxes = Vec::new();
-        let mut shards = Vec::new();
+        let (mut shards, mut wakes, mut bells) = (Vec::new(), Vec::new(), Vec::new());
         for i in 0..config.shards {
             let (tx, rx) = flume::bounded(INBOX_BATCHES);
             let engine =
                 Engine::sending_on(socket.clone(), &config.endpoint, Box::new(SystemClock))?;
+            let wake = Arc::new(WakeFd::new()?);
+            let bell = Arc::new(Bell::new(wake.clone()));
             let feed = Feed::Routed {
                 spare: spare_tx.clone(),
+                bell: bell.clone(),
             };
             let shard = Shard::new(engine, rx, feed, handler.clone());
             shards.push(spawn_shard(i, shard)?);
             inboxes.push(tx);
+            wakes.push(wake);
+            bells.push(bell);
         }
         let closing = Arc::new(AtomicBool::new(false));
         let counters = Arc::new(Counters::default());
+        let wake = Arc::new(WakeFd::new()?);
+        wakes.push(wake.clone());
         let dispatcher = Dispatcher {
             socket,
             shards: inboxes.clone(),
+            bells,
             spare: spare_rx,
             tagged_control,
             closing: closing.clone(),
             counters: counters.clone(),
+            wake,
         };
         let dispatcher = std::thread::Builder::new()
             .name("smt-dispatch".into())
@@ -257,7 +268,7 @@ impl WorkerServer {
             counters,
             dispatcher: Some(dispatcher),
             shards,
-            wakes: Vec::new(),
+            wakes,
         })
     }
 
@@ -359,6 +370,8 @@ impl WorkerServer {
         // The dispatcher's senders are gone; these are the last: each
         // shard stops when its inbox is empty and closed.
         self.inboxes.clear();
+        // Sleeping shards look again, and find their inbox closed.
+        self.wakes.iter().for_each(|w| w.wake());
         let shards = self
             .shards
             .drain(..)

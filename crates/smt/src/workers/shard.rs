@@ -13,17 +13,18 @@
 //! application handler on each new request and queue its response →
 //! [`Engine::flush`].
 
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use smt_proto::Payload;
 
-use super::inbox::{Batch, ToShard};
+use super::inbox::{Batch, Bell, ToShard};
 use super::Handler;
 use crate::engine::{Engine, Outcome};
-use crate::wait::WakeFd;
+use crate::wait::{wait_for_wake, wait_or_alarm, Alarm, Readiness, WakeFd};
 
 /// Batches taken from the inbox per turn at most (the inbox's bound, so
 /// the shard drains it): timers fire only after what has arrived is read,
@@ -45,8 +46,12 @@ const CLOSE_POLL: Duration = Duration::from_millis(50);
 /// Where a shard's packets come from.
 pub(crate) enum Feed {
     /// The dispatcher's batches, on the inbox with the commands
-    /// (`Spread::Messages`); handled batches go back on `spare` for reuse.
-    Routed { spare: flume::Sender<Batch> },
+    /// (`Spread::Messages`), announced by `bell` while the shard sleeps;
+    /// handled batches go back on `spare` for reuse.
+    Routed {
+        spare: flume::Sender<Batch>,
+        bell: Arc<Bell>,
+    },
     /// The engine's own `SO_REUSEPORT` socket (`Spread::ReusePort`); the
     /// inbox carries commands only, announced by `wake`. Stops once
     /// `closing` is set.
@@ -62,6 +67,10 @@ pub(crate) struct Shard {
     inbox: flume::Receiver<ToShard>,
     feed: Feed,
     handler: Arc<dyn Handler>,
+    /// The engine's next deadline, armed across sleeps (see [`Alarm`]);
+    /// `None` if no timer descriptor could be made or set (the sleep then
+    /// takes a timeout).
+    alarm: Option<Alarm>,
     /// Requests handed to the handler.
     requests: u64,
 }
@@ -85,11 +94,15 @@ impl Shard {
         feed: Feed,
         handler: Arc<dyn Handler>,
     ) -> Self {
+        let alarm = Alarm::new()
+            .map_err(|e| tracing::warn!("no timer descriptor for a shard: {e}"))
+            .ok();
         Self {
             engine,
             inbox,
             feed,
             handler,
+            alarm,
             requests: 0,
         }
     }
@@ -128,32 +141,59 @@ impl Shard {
         }
     }
 
-    /// Waits on the inbox and takes up to [`BATCHES_PER_TURN`] messages.
-    /// False once the inbox is closed and empty.
+    /// Waits for the inbox (the dispatcher rings the bell of a sleeping
+    /// shard) until the engine's deadline, and takes up to
+    /// [`BATCHES_PER_TURN`] messages. False once the inbox is closed and
+    /// empty.
     fn wait_routed(&mut self) -> bool {
-        let now = self.engine.now();
-        let mut until = self.engine.deadline().unwrap_or(now + IDLE_WAIT);
-        let blocked = self.engine.wants_writable();
-        if blocked {
-            until = until.min(now + FULL_SOCKET_RETRY);
-        }
-        let first = match self.inbox.recv_deadline(until) {
-            Ok(m) => Some(m),
-            Err(flume::RecvTimeoutError::Timeout) => None,
-            Err(flume::RecvTimeoutError::Disconnected) => return false,
+        let Feed::Routed { bell, .. } = &self.feed else {
+            return false;
         };
+        let bell = bell.clone();
+        let blocked = self.engine.wants_writable();
+        let mut first = self.inbox.try_recv();
+        if matches!(first, Err(flume::TryRecvError::Empty)) {
+            bell.going_to_sleep();
+            // The last look: a batch sent before the dispatcher could see
+            // the flag is here now.
+            first = self.inbox.try_recv();
+            if matches!(first, Err(flume::TryRecvError::Empty)) {
+                self.sleep_on_bell(&bell, blocked);
+                first = self.inbox.try_recv();
+            }
+            bell.awake();
+        }
         if blocked {
             // Try the held batch again (the turn does).
             self.engine.writable();
         }
-        if let Some(m) = first {
+        match first {
+            Ok(m) => self.take(m),
+            Err(flume::TryRecvError::Disconnected) => return false,
+            Err(flume::TryRecvError::Empty) => return true,
+        }
+        for _ in 1..BATCHES_PER_TURN {
+            let Ok(m) = self.inbox.try_recv() else { break };
             self.take(m);
-            for _ in 1..BATCHES_PER_TURN {
-                let Ok(m) = self.inbox.try_recv() else { break };
-                self.take(m);
-            }
         }
         true
+    }
+
+    /// Sleeps on the bell until the engine's deadline (at most
+    /// [`IDLE_WAIT`]; [`FULL_SOCKET_RETRY`] while a batch waits for room).
+    fn sleep_on_bell(&mut self, bell: &Bell, blocked: bool) {
+        let now = self.engine.now();
+        let mut until = self.engine.deadline().unwrap_or(now + IDLE_WAIT);
+        if blocked {
+            until = until.min(now + FULL_SOCKET_RETRY);
+        }
+        let timeout = self.set_alarm(until, now);
+        let alarm = self.alarm.as_ref().map(Alarm::fd);
+        let ready = wait_for_wake(bell.fd(), alarm, timeout).unwrap_or_default();
+        if ready.woken {
+            bell.drain();
+        }
+        self.alarm_went_off(ready.alarm);
     }
 
     /// Waits on the engine's socket and the wake-up, as `LocalEndpoint`
@@ -166,17 +206,7 @@ impl Shard {
         let wake = wake.clone();
         let mut readable = self.engine.more_to_read();
         if !readable {
-            let now = self.engine.now();
-            let timeout = self
-                .engine
-                .deadline()
-                .map_or(CLOSE_POLL, |d| d.saturating_duration_since(now))
-                .min(CLOSE_POLL);
-            // NOTE(unwrap): only the threaded face closes an engine's socket.
-            let socket = self.engine.socket().expect("a shard's socket stays open");
-            let wants_writable = self.engine.wants_writable();
-            let ready = crate::wait::wait(socket, wants_writable, Some(wake.fd()), Some(timeout));
-            let ready = ready.unwrap_or_default();
+            let ready = self.sleep_on_socket(wake.fd()).unwrap_or_default();
             readable = ready.readable;
             if ready.failed {
                 self.engine.socket_failed();
@@ -192,13 +222,66 @@ impl Shard {
         readable
     }
 
+    /// Sleeps on the own socket and the wake-up until the engine's
+    /// deadline (at most [`CLOSE_POLL`], to look at the closing flag).
+    fn sleep_on_socket(&mut self, wake: BorrowedFd<'_>) -> std::io::Result<Readiness> {
+        let now = self.engine.now();
+        let until = self
+            .engine
+            .deadline()
+            .map_or(now + CLOSE_POLL, |d| d.min(now + CLOSE_POLL));
+        let timeout = self.set_alarm(until, now);
+        let wants_writable = self.engine.wants_writable();
+        // NOTE(unwrap): only the threaded face closes an engine's socket.
+        let socket = self.engine.socket().expect("a shard's socket stays open");
+        let alarm = self.alarm.as_ref().map(Alarm::fd);
+        let ready = wait_or_alarm(socket, wants_writable, Some(wake), alarm, timeout)?;
+        self.alarm_went_off(ready.alarm);
+        Ok(ready)
+    }
+
+    /// Arms the alarm for `until` before a sleep (set only when the
+    /// deadline moved earlier or after it went off, not per sleep) and
+    /// returns the sleep's timeout: none, the alarm wakes it; zero for a
+    /// deadline due already (a zero timeout arms no timer); the time left
+    /// without an alarm.
+    fn set_alarm(&mut self, until: Instant, now: Instant) -> Option<Duration> {
+        let left = until.saturating_duration_since(now);
+        if left.is_zero() {
+            return Some(left);
+        }
+        let Some(alarm) = self.alarm.as_mut() else {
+            return Some(left);
+        };
+        match alarm.by(Some(until), now) {
+            Ok(()) => None,
+            Err(e) => {
+                tracing::warn!("setting a shard's timer failed: {e}");
+                self.alarm = None;
+                Some(left)
+            }
+        }
+    }
+
+    /// Disarms the alarm once it went off, so that the next sleep is not
+    /// cut short by it.
+    fn alarm_went_off(&mut self, rang: bool) {
+        let Some(alarm) = self.alarm.as_mut().filter(|_| rang) else {
+            return;
+        };
+        if let Err(e) = alarm.went_off() {
+            tracing::warn!("disarming a shard's timer failed: {e}");
+            self.alarm = None;
+        }
+    }
+
     /// Acts on one inbox message.
     fn take(&mut self, message: ToShard) {
         match message {
             ToShard::Packets(mut batch) => {
                 self.engine.receive_routed(batch.iter());
                 batch.clear();
-                if let Feed::Routed { spare } = &self.feed {
+                if let Feed::Routed { spare, .. } = &self.feed {
                     // The dispatcher may be gone (closing): the batch is
                     // freed.
                     let _ = spare.send(batch);
@@ -255,7 +338,9 @@ mod tests {
         let (_to_shard, inbox) = flume::unbounded();
         let (spare, _spares) = flume::unbounded();
         let handler: Arc<dyn Handler> = Arc::new(|_: SocketAddr, r: Vec<u8>| r);
-        let mut shard = Shard::new(engine, inbox, Feed::Routed { spare }, handler);
+        let bell = Arc::new(Bell::new(Arc::new(WakeFd::new().expect("eventfd"))));
+        let feed = Feed::Routed { spare, bell };
+        let mut shard = Shard::new(engine, inbox, feed, handler);
         let mut batch = Batch::default();
         for port in 1..=5u16 {
             let from = SocketAddr::from(([127, 0, 0, 9], port));

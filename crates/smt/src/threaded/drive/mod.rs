@@ -51,6 +51,8 @@ mod permits;
 #[cfg(feature = "tokio")]
 mod reactor;
 mod tasks;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -69,7 +71,7 @@ pub(crate) use self::tasks::Got;
 use super::cancel::{Cancellation, Watches};
 use super::ready::Ready;
 use crate::engine::{CallToken, Engine, Outcome};
-use crate::wait::{wait, WakeFd};
+use crate::wait::{wait_or_alarm, Alarm, WakeFd};
 use crate::{CallOptions, Error, SessionInfo};
 
 type Locked<'a> = handoff::Locked<'a, Inner>;
@@ -172,6 +174,12 @@ pub(crate) struct Inner {
     /// A duplicate of the socket's descriptor, to sleep on without the
     /// lock (dropped at the end of a close; a sleeper holds a reference).
     watch: Option<Arc<OwnedFd>>,
+    /// The engine's next deadline for a sleeping leader thread, armed
+    /// across sleeps (see [`Alarm`]). It belongs to the endpoint, not to
+    /// the thread that leads: whoever leads next sleeps on it too
+    /// ([`Shared::alarm_watch`]), and a command that moves the deadline
+    /// earlier sets it without waking the sleeper.
+    alarm: Alarm,
     /// Threads parked in `accept` (each woken at most once per request).
     accepting: Vec<Thread>,
     /// Delivered requests whose cancellation is watched or has happened.
@@ -204,6 +212,8 @@ impl HasWakes for Inner {
 pub(crate) struct Shared {
     inner: Mutex<Inner>,
     wake: WakeFd,
+    /// `Inner::alarm`'s timer, to sleep on without the lock.
+    alarm_watch: OwnedFd,
     /// Requests for the application, at most
     /// `ProtocolConfig::max_pending_requests` (the core refuses complete
     /// requests beyond those the application holds, queued ones included,
@@ -247,6 +257,8 @@ impl Shared {
             .try_clone_to_owned()?;
         let (requests_tx, requests) = flume::bounded(limits.max_pending_requests.max(1));
         let (stopped_tx, stopped) = flume::bounded(1);
+        let alarm = Alarm::new()?;
+        let alarm_watch = alarm.watch()?;
         let inner = Inner {
             engine,
             calls: HashMap::new(),
@@ -256,6 +268,7 @@ impl Shared {
             wake_sent: false,
             readable: true,
             watch: Some(Arc::new(socket)),
+            alarm,
             accepting: Vec::new(),
             watches: Watches::default(),
             background_parked: None,
@@ -266,6 +279,7 @@ impl Shared {
         Ok(Arc::new(Self {
             inner: Mutex::new(inner),
             wake: WakeFd::new()?,
+            alarm_watch,
             requests,
             ready: Ready::new()?,
             async_waiters: AtomicUsize::new(0),
@@ -620,13 +634,17 @@ impl Shared {
             until: g.engine.deadline(),
             writable: g.engine.wants_writable(),
         };
-        let timeout = sleep
-            .until
-            .map(|t| t.saturating_duration_since(g.engine.now()));
+        let timeout = self.set_alarm(&mut g, sleep.until);
         g.sleep = Some(sleep);
         let leader = g.leader;
         drop(g);
-        let ready = wait(watch.as_fd(), sleep.writable, Some(self.wake.fd()), timeout);
+        let ready = wait_or_alarm(
+            watch.as_fd(),
+            sleep.writable,
+            Some(self.wake.fd()),
+            Some(self.alarm_watch.as_fd()),
+            timeout,
+        );
         let mut g = self.lock();
         if g.leader != leader {
             // The background thread was replaced while it slept.
@@ -646,10 +664,36 @@ impl Shared {
                     self.wake.drain();
                     g.wake_sent = false;
                 }
+                if ready.alarm {
+                    // Disarmed under the lock: a command may set it again
+                    // meanwhile, which then holds.
+                    if let Err(e) = g.alarm.went_off() {
+                        tracing::warn!("disarming the driver's timer failed: {e}");
+                    }
+                }
             }
             Err(e) => tracing::warn!("waiting on the socket failed: {e}"),
         }
         g
+    }
+
+    /// Arms the alarm for `until` (the engine's deadline) before a sleep;
+    /// returns the sleep's timeout: none, the alarm wakes it; zero for a
+    /// deadline due already (a zero timeout arms no timer); the time left
+    /// if the alarm could not be set.
+    fn set_alarm(&self, g: &mut Inner, until: Option<Instant>) -> Option<std::time::Duration> {
+        let now = g.engine.now();
+        let left = until.map(|u| u.saturating_duration_since(now));
+        if left.is_some_and(|l| l.is_zero()) {
+            return left;
+        }
+        match g.alarm.by(until, now) {
+            Ok(()) => None,
+            Err(e) => {
+                tracing::warn!("setting the driver's timer failed: {e}");
+                left
+            }
+        }
     }
 
     /// Gives up the lead: promotes a parked caller, else a parked
@@ -714,9 +758,29 @@ impl Shared {
         };
         let deadline = g.engine.deadline();
         let earlier = deadline.is_some_and(|d| sleep.until.is_none_or(|u| d < u));
-        if earlier || (g.engine.wants_writable() && !sleep.writable) {
+        let unwatched = g.engine.wants_writable() && !sleep.writable;
+        // Short-circuits: a wake-up makes the leader look at both anyway.
+        if unwatched || (earlier && !self.alarm_moved(g, deadline)) {
             self.wake_leader(g);
         }
+    }
+
+    /// Moves a sleeping leader thread's alarm to the earlier `deadline`
+    /// instead of waking it to look (a wake-up is a context switch and a
+    /// turn for nothing). False for a leading task (it sleeps on its
+    /// runtime's timer) and if the alarm could not be set.
+    fn alarm_moved(&self, g: &mut Inner, deadline: Option<Instant>) -> bool {
+        if matches!(g.leader, Some(Leader::Task(_))) {
+            return false;
+        }
+        let now = g.engine.now();
+        if g.alarm.by(deadline, now).is_err() {
+            return false;
+        }
+        if let Some(sleep) = g.sleep.as_mut() {
+            sleep.until = deadline;
+        }
+        true
     }
 
     /// Hands out the engine's outcomes: replies to their waiters, requests
