@@ -530,8 +530,8 @@ fn open_smt(
     addr: SocketAddr,
     identity: &Identity,
 ) -> Result<smt::LocalEndpoint, ServerError> {
-    let mut endpoint =
-        smt::LocalEndpoint::bind(addr, smt::EndpointConfig::default()).map_err(ServerError::Smt)?;
+    let mut endpoint = smt::LocalEndpoint::bind(addr, crate::client::endpoint_config(addr))
+        .map_err(ServerError::Smt)?;
     endpoint.set_handshake_acceptor(Box::new(identity.smt_tls_server()?));
     let fd = endpoint.as_fd().as_raw_fd();
     poll.registry()
