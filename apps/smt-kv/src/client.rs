@@ -331,7 +331,8 @@ fn tls(host: &Host, ca_pem: &str) -> Result<TlsStream, ClientError> {
 
 fn smt_link(host: &Host, ca_pem: &str) -> Result<Link, ClientError> {
     let server = host.datagram_addr();
-    let mut endpoint = smt::LocalEndpoint::bind(local_for(server), smt::EndpointConfig::default())?;
+    let local = local_for(server);
+    let mut endpoint = smt::LocalEndpoint::bind(local, endpoint_config(local))?;
     let tls = smt_tls::TlsClient::new(ca_pem.as_bytes(), None)
         .map_err(|e| ClientError::Tls(e.to_string()))?;
     endpoint.set_tls_client(tls);
@@ -339,6 +340,34 @@ fn smt_link(host: &Host, ca_pem: &str) -> Result<Link, ClientError> {
         endpoint.set_server_name(server, name);
     }
     Ok(Link::Smt { endpoint, server })
+}
+
+/// The SMT endpoint configuration for a socket bound to `local`: the
+/// defaults, with the loopback interface's MTU when `local` is a
+/// loopback address. The kernel's TCP moves loopback data in segments of
+/// that MTU (64 KiB), where SMT's default of 1500 bytes splits a 4 KiB
+/// message into three datagrams, each received, opened and reassembled on
+/// its own: about a fifth of SMT's instructions per 4 KiB YCSB read
+/// (`docs/benchmarks.md`).
+pub fn endpoint_config(local: SocketAddr) -> smt::EndpointConfig {
+    let mut config = smt::EndpointConfig::default();
+    if local.ip().is_loopback() {
+        if let Some(mtu) = loopback_mtu() {
+            config.set_mtu(Some(mtu));
+        }
+    }
+    config
+}
+
+/// The largest IP packet: an MTU above it (`lo` has 65 536) still
+/// carries no larger datagram.
+const MAX_IP_PACKET: usize = 65_535;
+
+/// The loopback interface's MTU (Linux's `lo`), if it can be read.
+fn loopback_mtu() -> Option<usize> {
+    let text = std::fs::read_to_string("/sys/class/net/lo/mtu").ok()?;
+    let mtu: usize = text.trim().parse().ok()?;
+    Some(mtu.min(MAX_IP_PACKET))
 }
 
 /// Where a client endpoint for `server` binds: the same loopback address
@@ -458,3 +487,20 @@ fn read_more(stream: &mut impl Read, input: &mut Vec<u8>) -> io::Result<()> {
 
 trait ReadWrite: Read + Write {}
 impl<T: Read + Write> ReadWrite for T {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_loopback_endpoint_takes_the_loopback_mtu_and_others_the_default() {
+        let loopback: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let config = endpoint_config(loopback);
+        let default_mtu = smt::EndpointConfig::default().mtu();
+        assert_eq!(config.mtu(), loopback_mtu().or(default_mtu));
+        assert!(config.mtu().is_some_and(|m| m <= MAX_IP_PACKET));
+        config.validate(loopback).unwrap();
+        let any: SocketAddr = "0.0.0.0:0".parse().unwrap();
+        assert_eq!(endpoint_config(any).mtu(), default_mtu);
+    }
+}

@@ -50,7 +50,7 @@ use std::time::Duration;
 
 use redis::{Cmd, ConnectionLike, ErrorKind, FromRedisValue, RedisError, RedisResult, Value};
 
-use crate::client::{local_for, Host};
+use crate::client::{endpoint_config, local_for, Host};
 use crate::resp::reply;
 
 /// A client of the store's SMT front end: see the module docs.
@@ -81,12 +81,13 @@ impl KvClient {
     /// Opens an endpoint of its own (its own UDP port and background
     /// thread) whose TLS handshakes trust `ca_pem`, for `server`
     /// (`HOST:PORT`, HOST a name or an IP address; a name is what the
-    /// certificate must carry, and is sent as SNI).
+    /// certificate must carry, and is sent as SNI). On a loopback address
+    /// the endpoint takes the loopback interface's MTU, as the server's
+    /// does ([`crate::client::endpoint_config`]).
     pub fn connect(server: &str, ca_pem: &str) -> RedisResult<Self> {
         let host = Host::parse(server)?;
         let local = local_for(host.datagram_addr());
-        let endpoint =
-            smt::Endpoint::bind(local, smt::EndpointConfig::default()).map_err(smt_error)?;
+        let endpoint = smt::Endpoint::bind(local, endpoint_config(local)).map_err(smt_error)?;
         let tls = smt_tls::TlsClient::new(ca_pem.as_bytes(), None).map_err(|e| {
             RedisError::from((
                 ErrorKind::InvalidClientConfig,

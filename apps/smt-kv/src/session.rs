@@ -95,13 +95,26 @@ fn refuse(store: &mut Store, out: &mut Vec<u8>, e: &ProtocolError) {
 /// Runs one SMT request message as a complete session: the reply is what
 /// Redis would write to a connection that sent these bytes and closed.
 pub fn run_message(message: &[u8], store: &mut Store, now: UnixMs, limits: Limits) -> Vec<u8> {
-    let mut session = Session::new(limits);
     let mut out = Vec::new();
-    let (consumed, stop) = session.run(message, store, now, &mut out, usize::MAX);
-    if stop == Stop::NeedMore {
-        session.end_of_input(message.len() - consumed, store, &mut out);
-    }
+    run_message_into(message, store, now, limits, &mut out);
     out
+}
+
+/// [`run_message`] with the reply appended to `out`: a server that
+/// answers message after message reuses one buffer instead of growing a
+/// fresh one, by doubling, for every reply.
+pub fn run_message_into(
+    message: &[u8],
+    store: &mut Store,
+    now: UnixMs,
+    limits: Limits,
+    out: &mut Vec<u8>,
+) {
+    let mut session = Session::new(limits);
+    let (consumed, stop) = session.run(message, store, now, out, usize::MAX);
+    if stop == Stop::NeedMore {
+        session.end_of_input(message.len() - consumed, store, out);
+    }
 }
 
 #[cfg(test)]

@@ -213,6 +213,9 @@ struct EventLoop {
     backlog: HashSet<usize>,
     /// SMT requests may be waiting beyond the last turn's budget.
     smt_backlog: bool,
+    /// The reply to the SMT request being answered, kept from one request
+    /// to the next (see [`respond`]).
+    smt_reply: Vec<u8>,
     /// An accept failed (out of descriptors): connections may wait on a
     /// listener that will raise no new edge for them; retried every turn
     /// (at least every [`MAX_SLEEP`]).
@@ -257,6 +260,7 @@ impl EventLoop {
             free: Vec::new(),
             backlog: HashSet::new(),
             smt_backlog: false,
+            smt_reply: Vec::new(),
             smt_writable: false,
             retry_accept: false,
             stop: Arc::new(AtomicBool::new(false)),
@@ -445,8 +449,10 @@ impl EventLoop {
             match smt.poll(Some(Duration::ZERO)) {
                 Ok(Some(smt::LocalEvent::Request { request, data })) => {
                     self.store.stats.smt_requests += 1;
-                    let reply = session::run_message(&data, &mut self.store, now, self.limits);
-                    if let Err(e) = smt.respond(request, reply) {
+                    let reply = &mut self.smt_reply;
+                    reply.clear();
+                    session::run_message_into(&data, &mut self.store, now, self.limits, reply);
+                    if let Err(e) = respond(smt, request, reply) {
                         tracing::debug!(error = %e, "SMT response not sent");
                     }
                 }
@@ -494,6 +500,22 @@ impl EventLoop {
     }
 }
 
+/// Answers `request` with `reply`. A reply the endpoint seals at once
+/// (up to [`smt::Payload::EAGER_LIMIT`]) is lent, so the buffer is reused
+/// for the next reply with no allocation; a larger one is given away, as
+/// the endpoint would otherwise copy it to seal it record by record later.
+fn respond(
+    smt: &mut smt::LocalEndpoint,
+    request: smt::RequestId,
+    reply: &mut Vec<u8>,
+) -> Result<(), smt::Error> {
+    if reply.len() <= smt::Payload::EAGER_LIMIT {
+        smt.respond(request, reply.as_slice())
+    } else {
+        smt.respond(request, std::mem::take(reply))
+    }
+}
+
 fn listen(poll: &Poll, addr: SocketAddr, token: Token) -> Result<TcpListener, ServerError> {
     let mut listener = TcpListener::bind(addr).map_err(|e| ServerError::Bind(addr, e))?;
     poll.registry()
@@ -508,8 +530,8 @@ fn open_smt(
     addr: SocketAddr,
     identity: &Identity,
 ) -> Result<smt::LocalEndpoint, ServerError> {
-    let mut endpoint =
-        smt::LocalEndpoint::bind(addr, smt::EndpointConfig::default()).map_err(ServerError::Smt)?;
+    let mut endpoint = smt::LocalEndpoint::bind(addr, crate::client::endpoint_config(addr))
+        .map_err(ServerError::Smt)?;
     endpoint.set_handshake_acceptor(Box::new(identity.smt_tls_server()?));
     let fd = endpoint.as_fd().as_raw_fd();
     poll.registry()

@@ -7,13 +7,14 @@
 //! [`Calls::drain`]). Exactly one of those reports it, so a call has
 //! exactly one outcome.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use smt_proto::RpcHandle;
 
 use super::outcome::CallToken;
+use super::FastMap;
 
 /// One outstanding call.
 #[derive(Clone, Copy, Debug)]
@@ -45,8 +46,8 @@ pub(crate) struct Finished {
 pub(crate) struct Calls {
     next: u64,
     max: usize,
-    live: HashMap<CallToken, Live>,
-    by_rpc: HashMap<RpcHandle, CallToken>,
+    live: FastMap<CallToken, Live>,
+    by_rpc: FastMap<RpcHandle, CallToken>,
     deadlines: BTreeSet<(Instant, CallToken)>,
 }
 
@@ -55,8 +56,8 @@ impl Calls {
         Self {
             next: 0,
             max,
-            live: HashMap::new(),
-            by_rpc: HashMap::new(),
+            live: FastMap::default(),
+            by_rpc: FastMap::default(),
             deadlines: BTreeSet::new(),
         }
     }

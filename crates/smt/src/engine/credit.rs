@@ -18,7 +18,7 @@
 //! refusal is its outcome.
 
 use std::collections::hash_map::RandomState;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::hash::BuildHasher;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -28,6 +28,7 @@ use smt_proto::RpcHandle;
 
 use super::outcome::CallToken;
 use super::sessions::Parked;
+use super::FastMap;
 
 /// The first retry waits about this long (× 0.5 to 1.5), each next one
 /// twice as long, up to [`RETRY_MAX_BACKOFF`].
@@ -48,13 +49,13 @@ struct Retryable {
 /// Calls held back for load, and the RPCs that hold credit.
 pub(crate) struct Load {
     /// RPCs sent, by peer: what holds the peer's credit.
-    in_flight: HashMap<SocketAddr, usize>,
-    rpc_peer: HashMap<RpcHandle, SocketAddr>,
+    in_flight: FastMap<SocketAddr, usize>,
+    rpc_peer: FastMap<RpcHandle, SocketAddr>,
     /// Calls waiting for credit, per peer, oldest first.
-    waiting: HashMap<SocketAddr, VecDeque<Parked>>,
+    waiting: FastMap<SocketAddr, VecDeque<Parked>>,
     /// Calls due to be sent again, by when.
     retries: BTreeMap<(Instant, CallToken), SocketAddr>,
-    retryable: HashMap<CallToken, Retryable>,
+    retryable: FastMap<CallToken, Retryable>,
     /// Jitter (xorshift64*, seeded once per endpoint).
     rng: u64,
 }
@@ -62,11 +63,11 @@ pub(crate) struct Load {
 impl Load {
     pub(super) fn new() -> Self {
         Self {
-            in_flight: HashMap::new(),
-            rpc_peer: HashMap::new(),
-            waiting: HashMap::new(),
+            in_flight: FastMap::default(),
+            rpc_peer: FastMap::default(),
+            waiting: FastMap::default(),
             retries: BTreeMap::new(),
-            retryable: HashMap::new(),
+            retryable: FastMap::default(),
             rng: RandomState::new().hash_one(0x5eed_u64) | 1,
         }
     }

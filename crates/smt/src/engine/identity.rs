@@ -10,7 +10,7 @@
 //! current by the peer's first request. Events come in order, so a request
 //! queued before a new session's `Connected` keeps the old session.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
@@ -19,6 +19,7 @@ use smt_proto::{
     PeerIdentity, SessionKeys,
 };
 
+use super::FastMap;
 use crate::session::{SessionId, SessionInfo, SessionOrigin};
 
 /// Handshakes that took keys but whose session is not current yet (held
@@ -42,7 +43,7 @@ struct Pending {
 /// calls under the engine's lock (so the mutex is never contended).
 #[derive(Default)]
 struct PendingTable {
-    by_peer: HashMap<SocketAddr, Pending>,
+    by_peer: FastMap<SocketAddr, Pending>,
     order: VecDeque<SocketAddr>,
 }
 
@@ -80,7 +81,7 @@ fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, PendingTable> {
 /// The current session of each peer, and the sessions about to be.
 #[derive(Default)]
 pub(crate) struct Identities {
-    current: HashMap<SocketAddr, Arc<SessionInfo>>,
+    current: FastMap<SocketAddr, Arc<SessionInfo>>,
     pending: Shared,
     last_id: u64,
 }

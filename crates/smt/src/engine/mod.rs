@@ -60,6 +60,12 @@ use crate::recycle::Recycler;
 use crate::stats::{PeerStats, Stats, Timing};
 use crate::{CallOptions, EndpointConfig, Error};
 
+/// Hash maps on the per-call path (calls, credit, identities): foldhash
+/// with a per-process random key, as `smt-proto`'s per-packet maps. With
+/// SipHash they cost ~2.7 k instructions per smt-kv YCSB operation, both
+/// ends (`docs/benchmarks.md`).
+pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
 /// Longest a graceful close waits for in-flight RPCs.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
