@@ -64,7 +64,7 @@ use crate::trace::{FreeReason, Traced};
 use crate::wire::{Body, HandshakeKind};
 use handshake::{Handshakes, Step};
 
-use peer::{Charge, Origin, Peer};
+use peer::{Origin, Peer};
 pub(crate) use peers::PeerId;
 use peers::Peers;
 
@@ -767,57 +767,9 @@ impl Endpoint {
         (credits, cx)
     }
 
-    /// Whether `more` can be charged to `peer` within every bound
-    /// (`limits.rs`), recounting first (at most once per tick) if the
-    /// running figures say no, then evicting what `Ledger::victims` names.
-    pub(crate) fn admit(&mut self, now: Instant, peer: PeerId, more: Charge) -> bool {
-        let (cfg, ledger) = (&self.config, &mut self.load.ledger);
-        if ledger.fits(cfg, &self.peers, peer, more) {
-            return true;
-        }
-        if ledger.is_stale(now, cfg.tick) {
-            self.recount_usage(now);
-            if self.load.ledger.fits(&self.config, &self.peers, peer, more) {
-                return true;
-            }
-        }
-        let victims = self
-            .load
-            .ledger
-            .victims(&self.config, &self.peers, &self.rpcs, peer, more);
-        let Some((heavy, victims)) = victims else {
-            return false;
-        };
-        for (slot, c) in victims {
-            tracing::debug!(?slot, "evicting an unauthenticated partial request");
-            self.drop_server_at(slot);
-            self.counters.stats.partial_evicted += 1;
-            self.discharge(heavy, c);
-            if self.load.ledger.fits(&self.config, &self.peers, peer, more) {
-                return true;
-            }
-        }
-        false
-    }
-
-    /// Adds what was just allocated for `peer` (`limits.rs`).
-    pub(crate) fn charge(&mut self, peer: PeerId, more: Charge) {
-        let usage = &mut self.counters.stats.usage;
-        self.load.ledger.charge(&mut self.peers, usage, peer, more);
-    }
-
-    /// Takes back what a freed message was charged (`limits.rs`).
-    pub(crate) fn discharge(&mut self, peer: PeerId, less: Charge) {
-        let stats = &mut self.counters.stats;
-        self.load
-            .ledger
-            .discharge(&mut self.peers, stats, peer, less);
-    }
-
     /// Counts exactly what partially received messages hold (`limits.rs`).
     pub(crate) fn recount_usage(&mut self, now: Instant) {
-        let (peers, stats) = (&mut self.peers, &mut self.counters.stats);
-        self.load.ledger.recount(now, peers, &self.rpcs, stats);
+        self.rpc_parts().recount_usage(now);
     }
 
     /// The parts pathlet feedback works on (`pathlet.rs`).

@@ -12,6 +12,7 @@
 mod control;
 mod data;
 mod end;
+mod admit;
 mod key_update;
 mod packet;
 mod rpc;
@@ -31,7 +32,7 @@ use super::peer::{Offer, Origin};
 use super::peers::PeerId;
 use super::{trace_event, Endpoint, MsgKey, RpcHandle, ServerRpcHandle};
 use crate::error::{DropReason, RpcError};
-use crate::rpc::{Incoming, ServerMsg, ServerSlot, MESSAGE_OVERHEAD};
+use crate::rpc::{Incoming, ServerSlot};
 use crate::trace::{FreeReason, PacketSummary, Traced};
 use crate::wire::{Body, Packet, PacketType, Packets, Repr};
 
@@ -317,8 +318,8 @@ impl Endpoint {
     ) -> Result<Option<MsgKey>, DropReason> {
         let msg = match fast {
             Fast::Stored(msg, outcome) => return self.after_store(d, msg, outcome, opened_before),
-            Fast::NewRequest => self.new_request(d)?,
-            Fast::NewResponse(handle) => self.new_response(d, handle)?,
+            Fast::NewRequest => self.rpc_parts().open_request(d)?,
+            Fast::NewResponse(handle) => self.rpc_parts().open_response(d, handle)?,
             Fast::UnknownResponse => return Err(rpc::unknown_response(&self.peers, d.pid, d.key)),
             Fast::Dropped(e) => return Err(e),
         };
@@ -389,7 +390,7 @@ impl Endpoint {
             outbox: &mut self.outbox,
             time: &mut self.time,
             counters: &mut self.counters,
-            in_service: &mut self.load.in_service,
+            load: &mut self.load,
             buffers: &mut self.buffers,
         }
     }
@@ -422,7 +423,7 @@ impl Endpoint {
                 bytes: more,
                 requests: 0,
             };
-            if !self.admit(d.now, d.pid, charge) {
+            if !self.rpc_parts().admit(d.now, d.pid, charge) {
                 return Err(DropReason::OverLimit);
             }
             outcome = self.store_and_open(d, msg, true);
@@ -432,35 +433,7 @@ impl Endpoint {
             let attempted = self.counters.stats.records_opened - opened_before;
             self.rpc_parts().trace_opening(d.key, &outcome, attempted);
         }
-        self.settle(d, msg, Settled::of(outcome))
-    }
-
-    /// Carries out what a stored DATA packet means for its message
-    /// ([`Settled::of`] decides): a complete one delivered, one whose
-    /// records disagree with its lengths discarded, a response of which
-    /// nothing authenticated forgotten.
-    fn settle(
-        &mut self,
-        d: DataIn<'_>,
-        msg: MsgKey,
-        settled: Settled,
-    ) -> Result<Option<MsgKey>, DropReason> {
-        match settled {
-            Settled::Receiving => Ok(Some(msg)),
-            Settled::Complete => {
-                self.deliver(d.now, d.pid, msg, d.key);
-                Ok(None)
-            }
-            Settled::Dropped(e) => Err(e),
-            Settled::Discard(e) => {
-                self.rpc_parts().discard_incoming(msg);
-                Err(e)
-            }
-            Settled::Forget => {
-                self.rpc_parts().forget_unauthenticated(msg);
-                Err(DropReason::AuthFailure)
-            }
-        }
+        self.rpc_parts().settle(d, msg, Settled::of(outcome))
     }
 
     /// The per-packet part of DATA on the slow path (`store_fast` is the
@@ -482,81 +455,6 @@ impl Endpoint {
             (false, Some(peer)) => store_within_bounds(&mut parts, inc, peer, d, msg),
             (_, peer) => store_in(&mut parts, inc, peer, d, msg, admitted),
         }
-    }
-
-    /// The first packet of a request to arrive (no RPC holds its ID):
-    /// replays are rejected, before any decryption; else the server RPC is
-    /// admitted (or the request refused) and made.
-    fn new_request(&mut self, d: DataIn<'_>) -> Result<MsgKey, DropReason> {
-        self.rpc_parts().check_new_request(d.pid, d.key)?;
-        if let Err(e) = self.admit_message(d.now, d.pid, true) {
-            self.refuse_unadmitted(d.key);
-            return Err(e);
-        }
-        let msg = self.rpc_parts().new_server(d.pid, d.key, d.h);
-        self.arm_tick(d.now);
-        Ok(msg)
-    }
-
-    /// The first packet of the response to our call `handle` to arrive:
-    /// its message is admitted and made.
-    fn new_response(&mut self, d: DataIn<'_>, handle: RpcHandle) -> Result<MsgKey, DropReason> {
-        self.admit_message(d.now, d.pid, false)?;
-        Ok(self.rpc_parts().new_response(handle, d.h))
-    }
-
-    /// Admits and charges a new partially received message from `peer`.
-    fn admit_message(
-        &mut self,
-        now: Instant,
-        peer: PeerId,
-        request: bool,
-    ) -> Result<(), DropReason> {
-        let charge = Charge {
-            bytes: MESSAGE_OVERHEAD,
-            requests: usize::from(request),
-        };
-        if !self.admit(now, peer, charge) {
-            return Err(DropReason::OverLimit);
-        }
-        self.charge(peer, charge);
-        Ok(())
-    }
-
-    /// A new request not admitted: refused (`RpcParts::refuse_unadmitted`
-    /// decides), noted in credit, and the client hears OVERLOADED.
-    fn refuse_unadmitted(&mut self, key: ServerRpcHandle) {
-        if !self.rpc_parts().refuse_unadmitted(key) {
-            return;
-        }
-        let (credits, cx) = self.credits_with();
-        credits.note_request(key.peer, true, cx);
-        self.queue_control(key.peer, key.epoch, key.id, Body::Overloaded);
-    }
-
-    fn deliver(&mut self, now: Instant, pid: PeerId, msg: MsgKey, key: ServerRpcHandle) {
-        self.counters.stats.messages_received += 1;
-        match msg {
-            MsgKey::Client(handle) => self.rpc_parts().complete_client(now, handle, key),
-            MsgKey::Server(m) => self.deliver_request(pid, m),
-        }
-    }
-
-    /// A request is complete: the application gets it, unless it holds
-    /// `Config::max_pending_requests` already (then it is refused).
-    fn deliver_request(&mut self, pid: PeerId, m: ServerMsg) {
-        // No longer a partial request: its place is free now, not at the
-        // next recount (a burst of small requests would otherwise fill
-        // `max_incoming_per_peer` within a tick).
-        let done = Charge {
-            bytes: 0,
-            requests: 1,
-        };
-        self.discharge(pid, done);
-        let full = self.load.in_service >= self.config.max_pending_requests;
-        let (credits, cx) = self.credits_with();
-        credits.note_request(m.rpc.peer, full, cx);
-        self.rpc_parts().serve_or_refuse(pid, m, full);
     }
 
     /// A control packet of a session (decision table): ACK and CREDIT
