@@ -3,7 +3,7 @@ use std::collections::BTreeSet;
 use super::ServerRpcHandle;
 use crate::offload::{RecordPos, TxRecords};
 use crate::record::{Plaintext, SealedMessage, SeqLayout};
-use crate::wire::{Body, DataHeader, Packet, Repr, DATA_HEADER_LEN};
+use crate::wire::{DataHeader, DATA_HEADER_LEN};
 
 /// Ticks remembered in [`Outgoing`]'s send marks: enough to look back
 /// `resend_ticks` ticks up to 9 (default 5); with a longer `resend_ticks`
@@ -17,6 +17,13 @@ pub(crate) struct PacketRef {
     pub segment: u64,
     pub index: u32,
     pub retransmit: bool,
+    /// Its payload's wire range `[start, end)`.
+    pub start: u64,
+    pub end: u64,
+    /// Its segment's wire offset and length. Both worked out once, where
+    /// the packet is chosen (from the cursor, for a first transmission),
+    /// not again from the layout to write it.
+    pub segment_at: (u64, u64),
 }
 
 /// A message being sent. Packets go out in order up to what the receiver
@@ -37,8 +44,10 @@ pub(crate) struct Outgoing {
     /// packet (`remaining`, `has_sendable`) and working it out from the
     /// layout cost ~300 instructions per 64 B RPC.
     sent: u64,
-    /// Where the cursor's segment ends on the wire, kept likewise: the next
-    /// packet's range is `sent` to this or a packet further.
+    /// Where the cursor's segment starts and ends on the wire, kept
+    /// likewise: the next packet's range is `sent` to `segment_end` or a
+    /// packet further.
+    segment_start: u64,
     segment_end: u64,
     retransmit: BTreeSet<(u64, u32)>,
     /// The tick of the last RESEND that queued retransmissions.
@@ -75,6 +84,7 @@ impl Outgoing {
             cursor_segment: 0,
             cursor_index: 0,
             sent: 0,
+            segment_start: first.wire_offset,
             segment_end: first.wire_offset + first.wire_len,
             retransmit: BTreeSet::new(),
             resent_at: None,
@@ -229,6 +239,10 @@ impl Outgoing {
     /// (at most a packet's worth of records). Call before
     /// [`Outgoing::next_packet`]: unsealed bytes never leave.
     pub(crate) fn seal_next(&mut self) -> Result<(), crate::crypto::CryptoError> {
+        if self.sealed.sealed_records() == self.sealed.layout.records() {
+            // Sealed whole (a small message): nothing to find out.
+            return Ok(());
+        }
         match self.next_range() {
             Some((_, end)) => self.sealed.seal_through(end),
             None => Ok(()),
@@ -268,34 +282,59 @@ impl Outgoing {
     /// tick `tick`.
     pub(crate) fn next_packet(&mut self, tick: u64) -> Option<PacketRef> {
         if let Some((segment, index)) = self.retransmit.pop_first() {
-            return Some(PacketRef {
-                segment,
-                index,
-                retransmit: true,
-            });
+            return Some(self.packet_at(segment, index));
         }
         if self.sent() >= self.granted {
             return None;
         }
         self.mark(tick);
+        let (start, end) = (
+            self.sent,
+            (self.sent + u64::from(self.mss)).min(self.segment_end),
+        );
         let p = PacketRef {
             segment: self.cursor_segment,
             index: self.cursor_index,
             retransmit: false,
+            start,
+            end,
+            segment_at: (self.segment_start, self.segment_end - self.segment_start),
         };
-        self.cursor_index += 1;
-        // Segments tile the message: the end of one is where the next
-        // starts, and the last one's end is the wire length.
-        self.sent = (self.sent + u64::from(self.mss)).min(self.segment_end);
-        if self.sent == self.segment_end {
-            self.cursor_segment += 1;
-            self.cursor_index = 0;
-            if self.cursor_segment < self.sealed.layout.segments() {
-                let seg = self.sealed.layout.segment(self.cursor_segment);
-                self.segment_end = seg.wire_offset + seg.wire_len;
-            }
-        }
+        self.advance_to(end);
         Some(p)
+    }
+
+    /// Packet `index` of segment `segment` again (a retransmission).
+    fn packet_at(&self, segment: u64, index: u32) -> PacketRef {
+        let seg = self.sealed.layout.segment(segment);
+        let start = seg.wire_offset + u64::from(index) * u64::from(self.mss);
+        let end = (start + u64::from(self.mss)).min(seg.wire_offset + seg.wire_len);
+        PacketRef {
+            segment,
+            index,
+            retransmit: true,
+            start,
+            end,
+            segment_at: (seg.wire_offset, seg.wire_len),
+        }
+    }
+
+    /// Moves the cursor past a packet first sent, which ended at `end`.
+    /// Segments tile the message: the end of one is where the next starts,
+    /// and the last one's end is the wire length.
+    fn advance_to(&mut self, end: u64) {
+        self.cursor_index += 1;
+        self.sent = end;
+        if self.sent != self.segment_end {
+            return;
+        }
+        self.cursor_segment += 1;
+        self.cursor_index = 0;
+        if self.cursor_segment < self.sealed.layout.segments() {
+            let seg = self.sealed.layout.segment(self.cursor_segment);
+            self.segment_start = seg.wire_offset;
+            self.segment_end = seg.wire_offset + seg.wire_len;
+        }
     }
 
     /// Writes packet `p` of message `id` into `buf`; returns its length,
@@ -309,36 +348,26 @@ impl Outgoing {
         id: u64,
         buf: &mut [u8],
     ) -> Option<usize> {
-        let seg = self.sealed.layout.segment(p.segment);
-        let start = seg.wire_offset + u64::from(p.index) * u64::from(self.mss);
-        let end = (start + u64::from(self.mss)).min(seg.wire_offset + seg.wire_len);
-        let header = self.data_header(p, (seg.wire_offset, seg.wire_len), end);
-        let repr = Repr {
-            src_port: ports.0,
-            dst_port: ports.1,
-            key_phase,
-            id,
-            body: Body::Data(header),
-        };
         let sealed = &self.sealed;
         if sealed.sealed_records() < sealed.layout.records()
-            && end > sealed.layout.record_wire_offset(sealed.sealed_records())
+            && p.end > sealed.layout.record_wire_offset(sealed.sealed_records())
         {
             return None;
         }
-        let payload = &self.sealed.wire[start as usize..end as usize];
+        let payload = &sealed.wire[p.start as usize..p.end as usize];
         let total = DATA_HEADER_LEN + payload.len();
-        repr.emit(&mut Packet::new_unchecked(&mut buf[..total]));
+        let header = self.data_header(p).header_bytes(ports, key_phase, id);
+        buf[..DATA_HEADER_LEN].copy_from_slice(&header);
         buf[DATA_HEADER_LEN..total].copy_from_slice(payload);
         Some(total)
     }
 }
 
 impl Outgoing {
-    /// The DATA header of packet `p` of the segment at `(offset, len)`,
-    /// whose payload ends at wire offset `end`.
+    /// The DATA header of packet `p`.
     #[inline]
-    fn data_header(&self, p: PacketRef, (offset, len): (u64, u64), end: u64) -> DataHeader {
+    fn data_header(&self, p: PacketRef) -> DataHeader {
+        let ((offset, len), end) = (p.segment_at, p.end);
         DataHeader {
             message_len: self.sealed.layout.padded_len() as u32,
             message_wire_len: self.wire_len() as u32,
@@ -478,6 +507,7 @@ mod tests {
             assert_eq!(out.sent(), expect);
             if out.cursor_segment < layout.segments() {
                 let seg = layout.segment(out.cursor_segment);
+                assert_eq!(out.segment_start, seg.wire_offset);
                 assert_eq!(out.segment_end, seg.wire_offset + seg.wire_len);
             }
         }
