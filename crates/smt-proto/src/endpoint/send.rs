@@ -335,9 +335,8 @@ impl Endpoint {
         else {
             return;
         };
-        if out.has_sendable() && !out.queued {
-            out.queued = true;
-            self.scheduler.push_sendable(out.remaining(), key);
+        if let Some(rank) = out.queue_rank() {
+            self.scheduler.push_sendable(rank, key);
         }
     }
 

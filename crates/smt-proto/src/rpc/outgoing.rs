@@ -145,6 +145,18 @@ impl Outgoing {
         !self.retransmit.is_empty() || self.sent() < self.granted.min(self.wire_len())
     }
 
+    /// Marks the message as queued among the send candidates and returns
+    /// its rank (bytes left), if it has something to send and is not
+    /// queued yet; else `None`, and the caller queues nothing.
+    #[inline]
+    pub(crate) fn queue_rank(&mut self) -> Option<u64> {
+        if self.queued || !self.has_sendable() {
+            return None;
+        }
+        self.queued = true;
+        Some(self.remaining())
+    }
+
     /// Raises the grant; grants never shrink.
     pub(crate) fn grant(&mut self, offset: u32) {
         self.granted = self.granted.max(u64::from(offset).min(self.wire_len()));
