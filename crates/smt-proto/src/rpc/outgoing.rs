@@ -292,6 +292,7 @@ impl Outgoing {
 
     /// The packet to send next, if any (retransmissions first), sent in
     /// tick `tick`.
+    #[inline]
     pub(crate) fn next_packet(&mut self, tick: u64) -> Option<PacketRef> {
         if let Some((segment, index)) = self.retransmit.pop_first() {
             return Some(self.packet_at(segment, index));
@@ -352,6 +353,7 @@ impl Outgoing {
     /// Writes packet `p` of message `id` into `buf`; returns its length,
     /// or `None` if its records are not sealed yet (see
     /// [`Outgoing::seal_next`]).
+    #[inline]
     pub(crate) fn write_packet(
         &self,
         p: PacketRef,
