@@ -35,6 +35,8 @@ pub(crate) struct PacketRef {
 pub(crate) struct Outgoing {
     sealed: SealedMessage,
     mss: u16,
+    /// Wire bytes the receiver let us send; never above the wire length
+    /// (both places that set it clamp it), so checks need not clamp again.
     granted: u64,
     /// Next never-sent packet.
     cursor_segment: u64,
@@ -142,7 +144,7 @@ impl Outgoing {
     }
 
     pub(crate) fn has_sendable(&self) -> bool {
-        !self.retransmit.is_empty() || self.sent() < self.granted.min(self.wire_len())
+        !self.retransmit.is_empty() || self.sent() < self.granted
     }
 
     /// Marks the message as queued among the send candidates and returns
@@ -160,6 +162,7 @@ impl Outgoing {
     /// Raises the grant; grants never shrink.
     pub(crate) fn grant(&mut self, offset: u32) {
         self.granted = self.granted.max(u64::from(offset).min(self.wire_len()));
+        debug_assert!(self.granted <= self.wire_len());
     }
 
     /// Queues every packet overlapping `[offset, offset + len)` that was
