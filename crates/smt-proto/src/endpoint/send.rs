@@ -17,7 +17,7 @@ use crate::payload::Payload;
 use crate::record::{
     frame_message_into, seal_message_into, MessageLayout, Plaintext, SealedMessage, SeqLayout,
 };
-use crate::rpc::Outgoing;
+use crate::rpc::{Outgoing, PacketRef};
 use crate::stats::Stats;
 use crate::trace::MessageKind;
 use crate::trace::{PacketSummary, Traced};
@@ -305,14 +305,16 @@ impl Endpoint {
             let Some((k, out)) = ready_candidate(scheduler, rpcs, top) else {
                 continue;
             };
-            if to.is_some_and(|to| to != (k.peer, k.epoch) || out.next_packet_len() > buf.len()) {
+            // A ready candidate has a packet to send (`candidate_verdict`).
+            let p = out.peek_packet()?;
+            if to.is_some_and(|to| to != (k.peer, k.epoch) || p.wire_len() > buf.len()) {
                 return None;
             }
-            if !may_seal_next(out, k, cfg.pathlet_feedback, peers, stats) {
+            if !may_seal(out, &p, k, cfg.pathlet_feedback, peers, stats) {
                 unqueue_next(scheduler, out);
                 continue;
             }
-            let p = out.next_packet(ticks)?;
+            out.take_packet(p, ticks);
             let ports = (cfg.local_port, k.peer.port());
             let written = out.write_packet(p, ports, k.epoch & 1 == 1, k.id, buf);
             requeue_after_write(scheduler, out);
@@ -423,11 +425,12 @@ fn candidate_verdict(out: &Outgoing, sending: bool, rank: u64) -> Verdict {
     }
 }
 
-/// Whether `out`'s next record may be sealed and sent now: not held back
-/// by its pathlet's window, and sealed. Counts or logs why not.
+/// Whether `out`'s next packet `p` may be sealed and sent now: not held
+/// back by its pathlet's window, and sealed. Counts or logs why not.
 #[inline]
-fn may_seal_next(
+fn may_seal(
     out: &mut Outgoing,
+    p: &PacketRef,
     k: ServerRpcHandle,
     pathlet: bool,
     peers: &mut super::peers::Peers,
@@ -436,15 +439,14 @@ fn may_seal_next(
     // Retransmissions are loss recovery: the loss already cut the window,
     // and holding them back could leave a window whose bytes the receiver
     // never counts (duplicates) full for good.
-    let held = pathlet
-        && !out.retransmit_pending()
-        && !within_pathlet_window(peers, k.peer, k.id, out.next_packet_len());
+    let held =
+        pathlet && !p.retransmit && !within_pathlet_window(peers, k.peer, k.id, p.wire_len());
     if held {
         // Sent again after an echo (or the tick's rescan).
         stats.pathlet_held += 1;
         return false;
     }
-    if out.seal_next().is_err() {
+    if out.seal_for(p).is_err() {
         // Cannot happen (the sequence numbers were checked and the record
         // budget reserved when the message was framed); the message sends
         // nothing more and its RPC times out.

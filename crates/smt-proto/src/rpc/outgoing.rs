@@ -26,10 +26,18 @@ pub(crate) struct PacketRef {
     pub segment_at: (u64, u64),
 }
 
+impl PacketRef {
+    /// Its length on the wire, DATA header included.
+    #[inline]
+    pub(crate) fn wire_len(&self) -> usize {
+        DATA_HEADER_LEN + (self.end - self.start) as usize
+    }
+}
+
 /// A message being sent. Packets go out in order up to what the receiver
 /// granted; RESENDs queue earlier packets again, with their original
 /// ciphertext. Records are sealed as their first packet leaves
-/// ([`Outgoing::seal_next`]), so sending a large message costs one copy up
+/// ([`Outgoing::seal_for`]), so sending a large message costs one copy up
 /// front and the encryption is spread over the transmissions.
 #[derive(Debug)]
 pub(crate) struct Outgoing {
@@ -219,49 +227,15 @@ impl Outgoing {
         true
     }
 
-    /// The wire range `[start, end)` of the packet [`Outgoing::next_packet`]
-    /// would give, if any.
-    fn next_range(&self) -> Option<(u64, u64)> {
-        let (segment, index) = match self.retransmit.first() {
-            Some(&p) => p,
-            None if self.sent < self.granted => {
-                let end = (self.sent + u64::from(self.mss)).min(self.segment_end);
-                return Some((self.sent, end));
-            }
-            None => return None,
-        };
-        let seg = self.sealed.layout.segment(segment);
-        let start = u64::from(index) * u64::from(self.mss);
-        let payload = seg.wire_len.saturating_sub(start).min(u64::from(self.mss));
-        let start = seg.wire_offset + start;
-        Some((start, start + payload))
-    }
-
-    /// Whether the next packet is a retransmission (the receiver asked for
-    /// it again).
-    pub(crate) fn retransmit_pending(&self) -> bool {
-        !self.retransmit.is_empty()
-    }
-
-    /// The wire length of the packet [`Outgoing::next_packet`] would give
-    /// (0 if none).
-    pub(crate) fn next_packet_len(&self) -> usize {
-        self.next_range()
-            .map_or(0, |(start, end)| DATA_HEADER_LEN + (end - start) as usize)
-    }
-
-    /// Seals the records the next packet carries, if not sealed yet
-    /// (at most a packet's worth of records). Call before
-    /// [`Outgoing::next_packet`]: unsealed bytes never leave.
-    pub(crate) fn seal_next(&mut self) -> Result<(), crate::crypto::CryptoError> {
+    /// Seals the records packet `p` (from [`Outgoing::peek_packet`])
+    /// carries, if not sealed yet (at most a packet's worth of records).
+    /// Call before writing it: unsealed bytes never leave.
+    pub(crate) fn seal_for(&mut self, p: &PacketRef) -> Result<(), crate::crypto::CryptoError> {
         if self.sealed.sealed_records() == self.sealed.layout.records() {
             // Sealed whole (a small message): nothing to find out.
             return Ok(());
         }
-        match self.next_range() {
-            Some((_, end)) => self.sealed.seal_through(end),
-            None => Ok(()),
-        }
+        self.sealed.seal_through(p.end)
     }
 
     /// How far packets had been first sent by the end of tick `t` (a lower
@@ -293,30 +267,45 @@ impl Outgoing {
         self.marked = (self.marked + 1).min(MARKS as u8);
     }
 
-    /// The packet to send next, if any (retransmissions first), sent in
-    /// tick `tick`.
+    /// The packet to send next, if any (retransmissions first), with its
+    /// ranges, without taking it: the send loop checks where it goes and
+    /// seals it from this one description, then takes it
+    /// ([`Outgoing::take_packet`]).
     #[inline]
-    pub(crate) fn next_packet(&mut self, tick: u64) -> Option<PacketRef> {
-        if let Some((segment, index)) = self.retransmit.pop_first() {
+    pub(crate) fn peek_packet(&self) -> Option<PacketRef> {
+        if let Some(&(segment, index)) = self.retransmit.first() {
             return Some(self.packet_at(segment, index));
         }
-        if self.sent() >= self.granted {
+        if self.sent >= self.granted {
             return None;
         }
-        self.mark(tick);
-        let (start, end) = (
-            self.sent,
-            (self.sent + u64::from(self.mss)).min(self.segment_end),
-        );
-        let p = PacketRef {
+        Some(PacketRef {
             segment: self.cursor_segment,
             index: self.cursor_index,
             retransmit: false,
-            start,
-            end,
+            start: self.sent,
+            end: (self.sent + u64::from(self.mss)).min(self.segment_end),
             segment_at: (self.segment_start, self.segment_end - self.segment_start),
-        };
-        self.advance_to(end);
+        })
+    }
+
+    /// Takes packet `p`, which [`Outgoing::peek_packet`] gave with nothing
+    /// changed since, as sent in tick `tick`.
+    #[inline]
+    pub(crate) fn take_packet(&mut self, p: PacketRef, tick: u64) {
+        if p.retransmit {
+            self.retransmit.pop_first();
+            return;
+        }
+        self.mark(tick);
+        self.advance_to(p.end);
+    }
+
+    /// The packet to send next, taken, as sent in tick `tick`.
+    #[cfg(test)]
+    fn next_packet(&mut self, tick: u64) -> Option<PacketRef> {
+        let p = self.peek_packet()?;
+        self.take_packet(p, tick);
         Some(p)
     }
 
@@ -355,7 +344,7 @@ impl Outgoing {
 
     /// Writes packet `p` of message `id` into `buf`; returns its length,
     /// or `None` if its records are not sealed yet (see
-    /// [`Outgoing::seal_next`]).
+    /// [`Outgoing::seal_for`]).
     #[inline]
     pub(crate) fn write_packet(
         &self,
