@@ -232,6 +232,11 @@ impl BufferPool {
     /// A large buffer not kept goes to the driver to free if it collects
     /// them ([`BufferPool::collect_released`]).
     pub(crate) fn give(&mut self, buf: Vec<u8>) {
+        if buf.capacity() == 0 {
+            // Nothing to keep or free: a buffer already taken out of its
+            // message (delivered data), given back by habit.
+            return;
+        }
         let Some(class) = class_of_capacity(buf.capacity()) else {
             return self.free(buf);
         };

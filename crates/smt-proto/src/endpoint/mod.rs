@@ -523,16 +523,11 @@ impl Endpoint {
         let data = data.into();
         self.check_len(data.len())?;
         let slot = self.peers.server_slot(&rpc).ok_or(SendError::UnknownRpc)?;
-        match self.rpcs.servers.get(slot).map(|s| &s.state) {
-            Some(ServerState::InService) => {}
+        let peer_id = match self.rpcs.servers.with_peer(slot) {
+            Some((peer_id, s)) if s.is_in_service() => peer_id,
             Some(_) => return Err(SendError::AlreadyResponded),
             None => return Err(SendError::UnknownRpc),
-        }
-        let peer_id = self
-            .rpcs
-            .servers
-            .peer_of(slot)
-            .ok_or(SendError::UnknownRpc)?;
+        };
         let response = self.seal(peer_id, rpc.epoch, rpc.id, data)?;
         if let Some(s) = self.rpcs.servers.get_mut(slot) {
             s.respond(response);

@@ -17,7 +17,7 @@ use crate::payload::Payload;
 use crate::record::{
     frame_message_into, seal_message_into, MessageLayout, Plaintext, SealedMessage, SeqLayout,
 };
-use crate::rpc::Outgoing;
+use crate::rpc::{Outgoing, PacketRef};
 use crate::stats::Stats;
 use crate::trace::MessageKind;
 use crate::trace::{PacketSummary, Traced};
@@ -97,9 +97,13 @@ impl Endpoint {
         let mut len = first.len;
         if let Some(epoch) = epoch.filter(|_| self.config.coalesce) {
             let to = (first.destination, epoch);
-            while let Some(more) = self.write_packet_for(to, &mut buf[len..]) {
+            while let Some((more, packets, data)) = self.write_packet_for(to, &mut buf[len..]) {
                 len += more;
-                self.counters.stats.coalesced_packets_tx += 1;
+                self.counters.stats.coalesced_packets_tx += packets;
+                if data {
+                    // A DATA run stops only where nothing more can join.
+                    break;
+                }
             }
         }
         Some((first, len))
@@ -117,7 +121,8 @@ impl Endpoint {
 
     /// The first packet of the next datagram and its key epoch: a prebuilt
     /// datagram or a handshake packet (both travel alone: no epoch), else a
-    /// control packet, else DATA.
+    /// control packet, else DATA (with `Config::coalesce`, the run of DATA
+    /// packets that fills the datagram: no epoch either).
     fn write_first_packet(&mut self, buf: &mut [u8]) -> Option<(Transmit, Option<u64>)> {
         if let Some((destination, bytes)) = self.outbox.pop_prebuilt() {
             let len = bytes.len().min(buf.len());
@@ -136,24 +141,34 @@ impl Endpoint {
                     }
                 }
                 None => {
-                    let (t, epoch) = self.write_next_data(None, buf)?;
                     // Transmit offload: a DATA packet is its NIC segment,
                     // alone in its datagram.
-                    let epoch = (!self.config.tx_offload).then_some(epoch);
-                    return Some((t, epoch));
+                    // With `Config::coalesce`, the run fills the datagram:
+                    // no control packet is queued (or it would have gone
+                    // first), and the packet that stopped the run stops
+                    // any further one. No epoch: nothing more joins.
+                    let run = self.config.coalesce && !self.config.tx_offload;
+                    let (t, _, packets) = self.write_next_data(None, run, buf)?;
+                    self.counters.stats.coalesced_packets_tx += packets - 1;
+                    return Some((t, None));
                 }
             }
         }
     }
 
-    /// One more packet for `peer` in key epoch `epoch` that fits in `buf`:
-    /// the next control packet if it is one, else (with none queued for
-    /// anyone) the next DATA packet by SRPT if it is one. Returns its
-    /// length. One epoch per datagram: a datagram is then wholly current
+    /// More packets for `peer` in key epoch `epoch` that fit in `buf`: the
+    /// next control packet if it is one, else (with none queued for
+    /// anyone) the next DATA packets by SRPT while they are. Returns their
+    /// length and count, and whether they were DATA (after which nothing
+    /// more joins the datagram). One epoch per datagram: a datagram is then wholly current
     /// or wholly stale for its receiver, and a stale packet (whose MAC the
     /// receiver can no longer check) cannot take current ones down with
     /// it.
-    fn write_packet_for(&mut self, to: (SocketAddr, u64), buf: &mut [u8]) -> Option<usize> {
+    fn write_packet_for(
+        &mut self,
+        to: (SocketAddr, u64),
+        buf: &mut [u8],
+    ) -> Option<(usize, u64, bool)> {
         if buf.len() < MIN_PACKET_LEN {
             return None;
         }
@@ -163,15 +178,15 @@ impl Endpoint {
             }
             let (to, epoch, repr) = self.outbox.pop_control()?;
             if let Some(t) = self.write_control(to, epoch, &repr, buf) {
-                return Some(t.len);
+                return Some((t.len, 1, false));
             }
         }
         if self.config.tx_offload {
             // DATA for the NIC travels alone (`write_first_packet`).
             return None;
         }
-        let (t, _) = self.write_next_data(Some(to), buf)?;
-        Some(t.len)
+        let (t, _, packets) = self.write_next_data(Some(to), true, buf)?;
+        Some((t.len, packets, true))
     }
 
     /// A control packet's length on the wire, with its MAC.
@@ -281,11 +296,16 @@ impl Endpoint {
         self.counters.stats.control_packets_tx += 1;
     }
 
-    /// Writes one packet of the message with the fewest bytes left to send
-    /// among those allowed to send (sender-side SRPT, as Homa), and returns
-    /// it with its key epoch. With `to` (peer, epoch), only if that message
-    /// goes there and its packet fits in `buf`; otherwise nothing is sent
-    /// and the candidate keeps its rank.
+    /// Writes DATA packets of the messages with the fewest bytes left to
+    /// send among those allowed to send (sender-side SRPT, as Homa): the
+    /// next one, then with `run` more (of that message or the next) while
+    /// the next goes to the same peer and key epoch and fits in `buf`.
+    /// With `to` (peer, epoch), only packets that go there. Returns the
+    /// transmit (its length all the packets'), their key epoch and count;
+    /// `None` if nothing was written. The candidate that stops a run keeps
+    /// its rank. A run is one call: control packets, which go first, are
+    /// queued for no one whenever DATA is written (`write_packet_for`) and
+    /// nothing here queues one, so asking between packets changes nothing.
     ///
     /// Candidates in `sendable` may be stale (gone, waiting for a grant,
     /// or ranked by an old count): those are dropped or re-ranked here. One
@@ -296,36 +316,41 @@ impl Endpoint {
     fn write_next_data(
         &mut self,
         to: Option<(SocketAddr, u64)>,
+        run: bool,
         buf: &mut [u8],
-    ) -> Option<(Transmit, u64)> {
+    ) -> Option<(Transmit, u64, u64)> {
         let (cfg, ticks, nic) = (&self.config, self.time.ticks, &mut self.nic);
         let (scheduler, rpcs) = (&mut self.scheduler, &mut self.rpcs);
         let (stats, peers) = (&mut self.counters.stats, &mut self.peers);
+        let mut sent = DataRun::to(to);
         while let Some(top) = scheduler.next_sendable() {
             let Some((k, out)) = ready_candidate(scheduler, rpcs, top) else {
                 continue;
             };
-            if to.is_some_and(|to| to != (k.peer, k.epoch) || out.next_packet_len() > buf.len()) {
-                return None;
-            }
-            if !may_seal_next(out, k, cfg.pathlet_feedback, peers, stats) {
+            let buf = &mut buf[sent.len..];
+            // A ready candidate has a packet to send (`candidate_verdict`).
+            let Some(p) = out.peek_packet().filter(|p| sent.takes(k, p, buf.len())) else {
+                break;
+            };
+            if !may_seal(out, &p, k, cfg.pathlet_feedback, peers, stats) {
                 unqueue_next(scheduler, out);
                 continue;
             }
-            let p = out.next_packet(ticks)?;
-            let ports = (cfg.local_port, k.peer.port());
-            let written = out.write_packet(p, ports, k.epoch & 1 == 1, k.id, buf);
+            out.take_packet(p, ticks);
             requeue_after_write(scheduler, out);
-            let Some(len) = written else {
+            let ports = (cfg.local_port, k.peer.port());
+            let Some(len) = out.write_packet(p, ports, k.epoch & 1 == 1, k.id, buf) else {
                 continue;
             };
             if cfg.tx_offload && out.for_nic {
                 nic.tx_records = Some(out.tx_records(p, k, cfg.seq_layout, len));
             }
             count_data_sent(cfg, stats, peers, k, len, p.retransmit);
-            return Some((Transmit::new(k.peer, len), k.epoch));
+            if !sent.add((k.peer, k.epoch), len, run) {
+                break;
+            }
         }
-        None
+        sent.into_transmit()
     }
 
     /// Ranks `key` among the candidates if it has anything to send and is
@@ -335,9 +360,8 @@ impl Endpoint {
         else {
             return;
         };
-        if out.has_sendable() && !out.queued {
-            out.queued = true;
-            self.scheduler.push_sendable(out.remaining(), key);
+        if let Some(rank) = out.queue_rank() {
+            self.scheduler.push_sendable(rank, key);
         }
     }
 
@@ -369,6 +393,51 @@ impl Endpoint {
 impl Transmit {
     fn new(destination: SocketAddr, len: usize) -> Self {
         Self { destination, len }
+    }
+}
+
+/// The DATA packets one `write_next_data` call wrote: where they go (the
+/// first one sets it), their bytes and their count.
+struct DataRun {
+    to: Option<(SocketAddr, u64)>,
+    len: usize,
+    packets: u64,
+}
+
+impl DataRun {
+    /// Nothing written yet, to `to` if given.
+    #[inline]
+    fn to(to: Option<(SocketAddr, u64)>) -> Self {
+        Self {
+            to,
+            len: 0,
+            packets: 0,
+        }
+    }
+
+    /// Whether packet `p` of RPC `k` may join: the run goes where `k`
+    /// goes (or has no destination yet) and `p` fits in the `room` left.
+    #[inline]
+    fn takes(&self, k: ServerRpcHandle, p: &PacketRef, room: usize) -> bool {
+        self.to.is_none_or(|to| to == (k.peer, k.epoch)) && p.wire_len() <= room
+    }
+
+    /// Adds a packet of `len` bytes to `to`; returns `run`: whether more
+    /// may follow.
+    #[inline]
+    fn add(&mut self, to: (SocketAddr, u64), len: usize, run: bool) -> bool {
+        self.to = Some(to);
+        self.len += len;
+        self.packets += 1;
+        run
+    }
+
+    /// The datagram's transmit so far, its key epoch and packet count, if
+    /// a packet was written.
+    #[inline]
+    fn into_transmit(self) -> Option<(Transmit, u64, u64)> {
+        let (peer, epoch) = self.to.filter(|_| self.packets > 0)?;
+        Some((Transmit::new(peer, self.len), epoch, self.packets))
     }
 }
 
@@ -424,11 +493,12 @@ fn candidate_verdict(out: &Outgoing, sending: bool, rank: u64) -> Verdict {
     }
 }
 
-/// Whether `out`'s next record may be sealed and sent now: not held back
-/// by its pathlet's window, and sealed. Counts or logs why not.
+/// Whether `out`'s next packet `p` may be sealed and sent now: not held
+/// back by its pathlet's window, and sealed. Counts or logs why not.
 #[inline]
-fn may_seal_next(
+fn may_seal(
     out: &mut Outgoing,
+    p: &PacketRef,
     k: ServerRpcHandle,
     pathlet: bool,
     peers: &mut super::peers::Peers,
@@ -437,15 +507,14 @@ fn may_seal_next(
     // Retransmissions are loss recovery: the loss already cut the window,
     // and holding them back could leave a window whose bytes the receiver
     // never counts (duplicates) full for good.
-    let held = pathlet
-        && !out.retransmit_pending()
-        && !within_pathlet_window(peers, k.peer, k.id, out.next_packet_len());
+    let held =
+        pathlet && !p.retransmit && !within_pathlet_window(peers, k.peer, k.id, p.wire_len());
     if held {
         // Sent again after an echo (or the tick's rescan).
         stats.pathlet_held += 1;
         return false;
     }
-    if out.seal_next().is_err() {
+    if out.seal_for(p).is_err() {
         // Cannot happen (the sequence numbers were checked and the record
         // budget reserved when the message was framed); the message sends
         // nothing more and its RPC times out.

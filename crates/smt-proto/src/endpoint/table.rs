@@ -240,9 +240,12 @@ impl ServerTable {
             .map(|e| &mut e.rpc)
     }
 
-    /// The peer slot of the RPC in `slot`.
-    pub(super) fn peer_of(&self, slot: ServerSlot) -> Option<PeerId> {
-        self.slab.get(slot.index, slot.generation).map(|e| e.peer)
+    /// The RPC in `slot` with its peer's slot: one lookup for both.
+    #[inline]
+    pub(super) fn with_peer(&self, slot: ServerSlot) -> Option<(PeerId, &ServerRpc)> {
+        self.slab
+            .get(slot.index, slot.generation)
+            .map(|e| (e.peer, &e.rpc))
     }
 
     /// Removes the RPC in `slot`, with its internal key (for the caller to

@@ -23,4 +23,4 @@ pub use handle::{RpcHandle, ServerRpcHandle};
 #[allow(unused_imports)]
 pub(crate) use incoming::SEGMENT_OVERHEAD;
 pub(crate) use incoming::{Accepted, Incoming, SegmentBuf, MESSAGE_OVERHEAD};
-pub(crate) use outgoing::Outgoing;
+pub(crate) use outgoing::{Outgoing, PacketRef};

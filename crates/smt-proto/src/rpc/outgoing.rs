@@ -3,7 +3,7 @@ use std::collections::BTreeSet;
 use super::ServerRpcHandle;
 use crate::offload::{RecordPos, TxRecords};
 use crate::record::{Plaintext, SealedMessage, SeqLayout};
-use crate::wire::{Body, DataHeader, Packet, Repr, DATA_HEADER_LEN};
+use crate::wire::{DataHeader, DATA_HEADER_LEN};
 
 /// Ticks remembered in [`Outgoing`]'s send marks: enough to look back
 /// `resend_ticks` ticks up to 9 (default 5); with a longer `resend_ticks`
@@ -17,17 +17,34 @@ pub(crate) struct PacketRef {
     pub segment: u64,
     pub index: u32,
     pub retransmit: bool,
+    /// Its payload's wire range `[start, end)`.
+    pub start: u64,
+    pub end: u64,
+    /// Its segment's wire offset and length. Both worked out once, where
+    /// the packet is chosen (from the cursor, for a first transmission),
+    /// not again from the layout to write it.
+    pub segment_at: (u64, u64),
+}
+
+impl PacketRef {
+    /// Its length on the wire, DATA header included.
+    #[inline]
+    pub(crate) fn wire_len(&self) -> usize {
+        DATA_HEADER_LEN + (self.end - self.start) as usize
+    }
 }
 
 /// A message being sent. Packets go out in order up to what the receiver
 /// granted; RESENDs queue earlier packets again, with their original
 /// ciphertext. Records are sealed as their first packet leaves
-/// ([`Outgoing::seal_next`]), so sending a large message costs one copy up
+/// ([`Outgoing::seal_for`]), so sending a large message costs one copy up
 /// front and the encryption is spread over the transmissions.
 #[derive(Debug)]
 pub(crate) struct Outgoing {
     sealed: SealedMessage,
     mss: u16,
+    /// Wire bytes the receiver let us send; never above the wire length
+    /// (both places that set it clamp it), so checks need not clamp again.
     granted: u64,
     /// Next never-sent packet.
     cursor_segment: u64,
@@ -37,8 +54,10 @@ pub(crate) struct Outgoing {
     /// packet (`remaining`, `has_sendable`) and working it out from the
     /// layout cost ~300 instructions per 64 B RPC.
     sent: u64,
-    /// Where the cursor's segment ends on the wire, kept likewise: the next
-    /// packet's range is `sent` to this or a packet further.
+    /// Where the cursor's segment starts and ends on the wire, kept
+    /// likewise: the next packet's range is `sent` to `segment_end` or a
+    /// packet further.
+    segment_start: u64,
     segment_end: u64,
     retransmit: BTreeSet<(u64, u32)>,
     /// The tick of the last RESEND that queued retransmissions.
@@ -75,6 +94,7 @@ impl Outgoing {
             cursor_segment: 0,
             cursor_index: 0,
             sent: 0,
+            segment_start: first.wire_offset,
             segment_end: first.wire_offset + first.wire_len,
             retransmit: BTreeSet::new(),
             resent_at: None,
@@ -132,12 +152,25 @@ impl Outgoing {
     }
 
     pub(crate) fn has_sendable(&self) -> bool {
-        !self.retransmit.is_empty() || self.sent() < self.granted.min(self.wire_len())
+        !self.retransmit.is_empty() || self.sent() < self.granted
+    }
+
+    /// Marks the message as queued among the send candidates and returns
+    /// its rank (bytes left), if it has something to send and is not
+    /// queued yet; else `None`, and the caller queues nothing.
+    #[inline]
+    pub(crate) fn queue_rank(&mut self) -> Option<u64> {
+        if self.queued || !self.has_sendable() {
+            return None;
+        }
+        self.queued = true;
+        Some(self.remaining())
     }
 
     /// Raises the grant; grants never shrink.
     pub(crate) fn grant(&mut self, offset: u32) {
         self.granted = self.granted.max(u64::from(offset).min(self.wire_len()));
+        debug_assert!(self.granted <= self.wire_len());
     }
 
     /// Queues every packet overlapping `[offset, offset + len)` that was
@@ -194,45 +227,15 @@ impl Outgoing {
         true
     }
 
-    /// The wire range `[start, end)` of the packet [`Outgoing::next_packet`]
-    /// would give, if any.
-    fn next_range(&self) -> Option<(u64, u64)> {
-        let (segment, index) = match self.retransmit.first() {
-            Some(&p) => p,
-            None if self.sent < self.granted => {
-                let end = (self.sent + u64::from(self.mss)).min(self.segment_end);
-                return Some((self.sent, end));
-            }
-            None => return None,
-        };
-        let seg = self.sealed.layout.segment(segment);
-        let start = u64::from(index) * u64::from(self.mss);
-        let payload = seg.wire_len.saturating_sub(start).min(u64::from(self.mss));
-        let start = seg.wire_offset + start;
-        Some((start, start + payload))
-    }
-
-    /// Whether the next packet is a retransmission (the receiver asked for
-    /// it again).
-    pub(crate) fn retransmit_pending(&self) -> bool {
-        !self.retransmit.is_empty()
-    }
-
-    /// The wire length of the packet [`Outgoing::next_packet`] would give
-    /// (0 if none).
-    pub(crate) fn next_packet_len(&self) -> usize {
-        self.next_range()
-            .map_or(0, |(start, end)| DATA_HEADER_LEN + (end - start) as usize)
-    }
-
-    /// Seals the records the next packet carries, if not sealed yet
-    /// (at most a packet's worth of records). Call before
-    /// [`Outgoing::next_packet`]: unsealed bytes never leave.
-    pub(crate) fn seal_next(&mut self) -> Result<(), crate::crypto::CryptoError> {
-        match self.next_range() {
-            Some((_, end)) => self.sealed.seal_through(end),
-            None => Ok(()),
+    /// Seals the records packet `p` (from [`Outgoing::peek_packet`])
+    /// carries, if not sealed yet (at most a packet's worth of records).
+    /// Call before writing it: unsealed bytes never leave.
+    pub(crate) fn seal_for(&mut self, p: &PacketRef) -> Result<(), crate::crypto::CryptoError> {
+        if self.sealed.sealed_records() == self.sealed.layout.records() {
+            // Sealed whole (a small message): nothing to find out.
+            return Ok(());
         }
+        self.sealed.seal_through(p.end)
     }
 
     /// How far packets had been first sent by the end of tick `t` (a lower
@@ -264,43 +267,85 @@ impl Outgoing {
         self.marked = (self.marked + 1).min(MARKS as u8);
     }
 
-    /// The packet to send next, if any (retransmissions first), sent in
-    /// tick `tick`.
-    pub(crate) fn next_packet(&mut self, tick: u64) -> Option<PacketRef> {
-        if let Some((segment, index)) = self.retransmit.pop_first() {
-            return Some(PacketRef {
-                segment,
-                index,
-                retransmit: true,
-            });
+    /// The packet to send next, if any (retransmissions first), with its
+    /// ranges, without taking it: the send loop checks where it goes and
+    /// seals it from this one description, then takes it
+    /// ([`Outgoing::take_packet`]).
+    #[inline]
+    pub(crate) fn peek_packet(&self) -> Option<PacketRef> {
+        if let Some(&(segment, index)) = self.retransmit.first() {
+            return Some(self.packet_at(segment, index));
         }
-        if self.sent() >= self.granted {
+        if self.sent >= self.granted {
             return None;
         }
-        self.mark(tick);
-        let p = PacketRef {
+        Some(PacketRef {
             segment: self.cursor_segment,
             index: self.cursor_index,
             retransmit: false,
-        };
-        self.cursor_index += 1;
-        // Segments tile the message: the end of one is where the next
-        // starts, and the last one's end is the wire length.
-        self.sent = (self.sent + u64::from(self.mss)).min(self.segment_end);
-        if self.sent == self.segment_end {
-            self.cursor_segment += 1;
-            self.cursor_index = 0;
-            if self.cursor_segment < self.sealed.layout.segments() {
-                let seg = self.sealed.layout.segment(self.cursor_segment);
-                self.segment_end = seg.wire_offset + seg.wire_len;
-            }
+            start: self.sent,
+            end: (self.sent + u64::from(self.mss)).min(self.segment_end),
+            segment_at: (self.segment_start, self.segment_end - self.segment_start),
+        })
+    }
+
+    /// Takes packet `p`, which [`Outgoing::peek_packet`] gave with nothing
+    /// changed since, as sent in tick `tick`.
+    #[inline]
+    pub(crate) fn take_packet(&mut self, p: PacketRef, tick: u64) {
+        if p.retransmit {
+            self.retransmit.pop_first();
+            return;
         }
+        self.mark(tick);
+        self.advance_to(p.end);
+    }
+
+    /// The packet to send next, taken, as sent in tick `tick`.
+    #[cfg(test)]
+    fn next_packet(&mut self, tick: u64) -> Option<PacketRef> {
+        let p = self.peek_packet()?;
+        self.take_packet(p, tick);
         Some(p)
+    }
+
+    /// Packet `index` of segment `segment` again (a retransmission).
+    fn packet_at(&self, segment: u64, index: u32) -> PacketRef {
+        let seg = self.sealed.layout.segment(segment);
+        let start = seg.wire_offset + u64::from(index) * u64::from(self.mss);
+        let end = (start + u64::from(self.mss)).min(seg.wire_offset + seg.wire_len);
+        PacketRef {
+            segment,
+            index,
+            retransmit: true,
+            start,
+            end,
+            segment_at: (seg.wire_offset, seg.wire_len),
+        }
+    }
+
+    /// Moves the cursor past a packet first sent, which ended at `end`.
+    /// Segments tile the message: the end of one is where the next starts,
+    /// and the last one's end is the wire length.
+    fn advance_to(&mut self, end: u64) {
+        self.cursor_index += 1;
+        self.sent = end;
+        if self.sent != self.segment_end {
+            return;
+        }
+        self.cursor_segment += 1;
+        self.cursor_index = 0;
+        if self.cursor_segment < self.sealed.layout.segments() {
+            let seg = self.sealed.layout.segment(self.cursor_segment);
+            self.segment_start = seg.wire_offset;
+            self.segment_end = seg.wire_offset + seg.wire_len;
+        }
     }
 
     /// Writes packet `p` of message `id` into `buf`; returns its length,
     /// or `None` if its records are not sealed yet (see
-    /// [`Outgoing::seal_next`]).
+    /// [`Outgoing::seal_for`]).
+    #[inline]
     pub(crate) fn write_packet(
         &self,
         p: PacketRef,
@@ -309,36 +354,26 @@ impl Outgoing {
         id: u64,
         buf: &mut [u8],
     ) -> Option<usize> {
-        let seg = self.sealed.layout.segment(p.segment);
-        let start = seg.wire_offset + u64::from(p.index) * u64::from(self.mss);
-        let end = (start + u64::from(self.mss)).min(seg.wire_offset + seg.wire_len);
-        let header = self.data_header(p, (seg.wire_offset, seg.wire_len), end);
-        let repr = Repr {
-            src_port: ports.0,
-            dst_port: ports.1,
-            key_phase,
-            id,
-            body: Body::Data(header),
-        };
         let sealed = &self.sealed;
         if sealed.sealed_records() < sealed.layout.records()
-            && end > sealed.layout.record_wire_offset(sealed.sealed_records())
+            && p.end > sealed.layout.record_wire_offset(sealed.sealed_records())
         {
             return None;
         }
-        let payload = &self.sealed.wire[start as usize..end as usize];
+        let payload = &sealed.wire[p.start as usize..p.end as usize];
         let total = DATA_HEADER_LEN + payload.len();
-        repr.emit(&mut Packet::new_unchecked(&mut buf[..total]));
+        let header = self.data_header(p).header_bytes(ports, key_phase, id);
+        buf[..DATA_HEADER_LEN].copy_from_slice(&header);
         buf[DATA_HEADER_LEN..total].copy_from_slice(payload);
         Some(total)
     }
 }
 
 impl Outgoing {
-    /// The DATA header of packet `p` of the segment at `(offset, len)`,
-    /// whose payload ends at wire offset `end`.
+    /// The DATA header of packet `p`.
     #[inline]
-    fn data_header(&self, p: PacketRef, (offset, len): (u64, u64), end: u64) -> DataHeader {
+    fn data_header(&self, p: PacketRef) -> DataHeader {
+        let ((offset, len), end) = (p.segment_at, p.end);
         DataHeader {
             message_len: self.sealed.layout.padded_len() as u32,
             message_wire_len: self.wire_len() as u32,
@@ -478,6 +513,7 @@ mod tests {
             assert_eq!(out.sent(), expect);
             if out.cursor_segment < layout.segments() {
                 let seg = layout.segment(out.cursor_segment);
+                assert_eq!(out.segment_start, seg.wire_offset);
                 assert_eq!(out.segment_end, seg.wire_offset + seg.wire_len);
             }
         }
