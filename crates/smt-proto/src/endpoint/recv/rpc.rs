@@ -58,16 +58,16 @@ use crate::wire::{AckIds, Body, DataHeader};
 /// scheduler, the handshakes or the NIC: what needs those is the
 /// endpoint's (`recv.rs`).
 pub(crate) struct RpcParts<'a> {
-    pub(super) config: &'a Config,
-    pub(super) peers: &'a mut Peers,
-    pub(super) rpcs: &'a mut RpcTables,
-    pub(super) outbox: &'a mut Outbox,
-    pub(super) time: &'a mut Time,
-    pub(super) counters: &'a mut Counters,
+    pub(in crate::endpoint) config: &'a Config,
+    pub(in crate::endpoint) peers: &'a mut Peers,
+    pub(in crate::endpoint) rpcs: &'a mut RpcTables,
+    pub(in crate::endpoint) outbox: &'a mut Outbox,
+    pub(in crate::endpoint) time: &'a mut Time,
+    pub(in crate::endpoint) counters: &'a mut Counters,
     /// The bounds' ledger, credit and the requests the application holds
     /// (`admit.rs` admits and delivers with them).
-    pub(super) load: &'a mut Load,
-    pub(super) buffers: &'a mut Buffers,
+    pub(in crate::endpoint) load: &'a mut Load,
+    pub(in crate::endpoint) buffers: &'a mut Buffers,
 }
 
 /// What a stored DATA packet means for its message ([`Settled::of`]).
