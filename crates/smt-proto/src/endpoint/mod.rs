@@ -50,7 +50,7 @@ use std::time::Instant;
 use crate::buffers::{released_limit, Released};
 use crate::config::{Config, ConfigError};
 use crate::crypto::PacketCipher;
-use crate::error::{RpcError, SendError};
+use crate::error::{DropReason, RpcError, SendError};
 use crate::handshake::{Handshake, HandshakeAcceptor, HandshakeError};
 use crate::offload::RxMark;
 use crate::payload::Payload;
@@ -64,9 +64,10 @@ use crate::trace::{FreeReason, Traced};
 use crate::wire::{Body, HandshakeKind};
 use handshake::{Handshakes, Step};
 
-use peer::{Charge, Origin, Peer};
+use peer::{Offer, Origin, Peer};
 pub(crate) use peers::PeerId;
 use peers::Peers;
+use recv::RpcParts;
 
 pub use event::{Event, Transmit};
 pub(crate) use parts::{
@@ -357,6 +358,28 @@ impl Endpoint {
         }
     }
 
+    /// A datagram from `from` that its established session refused: if a
+    /// handshake holds new keys for `from`, it is either the proof that
+    /// makes them current (then processed under them) or kept for after
+    /// the proof. Returns whether the datagram was taken.
+    fn offer_to_held_keys(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) -> bool {
+        let held = match self.handshakes().offer_to_held_keys(from, datagram) {
+            Offer::Refused => return false,
+            Offer::Stashed => return true,
+            Offer::Proof(held) => held,
+        };
+        tracing::debug!(peer = %from, "peer proved its address: new keys replace its session");
+        self.finish_handshake(now, from, held.keys);
+        if let Some(next) = held.next {
+            self.handshakes().switch_to_next_keys(from, next);
+        }
+        self.handle_datagram(now, from, datagram);
+        for d in held.stash {
+            self.handle_datagram(now, from, &d);
+        }
+        true
+    }
+
     /// Installs the keys a handshake with `peer` produced as its session
     /// (making room for it first), then handles the datagrams that came
     /// ahead of them.
@@ -585,8 +608,8 @@ impl Endpoint {
             .get(slot)
             .is_some_and(ServerRpc::is_in_service)
         {
-            self.drop_server_at(slot);
-            self.trace_freed(key, FreeReason::Abandoned);
+            self.rpc_parts().drop_server_at(slot);
+            self.rpc_parts().trace_freed(key, FreeReason::Abandoned);
             self.queue_control(key.peer, key.epoch, key.id, Body::Abandoned);
             return true;
         }
@@ -614,7 +637,7 @@ impl Endpoint {
     /// its socket, so that servers free the RPCs we completed at once
     /// instead of asking with NEED_ACK until `abort_ticks`.
     pub fn flush_acks(&mut self) {
-        self.send_pending_acks();
+        self.outbox.send_acks(self.config.local_port);
     }
 
     /// Hands back a buffer the endpoint delivered (an [`Event::Request`]'s
@@ -762,57 +785,38 @@ impl Endpoint {
         (credits, cx)
     }
 
-    /// Whether `more` can be charged to `peer` within every bound
-    /// (`limits.rs`), recounting first (at most once per tick) if the
-    /// running figures say no, then evicting what `Ledger::victims` names.
-    pub(crate) fn admit(&mut self, now: Instant, peer: PeerId, more: Charge) -> bool {
-        let (cfg, ledger) = (&self.config, &mut self.load.ledger);
-        if ledger.fits(cfg, &self.peers, peer, more) {
-            return true;
-        }
-        if ledger.is_stale(now, cfg.tick) {
-            self.recount_usage(now);
-            if self.load.ledger.fits(&self.config, &self.peers, peer, more) {
-                return true;
-            }
-        }
-        let victims = self
-            .load
-            .ledger
-            .victims(&self.config, &self.peers, &self.rpcs, peer, more);
-        let Some((heavy, victims)) = victims else {
-            return false;
-        };
-        for (slot, c) in victims {
-            tracing::debug!(?slot, "evicting an unauthenticated partial request");
-            self.drop_server_at(slot);
-            self.counters.stats.partial_evicted += 1;
-            self.discharge(heavy, c);
-            if self.load.ledger.fits(&self.config, &self.peers, peer, more) {
-                return true;
-            }
-        }
-        false
-    }
-
-    /// Adds what was just allocated for `peer` (`limits.rs`).
-    pub(crate) fn charge(&mut self, peer: PeerId, more: Charge) {
-        let usage = &mut self.counters.stats.usage;
-        self.load.ledger.charge(&mut self.peers, usage, peer, more);
-    }
-
-    /// Takes back what a freed message was charged (`limits.rs`).
-    pub(crate) fn discharge(&mut self, peer: PeerId, less: Charge) {
-        let stats = &mut self.counters.stats;
-        self.load
-            .ledger
-            .discharge(&mut self.peers, stats, peer, less);
-    }
-
     /// Counts exactly what partially received messages hold (`limits.rs`).
     pub(crate) fn recount_usage(&mut self, now: Instant) {
-        let (peers, stats) = (&mut self.peers, &mut self.counters.stats);
-        self.load.ledger.recount(now, peers, &self.rpcs, stats);
+        self.rpc_parts().recount_usage(now);
+    }
+
+    /// What the RPCs' own code works on (`recv/rpc.rs`).
+    #[inline]
+    pub(crate) fn rpc_parts(&mut self) -> RpcParts<'_> {
+        RpcParts {
+            config: &self.config,
+            peers: &mut self.peers,
+            rpcs: &mut self.rpcs,
+            outbox: &mut self.outbox,
+            time: &mut self.time,
+            counters: &mut self.counters,
+            load: &mut self.load,
+            buffers: &mut self.buffers,
+        }
+    }
+
+    pub(crate) fn drop_packet(&mut self, from: SocketAddr, reason: DropReason) {
+        trace_event!(self, Traced::Dropped { peer: from, reason });
+        tracing::debug!(%from, reason = reason.name(), "dropped packet");
+        self.counters.stats.drops.add(reason);
+        if let Some(s) = self.peers.get_mut(&from) {
+            s.session.stats.drops.add(reason);
+        }
+    }
+
+    /// Ends our call `rpc` with `error` (`RpcParts::fail_client`).
+    pub(crate) fn fail_client(&mut self, rpc: RpcHandle, error: RpcError) {
+        self.rpc_parts().fail_client(rpc, error);
     }
 
     /// The parts pathlet feedback works on (`pathlet.rs`).

@@ -338,6 +338,29 @@ impl Peers {
         });
     }
 
+    /// The route a DATA packet (`ty`, key phase `phase`, ID `id`) from
+    /// `from` takes, if it is the last route's: its peer, RPC and message.
+    #[inline]
+    pub(super) fn route_for(
+        &self,
+        from: SocketAddr,
+        (data, phase, id): (bool, bool, u64),
+    ) -> Option<(PeerId, ServerRpcHandle, MsgKey)> {
+        let r = self.last_route.as_ref()?;
+        let on_route = data && r.from == from && phase == r.phase && id == r.key.id;
+        on_route.then_some((r.peer, r.key, r.msg))
+    }
+
+    /// Counts a packet of `len` bytes that took the route (added to its
+    /// peer's counters when the route ends).
+    #[inline]
+    pub(super) fn count_on_route(&mut self, len: usize) {
+        if let Some(route) = self.last_route.as_mut() {
+            route.datagrams += 1;
+            route.bytes += len as u64;
+        }
+    }
+
     /// Ends the route: the packets that took it are counted in their peer's
     /// statistics.
     pub(super) fn forget_route(&mut self) {

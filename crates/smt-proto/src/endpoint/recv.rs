@@ -1,14 +1,15 @@
 //! `handle_datagram`: parse, authenticate, route. Every rejection is a
 //! counted [`DropReason`], never an error returned to the caller.
 //!
-//! Then the steps of the DATA path that need the whole endpoint
-//! (admission, which may recount or evict; credit; the scheduler's
-//! grants), and the effects of what the owners decided: a stored packet's
-//! meaning (`rpc::Settled`), a control packet's (`control::Then`). The
-//! decisions and the RPCs' own bookkeeping are in `recv/data.rs` (storing
-//! a packet), `recv/rpc.rs` (`RpcParts`: new, complete, refused and ended
-//! RPCs) and `recv/control.rs`.
+//! Then the steps of the DATA path that need the scheduler or the NIC
+//! (storing a packet, `store_and_open`) and the effects of a control
+//! packet (`control::Then`). The decisions and the RPCs' own bookkeeping
+//! are `RpcParts`'s: `recv/data.rs` (storing a packet), `recv/admit.rs`
+//! (a new message admitted, a complete one delivered), `recv/rpc.rs`
+//! (new, complete and refused RPCs), `recv/end.rs`, `recv/control.rs`.
+//! The order of calls for one DATA packet is in `docs/architecture.md`.
 
+mod admit;
 mod control;
 mod data;
 mod end;
@@ -22,17 +23,17 @@ use data::{
     StoreParts,
 };
 use packet::{parse_header, ports_match, starts_with_path};
-use rpc::{RpcParts, Settled};
+pub(super) use rpc::RpcParts;
+use rpc::Settled;
 use std::net::SocketAddr;
 use std::time::Instant;
 
 use super::limits::Charge;
-use super::peer::{Offer, Origin};
+
 use super::peers::PeerId;
-use super::{trace_event, Endpoint, MsgKey, RpcHandle, ServerRpcHandle};
-use crate::error::{DropReason, RpcError};
-use crate::rpc::{Incoming, ServerMsg, ServerSlot, MESSAGE_OVERHEAD};
-use crate::trace::{FreeReason, PacketSummary, Traced};
+use super::{trace_event, Endpoint, MsgKey, ServerRpcHandle};
+use crate::error::DropReason;
+use crate::trace::{PacketSummary, Traced};
 use crate::wire::{Body, Packet, PacketType, Packets, Repr};
 
 impl Endpoint {
@@ -144,37 +145,6 @@ impl Endpoint {
         !reason.ends_datagram()
     }
 
-    /// A datagram from `from` that its established session refused: if a
-    /// handshake holds new keys for `from`, it is either the proof that
-    /// makes them current (then processed under them) or kept for after
-    /// the proof. Returns whether the datagram was taken.
-    fn offer_to_held_keys(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) -> bool {
-        let held = match self.handshakes().offer_to_held_keys(from, datagram) {
-            Offer::Refused => return false,
-            Offer::Stashed => return true,
-            Offer::Proof(held) => held,
-        };
-        tracing::debug!(peer = %from, "peer proved its address: new keys replace its session");
-        self.finish_handshake(now, from, held.keys);
-        if let Some(next) = held.next {
-            self.handshakes().switch_to_next_keys(from, next);
-        }
-        self.handle_datagram(now, from, datagram);
-        for d in held.stash {
-            self.handle_datagram(now, from, &d);
-        }
-        true
-    }
-
-    pub(crate) fn drop_packet(&mut self, from: SocketAddr, reason: DropReason) {
-        trace_event!(self, Traced::Dropped { peer: from, reason });
-        tracing::debug!(%from, reason = reason.name(), "dropped packet");
-        self.counters.stats.drops.add(reason);
-        if let Some(s) = self.peers.get_mut(&from) {
-            s.session.stats.drops.add(reason);
-        }
-    }
-
     fn process(
         &mut self,
         now: Instant,
@@ -217,10 +187,8 @@ impl Endpoint {
     /// the packet checked against its keys, the header parsed once, then
     /// one match on what it carries. DATA takes the fast path with the
     /// peer found here: one peer and one RPC lookup per packet. (The
-    /// receive key is taken from the peer where records are opened:
-    /// holding it, an `Arc` clone, cost an atomic increment and decrement
-    /// per packet. Its one call site inlines it: `process` and it were one
-    /// function.)
+    /// receive key is taken from the peer where records are opened: an
+    /// `Arc` clone here cost two atomic operations per packet.)
     #[inline(always)]
     fn process_from_peer(
         &mut self,
@@ -237,12 +205,10 @@ impl Endpoint {
         peer.count_rx(datagram.len());
         let phase = packet.key_phase();
         if ty == PacketType::KEY_UPDATE {
-            return self
-                .rpc_parts()
-                .on_key_update(now, (pid, from), phase, datagram);
+            return (self.rpc_parts()).on_key_update(now, (pid, from), phase, datagram);
         }
-        let (packet, epoch) =
-            peer.check_packet(now, packet, datagram, self.config.authenticate_control)?;
+        let tagged = self.config.authenticate_control;
+        let (packet, epoch) = peer.check_packet(now, packet, datagram, tagged)?;
         if ty == PacketType::PATH_ECHO {
             super::pathlet::on_path_echo(&mut self.pathlet_parts(), now, pid, &packet)?;
             self.rescan_sendable();
@@ -282,30 +248,6 @@ impl Endpoint {
         }
     }
 
-    /// The session with `peer`, asking the key resolver for one if there
-    /// is none and `Config::max_resolved_sessions` allows another.
-    /// One lookup when the peer is known (the per-packet case).
-    fn resolve_session(&mut self, peer: SocketAddr) -> Result<PeerId, DropReason> {
-        if let Some(id) = self.peers.id(&peer) {
-            return Ok(id);
-        }
-        if self.hs.resolver.is_none() {
-            return Err(DropReason::UnknownSession);
-        }
-        let may_resolve = self.peers.resolved_count() < self.config.max_resolved_sessions;
-        if !may_resolve || !self.make_room_for_session() {
-            return Err(DropReason::OverLimit);
-        }
-        let resolver = self.hs.resolver.as_mut();
-        let keys = resolver.and_then(|r| r.resolve(peer));
-        let keys = keys.ok_or(DropReason::UnknownSession)?;
-        self.install_session(peer, keys)
-            .map_err(|_| DropReason::UnknownSession)?;
-        // Set in place: the peer keeps its slot.
-        self.peers.set_origin(&peer, Origin::Resolved);
-        self.peers.id(&peer).ok_or(DropReason::UnknownSession)
-    }
-
     /// Finishes what the fast path began: a stored packet's outcome
     /// (`after_store`), or the new message it asked for, made and stored.
     #[inline(always)]
@@ -317,8 +259,8 @@ impl Endpoint {
     ) -> Result<Option<MsgKey>, DropReason> {
         let msg = match fast {
             Fast::Stored(msg, outcome) => return self.after_store(d, msg, outcome, opened_before),
-            Fast::NewRequest => self.new_request(d)?,
-            Fast::NewResponse(handle) => self.new_response(d, handle)?,
+            Fast::NewRequest => self.rpc_parts().open_request(d)?,
+            Fast::NewResponse(handle) => self.rpc_parts().open_response(d, handle)?,
             Fast::UnknownResponse => return Err(rpc::unknown_response(&self.peers, d.pid, d.key)),
             Fast::Dropped(e) => return Err(e),
         };
@@ -337,13 +279,10 @@ impl Endpoint {
         from: SocketAddr,
         packet: &Packet<&[u8]>,
     ) -> Option<Result<(), DropReason>> {
-        let route = self.peers.last_route.as_ref()?;
-        let on_route = route.from == from
-            && packet.packet_type() == PacketType::DATA
-            && packet.key_phase() == route.phase
-            && packet.id() == route.key.id
-            && (!self.config.verify_ports || ports_match(packet, self.config.local_port, from));
-        if !on_route {
+        let data = packet.packet_type() == PacketType::DATA;
+        let seen = (data, packet.key_phase(), packet.id());
+        let (pid, key, msg) = self.peers.route_for(from, seen)?;
+        if self.config.verify_ports && !ports_match(packet, self.config.local_port, from) {
             return None;
         }
         let Ok(Repr {
@@ -353,45 +292,13 @@ impl Endpoint {
         else {
             return None;
         };
-        let (pid, key, msg) = (route.peer, route.key, route.msg);
-        if let Some(route) = self.peers.last_route.as_mut() {
-            route.datagrams += 1;
-            route.bytes += packet.as_bytes().len() as u64;
-        }
-        let d = DataIn {
-            now,
-            pid,
-            key,
-            h: &h,
-            payload: packet.payload(),
-        };
+        self.peers.count_on_route(packet.as_bytes().len());
+        let d = DataIn::new(now, pid, key, &h, packet.payload());
         let result = self.store_data(d, msg);
         if !matches!(result, Ok(Some(_))) {
             self.peers.forget_route();
         }
         Some(result.map(|_| ()))
-    }
-}
-
-/// The DATA path's steps that need the whole endpoint (admitting a
-/// message may recount or evict; credit; the scheduler's grants), and the
-/// effects of what the RPCs' own code (`recv/rpc.rs`, `recv/control.rs`)
-/// decided. The order of calls for one DATA packet is in
-/// `docs/architecture.md`.
-impl Endpoint {
-    /// What the RPCs' own code works on (`recv/rpc.rs`).
-    #[inline]
-    pub(crate) fn rpc_parts(&mut self) -> RpcParts<'_> {
-        RpcParts {
-            config: &self.config,
-            peers: &mut self.peers,
-            rpcs: &mut self.rpcs,
-            outbox: &mut self.outbox,
-            time: &mut self.time,
-            counters: &mut self.counters,
-            in_service: &mut self.load.in_service,
-            buffers: &mut self.buffers,
-        }
     }
 
     /// Stores a DATA packet of message `msg` (found by `on_data` or on the
@@ -422,7 +329,7 @@ impl Endpoint {
                 bytes: more,
                 requests: 0,
             };
-            if !self.admit(d.now, d.pid, charge) {
+            if !self.rpc_parts().admit(d.now, d.pid, charge) {
                 return Err(DropReason::OverLimit);
             }
             outcome = self.store_and_open(d, msg, true);
@@ -432,35 +339,7 @@ impl Endpoint {
             let attempted = self.counters.stats.records_opened - opened_before;
             self.rpc_parts().trace_opening(d.key, &outcome, attempted);
         }
-        self.settle(d, msg, Settled::of(outcome))
-    }
-
-    /// Carries out what a stored DATA packet means for its message
-    /// ([`Settled::of`] decides): a complete one delivered, one whose
-    /// records disagree with its lengths discarded, a response of which
-    /// nothing authenticated forgotten.
-    fn settle(
-        &mut self,
-        d: DataIn<'_>,
-        msg: MsgKey,
-        settled: Settled,
-    ) -> Result<Option<MsgKey>, DropReason> {
-        match settled {
-            Settled::Receiving => Ok(Some(msg)),
-            Settled::Complete => {
-                self.deliver(d.now, d.pid, msg, d.key);
-                Ok(None)
-            }
-            Settled::Dropped(e) => Err(e),
-            Settled::Discard(e) => {
-                self.rpc_parts().discard_incoming(msg);
-                Err(e)
-            }
-            Settled::Forget => {
-                self.rpc_parts().forget_unauthenticated(msg);
-                Err(DropReason::AuthFailure)
-            }
-        }
+        self.rpc_parts().settle(d, msg, Settled::of(outcome))
     }
 
     /// The per-packet part of DATA on the slow path (`store_fast` is the
@@ -484,84 +363,8 @@ impl Endpoint {
         }
     }
 
-    /// The first packet of a request to arrive (no RPC holds its ID):
-    /// replays are rejected, before any decryption; else the server RPC is
-    /// admitted (or the request refused) and made.
-    fn new_request(&mut self, d: DataIn<'_>) -> Result<MsgKey, DropReason> {
-        self.rpc_parts().check_new_request(d.pid, d.key)?;
-        if let Err(e) = self.admit_message(d.now, d.pid, true) {
-            self.refuse_unadmitted(d.key);
-            return Err(e);
-        }
-        let msg = self.rpc_parts().new_server(d.pid, d.key, d.h);
-        self.arm_tick(d.now);
-        Ok(msg)
-    }
-
-    /// The first packet of the response to our call `handle` to arrive:
-    /// its message is admitted and made.
-    fn new_response(&mut self, d: DataIn<'_>, handle: RpcHandle) -> Result<MsgKey, DropReason> {
-        self.admit_message(d.now, d.pid, false)?;
-        Ok(self.rpc_parts().new_response(handle, d.h))
-    }
-
-    /// Admits and charges a new partially received message from `peer`.
-    fn admit_message(
-        &mut self,
-        now: Instant,
-        peer: PeerId,
-        request: bool,
-    ) -> Result<(), DropReason> {
-        let charge = Charge {
-            bytes: MESSAGE_OVERHEAD,
-            requests: usize::from(request),
-        };
-        if !self.admit(now, peer, charge) {
-            return Err(DropReason::OverLimit);
-        }
-        self.charge(peer, charge);
-        Ok(())
-    }
-
-    /// A new request not admitted: refused (`RpcParts::refuse_unadmitted`
-    /// decides), noted in credit, and the client hears OVERLOADED.
-    fn refuse_unadmitted(&mut self, key: ServerRpcHandle) {
-        if !self.rpc_parts().refuse_unadmitted(key) {
-            return;
-        }
-        let (credits, cx) = self.credits_with();
-        credits.note_request(key.peer, true, cx);
-        self.queue_control(key.peer, key.epoch, key.id, Body::Overloaded);
-    }
-
-    fn deliver(&mut self, now: Instant, pid: PeerId, msg: MsgKey, key: ServerRpcHandle) {
-        self.counters.stats.messages_received += 1;
-        match msg {
-            MsgKey::Client(handle) => self.rpc_parts().complete_client(now, handle, key),
-            MsgKey::Server(m) => self.deliver_request(pid, m),
-        }
-    }
-
-    /// A request is complete: the application gets it, unless it holds
-    /// `Config::max_pending_requests` already (then it is refused).
-    fn deliver_request(&mut self, pid: PeerId, m: ServerMsg) {
-        // No longer a partial request: its place is free now, not at the
-        // next recount (a burst of small requests would otherwise fill
-        // `max_incoming_per_peer` within a tick).
-        let done = Charge {
-            bytes: 0,
-            requests: 1,
-        };
-        self.discharge(pid, done);
-        let full = self.load.in_service >= self.config.max_pending_requests;
-        let (credits, cx) = self.credits_with();
-        credits.note_request(m.rpc.peer, full, cx);
-        self.rpc_parts().serve_or_refuse(pid, m, full);
-    }
-
-    /// A control packet of a session (decision table): ACK and CREDIT
-    /// are the peer's as a whole, the rest about one RPC of ours or of the
-    /// peer's, decided in `recv/control.rs` and carried out here.
+    /// A control packet of a session: decided by the RPCs' side
+    /// (`RpcParts::on_control`), carried out here.
     fn on_control(
         &mut self,
         now: Instant,
@@ -570,31 +373,7 @@ impl Endpoint {
         local: bool,
         body: Body,
     ) -> Result<(), DropReason> {
-        match body {
-            Body::Ack(ids) => {
-                self.rpc_parts().on_ack(pid, key, &ids);
-                return Ok(());
-            }
-            Body::Credit { limit, sequence } => {
-                let credit = (limit, sequence);
-                let stats = &mut self.counters.stats;
-                return self.load.credits.on_credit(key.peer, credit, stats);
-            }
-            Body::Handshake { .. } | Body::Data(_) | Body::KeyUpdate => {
-                return Err(DropReason::Unsupported)
-            }
-            _ => {}
-        }
-        let parts = control::Parts {
-            peers: &mut self.peers,
-            rpcs: &mut self.rpcs,
-            config: &self.config,
-            ticks: self.time.ticks,
-        };
-        let (then, result) = match local {
-            true => control::for_client(parts, pid, key, body),
-            false => control::for_server(parts, pid, key, body),
-        };
+        let (then, result) = self.rpc_parts().on_control(pid, key, local, body);
         self.apply_control(now, key, then);
         result
     }
@@ -614,38 +393,5 @@ impl Endpoint {
                 self.rpc_parts().client_gone(key, slot, cancelled);
             }
         }
-    }
-
-    // ---- an RPC's end, for the timers and the verbs (`RpcParts`) ----
-
-    /// Ends our call `rpc` with `error` (`RpcParts::fail_client`).
-    pub(crate) fn fail_client(&mut self, rpc: RpcHandle, error: RpcError) {
-        self.rpc_parts().fail_client(rpc, error);
-    }
-
-    /// Frees the server RPC `key`; returns whether it existed.
-    pub(crate) fn drop_server(&mut self, key: &ServerRpcHandle) -> bool {
-        self.rpc_parts().drop_server(key)
-    }
-
-    /// Frees the server RPC in `slot`; returns whether it existed.
-    pub(crate) fn drop_server_at(&mut self, slot: ServerSlot) -> bool {
-        self.rpc_parts().drop_server_at(slot)
-    }
-
-    /// Traces the end of a server RPC (freed by the caller).
-    pub(crate) fn trace_freed(&mut self, key: ServerRpcHandle, reason: FreeReason) {
-        self.rpc_parts().trace_freed(key, reason);
-    }
-
-    /// Keeps a finished incoming message's buffers and segment list.
-    pub(crate) fn recycle_incoming(&mut self, inc: Incoming) {
-        self.rpc_parts().recycle_incoming(inc);
-    }
-
-    /// Sends every pending ACK batch ([`crate::timer::Timer::AckDelay`]
-    /// expired; see `Outbox::send_acks`).
-    pub(crate) fn send_pending_acks(&mut self) {
-        self.outbox.send_acks(self.config.local_port);
     }
 }

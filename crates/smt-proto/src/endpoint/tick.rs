@@ -18,7 +18,7 @@ use std::time::Instant;
 use super::peer::Origin;
 use super::peers::PeerId;
 use super::{trace_event, Endpoint, MsgKey, RpcHandle, ServerRpcHandle};
-use crate::error::{RpcError, SendError};
+use crate::error::{DropReason, RpcError, SendError};
 use crate::payload::Payload;
 // The handshake paces its retransmissions by the same rule.
 pub(crate) use crate::rpc::is_resend_tick;
@@ -46,7 +46,7 @@ impl Endpoint {
             match timer {
                 Timer::Tick => self.tick(now),
                 Timer::IdleSweep => self.sweep_idle_sessions(now),
-                Timer::AckDelay => self.send_pending_acks(),
+                Timer::AckDelay => self.outbox.send_acks(self.config.local_port),
             }
         }
     }
@@ -210,8 +210,9 @@ impl Endpoint {
             }
             Action::FreeServer(k) => {
                 tracing::debug!(peer = %k.peer, id = k.id, "freeing server RPC after silence");
-                self.drop_server(&k);
-                self.trace_freed(k, crate::trace::FreeReason::Timeout);
+                self.rpc_parts().drop_server(&k);
+                self.rpc_parts()
+                    .trace_freed(k, crate::trace::FreeReason::Timeout);
             }
         }
     }
@@ -345,7 +346,7 @@ impl Endpoint {
         let (mut old, response) = rpc.restart_as((epoch, id), request);
         old.recycle(&mut self.buffers.pool);
         if let Some(inc) = response {
-            self.recycle_incoming(inc);
+            self.rpc_parts().recycle_incoming(inc);
         }
     }
 
@@ -483,6 +484,30 @@ impl Endpoint {
             self.remove_session(peer);
         }
         self.arm_idle_sweep(now);
+    }
+
+    /// The session with `peer`, asking the key resolver for one if there
+    /// is none and `Config::max_resolved_sessions` allows another.
+    /// One lookup when the peer is known (the per-packet case).
+    pub(crate) fn resolve_session(&mut self, peer: SocketAddr) -> Result<PeerId, DropReason> {
+        if let Some(id) = self.peers.id(&peer) {
+            return Ok(id);
+        }
+        if self.hs.resolver.is_none() {
+            return Err(DropReason::UnknownSession);
+        }
+        let may_resolve = self.peers.resolved_count() < self.config.max_resolved_sessions;
+        if !may_resolve || !self.make_room_for_session() {
+            return Err(DropReason::OverLimit);
+        }
+        let resolver = self.hs.resolver.as_mut();
+        let keys = resolver.and_then(|r| r.resolve(peer));
+        let keys = keys.ok_or(DropReason::UnknownSession)?;
+        self.install_session(peer, keys)
+            .map_err(|_| DropReason::UnknownSession)?;
+        // Set in place: the peer keeps its slot.
+        self.peers.set_origin(&peer, Origin::Resolved);
+        self.peers.id(&peer).ok_or(DropReason::UnknownSession)
     }
 
     /// Whether one more session fits `Config::max_sessions`, evicting the

@@ -11,6 +11,7 @@ use super::super::peers::{PeerId, Peers};
 use super::super::table::RpcTables;
 use super::super::{MsgKey, RpcHandle, ServerRpcHandle};
 use super::packet::rpc_key;
+use super::rpc::RpcParts;
 use crate::config::Config;
 use crate::error::{DropReason, RpcError};
 use crate::rpc::{missing, ClientControl, ServerControl, ServerMsg, ServerSlot};
@@ -51,6 +52,49 @@ pub(super) enum Then {
 
 /// A control packet's outcome: what to do, and whether it is dropped.
 pub(super) type Decided = (Then, Result<(), DropReason>);
+
+impl RpcParts<'_> {
+    /// A control packet of a session (decision table): ACK and CREDIT
+    /// are the peer's as a whole (taken here), the rest about one RPC of
+    /// ours (`local`) or of the peer's, decided by [`for_client`] or
+    /// [`for_server`] and returned for `Endpoint::apply_control`.
+    pub(super) fn on_control(
+        &mut self,
+        pid: PeerId,
+        key: ServerRpcHandle,
+        local: bool,
+        body: Body,
+    ) -> Decided {
+        match body {
+            Body::Ack(ids) => {
+                self.on_ack(pid, key, &ids);
+                return (Then::Nothing, Ok(()));
+            }
+            Body::Credit { limit, sequence } => {
+                let stats = &mut self.counters.stats;
+                let taken = self
+                    .load
+                    .credits
+                    .on_credit(key.peer, (limit, sequence), stats);
+                return (Then::Nothing, taken);
+            }
+            Body::Handshake { .. } | Body::Data(_) | Body::KeyUpdate => {
+                return (Then::Nothing, Err(DropReason::Unsupported))
+            }
+            _ => {}
+        }
+        let parts = Parts {
+            peers: self.peers,
+            rpcs: self.rpcs,
+            config: self.config,
+            ticks: self.time.ticks,
+        };
+        match local {
+            true => for_client(parts, pid, key, body),
+            false => for_server(parts, pid, key, body),
+        }
+    }
+}
 
 /// A control packet about an RPC we started.
 pub(super) fn for_client(p: Parts<'_>, pid: PeerId, key: ServerRpcHandle, body: Body) -> Decided {

@@ -25,7 +25,7 @@ impl RpcParts<'_> {
         for slot in slots {
             if let Some((rkey, rpc)) = self.rpcs.servers.remove(slot) {
                 if rpc.is_in_service() {
-                    *self.in_service = self.in_service.saturating_sub(1);
+                    self.load.in_service = self.load.in_service.saturating_sub(1);
                 }
                 if let Some(r) = self.peers.rpcs_mut(pid) {
                     r.remove_server(rkey.epoch, rkey.id, slot);
@@ -111,7 +111,7 @@ impl RpcParts<'_> {
             &mut self.rpcs.servers,
             &mut self.buffers.pool,
             &mut self.buffers.segment_lists,
-            &mut *self.in_service,
+            &mut self.load.in_service,
         );
         let freed = servers.remove_with(slot, |rpc| match &mut rpc.state {
             ServerState::Receiving(inc) => keep_incoming(buffers, spare_segment_lists, inc),

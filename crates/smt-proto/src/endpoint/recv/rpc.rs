@@ -8,10 +8,10 @@
 //! These are methods of [`RpcParts`]: the RPC tables with the parts an
 //! RPC's life touches (the peers' RPC index, replay guards and counters,
 //! the buffers, the outbox, the timers), lent by `Endpoint::rpc_parts`.
-//! What needs the rest of the endpoint (admitting a message, which may
-//! recount or evict; credit; the scheduler) stays with the endpoint's DATA
-//! path in `recv.rs`, which asks these methods and carries out what they
-//! return. The order of calls for one DATA packet is in
+//! Admitting a new message and delivering a complete one, which need the
+//! bounds' ledger and credit, are in `admit.rs`; what needs the scheduler
+//! or the NIC (storing a packet) stays with the endpoint's DATA path in
+//! `recv.rs`. The order of calls for one DATA packet is in
 //! `docs/architecture.md`.
 //!
 //! # Refused requests (issue #24, item 2)
@@ -30,6 +30,7 @@
 
 use std::time::Instant;
 
+use super::super::limits::Load;
 use super::super::outbox::Outbox;
 use super::super::parts::{Buffers, Counters};
 use super::super::peers::{PeerId, Peers};
@@ -51,20 +52,22 @@ use crate::wire::{AckIds, Body, DataHeader};
 
 /// What an RPC's life works on, borrowed from the endpoint field by field:
 /// the RPC tables, the peers (their RPC index, replay guards, counters),
-/// the memory kept for reuse, the requests in service, the outbox (events,
-/// control packets, ACK batches), the timers and the counters with the
-/// trace. Not the scheduler, the bounds' ledger or credit: what needs
-/// those is the endpoint's (`recv.rs`).
+/// the memory kept for reuse, the load (the bounds' ledger, credit, the
+/// requests in service), the outbox (events, control packets, ACK
+/// batches), the timers and the counters with the trace. Not the
+/// scheduler, the handshakes or the NIC: what needs those is the
+/// endpoint's (`recv.rs`).
 pub(crate) struct RpcParts<'a> {
-    pub(super) config: &'a Config,
-    pub(super) peers: &'a mut Peers,
-    pub(super) rpcs: &'a mut RpcTables,
-    pub(super) outbox: &'a mut Outbox,
-    pub(super) time: &'a mut Time,
-    pub(super) counters: &'a mut Counters,
-    /// `Load::in_service`: requests the application holds.
-    pub(super) in_service: &'a mut usize,
-    pub(super) buffers: &'a mut Buffers,
+    pub(in crate::endpoint) config: &'a Config,
+    pub(in crate::endpoint) peers: &'a mut Peers,
+    pub(in crate::endpoint) rpcs: &'a mut RpcTables,
+    pub(in crate::endpoint) outbox: &'a mut Outbox,
+    pub(in crate::endpoint) time: &'a mut Time,
+    pub(in crate::endpoint) counters: &'a mut Counters,
+    /// The bounds' ledger, credit and the requests the application holds
+    /// (`admit.rs` admits and delivers with them).
+    pub(in crate::endpoint) load: &'a mut Load,
+    pub(in crate::endpoint) buffers: &'a mut Buffers,
 }
 
 /// What a stored DATA packet means for its message ([`Settled::of`]).
@@ -305,7 +308,7 @@ impl RpcParts<'_> {
     /// delivered in the replay guard.
     #[inline]
     fn hand_over_request(&mut self, pid: PeerId, k: ServerRpcHandle, data: Vec<u8>) {
-        *self.in_service += 1;
+        self.load.in_service += 1;
         trace_event!(
             self,
             Traced::Delivered {
