@@ -51,12 +51,14 @@ impl RpcParts<'_> {
     }
 
     /// Adds what was just allocated for `peer` (`limits.rs`).
+    #[inline]
     fn charge(&mut self, peer: PeerId, more: Charge) {
         let usage = &mut self.counters.stats.usage;
         self.load.ledger.charge(self.peers, usage, peer, more);
     }
 
     /// Takes back what a freed message was charged (`limits.rs`).
+    #[inline]
     fn discharge(&mut self, peer: PeerId, less: Charge) {
         let stats = &mut self.counters.stats;
         self.load.ledger.discharge(self.peers, stats, peer, less);
@@ -83,6 +85,7 @@ impl RpcParts<'_> {
     /// The first packet of a request to arrive (no RPC holds its ID):
     /// replays are rejected, before any decryption; else the server RPC is
     /// admitted (or the request refused) and made.
+    #[inline]
     pub(super) fn open_request(&mut self, d: DataIn<'_>) -> Result<MsgKey, DropReason> {
         self.check_new_request(d.pid, d.key)?;
         if let Err(e) = self.admit_message(d.now, d.pid, true) {
@@ -98,6 +101,7 @@ impl RpcParts<'_> {
 
     /// The first packet of the response to our call `handle` to arrive:
     /// its message is admitted and made.
+    #[inline]
     pub(super) fn open_response(
         &mut self,
         d: DataIn<'_>,
@@ -108,6 +112,7 @@ impl RpcParts<'_> {
     }
 
     /// Admits and charges a new partially received message from `peer`.
+    #[inline]
     fn admit_message(
         &mut self,
         now: Instant,
