@@ -5,11 +5,11 @@
 //! admit.rs`). The limits live in [`crate::Config`]; what is held is
 //! published in [`crate::Stats::usage`]. The [`Ledger`] works on the
 //! parts of the endpoint handed to it; what it names for eviction the
-//! endpoint frees (`Endpoint::admit`).
+//! endpoint frees (`RpcParts::admit`).
 //!
 //! Accounting is a running total per peer that only grows between ticks
 //! (every allocation is charged before it happens; the one exception: a
-//! request's place is given back when it completes, `recv.rs` `deliver`)
+//! request's place is given back when it completes, `recv/admit.rs` `deliver`)
 //! and is recounted exactly at every tick, when frees are seen. So the figure is never
 //! below what is really held, a check against it is a hard bound, and the
 //! work stays bounded: a check that fails on a stale figure recounts at

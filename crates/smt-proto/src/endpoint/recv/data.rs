@@ -102,7 +102,7 @@ pub(super) enum Opened {
 /// the caller must do first (what it found is passed on, not looked up
 /// again).
 pub(super) enum Fast {
-    /// No RPC holds the ID of this request: `Endpoint::new_request`.
+    /// No RPC holds the ID of this request: `RpcParts::open_request` (`admit.rs`).
     NewRequest,
     /// The first packet of our call's response: `Endpoint::new_response`.
     NewResponse(RpcHandle),
@@ -117,7 +117,7 @@ pub(super) enum Fast {
 /// DATA with the peer in hand (the packet's one peer lookup): one RPC
 /// lookup in the peer's index; for a message already being received, the
 /// packet stored in place, admitted at once when the bounds have room for
-/// a new buffer (else `Endpoint::admit` decides, in `after_store`).
+/// a new buffer (else `RpcParts::admit` decides, in `after_store`).
 pub(super) fn store_fast(
     peer: &mut Peer,
     rpcs: &mut RpcTables,
@@ -138,8 +138,8 @@ pub(super) fn store_fast(
 
 /// Stores a DATA packet into its message (see `store_in`); one that needs
 /// a new buffer is admitted at once when the bounds have room for it (as
-/// `Endpoint::admit` would, without a side effect); else it is left
-/// alone ([`Opened::NeedsRoom`]) for `Endpoint::admit` to decide, which
+/// `RpcParts::admit` would, without a side effect); else it is left
+/// alone ([`Opened::NeedsRoom`]) for `RpcParts::admit` to decide, which
 /// may recount or evict first.
 #[inline(always)]
 pub(super) fn store_within_bounds(
