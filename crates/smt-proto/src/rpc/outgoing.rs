@@ -230,11 +230,10 @@ impl Outgoing {
     /// Seals the records packet `p` (from [`Outgoing::peek_packet`])
     /// carries, if not sealed yet (at most a packet's worth of records).
     /// Call before writing it: unsealed bytes never leave.
+    #[inline]
     pub(crate) fn seal_for(&mut self, p: &PacketRef) -> Result<(), crate::crypto::CryptoError> {
-        if self.sealed.sealed_records() == self.sealed.layout.records() {
-            // Sealed whole (a small message): nothing to find out.
-            return Ok(());
-        }
+        // A message sealed whole (every small one) returns at once,
+        // inline (`SealedMessage::seal_through`).
         self.sealed.seal_through(p.end)
     }
 
