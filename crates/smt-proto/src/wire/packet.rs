@@ -269,6 +269,10 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     fn put(&mut self, r: std::ops::Range<usize>, v: &[u8]) {
         self.buffer.as_mut()[r].copy_from_slice(v);
     }
+    /// Writes a whole DATA header (`DataHeader::header_bytes`).
+    pub(crate) fn set_data_header(&mut self, header: &[u8; DATA_HEADER_LEN]) {
+        self.put(0..DATA_HEADER_LEN, header);
+    }
     /// Writes src port; see [`Packet::src_port`].
     pub fn set_src_port(&mut self, v: u16) {
         self.put(field::SPORT, &v.to_be_bytes());
