@@ -109,8 +109,7 @@ pub struct AesGcmCipher {
     /// aws-lc: from one buffer into another (large records,
     /// `seal_raw_to`/`open_raw_to`).
     one_pass: aead::LessSafeKey,
-    iv: [u8; IV_LEN],
-    /// `iv` split as RFC 8446 §5.3 XORs the sequence number into it, so
+    /// The static IV split as RFC 8446 §5.3 XORs the sequence number into it, so
     /// each record's nonce is one 64-bit XOR ([`AesGcmCipher::nonce`]).
     nonce_base: NonceBase,
     control_mac: ControlMac,
@@ -138,7 +137,6 @@ impl AesGcmCipher {
             algorithm,
             key: ring_aead::LessSafeKey::new(in_place),
             one_pass: aead::LessSafeKey::new(one_pass),
-            iv: *key.iv(),
             nonce_base: NonceBase::new(key.iv()),
             control_mac: ControlMac::derive(key),
             traffic: key.clone(),
@@ -409,7 +407,7 @@ impl PacketCipher for AesGcmCipher {
         Some(OffloadKey {
             suite,
             key: self.traffic.key().to_vec(),
-            iv: self.iv,
+            iv: *self.traffic.iv(),
         })
     }
 
