@@ -70,7 +70,7 @@ struct Told {
 }
 
 /// What the credit decisions read and write of the rest of the endpoint
-/// (`Endpoint::credits_with`).
+/// (`RpcParts::credits_with`, `recv/admit.rs`).
 pub(crate) struct CreditCtx<'a> {
     pub config: &'a Config,
     pub ticks: u64,

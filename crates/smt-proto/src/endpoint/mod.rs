@@ -59,7 +59,6 @@ use crate::rpc::ServerMsg;
 pub use crate::rpc::{RpcHandle, ServerRpcHandle};
 use crate::session::{Session, SessionKeys};
 use crate::stats::Stats;
-use crate::timer::Timer;
 use crate::trace::{FreeReason, Traced};
 use crate::wire::{Body, HandshakeKind};
 use handshake::{Handshakes, Step};
@@ -760,29 +759,7 @@ impl Endpoint {
     }
 
     pub(crate) fn arm_tick(&mut self, now: Instant) {
-        if !self.time.timers.is_set(Timer::Tick) {
-            self.time.timers.set(Timer::Tick, now + self.config.tick);
-        }
-    }
-
-    /// The credit state with what its decisions need (`credit.rs`).
-    fn credits_with(&mut self) -> (&mut credit::Credits, credit::CreditCtx<'_>) {
-        let (credits, config, ticks, peers, outbox, stats) = (
-            &mut self.load.credits,
-            &mut self.config,
-            &mut self.time.ticks,
-            &mut self.peers,
-            &mut self.outbox,
-            &mut self.counters.stats,
-        );
-        let cx = credit::CreditCtx {
-            config,
-            ticks: *ticks,
-            peers,
-            outbox,
-            stats,
-        };
-        (credits, cx)
+        self.time.arm_tick(now, self.config.tick);
     }
 
     /// Counts exactly what partially received messages hold (`limits.rs`).

@@ -67,6 +67,7 @@ pub(crate) const MAX_SPARE_SEGMENT_LISTS: usize = 256;
 
 /// Keeps a finished incoming message's buffers and segment list (a free
 /// function, so callers can hold other fields of the endpoint).
+#[inline]
 pub(crate) fn keep_incoming(
     buffers: &mut crate::buffers::BufferPool,
     spare_segment_lists: &mut Vec<Vec<(u32, SegmentBuf)>>,

@@ -13,6 +13,16 @@ pub(crate) struct Time {
     pub(crate) ticks: u64,
     pub(crate) timers: crate::timer::TimerTable,
 }
+
+impl Time {
+    /// Arms the housekeeping tick `tick` after `now`, unless it is armed.
+    #[inline]
+    pub(crate) fn arm_tick(&mut self, now: Instant, tick: std::time::Duration) {
+        if !self.timers.is_set(Timer::Tick) {
+            self.timers.set(Timer::Tick, now + tick);
+        }
+    }
+}
 use std::time::Instant;
 
 use super::peer::Origin;
@@ -71,8 +81,7 @@ impl Endpoint {
         self.tick_handshakes(now);
         self.expire_unproven();
         self.tick_key_updates();
-        let (credits, cx) = self.credits_with();
-        credits.sweep(cx);
+        self.rpc_parts().sweep_credits();
         // Frees since the last tick (completions, ACKs, aborts, this
         // tick's expiries) are seen here; between ticks the usage figures
         // only grow.

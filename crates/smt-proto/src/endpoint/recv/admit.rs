@@ -16,7 +16,6 @@ use super::data::DataIn;
 use super::rpc::{RpcParts, Settled};
 use crate::error::DropReason;
 use crate::rpc::{ServerMsg, MESSAGE_OVERHEAD};
-use crate::timer::Timer;
 use crate::wire::Body;
 
 impl RpcParts<'_> {
@@ -70,6 +69,12 @@ impl RpcParts<'_> {
         self.load.ledger.recount(now, peers, self.rpcs, stats);
     }
 
+    /// The tick's credit housekeeping (`Credits::sweep`).
+    pub(crate) fn sweep_credits(&mut self) {
+        let (credits, cx) = self.credits_with();
+        credits.sweep(cx);
+    }
+
     /// The credit state with what its decisions need (`credit.rs`).
     fn credits_with(&mut self) -> (&mut Credits, CreditCtx<'_>) {
         let cx = CreditCtx {
@@ -93,9 +98,7 @@ impl RpcParts<'_> {
             return Err(e);
         }
         let msg = self.new_server(d.pid, d.key, d.h);
-        if !self.time.timers.is_set(Timer::Tick) {
-            self.time.timers.set(Timer::Tick, d.now + self.config.tick);
-        }
+        self.time.arm_tick(d.now, self.config.tick);
         Ok(msg)
     }
 
