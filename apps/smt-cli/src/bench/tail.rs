@@ -66,6 +66,12 @@ impl Probe {
         );
     }
 
+    /// CPU time of all our threads in the session: pinned to one CPU, the
+    /// session's time without other processes' share of that CPU.
+    fn ours_us(&self) -> f64 {
+        self.by_role.values().map(|s| s.cpu_ns as f64 / 1e3).sum()
+    }
+
     fn cpu_us(&self, role: &str) -> f64 {
         self.by_role
             .get(role)
@@ -75,8 +81,7 @@ impl Probe {
     /// The session's time that no thread of this process was on a CPU
     /// (pinned to one CPU: another process ran, or the CPU was idle).
     fn not_ours_us(&self) -> f64 {
-        let ours: f64 = self.by_role.values().map(|s| s.cpu_ns as f64 / 1e3).sum();
-        (micros(self.elapsed) - ours).max(0.0)
+        (micros(self.elapsed) - self.ours_us()).max(0.0)
     }
 
     fn switches(&self) -> Sample {
@@ -170,12 +175,23 @@ pub struct Summary {
     slow_at: Vec<usize>,
     slow: Means,
     rest: Means,
+    /// p50 and p99 of our threads' CPU time per session.
+    ours_p50_us: f64,
+    ours_p99_us: f64,
 }
 
 impl Summary {
     pub fn of(method: &'static str, p50: Duration, probes: &[Probe]) -> Self {
         let is_slow = |p: &&Probe| p.elapsed > 2 * p50;
+        let mut ours: Vec<f64> = probes.iter().map(Probe::ours_us).collect();
+        ours.sort_by(f64::total_cmp);
+        let q = |p: f64| {
+            let i = ((ours.len() as f64 * p).ceil() as usize).clamp(1, ours.len().max(1));
+            ours.get(i - 1).copied().unwrap_or_default()
+        };
         Self {
+            ours_p50_us: q(0.5),
+            ours_p99_us: q(0.99),
             method,
             slow_at: probes.iter().filter(is_slow).map(|p| p.index).collect(),
             slow: Means::of(probes.iter().filter(is_slow)),
@@ -206,12 +222,20 @@ impl Summary {
         );
         say!("{}", self.slow.line("slow"));
         say!("{}", self.rest.line("the rest"));
+        say!(
+            "  our threads' CPU per session (the tail without other processes, pinned): p50 {:.1} us, p99 {:.1} us, p99/p50 {:.2}",
+            self.ours_p50_us,
+            self.ours_p99_us,
+            self.ours_p99_us / self.ours_p50_us.max(f64::MIN_POSITIVE)
+        );
     }
 
     pub fn json(&self) -> Value {
         json!({
             "method": self.method,
             "slow_at": self.slow_at,
+            "ours_cpu_p50_us": self.ours_p50_us,
+            "ours_cpu_p99_us": self.ours_p99_us,
             "slow": self.slow.json(),
             "rest": self.rest.json(),
         })
