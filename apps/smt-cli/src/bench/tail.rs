@@ -7,6 +7,12 @@
 //! more CPU in one role means work on the path (a cold cache, a lazy
 //! set-up, a map growing); more time that none of our threads ran means
 //! waiting (another process on the CPU, a timer, a wake-up that came late).
+//!
+//! The figures are approximate: a reading yields once (so the caller's own
+//! CPU time is current), and a thread that was ready to run may run in
+//! that moment and be counted; the sum over the threads can exceed the
+//! session's time by a few tens of microseconds. Compare slow sessions
+//! with the rest, not one thread's figure with the session's time.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
