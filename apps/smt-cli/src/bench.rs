@@ -12,7 +12,10 @@ use smt_handshake::{
 use smt_tls::certs::Ca;
 use smt_tls::{TlsClient, TlsServer};
 
+mod tail;
+
 use crate::cli::BenchHandshakeArgs;
+use crate::threads::{Caller, Roles, Snapshot};
 
 /// Loopback, port chosen by the system.
 const LOCALHOST_ANY: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 0);
@@ -70,21 +73,25 @@ enum Method {
 }
 
 /// Time to the first response of a 64-byte RPC to `server` on a new
-/// client endpoint. The endpoint first makes one call to `warm` (keys
-/// installed directly), so its thread, buffers and caches are warm and the
-/// figure is the session establishment's, not the endpoint's start-up.
+/// client endpoint. Unless `cold`, the endpoint first makes one call to
+/// `warm` (keys installed directly), so its thread, buffers and caches are
+/// warm and the figure is the session establishment's, not the endpoint's
+/// start-up.
 fn first_response(
     server: SocketAddr,
     warm: &Endpoint,
     method: &Method,
     ca_pem: &str,
     config: &EndpointConfig,
+    (cold, probe): (bool, bool),
 ) -> Result<Session, CliError> {
     let client = Endpoint::bind(LOCALHOST_ANY, config.clone())?;
     let (ck, sk) = smt::keys::fresh_session_pair(smt::keys::AeadAlgorithm::Aes128Gcm);
     client.install_session(warm.local_addr(), ck)?;
     warm.install_session(client.local_addr(), sk)?;
-    client.call(warm.local_addr(), b"warm up")?;
+    if !cold {
+        client.call(warm.local_addr(), b"warm up")?;
+    }
     match method {
         Method::Established | Method::FullTls => {
             client.set_tls_client(TlsClient::new(ca_pem.as_bytes(), None).map_err(err)?)?
@@ -97,9 +104,12 @@ fn first_response(
     if matches!(method, Method::Established) {
         client.call(server, b"warm up")?;
     }
+    let before = probe.then(|| Snapshot::around(Caller::Last)).flatten();
     let t = Instant::now();
     client.call(server, &[7u8; 64])?;
     let elapsed = t.elapsed();
+    let after = probe.then(|| Snapshot::around(Caller::First)).flatten();
+    let threads = before.zip(after);
     let counters = client.stats()?.total;
     let port = client.local_addr().port();
     client.close();
@@ -107,6 +117,7 @@ fn first_response(
         elapsed,
         port,
         counters,
+        threads,
     })
 }
 
@@ -116,6 +127,8 @@ struct Session {
     elapsed: Duration,
     port: u16,
     counters: smt::stats::Counters,
+    /// With `--probe`: every thread just before the call and just after.
+    threads: Option<(Snapshot, Snapshot)>,
 }
 
 /// One line per session on stderr: where a slow one spent its time.
@@ -163,6 +176,9 @@ fn bench_config() -> Result<(EndpointConfig, Option<smt::observe::Trace>), CliEr
 }
 
 pub fn handshake(args: BenchHandshakeArgs) -> Result<(), CliError> {
+    let mut roles = Roles::default();
+    let start = Snapshot::take().unwrap_or_default();
+    roles.name_new(&Snapshot::default(), &start, "main");
     let pki = pki()?;
     let (config, trace_file) = bench_config()?;
     let replay = ReplayCache::new(1_000_000);
@@ -179,12 +195,23 @@ pub fn handshake(args: BenchHandshakeArgs) -> Result<(), CliError> {
         Some(pki.tls_server.clone()),
         Some(Arc::new(zero_rtt)),
     )))?;
+    let bound = Snapshot::take().unwrap_or_default();
+    roles.name_new(&start, &bound, "server");
     crate::demo::spawn_echo(&server, 1)?;
     // A new 0-RTT server refuses hellos stamped before its start plus the
     // clock skew bound (possible replays of a previous run).
     std::thread::sleep(smt_handshake::Freshness::DEFAULT_MAX_CLOCK_SKEW);
-    let warm = Endpoint::bind(LOCALHOST_ANY, EndpointConfig::default())?;
+    let echoing = Snapshot::take().unwrap_or_default();
+    roles.name_new(&bound, &echoing, "echo");
+    // The warm endpoint is the bench's, not the system measured: its
+    // once-a-second allocator look (0.3-1 ms in this process of thousands
+    // of short-lived threads) would land in a session's time on one CPU.
+    let mut warm_config = EndpointConfig::default();
+    warm_config.set_return_memory(false);
+    let warm = Endpoint::bind(LOCALHOST_ANY, warm_config)?;
     crate::demo::spawn_echo(&warm, 1)?;
+    std::thread::sleep(Duration::from_millis(10));
+    roles.name_new(&echoing, &Snapshot::take().unwrap_or_default(), "warm");
     let to = server.local_addr();
     let verified = Box::new(
         pki.ticket
@@ -198,6 +225,7 @@ pub fn handshake(args: BenchHandshakeArgs) -> Result<(), CliError> {
         &Method::Resumed(resuming.clone()),
         pki.ca.cert_pem(),
         &config,
+        (false, false),
     )?; // obtain a ticket
     let methods = [
         ("established session (no handshake)", Method::Established),
@@ -221,22 +249,38 @@ pub fn handshake(args: BenchHandshakeArgs) -> Result<(), CliError> {
     let mut rows = Vec::with_capacity(methods.len());
     let trace = std::env::var_os("SMT_BENCH_TRACE").is_some();
     let mut ports = std::collections::HashSet::new();
+    let mut tails = Vec::new();
     for (name, method) in &methods {
+        let mut warmup = Vec::with_capacity(args.warmup);
         let mut times = Vec::with_capacity(args.iterations);
-        for _ in 0..args.iterations {
+        let mut probes = Vec::new();
+        for i in 0..args.warmup + args.iterations {
             let before = server.stats()?.total;
-            let s = first_response(to, &warm, method, pki.ca.cert_pem(), &config)?;
+            let options = (args.cold, args.probe);
+            let s = first_response(to, &warm, method, pki.ca.cert_pem(), &config, options)?;
             let reused = !ports.insert(s.port);
             if trace {
                 trace_session(name, &s, reused, &before, &server.stats()?.total);
             }
-            times.push(s.elapsed);
+            let measured = i >= args.warmup;
+            if let Some((b, a)) = &s.threads {
+                let probe = tail::Probe::of(i, measured, s.elapsed, roles.delta(b, a, "client"));
+                probe.print(name);
+                if measured {
+                    probes.push(probe);
+                }
+            }
+            if measured {
+                times.push(s.elapsed);
+            } else {
+                warmup.push(s.elapsed);
+            }
         }
-        rows.push(MethodRow::of(
-            name,
-            matches!(method, Method::FullTls),
-            times,
-        ));
+        let row = MethodRow::of(name, matches!(method, Method::FullTls), times, warmup);
+        if args.probe {
+            tails.push(tail::Summary::of(name, row.p50, &probes));
+        }
+        rows.push(row);
     }
     let costs = steps(&pki, args.iterations)?;
     server.close();
@@ -245,9 +289,12 @@ pub fn handshake(args: BenchHandshakeArgs) -> Result<(), CliError> {
         t.finish().map_err(err)?;
     }
     if args.json {
-        print_json(&rows, &costs, args.iterations);
+        print_json(&rows, &costs, &args, &tails);
     } else {
-        print_tables(&rows, &costs, args.iterations);
+        print_tables(&rows, &costs, &args);
+        for t in &tails {
+            t.print();
+        }
     }
     Ok(())
 }
@@ -262,11 +309,20 @@ struct MethodRow {
     p99: Duration,
     max: Duration,
     mean: Duration,
+    /// The warm-up sessions, apart: median and slowest.
+    warmup_p50: Duration,
+    warmup_max: Duration,
 }
 
 impl MethodRow {
-    fn of(name: &'static str, full_tls: bool, mut times: Vec<Duration>) -> Self {
+    fn of(
+        name: &'static str,
+        full_tls: bool,
+        mut times: Vec<Duration>,
+        mut warmup: Vec<Duration>,
+    ) -> Self {
         times.sort();
+        warmup.sort();
         let q = |p| smt::stats::quantile(&times, p).unwrap_or_default();
         Self {
             name,
@@ -275,7 +331,14 @@ impl MethodRow {
             p99: q(0.99),
             max: times.last().copied().unwrap_or_default(),
             mean: times.iter().sum::<Duration>() / times.len().max(1) as u32,
+            warmup_p50: smt::stats::quantile(&warmup, 0.5).unwrap_or_default(),
+            warmup_max: warmup.last().copied().unwrap_or_default(),
         }
+    }
+
+    /// The tail against the median (issue #23's target: at most 2).
+    fn p99_over_p50(&self) -> f64 {
+        micros(self.p99) / micros(self.p50).max(f64::MIN_POSITIVE)
     }
 }
 
@@ -287,9 +350,11 @@ fn ratios(rows: &[MethodRow]) -> Vec<Option<f64>> {
         .collect()
 }
 
-fn print_tables(rows: &[MethodRow], costs: &StepCosts, iterations: usize) {
+fn print_tables(rows: &[MethodRow], costs: &StepCosts, args: &BenchHandshakeArgs) {
+    let (iterations, warmup) = (args.iterations, args.warmup);
     say!(
-        "time to first response of a 64 B RPC in a new session (warmed-up client endpoint), loopback UDP, {iterations} sessions each"
+        "time to first response of a 64 B RPC in a new session ({}), loopback UDP, {iterations} sessions each after {warmup} warm-up sessions",
+        if args.cold { "the client endpoint's first call" } else { "warmed-up client endpoint" }
     );
     say!(
         "{:<46} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8}",
@@ -310,8 +375,19 @@ fn print_tables(rows: &[MethodRow], costs: &StepCosts, iterations: usize) {
             micros(row.p99),
             micros(row.max),
             micros(row.mean),
-            micros(row.p99) / micros(row.p50).max(f64::MIN_POSITIVE)
+            row.p99_over_p50()
         );
+    }
+    if warmup > 0 {
+        say!("warm-up, the first {warmup} sessions of each method (not in the figures above):");
+        for row in rows {
+            say!(
+                "  {:<44} p50 {:>8.1} us  max {:>8.1} us",
+                row.name,
+                micros(row.warmup_p50),
+                micros(row.warmup_max)
+            );
+        }
     }
     say!("Rsmpt (resumption without forward secrecy, psk_ke): not available, rustls offers only PSK with (EC)DHE");
     say!("per-step CPU cost (one thread, no network, {iterations} runs each):");
@@ -333,7 +409,12 @@ fn print_tables(rows: &[MethodRow], costs: &StepCosts, iterations: usize) {
     );
 }
 
-fn print_json(rows: &[MethodRow], costs: &StepCosts, iterations: usize) {
+fn print_json(
+    rows: &[MethodRow],
+    costs: &StepCosts,
+    args: &BenchHandshakeArgs,
+    tails: &[tail::Summary],
+) {
     let methods: Vec<_> = rows
         .iter()
         .zip(ratios(rows))
@@ -344,13 +425,19 @@ fn print_json(rows: &[MethodRow], costs: &StepCosts, iterations: usize) {
                 "p99_us": micros(row.p99),
                 "max_us": micros(row.max),
                 "mean_us": micros(row.mean),
+                "p99_over_p50": row.p99_over_p50(),
                 "vs_full_tls": ratio,
+                "warmup_p50_us": micros(row.warmup_p50),
+                "warmup_max_us": micros(row.warmup_max),
             })
         })
         .collect();
     report::print_json(&json!({
-        "iterations": iterations,
+        "iterations": args.iterations,
+        "warmup": args.warmup,
+        "cold": args.cold,
         "first_response": methods,
+        "slow_sessions": tails.iter().map(tail::Summary::json).collect::<Vec<_>>(),
         "cpu_us": {
             "full_tls_handshake": costs.full_handshake_us,
             "ticket_verify": costs.ticket_verify_us,

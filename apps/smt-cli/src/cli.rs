@@ -126,8 +126,23 @@ pub enum TicketCommand {
 #[derive(Debug, Args)]
 pub struct BenchHandshakeArgs {
     /// Sessions to establish per method.
-    #[arg(long, default_value_t = 200, value_parser = count::<1, 100_000>, allow_negative_numbers = true)]
+    /// (1,000: the p99 of 200 is their 2nd slowest, one unlucky session.)
+    #[arg(long, default_value_t = 1000, value_parser = count::<1, 100_000>, allow_negative_numbers = true)]
     pub iterations: usize,
+    /// Sessions per method run first and reported apart (the first
+    /// sessions of a method pay for cold caches, lazy set-up and the
+    /// allocator's growth).
+    #[arg(long, default_value_t = 20, value_parser = count::<0, 100_000>, allow_negative_numbers = true)]
+    pub warmup: usize,
+    /// Also read each thread's CPU time, context switches and the page
+    /// faults of every session (Linux /proc): one line per session on
+    /// stderr and a summary of the sessions slower than 2× the median.
+    #[arg(long)]
+    pub probe: bool,
+    /// Time each client endpoint's first call (its start-up included)
+    /// instead of a session opened after one warm-up call to another peer.
+    #[arg(long)]
+    pub cold: bool,
     /// Print one JSON document instead of the tables.
     #[arg(long)]
     pub json: bool,

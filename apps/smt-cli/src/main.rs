@@ -14,6 +14,7 @@ mod pki;
 mod record;
 mod report;
 mod run;
+mod threads;
 mod tickets;
 mod values;
 
