@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::json;
+use smt::ticket::KeyPoolRefill;
 use smt::{Endpoint, EndpointConfig, ServerAcceptor};
 use smt_handshake::{
     KeyPool, ReplayCache, StaticKey, Ticket, VerifiedTicket, ZeroRttClient, ZeroRttServer,
@@ -183,6 +184,9 @@ pub fn handshake(args: BenchHandshakeArgs) -> Result<(), CliError> {
     let (config, trace_file) = bench_config()?;
     let replay = ReplayCache::new(1_000_000);
     let pool = Arc::new(KeyPool::new(64));
+    // As `smt server` does: the pool refilled in idle CPU time (its
+    // thread counts as the server's).
+    let _refill = KeyPoolRefill::spawn(Arc::clone(&pool)).map_err(err)?;
     let zero_rtt = ZeroRttServer::new(
         StaticKey::from_bytes(&pki.static_key.to_bytes()).map_err(err)?,
         pki.ticket.clone(),

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use smt::dns::TicketDnsServer;
-use smt::ticket::{KeyPool, ReplayCache, StaticKey, Ticket, VerifiedTicket, ZeroRttServer};
+use smt::ticket::{
+    KeyPool, KeyPoolRefill, ReplayCache, StaticKey, Ticket, VerifiedTicket, ZeroRttServer,
+};
 
 use crate::cli::{ClientTicketArgs, ServerTicketArgs};
 use crate::error::CliError;
@@ -28,6 +30,10 @@ pub struct Served {
     not_after: u64,
     /// Kept for the server's life: dropping it stops the DNS server.
     dns: Option<TicketDnsServer>,
+    /// Kept for the server's life: refills the forward-secret replies'
+    /// key pool in idle CPU time (else every accept past the first 64
+    /// would generate its key on the hello's path).
+    _refill: KeyPoolRefill,
 }
 
 impl Served {
@@ -74,10 +80,13 @@ pub fn serve(args: &ServerTicketArgs) -> Result<Option<Served>, CliError> {
         .dns_listen
         .map(|addr| publish(addr, &ticket))
         .transpose()?;
+    let pool = Arc::new(KeyPool::new(KEY_POOL_SIZE));
+    let refill = KeyPoolRefill::spawn(Arc::clone(&pool))
+        .map_err(|e| CliError::Environment(format!("cannot start the key-pool thread: {e}")))?;
     let zero_rtt = ZeroRttServer::new(
         static_key,
         ticket,
-        Arc::new(KeyPool::new(KEY_POOL_SIZE)),
+        pool,
         ReplayCache::new(REPLAY_CACHE_ENTRIES),
     )
     .map_err(|e| {
@@ -92,6 +101,7 @@ pub fn serve(args: &ServerTicketArgs) -> Result<Option<Served>, CliError> {
         name,
         not_after,
         dns,
+        _refill: refill,
     }))
 }
 

@@ -90,6 +90,7 @@ pub mod offload;
 #[path = "offload/off.rs"]
 mod offload;
 mod recycle;
+mod refill;
 mod session;
 pub mod stats;
 mod threaded;
@@ -108,6 +109,8 @@ pub mod ticket {
         unix_millis, Freshness, KeyPool, PoolStats, ReplayCache, ReplayStats, StaticKey, Ticket,
         TicketError, VerifiedTicket, ZeroRttServer, MAX_TICKET_LEN, MAX_TICKET_LIFETIME,
     };
+
+    pub use crate::refill::KeyPoolRefill;
 }
 
 /// SMT-tickets in DNS (the `smt-dns` crate, feature `dns`, on by default):
