@@ -32,8 +32,8 @@
 //!   `ready_fd` users, acknowledgements and grants for responses sent
 //!   earlier). Any caller takes the lead from it without waiting, except
 //!   a blocking accepter of a busy server (see `accepter_may_lead`);
-//!   while a caller leads it looks again at the next deadline (at most a
-//!   tick away), or at once when told of work no caller waits for (an
+//!   while a caller leads it looks again a tick later (the leader runs
+//!   the deadlines), or at once when told of work no caller waits for (an
 //!   async call off tokio, a close, input piling up). It leaves the lead
 //!   to tasks that came back for it since its last look, and takes it
 //!   from a task whose runtime stopped polling it (the deadline overdue
