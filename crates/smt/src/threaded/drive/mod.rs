@@ -353,6 +353,13 @@ impl Shared {
         if self.leader_will_send(&g) {
             self.route(&mut g);
             self.wake_leader_if_late(&mut g);
+        } else if matches!(g.leader, None | Some(Leader::Background)) {
+            // This thread leads next (`wait_for_reply`) and runs whatever
+            // is due itself: sending is all there is to do now. Asking
+            // whether the background thread must be woken cost a deadline
+            // and a look at the request queue per call, for a "no".
+            g.engine.flush();
+            self.route(&mut g);
         } else {
             self.settle(&mut g);
         }
