@@ -24,8 +24,8 @@ use smt::stats::quantile;
 use smt::{Endpoint, EndpointConfig, LocalEndpoint, LocalEvent};
 
 fn main() {
-    // An optional third argument runs one line only: udp, local, busy,
-    // threaded, mixed (both mixed pairs) or throughput.
+    // An optional third argument runs one line only: udp, udp-poll,
+    // local, busy, threaded, mixed (both mixed pairs) or throughput.
     let only = std::env::args().nth(3);
     let args: Vec<usize> = std::env::args()
         .skip(1)
@@ -39,6 +39,9 @@ fn main() {
     println!("{size} B, {iterations} round trips each");
     if run("udp") {
         report("udp ping-pong", || udp(any, size, iterations));
+    }
+    if run("udp-poll") {
+        report("udp ping-pong, ppoll", || udp_poll(any, size, iterations));
     }
     if run("local") {
         report("smt LocalEndpoint", || local(any, size, iterations, false));
@@ -168,6 +171,79 @@ fn udp(any: SocketAddr, size: usize, n: usize) -> Vec<Duration> {
         .collect();
     echo.join().unwrap();
     samples
+}
+
+/// The UDP ping-pong with each side waiting as SMT's drivers do: `ppoll`
+/// on the socket, a wake-up eventfd and a timerfd (neither ever ready),
+/// then a non-blocking receive. Against `udp` (a blocking `recvfrom`) it
+/// prices the wait alone: one more system call and three wait queues per
+/// side per round trip, no protocol work.
+fn udp_poll(any: SocketAddr, size: usize, n: usize) -> Vec<Duration> {
+    let server = UdpSocket::bind(any).unwrap();
+    let client = UdpSocket::bind(any).unwrap();
+    let addr = server.local_addr().unwrap();
+    let echo = std::thread::spawn(move || {
+        let waiter = PollWaiter::new(&server);
+        let mut buf = vec![0u8; 65536];
+        for _ in 0..n {
+            let (len, from) = waiter.recv_from(&server, &mut buf);
+            server.send_to(&buf[..len], from).unwrap();
+        }
+    });
+    let waiter = PollWaiter::new(&client);
+    let msg = vec![7u8; size.min(smt_udp::MAX_GSO_PAYLOAD)];
+    let mut buf = vec![0u8; 65536];
+    let samples = (0..n)
+        .map(|_| {
+            let start = Instant::now();
+            client.send_to(&msg, addr).unwrap();
+            waiter.recv_from(&client, &mut buf);
+            start.elapsed()
+        })
+        .collect();
+    echo.join().unwrap();
+    samples
+}
+
+/// A non-blocking socket's wait as SMT's drivers do it (see [`udp_poll`]).
+struct PollWaiter {
+    fds: [libc::c_int; 3],
+}
+
+impl PollWaiter {
+    fn new(socket: &UdpSocket) -> Self {
+        use std::os::fd::AsRawFd;
+        socket.set_nonblocking(true).unwrap();
+        // SAFETY: neither call takes pointers; the descriptors leak with
+        // the process (a benchmark line).
+        let wake = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        // SAFETY: as above.
+        let alarm = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK) };
+        assert!(wake >= 0 && alarm >= 0, "eventfd and timerfd");
+        Self {
+            fds: [socket.as_raw_fd(), wake, alarm],
+        }
+    }
+
+    /// Sleeps until the socket is readable, then receives: two system
+    /// calls, as SMT's drivers make after their send.
+    fn recv_from(&self, socket: &UdpSocket, buf: &mut [u8]) -> (usize, SocketAddr) {
+        loop {
+            let mut fds = self.fds.map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            });
+            // SAFETY: `fds` is a live local array of three pollfd structs;
+            // no timeout and no signal mask.
+            unsafe { libc::ppoll(fds.as_mut_ptr(), 3, std::ptr::null(), std::ptr::null()) };
+            match socket.recv_from(buf) {
+                Ok(got) => return got,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => panic!("receive: {e}"),
+            }
+        }
+    }
 }
 
 /// A client and an echo server thread that answers `n` requests, both

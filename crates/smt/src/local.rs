@@ -461,7 +461,7 @@ impl LocalEndpoint {
         };
         let ready = wait(self.socket(), self.engine.wants_writable(), alarm, timeout)?;
         if ready.woken {
-            self.alarm.went_off()?;
+            self.alarm.went_off();
         }
         self.readable |= ready.readable;
         if ready.failed {

@@ -261,8 +261,11 @@ impl TimerFd {
 #[derive(Debug)]
 pub(crate) struct Alarm {
     timer: TimerFd,
-    /// When it goes off; `None`: disarmed (or gone off and cleared).
+    /// When it goes off; `None`: disarmed, or gone off.
     set_for: Option<Instant>,
+    /// It went off and has not been set since: its descriptor stays
+    /// readable until the next [`Alarm::by`] sets or disarms it.
+    rang: bool,
     /// Times the timer was set (armed or disarmed): what this type saves,
     /// counted for tests.
     sets: u64,
@@ -273,6 +276,7 @@ impl Alarm {
         Ok(Self {
             timer: TimerFd::new()?,
             set_for: None,
+            rang: false,
             sets: 0,
         })
     }
@@ -280,24 +284,40 @@ impl Alarm {
     /// Makes the alarm go off by `at` (`None`: nothing to wake up for).
     /// An alarm set earlier than needed stays: going off early costs one
     /// more turn of the driver, where setting it again at every sleep
-    /// costs a timer reprogramming each.
+    /// costs a timer reprogramming each. Called before every sleep on
+    /// [`Alarm::fd`] (with the sleeper's deadline).
     pub(crate) fn by(&mut self, at: Option<Instant>, now: Instant) -> io::Result<()> {
         match (at, self.set_for) {
-            (None, _) => Ok(()),
+            (None, _) => self.quiet(),
             (Some(at), Some(set)) if set <= at => Ok(()),
             (Some(at), _) => {
                 self.sets += 1;
+                // Setting it also clears an expiry not yet read.
                 self.timer.set(Some(at.saturating_duration_since(now)))?;
                 self.set_for = Some(at);
+                self.rang = false;
                 Ok(())
             }
         }
     }
 
-    /// The alarm went off (its descriptor polled readable): disarmed, so
-    /// that the next sleep is not cut short by it.
-    pub(crate) fn went_off(&mut self) -> io::Result<()> {
+    /// The alarm went off (its descriptor polled readable). Nothing is
+    /// done to the timer now: the next [`Alarm::by`] sets it for the next
+    /// deadline, which also clears the expiry, or disarms it if nothing
+    /// is due. Disarming here and setting again there was two system
+    /// calls per expiry where one does (each expiry, a tick or an ACK
+    /// delay, is followed by a sleep with a new deadline).
+    pub(crate) fn went_off(&mut self) {
         self.set_for = None;
+        self.rang = true;
+    }
+
+    /// Disarms an alarm that went off and was not set since, so that a
+    /// sleep with nothing due is not cut short by it.
+    fn quiet(&mut self) -> io::Result<()> {
+        if !std::mem::take(&mut self.rang) {
+            return Ok(());
+        }
         self.sets += 1;
         self.timer.set(None)
     }
@@ -357,7 +377,7 @@ mod tests {
     }
 
     #[test]
-    fn an_alarm_that_went_off_is_quiet_until_set_again() {
+    fn an_alarm_that_went_off_is_quiet_once_set_again() {
         let mut alarm = Alarm::new().unwrap();
         let now = Instant::now();
         // Due already: goes off at once (a zero time would disarm it).
@@ -365,8 +385,34 @@ mod tests {
         let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         let ready = wait(socket.as_fd(), false, Some(alarm.fd()), None).unwrap();
         assert!(ready.woken);
-        alarm.went_off().unwrap();
+        alarm.went_off();
         assert_eq!(alarm.set_for, None);
-        assert!(!rung(&alarm), "cleared: the next sleep is not cut short");
+        assert_eq!(alarm.sets(), 1, "going off costs no system call");
+        alarm
+            .by(Some(now + Duration::from_secs(3600)), now)
+            .unwrap();
+        assert_eq!(alarm.sets(), 2, "set once for the next deadline");
+        assert!(!rung(&alarm), "set again: the next sleep is not cut short");
+    }
+
+    #[test]
+    fn an_alarm_that_went_off_is_disarmed_when_nothing_is_due() {
+        let mut alarm = Alarm::new().unwrap();
+        let now = Instant::now();
+        alarm.by(Some(now), now + Duration::from_secs(1)).unwrap();
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert!(
+            wait(socket.as_fd(), false, Some(alarm.fd()), None)
+                .unwrap()
+                .woken
+        );
+        alarm.went_off();
+        alarm.by(None, now).unwrap();
+        assert!(
+            !rung(&alarm),
+            "disarmed: a sleep with nothing due is not cut short"
+        );
+        alarm.by(None, now).unwrap();
+        assert_eq!(alarm.sets(), 2, "disarmed once, not at every sleep");
     }
 }

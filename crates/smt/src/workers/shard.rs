@@ -263,15 +263,11 @@ impl Shard {
         }
     }
 
-    /// Disarms the alarm once it went off, so that the next sleep is not
-    /// cut short by it.
+    /// Notes that the alarm went off: the next sleep sets it for its
+    /// deadline, which also quiets it.
     fn alarm_went_off(&mut self, rang: bool) {
-        let Some(alarm) = self.alarm.as_mut().filter(|_| rang) else {
-            return;
-        };
-        if let Err(e) = alarm.went_off() {
-            tracing::warn!("disarming a shard's timer failed: {e}");
-            self.alarm = None;
+        if let Some(alarm) = self.alarm.as_mut().filter(|_| rang) {
+            alarm.went_off();
         }
     }
 

@@ -73,9 +73,9 @@ impl Shared {
         }
     }
 
-    /// Leads whenever no caller does; while one does, looks again at the
-    /// next deadline (at least every protocol tick), and at once when told
-    /// of work no caller waits for. A caller that stops driving is thus
+    /// Leads whenever no caller does; while one does, looks again every
+    /// protocol tick ([`Shared::next_look`]), and at once when told of
+    /// work no caller waits for. A caller that stops driving is thus
     /// relieved within a tick without having to wake this thread, which
     /// would cost a hand-off per RPC.
     pub(super) fn background(self: Arc<Self>) {
@@ -88,22 +88,32 @@ impl Shared {
                 continue;
             }
             g.tasks.looked();
-            // The leader runs the timers; look again at the next deadline
-            // (at most a tick from now) in case it stops leading without a
-            // successor. A deadline already past is the leader's to run.
-            let now = g.engine.now();
-            let tick = g.engine.tick();
-            // A leading task runs the deadlines on its runtime's timer:
-            // look only for a stall or a gap between tasks, once a tick.
-            let look = match (g.leader, g.engine.deadline()) {
-                (Some(Leader::Task(_)), _) => tick,
-                (_, Some(d)) if d > now => tick.min(d - now),
-                _ => tick,
-            };
+            let look = self.next_look(&g);
             g.background_parked = Some(std::thread::current());
             drop(g);
             g = self.look_after(look);
             g.background_parked = None;
+        }
+    }
+
+    /// How long the background thread parks before its next look. A
+    /// leader runs the timers itself: a leading caller thread sleeps on
+    /// the endpoint's alarm, a leading task on its runtime's timer. So
+    /// while one leads the look is once a tick, for a leader that
+    /// resigned without a successor (then a deadline runs at most a tick
+    /// late, the timers' own granularity) or a stalled task; looking at
+    /// every deadline as well (the tick, an ACK delay) woke this thread
+    /// about three times a millisecond beside a caller that had them in
+    /// hand. With nobody leading, it looks at the next deadline.
+    fn next_look(&self, g: &Inner) -> Duration {
+        let tick = g.engine.tick();
+        if g.leader.is_some() {
+            return tick;
+        }
+        let now = g.engine.now();
+        match g.engine.deadline() {
+            Some(d) if d > now => tick.min(d - now),
+            _ => tick,
         }
     }
 

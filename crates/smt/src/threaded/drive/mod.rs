@@ -32,8 +32,8 @@
 //!   `ready_fd` users, acknowledgements and grants for responses sent
 //!   earlier). Any caller takes the lead from it without waiting, except
 //!   a blocking accepter of a busy server (see `accepter_may_lead`);
-//!   while a caller leads it looks again at the next deadline (at most a
-//!   tick away), or at once when told of work no caller waits for (an
+//!   while a caller leads it looks again a tick later (the leader runs
+//!   the deadlines), or at once when told of work no caller waits for (an
 //!   async call off tokio, a close, input piling up). It leaves the lead
 //!   to tasks that came back for it since its last look, and takes it
 //!   from a task whose runtime stopped polling it (the deadline overdue
@@ -54,7 +54,6 @@ mod tasks;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -70,7 +69,7 @@ use self::permits::{Permit, Permits};
 pub(crate) use self::tasks::Got;
 use super::cancel::{Cancellation, Watches};
 use super::ready::Ready;
-use crate::engine::{CallToken, Engine, Outcome};
+use crate::engine::{CallToken, Engine, FastMap, Outcome};
 use crate::wait::{wait_or_alarm, Alarm, WakeFd};
 use crate::{CallOptions, Error, SessionInfo};
 
@@ -159,7 +158,8 @@ enum Waiter {
 /// The engine and the leader/follower bookkeeping, behind one lock.
 pub(crate) struct Inner {
     engine: Engine,
-    calls: HashMap<CallToken, Waiter>,
+    /// Inserted and removed once per call: foldhash, not SipHash.
+    calls: FastMap<CallToken, Waiter>,
     /// Where requests for the application are queued (see
     /// [`Shared::requests`]); dropped at the end of a close, so that
     /// async accepters waiting on the queue wake with [`Error::Closed`].
@@ -261,7 +261,7 @@ impl Shared {
         let alarm_watch = alarm.watch()?;
         let inner = Inner {
             engine,
-            calls: HashMap::new(),
+            calls: FastMap::default(),
             requests_tx: Some(requests_tx),
             leader: None,
             sleep: None,
@@ -353,6 +353,13 @@ impl Shared {
         if self.leader_will_send(&g) {
             self.route(&mut g);
             self.wake_leader_if_late(&mut g);
+        } else if matches!(g.leader, None | Some(Leader::Background)) {
+            // This thread leads next (`wait_for_reply`) and runs whatever
+            // is due itself: sending is all there is to do now. Asking
+            // whether the background thread must be woken cost a deadline
+            // and a look at the request queue per call, for a "no".
+            g.engine.flush();
+            self.route(&mut g);
         } else {
             self.settle(&mut g);
         }
@@ -665,11 +672,9 @@ impl Shared {
                     g.wake_sent = false;
                 }
                 if ready.alarm {
-                    // Disarmed under the lock: a command may set it again
-                    // meanwhile, which then holds.
-                    if let Err(e) = g.alarm.went_off() {
-                        tracing::warn!("disarming the driver's timer failed: {e}");
-                    }
+                    // Noted under the lock; the next sleep sets it for
+                    // the next deadline (or disarms it).
+                    g.alarm.went_off();
                 }
             }
             Err(e) => tracing::warn!("waiting on the socket failed: {e}"),

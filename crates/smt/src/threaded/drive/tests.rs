@@ -30,8 +30,9 @@ fn alarm_sets(endpoint: &Endpoint) -> u64 {
 
 /// Each blocking call's thread leads and sleeps on the socket at least
 /// once; the alarm is set when the deadline moves earlier or after it
-/// went off (then disarmed and set again), so about twice a tick: the
-/// bound counts the ticks that passed, not the calls.
+/// went off (set again for the next deadline, with no disarm between),
+/// so about once per timer that fires in a tick (the tick, an ACK
+/// delay): the bound counts the ticks that passed, not the calls.
 #[test]
 fn a_leader_sets_its_timer_per_tick_not_per_sleep() {
     let (client, server) = pair();
