@@ -1,5 +1,5 @@
 //! Sleeping until the socket (or a wake-up) is ready: the one place in
-//! this crate that calls libc directly.
+//! this crate that calls libc directly (with `refill.rs`).
 //!
 //! Why `ppoll` and not `mio::Poll`: a thread that drives the engine waits
 //! on the socket *without* holding the engine's lock, and several threads
