@@ -231,6 +231,7 @@ impl BufferPool {
     /// admitted.
     /// A large buffer not kept goes to the driver to free if it collects
     /// them ([`BufferPool::collect_released`]).
+    #[inline]
     pub(crate) fn give(&mut self, buf: Vec<u8>) {
         if buf.capacity() == 0 {
             // Nothing to keep or free: a buffer already taken out of its
