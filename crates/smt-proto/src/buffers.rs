@@ -180,6 +180,7 @@ fn fresh_zeroed(len: usize) -> Vec<u8> {
 impl BufferPool {
     /// An empty buffer with room for at least `len` bytes: a spare one if
     /// its class has one, else a new one of the class's size.
+    #[inline]
     pub(crate) fn take(&mut self, len: usize) -> Vec<u8> {
         let mut buf = self.take_dirty(len);
         buf.clear();
@@ -202,6 +203,7 @@ impl BufferPool {
     /// length when it returns, so one reused at the size it had costs no
     /// zero fill; [`BufferPool::take_zeroed`] was a third pass over the
     /// memory of a megabyte message.
+    #[inline]
     pub(crate) fn take_filled(&mut self, len: usize) -> Vec<u8> {
         let Some(mut buf) = self.take_spare(len) else {
             return fresh_zeroed(len);
@@ -231,6 +233,7 @@ impl BufferPool {
     /// admitted.
     /// A large buffer not kept goes to the driver to free if it collects
     /// them ([`BufferPool::collect_released`]).
+    #[inline]
     pub(crate) fn give(&mut self, buf: Vec<u8>) {
         if buf.capacity() == 0 {
             // Nothing to keep or free: a buffer already taken out of its

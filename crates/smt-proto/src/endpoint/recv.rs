@@ -22,7 +22,7 @@ use data::{
     receiving_in, store_fast, store_in, store_parts, store_within_bounds, DataIn, Fast, Opened,
     StoreParts,
 };
-use packet::{parse_header, ports_match, starts_with_path};
+use packet::{parse_data_header, parse_header, ports_match, starts_with_path};
 pub(super) use rpc::RpcParts;
 use rpc::Settled;
 use std::net::SocketAddr;
@@ -34,7 +34,7 @@ use super::peers::PeerId;
 use super::{trace_event, Endpoint, MsgKey, ServerRpcHandle};
 use crate::error::DropReason;
 use crate::trace::{PacketSummary, Traced};
-use crate::wire::{Body, Packet, PacketType, Packets, Repr};
+use crate::wire::{Body, DataHeader, Packet, PacketType, Packets};
 
 impl Endpoint {
     /// Processes one datagram received from `from`. Malformed, forged,
@@ -214,13 +214,16 @@ impl Endpoint {
             self.rescan_sendable();
             return Ok(());
         }
-        let repr = parse_header(&packet, self.config.seq_layout.id_limit())?;
-        let (local, validated) = (peer.session.is_local_id(repr.id), peer.validated());
-        let key = ServerRpcHandle::new(from, epoch, repr.id);
-        let h = match repr.body {
-            Body::Data(h) => h,
-            body => return self.on_control(now, pid, key, local, body),
-        };
+        let id_limit = self.config.seq_layout.id_limit();
+        if ty != PacketType::DATA {
+            let repr = parse_header(&packet, id_limit)?;
+            let local = peer.session.is_local_id(repr.id);
+            let key = ServerRpcHandle::new(from, epoch, repr.id);
+            return self.on_control(now, pid, key, local, repr.body);
+        }
+        let h = parse_data_header(&packet, id_limit)?;
+        let (local, validated) = (peer.session.is_local_id(packet.id()), peer.validated());
+        let key = ServerRpcHandle::new(from, epoch, packet.id());
         let d = DataIn::new(now, pid, key, &h, packet.payload());
         let opened_before = self.counters.stats.records_opened;
         let fast = store_fast(peer, &mut self.rpcs, store_parts!(self), d, local);
@@ -285,11 +288,8 @@ impl Endpoint {
         if self.config.verify_ports && !ports_match(packet, self.config.local_port, from) {
             return None;
         }
-        let Ok(Repr {
-            body: Body::Data(h),
-            ..
-        }) = Repr::parse(packet)
-        else {
+        // The type byte was checked (`seen`): the DATA header alone.
+        let Ok(h) = DataHeader::parse(packet) else {
             return None;
         };
         self.peers.count_on_route(packet.as_bytes().len());

@@ -12,6 +12,8 @@
 //! Iteration is in slot order: deterministic for a given sequence of
 //! operations (simulations must not depend on a hasher's seed).
 
+use std::collections::hash_map::Entry;
+
 use super::peer::id::PeerId;
 use super::{HashMap, RpcHandle, ServerRpcHandle};
 use crate::rpc::{ClientRpc, ServerMsg, ServerRpc, ServerSlot};
@@ -151,9 +153,13 @@ impl PeerRpcs {
         self.clients.remove(&(epoch, id));
     }
 
+    /// Takes `slot` out of the index, if the index still names it for
+    /// (`epoch`, `id`): one lookup (a `get`, then a `remove`, was two).
     pub(super) fn remove_server(&mut self, epoch: u64, id: u64, slot: ServerSlot) {
-        if self.servers.get(&(epoch, id)) == Some(&slot) {
-            self.servers.remove(&(epoch, id));
+        if let Entry::Occupied(e) = self.servers.entry((epoch, id)) {
+            if *e.get() == slot {
+                e.remove();
+            }
         }
     }
 

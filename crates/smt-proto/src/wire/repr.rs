@@ -52,6 +52,18 @@ pub struct DataHeader {
 }
 
 impl DataHeader {
+    /// Parses a DATA packet's header with the checks [`Repr::parse`] makes
+    /// of one (reserved bits, then the DATA fields), without building a
+    /// `Repr`: its ACK variant makes it 144 bytes, moved per packet on the
+    /// receive path.
+    #[inline]
+    pub fn parse<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Self, WireError> {
+        if packet.doff_reserved() != 0 || packet.checksum() != 0 {
+            return Err(WireError::BadField("reserved header bits"));
+        }
+        parse_data(packet)
+    }
+
     /// Offset of this packet's payload within the message's wire bytes.
     pub fn wire_offset(&self) -> u64 {
         u64::from(self.segment_offset) + u64::from(self.packet_index) * u64::from(self.mss)

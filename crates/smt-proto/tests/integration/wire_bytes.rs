@@ -1012,6 +1012,29 @@ fn reserved_data_bits_are_rejected() {
     }
 }
 
+/// The receive path parses a DATA packet's header alone
+/// (`DataHeader::parse`): it must agree with `Repr::parse` on every DATA
+/// packet, good or bad (reserved header bits, flags, a corrupt length).
+#[test]
+fn data_header_parse_agrees_with_repr_parse() {
+    for bytes in [data_first(), data_retransmit()] {
+        let mut cases = vec![bytes.clone()];
+        cases.push(edited(&bytes, |b| b[12] |= 1 << 2));
+        cases.push(edited(&bytes, |b| b[16] = 0x01));
+        cases.push(edited(&bytes, |b| b[30] |= 1 << 3));
+        cases.push(edited(&bytes, |b| put32(b, 20, 1)));
+        for (i, case) in cases.iter().enumerate() {
+            let packet = Packet::new_checked(&case[..]).expect("long enough");
+            let alone = DataHeader::parse(&packet);
+            let whole = Repr::parse(&packet).map(|r| match r.body {
+                Body::Data(h) => h,
+                other => panic!("case {i}: {other:?}"),
+            });
+            assert_eq!(alone, whole, "case {i}");
+        }
+    }
+}
+
 /// Byte 31 of a DATA packet is the message priority (`docs/protocol.md`
 /// § 3): every value parses, comes back in `DataHeader::priority`, and is
 /// emitted where it was read.

@@ -149,23 +149,16 @@ pub(super) fn store_within_bounds(
     d: DataIn<'_>,
     msg: MsgKey,
 ) -> Result<Opened, DropReason> {
-    let outcome = store_in(
-        parts,
-        (&mut *inc, &mut *silent),
-        Some(&mut *peer),
-        d,
-        msg,
-        false,
-    );
-    let Ok(Opened::NeedsRoom(more)) = outcome else {
-        return outcome;
-    };
+    // What `store_in` asks first when not yet admitted, asked here once:
+    // the first packet of every message needs a buffer, and a refused
+    // `store_in` followed by an admitted one was two calls per message.
+    let more = inc.allocation_for(d.h);
     let charge = Charge {
         bytes: more,
         requests: 0,
     };
-    if !limits::fits(parts.config, peer.usage, parts.ledger.total, charge) {
-        return outcome;
+    if more > 0 && !limits::fits(parts.config, peer.usage, parts.ledger.total, charge) {
+        return Ok(Opened::NeedsRoom(more));
     }
     store_in(parts, (inc, silent), Some(peer), d, msg, true)
 }
