@@ -15,7 +15,8 @@ pub(crate) enum Timer {
     /// session exists: forgets those idle for the whole timeout.
     IdleSweep,
     /// A tick after the first ACK of a batch was queued: sends the pending
-    /// ACKs (a full batch of `ACK_MAX_IDS` leaves at once). The server keeps
+    /// ACKs (a full batch of `ACK_MAX_IDS` leaves earlier, with the next
+    /// request to its peer or when one more ID finds it full). The server keeps
     /// a response until it is acknowledged and asks only after several
     /// silent ticks, so a tick of delay costs nothing and lets completions
     /// share a packet.

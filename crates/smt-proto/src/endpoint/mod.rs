@@ -506,6 +506,10 @@ impl Endpoint {
                 len: data_len,
             }
         );
+        // A full ACK batch for the peer joins the request's datagram.
+        if let Some(ids) = self.outbox.take_full_acks(peer, epoch) {
+            self.queue_control(peer, epoch, 0, Body::Ack(ids));
+        }
         // A fresh request always has bytes to send (its unscheduled part).
         if self.peers.is_quarantined(now, peer) {
             // The network said nothing answers there, a moment ago: fail

@@ -14,9 +14,12 @@ pub(crate) struct Outbox {
     /// Control packets in sending order, each with its peer and key epoch
     /// (KEY_UPDATE goes to the front: `Endpoint::queue_control`).
     control: VecDeque<(SocketAddr, u64, Repr)>,
-    /// ACK batches by (peer, epoch), until `Timer::AckDelay` or 16 IDs; an
+    /// ACK batches by (peer, epoch), until `Timer::AckDelay`, the next
+    /// request to the peer once 16 IDs are pending, or a 17th ID; an
     /// entry stays while its peer keeps completing RPCs.
     pending_acks: BTreeMap<(SocketAddr, u64), AckIds>,
+    /// How many of `pending_acks` are full (waiting for a request).
+    full_batches: usize,
     /// Datagrams built ahead (a failed handshake's alert, a stateless
     /// RETRY), sent before anything else.
     prebuilt: VecDeque<(SocketAddr, Vec<u8>)>,
@@ -55,7 +58,13 @@ impl Outbox {
     /// entries only, found by range (the map is ordered by peer first).
     pub(super) fn forget_acks(&mut self, peer: SocketAddr) {
         while let Some((&key, _)) = self.pending_acks.range((peer, 0)..=(peer, u64::MAX)).next() {
-            self.pending_acks.remove(&key);
+            if self
+                .pending_acks
+                .remove(&key)
+                .is_some_and(|ids| ids.is_full())
+            {
+                self.full_batches -= 1;
+            }
         }
     }
 
@@ -101,8 +110,10 @@ impl Outbox {
         self.control.pop_front()
     }
 
-    /// Adds `id` to the ACK batch of (`peer`, `epoch`); returns the batch
-    /// if that filled it (to be sent at once, its entry left empty).
+    /// Adds `id` to the ACK batch of (`peer`, `epoch`). A batch that is
+    /// full waits for the next request to that peer, whose datagram it
+    /// joins ([`Outbox::take_full_acks`]), or for the ACK delay; an ID that
+    /// finds its batch full returns that batch, to be sent at once.
     #[inline]
     pub(super) fn add_ack(&mut self, peer: SocketAddr, epoch: u64, id: u64) -> Option<AckIds> {
         // The last batch first: with one busy peer it is the only one, and
@@ -111,8 +122,31 @@ impl Outbox {
             Some(last) if *last.key() == (peer, epoch) => last.into_mut(),
             _ => self.pending_acks.entry((peer, epoch)).or_default(),
         };
+        let sent = ids.is_full().then(|| std::mem::take(ids));
         ids.push(id);
-        ids.is_full().then(|| std::mem::take(ids))
+        if ids.is_full() {
+            self.full_batches += 1;
+        } else if sent.is_some() {
+            self.full_batches -= 1;
+        }
+        sent
+    }
+
+    /// The ACK batch of (`peer`, `epoch`) if it is full: a request to that
+    /// peer is about to leave, and the batch rides in its datagram (no
+    /// datagram and no wake-up of its own for the peer). No search while
+    /// no batch is full.
+    #[inline]
+    pub(super) fn take_full_acks(&mut self, peer: SocketAddr, epoch: u64) -> Option<AckIds> {
+        if self.full_batches == 0 {
+            return None;
+        }
+        let ids = self.pending_acks.get_mut(&(peer, epoch))?;
+        if !ids.is_full() {
+            return None;
+        }
+        self.full_batches -= 1;
+        Some(std::mem::take(ids))
     }
 
     /// Queues every pending ACK batch, sent from `local_port`. An entry
@@ -122,6 +156,7 @@ impl Outbox {
     pub(super) fn send_acks(&mut self, local_port: u16) {
         let mut pending = std::mem::take(&mut self.pending_acks);
         pending.retain(|_, ids| !ids.is_empty());
+        self.full_batches = 0;
         for (&(peer, epoch), ids) in pending.iter_mut() {
             let ids = std::mem::take(ids);
             self.queue_control(local_port, peer, epoch, 0, Body::Ack(ids));

@@ -195,6 +195,48 @@ fn responses_and_the_ack_batch_come_back_coalesced() {
     assert_eq!(server.server_rpcs(), 0, "the ACK freed both RPCs");
 }
 
+/// One call at a time: the 16th completion fills the ACK batch, which
+/// waits for the next request and leaves in its datagram (ACK first, then
+/// the DATA packet), not in a datagram of its own that would wake the
+/// server once more.
+#[test]
+fn a_full_ack_batch_rides_with_the_next_request() {
+    let (mut client, mut server) = pair(true);
+    let now = Instant::now();
+    let mut client_datagrams = Vec::new();
+    for _ in 0..17 {
+        client
+            .send_request(now, addr(SERVER_PORT), b"abc")
+            .expect("session");
+        let sent = drain(&mut client, now);
+        for d in &sent {
+            server.handle_datagram(now, addr(CLIENT_PORT), d);
+        }
+        client_datagrams.extend(sent);
+        while let Some(ev) = server.poll_event() {
+            if let Event::Request { rpc, data } = ev {
+                server.send_response(now, rpc, &data).expect("in service");
+            }
+        }
+        for d in drain(&mut server, now) {
+            client.handle_datagram(now, addr(SERVER_PORT), &d);
+        }
+        while client.poll_event().is_some() {}
+    }
+    assert_eq!(client_datagrams.len(), 17, "one datagram per request");
+    let last = &client_datagrams[16];
+    let ack_len = first_packet_len(last, true).expect("a packet");
+    let ack = &last[..ack_len - 16]; // the MAC (zero with the NullCipher) is no part of the header
+    let ack = Repr::parse(&Packet::new_checked(ack).expect("ACK")).expect("ACK");
+    assert!(matches!(ack.body, Body::Ack(ref ids) if ids.as_slice().len() == 16));
+    assert!(last.len() > ack_len, "the request's DATA follows the ACK");
+    assert_eq!(
+        server.server_rpcs(),
+        1,
+        "the 16 acknowledged RPCs are freed"
+    );
+}
+
 #[test]
 fn coalescing_off_sends_one_packet_per_datagram() {
     let (mut client, _server) = pair(false);

@@ -412,13 +412,15 @@ impl RpcParts<'_> {
 
     // ---- ACKs ----
 
-    /// Acknowledges a completed RPC: a full batch leaves at once, else
-    /// the batch waits for [`Timer::AckDelay`].
+    /// Acknowledges a completed RPC: the batch waits for
+    /// [`Timer::AckDelay`] or, once full, for the next request to the peer
+    /// (`Endpoint::send_request`); a 17th ID sends the full batch at once.
     #[inline(always)]
     pub(super) fn queue_ack(&mut self, now: Instant, key: ServerRpcHandle) {
         if let Some(ids) = self.outbox.add_ack(key.peer, key.epoch, key.id) {
             self.queue_control(ServerRpcHandle { id: 0, ..key }, Body::Ack(ids));
-        } else if !self.time.timers.is_set(Timer::AckDelay) {
+        }
+        if !self.time.timers.is_set(Timer::AckDelay) {
             self.time
                 .timers
                 .set(Timer::AckDelay, now + self.config.tick);
