@@ -9,7 +9,7 @@ use std::sync::Arc;
 use smt::{Bytes, Endpoint, EndpointConfig, Role, SessionKeys};
 use smt_proto::crypto::{NullCipher, PacketCipher};
 
-use super::{check_echo, ServerThread, Slot, System, SOCKET_BUFFER};
+use super::{check_echo, link, ServerThread, Slot, System, SOCKET_BUFFER};
 
 /// A handle on the client endpoint; SMT needs no connection per slot.
 #[derive(Debug)]
@@ -94,6 +94,9 @@ pub(crate) fn config(system: System) -> EndpointConfig {
     if system == System::SmtAesJumbo {
         c.set_mtu(Some(JUMBO_MTU));
     }
+    if system.at_link_mtu() {
+        c.set_mtu(Some(link::route_mtu(link::LOOPBACK)));
+    }
     if system == System::SmtAesOffload {
         c.set_offload(Some(smt::offload::OffloadConfig::default()));
     }
@@ -128,7 +131,7 @@ fn offload_report(system: System, ends: &[(&str, Endpoint)]) -> Vec<String> {
 
 /// Binds both endpoints, installs keys and starts the echo thread.
 pub fn start(system: System, slots: usize) -> io::Result<(ServerThread, Vec<SmtSlot>)> {
-    let any: SocketAddr = "127.0.0.1:0".parse().expect("literal address");
+    let any = link::LOOPBACK;
     let cfg = config(system);
     let server = Endpoint::bind(any, cfg.clone()).map_err(io::Error::other)?;
     let client = Endpoint::bind(any, cfg).map_err(io::Error::other)?;
@@ -157,6 +160,10 @@ pub fn start(system: System, slots: usize) -> io::Result<(ServerThread, Vec<SmtS
         .map(|_| SmtSlot::new(client.clone(), server_addr))
         .collect();
     let ends = [("client", client.clone()), ("server", server_ends)];
-    let report = Box::new(move || offload_report(system, &ends));
+    let report = Box::new(move || {
+        let mut lines = offload_report(system, &ends);
+        lines.extend(system.at_link_mtu().then(|| link::note(system.name(), any)));
+        lines
+    });
     Ok((ServerThread::new(stop, thread).with_report(report), slots))
 }
