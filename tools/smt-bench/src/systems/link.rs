@@ -59,10 +59,13 @@ fn loopback_mtu() -> Option<usize> {
 /// One line for the run's notes: the MTU and UDP payload `system` used.
 pub fn note(system: &str, peer: SocketAddr) -> String {
     let mtu = route_mtu(peer);
-    format!(
-        "{system}: link MTU {mtu} B (UDP payload {} B per datagram)",
-        udp_payload(mtu, peer.ip())
-    )
+    let payload = udp_payload(mtu, peer.ip());
+    let mut line = format!("{system}: link MTU {mtu} B (UDP payload {payload} B per datagram)");
+    if system.starts_with("smt") {
+        let window = super::smt::grant_window_for(payload);
+        line.push_str(&format!(", grant window {window} B"));
+    }
+    line
 }
 
 #[cfg(test)]

@@ -156,9 +156,9 @@ impl System {
                 "SMT over UDP, AES-128-GCM (keys installed, no handshake), 1500-byte link MTU (Ethernet)"
             }
             Self::SmtAesLink => {
-                "as smt-aes, at the link's MTU: loopback's (64 KiB), the segment size TCP gets there"
+                "as smt-aes, at the link's MTU: loopback's (64 KiB), the segment size TCP gets there; grant window 8 datagrams"
             }
-            Self::SmtLocalLink => "as smt-aes-local, at the link's MTU (loopback's, 64 KiB)",
+            Self::SmtLocalLink => "as smt-aes-local, at the link's MTU (loopback's, 64 KiB); grant window 8 datagrams",
             Self::SmtNull => "SMT over UDP, null cipher (the unencrypted Homa-style baseline)",
             Self::SmtRaw => "SMT in raw-IP mode (protocol 253), AES-128-GCM; needs CAP_NET_RAW",
             Self::SmtAesNoGro => "SMT AES-128-GCM with UDP receive offload (GRO) off",
@@ -180,7 +180,7 @@ impl System {
                 "QUIC (quinn), one persistent stream per outstanding slot, quinn's default MTU (1200 up to 1452 by discovery)"
             }
             Self::QuicPersistentLink => {
-                "as quic-persist, at the link's MTU: loopback's (64 KiB) as initial MTU, discovery bound and max_udp_payload_size"
+                "as quic-persist, at the link's MTU: loopback's (64 KiB) as initial MTU, discovery bound and max_udp_payload_size; Cubic's initial window 2 datagrams (RFC 9002), GSO off"
             }
             Self::UdpFloor => "bare UDP ping-pong, blocking sockets (rtt, ≤ 64 KiB)",
             Self::TcpFloor => "bare TCP ping-pong, blocking sockets (rtt)",
