@@ -8,7 +8,9 @@
 //! [`GsoBatch::fits`]; a datagram that does not fit stays written there
 //! while the batch is sent and cleared, then [`GsoBatch::restart_with`]
 //! (given where it was written, [`GsoBatch::written_at`]) makes it the
-//! first of the next batch.
+//! first of the next batch. A batch that no datagram of its size can join
+//! ([`GsoBatch::is_full`]) is sent before the next one is written, which
+//! spares that copy.
 
 use std::net::SocketAddr;
 
@@ -66,6 +68,20 @@ impl GsoBatch {
                 && len <= self.segment
                 && self.count < self.max_segments
                 && self.used + len <= MAX_GSO_PAYLOAD)
+    }
+
+    /// Whether no datagram of the batch's segment size can join it any
+    /// more (the segment count or the GSO payload limit is reached, or a
+    /// short datagram ended it). The writer sends it before writing the
+    /// next datagram: written after a full batch, that datagram would be
+    /// moved to the front once the batch left ([`GsoBatch::restart_with`]),
+    /// a copy of a whole datagram, 64 KiB at loopback's MTU, where every
+    /// batch is one datagram.
+    pub fn is_full(&self) -> bool {
+        self.count > 0
+            && (self.last_short
+                || self.count >= self.max_segments
+                || self.used + self.segment > MAX_GSO_PAYLOAD)
     }
 
     /// Adds the `len` bytes written into [`GsoBatch::free_space`] to the
@@ -167,6 +183,31 @@ mod tests {
         assert!(!b.fits(to(1), 60), "longer than the segment");
         b.commit(to(1), 50);
         assert!(!b.fits(to(1), 50), "max_segments reached");
+    }
+
+    #[test]
+    fn a_batch_is_full_when_no_datagram_of_its_size_can_join() {
+        let mut b = GsoBatch::new(64, MAX_GSO_PAYLOAD);
+        assert!(!b.is_full(), "empty");
+        b.commit(to(1), MAX_GSO_PAYLOAD);
+        assert!(b.is_full(), "one datagram of the largest size fills it");
+        b.clear();
+        b.commit(to(1), 1472);
+        assert!(!b.is_full());
+        while !b.is_full() {
+            assert!(b.fits(to(1), 1472), "not full, yet it refuses a segment");
+            b.commit(to(1), 1472);
+        }
+        assert_eq!(b.len(), MAX_GSO_PAYLOAD / 1472);
+        assert!(!b.fits(to(1), 1472));
+        let mut short = GsoBatch::new(64, 1500);
+        short.commit(to(1), 1000);
+        short.commit(to(1), 10);
+        assert!(short.is_full(), "a short datagram ends the batch");
+        let mut counted = GsoBatch::new(2, 1500);
+        counted.commit(to(1), 100);
+        counted.commit(to(1), 100);
+        assert!(counted.is_full(), "max_segments reached");
     }
 
     #[test]

@@ -38,7 +38,7 @@ fn main() {
     let args = Args::parse();
     if args.list {
         for s in System::ALL.into_iter().chain(System::OPT_IN) {
-            println!("{:<15} {}", s.name(), s.describe());
+            println!("{:<18} {}", s.name(), s.describe());
         }
         return;
     }

@@ -62,7 +62,7 @@ async fn dispatch(
     };
     let slots = MAX_SLOTS.max(plan.mixed_slots);
     match system {
-        System::SmtLocal => ctx.measure(systems::smt_local::start(system, slots)).await,
+        s if s.is_local() => ctx.measure(systems::smt_local::start(system, slots)).await,
         System::SmtWorkers1 => ctx.measure(systems::workers::start(1, slots)).await,
         System::SmtWorkers2 => ctx.measure(systems::workers::start(2, slots)).await,
         s if s.is_smt() => ctx.measure(systems::smt::start(system, slots)).await,
@@ -74,7 +74,14 @@ async fn dispatch(
                 .await
         }
         System::QuicStreamPerRpc => ctx.measure(quic::start_stream_per_rpc(slots).await).await,
-        System::QuicPersistent => ctx.measure(quic::start_persistent(slots).await).await,
+        System::QuicPersistent => {
+            let started = quic::start_persistent(slots, quic::Mtu::Default).await;
+            ctx.measure(started).await
+        }
+        System::QuicPersistentLink => {
+            let started = quic::start_persistent(slots, quic::Mtu::Link).await;
+            ctx.measure(started).await
+        }
         System::UdpFloor => ctx.measure(floor::start_udp()).await,
         System::TcpFloor => ctx.measure(floor::start_tcp()).await,
         _ => unreachable!("every system is matched above"),
@@ -95,7 +102,7 @@ impl Ctx<'_> {
 
     fn progress(&self, what: &str, r: &Record) {
         eprintln!(
-            "  {:<14} {:<8} {what:<28} {:>8} rpcs  p50 {:>9.1} us  p99 {:>9.1} us  {:>10.0} rpc/s  {:>6.2} Gbit/s{}",
+            "  {:<18} {:<8} {what:<28} {:>8} rpcs  p50 {:>9.1} us  p99 {:>9.1} us  {:>10.0} rpc/s  {:>6.2} Gbit/s{}",
             self.system.name(),
             self.affinity.name(),
             r.rpcs,
@@ -280,7 +287,7 @@ impl Ctx<'_> {
                     small,
                 );
                 eprintln!(
-                    "  {:<14} {:<8} mixed {} at {:.0}%: offered {:.0} RPC/s, completed {:.0} RPC/s",
+                    "  {:<18} {:<8} mixed {} at {:.0}%: offered {:.0} RPC/s, completed {:.0} RPC/s",
                     self.system.name(),
                     self.affinity.name(),
                     dist.name,

@@ -234,7 +234,17 @@ impl Io {
         if let Some((dest, datagram)) = self.held.take() {
             self.batch.push(dest, &datagram);
         }
-        while let Some(t) = core.poll_transmit(now, self.batch.free_space()) {
+        loop {
+            // A full batch leaves before the next datagram is written:
+            // written after it, that datagram would be moved to the front
+            // (`restart_with`), a 64 KiB copy per datagram at loopback's
+            // MTU, where each batch is one datagram.
+            if self.batch.is_full() && !self.flush(now)? {
+                return Ok(());
+            }
+            let Some(t) = core.poll_transmit(now, self.batch.free_space()) else {
+                break;
+            };
             if let Some(nic) = &mut self.offload {
                 // DATA for the NIC to seal leaves through its queues.
                 if nic.take(core, &self.batch.free_space()[..t.len]) {

@@ -63,18 +63,20 @@ fn rtt_at(size: usize) -> impl Fn(&Record) -> bool {
     move |r: &Record| r.workload == "rtt" && r.size == Some(size)
 }
 
-/// Over every SMT record matching `points`: `value(smt) / peer(smt)`, and
-/// the worst of those ratios (the largest when `higher_is_worse`).
+/// Over every record of `smt` matching `points`: `value(smt) /
+/// peer(smt)`, and the worst of those ratios (the largest when
+/// `higher_is_worse`).
 fn worst_ratio(
     rs: &[Record],
     aff: &str,
+    smt: &str,
     points: &dyn Fn(&Record) -> bool,
     value: &dyn Fn(&Record) -> Option<f64>,
     peer: &dyn Fn(&Record) -> Option<f64>,
     higher_is_worse: bool,
 ) -> Option<f64> {
     rs.iter()
-        .filter(|r| r.system == SMT && r.affinity == aff && points(r))
+        .filter(|r| r.system == smt && r.affinity == aff && points(r))
         .filter_map(|r| ratio(value(r), peer(r)))
         .reduce(|a, b| if higher_is_worse { a.max(b) } else { a.min(b) })
 }
@@ -88,9 +90,9 @@ fn rtt_64_vs(rs: &[Record], aff: &str, smt: &str, peers: &[&str]) -> Option<f64>
     )
 }
 
-/// SMT's 64 B and 1 KiB RPC rate at 32-150 outstanding over the best of
-/// `peers`' at the same point: the worst point.
-fn small_throughput_vs(rs: &[Record], aff: &str, peers: &[&str]) -> Option<f64> {
+/// `smt`'s 64 B and 1 KiB RPC rate at 32-150 outstanding over the best
+/// of `peers`' at the same point: the worst point.
+fn small_throughput_vs(rs: &[Record], aff: &str, smt: &str, peers: &[&str]) -> Option<f64> {
     let points = |r: &Record| {
         r.workload == "throughput"
             && matches!(r.size, Some(64) | Some(1024))
@@ -102,7 +104,7 @@ fn small_throughput_vs(rs: &[Record], aff: &str, peers: &[&str]) -> Option<f64> 
         };
         best(rs, peers, aff, &same, &|p| p.rpc_per_s, false)
     };
-    worst_ratio(rs, aff, &points, &|r| Some(r.rpc_per_s), &peer, false)
+    worst_ratio(rs, aff, smt, &points, &|r| Some(r.rpc_per_s), &peer, false)
 }
 
 /// SMT's small-message p99 slowdown over coalescing pipelined TLS's, at
@@ -113,15 +115,15 @@ fn small_slowdown_vs_pipelined(rs: &[Record], aff: &str) -> Option<f64> {
         let same = |p: &Record| small(p) && p.dist == r.dist && p.load == r.load;
         find(rs, PIPELINED_TLS, aff, same).and_then(|p| p.slowdown_p99)
     };
-    worst_ratio(rs, aff, &small, &|r| r.slowdown_p99, &peer, true)
+    worst_ratio(rs, aff, SMT, &small, &|r| r.slowdown_p99, &peer, true)
 }
 
-/// SMT's 1 MiB goodput over the best TLS/TCP's.
-fn bulk_vs_tls(rs: &[Record], aff: &str) -> Option<f64> {
+/// `smt`'s 1 MiB goodput over the best TLS/TCP's.
+fn bulk_vs_tls(rs: &[Record], aff: &str, smt: &str) -> Option<f64> {
     let bulk = |r: &Record| r.workload == "bulk";
     let gbit = |r: &Record| r.gbit_per_s;
     ratio(
-        find(rs, SMT, aff, bulk).map(gbit),
+        find(rs, smt, aff, bulk).map(gbit),
         best(rs, &TLS_TCP, aff, &bulk, &gbit, false),
     )
 }
@@ -131,7 +133,7 @@ fn aes_vs_null(rs: &[Record], aff: &str) -> Option<f64> {
     let points = |r: &Record| r.workload == "rtt" && r.size.is_some_and(|s| s <= 8192);
     let null =
         |r: &Record| find(rs, "smt-null", aff, rtt_at(r.size.unwrap_or(0))).map(|n| n.p50_us);
-    worst_ratio(rs, aff, &points, &|r| Some(r.p50_us), &null, true)
+    worst_ratio(rs, aff, SMT, &points, &|r| Some(r.p50_us), &null, true)
 }
 
 fn target(aff: &str, goal: &str, measured: Option<f64>, limit: f64, at_most: bool) -> Target {
@@ -147,8 +149,39 @@ fn target(aff: &str, goal: &str, measured: Option<f64>, limit: f64, at_most: boo
 
 /// The targets for one placement. "TLS-TCP" is the best of the
 /// pooled and both pipelined TLS systems, "pipelined TLS-TCP" the
-/// coalescing one, "quinn" the better of its two modes.
+/// coalescing one, "quinn" the better of its two modes. The goals on
+/// `smt-aes` hold it at a 1500-byte MTU against peers at theirs (TCP on
+/// loopback has 64 KiB); the `-link` ones give SMT and quinn the link's
+/// MTU too, so no side has a bigger one.
 pub fn targets(rs: &[Record], aff: &str) -> Vec<Target> {
+    let mut all = smt_aes_targets(rs, aff);
+    all.extend(link_targets(rs, aff));
+    all
+}
+
+/// The goals at the link's MTU: SMT, TCP and quinn all at loopback's.
+fn link_targets(rs: &[Record], aff: &str) -> Vec<Target> {
+    let smt = "smt-aes-link";
+    vec![
+        target(
+            aff,
+            "64 B/1 KiB throughput at 32-150 outstanding / quinn, both at the link MTU, smt-aes-link (worst point)",
+            small_throughput_vs(rs, aff, smt, &["quic-persist-link"]),
+            2.0,
+            false,
+        ),
+        target(
+            aff,
+            "1 MiB goodput / TLS-TCP, smt-aes-link (both at the link MTU)",
+            bulk_vs_tls(rs, aff, smt),
+            1.0,
+            false,
+        ),
+    ]
+}
+
+/// The goals on `smt-aes` (and `smt-aes-local` for RTT).
+fn smt_aes_targets(rs: &[Record], aff: &str) -> Vec<Target> {
     let quinn = ["quic-stream", "quic-persist"];
     let tls = TLS_TCP;
     let local = "smt-aes-local";
@@ -170,14 +203,14 @@ pub fn targets(rs: &[Record], aff: &str) -> Vec<Target> {
         target(
             aff,
             "64 B/1 KiB throughput at 32-150 outstanding / pooled TLS-TCP (worst point)",
-            small_throughput_vs(rs, aff, &["tls-pool"]),
+            small_throughput_vs(rs, aff, SMT, &["tls-pool"]),
             1.5,
             false,
         ),
         target(
             aff,
             "64 B/1 KiB throughput at 32-150 outstanding / quinn (worst point)",
-            small_throughput_vs(rs, aff, &quinn),
+            small_throughput_vs(rs, aff, SMT, &quinn),
             2.0,
             false,
         ),
@@ -186,7 +219,7 @@ pub fn targets(rs: &[Record], aff: &str) -> Vec<Target> {
         target(
             aff,
             "64 B/1 KiB throughput at 32-150 outstanding / coalescing pipelined TLS-TCP (worst point)",
-            small_throughput_vs(rs, aff, &[PIPELINED_TLS]),
+            small_throughput_vs(rs, aff, SMT, &[PIPELINED_TLS]),
             0.5,
             false,
         ),
@@ -200,7 +233,7 @@ pub fn targets(rs: &[Record], aff: &str) -> Vec<Target> {
         target(
             aff,
             "1 MiB goodput / TLS-TCP",
-            bulk_vs_tls(rs, aff),
+            bulk_vs_tls(rs, aff, SMT),
             1.0,
             false,
         ),
@@ -323,6 +356,34 @@ mod tests {
                 "64 B/1 KiB throughput at 32-150 outstanding / coalescing"
             ),
             Some(0.25)
+        );
+    }
+
+    #[test]
+    fn the_link_mtu_targets_compare_only_systems_at_the_link_mtu() {
+        let rs = vec![
+            rec(SMT, "bulk", 1 << 20, 4, |r| r.gbit_per_s = 15.0),
+            rec("smt-aes-link", "bulk", 1 << 20, 4, |r| r.gbit_per_s = 25.0),
+            rec("tls-pool", "bulk", 1 << 20, 4, |r| r.gbit_per_s = 20.0),
+            rec("smt-aes-link", "throughput", 64, 150, |r| {
+                r.rpc_per_s = 300.0
+            }),
+            rec("quic-persist", "throughput", 64, 150, |r| {
+                r.rpc_per_s = 50.0
+            }),
+            rec("quic-persist-link", "throughput", 64, 150, |r| {
+                r.rpc_per_s = 100.0
+            }),
+        ];
+        let ts = targets(&rs, "pinned");
+        assert_eq!(measured(&ts, "1 MiB goodput / TLS-TCP,"), Some(1.25));
+        assert_eq!(measured(&ts, "1 MiB goodput / TLS-TCP"), Some(0.75));
+        assert_eq!(
+            measured(
+                &ts,
+                "64 B/1 KiB throughput at 32-150 outstanding / quinn, both"
+            ),
+            Some(3.0)
         );
     }
 }

@@ -7,6 +7,7 @@
 pub mod batched;
 pub mod floor;
 pub mod framed;
+pub mod link;
 pub mod quic;
 pub mod smt;
 pub mod smt_local;
@@ -53,6 +54,10 @@ pub enum System {
     SmtBusyPoll,
     /// `smt-aes-local`: through the caller-driven `LocalEndpoint`.
     SmtLocal,
+    /// `smt-aes-link`: as `smt-aes`, at the link's MTU (`systems::link`).
+    SmtAesLink,
+    /// `smt-aes-local-link`: as `smt-aes-local`, at the link's MTU.
+    SmtLocalLink,
     /// `tcp-pool`: plain TCP, one request outstanding per connection.
     TcpPool,
     /// `tls-pool`: TLS 1.3 over TCP, pooled like `tcp-pool`.
@@ -67,6 +72,8 @@ pub enum System {
     QuicStreamPerRpc,
     /// `quic-persist`: QUIC, one persistent stream per slot.
     QuicPersistent,
+    /// `quic-persist-link`: as `quic-persist`, at the link's MTU.
+    QuicPersistentLink,
     /// `udp-floor`: bare UDP ping-pong.
     UdpFloor,
     /// `tcp-floor`: bare TCP ping-pong.
@@ -83,20 +90,23 @@ pub enum System {
 
 impl System {
     /// The systems a run measures by default, in table order.
-    pub const ALL: [System; 15] = [
+    pub const ALL: [System; 18] = [
         System::SmtAes,
+        System::SmtAesLink,
         System::SmtNull,
         System::SmtRaw,
         System::SmtAesNoGro,
         System::SmtNullNoGro,
         System::SmtBusyPoll,
         System::SmtLocal,
+        System::SmtLocalLink,
         System::TcpPool,
         System::TlsPool,
         System::TlsPipelined,
         System::TlsPipelinedNaive,
         System::QuicStreamPerRpc,
         System::QuicPersistent,
+        System::QuicPersistentLink,
         System::UdpFloor,
         System::TcpFloor,
     ];
@@ -121,12 +131,15 @@ impl System {
             Self::SmtNullNoGro => "smt-null-nogro",
             Self::SmtBusyPoll => "smt-aes-busy",
             Self::SmtLocal => "smt-aes-local",
+            Self::SmtAesLink => "smt-aes-link",
+            Self::SmtLocalLink => "smt-aes-local-link",
             Self::TcpPool => "tcp-pool",
             Self::TlsPool => "tls-pool",
             Self::TlsPipelined => "tls-pipe",
             Self::TlsPipelinedNaive => "tls-pipe-naive",
             Self::QuicStreamPerRpc => "quic-stream",
             Self::QuicPersistent => "quic-persist",
+            Self::QuicPersistentLink => "quic-persist-link",
             Self::UdpFloor => "udp-floor",
             Self::TcpFloor => "tcp-floor",
             Self::SmtWorkers1 => "smt-workers-1",
@@ -139,7 +152,13 @@ impl System {
     /// One line for the legend.
     pub fn describe(self) -> &'static str {
         match self {
-            Self::SmtAes => "SMT over UDP, AES-128-GCM (keys installed, no handshake)",
+            Self::SmtAes => {
+                "SMT over UDP, AES-128-GCM (keys installed, no handshake), 1500-byte link MTU (Ethernet)"
+            }
+            Self::SmtAesLink => {
+                "as smt-aes, at the link's MTU: loopback's (64 KiB), the segment size TCP gets there; grant window 8 datagrams"
+            }
+            Self::SmtLocalLink => "as smt-aes-local, at the link's MTU (loopback's, 64 KiB); grant window 8 datagrams",
             Self::SmtNull => "SMT over UDP, null cipher (the unencrypted Homa-style baseline)",
             Self::SmtRaw => "SMT in raw-IP mode (protocol 253), AES-128-GCM; needs CAP_NET_RAW",
             Self::SmtAesNoGro => "SMT AES-128-GCM with UDP receive offload (GRO) off",
@@ -157,7 +176,12 @@ impl System {
                 "TLS 1.3 (rustls) over ONE TCP connection, C requests pipelined, each written and flushed on its own"
             }
             Self::QuicStreamPerRpc => "QUIC (quinn), a new bidirectional stream per request",
-            Self::QuicPersistent => "QUIC (quinn), one persistent stream per outstanding slot",
+            Self::QuicPersistent => {
+                "QUIC (quinn), one persistent stream per outstanding slot, quinn's default MTU (1200 up to 1452 by discovery)"
+            }
+            Self::QuicPersistentLink => {
+                "as quic-persist, at the link's MTU: loopback's (64 KiB) as initial MTU, discovery bound and max_udp_payload_size; Cubic's initial window 2 datagrams (RFC 9002), GSO off"
+            }
             Self::UdpFloor => "bare UDP ping-pong, blocking sockets (rtt, ≤ 64 KiB)",
             Self::TcpFloor => "bare TCP ping-pong, blocking sockets (rtt)",
             Self::SmtWorkers1 => {
@@ -194,6 +218,8 @@ impl System {
                 | Self::SmtNullNoGro
                 | Self::SmtBusyPoll
                 | Self::SmtLocal
+                | Self::SmtAesLink
+                | Self::SmtLocalLink
                 | Self::SmtWorkers1
                 | Self::SmtWorkers2
                 | Self::SmtAesJumbo
@@ -213,7 +239,21 @@ impl System {
     /// arrival timer starves behind it (most arrivals would be served
     /// late, measuring the harness rather than SMT).
     pub fn runs_mixed(self) -> bool {
-        !self.rtt_only() && self != Self::SmtLocal
+        !self.rtt_only() && !self.is_local()
+    }
+
+    /// Whether it runs through the caller-driven `LocalEndpoint`.
+    pub fn is_local(self) -> bool {
+        matches!(self, Self::SmtLocal | Self::SmtLocalLink)
+    }
+
+    /// Whether it takes the link's MTU (`systems::link`) instead of its
+    /// transport's default.
+    pub fn at_link_mtu(self) -> bool {
+        matches!(
+            self,
+            Self::SmtAesLink | Self::SmtLocalLink | Self::QuicPersistentLink
+        )
     }
 
     /// The largest message the system can carry (the UDP floor sends one

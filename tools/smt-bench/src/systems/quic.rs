@@ -1,25 +1,96 @@
 //! QUIC with quinn (rustls on aws-lc-rs, TLS_AES_128_GCM_SHA256): a new
 //! bidirectional stream per request, or one persistent stream per slot
-//! carrying length-prefixed messages.
+//! carrying length-prefixed messages; at quinn's default MTU or at the
+//! link's (`quic-persist-link`).
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 
+use quinn::congestion::CubicConfig;
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
-use quinn::{Connection, Endpoint, TransportConfig, VarInt};
+use quinn::{Connection, Endpoint, MtuDiscoveryConfig, TransportConfig, VarInt};
 
 use super::framed::{serve_frames, StreamSlot};
-use super::{check_echo, size_buffers, spawn_server, ServerThread, Slot};
+use super::{check_echo, link, size_buffers, spawn_server, ServerThread, Slot};
 
-/// Room for every slot's stream and a megabyte message on each.
-fn transport() -> Arc<TransportConfig> {
+/// The largest UDP payload quinn accepts as a setting.
+const QUINN_MAX_UDP_PAYLOAD: usize = 65_527;
+
+/// The smallest: QUIC's minimum (RFC 9000 § 14).
+const QUINN_MIN_UDP_PAYLOAD: usize = 1200;
+
+/// Which MTU a QUIC system uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mtu {
+    /// quinn's defaults: 1200 bytes of UDP payload at first, up to 1452
+    /// by MTU discovery, 1472 accepted from the peer.
+    Default,
+    /// The link's (`systems::link`): quinn starts at it, accepts it from
+    /// its peer and never probes above it, as SMT's `-link` systems use
+    /// it. No discovery climb, so the first RPCs already use it, as SMT's
+    /// configured MTU is used from the first packet.
+    Link,
+}
+
+impl Mtu {
+    /// The UDP payload size set on both ends, if not quinn's default.
+    fn udp_payload(self) -> Option<u16> {
+        let Mtu::Link = self else { return None };
+        let payload = link::udp_payload(link::route_mtu(link::LOOPBACK), link::LOOPBACK.ip());
+        u16::try_from(payload.clamp(QUINN_MIN_UDP_PAYLOAD, QUINN_MAX_UDP_PAYLOAD)).ok()
+    }
+}
+
+/// Room for every slot's stream and a megabyte message on each, and the
+/// MTU.
+fn transport(mtu: Mtu) -> Arc<TransportConfig> {
     let mut t = TransportConfig::default();
     t.max_concurrent_bidi_streams(VarInt::from_u32(4096))
         .stream_receive_window(VarInt::from_u32(16 << 20))
         .receive_window(VarInt::from_u32(1 << 30))
         .send_window(1 << 30);
+    if let Some(payload) = mtu.udp_payload() {
+        let mut discovery = MtuDiscoveryConfig::default();
+        discovery.upper_bound(payload);
+        // quinn does not bound a GSO batch by the 64 KiB one UDP send
+        // can carry: the kernel refuses batches of 64 KiB datagrams
+        // (EMSGSIZE), quinn counts them lost, takes that for a black hole
+        // and falls back to 1,200 bytes (measured: 8 failed sendmsg, path
+        // MTU 1,200 at the end). At this MTU one datagram fills a send
+        // anyway, as in SMT's driver (`smt_udp::GsoBatch`).
+        t.initial_mtu(payload)
+            .mtu_discovery_config(Some(discovery))
+            .enable_segmentation_offload(false)
+            .congestion_controller_factory(Arc::new(cubic_for(payload)));
+    }
     Arc::new(t)
+}
+
+/// quinn's congestion controller (Cubic, its default) with the initial
+/// window RFC 9002 § 7.2 recommends for `mtu`: min(10 × mtu, max(2 ×
+/// mtu, 14,720)). quinn's default window is computed for 1,200-byte
+/// datagrams (14,720 bytes), and it sends nothing while the window cannot
+/// hold one datagram of the current MTU: with 64 KiB datagrams not even
+/// the handshake's first packet would leave.
+fn cubic_for(mtu: u16) -> CubicConfig {
+    let mtu = u64::from(mtu);
+    let mut cubic = CubicConfig::default();
+    cubic.initial_window((2 * mtu).max(RFC9002_INITIAL_WINDOW).min(10 * mtu));
+    cubic
+}
+
+/// RFC 9002 § 7.2's floor on the initial window, in bytes.
+const RFC9002_INITIAL_WINDOW: u64 = 14_720;
+
+/// quinn's endpoint settings: the largest datagram it takes from its
+/// peer (advertised as `max_udp_payload_size`), raised for the link MTU.
+fn endpoint_config(mtu: Mtu) -> io::Result<quinn::EndpointConfig> {
+    let mut c = quinn::EndpointConfig::default();
+    if let Some(payload) = mtu.udp_payload() {
+        c.max_udp_payload_size(payload).map_err(io::Error::other)?;
+    }
+    Ok(c)
 }
 
 fn socket() -> io::Result<UdpSocket> {
@@ -28,21 +99,21 @@ fn socket() -> io::Result<UdpSocket> {
     Ok(s)
 }
 
-fn configs() -> io::Result<(quinn::ServerConfig, quinn::ClientConfig)> {
+fn configs(mtu: Mtu) -> io::Result<(quinn::ServerConfig, quinn::ClientConfig)> {
     let (sc, cc) = super::tls::configs(b"smt-bench")?;
     let sc = QuicServerConfig::try_from(sc).map_err(io::Error::other)?;
     let cc = QuicClientConfig::try_from(cc).map_err(io::Error::other)?;
     let mut server_config = quinn::ServerConfig::with_crypto(Arc::new(sc));
-    server_config.transport_config(transport());
+    server_config.transport_config(transport(mtu));
     let mut client_config = quinn::ClientConfig::new(Arc::new(cc));
-    client_config.transport_config(transport());
+    client_config.transport_config(transport(mtu));
     Ok((server_config, client_config))
 }
 
 /// An endpoint on the current tokio runtime (its driver task runs there).
-fn endpoint(server: Option<quinn::ServerConfig>) -> io::Result<Endpoint> {
+fn endpoint(server: Option<quinn::ServerConfig>, mtu: Mtu) -> io::Result<Endpoint> {
     Endpoint::new(
-        quinn::EndpointConfig::default(),
+        endpoint_config(mtu)?,
         server,
         socket()?,
         Arc::new(quinn::TokioRuntime),
@@ -70,11 +141,11 @@ async fn serve_connection(conn: Connection, framed: bool) {
 
 /// Starts the server on its own thread (its endpoint must live on that
 /// thread's runtime) and connects a client from the current runtime.
-async fn start(framed: bool) -> io::Result<(ServerThread, Endpoint, Connection)> {
-    let (server_config, client_config) = configs()?;
+async fn start(framed: bool, mtu: Mtu) -> io::Result<(ServerThread, Endpoint, Connection)> {
+    let (server_config, client_config) = configs(mtu)?;
     let (addr_tx, addr_rx) = std::sync::mpsc::channel::<io::Result<SocketAddr>>();
     let server = spawn_server("quic-echo", move || async move {
-        let server = match endpoint(Some(server_config)) {
+        let server = match endpoint(Some(server_config), mtu) {
             Ok(s) => s,
             Err(e) => return drop(addr_tx.send(Err(e))),
         };
@@ -90,7 +161,7 @@ async fn start(framed: bool) -> io::Result<(ServerThread, Endpoint, Connection)>
     let addr = addr_rx
         .recv()
         .map_err(|_| io::Error::other("QUIC server thread ended"))??;
-    let mut client = endpoint(None)?;
+    let mut client = endpoint(None, mtu)?;
     client.set_default_client_config(client_config);
     let conn = client
         .connect(addr, "127.0.0.1")
@@ -127,7 +198,7 @@ pub type PersistentSlot = StreamSlot<quinn::RecvStream, quinn::SendStream>;
 
 /// QUIC, a stream per request, `n` slots on one connection.
 pub async fn start_stream_per_rpc(n: usize) -> io::Result<(ServerThread, Vec<StreamPerRpc>)> {
-    let (server, endpoint, conn) = start(false).await?;
+    let (server, endpoint, conn) = start(false, Mtu::Default).await?;
     let slots = (0..n)
         .map(|_| StreamPerRpc {
             conn: conn.clone(),
@@ -138,9 +209,21 @@ pub async fn start_stream_per_rpc(n: usize) -> io::Result<(ServerThread, Vec<Str
     Ok((server, slots))
 }
 
-/// QUIC, one persistent stream per slot, `n` slots on one connection.
-pub async fn start_persistent(n: usize) -> io::Result<(ServerThread, Vec<PersistentSlot>)> {
-    let (server, _endpoint, conn) = start(true).await?;
+/// QUIC, one persistent stream per slot, `n` slots on one connection, at
+/// the MTU `mtu`.
+pub async fn start_persistent(
+    n: usize,
+    mtu: Mtu,
+) -> io::Result<(ServerThread, Vec<PersistentSlot>)> {
+    let (mut server, _endpoint, conn) = start(true, mtu).await?;
+    if mtu == Mtu::Link {
+        let note = link::note("quic-persist-link", link::LOOPBACK);
+        let path = conn.clone();
+        server = server.with_report(Box::new(move || {
+            let used = path.stats().path.current_mtu;
+            vec![format!("{note}; quinn's path MTU at the end: {used} B")]
+        }));
+    }
     let mut slots = Vec::with_capacity(n);
     for _ in 0..n {
         let (send, recv) = conn.open_bi().await.map_err(io::Error::other)?;

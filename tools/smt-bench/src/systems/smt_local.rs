@@ -220,7 +220,7 @@ fn echo(mut server: LocalEndpoint, stop: &AtomicBool) {
 /// Binds the client here and the server on its own thread (each endpoint
 /// belongs to the thread that drives it), and installs fresh keys.
 pub fn start(system: System, slots: usize) -> io::Result<(ServerThread, Vec<LocalSlot>)> {
-    let any: SocketAddr = "127.0.0.1:0".parse().expect("literal address");
+    let any = super::link::LOOPBACK;
     let config = super::smt::config(system);
     let mut client = LocalEndpoint::bind(any, config.clone()).map_err(io::Error::other)?;
     let (client_keys, server_keys) = super::smt::keys(system);
@@ -244,7 +244,11 @@ pub fn start(system: System, slots: usize) -> io::Result<(ServerThread, Vec<Loca
             }
         })?;
     let stop_fn = Box::new(move || stop.store(true, Ordering::Relaxed));
-    let server_thread = ServerThread::new(stop_fn, thread);
+    let mut server_thread = ServerThread::new(stop_fn, thread);
+    if system.at_link_mtu() {
+        let note = super::link::note(system.name(), any);
+        server_thread = server_thread.with_report(Box::new(move || vec![note.clone()]));
+    }
     let server = addr_rx
         .recv()
         .map_err(|_| io::Error::other("SMT echo thread ended"))??;

@@ -9,6 +9,7 @@
 //! A new test file goes in this directory, with its `mod` line here
 //! (a `tests/*.rs` file of its own builds and links one more binary).
 
+mod link_mtu;
 mod slots;
 mod smoke;
 mod workers;

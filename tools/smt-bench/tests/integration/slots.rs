@@ -77,7 +77,9 @@ fn pooled_and_quic_slots_echo_concurrently() {
         let (server, slots) = systems::tls::start_tls_pool(SLOTS).await.expect("tls");
         exercise(slots).await;
         server.stop();
-        let (server, slots) = systems::quic::start_persistent(SLOTS).await.expect("quic");
+        let (server, slots) = systems::quic::start_persistent(SLOTS, systems::quic::Mtu::Default)
+            .await
+            .expect("quic");
         exercise(slots).await;
         server.stop();
         let (server, slots) = systems::quic::start_stream_per_rpc(SLOTS)
