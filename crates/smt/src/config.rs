@@ -51,8 +51,10 @@ pub struct EndpointConfig {
     return_memory: bool,
 }
 
-/// The largest SMT packet: what a UDP datagram or IP packet can carry.
-const MAX_DATAGRAM_SIZE: usize = 65_535;
+/// The largest IP packet length field: an IPv4 packet's total length
+/// (header included), an IPv6 packet's payload length (its 40-byte header
+/// not included). Bounds the SMT packet a datagram can carry.
+const MAX_IP_LENGTH: usize = 65_535;
 
 /// Default [`EndpointConfig::max_outstanding_calls`]: far above what one
 /// peer's server admits at once (`max_incoming_per_peer`, 1024), so it
@@ -271,7 +273,10 @@ impl EndpointConfig {
         if let Some(mtu) = self.mtu {
             core.max_datagram_size = Self::datagram_size_for(mtu, addr, self.socket.mode());
             let headers = header_len(addr, self.socket.mode());
-            let (least, most) = (smt_proto::MIN_DATAGRAM_SIZE, MAX_DATAGRAM_SIZE);
+            let (least, most) = (
+                smt_proto::MIN_DATAGRAM_SIZE,
+                max_datagram_size(addr, self.socket.mode()),
+            );
             if !(least..=most).contains(&core.max_datagram_size) {
                 return Err(ConfigError::new(
                     "EndpointConfig::mtu",
@@ -615,6 +620,18 @@ impl ProtocolConfig {
 }
 
 /// The IP and UDP headers in front of an SMT packet.
+/// The largest SMT packet a datagram to or from `addr` can carry: 65,507
+/// bytes over IPv4/UDP (a UDP send of more fails with `EMSGSIZE`), 65,515
+/// in raw IPv4, 65,527 over IPv6/UDP, 65,535 in raw IPv6.
+fn max_datagram_size(addr: SocketAddr, mode: Mode) -> usize {
+    let counted = if addr.is_ipv4() {
+        header_len(addr, mode)
+    } else {
+        header_len(addr, mode) - 40
+    };
+    MAX_IP_LENGTH - counted
+}
+
 fn header_len(addr: SocketAddr, mode: Mode) -> usize {
     let ip = if addr.is_ipv4() { 20 } else { 40 };
     let udp = if matches!(mode, Mode::Udp) { 8 } else { 0 };
@@ -748,6 +765,14 @@ mod tests {
         "127.0.0.1:0".parse().unwrap()
     }
 
+    #[test]
+    fn the_largest_datagram_follows_the_ip_version() {
+        let v4: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let v6: SocketAddr = "[::1]:1".parse().unwrap();
+        assert_eq!(max_datagram_size(v4, Mode::Udp), 65_507);
+        assert_eq!(max_datagram_size(v6, Mode::Udp), 65_527);
+    }
+
     /// The defaults are the values the public fields had before the
     /// setters (and the core's own), tick counts and all; the socket's,
     /// the offload model's and the worker server's too.
@@ -822,6 +847,14 @@ mod tests {
         let mut c = EndpointConfig::default();
         c.set_mtu(Some(60));
         assert_eq!(setting(&c), "EndpointConfig::mtu");
+        // IPv4's total length counts its header: 65,535 is the largest
+        // MTU (65,507-byte UDP payloads); one more is refused at bind,
+        // not by EMSGSIZE at the first send.
+        let mut c = EndpointConfig::default();
+        c.set_mtu(Some(65_536));
+        assert_eq!(setting(&c), "EndpointConfig::mtu");
+        c.set_mtu(Some(65_535));
+        assert!(c.validate(any()).is_ok());
         let mut c = EndpointConfig::default();
         c.protocol_mut().set_tick(Duration::ZERO);
         assert_eq!(setting(&c), "ProtocolConfig::tick");
