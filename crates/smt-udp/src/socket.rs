@@ -74,6 +74,8 @@ impl Socket {
         }
         // Also makes the socket non-blocking and enables GRO where it can.
         let state = UdpSocketState::new((&inner).into())?;
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        crate::sys::drop_unread_control_messages(inner.as_fd(), addr.is_ipv6());
         let features = probe(&inner, &state, config)?;
         tracing::debug!(%addr, %features, "socket bound");
         Ok(Self {
