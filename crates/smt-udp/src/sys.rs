@@ -33,6 +33,32 @@ pub(crate) fn set_int_option(
     }
 }
 
+/// `getsockopt(fd, level, name)` of an integer option (tests check what bind left on).
+#[cfg(test)]
+pub(crate) fn get_int_option(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    name: libc::c_int,
+) -> io::Result<libc::c_int> {
+    let mut value: libc::c_int = 0;
+    let mut len = mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `fd` is open for the borrow; `value` is a live `c_int` and `len` its size, which
+    // getsockopt may lower but not exceed.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            ptr::from_mut(&mut value).cast(),
+            &mut len,
+        )
+    };
+    match rc {
+        0 => Ok(value),
+        _ => Err(io::Error::last_os_error()),
+    }
+}
+
 /// Asks the kernel to queue ICMP errors for this datagram socket (`IP_RECVERR` /
 /// `IPV6_RECVERR`), so port and host unreachables for datagrams it sent can be read back with
 /// [`recv_error`] instead of being discarded (unconnected sockets get none otherwise).
