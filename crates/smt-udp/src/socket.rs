@@ -74,6 +74,8 @@ impl Socket {
         }
         // Also makes the socket non-blocking and enables GRO where it can.
         let state = UdpSocketState::new((&inner).into())?;
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        crate::sys::drop_unread_control_messages(inner.as_fd(), addr.is_ipv6());
         let features = probe(&inner, &state, config)?;
         tracing::debug!(%addr, %features, "socket bound");
         Ok(Self {
@@ -554,5 +556,33 @@ mod tests {
         if with_gro.offloads {
             assert_eq!(with_gro.slots, 1);
         }
+    }
+
+    /// Bind leaves on none of the control messages quinn-udp enables that nothing reads, on
+    /// IPv4 and dual-stack IPv6, and a datagram still arrives with its source address.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[test]
+    fn bind_turns_off_unread_control_messages() {
+        use crate::sys::get_int_option;
+        let v4 = Socket::bind((Ipv4Addr::LOCALHOST, 0).into(), &SocketConfig::default()).unwrap();
+        let v6 = Socket::bind("[::]:0".parse().unwrap(), &SocketConfig::default()).unwrap();
+        let off = |socket: &Socket, level, name| {
+            get_int_option(socket.inner.as_fd(), level, name).map_or(true, |value| value == 0)
+        };
+        for socket in [&v4, &v6] {
+            assert!(off(socket, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS));
+            assert!(off(socket, libc::IPPROTO_IP, libc::IP_RECVTOS));
+            assert!(off(socket, libc::IPPROTO_IP, libc::IP_PKTINFO));
+        }
+        assert!(off(&v6, libc::IPPROTO_IPV6, libc::IPV6_RECVTCLASS));
+        assert!(off(&v6, libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO));
+
+        let tx = Socket::bind((Ipv4Addr::LOCALHOST, 0).into(), &SocketConfig::default()).unwrap();
+        tx.send(v4.local_addr().unwrap(), b"ping", 4).unwrap();
+        thread::sleep(Duration::from_millis(20));
+        let mut bufs = RecvBuffers::new(v4.features());
+        assert_eq!(v4.recv(&mut bufs).unwrap(), 1);
+        let (from, bytes) = bufs.iter().next().unwrap();
+        assert_eq!((from, bytes), (tx.local_addr().unwrap(), &b"ping"[..]));
     }
 }

@@ -33,6 +33,32 @@ pub(crate) fn set_int_option(
     }
 }
 
+/// `getsockopt(fd, level, name)` of an integer option (tests check what bind left on).
+#[cfg(test)]
+pub(crate) fn get_int_option(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    name: libc::c_int,
+) -> io::Result<libc::c_int> {
+    let mut value: libc::c_int = 0;
+    let mut len = mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `fd` is open for the borrow; `value` is a live `c_int` and `len` its size, which
+    // getsockopt may lower but not exceed.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            ptr::from_mut(&mut value).cast(),
+            &mut len,
+        )
+    };
+    match rc {
+        0 => Ok(value),
+        _ => Err(io::Error::last_os_error()),
+    }
+}
+
 /// Asks the kernel to queue ICMP errors for this datagram socket (`IP_RECVERR` /
 /// `IPV6_RECVERR`), so port and host unreachables for datagrams it sent can be read back with
 /// [`recv_error`] instead of being discarded (unconnected sockets get none otherwise).
@@ -40,6 +66,33 @@ pub(crate) fn enable_recv_errors(fd: BorrowedFd<'_>, ipv6: bool) -> io::Result<(
     match ipv6 {
         false => set_int_option(fd, libc::SOL_IP, libc::IP_RECVERR, 1),
         true => set_int_option(fd, libc::SOL_IPV6, libc::IPV6_RECVERR, 1),
+    }
+}
+
+/// Turns off the per-datagram control messages quinn-udp asks for at set-up and nothing in
+/// this crate reads: the receive timestamp (`SO_TIMESTAMPNS`), the TOS/traffic class with its
+/// ECN bits (`IP_RECVTOS`, `IPV6_RECVTCLASS`) and the destination address (`IP_PKTINFO`,
+/// `IPV6_RECVPKTINFO`). [`RecvBuffers`](crate::RecvBuffers) keeps only the source address,
+/// length and GRO stride of a datagram, so each of these was kernel work per datagram (a clock
+/// read, `put_cmsg` copies to user space) and cmsg parsing in quinn-udp for nothing; the
+/// timestamp also switches on receive timestamping for every packet of the host. `UDP_GRO`
+/// stays. Best effort: an option the platform lacks is skipped. A feature that needs one of
+/// them (ECN marks, the local address on a wildcard bind) should turn it back on with itself.
+pub(crate) fn drop_unread_control_messages(fd: BorrowedFd<'_>, ipv6: bool) {
+    let mut options = vec![
+        (libc::SOL_SOCKET, libc::SO_TIMESTAMPNS),
+        (libc::IPPROTO_IP, libc::IP_RECVTOS),
+        (libc::IPPROTO_IP, libc::IP_PKTINFO),
+    ];
+    if ipv6 {
+        options.push((libc::IPPROTO_IPV6, libc::IPV6_RECVTCLASS));
+        options.push((libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO));
+    }
+    for (level, name) in options {
+        // An IPv6-only socket refuses the IPv4 options; they were never on there either.
+        if let Err(e) = set_int_option(fd, level, name, 0) {
+            tracing::trace!(level, name, "control message option not turned off: {e}");
+        }
     }
 }
 
