@@ -76,7 +76,7 @@ impl Shared {
         }
     }
 
-    /// Ends the close: every waiting call fails with [`Error::Closed`],
+    /// Ends the close: every waiting call fails with [`Error::Closed`](crate::Error::Closed),
     /// and every waiter wakes to see it: parked or sleeping threads,
     /// async accepters (the request queue disconnects), callers waiting
     /// for a place (blocking or async), `ready_fd` pollers.

@@ -339,7 +339,7 @@ impl Shared {
     }
 
     /// Gives up the lead if this task holds it (see
-    /// [`Shared::wake_background_after_task`] for who takes over).
+    /// [`Shared::wake_background_if_needed`] for who takes over).
     fn resign_task(&self, g: &mut Inner, slot: &TaskSlot) {
         slot.set_led(false);
         if g.leader == Some(Leader::Task(slot.id)) {
