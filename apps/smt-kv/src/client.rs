@@ -352,22 +352,11 @@ fn smt_link(host: &Host, ca_pem: &str) -> Result<Link, ClientError> {
 pub fn endpoint_config(local: SocketAddr) -> smt::EndpointConfig {
     let mut config = smt::EndpointConfig::default();
     if local.ip().is_loopback() {
-        if let Some(mtu) = loopback_mtu() {
+        if let Some(mtu) = smt::EndpointConfig::loopback_mtu() {
             config.set_mtu(Some(mtu));
         }
     }
     config
-}
-
-/// The largest IP packet: an MTU above it (`lo` has 65 536) still
-/// carries no larger datagram.
-const MAX_IP_PACKET: usize = 65_535;
-
-/// The loopback interface's MTU (Linux's `lo`), if it can be read.
-fn loopback_mtu() -> Option<usize> {
-    let text = std::fs::read_to_string("/sys/class/net/lo/mtu").ok()?;
-    let mtu: usize = text.trim().parse().ok()?;
-    Some(mtu.min(MAX_IP_PACKET))
 }
 
 /// Where a client endpoint for `server` binds: the same loopback address
@@ -497,8 +486,8 @@ mod tests {
         let loopback: SocketAddr = "127.0.0.1:0".parse().unwrap();
         let config = endpoint_config(loopback);
         let default_mtu = smt::EndpointConfig::default().mtu();
-        assert_eq!(config.mtu(), loopback_mtu().or(default_mtu));
-        assert!(config.mtu().is_some_and(|m| m <= MAX_IP_PACKET));
+        let lo = smt::EndpointConfig::loopback_mtu();
+        assert_eq!(config.mtu(), lo.or(default_mtu));
         config.validate(loopback).unwrap();
         let any: SocketAddr = "0.0.0.0:0".parse().unwrap();
         assert_eq!(endpoint_config(any).mtu(), default_mtu);

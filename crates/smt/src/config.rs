@@ -243,6 +243,17 @@ impl EndpointConfig {
         self
     }
 
+    /// The loopback interface's MTU (Linux's `/sys/class/net/lo/mtu`),
+    /// capped at the largest IP packet (65,535; `lo` has 65,536), or
+    /// `None` where it cannot be read. Over loopback the kernel's TCP
+    /// moves data in segments of this MTU; an endpoint talking to a peer
+    /// on the same machine can use it too ([`EndpointConfig::set_mtu`]).
+    pub fn loopback_mtu() -> Option<usize> {
+        let text = std::fs::read_to_string("/sys/class/net/lo/mtu").ok()?;
+        let mtu: usize = text.trim().parse().ok()?;
+        Some(mtu.min(MAX_IP_LENGTH))
+    }
+
     /// The largest SMT packet that fits `mtu` for this address and mode.
     pub fn datagram_size_for(mtu: usize, addr: SocketAddr, mode: Mode) -> usize {
         mtu.saturating_sub(header_len(addr, mode))
@@ -763,6 +774,18 @@ mod tests {
 
     fn any() -> SocketAddr {
         "127.0.0.1:0".parse().unwrap()
+    }
+
+    #[test]
+    fn the_loopback_mtu_fits_one_ip_packet_and_makes_a_valid_config() {
+        // Linux has it; elsewhere there is nothing to check.
+        let Some(mtu) = EndpointConfig::loopback_mtu() else {
+            return;
+        };
+        assert!((1280..=MAX_IP_LENGTH).contains(&mtu), "{mtu}");
+        let mut c = EndpointConfig::default();
+        c.set_mtu(Some(mtu));
+        assert!(c.validate(any()).is_ok());
     }
 
     #[test]

@@ -7,6 +7,8 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 
+use smt::{EndpointConfig, Mode};
+
 /// The address every system in this tool binds (any port): its peer is
 /// on the same loopback interface.
 pub const LOOPBACK: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0));
@@ -15,19 +17,10 @@ pub const LOOPBACK: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCA
 /// (`lo` has 65 536) still carries no larger datagram.
 pub const MAX_IP_PACKET: usize = 65_535;
 
-/// IPv4 and UDP headers: an IPv4 UDP payload is the MTU less these.
-const IPV4_UDP_HEADERS: usize = 20 + 8;
-
-/// IPv6 and UDP headers.
-const IPV6_UDP_HEADERS: usize = 40 + 8;
-
 /// The MTU used when the loopback interface's cannot be read (not
 /// Linux): the Ethernet default every system has anyway, so a `-link`
 /// system then measures the same as its 1500-byte twin, never more.
 const FALLBACK_MTU: usize = 1500;
-
-/// Where the loopback interface's MTU is on Linux.
-const LOOPBACK_MTU_FILE: &str = "/sys/class/net/lo/mtu";
 
 /// The MTU of the route to `peer`: the loopback interface's (capped at
 /// the largest IP packet) for a loopback peer. The bench binds only
@@ -36,24 +29,15 @@ pub fn route_mtu(peer: SocketAddr) -> usize {
     if !peer.ip().is_loopback() {
         return FALLBACK_MTU;
     }
-    loopback_mtu().unwrap_or(FALLBACK_MTU).min(MAX_IP_PACKET)
+    EndpointConfig::loopback_mtu().unwrap_or(FALLBACK_MTU)
 }
 
 /// The largest UDP payload one IP packet of `mtu` carries to `ip`: what
 /// quinn calls its MTU (`initial_mtu`, `max_udp_payload_size`), and what
 /// SMT derives from `EndpointConfig::mtu` in UDP mode.
 pub fn udp_payload(mtu: usize, ip: IpAddr) -> usize {
-    let headers = match ip {
-        IpAddr::V4(_) => IPV4_UDP_HEADERS,
-        IpAddr::V6(_) => IPV6_UDP_HEADERS,
-    };
-    mtu.min(MAX_IP_PACKET).saturating_sub(headers)
-}
-
-/// The loopback interface's MTU, if it can be read.
-fn loopback_mtu() -> Option<usize> {
-    let text = std::fs::read_to_string(LOOPBACK_MTU_FILE).ok()?;
-    text.trim().parse().ok()
+    let mtu = mtu.min(MAX_IP_PACKET);
+    EndpointConfig::datagram_size_for(mtu, SocketAddr::new(ip, 0), Mode::Udp)
 }
 
 /// One line for the run's notes: the MTU and UDP payload `system` used.
