@@ -800,6 +800,19 @@ impl Endpoint {
         self.rpc_parts().fail_client(rpc, error);
     }
 
+    /// A PATH_ECHO, checked: its pathlet feedback taken, and the messages
+    /// it may have freed ranked again.
+    pub(crate) fn on_path_echo(
+        &mut self,
+        now: Instant,
+        pid: peers::PeerId,
+        packet: &crate::wire::Packet<&[u8]>,
+    ) -> Result<(), DropReason> {
+        pathlet::on_path_echo(&mut self.pathlet_parts(), now, pid, packet)?;
+        self.rescan_sendable();
+        Ok(())
+    }
+
     /// The parts pathlet feedback works on (`pathlet.rs`).
     fn pathlet_parts(&mut self) -> pathlet::Parts<'_> {
         pathlet::Parts {

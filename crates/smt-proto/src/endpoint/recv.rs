@@ -197,25 +197,22 @@ impl Endpoint {
         packet: Packet<&[u8]>,
         datagram: &[u8],
     ) -> Result<(), DropReason> {
-        let ty = packet.packet_type();
         let Some(pid) = self.peer_for(from, datagram)? else {
             return Ok(());
         };
         let peer = self.peers.at_mut(pid).ok_or(DropReason::UnknownSession)?;
         peer.count_rx(datagram.len());
         let phase = packet.key_phase();
-        if ty == PacketType::KEY_UPDATE {
+        if packet.packet_type() == PacketType::KEY_UPDATE {
             return (self.rpc_parts()).on_key_update(now, (pid, from), phase, datagram);
         }
         let tagged = self.config.authenticate_control;
         let (packet, epoch) = peer.check_packet(now, packet, datagram, tagged)?;
-        if ty == PacketType::PATH_ECHO {
-            super::pathlet::on_path_echo(&mut self.pathlet_parts(), now, pid, &packet)?;
-            self.rescan_sendable();
-            return Ok(());
+        if packet.packet_type() == PacketType::PATH_ECHO {
+            return self.on_path_echo(now, pid, &packet);
         }
         let id_limit = self.config.seq_layout.id_limit();
-        if ty != PacketType::DATA {
+        if packet.packet_type() != PacketType::DATA {
             let repr = parse_header(&packet, id_limit)?;
             let local = peer.session.is_local_id(repr.id);
             let key = ServerRpcHandle::new(from, epoch, repr.id);
