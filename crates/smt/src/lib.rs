@@ -127,7 +127,7 @@ pub mod dns {
 pub use bytes::Bytes;
 pub use config::{
     CallOptions, EndpointConfig, Mode, ProtocolConfig, SeqLayout, SocketConfig,
-    DEFAULT_IP_PROTOCOL, DEFAULT_MAX_OUTSTANDING_CALLS,
+    DEFAULT_IP_PROTOCOL, DEFAULT_MAX_OUTSTANDING_CALLS, GRANT_WINDOW_DATAGRAMS,
 };
 pub use error::{ConfigError, Error, HandshakeError, RpcError, SendError, SocketError};
 pub use local::{CallId, LocalEndpoint, LocalEvent, RequestId};
