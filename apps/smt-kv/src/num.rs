@@ -67,9 +67,10 @@ pub fn parse_cursor(s: &[u8]) -> Option<u64> {
 
 /// Appends `n` in decimal.
 pub fn push_i64(out: &mut Vec<u8>, n: i64) {
-    use std::io::Write;
-    // Writing into a Vec cannot fail.
-    let _ = write!(out, "{n}");
+    // Not `write!`: its formatting machinery cost ~220 instructions a
+    // number (callgrind, YCSB C 64 B: ~18 numbers per read, the lengths
+    // of a reply's array and bulk strings), `itoa` ~20.
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
 /// Parses a float as Redis's `string2d` does (`strtod`, then checks):
@@ -134,6 +135,16 @@ fn strip_fraction_zeros(s: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn integers_are_written_as_redis_writes_them_and_read_back() {
+        for n in [0, 1, -1, 9, 10, -10, 12_345, i64::MAX, i64::MIN] {
+            let mut out = b"x".to_vec();
+            push_i64(&mut out, n);
+            assert_eq!(out, format!("x{n}").into_bytes());
+            assert_eq!(parse_i64(&out[1..]), Some(n));
+        }
+    }
 
     #[test]
     fn strict_integers_follow_redis() {
