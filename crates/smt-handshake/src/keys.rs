@@ -2,8 +2,9 @@
 //! pre-generated ephemeral keys (the SMT paper §4.5.1, "key pre-generation").
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError, TryLockError};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError, TryLockError};
+use std::thread::Thread;
 
 use aws_lc_rs::agreement::{self, PrivateKey, UnparsedPublicKey, X25519};
 use aws_lc_rs::encoding::{AsBigEndian, Curve25519SeedBin};
@@ -97,13 +98,20 @@ impl fmt::Debug for EphemeralKey {
 /// it in [`PoolStats::generated_inline`] so an undersized pool shows.
 ///
 /// The pool is `Sync`: share it in an `Arc` between the handshakes that take
-/// keys and the thread that refills it.
+/// keys and the thread that refills it. A refill thread that registers with
+/// [`KeyPool::unpark_when_low`] is unparked when a take leaves the pool
+/// half empty, so it can sleep instead of polling.
 pub struct KeyPool {
     target: usize,
     keys: Mutex<Vec<EphemeralKey>>,
     taken: AtomicU64,
     generated_inline: AtomicU64,
     pregenerated: AtomicU64,
+    /// The refill thread to unpark at the low-water mark.
+    refiller: OnceLock<Thread>,
+    /// Set when the refiller was unparked, cleared by a refill: one
+    /// unpark (a futex wake) per refill, not one per take.
+    refill_asked: AtomicBool,
 }
 
 /// What a [`KeyPool`] has done so far.
@@ -134,20 +142,48 @@ impl KeyPool {
             taken: AtomicU64::new(0),
             generated_inline: AtomicU64::new(0),
             pregenerated: AtomicU64::new(0),
+            refiller: OnceLock::new(),
+            refill_asked: AtomicBool::new(false),
         };
         pool.refill();
         pool
+    }
+
+    /// Registers `thread` (the one calling [`KeyPool::refill`]) to be
+    /// unparked when a take leaves fewer than half the pool's keys (or
+    /// finds none). Only the first registration counts; returns whether
+    /// this one did.
+    pub fn unpark_when_low(&self, thread: Thread) -> bool {
+        self.refiller.set(thread).is_ok()
+    }
+
+    /// Unparks the registered refiller if `left` keys are below the
+    /// low-water mark and it has not been asked since its last refill.
+    fn ask_refill_if_low(&self, left: usize) {
+        if left >= self.target.div_ceil(2) {
+            return;
+        }
+        if let Some(thread) = self.refiller.get() {
+            if !self.refill_asked.swap(true, Ordering::AcqRel) {
+                thread.unpark();
+            }
+        }
     }
 
     /// One key, never blocking: from the pool if it has one and its lock is
     /// free, generated inline otherwise (and counted).
     pub fn take(&self) -> EphemeralKey {
         self.taken.fetch_add(1, Ordering::Relaxed);
-        let pooled = match self.keys.try_lock() {
-            Ok(mut keys) => keys.pop(),
-            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner().pop(),
-            Err(TryLockError::WouldBlock) => None,
+        let (pooled, left) = match self.keys.try_lock() {
+            Ok(mut keys) => (keys.pop(), keys.len()),
+            Err(TryLockError::Poisoned(poisoned)) => {
+                let mut keys = poisoned.into_inner();
+                (keys.pop(), keys.len())
+            }
+            // Busy: the refiller holds the lock, so it is running.
+            Err(TryLockError::WouldBlock) => (None, self.target),
         };
+        self.ask_refill_if_low(left);
         pooled.unwrap_or_else(|| {
             self.generated_inline.fetch_add(1, Ordering::Relaxed);
             EphemeralKey::generate()
@@ -158,6 +194,9 @@ impl KeyPool {
     /// at most the pool's size, even while others keep taking. Generation
     /// happens outside the lock, in batches; call this off the hot path.
     pub fn refill(&self) -> usize {
+        // Cleared first: a take that empties the pool during this refill
+        // asks again, so the refiller comes back for it.
+        self.refill_asked.store(false, Ordering::Release);
         let missing = self.target.saturating_sub(self.available());
         let mut generated = 0;
         while generated < missing {
@@ -266,6 +305,35 @@ impl fmt::Debug for Hex<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The registered refiller is unparked once when a take leaves the
+    /// pool below half, not at every take after, and again after a refill.
+    #[test]
+    fn a_pool_below_half_unparks_its_refiller_once_per_refill() {
+        let pool = std::sync::Arc::new(KeyPool::new(4));
+        let (woke, wakes) = std::sync::mpsc::channel();
+        let refiller = std::thread::spawn(move || {
+            std::thread::park();
+            let _ = woke.send(());
+        });
+        assert!(pool.unpark_when_low(refiller.thread().clone()));
+        assert!(
+            !pool.unpark_when_low(std::thread::current()),
+            "one refiller"
+        );
+        let _ = (pool.take(), pool.take());
+        assert!(!pool.refill_asked.load(Ordering::Acquire), "2 of 4 left");
+        let _ = pool.take();
+        assert!(pool.refill_asked.load(Ordering::Acquire), "1 of 4 left");
+        // Generous: only a lost unpark fails this, not a slow machine.
+        let woken = wakes.recv_timeout(std::time::Duration::from_secs(60));
+        assert!(woken.is_ok(), "the refiller was unparked");
+        let _ = (pool.take(), pool.take());
+        assert_eq!(pool.stats().generated_inline, 1);
+        assert_eq!(pool.refill(), 4);
+        assert!(!pool.refill_asked.load(Ordering::Acquire));
+        refiller.join().expect("refiller");
+    }
 
     #[test]
     fn both_sides_agree_and_low_order_points_are_refused() {

@@ -22,9 +22,12 @@ use std::time::Duration;
 
 use smt_handshake::KeyPool;
 
-/// How often the refill thread looks at the pool: a pool of 64 keys
-/// covers bursts of 64 forward-secret accepts in this time.
-const LOOK_EVERY: Duration = Duration::from_millis(5);
+/// How often the refill thread looks at the pool unasked. It is unparked
+/// when a take leaves the pool half empty ([`KeyPool::unpark_when_low`]),
+/// so this is only a safety net (a pool another refiller registered
+/// with); it polled every 5 ms before, 200 wake-ups a second on an idle
+/// server.
+const LOOK_EVERY: Duration = Duration::from_secs(1);
 
 /// A thread that keeps a [`KeyPool`] full in idle CPU time; stopped (and
 /// joined) when dropped. See [`KeyPoolRefill::spawn`].
@@ -36,9 +39,10 @@ pub struct KeyPoolRefill {
 
 impl KeyPoolRefill {
     /// Starts a thread named `smt-key-refill` that tops `pool` up to its
-    /// size every 5 ms, at the idle scheduling priority (`SCHED_IDLE`; if
-    /// the system refuses it, at the lowest nice value instead). Errors
-    /// only if the thread cannot be created.
+    /// size whenever a take leaves it half empty (and once a second), at
+    /// the idle scheduling priority (`SCHED_IDLE`; if the system refuses
+    /// it, at the lowest nice value instead). Errors only if the thread
+    /// cannot be created.
     pub fn spawn(pool: Arc<KeyPool>) -> io::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
@@ -46,6 +50,7 @@ impl KeyPoolRefill {
             .name("smt-key-refill".into())
             .spawn(move || {
                 lower_own_priority();
+                pool.unpark_when_low(std::thread::current());
                 while !flag.load(Ordering::Relaxed) {
                     pool.refill();
                     std::thread::park_timeout(LOOK_EVERY);
