@@ -166,23 +166,15 @@ impl Socket {
     ///
     /// `WouldBlock` when nothing is pending. Any other error leaves `bufs` empty.
     pub fn recv(&self, bufs: &mut RecvBuffers) -> io::Result<usize> {
-        let result = bufs.fill(self.framing, |slots, meta| self.recv_into(slots, meta));
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        let result = bufs.fill_from(self.framing, self.inner.as_fd());
+        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        let result = bufs.fill(self.framing, |slots, meta| {
+            self.state.recv((&self.inner).into(), slots, meta)
+        });
         let empty = matches!(&result, Err(e) if e.kind() == io::ErrorKind::WouldBlock);
         self.calls.receive(empty);
         result
-    }
-
-    /// One receive call: smt-udp's own `recvmmsg` on Linux (see `sys::recv_batch`), quinn-udp's
-    /// receive elsewhere.
-    fn recv_into(
-        &self,
-        slots: &mut [std::io::IoSliceMut<'_>],
-        meta: &mut [quinn_udp::RecvMeta],
-    ) -> io::Result<usize> {
-        #[cfg(any(target_os = "linux", target_os = "android"))]
-        return crate::sys::recv_batch(self.inner.as_fd(), slots, meta);
-        #[cfg(not(any(target_os = "linux", target_os = "android")))]
-        return self.state.recv((&self.inner).into(), slots, meta);
     }
 
     /// The data system calls made so far, by kind (see [`Calls`](crate::Calls)).
