@@ -120,19 +120,24 @@ fn receives(any: SocketAddr, msg: &[u8], n: usize) {
         },
         &mut send,
     );
-    let smt_rx = Socket::bind(any, &SocketConfig::default()).unwrap();
-    let smt_to = smt_rx.local_addr().unwrap();
-    let mut bufs = RecvBuffers::new(smt_rx.features());
-    line(
-        "smt-udp Socket::recv (recvmmsg 32, GRO)",
-        n,
-        || {
-            assert_eq!(smt_rx.recv(&mut bufs).unwrap(), 1);
-        },
-        || {
-            tx.send_to(msg, smt_to).unwrap();
-        },
-    );
+    for (name, gro) in [
+        ("smt-udp Socket::recv (recvmmsg 32, GRO)", true),
+        ("smt-udp Socket::recv, GRO off", false),
+    ] {
+        let smt_rx = Socket::bind(any, SocketConfig::default().set_gro(gro)).unwrap();
+        let smt_to = smt_rx.local_addr().unwrap();
+        let mut bufs = RecvBuffers::new(smt_rx.features());
+        line(
+            name,
+            n,
+            || {
+                assert_eq!(smt_rx.recv(&mut bufs).unwrap(), 1);
+            },
+            || {
+                tx.send_to(msg, smt_to).unwrap();
+            },
+        );
+    }
 }
 
 /// Wait styles with the socket readable already: the set-up and
