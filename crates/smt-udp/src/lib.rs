@@ -29,8 +29,11 @@
 //! `IP_TOS` control message (the `calls` line of smt's `rtt` example). [`Socket::calls`] counts
 //! the system calls by kind.
 //!
-//! Batches (GSO sends, receives) go through [`quinn_udp`]. If a network driver rejects GSO at run time (`EIO` or
-//! `EINVAL` from `sendmsg`), quinn-udp turns GSO off for the socket and later sends go out one
+//! On Linux the receive is this crate's own `recvmmsg`, with its headers prepared once per
+//! [`RecvBuffers`] and only the GRO segment size read back from the control messages (quinn-udp's
+//! prepared 32 headers and decoded every control message it knows on each call). GSO sends, and
+//! receives on other platforms, go through [`quinn_udp`]. If a network driver rejects GSO at run
+//! time (`EIO` or `EINVAL` from `sendmsg`), quinn-udp turns GSO off for the socket and later sends go out one
 //! datagram per system call; [`Socket::features`] keeps describing what bind found.
 //!
 //! # Raw IP mode

@@ -17,7 +17,8 @@ use crate::{
     Features, Mode, SocketConfig, SocketError,
 };
 
-/// Receive slots per system call: quinn-udp uses `recvmmsg` where the platform has it.
+/// Receive slots per system call: `recvmmsg` where the platform has it (this crate's own on Linux
+/// and Android, quinn-udp's elsewhere).
 const RECV_BATCH: usize = if cfg!(any(
     target_os = "linux",
     target_os = "android",
@@ -47,8 +48,8 @@ const RAW_MIN_RECV_BUFFER: usize = 16 << 20;
 #[derive(Debug)]
 pub struct Socket {
     inner: socket2::Socket,
-    /// quinn-udp's per-socket state: GSO and GRO support and the `sendmsg`/`recvmmsg` calls. Raw
-    /// sockets use it for receiving only (both calls work on any datagram-like socket).
+    /// quinn-udp's per-socket state: GSO and GRO support, the GSO `sendmsg`, and the receive on
+    /// platforms other than Linux and Android (where `sys::RecvHeaders` receives).
     state: UdpSocketState,
     features: Features,
     framing: Framing,
