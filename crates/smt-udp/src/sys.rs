@@ -274,7 +274,7 @@ impl RecvHeaders {
             iov.iov_len = buf.len();
             // The kernel wrote back the lengths it used.
             hdr.msg_hdr.msg_namelen = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-            hdr.msg_hdr.msg_controllen = CONTROL_WORDS * mem::size_of::<u64>();
+            hdr.msg_hdr.msg_controllen = (CONTROL_WORDS * mem::size_of::<u64>()) as _;
             count += 1;
         }
         let received = self.call(fd, count)?;
