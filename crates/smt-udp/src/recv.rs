@@ -23,6 +23,9 @@ pub struct RecvBuffers {
     filled: Vec<Filled>,
     /// Slots the last receive call filled, before framing dropped any.
     slots_received: usize,
+    /// The receive call's headers, prepared once (Linux: smt-udp's own `recvmmsg`).
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    headers: crate::sys::RecvHeaders,
 }
 
 impl RecvBuffers {
@@ -34,6 +37,8 @@ impl RecvBuffers {
             meta: vec![RecvMeta::default(); slots],
             filled: Vec::with_capacity(slots),
             slots_received: 0,
+            #[cfg(any(target_os = "linux", target_os = "android"))]
+            headers: crate::sys::RecvHeaders::new(slots),
         }
     }
 
@@ -60,8 +65,25 @@ impl RecvBuffers {
         })
     }
 
+    /// Receives one batch from `fd` with the headers prepared at construction, then frames what
+    /// arrived. Returns the number of datagrams [`Self::iter`] yields.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    pub(crate) fn fill_from(
+        &mut self,
+        framing: Framing,
+        fd: std::os::fd::BorrowedFd<'_>,
+    ) -> std::io::Result<usize> {
+        self.filled.clear();
+        self.slots_received = 0;
+        let received = self
+            .headers
+            .recv(fd, &mut self.storage, SLOT, &mut self.meta)?;
+        Ok(self.frame(framing, received))
+    }
+
     /// Hands the slots to `receive` (which fills slots and metadata and returns how many it
     /// filled), then frames what arrived. Returns the number of datagrams [`Self::iter`] yields.
+    #[cfg_attr(any(target_os = "linux", target_os = "android"), allow(dead_code))]
     pub(crate) fn fill(
         &mut self,
         framing: Framing,
@@ -73,12 +95,17 @@ impl RecvBuffers {
         let mut bufs: [IoSliceMut<'_>; BATCH_SIZE] =
             array::from_fn(|_| IoSliceMut::new(slots.next().unwrap_or_default()));
         let received = receive(&mut bufs[..self.meta.len()], &mut self.meta)?;
+        Ok(self.frame(framing, received))
+    }
+
+    /// Locates the datagrams of the `received` slots the last call filled.
+    fn frame(&mut self, framing: Framing, received: usize) -> usize {
         self.slots_received = received;
         for (i, meta) in self.meta.iter().take(received).enumerate() {
             let slot = &self.storage[i * SLOT..(i + 1) * SLOT];
             self.filled.extend(framing.frame(meta, slot, i * SLOT));
         }
-        Ok(self.filled.iter().map(Filled::count).sum())
+        self.filled.iter().map(Filled::count).sum()
     }
 }
 

@@ -10,13 +10,15 @@ use quinn_udp::{Transmit, UdpSocketState, BATCH_SIZE};
 use socket2::{Domain, Protocol, SockAddr, Type};
 
 use crate::{
+    calls::CallCounters,
     features::Bytes,
     gso::MAX_GSO_PAYLOAD,
     recv::{Framing, RecvBuffers},
     Features, Mode, SocketConfig, SocketError,
 };
 
-/// Receive slots per system call: quinn-udp uses `recvmmsg` where the platform has it.
+/// Receive slots per system call: `recvmmsg` where the platform has it (this crate's own on Linux
+/// and Android, quinn-udp's elsewhere).
 const RECV_BATCH: usize = if cfg!(any(
     target_os = "linux",
     target_os = "android",
@@ -46,12 +48,13 @@ const RAW_MIN_RECV_BUFFER: usize = 16 << 20;
 #[derive(Debug)]
 pub struct Socket {
     inner: socket2::Socket,
-    /// quinn-udp's per-socket state: GSO and GRO support and the `sendmsg`/`recvmmsg` calls. Raw
-    /// sockets use it for receiving only (both calls work on any datagram-like socket).
+    /// quinn-udp's per-socket state: GSO and GRO support, the GSO `sendmsg`, and the receive on
+    /// platforms other than Linux and Android (where `sys::RecvHeaders` receives).
     state: UdpSocketState,
     features: Features,
     framing: Framing,
     ipv6: bool,
+    calls: CallCounters,
 }
 
 impl Socket {
@@ -84,6 +87,7 @@ impl Socket {
             inner,
             state,
             features,
+            calls: CallCounters::default(),
         })
     }
 
@@ -163,9 +167,20 @@ impl Socket {
     ///
     /// `WouldBlock` when nothing is pending. Any other error leaves `bufs` empty.
     pub fn recv(&self, bufs: &mut RecvBuffers) -> io::Result<usize> {
-        bufs.fill(self.framing, |slots, meta| {
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        let result = bufs.fill_from(self.framing, self.inner.as_fd());
+        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        let result = bufs.fill(self.framing, |slots, meta| {
             self.state.recv((&self.inner).into(), slots, meta)
-        })
+        });
+        let empty = matches!(&result, Err(e) if e.kind() == io::ErrorKind::WouldBlock);
+        self.calls.receive(empty);
+        result
+    }
+
+    /// The data system calls made so far, by kind (see [`Calls`](crate::Calls)).
+    pub fn calls(&self) -> crate::Calls {
+        self.calls.snapshot()
     }
 
     /// The next ICMP error queued for a datagram this socket sent (UDP mode, Linux: the socket
@@ -229,23 +244,35 @@ impl Socket {
     }
 
     /// One system call: `chunk` as datagrams of `segment` bytes (GSO if it holds several).
+    ///
+    /// One datagram goes out through a plain `sendto`, in raw-IP and UDP mode alike: quinn-udp's
+    /// `sendmsg` would add an `IP_TOS` control message (with ECN "not capable", the socket's
+    /// default anyway) that the kernel parses on every call, and a `msghdr` and iovec to copy in.
+    /// A small RPC's datagrams are sent one per call, so this is the common case.
     fn send_call(&self, dest: SocketAddr, chunk: &[u8], segment: usize) -> io::Result<()> {
-        if let Mode::RawIp { .. } = self.features.mode {
-            return self.send_raw(dest, chunk);
+        let gso = chunk.len() > segment;
+        self.calls.send(gso);
+        match self.features.mode {
+            // Linux reads an IPv6 raw socket's destination port as a protocol number: it must
+            // be 0.
+            Mode::RawIp { .. } => self.send_one(with_port_zero(dest), chunk),
+            Mode::Udp if !gso => self.send_one(dest, chunk),
+            Mode::Udp => {
+                let transmit = Transmit {
+                    destination: dest,
+                    ecn: None,
+                    contents: chunk,
+                    segment_size: Some(segment),
+                    src_ip: None,
+                };
+                self.state.try_send((&self.inner).into(), &transmit)
+            }
         }
-        let transmit = Transmit {
-            destination: dest,
-            ecn: None,
-            contents: chunk,
-            segment_size: (chunk.len() > segment).then_some(segment),
-            src_ip: None,
-        };
-        self.state.try_send((&self.inner).into(), &transmit)
     }
 
-    fn send_raw(&self, dest: SocketAddr, datagram: &[u8]) -> io::Result<()> {
-        // Linux reads an IPv6 raw socket's destination port as a protocol number: it must be 0.
-        let dest = SockAddr::from(with_port_zero(dest));
+    /// One datagram, no control message: `sendto`.
+    fn send_one(&self, dest: SocketAddr, datagram: &[u8]) -> io::Result<()> {
+        let dest = SockAddr::from(dest);
         loop {
             match self.inner.send_to(datagram, &dest) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -556,6 +583,38 @@ mod tests {
         if with_gro.offloads {
             assert_eq!(with_gro.slots, 1);
         }
+    }
+
+    /// One datagram leaves through one plain `sendto` (no control message), a batch of eleven
+    /// through one GSO `sendmsg` where the kernel has GSO (eleven `sendto`s where not); every
+    /// receive call is counted, the one that finds the socket empty too.
+    #[test]
+    fn one_datagram_takes_one_plain_send_and_a_batch_one_gso_send() {
+        let local = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        let rx = Socket::bind(local, &SocketConfig::default()).unwrap();
+        let tx = Socket::bind(local, &SocketConfig::default()).unwrap();
+        let to = rx.local_addr().unwrap();
+        tx.send(to, b"ping", 4).unwrap();
+        tx.send(to, b"pong", 1200).unwrap();
+        let sent = tx.calls();
+        assert_eq!((sent.sends, sent.gso_sends), (2, 0));
+        tx.send(to, &[1; 12_345], 1200).unwrap();
+        let sent = tx.calls();
+        match tx.features().gso_max_segments > 1 {
+            true => assert_eq!((sent.sends, sent.gso_sends), (2, 1)),
+            false => assert_eq!((sent.sends, sent.gso_sends), (2 + 11, 0)),
+        }
+        thread::sleep(Duration::from_millis(20));
+        let mut bufs = RecvBuffers::new(rx.features());
+        let mut datagrams = 0;
+        while let Ok(n) = rx.recv(&mut bufs) {
+            datagrams += n;
+        }
+        assert_eq!(datagrams, 13);
+        let received = rx.calls();
+        assert_eq!(received.empty_receives, 1);
+        assert!(received.receives >= 2, "{received:?}");
+        assert_eq!((received.sends, received.gso_sends), (0, 0));
     }
 
     /// Bind leaves on none of the control messages quinn-udp enables that nothing reads, on

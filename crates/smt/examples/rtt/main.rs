@@ -25,7 +25,7 @@ use smt::{Endpoint, EndpointConfig, LocalEndpoint, LocalEvent};
 
 fn main() {
     // An optional third argument runs one line only: udp, udp-poll,
-    // local, busy, threaded, mixed (both mixed pairs) or throughput.
+    // udp-smt, calls, local, busy, threaded, mixed (both mixed pairs) or throughput.
     let only = std::env::args().nth(3);
     let args: Vec<usize> = std::env::args()
         .skip(1)
@@ -42,6 +42,12 @@ fn main() {
     }
     if run("udp-poll") {
         report("udp ping-pong, ppoll", || udp_poll(any, size, iterations));
+    }
+    if run("udp-smt") {
+        report("udp ping-pong, smt-udp", || udp_smt(any, size, iterations));
+    }
+    if run("calls") {
+        calls::report(any, size, iterations);
     }
     if run("local") {
         report("smt LocalEndpoint", || local(any, size, iterations, false));
@@ -205,6 +211,45 @@ fn udp_poll(any: SocketAddr, size: usize, n: usize) -> Vec<Duration> {
     samples
 }
 
+/// The UDP ping-pong through smt-udp's `Socket`, as SMT's drivers call
+/// it: `ppoll` as in [`udp_poll`], then `Socket::recv` (a receive batch)
+/// and `Socket::send`. Against `udp_poll` it prices smt-udp's system calls
+/// alone (no protocol work; a few hundred instructions of set-up).
+fn udp_smt(any: SocketAddr, size: usize, n: usize) -> Vec<Duration> {
+    use smt_udp::{RecvBuffers, Socket, SocketConfig};
+    let server = Socket::bind(any, &SocketConfig::default()).unwrap();
+    let client = Socket::bind(any, &SocketConfig::default()).unwrap();
+    let addr = server.local_addr().unwrap();
+    let echo = std::thread::spawn(move || {
+        let waiter = PollWaiter::on(&server);
+        let mut bufs = RecvBuffers::new(server.features());
+        let mut reply = vec![0u8; 65536];
+        for _ in 0..n {
+            waiter.recv_smt(&server, &mut bufs);
+            let (from, datagram) = bufs.iter().next().unwrap();
+            let len = datagram.len();
+            reply[..len].copy_from_slice(datagram);
+            server.send(from, &reply[..len], len).unwrap();
+        }
+    });
+    let waiter = PollWaiter::on(&client);
+    let mut bufs = RecvBuffers::new(client.features());
+    let msg = vec![7u8; size.min(smt_udp::MAX_GSO_PAYLOAD)];
+    let samples = (0..n)
+        .map(|_| {
+            let start = Instant::now();
+            client.send(addr, &msg, msg.len()).unwrap();
+            waiter.recv_smt(&client, &mut bufs);
+            start.elapsed()
+        })
+        .collect();
+    echo.join().unwrap();
+    samples
+}
+
+/// The data system calls one small datagram can take, each timed alone.
+mod calls;
+
 /// A non-blocking socket's wait as SMT's drivers do it (see [`udp_poll`]).
 struct PollWaiter {
     fds: [libc::c_int; 3],
@@ -212,8 +257,12 @@ struct PollWaiter {
 
 impl PollWaiter {
     fn new(socket: &UdpSocket) -> Self {
-        use std::os::fd::AsRawFd;
         socket.set_nonblocking(true).unwrap();
+        Self::on(socket)
+    }
+
+    /// For a socket that is non-blocking already.
+    fn on(socket: &impl std::os::fd::AsRawFd) -> Self {
         // SAFETY: neither call takes pointers; the descriptors leak with
         // the process (a benchmark line).
         let wake = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
@@ -225,20 +274,38 @@ impl PollWaiter {
         }
     }
 
+    /// Sleeps until the socket is readable.
+    fn sleep(&self) {
+        let mut fds = self.fds.map(|fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        // SAFETY: `fds` is a live local array of three pollfd structs;
+        // no timeout and no signal mask.
+        unsafe { libc::ppoll(fds.as_mut_ptr(), 3, std::ptr::null(), std::ptr::null()) };
+    }
+
     /// Sleeps until the socket is readable, then receives: two system
     /// calls, as SMT's drivers make after their send.
     fn recv_from(&self, socket: &UdpSocket, buf: &mut [u8]) -> (usize, SocketAddr) {
         loop {
-            let mut fds = self.fds.map(|fd| libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            });
-            // SAFETY: `fds` is a live local array of three pollfd structs;
-            // no timeout and no signal mask.
-            unsafe { libc::ppoll(fds.as_mut_ptr(), 3, std::ptr::null(), std::ptr::null()) };
+            self.sleep();
             match socket.recv_from(buf) {
                 Ok(got) => return got,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => panic!("receive: {e}"),
+            }
+        }
+    }
+
+    /// The same through smt-udp: one receive batch with a datagram.
+    fn recv_smt(&self, socket: &smt_udp::Socket, bufs: &mut smt_udp::RecvBuffers) {
+        loop {
+            self.sleep();
+            match socket.recv(bufs) {
+                Ok(1..) => return,
+                Ok(0) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 Err(e) => panic!("receive: {e}"),
             }
