@@ -22,9 +22,8 @@ use std::hash::BuildHasher;
 /// The smallest table once anything is stored.
 const MIN_SLOTS: usize = 8;
 
-/// The hash's odd multipliers (64-bit mixing constants with well-spread
-/// bits: the golden ratio's and one of splitmix64's).
-const MIX: (u64, u64) = (0x9e37_79b9_7f4a_7c15, 0xbf58_476d_1ce4_e5b9);
+/// 2^64 / φ, odd: the multiplier of Fibonacci hashing.
+const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
 
 /// The epoch of an empty slot: epochs count key updates from 0 and never
 /// get near it.
@@ -109,7 +108,12 @@ impl IdIndex {
         if !goes(value) {
             return None;
         }
-        self.close_hole(at);
+        let next = (at + 1) & (self.slots.len() - 1);
+        match self.slots[next].epoch {
+            // Most often nothing follows: the slot just becomes free.
+            EMPTY => self.slots[at] = free(),
+            _ => self.close_hole(at),
+        }
         self.len -= 1;
         Some(value)
     }
@@ -144,16 +148,17 @@ impl IdIndex {
         }
     }
 
-    /// Where the probe for (`epoch`, `id`) starts: the top bits of a
-    /// mix of the key and the table's random seed (multiply, xor-shift,
-    /// multiply). Multiplying alone spreads consecutive IDs only for some
-    /// multipliers; the xor-shift between two multiplies spreads them for
-    /// every seed. Epochs are few, so they go to bits IDs leave unused.
+    /// Where the probe for (`epoch`, `id`) starts: the top bits of the
+    /// key, xored with the table's random seed, times 2^64 / φ (Fibonacci
+    /// hashing). A side's IDs differ by 2, so the role bit goes first:
+    /// consecutive IDs then make runs of consecutive integers, which the
+    /// seed only permutes within aligned blocks, and Fibonacci hashing
+    /// spreads such runs evenly whatever the seed. Epochs are few, so
+    /// they go to bits IDs leave unused.
     #[inline(always)]
     fn home(&self, epoch: u64, id: u64) -> usize {
-        let x = (id ^ epoch.rotate_right(17) ^ self.seed).wrapping_mul(MIX.0);
-        let x = (x ^ x >> 32).wrapping_mul(MIX.1);
-        (x >> self.shift) as usize
+        let x = (id >> 1) ^ epoch.rotate_right(17) ^ self.seed;
+        (x.wrapping_mul(GOLDEN) >> self.shift) as usize
     }
 
     /// Puts `entry` in the first free slot of its probe run.
