@@ -33,6 +33,7 @@ impl<T> Default for Slab<T> {
 }
 
 impl<T> Slab<T> {
+    #[inline]
     pub(crate) fn insert(&mut self, value: T) -> (u32, u32) {
         self.len += 1;
         if let Some(index) = self.free.pop() {

@@ -45,6 +45,7 @@ pub(crate) struct ClientTable {
 
 impl ClientTable {
     /// Stores `rpc` and returns its new handle.
+    #[inline]
     pub(super) fn insert(&mut self, rpc: ClientRpc) -> RpcHandle {
         let (index, generation) = self.slab.insert(rpc);
         handle_of(index, generation)
@@ -236,6 +237,7 @@ pub(crate) struct ServerTable {
 impl ServerTable {
     /// Stores `rpc` under `key` of peer `peer` and returns its slot (the
     /// caller indexes it in the peer's `PeerRpcs`).
+    #[inline]
     pub(super) fn insert(
         &mut self,
         key: ServerRpcHandle,
