@@ -17,6 +17,7 @@
 //! back. The vectors, the deque and the free list are reused: no
 //! allocation per message once they have grown.
 
+use std::cmp::Ordering;
 use std::collections::VecDeque;
 
 use super::MsgKey;
@@ -136,6 +137,7 @@ impl SendQueue {
 
     /// Puts `entry` at an end of the run if it keeps the run in order
     /// (or the run is empty), else in the heap.
+    #[inline]
     fn insert(&mut self, entry: Entry) {
         match (self.run.front(), self.run.back()) {
             (Some(front), _) if self.less(&entry, front) => self.run.push_front(entry),
@@ -207,11 +209,14 @@ impl SendQueue {
     /// Whether `a` goes before `b`: the order of `(rank, MsgKey)`.
     #[inline(always)]
     fn less(&self, a: &Entry, b: &Entry) -> bool {
-        if a.order != b.order {
-            return a.order < b.order;
+        match a.order.cmp(&b.order) {
+            Ordering::Less => true,
+            Ordering::Greater => false,
+            // Equal client numbers are equal handles: the same key.
+            Ordering::Equal => {
+                a.key != NO_KEY && self.keys[a.key as usize] < self.keys[b.key as usize]
+            }
         }
-        // Equal client numbers are equal handles: the same key.
-        a.key != NO_KEY && self.keys[a.key as usize] < self.keys[b.key as usize]
     }
 
     /// The smaller child of `at`, if it has any.
