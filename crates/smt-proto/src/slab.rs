@@ -78,6 +78,7 @@ impl<T> Slab<T> {
     /// Removes the value at (`index`, `generation`) after `f` has had it
     /// in place: a value that is only emptied (its buffers given back)
     /// is dropped where it lies instead of being moved out first.
+    #[inline]
     pub(crate) fn remove_with<R>(
         &mut self,
         index: u32,
