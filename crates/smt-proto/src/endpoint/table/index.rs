@@ -8,14 +8,16 @@
 //! them; the lookup is a multiply, a shift and one or two compares, where
 //! hashing the pair with a general hasher and probing its control bytes
 //! cost several times that on every packet. A random seed per table goes
-//! into the hash first, so a peer choosing its IDs cannot aim them at one
-//! probe run. At most half the slots are in use, so
-//! probe runs stay short and a miss always ends at an empty slot.
+//! into the hash first, so where a peer's IDs land depends on a secret the
+//! peer does not know: it cannot line them up in one probe run. At most
+//! half the slots are in use, so probe runs stay short and a miss always
+//! ends at an empty slot.
 //!
 //! Memory follows the entries it holds, as a hash map's does: the table
-//! doubles when half full and never holds more than what the endpoint's
-//! RPC tables hold (bounded by `endpoint/limits.rs`); it is reused, not
-//! reallocated, as RPCs come and go.
+//! doubles when half full (so it has at most four slots per entry at its
+//! peak), its entries are the peer's RPCs in the endpoint's tables
+//! (bounded by `endpoint/limits.rs`), and it is reused, not reallocated,
+//! as RPCs come and go.
 
 use std::hash::BuildHasher;
 
