@@ -33,6 +33,7 @@ impl<T> Default for Slab<T> {
 }
 
 impl<T> Slab<T> {
+    #[inline]
     pub(crate) fn insert(&mut self, value: T) -> (u32, u32) {
         self.len += 1;
         if let Some(index) = self.free.pop() {
@@ -77,6 +78,7 @@ impl<T> Slab<T> {
     /// Removes the value at (`index`, `generation`) after `f` has had it
     /// in place: a value that is only emptied (its buffers given back)
     /// is dropped where it lies instead of being moved out first.
+    #[inline]
     pub(crate) fn remove_with<R>(
         &mut self,
         index: u32,

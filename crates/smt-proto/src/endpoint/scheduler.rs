@@ -37,22 +37,26 @@ pub(crate) struct Scheduler {
 
 impl Scheduler {
     /// Ranks `key` among the send candidates by `rank`, its bytes left.
+    #[inline]
     pub(super) fn push_sendable(&mut self, rank: u64, key: MsgKey) {
         self.sendable.push(rank, key);
     }
 
     /// The send candidate with the fewest bytes left (ties: the smaller
     /// key) and its rank; it stays a candidate.
+    #[inline]
     pub(super) fn next_sendable(&self) -> Option<(u64, MsgKey)> {
         self.sendable.peek()
     }
 
     /// Gives the candidate `next_sendable` named a new rank.
+    #[inline]
     pub(super) fn rerank_next(&mut self, rank: u64) {
         self.sendable.rerank_top(rank);
     }
 
     /// Drops the candidate `next_sendable` named.
+    #[inline]
     pub(super) fn pop_next(&mut self) {
         self.sendable.pop();
     }

@@ -12,12 +12,13 @@
 //! Iteration is in slot order: deterministic for a given sequence of
 //! operations (simulations must not depend on a hasher's seed).
 
-use std::collections::hash_map::Entry;
+mod index;
 
 use super::peer::id::PeerId;
-use super::{HashMap, RpcHandle, ServerRpcHandle};
+use super::{RpcHandle, ServerRpcHandle};
 use crate::rpc::{ClientRpc, ServerMsg, ServerRpc, ServerSlot};
 use crate::slab::Slab;
+use index::IdIndex;
 
 fn handle_of(index: u32, generation: u32) -> RpcHandle {
     RpcHandle(u64::from(generation) << 32 | u64::from(index))
@@ -44,6 +45,7 @@ pub(crate) struct ClientTable {
 
 impl ClientTable {
     /// Stores `rpc` and returns its new handle.
+    #[inline]
     pub(super) fn insert(&mut self, rpc: ClientRpc) -> RpcHandle {
         let (index, generation) = self.slab.insert(rpc);
         handle_of(index, generation)
@@ -115,28 +117,29 @@ struct ServerEntry {
 }
 
 /// One peer's RPCs by (key epoch, message ID): our calls to it and its
-/// requests to us. The per-packet RPC lookup is here, and whatever ends
-/// with the peer's session or key epoch finds its RPCs here instead of
-/// scanning every RPC.
+/// requests to us. The per-packet RPC lookup is here (one probe of a
+/// small integer-keyed table, `index.rs`), and whatever ends with the
+/// peer's session or key epoch finds its RPCs here instead of scanning
+/// every RPC.
 #[derive(Debug, Default)]
 pub(crate) struct PeerRpcs {
-    clients: HashMap<(u64, u64), RpcHandle>,
-    servers: HashMap<(u64, u64), ServerSlot>,
+    clients: IdIndex,
+    servers: IdIndex,
 }
 
 impl PeerRpcs {
     #[inline]
     pub(super) fn client(&self, epoch: u64, id: u64) -> Option<RpcHandle> {
-        self.clients.get(&(epoch, id)).copied()
+        self.clients.get(epoch, id).map(RpcHandle)
     }
 
     #[inline]
     pub(super) fn server(&self, epoch: u64, id: u64) -> Option<ServerSlot> {
-        self.servers.get(&(epoch, id)).copied()
+        self.servers.get(epoch, id).map(slot_from)
     }
 
     pub(super) fn add_client(&mut self, epoch: u64, id: u64, handle: RpcHandle) {
-        self.clients.insert((epoch, id), handle);
+        self.clients.insert(epoch, id, handle.0);
     }
 
     /// Returns the slot of an RPC the new one replaces.
@@ -146,45 +149,43 @@ impl PeerRpcs {
         id: u64,
         slot: ServerSlot,
     ) -> Option<ServerSlot> {
-        self.servers.insert((epoch, id), slot)
+        self.servers
+            .insert(epoch, id, slot_word(slot))
+            .map(slot_from)
     }
 
     pub(super) fn remove_client(&mut self, epoch: u64, id: u64) {
-        self.clients.remove(&(epoch, id));
+        self.clients.remove_if(epoch, id, |_| true);
     }
 
     /// Takes `slot` out of the index, if the index still names it for
-    /// (`epoch`, `id`): one lookup (a `get`, then a `remove`, was two).
+    /// (`epoch`, `id`).
     pub(super) fn remove_server(&mut self, epoch: u64, id: u64, slot: ServerSlot) {
-        if let Entry::Occupied(e) = self.servers.entry((epoch, id)) {
-            if *e.get() == slot {
-                e.remove();
-            }
-        }
+        self.servers.remove_if(epoch, id, |s| s == slot_word(slot));
     }
 
     /// Whether the peer has an RPC under way.
     pub(super) fn is_empty(&self) -> bool {
-        self.clients.is_empty() && self.servers.is_empty()
+        self.clients.len() == 0 && self.servers.len() == 0
     }
 
     /// Its calls of key epoch `epoch`, in no particular order.
     pub(super) fn clients_in(&self, epoch: u64) -> impl Iterator<Item = RpcHandle> + '_ {
         self.clients
             .iter()
-            .filter(move |((e, _), _)| *e == epoch)
-            .map(|(_, h)| *h)
+            .filter(move |&(e, _, _)| e == epoch)
+            .map(|(_, _, h)| RpcHandle(h))
     }
 
     /// Whether one of its RPCs, either way and of any key epoch, has
     /// message ID `id`.
     pub(super) fn has_id(&self, id: u64) -> bool {
-        self.clients.keys().any(|&(_, i)| i == id) || self.servers.keys().any(|&(_, i)| i == id)
+        self.clients.iter().any(|(_, i, _)| i == id) || self.servers.iter().any(|(_, i, _)| i == id)
     }
 
     /// Whether it has a request of key epoch `epoch`.
     pub(super) fn has_server_in(&self, epoch: u64) -> bool {
-        self.servers.keys().any(|(e, _)| *e == epoch)
+        self.servers.iter().any(|(e, _, _)| e == epoch)
     }
 
     /// Its calls (of key epoch `epoch`, or all) in slot order: the order a
@@ -193,8 +194,8 @@ impl PeerRpcs {
         let mut v: Vec<RpcHandle> = self
             .clients
             .iter()
-            .filter(|((e, _), _)| epoch.is_none_or(|x| x == *e))
-            .map(|(_, h)| *h)
+            .filter(|&(e, _, _)| epoch.is_none_or(|x| x == e))
+            .map(|(_, _, h)| RpcHandle(h))
             .collect();
         v.sort_unstable_by_key(|h| slot_of(*h).0);
         v
@@ -206,11 +207,23 @@ impl PeerRpcs {
         let mut v: Vec<ServerSlot> = self
             .servers
             .iter()
-            .filter(|((e, _), _)| epoch.is_none_or(|x| x == *e))
-            .map(|(_, s)| *s)
+            .filter(|&(e, _, _)| epoch.is_none_or(|x| x == e))
+            .map(|(_, _, s)| slot_from(s))
             .collect();
         v.sort_unstable_by_key(|s| s.index);
         v
+    }
+}
+
+/// A server slot as one word for the index.
+fn slot_word(slot: ServerSlot) -> u64 {
+    u64::from(slot.generation) << 32 | u64::from(slot.index)
+}
+
+fn slot_from(word: u64) -> ServerSlot {
+    ServerSlot {
+        index: word as u32,
+        generation: (word >> 32) as u32,
     }
 }
 
@@ -224,6 +237,7 @@ pub(crate) struct ServerTable {
 impl ServerTable {
     /// Stores `rpc` under `key` of peer `peer` and returns its slot (the
     /// caller indexes it in the peer's `PeerRpcs`).
+    #[inline]
     pub(super) fn insert(
         &mut self,
         key: ServerRpcHandle,

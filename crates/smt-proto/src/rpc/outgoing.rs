@@ -1,4 +1,6 @@
-use std::collections::BTreeSet;
+mod resend;
+
+use resend::ResendSet;
 
 use super::ServerRpcHandle;
 use crate::offload::{RecordPos, TxRecords};
@@ -59,7 +61,7 @@ pub(crate) struct Outgoing {
     /// packet further.
     segment_start: u64,
     segment_end: u64,
-    retransmit: BTreeSet<(u64, u32)>,
+    retransmit: ResendSet,
     /// The tick of the last RESEND that queued retransmissions.
     resent_at: Option<u64>,
     /// For each of the last [`MARKS`] ticks in which a packet was first
@@ -96,7 +98,7 @@ impl Outgoing {
             sent: 0,
             segment_start: first.wire_offset,
             segment_end: first.wire_offset + first.wire_len,
-            retransmit: BTreeSet::new(),
+            retransmit: ResendSet::default(),
             resent_at: None,
             marks: [(0, 0); MARKS],
             mark_at: 0,

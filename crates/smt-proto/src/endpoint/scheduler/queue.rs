@@ -7,16 +7,21 @@
 //! the smallest entry is the smaller of the run's front and the heap's top,
 //! so the order is exactly that of `(rank, MsgKey)` either way.
 //!
-//! Entries are 24 bytes, not the 72 of a `(u64, MsgKey)`: the rank, the
-//! key's variant and number (which order keys as `MsgKey` does, but may
-//! tie two server messages with the same ID from different peers or
-//! epochs: those compare the whole keys), and the index of the whole key in
-//! a side table. The vectors, the deque and the free list are reused: no
+//! Entries are 32 bytes, not the 72 of a `(u64, MsgKey)`: the rank, the
+//! key's variant and number packed in one `u128` compared at once (they
+//! order keys as `MsgKey` does, but may tie two server messages with the
+//! same ID from different peers or epochs: those compare the whole
+//! keys), and, for a server message, the
+//! index of the whole key in a side table. A client message's number is
+//! its whole key (the handle), so it is never copied to the side table and
+//! back. The vectors, the deque and the free list are reused: no
 //! allocation per message once they have grown.
 
+use std::cmp::Ordering;
 use std::collections::VecDeque;
 
 use super::MsgKey;
+use crate::rpc::RpcHandle;
 
 #[derive(Debug, Default)]
 pub(super) struct SendQueue {
@@ -29,15 +34,45 @@ pub(super) struct SendQueue {
     free: Vec<u32>,
 }
 
+/// `Entry::key` of a client message.
+const NO_KEY: u32 = u32::MAX;
+
 #[derive(Clone, Copy, Debug)]
 struct Entry {
-    rank: u64,
-    /// `number(key)`.
-    number: u64,
-    /// The whole key's index in `SendQueue::keys`.
+    /// `(rank, variant(key), number(key))` as one integer, compared in
+    /// one go: the rank above bit 65, the variant at bit 64, the number
+    /// below. Ranks are bytes left of a message, below 2^32 (the wire's
+    /// length field), so the rank's bits never reach past the top.
+    order: u128,
+    /// A server message's whole key's index in `SendQueue::keys` (a
+    /// client message's is its number: `NO_KEY` here).
     key: u32,
-    /// `variant(key)`.
-    variant: u8,
+}
+
+impl Entry {
+    fn new(rank: u64, key: MsgKey, at: u32) -> Self {
+        let mut entry = Entry { order: 0, key: at };
+        entry.order = u128::from(variant(key)) << 64 | u128::from(number(key));
+        entry.set_rank(rank);
+        entry
+    }
+
+    #[inline(always)]
+    fn rank(&self) -> u64 {
+        (self.order >> 65) as u64
+    }
+
+    #[inline(always)]
+    fn set_rank(&mut self, rank: u64) {
+        debug_assert!(rank < 1 << 63, "ranks are message lengths");
+        let low = self.order & ((1 << 65) - 1);
+        self.order = u128::from(rank) << 65 | low;
+    }
+
+    #[inline(always)]
+    fn number(&self) -> u64 {
+        self.order as u64
+    }
 }
 
 /// Where the smallest entry is.
@@ -48,29 +83,27 @@ enum Top {
 }
 
 impl SendQueue {
+    #[inline]
     pub(super) fn push(&mut self, rank: u64, key: MsgKey) {
-        let entry = Entry {
-            rank,
-            number: number(key),
-            key: self.store(key),
-            variant: variant(key),
-        };
-        self.insert(entry);
+        let at = self.store(key);
+        self.insert(Entry::new(rank, key, at));
     }
 
+    #[inline]
     pub(super) fn peek(&self) -> Option<(u64, MsgKey)> {
         let top = match self.top()? {
             Top::Run => self.run.front()?,
             Top::Heap => self.heap.first()?,
         };
-        Some((top.rank, self.keys[top.key as usize]))
+        Some((top.rank(), self.whole_key(top)))
     }
 
     /// Re-ranks the smallest entry (nothing if empty).
+    #[inline]
     pub(super) fn rerank_top(&mut self, rank: u64) {
         match self.top() {
             Some(Top::Heap) => {
-                self.heap[0].rank = rank;
+                self.heap[0].set_rank(rank);
                 self.sift_down(0);
             }
             Some(Top::Run) => self.rerank_run_front(rank),
@@ -79,13 +112,14 @@ impl SendQueue {
     }
 
     /// Drops the smallest entry (nothing if empty).
+    #[inline]
     pub(super) fn pop(&mut self) {
         let entry = match self.top() {
             Some(Top::Run) => self.run.pop_front(),
             Some(Top::Heap) => self.pop_heap(),
             None => None,
         };
-        if let Some(entry) = entry {
+        if let Some(entry) = entry.filter(|e| e.key != NO_KEY) {
             self.free.push(entry.key);
         }
     }
@@ -103,6 +137,7 @@ impl SendQueue {
 
     /// Puts `entry` at an end of the run if it keeps the run in order
     /// (or the run is empty), else in the heap.
+    #[inline]
     fn insert(&mut self, entry: Entry) {
         match (self.run.front(), self.run.back()) {
             (Some(front), _) if self.less(&entry, front) => self.run.push_front(entry),
@@ -122,7 +157,7 @@ impl SendQueue {
         let Some(front) = self.run.front_mut() else {
             return;
         };
-        front.rank = rank;
+        front.set_rank(rank);
         let front = *front;
         if self.run.get(1).is_some_and(|next| self.less(next, &front)) {
             self.run.pop_front();
@@ -146,26 +181,42 @@ impl SendQueue {
         Some(top)
     }
 
-    /// Puts `key` in a free place of the side table.
+    /// The whole key of `entry`.
+    #[inline(always)]
+    fn whole_key(&self, entry: &Entry) -> MsgKey {
+        match entry.key {
+            NO_KEY => MsgKey::Client(RpcHandle(entry.number())),
+            at => self.keys[at as usize],
+        }
+    }
+
+    /// Puts a server message's `key` in a free place of the side table
+    /// (a client message's needs none: `NO_KEY`).
     fn store(&mut self, key: MsgKey) -> u32 {
+        if let MsgKey::Client(_) = key {
+            return NO_KEY;
+        }
         if let Some(index) = self.free.pop() {
             self.keys[index as usize] = key;
             return index;
         }
         self.keys.push(key);
         // A queue holds at most one entry per message plus stale ones, far
-        // below 2^32.
-        u32::try_from(self.keys.len() - 1).unwrap_or(u32::MAX)
+        // below 2^32 - 1.
+        u32::try_from(self.keys.len() - 1).unwrap_or(NO_KEY - 1)
     }
 
     /// Whether `a` goes before `b`: the order of `(rank, MsgKey)`.
     #[inline(always)]
     fn less(&self, a: &Entry, b: &Entry) -> bool {
-        let (ka, kb) = ((a.rank, a.variant, a.number), (b.rank, b.variant, b.number));
-        if ka != kb {
-            return ka < kb;
+        match a.order.cmp(&b.order) {
+            Ordering::Less => true,
+            Ordering::Greater => false,
+            // Equal client numbers are equal handles: the same key.
+            Ordering::Equal => {
+                a.key != NO_KEY && self.keys[a.key as usize] < self.keys[b.key as usize]
+            }
         }
-        self.keys[a.key as usize] < self.keys[b.key as usize]
     }
 
     /// The smaller child of `at`, if it has any.
@@ -240,7 +291,7 @@ mod tests {
     use std::net::SocketAddr;
 
     use super::*;
-    use crate::rpc::{RpcHandle, ServerMsg, ServerRpcHandle, ServerSlot};
+    use crate::rpc::{ServerMsg, ServerRpcHandle, ServerSlot};
 
     fn server(id: u64, epoch: u64, port: u16, index: u32) -> MsgKey {
         let peer = SocketAddr::from(([10, 0, 0, 1], port));
@@ -288,7 +339,8 @@ mod tests {
             queue.pop();
         }
         assert_eq!(popped, model);
-        assert_eq!(queue.free.len(), keys.len(), "every place returned");
+        let servers = keys.iter().filter(|k| matches!(k, MsgKey::Server(_)));
+        assert_eq!(queue.free.len(), servers.count(), "every place returned");
     }
 
     /// Against a sorted model: pushes in key order, reverse key order and
