@@ -714,7 +714,7 @@ impl Engine {
                     let rtt = now.saturating_duration_since(done.opened);
                     self.timing.call_completed(&self.core, done.peer, rtt);
                 }
-                let result = result.map(|data| self.recycler.wrap(data));
+                let result = result.map(|data| self.recycler.wrap(&mut self.core, data));
                 let call = done.call;
                 self.outcomes.push_back(Outcome::Reply { call, result });
             }
@@ -748,7 +748,7 @@ impl Engine {
             self.core.recycle(data);
             return;
         }
-        let data = self.recycler.wrap(data);
+        let data = self.recycler.wrap(&mut self.core, data);
         let sessions = self.core.stats().usage.sessions as usize;
         let live = self.core.peers_stats().map(|(peer, _)| peer);
         self.identities.prune(sessions, live);
