@@ -47,7 +47,7 @@ use smt_proto::{
 };
 use smt_udp::{Features, Socket};
 
-use self::calls::Calls;
+use self::calls::{Calls, Sent};
 pub(crate) use self::clock::{Clock, SystemClock};
 use self::credit::Load;
 use self::identity::Identities;
@@ -605,10 +605,13 @@ impl Engine {
         // needs its own copy of borrowed ones.
         match self.core.send_request(now, peer, data.clone()) {
             Ok(rpc) => {
-                self.core
-                    .set_request_priority(rpc, self.calls.priority(call));
-                self.calls.sent(call, rpc);
-                self.load.sent(peer, rpc);
+                if let Some(priority) = self.calls.sent(call, rpc) {
+                    self.load.sent(peer);
+                    // A new RPC carries priority 0: only another one is set.
+                    if priority != 0 {
+                        self.core.set_request_priority(rpc, priority);
+                    }
+                }
                 Ok(())
             }
             Err(SendError::NoSession) if self.sessions.can_connect(peer) => {
@@ -702,29 +705,29 @@ impl Engine {
         }
     }
 
+    /// Ends the call of `rpc` with `result` (one lookup in each table),
+    /// unless it is retried after `Overloaded`.
     fn finish(&mut self, now: Instant, rpc: RpcHandle, result: Result<Vec<u8>, Error>) {
-        self.load.ended(rpc);
         if matches!(result, Err(Error::Rpc(RpcError::Overloaded))) && self.retry_later(rpc) {
             return;
         }
-        match self.calls.finish_rpc(rpc) {
-            Some(done) => {
-                self.load.done(done.call);
-                if result.is_ok() {
-                    let rtt = now.saturating_duration_since(done.opened);
-                    self.timing.call_completed(&self.core, done.peer, rtt);
-                }
-                let result = result.map(|data| self.recycler.wrap(&mut self.core, data));
-                let call = done.call;
-                self.outcomes.push_back(Outcome::Reply { call, result });
+        let Some(done) = self.calls.finish_rpc(rpc) else {
+            // Cancelled or timed out (its credit was freed then): nobody
+            // wants the data, the pool does.
+            if let Ok(data) = result {
+                self.core.recycle(data);
             }
-            // Cancelled: nobody wants the data, the pool does.
-            None => {
-                if let Ok(data) = result {
-                    self.core.recycle(data);
-                }
-            }
+            return;
+        };
+        self.load.ended(done.peer);
+        self.load.done(done.call);
+        if result.is_ok() {
+            let rtt = now.saturating_duration_since(done.opened);
+            self.timing.call_completed(&self.core, done.peer, rtt);
         }
+        let result = result.map(|data| self.recycler.wrap(&mut self.core, data));
+        let call = done.call;
+        self.outcomes.push_back(Outcome::Reply { call, result });
     }
 
     /// Whether the call of `rpc`, refused unexecuted, will be sent again
@@ -738,7 +741,9 @@ impl Engine {
         if !self.load.retry(now, call, deadline) {
             return false;
         }
-        self.calls.unsend(rpc);
+        if let Some(peer) = self.calls.unsend(rpc) {
+            self.load.ended(peer);
+        }
         true
     }
 
@@ -818,8 +823,8 @@ impl Engine {
     /// Ends the calls whose deadline has passed with [`Error::Timeout`],
     /// aborting their RPCs at both ends.
     fn expire_calls(&mut self, now: Instant) {
-        while let Some((call, after, rpc)) = self.calls.expired(now) {
-            self.forget_call(call, rpc);
+        while let Some((call, after, sent)) = self.calls.expired(now) {
+            self.forget_call(call, sent);
             self.outcomes.push_back(Outcome::Reply {
                 call,
                 result: Err(Error::Timeout { after }),
@@ -829,18 +834,18 @@ impl Engine {
 
     /// Ends a call without an outcome, wherever it is.
     fn end_call(&mut self, call: CallToken) {
-        if let Some(rpc) = self.calls.end(call) {
-            self.forget_call(call, rpc);
+        if let Some(sent) = self.calls.end(call) {
+            self.forget_call(call, sent);
         }
     }
 
     /// Drops an ended call's state: its RPC in the core (which tells the
     /// server), or its place in a queue for keys.
-    fn forget_call(&mut self, call: CallToken, rpc: Option<RpcHandle>) {
+    fn forget_call(&mut self, call: CallToken, sent: Option<Sent>) {
         self.load.done(call);
-        match rpc {
-            Some(rpc) => {
-                self.load.ended(rpc);
+        match sent {
+            Some(Sent { rpc, peer }) => {
+                self.load.ended(peer);
                 self.core.abort(rpc);
             }
             None => {
