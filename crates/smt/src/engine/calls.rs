@@ -166,10 +166,7 @@ impl Calls {
 
     /// Ends the next call whose deadline is at or before `now`: the call,
     /// its timeout, and its RPC if it had one.
-    pub(super) fn expired(
-        &mut self,
-        now: Instant,
-    ) -> Option<(CallToken, Duration, Option<Sent>)> {
+    pub(super) fn expired(&mut self, now: Instant) -> Option<(CallToken, Duration, Option<Sent>)> {
         let &(at, call) = self.deadlines.first()?;
         if at > now {
             return None;
