@@ -772,7 +772,9 @@ impl Engine {
         });
     }
 
-    /// Starts the calls that waited for keys with `peer`.
+    /// Starts the calls that waited for keys with `peer`. Cold: kept out
+    /// of `dispatch`, which runs twice per call and paid for its frame.
+    #[cold]
     fn handshake_succeeded(&mut self, now: Instant, peer: SocketAddr) {
         let parked = self.sessions.handshake_ended(peer);
         let bytes: usize = parked.iter().map(|p| p.data.len()).sum();
@@ -796,6 +798,7 @@ impl Engine {
         self.io.transmit(&mut self.core, now);
     }
 
+    #[cold]
     fn handshake_failed(&mut self, peer: SocketAddr, error: &HandshakeError) {
         for parked in self.sessions.handshake_ended(peer) {
             self.fail(parked.call, Error::Handshake(error.clone()));
