@@ -32,6 +32,14 @@ struct Live {
     opened: Instant,
 }
 
+/// A call's RPC in the core and the peer it went to (whose credit it
+/// holds).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Sent {
+    pub rpc: RpcHandle,
+    pub peer: SocketAddr,
+}
+
 /// A call whose RPC finished: who it called and when it was made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Finished {
@@ -103,24 +111,21 @@ impl Calls {
         call
     }
 
-    /// The call's request is now RPC `rpc` in the core.
-    /// The priority `call`'s request carries (0 for an unknown call).
-    pub(super) fn priority(&self, call: CallToken) -> u8 {
-        self.live.get(&call).map_or(0, |l| l.priority)
-    }
-
-    pub(super) fn sent(&mut self, call: CallToken, rpc: RpcHandle) {
-        if let Some(live) = self.live.get_mut(&call) {
-            live.rpc = Some(rpc);
-            self.by_rpc.insert(rpc, call);
-        }
+    /// The call's request is now RPC `rpc` in the core: the priority it
+    /// is to carry, or `None` if the call has ended.
+    pub(super) fn sent(&mut self, call: CallToken, rpc: RpcHandle) -> Option<u8> {
+        let live = self.live.get_mut(&call)?;
+        live.rpc = Some(rpc);
+        self.by_rpc.insert(rpc, call);
+        Some(live.priority)
     }
 
     /// Ends the call whose RPC finished (response or failure); `None` if
     /// it had already ended (cancelled, timed out).
     pub(super) fn finish_rpc(&mut self, rpc: RpcHandle) -> Option<Finished> {
         let call = self.by_rpc.remove(&rpc)?;
-        let live = self.forget(call)?;
+        let live = self.live.remove(&call)?;
+        self.forget_deadline(call, &live);
         Some(Finished {
             call,
             peer: live.peer,
@@ -134,14 +139,12 @@ impl Calls {
     }
 
     /// The call's RPC ended but the call goes on (it is retried): it has
-    /// no RPC until it is sent again.
-    pub(super) fn unsend(&mut self, rpc: RpcHandle) {
-        let Some(call) = self.by_rpc.remove(&rpc) else {
-            return;
-        };
-        if let Some(live) = self.live.get_mut(&call) {
-            live.rpc = None;
-        }
+    /// no RPC until it is sent again. Returns the peer it was sent to.
+    pub(super) fn unsend(&mut self, rpc: RpcHandle) -> Option<SocketAddr> {
+        let call = self.by_rpc.remove(&rpc)?;
+        let live = self.live.get_mut(&call)?;
+        live.rpc = None;
+        Some(live.peer)
     }
 
     /// When `call` times out, if it has a deadline.
@@ -151,9 +154,9 @@ impl Calls {
 
     /// Ends `call`; returns whether it was outstanding and its RPC, if it
     /// had one (the caller aborts it in the core).
-    pub(super) fn end(&mut self, call: CallToken) -> Option<Option<RpcHandle>> {
+    pub(super) fn end(&mut self, call: CallToken) -> Option<Option<Sent>> {
         let live = self.forget(call)?;
-        Some(live.rpc)
+        Some(live.sent())
     }
 
     /// The earliest deadline of any call.
@@ -163,17 +166,14 @@ impl Calls {
 
     /// Ends the next call whose deadline is at or before `now`: the call,
     /// its timeout, and its RPC if it had one.
-    pub(super) fn expired(
-        &mut self,
-        now: Instant,
-    ) -> Option<(CallToken, Duration, Option<RpcHandle>)> {
+    pub(super) fn expired(&mut self, now: Instant) -> Option<(CallToken, Duration, Option<Sent>)> {
         let &(at, call) = self.deadlines.first()?;
         if at > now {
             return None;
         }
         let live = self.forget(call)?;
         let timeout = live.deadline.map_or(Duration::ZERO, |(_, t)| t);
-        Some((call, timeout, live.rpc))
+        Some((call, timeout, live.sent()))
     }
 
     /// Ends every call (the endpoint is closing).
@@ -188,10 +188,21 @@ impl Calls {
         if let Some(rpc) = live.rpc {
             self.by_rpc.remove(&rpc);
         }
+        self.forget_deadline(call, &live);
+        Some(live)
+    }
+
+    fn forget_deadline(&mut self, call: CallToken, live: &Live) {
         if let Some((at, _)) = live.deadline {
             self.deadlines.remove(&(at, call));
         }
-        Some(live)
+    }
+}
+
+impl Live {
+    fn sent(&self) -> Option<Sent> {
+        let peer = self.peer;
+        self.rpc.map(|rpc| Sent { rpc, peer })
     }
 }
 
@@ -210,6 +221,13 @@ mod tests {
         7,
     ));
 
+    fn sent(rpc: u64) -> Sent {
+        Sent {
+            rpc: RpcHandle(rpc),
+            peer: PEER,
+        }
+    }
+
     #[test]
     fn every_call_ends_exactly_once() {
         let now = Instant::now();
@@ -217,7 +235,7 @@ mod tests {
         let a = calls.open(now, PEER, Some(Duration::from_millis(5)), 0);
         let b = calls.open(now, PEER, None, 0);
         let c = calls.open(now, PEER, Some(Duration::MAX), 0);
-        calls.sent(a, RpcHandle(10));
+        assert_eq!(calls.sent(a, RpcHandle(10)), Some(0));
         calls.sent(b, RpcHandle(11));
         assert_eq!(calls.len(), 3);
         assert_eq!(calls.next_deadline(), Some(now + Duration::from_millis(5)));
@@ -225,7 +243,7 @@ mod tests {
         let later = now + Duration::from_millis(5);
         assert_eq!(
             calls.expired(later),
-            Some((a, Duration::from_millis(5), Some(RpcHandle(10))))
+            Some((a, Duration::from_millis(5), Some(sent(10))))
         );
         assert_eq!(calls.finish_rpc(RpcHandle(10)), None, "already ended");
         let finished = calls.finish_rpc(RpcHandle(11)).unwrap();

@@ -24,7 +24,6 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use smt_proto::RpcHandle;
 
 use super::outcome::CallToken;
 use super::sessions::Parked;
@@ -46,11 +45,12 @@ struct Retryable {
     made: u32,
 }
 
-/// Calls held back for load, and the RPCs that hold credit.
+/// Calls held back for load, and how much of each peer's credit is used.
 pub(crate) struct Load {
-    /// RPCs sent, by peer: what holds the peer's credit.
+    /// RPCs sent, by peer: what holds the peer's credit. Which RPC went to
+    /// whom the engine's call table knows (`Calls`): it says so when one
+    /// ends, so a call costs one lookup here each way.
     in_flight: FastMap<SocketAddr, usize>,
-    rpc_peer: FastMap<RpcHandle, SocketAddr>,
     /// Calls waiting for credit, per peer, oldest first.
     waiting: FastMap<SocketAddr, VecDeque<Parked>>,
     /// Calls due to be sent again, by when.
@@ -64,7 +64,6 @@ impl Load {
     pub(super) fn new() -> Self {
         Self {
             in_flight: FastMap::default(),
-            rpc_peer: FastMap::default(),
             waiting: FastMap::default(),
             retries: BTreeMap::new(),
             retryable: FastMap::default(),
@@ -89,17 +88,14 @@ impl Load {
         self.waiting.entry(peer).or_default().push_back(parked);
     }
 
-    /// RPC `rpc` was sent to `peer`: it holds a place of its credit.
-    pub(super) fn sent(&mut self, peer: SocketAddr, rpc: RpcHandle) {
+    /// An RPC was sent to `peer`: it holds a place of its credit.
+    pub(super) fn sent(&mut self, peer: SocketAddr) {
         *self.in_flight.entry(peer).or_default() += 1;
-        self.rpc_peer.insert(rpc, peer);
     }
 
-    /// RPC `rpc` ended (response, failure, abort): its place is free.
-    pub(super) fn ended(&mut self, rpc: RpcHandle) {
-        let Some(peer) = self.rpc_peer.remove(&rpc) else {
-            return;
-        };
+    /// An RPC sent to `peer` ended (response, failure, abort, a retry):
+    /// its place is free. Called once per [`Load::sent`].
+    pub(super) fn ended(&mut self, peer: SocketAddr) {
         if let Some(n) = self.in_flight.get_mut(&peer) {
             *n = n.saturating_sub(1);
             if *n == 0 {
@@ -217,9 +213,11 @@ impl Load {
         !self.waiting.is_empty() || !self.retries.is_empty()
     }
 
-    /// Every call waiting here, removed (the endpoint is closing).
+    /// Every call waiting here, removed (the endpoint is closing; the
+    /// calls in flight end too, and their RPCs' places with them).
     pub(super) fn drain(&mut self) -> Vec<CallToken> {
         self.retryable.clear();
+        self.in_flight.clear();
         let retries = std::mem::take(&mut self.retries)
             .into_keys()
             .map(|(_, c)| c);
@@ -256,13 +254,13 @@ mod tests {
     #[test]
     fn calls_beyond_the_credit_wait_in_order_and_leave_as_places_free() {
         let mut load = Load::new();
-        load.sent(addr(), RpcHandle(1));
-        load.sent(addr(), RpcHandle(2));
+        load.sent(addr());
+        load.sent(addr());
         assert!(load.must_wait(addr(), 2));
         load.wait(addr(), parked(3));
         load.wait(addr(), parked(4));
         assert!(load.next_ready(addr(), 2).is_none(), "no room yet");
-        load.ended(RpcHandle(1));
+        load.ended(addr());
         assert_eq!(
             load.next_ready(addr(), 2).map(|p| p.call),
             Some(CallToken(3))

@@ -84,6 +84,10 @@ pub(crate) struct Identities {
     current: FastMap<SocketAddr, Arc<SessionInfo>>,
     pending: Shared,
     last_id: u64,
+    /// A key resolver is set: sessions it made may wait in `pending` for
+    /// their first request. Without one, a request looks only at
+    /// `current` (no lock).
+    resolving: bool,
 }
 
 impl Identities {
@@ -97,7 +101,8 @@ impl Identities {
     }
 
     /// Wraps the key resolver so that the sessions it makes are recorded.
-    pub(super) fn resolver(&self, inner: Box<dyn KeyResolver>) -> Box<dyn KeyResolver> {
+    pub(super) fn resolver(&mut self, inner: Box<dyn KeyResolver>) -> Box<dyn KeyResolver> {
+        self.resolving = true;
         Box::new(RecordingResolver {
             inner,
             pending: self.pending.clone(),
@@ -123,9 +128,11 @@ impl Identities {
 
     /// The session a request from `peer` arrived in.
     pub(super) fn for_request(&mut self, peer: SocketAddr) -> Arc<SessionInfo> {
-        let resolved = lock(&self.pending).take(peer, true);
-        if let Some(p) = resolved {
-            return self.open(peer, p.origin, p.identity);
+        if self.resolving {
+            let resolved = lock(&self.pending).take(peer, true);
+            if let Some(p) = resolved {
+                return self.open(peer, p.origin, p.identity);
+            }
         }
         match self.current.get(&peer) {
             Some(session) => session.clone(),

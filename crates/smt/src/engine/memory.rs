@@ -38,6 +38,9 @@ pub(crate) struct Trim {
     enabled: bool,
     /// The last look, or the first turn (which does not look).
     last: Option<Instant>,
+    /// A [`PERIOD`] after `last`: before it, a turn only notes itself
+    /// (computed once per look, not at every turn).
+    period_end: Option<Instant>,
     /// The turn before the current one: how long the endpoint was quiet.
     previous_turn: Option<Instant>,
     /// A turn ran since the last look: look once more (the memory a turn
@@ -50,6 +53,7 @@ impl Trim {
         Self {
             enabled,
             last: None,
+            period_end: None,
             previous_turn: None,
             dirty: false,
         }
@@ -58,38 +62,56 @@ impl Trim {
     /// After each turn: returns free memory to the system if the allocator
     /// holds much of it, a second has passed since the last look and the
     /// endpoint was quiet before this turn (or busy for [`BUSY_PERIOD`]).
-    /// Two clock compares otherwise.
+    /// One clock compare otherwise.
     pub(super) fn after_turn(&mut self, now: Instant) {
         if !self.enabled {
             return;
         }
         let previous = self.previous_turn.replace(now);
-        let Some(last) = self.last else {
-            self.last = Some(now);
+        let (Some(last), Some(period_end)) = (self.last, self.period_end) else {
+            self.start_period(now);
             return;
         };
-        let quiet = previous.is_none_or(|p| now >= p + QUIET);
-        if now < last + PERIOD || (!quiet && now < last + BUSY_PERIOD) {
+        if now < period_end {
             self.dirty = true;
             return;
         }
-        self.last = Some(now);
-        self.dirty = false;
-        let free = free_bytes();
-        if free > TRIM_ABOVE {
-            trim();
-            tracing::debug!(free, "returned free heap memory to the system");
+        let quiet = previous.is_none_or(|p| now >= p + QUIET);
+        if !quiet && now < last + BUSY_PERIOD {
+            self.dirty = true;
+            return;
         }
+        self.start_period(now);
+        self.dirty = false;
+        look();
+    }
+
+    fn start_period(&mut self, now: Instant) {
+        self.last = Some(now);
+        self.period_end = Some(now + PERIOD);
     }
 
     /// When the engine must turn for the next look: a second after the
     /// last and [`QUIET`] after the latest turn, if it has turned since
     /// (an idle endpoint is not woken).
     pub(super) fn deadline(&self) -> Option<Instant> {
-        match (self.enabled && self.dirty, self.last, self.previous_turn) {
-            (true, Some(t), Some(p)) => Some((t + PERIOD).max(p + QUIET)),
+        match (
+            self.enabled && self.dirty,
+            self.period_end,
+            self.previous_turn,
+        ) {
+            (true, Some(end), Some(p)) => Some(end.max(p + QUIET)),
             _ => None,
         }
+    }
+}
+
+/// Returns free memory to the system if the allocator holds much.
+fn look() {
+    let free = free_bytes();
+    if free > TRIM_ABOVE {
+        trim();
+        tracing::debug!(free, "returned free heap memory to the system");
     }
 }
 

@@ -47,7 +47,7 @@ use smt_proto::{
 };
 use smt_udp::{Features, Socket};
 
-use self::calls::Calls;
+use self::calls::{Calls, Sent};
 pub(crate) use self::clock::{Clock, SystemClock};
 use self::credit::Load;
 use self::identity::Identities;
@@ -73,6 +73,14 @@ const CLOSE_GRACE: Duration = Duration::from_secs(2);
 /// confirmation has left; smaller ones are copied in far less time than
 /// the responder waits for it, and leave in the same flight.
 const CONFIRM_FIRST_BYTES: usize = 256 * 1024;
+
+/// The earlier of two optional instants (`None` is never).
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
 
 /// One endpoint's state and socket. See the module docs for the call order.
 pub(crate) struct Engine {
@@ -236,19 +244,17 @@ impl Engine {
     /// When [`Engine::turn`] must next run even if nothing arrives: the
     /// core's next timer, a call's deadline, or the end of a graceful
     /// close.
+    /// Read before every sleep: compared one by one (an array of the five
+    /// taken through an iterator cost ~130 instructions).
     pub(crate) fn deadline(&self) -> Option<Instant> {
-        let close = self.closing.map(|c| c + CLOSE_GRACE);
-        let trim = self.trim.deadline();
-        [
-            self.core.poll_timeout(),
-            self.calls.next_deadline(),
-            self.load.next_retry(),
-            close,
-            trim,
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        let mut next = self.core.poll_timeout();
+        next = earliest(next, self.calls.next_deadline());
+        next = earliest(next, self.load.next_retry());
+        next = earliest(next, self.trim.deadline());
+        if let Some(since) = self.closing {
+            next = earliest(next, Some(since + CLOSE_GRACE));
+        }
+        next
     }
 
     /// Calls outstanding (sent, or waiting for a handshake or key epoch).
@@ -504,9 +510,9 @@ impl Engine {
         let now = received.unwrap_or_else(|| self.clock.now());
         // Timers wait while datagrams are still queued (an answer among
         // them is not the peer's silence), for a few ticks at most.
-        let late = now.checked_sub(4 * self.tick());
         let due = self.core.poll_timeout().is_some_and(|t| {
-            t <= now && (!self.io.more_to_read || late.is_some_and(|late| t <= late))
+            let late = || now.checked_sub(4 * self.tick());
+            t <= now && (!self.io.more_to_read || late().is_some_and(|late| t <= late))
         });
         if due {
             self.core.handle_timeout(now);
@@ -605,10 +611,13 @@ impl Engine {
         // needs its own copy of borrowed ones.
         match self.core.send_request(now, peer, data.clone()) {
             Ok(rpc) => {
-                self.core
-                    .set_request_priority(rpc, self.calls.priority(call));
-                self.calls.sent(call, rpc);
-                self.load.sent(peer, rpc);
+                if let Some(priority) = self.calls.sent(call, rpc) {
+                    self.load.sent(peer);
+                    // A new RPC carries priority 0: only another one is set.
+                    if priority != 0 {
+                        self.core.set_request_priority(rpc, priority);
+                    }
+                }
                 Ok(())
             }
             Err(SendError::NoSession) if self.sessions.can_connect(peer) => {
@@ -702,29 +711,29 @@ impl Engine {
         }
     }
 
+    /// Ends the call of `rpc` with `result` (one lookup in each table),
+    /// unless it is retried after `Overloaded`.
     fn finish(&mut self, now: Instant, rpc: RpcHandle, result: Result<Vec<u8>, Error>) {
-        self.load.ended(rpc);
         if matches!(result, Err(Error::Rpc(RpcError::Overloaded))) && self.retry_later(rpc) {
             return;
         }
-        match self.calls.finish_rpc(rpc) {
-            Some(done) => {
-                self.load.done(done.call);
-                if result.is_ok() {
-                    let rtt = now.saturating_duration_since(done.opened);
-                    self.timing.call_completed(&self.core, done.peer, rtt);
-                }
-                let result = result.map(|data| self.recycler.wrap(data));
-                let call = done.call;
-                self.outcomes.push_back(Outcome::Reply { call, result });
+        let Some(done) = self.calls.finish_rpc(rpc) else {
+            // Cancelled or timed out (its credit was freed then): nobody
+            // wants the data, the pool does.
+            if let Ok(data) = result {
+                self.core.recycle(data);
             }
-            // Cancelled: nobody wants the data, the pool does.
-            None => {
-                if let Ok(data) = result {
-                    self.core.recycle(data);
-                }
-            }
+            return;
+        };
+        self.load.ended(done.peer);
+        self.load.done(done.call);
+        if result.is_ok() {
+            let rtt = now.saturating_duration_since(done.opened);
+            self.timing.call_completed(&self.core, done.peer, rtt);
         }
+        let result = result.map(|data| self.recycler.wrap(&mut self.core, data));
+        let call = done.call;
+        self.outcomes.push_back(Outcome::Reply { call, result });
     }
 
     /// Whether the call of `rpc`, refused unexecuted, will be sent again
@@ -738,7 +747,9 @@ impl Engine {
         if !self.load.retry(now, call, deadline) {
             return false;
         }
-        self.calls.unsend(rpc);
+        if let Some(peer) = self.calls.unsend(rpc) {
+            self.load.ended(peer);
+        }
         true
     }
 
@@ -748,7 +759,7 @@ impl Engine {
             self.core.recycle(data);
             return;
         }
-        let data = self.recycler.wrap(data);
+        let data = self.recycler.wrap(&mut self.core, data);
         let sessions = self.core.stats().usage.sessions as usize;
         let live = self.core.peers_stats().map(|(peer, _)| peer);
         self.identities.prune(sessions, live);
@@ -761,7 +772,9 @@ impl Engine {
         });
     }
 
-    /// Starts the calls that waited for keys with `peer`.
+    /// Starts the calls that waited for keys with `peer`. Cold: kept out
+    /// of `dispatch`, which runs twice per call and paid for its frame.
+    #[cold]
     fn handshake_succeeded(&mut self, now: Instant, peer: SocketAddr) {
         let parked = self.sessions.handshake_ended(peer);
         let bytes: usize = parked.iter().map(|p| p.data.len()).sum();
@@ -785,6 +798,7 @@ impl Engine {
         self.io.transmit(&mut self.core, now);
     }
 
+    #[cold]
     fn handshake_failed(&mut self, peer: SocketAddr, error: &HandshakeError) {
         for parked in self.sessions.handshake_ended(peer) {
             self.fail(parked.call, Error::Handshake(error.clone()));
@@ -818,8 +832,8 @@ impl Engine {
     /// Ends the calls whose deadline has passed with [`Error::Timeout`],
     /// aborting their RPCs at both ends.
     fn expire_calls(&mut self, now: Instant) {
-        while let Some((call, after, rpc)) = self.calls.expired(now) {
-            self.forget_call(call, rpc);
+        while let Some((call, after, sent)) = self.calls.expired(now) {
+            self.forget_call(call, sent);
             self.outcomes.push_back(Outcome::Reply {
                 call,
                 result: Err(Error::Timeout { after }),
@@ -829,18 +843,18 @@ impl Engine {
 
     /// Ends a call without an outcome, wherever it is.
     fn end_call(&mut self, call: CallToken) {
-        if let Some(rpc) = self.calls.end(call) {
-            self.forget_call(call, rpc);
+        if let Some(sent) = self.calls.end(call) {
+            self.forget_call(call, sent);
         }
     }
 
     /// Drops an ended call's state: its RPC in the core (which tells the
     /// server), or its place in a queue for keys.
-    fn forget_call(&mut self, call: CallToken, rpc: Option<RpcHandle>) {
+    fn forget_call(&mut self, call: CallToken, sent: Option<Sent>) {
         self.load.done(call);
-        match rpc {
-            Some(rpc) => {
-                self.load.ended(rpc);
+        match sent {
+            Some(Sent { rpc, peer }) => {
+                self.load.ended(peer);
                 self.core.abort(rpc);
             }
             None => {
