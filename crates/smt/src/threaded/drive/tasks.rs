@@ -207,11 +207,25 @@ impl Shared {
         g.calls.insert(call, Waiter::Task(slot.clone()));
         if self.leader_will_send(&g) {
             self.route(&mut g);
-            self.wake_leader_if_late(&mut g);
+            self.wake_leading_task_to_send(&mut g);
         } else {
             self.settle(&mut g);
         }
         Ok(Some(self.task_wait(slot, Want::Reply(call))))
+    }
+
+    /// After a call queued for the sleeping leader: a leading task is
+    /// woken to send it (once; the calls made before it is polled leave
+    /// in the same batch). Left for the leader's next reply, a batch of
+    /// calls made for a batch of replies waited for the server's next
+    /// batch, and the two ends took turns with the whole window. A thread
+    /// leader is woken only if it would sleep past the new deadline.
+    fn wake_leading_task_to_send(&self, g: &mut Inner) {
+        if matches!(g.leader, Some(Leader::Task(_))) {
+            g.tasks.wake_leader(&mut g.wakes);
+        } else {
+            self.wake_leader_if_late(g);
+        }
     }
 
     /// Waits for a request as a task that leads or follows on the current
