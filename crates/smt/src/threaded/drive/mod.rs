@@ -760,11 +760,12 @@ impl Shared {
     /// Whether a new call's request may wait for the leader's next turn
     /// instead of leaving now: the leader sleeps on the socket while other
     /// calls are in flight, so a reply (or their timers, at most a tick
-    /// away) wakes it soon, and it then sends every request queued
-    /// meanwhile in one batch. Many callers thus share system calls; one
-    /// caller alone always sends at once.
+    /// away) wakes it soon, or a leading task is polled again after the
+    /// tasks it let run (or is woken for this call), and it then sends
+    /// every request queued meanwhile in one batch. Many callers thus
+    /// share system calls; one caller alone always sends at once.
     fn leader_will_send(&self, g: &Inner) -> bool {
-        g.sleep.is_some() && g.engine.in_flight().0 > 1
+        (g.sleep.is_some() || g.tasks.leader_yielded()) && g.engine.in_flight().0 > 1
     }
 
     /// After a command: sends and hands out what it produced, and wakes

@@ -61,6 +61,10 @@ pub(super) struct Tasks {
     reactor: ReactorState,
     /// The leading task's waker, while it waits on the reactor.
     leader_waker: Option<Waker>,
+    /// The leading task let the runtime's other tasks run and is polled
+    /// again next (it woke itself): like a sleeping leader, it sends what
+    /// they submit meanwhile.
+    leader_yielded: bool,
     /// Waiting tasks that may be promoted, oldest first (entries of
     /// finished futures are skipped).
     followers: VecDeque<Arc<TaskSlot>>,
@@ -124,6 +128,13 @@ impl Tasks {
     /// The leading task lost the lead to the background thread.
     pub(super) fn forget_leader(&mut self) {
         self.leader_waker = None;
+        self.leader_yielded = false;
+    }
+
+    /// Whether the leading task yielded to the runtime's other tasks and
+    /// is polled again after them.
+    pub(super) fn leader_yielded(&self) -> bool {
+        self.leader_yielded
     }
 
     /// Wakes every waiting task (the close ended: each sees it), and
@@ -322,6 +333,14 @@ impl Shared {
                 self.follow(g, cx, slot, want);
                 return Poll::Pending;
             }
+            if g.wakes.has_tasks() {
+                // The last turn handed replies or requests to other tasks:
+                // they run first, and what they submit (their next calls)
+                // leaves in this task's next turn, one batch. Turning on
+                // while replies kept coming held their calls back, and
+                // the server ran out of requests meanwhile.
+                return self.yield_lead(g, cx);
+            }
             let woken = turn == 0 || g.engine.more_to_read();
             if !woken && self.wait_on_reactor(g, cx).is_pending() {
                 return Poll::Pending;
@@ -330,6 +349,14 @@ impl Shared {
         }
         // Input keeps coming: let the runtime's other tasks run (the
         // lead stays here; polled again at once).
+        self.yield_lead(g, cx)
+    }
+
+    /// Lets the runtime's other tasks run before the leading task's next
+    /// turn; it keeps the lead.
+    #[cfg(feature = "tokio")]
+    fn yield_lead(&self, g: &mut Inner, cx: &mut Context<'_>) -> Poll<Result<Got, Error>> {
+        g.tasks.leader_yielded = true;
         cx.waker().wake_by_ref();
         Poll::Pending
     }
@@ -358,6 +385,7 @@ impl Shared {
         slot.set_led(false);
         if g.leader == Some(Leader::Task(slot.id)) {
             g.tasks.leader_waker = None;
+            g.tasks.leader_yielded = false;
             g.sleep = None;
             if !self.promote(g) {
                 self.wake_background_if_needed(g);
@@ -388,6 +416,7 @@ impl Shared {
         }
         g.sleep = None;
         g.tasks.leader_waker = None;
+        g.tasks.leader_yielded = false;
         // Its reply may be delivered by a command while it waits on the
         // reactor: that wakes it through its slot.
         slot.set_waker(cx.waker());
