@@ -34,6 +34,12 @@ impl Wakes {
     pub(super) fn push_task(&mut self, waker: Waker) {
         self.tasks.push(waker);
     }
+
+    /// Whether a task is to be woken.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(super) fn has_tasks(&self) -> bool {
+        !self.tasks.is_empty()
+    }
 }
 
 /// What the engine lock protects gives up, as the lock is released, what

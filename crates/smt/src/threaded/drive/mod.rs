@@ -81,6 +81,15 @@ type Locked<'a> = handoff::Locked<'a, Inner>;
 /// its acknowledgement, stay below it.
 const BUSY_SERVER_RPCS: usize = 4;
 
+/// Answers that wait for later ones to leave with them, at most: then
+/// they are sent. A server that answered a whole window of requests
+/// before sending any answer moved the window as one batch (150 answers
+/// in one `sendmsg`), and its client, which answers a batch of replies
+/// with a batch of requests, did the same: each end waited while the
+/// other worked, and a second CPU went unused. Sent in slices, the
+/// client works on the first slice while the server answers the next.
+const ANSWERS_PER_SEND: usize = 32;
+
 /// Who holds the lead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Leader {
@@ -171,6 +180,12 @@ pub(crate) struct Inner {
     wake_sent: bool,
     /// The socket reported readable since the last receive.
     readable: bool,
+    /// Answers applied since the engine last transmitted (see
+    /// [`ANSWERS_PER_SEND`]).
+    unsent_answers: usize,
+    /// How many answers transmitted what was queued (tests count them).
+    #[cfg(test)]
+    answer_sends: u64,
     /// A duplicate of the socket's descriptor, to sleep on without the
     /// lock (dropped at the end of a close; a sleeper holds a reference).
     watch: Option<Arc<OwnedFd>>,
@@ -273,6 +288,9 @@ impl Shared {
             watches: Watches::default(),
             background_parked: None,
             closed: false,
+            unsent_answers: 0,
+            #[cfg(test)]
+            answer_sends: 0,
             tasks: tasks::Tasks::default(),
             wakes: Wakes::default(),
         };
@@ -537,12 +555,18 @@ impl Shared {
         }
         g.watches.answered(answer.rpc());
         let applied = answer.apply(&mut g.engine);
-        if self.requests.is_empty() {
+        g.unsent_answers += 1;
+        if self.requests.is_empty() || g.unsent_answers >= ANSWERS_PER_SEND {
+            #[cfg(test)]
+            {
+                g.answer_sends += 1;
+            }
             self.settle(&mut g);
         } else {
             // More requests wait to be answered: this answer leaves with
-            // theirs (the last answer of a batch, or the leader's next
-            // turn, sends them all in one batch of coalesced datagrams).
+            // theirs (up to `ANSWERS_PER_SEND` of them, the last answer
+            // of a batch, or the leader's next turn sends them together
+            // in coalesced datagrams).
             self.route(&mut g);
         }
         applied
@@ -613,6 +637,7 @@ impl Shared {
             return;
         }
         let readable = std::mem::take(&mut g.readable) || self.busy_poll;
+        g.unsent_answers = 0;
         g.engine.turn(readable);
         self.route(g);
         if g.engine.finished_closing() {
@@ -735,17 +760,19 @@ impl Shared {
     /// Whether a new call's request may wait for the leader's next turn
     /// instead of leaving now: the leader sleeps on the socket while other
     /// calls are in flight, so a reply (or their timers, at most a tick
-    /// away) wakes it soon, and it then sends every request queued
-    /// meanwhile in one batch. Many callers thus share system calls; one
-    /// caller alone always sends at once.
+    /// away) wakes it soon, or a leading task is polled again after the
+    /// tasks it let run (or is woken for this call), and it then sends
+    /// every request queued meanwhile in one batch. Many callers thus
+    /// share system calls; one caller alone always sends at once.
     fn leader_will_send(&self, g: &Inner) -> bool {
-        g.sleep.is_some() && g.engine.in_flight().0 > 1
+        (g.sleep.is_some() || g.tasks.leader_yielded()) && g.engine.in_flight().0 > 1
     }
 
     /// After a command: sends and hands out what it produced, and wakes
     /// whoever must look again (a leader sleeping past the new deadline,
     /// the background thread if it has work and nobody leads).
     fn settle(self: &Arc<Self>, g: &mut Inner) {
+        g.unsent_answers = 0;
         g.engine.flush();
         self.route(g);
         if g.sleep.is_some() {

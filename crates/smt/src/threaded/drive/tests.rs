@@ -1,9 +1,11 @@
 //! The driver's alarm: a leader thread sleeps on the endpoint's timer
-//! descriptor, set per tick rather than per sleep. Real loopback sockets.
+//! descriptor, set per tick rather than per sleep; and a server's
+//! answers to a backlog leave in slices. Real loopback sockets.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use super::ANSWERS_PER_SEND;
 use crate::keys::{fresh_session_pair, AeadAlgorithm};
 use crate::{Endpoint, EndpointConfig};
 
@@ -61,4 +63,55 @@ fn a_leader_sets_its_timer_per_tick_not_per_sleep() {
             "{side}: timer set {sets} times in {ticks} ticks for {CALLS} calls"
         );
     }
+}
+
+/// Requests queued at the server before it answers any: more than one
+/// slice of answers.
+const BACKLOG: usize = ANSWERS_PER_SEND + 8;
+
+fn answer_sends(endpoint: &Endpoint) -> u64 {
+    endpoint.shared().lock().answer_sends
+}
+
+/// Waits (at most `GENEROUS`) until `n` requests are queued at `server`.
+fn wait_for_queued(server: &Endpoint, n: usize) {
+    let start = Instant::now();
+    while server.shared().requests.len() < n {
+        assert!(start.elapsed() < GENEROUS, "requests never arrived");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+const GENEROUS: Duration = Duration::from_secs(20);
+
+/// A server answering a backlog of queued requests sends the first
+/// `ANSWERS_PER_SEND` answers before it gives the next ones, instead of
+/// all of them after the last: its client can work on those replies
+/// meanwhile (on another CPU). The old rule (send when the queue is
+/// empty) sent once. Every call gets its reply.
+#[test]
+fn a_backlog_of_answers_leaves_in_slices() {
+    let (client, server) = pair();
+    let to = server.local_addr();
+    let callers: Vec<_> = (0..BACKLOG as u32)
+        .map(|n| {
+            let client = client.clone();
+            std::thread::spawn(move || (n, client.call(to, &n.to_be_bytes())))
+        })
+        .collect();
+    wait_for_queued(&server, BACKLOG);
+    let before = answer_sends(&server);
+    for _ in 0..BACKLOG {
+        let mut request = server.accept().unwrap();
+        let data = request.take_data();
+        request.respond(data).unwrap();
+    }
+    let sends = answer_sends(&server) - before;
+    for caller in callers {
+        let (n, reply) = caller.join().unwrap();
+        assert_eq!(&reply.unwrap()[..], &n.to_be_bytes());
+    }
+    client.close();
+    server.close();
+    assert!(sends >= 2, "{BACKLOG} answers sent in {sends} batch(es)");
 }
