@@ -76,18 +76,14 @@ async fn echo_loop(server: Endpoint) {
 /// The link MTU of `smt-aes-9k`: jumbo frames, common in datacenters.
 pub const JUMBO_MTU: usize = 9000;
 
-/// Datagrams one GRANT lets a `-link` sender run ahead by.
-const GRANT_WINDOW_DATAGRAMS: usize = 8;
-
-/// The grant window for datagrams of `datagram` bytes, never below SMT's
-/// default. The default (72,000 bytes) holds 49 datagrams at a 1,500-byte
-/// MTU but 1.1 at loopback's 65,507: the sender waited for a grant after
-/// every datagram (measured: 1 MiB RTT 885-929 us pinned with it, 694-725
-/// us with 8 datagrams' worth). As quinn's initial window is scaled to
-/// its MTU (`systems::quic`, RFC 9002), the window is scaled to the
-/// datagram.
+/// The grant window an SMT endpoint takes by default for datagrams of
+/// `datagram` bytes (`smt::ProtocolConfig::grant_window`): at least
+/// [`smt::GRANT_WINDOW_DATAGRAMS`] datagrams. For the `-link` systems'
+/// report line; the endpoints get it from their configuration.
 pub fn grant_window_for(datagram: usize) -> u32 {
-    let scaled = u32::try_from(GRANT_WINDOW_DATAGRAMS * datagram).unwrap_or(u32::MAX);
+    let scaled = u32::try_from(datagram)
+        .unwrap_or(u32::MAX)
+        .saturating_mul(smt::GRANT_WINDOW_DATAGRAMS);
     scaled.max(EndpointConfig::default().protocol().grant_window())
 }
 
@@ -111,9 +107,8 @@ pub(crate) fn config(system: System) -> EndpointConfig {
     }
     if system.at_link_mtu() {
         let mtu = link::route_mtu(link::LOOPBACK);
+        // The grant window follows the datagram size by default.
         c.set_mtu(Some(mtu));
-        let window = grant_window_for(link::udp_payload(mtu, link::LOOPBACK.ip()));
-        c.protocol_mut().set_grant_window(window);
     }
     if system == System::SmtAesOffload {
         c.set_offload(Some(smt::offload::OffloadConfig::default()));
