@@ -45,6 +45,18 @@ fn echo_task(server: &Endpoint) -> tokio::task::JoinHandle<()> {
     })
 }
 
+/// Closes `server` and waits for its echo task to end, each within
+/// [`GENEROUS`]: a close that never finishes, or an accept the close did
+/// not end, fails here with its name instead of hanging the test run.
+async fn close_and_join(server: &Endpoint, echo: tokio::task::JoinHandle<()>) {
+    let closed = tokio::time::timeout(GENEROUS, server.close_async()).await;
+    closed.expect("the server's close did not finish");
+    let ended = tokio::time::timeout(GENEROUS, echo).await;
+    ended
+        .expect("the close did not end the echo task's accept")
+        .unwrap();
+}
+
 /// Polls `fut` once (it leads or follows, then waits).
 async fn poll_once<F: Future + ?Sized>(fut: Pin<&mut F>) {
     let mut fut = Some(fut);
@@ -79,8 +91,7 @@ async fn calls_complete(threads: bool) {
         let done = done.unwrap_or_else(|_| panic!("calls hang alone (thread pool: {threads})"));
         done.unwrap().unwrap();
     }
-    server.close_async().await;
-    echo.await.unwrap();
+    close_and_join(&server, echo).await;
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -126,8 +137,7 @@ async fn a_dropped_leader_hands_the_lead_to_a_follower() {
     let reply = tokio::time::timeout(GENEROUS, follower).await;
     let reply = reply.expect("the follower was left without a leader");
     assert_eq!(&reply.unwrap().unwrap()[..], b"second");
-    server.close_async().await;
-    echo.await.unwrap();
+    close_and_join(&server, echo).await;
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -148,8 +158,7 @@ async fn a_promoted_future_dropped_before_it_looked_hands_the_lead_on() {
     let reply = tokio::time::timeout(GENEROUS, third).await;
     let reply = reply.expect("the lead was lost");
     assert_eq!(&reply.unwrap().unwrap()[..], b"third");
-    server.close_async().await;
-    echo.await.unwrap();
+    close_and_join(&server, echo).await;
 }
 
 #[tokio::test(flavor = "current_thread")]
