@@ -13,6 +13,7 @@
 use std::time::{Duration, Instant};
 
 use smt_bench::systems::{self, quic, Slot, System};
+use smt_bench::workload::{self, Sizes};
 
 fn threads() -> Vec<(String, u64, u64, u64)> {
     let mut out = Vec::new();
@@ -45,27 +46,11 @@ fn threads() -> Vec<(String, u64, u64, u64)> {
     out
 }
 
+/// Completed calls of `slots` in `secs` of smt-bench's own closed loop.
 async fn run<S: Slot>(slots: Vec<S>, secs: f64, size: usize) -> u64 {
-    let end = Instant::now() + Duration::from_secs_f64(secs);
-    let tasks: Vec<_> = slots
-        .into_iter()
-        .map(|mut s| {
-            tokio::task::spawn_local(async move {
-                let mut n = 0u64;
-                while Instant::now() < end {
-                    if s.call(systems::payload(size)).await.is_ok() {
-                        n += 1;
-                    }
-                }
-                n
-            })
-        })
-        .collect();
-    let mut total = 0;
-    for t in tasks {
-        total += t.await.unwrap();
-    }
-    total
+    let time = Duration::from_secs_f64(secs);
+    let (_, samples) = workload::closed_loop(slots, Sizes::Fixed(size), time).await;
+    samples.rpcs.len() as u64
 }
 
 fn main() {
