@@ -570,8 +570,11 @@ impl ProtocolConfig {
         self
     }
 
-    /// The grant window for datagrams of `datagram` bytes.
-    fn grant_window_for(&self, datagram: usize) -> u32 {
+    /// The grant window for datagrams of `datagram` bytes: the one set,
+    /// or the default for that size (see [`ProtocolConfig::grant_window`];
+    /// an endpoint with [`EndpointConfig::mtu`] set uses the datagram size
+    /// that MTU leaves).
+    pub fn grant_window_for(&self, datagram: usize) -> u32 {
         self.grant_window.unwrap_or_else(|| {
             let scaled = u32::try_from(datagram)
                 .unwrap_or(u32::MAX)

@@ -46,7 +46,9 @@ pub fn note(system: &str, peer: SocketAddr) -> String {
     let payload = udp_payload(mtu, peer.ip());
     let mut line = format!("{system}: link MTU {mtu} B (UDP payload {payload} B per datagram)");
     if system.starts_with("smt") {
-        let window = super::smt::grant_window_for(payload);
+        let window = EndpointConfig::default()
+            .protocol()
+            .grant_window_for(payload);
         line.push_str(&format!(", grant window {window} B"));
     }
     line

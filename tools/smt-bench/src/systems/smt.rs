@@ -76,17 +76,6 @@ async fn echo_loop(server: Endpoint) {
 /// The link MTU of `smt-aes-9k`: jumbo frames, common in datacenters.
 pub const JUMBO_MTU: usize = 9000;
 
-/// The grant window an SMT endpoint takes by default for datagrams of
-/// `datagram` bytes (`smt::ProtocolConfig::grant_window`): at least
-/// [`smt::GRANT_WINDOW_DATAGRAMS`] datagrams. For the `-link` systems'
-/// report line; the endpoints get it from their configuration.
-pub fn grant_window_for(datagram: usize) -> u32 {
-    let scaled = u32::try_from(datagram)
-        .unwrap_or(u32::MAX)
-        .saturating_mul(smt::GRANT_WINDOW_DATAGRAMS);
-    scaled.max(EndpointConfig::default().protocol().grant_window())
-}
-
 pub(crate) fn config(system: System) -> EndpointConfig {
     let mut c = EndpointConfig::default();
     c.socket_mut()
