@@ -439,6 +439,8 @@ fn gro_segment(control: &[u8]) -> Option<u16> {
                 .cast::<libc::cmsghdr>()
                 .read_unaligned()
         };
+        // `cmsg_len` is a `usize` on glibc, a `u32` on musl.
+        #[allow(clippy::unnecessary_cast)]
         let len = cmsg.cmsg_len as usize;
         if len < HEADER || at + len > control.len() {
             return None;
