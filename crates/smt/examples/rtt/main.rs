@@ -25,7 +25,7 @@ use smt::{Endpoint, EndpointConfig, LocalEndpoint, LocalEvent};
 
 fn main() {
     // An optional third argument runs one line only: udp, udp-poll,
-    // udp-smt, calls, local, busy, threaded, mixed (both mixed pairs) or throughput.
+    // udp-uring, udp-smt, calls, local, busy, threaded, mixed (both mixed pairs) or throughput.
     let only = std::env::args().nth(3);
     let args: Vec<usize> = std::env::args()
         .skip(1)
@@ -42,6 +42,12 @@ fn main() {
     }
     if run("udp-poll") {
         report("udp ping-pong, ppoll", || udp_poll(any, size, iterations));
+    }
+    #[cfg(target_os = "linux")]
+    if run("udp-uring") {
+        report("udp ping-pong, io_uring", || {
+            uring::udp_uring(any, size, iterations)
+        });
     }
     if run("udp-smt") {
         report("udp ping-pong, smt-udp", || udp_smt(any, size, iterations));
@@ -249,6 +255,10 @@ fn udp_smt(any: SocketAddr, size: usize, n: usize) -> Vec<Duration> {
 
 /// The data system calls one small datagram can take, each timed alone.
 mod calls;
+
+/// The ping-pong waiting and receiving through io_uring.
+#[cfg(target_os = "linux")]
+mod uring;
 
 /// A non-blocking socket's wait as SMT's drivers do it (see [`udp_poll`]).
 struct PollWaiter {
