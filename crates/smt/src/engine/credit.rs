@@ -246,7 +246,7 @@ mod tests {
 
     fn parked(n: u64) -> Parked {
         Parked {
-            call: CallToken(n),
+            call: CallToken { seq: n, slot: 0 },
             data: Bytes::from_static(b"x"),
         }
     }
@@ -263,7 +263,7 @@ mod tests {
         load.ended(addr());
         assert_eq!(
             load.next_ready(addr(), 2).map(|p| p.call),
-            Some(CallToken(3))
+            Some(CallToken { seq: 3, slot: 0 })
         );
         assert!(
             load.must_wait(addr(), 2),
@@ -271,7 +271,7 @@ mod tests {
         );
         assert_eq!(
             load.next_ready(addr(), 3).map(|p| p.call),
-            Some(CallToken(4))
+            Some(CallToken { seq: 4, slot: 0 })
         );
         assert!(!load.has_parked());
     }
@@ -280,7 +280,7 @@ mod tests {
     fn retries_back_off_within_the_budget_and_the_deadline() {
         let now = Instant::now();
         let mut load = Load::new();
-        let call = CallToken(7);
+        let call = CallToken { seq: 7, slot: 0 };
         load.allow_retries(call, addr(), Bytes::from_static(b"req"), 2);
         assert!(load.retry(now, call, None));
         let first = load.next_retry().expect("scheduled");
