@@ -35,6 +35,10 @@ pub(crate) const RETRY_BACKOFF: Duration = Duration::from_millis(2);
 /// The longest wait between two attempts.
 pub(crate) const RETRY_MAX_BACKOFF: Duration = Duration::from_millis(250);
 
+/// Peers with nothing in flight whose count (0) is kept at least, so
+/// that calling them again finds it.
+const IDLE_PEERS_KEPT: usize = 64;
+
 /// A call that may be retried after `Overloaded`: its bytes and budget.
 struct Retryable {
     peer: SocketAddr,
@@ -51,6 +55,8 @@ pub(crate) struct Load {
     /// whom the engine's call table knows (`Calls`): it says so when one
     /// ends, so a call costs one lookup here each way.
     in_flight: FastMap<SocketAddr, usize>,
+    /// Size of `in_flight` at which peers at 0 are dropped.
+    prune_at: usize,
     /// Calls waiting for credit, per peer, oldest first.
     waiting: FastMap<SocketAddr, VecDeque<Parked>>,
     /// Calls due to be sent again, by when.
@@ -64,6 +70,7 @@ impl Load {
     pub(super) fn new() -> Self {
         Self {
             in_flight: FastMap::default(),
+            prune_at: IDLE_PEERS_KEPT,
             waiting: FastMap::default(),
             retries: BTreeMap::new(),
             retryable: FastMap::default(),
@@ -90,18 +97,33 @@ impl Load {
 
     /// An RPC was sent to `peer`: it holds a place of its credit.
     pub(super) fn sent(&mut self, peer: SocketAddr) {
-        *self.in_flight.entry(peer).or_default() += 1;
+        if let Some(n) = self.in_flight.get_mut(&peer) {
+            *n += 1;
+            return;
+        }
+        self.forget_idle_peers();
+        self.in_flight.insert(peer, 1);
     }
 
     /// An RPC sent to `peer` ended (response, failure, abort, a retry):
-    /// its place is free. Called once per [`Load::sent`].
+    /// its place is free. Called once per [`Load::sent`]. A peer's count
+    /// stays when it reaches 0: a client calling one server at a time
+    /// would otherwise insert and remove it on every call (~450
+    /// instructions per call, `docs/benchmarks.md`).
     pub(super) fn ended(&mut self, peer: SocketAddr) {
         if let Some(n) = self.in_flight.get_mut(&peer) {
             *n = n.saturating_sub(1);
-            if *n == 0 {
-                self.in_flight.remove(&peer);
-            }
         }
+    }
+
+    /// Drops the counts of peers with nothing in flight once the table
+    /// has doubled since the last time (amortised O(1) per new peer).
+    fn forget_idle_peers(&mut self) {
+        if self.in_flight.len() < self.prune_at {
+            return;
+        }
+        self.in_flight.retain(|_, n| *n > 0);
+        self.prune_at = (2 * self.in_flight.len()).max(IDLE_PEERS_KEPT);
     }
 
     /// Peers with calls waiting for credit.
@@ -218,6 +240,7 @@ impl Load {
     pub(super) fn drain(&mut self) -> Vec<CallToken> {
         self.retryable.clear();
         self.in_flight.clear();
+        self.prune_at = IDLE_PEERS_KEPT;
         let retries = std::mem::take(&mut self.retries)
             .into_keys()
             .map(|(_, c)| c);
@@ -274,6 +297,25 @@ mod tests {
             Some(CallToken { seq: 4, slot: 0 })
         );
         assert!(!load.has_parked());
+    }
+
+    #[test]
+    fn idle_peers_are_kept_until_many_then_forgotten() {
+        let mut load = Load::new();
+        let peer = |i: usize| SocketAddr::from(([127, 0, 0, 1], 1000 + i as u16));
+        load.sent(peer(0));
+        load.ended(peer(0));
+        assert!(load.has_credit(peer(0), 1), "its place is free");
+        for i in 1..IDLE_PEERS_KEPT {
+            load.sent(peer(i));
+            load.ended(peer(i));
+        }
+        load.sent(peer(1));
+        assert_eq!(load.in_flight.len(), IDLE_PEERS_KEPT, "kept at 0");
+        load.sent(peer(IDLE_PEERS_KEPT));
+        assert_eq!(load.in_flight.len(), 2, "peer 1 and the new one");
+        assert!(!load.has_credit(peer(1), 1));
+        assert!(load.has_credit(peer(0), 1));
     }
 
     #[test]
