@@ -22,6 +22,19 @@ pub(crate) struct CallToken {
     pub(super) slot: u32,
 }
 
+impl CallToken {
+    /// Where the call table keeps the call: unique among outstanding
+    /// calls, so a face can keep its own per-call state at this index.
+    pub(crate) fn slot(self) -> usize {
+        self.slot as usize
+    }
+
+    #[cfg(test)]
+    pub(crate) fn for_test(seq: u64, slot: u32) -> Self {
+        Self { seq, slot }
+    }
+}
+
 /// What the engine hands to whoever waits.
 #[derive(Debug)]
 pub(crate) enum Outcome {
