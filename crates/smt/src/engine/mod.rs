@@ -824,7 +824,10 @@ impl Engine {
 
     /// Retries calls that waited for a key epoch to drain.
     fn retry_deferred(&mut self, now: Instant) {
-        for (peer, parked) in self.sessions.take_deferred() {
+        let Some(deferred) = self.sessions.take_deferred() else {
+            return;
+        };
+        for (peer, parked) in deferred {
             self.restart(now, peer, parked);
         }
     }
