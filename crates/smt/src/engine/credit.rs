@@ -57,6 +57,9 @@ pub(crate) struct Load {
     in_flight: FastMap<SocketAddr, usize>,
     /// Size of `in_flight` at which peers at 0 are dropped.
     prune_at: usize,
+    /// RPCs in flight to all peers together: while fewer than a peer's
+    /// credit, that peer has room without looking up its own count.
+    total: usize,
     /// Calls waiting for credit, per peer, oldest first.
     waiting: FastMap<SocketAddr, VecDeque<Parked>>,
     /// Calls due to be sent again, by when.
@@ -71,6 +74,7 @@ impl Load {
         Self {
             in_flight: FastMap::default(),
             prune_at: IDLE_PEERS_KEPT,
+            total: 0,
             waiting: FastMap::default(),
             retries: BTreeMap::new(),
             retryable: FastMap::default(),
@@ -86,6 +90,9 @@ impl Load {
 
     /// Whether one more RPC to `peer` fits its credit.
     pub(super) fn has_credit(&self, peer: SocketAddr, credit: u32) -> bool {
+        if self.total < credit as usize {
+            return true;
+        }
         let used = self.in_flight.get(&peer).copied().unwrap_or(0);
         used < credit as usize
     }
@@ -97,6 +104,7 @@ impl Load {
 
     /// An RPC was sent to `peer`: it holds a place of its credit.
     pub(super) fn sent(&mut self, peer: SocketAddr) {
+        self.total += 1;
         if let Some(n) = self.in_flight.get_mut(&peer) {
             *n += 1;
             return;
@@ -111,8 +119,9 @@ impl Load {
     /// would otherwise insert and remove it on every call (~450
     /// instructions per call, `docs/benchmarks.md`).
     pub(super) fn ended(&mut self, peer: SocketAddr) {
-        if let Some(n) = self.in_flight.get_mut(&peer) {
-            *n = n.saturating_sub(1);
+        if let Some(n) = self.in_flight.get_mut(&peer).filter(|n| **n > 0) {
+            *n -= 1;
+            self.total -= 1;
         }
     }
 
@@ -241,6 +250,7 @@ impl Load {
         self.retryable.clear();
         self.in_flight.clear();
         self.prune_at = IDLE_PEERS_KEPT;
+        self.total = 0;
         let retries = std::mem::take(&mut self.retries)
             .into_keys()
             .map(|(_, c)| c);
@@ -315,7 +325,19 @@ mod tests {
         load.sent(peer(IDLE_PEERS_KEPT));
         assert_eq!(load.in_flight.len(), 2, "peer 1 and the new one");
         assert!(!load.has_credit(peer(1), 1));
+        assert!(
+            load.has_credit(peer(1), 2),
+            "two in flight, one of them its"
+        );
+        load.sent(peer(1));
+        assert!(!load.has_credit(peer(1), 2));
+        load.ended(peer(1));
+        assert!(load.has_credit(peer(0), 2));
         assert!(load.has_credit(peer(0), 1));
+        load.ended(peer(1));
+        load.ended(peer(1));
+        assert!(load.has_credit(peer(1), 1), "an extra end frees nothing");
+        assert_eq!(load.total, 1);
     }
 
     #[test]
