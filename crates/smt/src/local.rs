@@ -371,14 +371,21 @@ impl LocalEndpoint {
         let skip = zero && std::mem::take(&mut self.drained);
         let mut looked = zero;
         self.readable |= zero && !skip;
+        // What the owner queued (calls, responses) leaves before the
+        // first receive; after a wait, only a batch that waited for room
+        // can be left (each turn ends by transmitting), so the turn's own
+        // transmit suffices unless the socket was full.
+        let mut flush = true;
         loop {
             if let Some(outcome) = self.engine.poll_outcome() {
                 return Ok(Some(outcome.into()));
             }
-            // What the owner queued (calls, responses) leaves first.
-            self.engine.flush();
             let readable = std::mem::take(&mut self.readable) || self.busy_poll;
-            self.engine.turn(readable);
+            if flush {
+                self.engine.flush_and_turn(readable);
+            } else {
+                self.engine.turn(readable);
+            }
             if let Some(outcome) = self.engine.poll_outcome() {
                 self.drained = readable && !self.engine.more_to_read();
                 return Ok(Some(outcome.into()));
@@ -387,6 +394,7 @@ impl LocalEndpoint {
                 self.drained = false;
                 return Ok(None);
             }
+            flush = self.engine.wants_writable();
             self.wait(deadline)?;
             looked = true;
         }
