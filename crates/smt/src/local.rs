@@ -435,6 +435,19 @@ impl LocalEndpoint {
         self.engine.stats(max_peers)
     }
 
+    /// The driver's timer work since the endpoint was bound, for
+    /// benchmarks and tests: times its alarm (a timer descriptor) was
+    /// set, times it went off, and the protocol timers' expiries by name.
+    /// Not a stable interface.
+    #[doc(hidden)]
+    pub fn timer_counts(&self) -> TimerCounts {
+        TimerCounts {
+            alarm_sets: self.alarm.sets(),
+            alarm_rings: self.alarm.rings(),
+            expiries: self.engine.timer_expiries(),
+        }
+    }
+
     /// The counters of `peer`'s session (`None` without one). O(1).
     pub fn peer_stats(&self, peer: SocketAddr) -> Option<PeerStats> {
         self.engine.peer_stats(peer)
@@ -461,11 +474,13 @@ impl LocalEndpoint {
         let now = self.engine.now();
         let due = wake.is_some_and(|w| w <= now);
         // Past due: only look at the socket (a zero timeout arms no timer).
+        // Nothing due: the alarm is not polled (and not disarmed).
         let (alarm, timeout) = if due {
             (None, Some(Duration::ZERO))
-        } else {
-            self.alarm.by(wake, now)?;
+        } else if self.alarm.for_sleep(wake, now)? {
             (Some(self.alarm.fd()), None)
+        } else {
+            (None, None)
         };
         let ready = wait(self.socket(), self.engine.wants_writable(), alarm, timeout)?;
         if ready.woken {
@@ -480,6 +495,19 @@ impl LocalEndpoint {
         }
         Ok(())
     }
+}
+
+/// [`LocalEndpoint::timer_counts`]: a driver's timer system calls and
+/// wake-ups, and what caused them.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug)]
+pub struct TimerCounts {
+    /// `timerfd_settime` calls (arming or disarming the alarm).
+    pub alarm_sets: u64,
+    /// Sleeps the alarm ended (timer wake-ups).
+    pub alarm_rings: u64,
+    /// The protocol core's timers that went off, by name.
+    pub expiries: [(&'static str, u64); 3],
 }
 
 impl Drop for LocalEndpoint {

@@ -257,6 +257,11 @@ impl Engine {
         next
     }
 
+    /// The core's timer expiries by name (`LocalEndpoint::timer_counts`).
+    pub(crate) fn timer_expiries(&self) -> [(&'static str, u64); 3] {
+        self.core.timer_expiries()
+    }
+
     /// Calls outstanding (sent, or waiting for a handshake or key epoch).
     pub(crate) fn outstanding_calls(&self) -> usize {
         self.calls.len()

@@ -46,7 +46,6 @@ use crate::config::Config;
 use crate::error::DropReason;
 use crate::rpc::{Incoming, ServerMsg, ServerSlot};
 use crate::session::ReplayCheck;
-use crate::timer::Timer;
 use crate::trace::{FreeReason, MessageKind, Traced};
 use crate::wire::{AckIds, Body, DataHeader};
 
@@ -413,18 +412,14 @@ impl RpcParts<'_> {
     // ---- ACKs ----
 
     /// Acknowledges a completed RPC: the batch waits for
-    /// [`Timer::AckDelay`] or, once full, for the next request to the peer
+    /// `Timer::AckDelay` (with the next tick) or, once full, for the next request to the peer
     /// (`Endpoint::send_request`); a 17th ID sends the full batch at once.
     #[inline(always)]
     pub(super) fn queue_ack(&mut self, now: Instant, key: ServerRpcHandle) {
         if let Some(ids) = self.outbox.add_ack(key.peer, key.epoch, key.id) {
             self.queue_control(ServerRpcHandle { id: 0, ..key }, Body::Ack(ids));
         }
-        if !self.time.timers.is_set(Timer::AckDelay) {
-            self.time
-                .timers
-                .set(Timer::AckDelay, now + self.config.tick);
-        }
+        self.time.arm_ack_delay(now, self.config.tick);
     }
 
     /// The peer acknowledged the responses `ids`: their requests are freed.
