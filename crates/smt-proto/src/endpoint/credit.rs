@@ -52,6 +52,12 @@ pub(crate) struct Credits {
     heard: HashMap<SocketAddr, (u32, u32)>,
     /// Server side: the peers active lately.
     told: HashMap<SocketAddr, Told>,
+    /// The peer and tick of the last `note_request` that changed nothing
+    /// in `told` but that peer's `last_request` (set to that tick): the
+    /// same peer again in the same tick changes nothing either, so it is
+    /// answered without the map lookup (~100 instructions per request of
+    /// a client's burst). Cleared by whatever else changes `told`.
+    quiet: Option<(SocketAddr, u64)>,
     /// The sequence number of the last CREDIT sent, to any peer.
     sequence: u32,
     /// The tick of the last sweep.
@@ -84,6 +90,7 @@ impl Credits {
     pub(crate) fn forget(&mut self, peer: SocketAddr) {
         self.heard.remove(&peer);
         self.told.remove(&peer);
+        self.quiet = None;
     }
 
     /// Client side: how many requests `peer` lets us have outstanding at
@@ -130,6 +137,11 @@ impl Credits {
     /// most once per tick).
     pub(crate) fn note_request(&mut self, peer: SocketAddr, remind: bool, mut cx: CreditCtx<'_>) {
         let ticks = cx.ticks;
+        if !remind && self.quiet == Some((peer, ticks)) {
+            return;
+        }
+        self.quiet = None;
+        let active = self.told.len();
         let t = self.told.entry(peer).or_insert(Told {
             limit: None,
             at: ticks,
@@ -139,7 +151,10 @@ impl Credits {
         let (told, at) = (t.limit, t.at);
         let share = self.share(cx.config);
         if told != Some(share) || (remind && at != ticks) {
-            self.send(peer, share, &mut cx);
+            return self.send(peer, share, &mut cx);
+        }
+        if self.told.len() == active {
+            self.quiet = Some((peer, ticks));
         }
     }
 
@@ -153,6 +168,7 @@ impl Credits {
             return;
         }
         self.swept = ticks;
+        self.quiet = None;
         let peers = cx.peers;
         self.told
             .retain(|a, t| peers.contains_key(a) && ticks - t.last_request < ACTIVE_TICKS);
@@ -175,6 +191,7 @@ impl Credits {
             return;
         };
         self.sequence = self.sequence.wrapping_add(1);
+        self.quiet = None;
         let sequence = self.sequence;
         if let Some(t) = self.told.get_mut(&peer) {
             (t.limit, t.at) = (Some(limit), cx.ticks);
