@@ -46,6 +46,7 @@ use crate::config::Config;
 use crate::error::DropReason;
 use crate::rpc::{Incoming, ServerMsg, ServerSlot};
 use crate::session::ReplayCheck;
+use crate::stats::RttSample;
 use crate::timer::Timer;
 use crate::trace::{FreeReason, MessageKind, Traced};
 use crate::wire::{AckIds, Body, DataHeader};
@@ -361,7 +362,7 @@ impl RpcParts<'_> {
         let Some((data, started, pid)) = self.finish_client(handle) else {
             return;
         };
-        let rtt = now.saturating_duration_since(started);
+        let rtt = RttSample::of(now.saturating_duration_since(started));
         trace_event!(
             self,
             Traced::Delivered {
@@ -374,11 +375,11 @@ impl RpcParts<'_> {
             }
         );
         self.counters.stats.rpcs_completed += 1;
-        self.counters.stats.rtt.record(rtt);
+        self.counters.stats.rtt.record_sample(rtt);
         if let Some(s) = self.peers.at_mut(pid) {
             s.session.stats.messages_received += 1;
             s.session.stats.rpcs_completed += 1;
-            s.session.stats.rtt.record(rtt);
+            s.session.stats.rtt.record_sample(rtt);
         }
         self.queue_ack(now, key);
         self.outbox
