@@ -486,11 +486,11 @@ impl Endpoint {
     ) -> Result<RpcHandle, SendError> {
         self.trace_now(now);
         let data = data.into();
-        self.check_len(data.len())?;
+        let padded = self.check_len(data.len())?;
         let peer_id = self.peers.id(&peer).ok_or(SendError::NoSession)?;
         let (epoch, id) = self.allocate_id(peer_id)?;
         let data_len = data.len() as u64;
-        let request = self.seal(peer_id, epoch, id, data)?;
+        let request = self.seal(peer_id, (epoch, id), data, padded)?;
         let rpc = ClientRpc::new((peer, peer_id), (epoch, id), request, now);
         let handle = self.rpcs.clients.insert(rpc);
         if let Some(r) = self.peers.rpcs_mut(peer_id) {
@@ -547,14 +547,14 @@ impl Endpoint {
     ) -> Result<(), SendError> {
         self.trace_now(now);
         let data = data.into();
-        self.check_len(data.len())?;
+        let padded = self.check_len(data.len())?;
         let slot = self.peers.server_slot(&rpc).ok_or(SendError::UnknownRpc)?;
         let peer_id = match self.rpcs.servers.with_peer(slot) {
             Some((peer_id, s)) if s.is_in_service() => peer_id,
             Some(_) => return Err(SendError::AlreadyResponded),
             None => return Err(SendError::UnknownRpc),
         };
-        let response = self.seal(peer_id, rpc.epoch, rpc.id, data)?;
+        let response = self.seal(peer_id, (rpc.epoch, rpc.id), data, padded)?;
         if let Some(s) = self.rpcs.servers.get_mut(slot) {
             s.respond(response);
             self.load.in_service = self.load.in_service.saturating_sub(1);
@@ -703,7 +703,9 @@ impl Endpoint {
         }
     }
 
-    fn check_len(&self, len: usize) -> Result<(), SendError> {
+    /// Checks that a `len`-byte message may be sent; returns its padded
+    /// length (for `seal`, which need not work it out again).
+    fn check_len(&self, len: usize) -> Result<u64, SendError> {
         let max = self.config.message_len_limit();
         let padded = self.config.padding.padded_len(len as u64);
         if padded > max {
@@ -712,7 +714,7 @@ impl Endpoint {
                 max,
             });
         }
-        Ok(())
+        Ok(padded)
     }
 
     /// A message ID for a new RPC to `peer`, moving the session to its next

@@ -607,21 +607,22 @@ fn outgoing_in<'a>(
 }
 
 impl Endpoint {
-    /// Seals `data` as message `id` of key epoch `epoch` towards `peer`:
-    /// whole now if it is small, else record by record as its packets
-    /// leave, from the caller's bytes (a borrowed slice is copied once
-    /// first; see `record::seal`). The records' key budget is reserved
-    /// now.
+    /// Seals `data` as message `id` of key epoch `epoch` towards `peer`,
+    /// padded to `padded` bytes (`Padding::padded_len`, which the caller
+    /// worked out to check the length): whole now if it is small, else
+    /// record by record as its packets leave, from the caller's bytes (a
+    /// borrowed slice is copied once first; see `record::seal`). The
+    /// records' key budget is reserved now.
     pub(crate) fn seal(
         &mut self,
         peer_id: PeerId,
-        epoch: u64,
-        id: u64,
+        (epoch, id): (u64, u64),
         data: Payload<'_>,
+        padded: u64,
     ) -> Result<Outgoing, SendError> {
         let cfg = &self.config;
         let len = data.len() as u64;
-        let layout = MessageLayout::new(len, cfg.padding.padded_len(len), cfg.record_size);
+        let layout = MessageLayout::new(len, padded, cfg.record_size);
         let wire = self.buffers.pool.take_filled(layout.wire_len() as usize);
         let (peer, p) = self.peers.entry_mut(peer_id).ok_or(SendError::NoSession)?;
         let session = &mut p.session;
