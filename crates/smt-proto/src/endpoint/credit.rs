@@ -141,7 +141,6 @@ impl Credits {
             return;
         }
         self.quiet = None;
-        let active = self.told.len();
         let t = self.told.entry(peer).or_insert(Told {
             limit: None,
             at: ticks,
@@ -150,12 +149,12 @@ impl Credits {
         t.last_request = ticks;
         let (told, at) = (t.limit, t.at);
         let share = self.share(cx.config);
+        // A new entry (`limit: None`) is always told: a call that gets
+        // here changed no entry, and no peer's share.
         if told != Some(share) || (remind && at != ticks) {
             return self.send(peer, share, &mut cx);
         }
-        if self.told.len() == active {
-            self.quiet = Some((peer, ticks));
-        }
+        self.quiet = Some((peer, ticks));
     }
 
     /// Every `resend_ticks`: forgets peers idle for [`ACTIVE_TICKS`] (or
@@ -200,5 +199,54 @@ impl Credits {
         let body = Body::Credit { limit, sequence };
         cx.outbox
             .queue_control(cx.config.local_port, peer, epoch, 0, body);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use super::{CreditCtx, Credits};
+    use crate::endpoint::Endpoint;
+    use crate::Config;
+
+    fn addr(port: u16) -> SocketAddr {
+        SocketAddr::from(([10, 0, 0, 1], port))
+    }
+
+    /// Notes a request from `port` in tick 5; the CREDITs sent so far.
+    fn note(credits: &mut Credits, ep: &mut Endpoint, port: u16) -> u64 {
+        let cx = CreditCtx {
+            config: &ep.config,
+            ticks: 5,
+            peers: &ep.peers,
+            outbox: &mut ep.outbox,
+            stats: &mut ep.counters.stats,
+        };
+        credits.note_request(addr(port), false, cx);
+        ep.counters.stats.credits_sent
+    }
+
+    /// The same peer again in a tick takes the quiet path (no lookup, no
+    /// CREDIT); a new peer in that tick clears it, so the first peer still
+    /// hears its halved share at its next request.
+    #[test]
+    fn a_new_peer_in_the_same_tick_still_moves_the_others_share() {
+        let config = Config {
+            max_pending_requests: 40,
+            ..Config::default()
+        };
+        let mut ep = Endpoint::new(config).expect("valid config");
+        for port in [1, 2] {
+            let keys = crate::sim::null_session().0;
+            ep.install_session(addr(port), keys).expect("a session");
+        }
+        let mut credits = Credits::default();
+        assert_eq!(note(&mut credits, &mut ep, 1), 1, "first request: told");
+        assert_eq!(note(&mut credits, &mut ep, 1), 1, "same share: nothing");
+        assert_eq!(credits.quiet, Some((addr(1), 5)), "the quiet path is set");
+        assert_eq!(note(&mut credits, &mut ep, 1), 1, "still nothing");
+        assert_eq!(note(&mut credits, &mut ep, 2), 2, "a second peer: told");
+        assert_eq!(note(&mut credits, &mut ep, 1), 3, "the first: its half");
     }
 }
