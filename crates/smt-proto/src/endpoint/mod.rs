@@ -490,9 +490,11 @@ impl Endpoint {
         let peer_id = self.peers.id(&peer).ok_or(SendError::NoSession)?;
         let (epoch, id) = self.allocate_id(peer_id)?;
         let data_len = data.len() as u64;
-        let request = self.seal(peer_id, (epoch, id), data, padded)?;
-        let rpc = ClientRpc::new((peer, peer_id), (epoch, id), request, now);
-        let handle = self.rpcs.clients.insert(rpc);
+        let keep = |rpcs: &mut RpcTables, request| {
+            rpcs.clients
+                .insert(ClientRpc::new((peer, peer_id), (epoch, id), request, now))
+        };
+        let handle = self.seal_with(peer_id, (epoch, id), data, padded, keep)?;
         if let Some(r) = self.peers.rpcs_mut(peer_id) {
             r.add_client(epoch, id, handle);
         }
@@ -554,9 +556,11 @@ impl Endpoint {
             Some(_) => return Err(SendError::AlreadyResponded),
             None => return Err(SendError::UnknownRpc),
         };
-        let response = self.seal(peer_id, (rpc.epoch, rpc.id), data, padded)?;
-        if let Some(s) = self.rpcs.servers.get_mut(slot) {
-            s.respond(response);
+        let keep = |rpcs: &mut RpcTables, response| {
+            let s = rpcs.servers.get_mut(slot);
+            s.map(|s| s.respond(response)).is_some()
+        };
+        if self.seal_with(peer_id, (rpc.epoch, rpc.id), data, padded, keep)? {
             self.load.in_service = self.load.in_service.saturating_sub(1);
         }
         // A fresh response always has bytes to send (its unscheduled part).
