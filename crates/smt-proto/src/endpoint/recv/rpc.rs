@@ -241,8 +241,11 @@ impl RpcParts<'_> {
         key: ServerRpcHandle,
         h: &DataHeader,
     ) -> MsgKey {
-        let incoming = self.new_incoming(h);
-        let slot = self.rpcs.servers.insert(key, pid, ServerRpc::new(incoming));
+        let cfg = self.config;
+        let list = self.buffers.segment_lists.pop().unwrap_or_default();
+        let (unscheduled, ahead) = (cfg.unscheduled_bytes, cfg.max_unopened_bytes);
+        let make = || ServerRpc::new(Incoming::reuse(list, h, unscheduled, ahead));
+        let slot = self.rpcs.servers.insert(key, pid, make);
         let replaced = self
             .peers
             .rpcs_mut(pid)
