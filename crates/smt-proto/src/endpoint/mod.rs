@@ -77,6 +77,9 @@ use parts::{Buffers, Counters};
 /// An SMT endpoint. See the module docs for the call order.
 pub struct Endpoint {
     config: Config,
+    /// `Config::message_len_limit`, worked out once: asked for every
+    /// message sent and every DATA packet stored.
+    len_limit: u64,
     /// Every peer with a session (keys), with its liveness and usage, and
     /// the per-address facts kept beside them (unvalidated sessions,
     /// unreachable peers, key updates to confirm).
@@ -110,6 +113,7 @@ impl Endpoint {
     pub fn new(config: Config) -> Result<Self, ConfigError> {
         config.validate()?;
         Ok(Self {
+            len_limit: config.message_len_limit(),
             config,
             peers: Peers::default(),
             rpcs: RpcTables::default(),
@@ -710,7 +714,7 @@ impl Endpoint {
     /// Checks that a `len`-byte message may be sent; returns its padded
     /// length (for `seal`, which need not work it out again).
     fn check_len(&self, len: usize) -> Result<u64, SendError> {
-        let max = self.config.message_len_limit();
+        let max = self.len_limit;
         let padded = self.config.padding.padded_len(len as u64);
         if padded > max {
             return Err(SendError::MessageTooLarge {
