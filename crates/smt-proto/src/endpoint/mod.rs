@@ -494,10 +494,8 @@ impl Endpoint {
         let peer_id = self.peers.id(&peer).ok_or(SendError::NoSession)?;
         let (epoch, id) = self.allocate_id(peer_id)?;
         let data_len = data.len() as u64;
-        let keep = |rpcs: &mut RpcTables, request| {
-            rpcs.clients
-                .insert(ClientRpc::new((peer, peer_id), (epoch, id), request, now))
-        };
+        let rpc = |request| ClientRpc::new((peer, peer_id), (epoch, id), request, now);
+        let keep = |rpcs: &mut RpcTables, request| rpcs.clients.insert(rpc(request));
         let handle = self.seal_with(peer_id, (epoch, id), data, padded, keep)?;
         if let Some(r) = self.peers.rpcs_mut(peer_id) {
             r.add_client(epoch, id, handle);
