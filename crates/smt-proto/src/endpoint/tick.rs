@@ -344,9 +344,10 @@ impl Endpoint {
         let rpc = self.rpcs.clients.get_mut(&handle)?;
         let (old, priority) = (rpc.key(), rpc.request.priority);
         let mut data = self.buffers.pool.take(rpc.request.data_len() as usize);
+        let padded = self.config.padding.padded_len(rpc.request.data_len());
         let sealed = match rpc.request.recover(&mut data) {
-            Ok(Some(kept)) => self.seal(pid, epoch, id, Payload::Owned(kept)),
-            Ok(None) => self.seal(pid, epoch, id, Payload::Borrowed(&data)),
+            Ok(Some(kept)) => self.seal(pid, (epoch, id), Payload::Owned(kept), padded),
+            Ok(None) => self.seal(pid, (epoch, id), Payload::Borrowed(&data), padded),
             Err(_) => {
                 // Cannot happen: the request was sealed with its key kept.
                 tracing::error!(peer = %old.peer, id = old.id, "request plaintext not recoverable");
