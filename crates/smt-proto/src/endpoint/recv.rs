@@ -34,7 +34,7 @@ use super::peers::PeerId;
 use super::{trace_event, Endpoint, MsgKey, ServerRpcHandle};
 use crate::error::DropReason;
 use crate::trace::{PacketSummary, Traced};
-use crate::wire::{Body, DataHeader, Packet, PacketType, Packets};
+use crate::wire::{Body, DataHeader, Packet, PacketType, Packets, Split};
 
 impl Endpoint {
     /// Processes one datagram received from `from`. Malformed, forged,
@@ -80,9 +80,10 @@ impl Endpoint {
         if self.config.pathlet_feedback && starts_with_path(datagram) {
             return self.handle_datagram_with_path(now, from, datagram, before);
         }
-        let tagged = self.config.authenticate_control;
-        for (i, packet) in Packets::new(datagram, tagged).enumerate() {
-            if i > 0 {
+        let mut packets = Packets::new(datagram, self.config.authenticate_control);
+        let mut first = true;
+        while let Some(packet) = packets.next_split() {
+            if !std::mem::take(&mut first) {
                 self.counters.stats.coalesced_packets_rx += 1;
             }
             before(self);
@@ -107,13 +108,14 @@ impl Endpoint {
             Err(reason) => return self.drop_packet(from, reason),
         };
         let mut seen = super::pathlet::Believed::default();
-        for packet in Packets::new(rest, true) {
+        let mut packets = Packets::new(rest, true);
+        while let Some(packet) = packets.next_split() {
             self.counters.stats.coalesced_packets_rx += 1;
             before(self);
             let drops = self.counters.stats.drops.total();
             let go_on = self.handle_packet(now, from, packet);
             if self.counters.stats.drops.total() == drops {
-                seen.not_dropped(packet);
+                seen.not_dropped(packet.bytes());
             }
             if !go_on {
                 break;
@@ -123,9 +125,10 @@ impl Endpoint {
         super::pathlet::count_path(&mut self.pathlet_parts(), from, &path, len, seen);
     }
 
-    /// One packet (the whole datagram, or one of its coalesced packets).
-    /// Returns whether the packets after it may be handled.
-    pub(crate) fn handle_packet(&mut self, now: Instant, from: SocketAddr, packet: &[u8]) -> bool {
+    /// One packet (the whole datagram, or one of its coalesced packets: a
+    /// `Split`). Returns whether the packets after it may be handled.
+    fn handle_packet(&mut self, now: Instant, from: SocketAddr, split: Split<'_>) -> bool {
+        let packet = split.bytes();
         trace_event!(
             self,
             Traced::Received {
@@ -133,7 +136,7 @@ impl Endpoint {
                 packet: PacketSummary::of(packet, self.config.authenticate_control),
             }
         );
-        let Err(reason) = self.process(now, from, packet) else {
+        let Err(reason) = self.process(now, from, split) else {
             return true;
         };
         self.peers.forget_route();
@@ -149,10 +152,11 @@ impl Endpoint {
         &mut self,
         now: Instant,
         from: SocketAddr,
-        datagram: &[u8],
+        split: Split<'_>,
     ) -> Result<(), DropReason> {
+        let datagram = split.bytes();
         let packet = Packet::new_checked(datagram).map_err(|_| DropReason::Malformed)?;
-        if let Some(result) = self.process_on_route(now, from, &packet) {
+        if let Some(result) = self.process_on_route(now, from, &packet, split.data_header()) {
             return result;
         }
         // Anything else may change what the route relied on (keys, epochs,
@@ -180,7 +184,7 @@ impl Endpoint {
             self.arm_idle_sweep(now);
             return result;
         }
-        self.process_from_peer(now, from, packet, datagram)
+        self.process_from_peer(now, from, packet, split.data_header())
     }
 
     /// A packet of a session (any but HANDSHAKE): the peer found once,
@@ -195,8 +199,9 @@ impl Endpoint {
         now: Instant,
         from: SocketAddr,
         packet: Packet<&[u8]>,
-        datagram: &[u8],
+        data: Option<&DataHeader>,
     ) -> Result<(), DropReason> {
+        let datagram = packet.as_bytes();
         let Some(pid) = self.peer_for(from, datagram)? else {
             return Ok(());
         };
@@ -218,7 +223,7 @@ impl Endpoint {
             let key = ServerRpcHandle::new(from, epoch, repr.id);
             return self.on_control(now, pid, key, local, repr.body);
         }
-        let h = parse_data_header(&packet, id_limit)?;
+        let h = parse_data_header(&packet, data, id_limit)?;
         let (local, validated) = (peer.session.is_local_id(packet.id()), peer.validated());
         let key = ServerRpcHandle::new(from, epoch, packet.id());
         let d = DataIn::new(now, pid, key, &h, packet.payload());
@@ -278,17 +283,17 @@ impl Endpoint {
         now: Instant,
         from: SocketAddr,
         packet: &Packet<&[u8]>,
+        data: Option<&DataHeader>,
     ) -> Option<Result<(), DropReason>> {
-        let data = packet.packet_type() == PacketType::DATA;
-        let seen = (data, packet.key_phase(), packet.id());
+        let is_data = packet.packet_type() == PacketType::DATA;
+        let seen = (is_data, packet.key_phase(), packet.id());
         let (pid, key, msg) = self.peers.route_for(from, seen)?;
         if self.config.verify_ports && !ports_match(packet, self.config.local_port, from) {
             return None;
         }
-        // The type byte was checked (`seen`): the DATA header alone.
-        let Ok(h) = DataHeader::parse(packet) else {
-            return None;
-        };
+        // The type byte was checked (`seen`): the DATA header alone, as
+        // the split parsed it (none: the header is malformed).
+        let h = *data?;
         self.peers.count_on_route(packet.as_bytes().len());
         let d = DataIn::new(now, pid, key, &h, packet.payload());
         let result = self.store_data(d, msg);
