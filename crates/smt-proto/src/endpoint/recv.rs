@@ -5,14 +5,16 @@
 //! (storing a packet, `store_and_open`) and the effects of a control
 //! packet (`control::Then`). The decisions and the RPCs' own bookkeeping
 //! are `RpcParts`'s: `recv/data.rs` (storing a packet), `recv/admit.rs`
-//! (a new message admitted, a complete one delivered), `recv/rpc.rs`
-//! (new, complete and refused RPCs), `recv/end.rs`, `recv/control.rs`.
+//! (a new message admitted, a complete one delivered), `recv/first.rs`
+//! (a new message made and its first packet stored), `recv/rpc.rs`
+//! (complete and refused RPCs), `recv/end.rs`, `recv/control.rs`.
 //! The order of calls for one DATA packet is in `docs/architecture.md`.
 
 mod admit;
 mod control;
 mod data;
 mod end;
+mod first;
 mod key_update;
 mod packet;
 mod rpc;
@@ -22,6 +24,7 @@ use data::{
     receiving_in, store_fast, store_in, store_parts, store_within_bounds, DataIn, Fast, Opened,
     StoreParts,
 };
+use first::New;
 use packet::{parse_data_header, parse_header, ports_match, starts_with_path};
 pub(super) use rpc::RpcParts;
 use rpc::Settled;
@@ -29,7 +32,6 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use super::limits::Charge;
-
 use super::peers::PeerId;
 use super::{trace_event, Endpoint, MsgKey, ServerRpcHandle};
 use crate::error::DropReason;
@@ -154,8 +156,7 @@ impl Endpoint {
         from: SocketAddr,
         split: Split<'_>,
     ) -> Result<(), DropReason> {
-        let datagram = split.bytes();
-        let packet = Packet::new_checked(datagram).map_err(|_| DropReason::Malformed)?;
+        let packet = Packet::new_checked(split.bytes()).map_err(|_| DropReason::Malformed)?;
         if let Some(result) = self.process_on_route(now, from, &packet, split.data_header()) {
             return result;
         }
@@ -179,7 +180,7 @@ impl Endpoint {
             return Err(DropReason::WrongPort);
         }
         if ty == PacketType::HANDSHAKE {
-            let result = self.handshakes().on_packet(now, from, datagram);
+            let result = self.handshakes().on_packet(now, from, split.bytes());
             let result = result.map(|step| self.apply_handshake(now, step));
             self.arm_idle_sweep(now);
             return result;
@@ -254,7 +255,8 @@ impl Endpoint {
     }
 
     /// Finishes what the fast path began: a stored packet's outcome
-    /// (`after_store`), or the new message it asked for, made and stored.
+    /// (`after_store`), or the new message it asked for, made and stored
+    /// (`first.rs`).
     #[inline(always)]
     fn after_fast(
         &mut self,
@@ -262,14 +264,14 @@ impl Endpoint {
         fast: Fast,
         opened_before: u64,
     ) -> Result<Option<MsgKey>, DropReason> {
-        let msg = match fast {
+        let new = match fast {
             Fast::Stored(msg, outcome) => return self.after_store(d, msg, outcome, opened_before),
-            Fast::NewRequest => self.rpc_parts().open_request(d)?,
-            Fast::NewResponse(handle) => self.rpc_parts().open_response(d, handle)?,
+            Fast::NewRequest => New::Request,
+            Fast::NewResponse(handle) => New::Response(handle),
             Fast::UnknownResponse => return Err(rpc::unknown_response(&self.peers, d.pid, d.key)),
             Fast::Dropped(e) => return Err(e),
         };
-        self.store_data(d, msg)
+        self.open_and_store(d, new, opened_before)
     }
 
     /// The next DATA packet of the message the last one of this batch went
@@ -291,8 +293,7 @@ impl Endpoint {
         if self.config.verify_ports && !ports_match(packet, self.config.local_port, from) {
             return None;
         }
-        // The type byte was checked (`seen`): the DATA header alone, as
-        // the split parsed it (none: the header is malformed).
+        // The type byte was checked (`seen`): the header the split parsed.
         let h = *data?;
         self.peers.count_on_route(packet.as_bytes().len());
         let d = DataIn::new(now, pid, key, &h, packet.payload());
@@ -303,9 +304,9 @@ impl Endpoint {
         Some(result.map(|_| ()))
     }
 
-    /// Stores a DATA packet of message `msg` (found by `on_data` or on the
-    /// route), opens what it completes and delivers a complete message.
-    /// Returns the message if it is still being received.
+    /// Stores a DATA packet of message `msg` (found on the route), opens
+    /// what it completes and delivers a complete one. Returns the message
+    /// if it is still being received.
     fn store_data(&mut self, d: DataIn<'_>, msg: MsgKey) -> Result<Option<MsgKey>, DropReason> {
         if u64::from(d.h.message_len) > self.len_limit {
             return Err(DropReason::OverLimit);
