@@ -147,3 +147,42 @@ fn make_response<'a>(
         Made::Ready((inc, &mut rpc.silent_ticks), peers.at_mut(d.pid)),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::sim::{Link, Outcome, Pair, TestKeys};
+
+    /// A stale entry in the peer's index (the slot it names freed under
+    /// it): the request's next packet makes the RPC anew, which takes the
+    /// entry's place; the stale slot is freed and the packet stored on
+    /// the slow path. The call still completes.
+    #[test]
+    fn a_stale_index_entry_gives_way_to_the_new_rpc() {
+        let mut pair = Pair::with_keys(TestKeys::Keyed(7), Link::default(), 3);
+        let request = vec![0x5a; 200_000];
+        let handle = pair.call(&request);
+        while pair.server.server_rpcs() == 0 {
+            pair.run_for(Duration::from_micros(10));
+        }
+        let servers = &mut pair.server.rpcs.servers;
+        let slot = servers.slots().map(|(m, _, _)| m.slot).next();
+        let slot = slot.expect("the request, partly received");
+        assert!(servers.remove(slot).is_some());
+        assert_eq!(pair.server.server_rpcs(), 0);
+        while pair.server.server_rpcs() == 0 {
+            pair.run_for(Duration::from_micros(10));
+        }
+        assert_eq!(
+            pair.server.server_rpcs(),
+            1,
+            "made anew, in the stale one's place"
+        );
+        assert!(pair.run(Duration::from_secs(30)));
+        assert!(matches!(
+            pair.outcomes.get(&handle),
+            Some(Outcome::Response(_))
+        ));
+    }
+}
