@@ -143,6 +143,7 @@ impl PeerRpcs {
     }
 
     /// Returns the slot of an RPC the new one replaces.
+    #[inline]
     pub(super) fn add_server(
         &mut self,
         epoch: u64,
