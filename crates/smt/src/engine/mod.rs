@@ -432,6 +432,12 @@ impl Engine {
         }
     }
 
+    /// Whether there are released buffers or discarded replies to take
+    /// ([`Engine::take_released`], [`Engine::take_discarded`]).
+    pub(crate) fn has_garbage(&self) -> bool {
+        !self.discarded.is_empty() || self.core.has_released()
+    }
+
     /// The large replies discarded since the last call (see
     /// [`Engine::discard`]).
     pub(crate) fn take_discarded(&mut self) -> Vec<Bytes> {

@@ -223,6 +223,10 @@ impl HasWakes for Inner {
     fn garbage(&mut self) -> Self::Garbage {
         (self.engine.take_released(), self.engine.take_discarded())
     }
+
+    fn has_garbage(&self) -> bool {
+        self.engine.has_garbage()
+    }
 }
 
 /// State shared by every handle, every request and the background thread.
