@@ -57,7 +57,7 @@ mod waiters;
 
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{JoinHandle, Thread};
 use std::time::Instant;
@@ -182,11 +182,6 @@ pub(crate) struct Inner {
     wake_sent: bool,
     /// The socket reported readable since the last receive.
     readable: bool,
-    /// Requests queued for the application so far: a leading accepter
-    /// looks at the queue only after a turn that queued one (a failed
-    /// `try_recv` takes the queue's lock, ~95 instructions, and a leader
-    /// made two or three per request).
-    requests_queued: u64,
     /// Answers applied since the engine last transmitted (see
     /// [`ANSWERS_PER_SEND`]).
     unsent_answers: usize,
@@ -246,6 +241,11 @@ pub(crate) struct Shared {
     /// with OVERLOADED). Disconnected once the endpoint is closed.
     pub requests: flume::Receiver<Delivered>,
     pub ready: Ready,
+    /// Requests queued so far (by `route` only, under the engine lock):
+    /// an accepter that found the queue empty looks again only once the
+    /// count moved (a failed `try_recv` takes the queue's lock, ~95
+    /// instructions, and an accept made three or four per request).
+    requests_queued: AtomicU64,
     /// Async calls and accepts being awaited (the background thread drives
     /// for them).
     async_waiters: AtomicUsize,
@@ -300,7 +300,6 @@ impl Shared {
             background_parked: None,
             closed: false,
             unsent_answers: 0,
-            requests_queued: 0,
             #[cfg(test)]
             answer_sends: 0,
             tasks: tasks::Tasks::default(),
@@ -312,6 +311,7 @@ impl Shared {
             alarm_watch,
             requests,
             ready: Ready::new()?,
+            requests_queued: AtomicU64::new(0),
             async_waiters: AtomicUsize::new(0),
             permits: Permits::new(limits.max_outstanding_calls),
             busy_poll: limits.busy_poll,
@@ -434,28 +434,20 @@ impl Shared {
     pub(crate) fn accept(self: &Arc<Self>) -> Result<Delivered, Error> {
         // A queued request needs no lock: the engine stays free for
         // whoever is receiving meanwhile.
+        let mut seen = self.requests_queued.load(Ordering::Acquire);
         if let Ok(request) = self.requests.try_recv() {
             return Ok(request);
         }
         let mut g = self.lock();
         loop {
-            if let Ok(request) = self.requests.try_recv() {
+            if let Some(request) = self.next_queued(&mut seen) {
                 return Ok(request);
             }
             if g.closed {
                 return Err(Error::Closed);
             }
             if self.accepter_may_lead(&g) {
-                // The queue was empty just now, under the lock; only a
-                // turn of this leader's queues more (`route`).
-                let mut seen = g.requests_queued;
-                let (guard, request) = self.lead(g, |g| {
-                    if g.requests_queued == seen {
-                        return None;
-                    }
-                    seen = g.requests_queued;
-                    self.requests.try_recv().ok()
-                });
+                let (guard, request) = self.lead(g, |_| self.next_queued(&mut seen));
                 if let Some(request) = request {
                     return Ok(request);
                 }
@@ -471,6 +463,18 @@ impl Shared {
             // promotion (or spuriously).
             g.accepting.retain(|t| t.id() != me.id());
         }
+    }
+
+    /// A queued request, looked for only if one was queued since the
+    /// queue was found empty at the count `seen` (only taken from since,
+    /// it is still empty otherwise).
+    fn next_queued(&self, seen: &mut u64) -> Option<Delivered> {
+        let queued = self.requests_queued.load(Ordering::Acquire);
+        if queued == *seen {
+            return None;
+        }
+        *seen = queued;
+        self.requests.try_recv().ok()
     }
 
     /// Whether a thread in `accept` should take the lead. From a busy
@@ -867,7 +871,7 @@ impl Shared {
                     // Only this function sends, under the engine lock, and
                     // the queue has room: sending cannot fail or block.
                     let _ = queue.try_send(request);
-                    g.requests_queued += 1;
+                    self.requests_queued.fetch_add(1, Ordering::Release);
                     self.ready.notify();
                     if let Some(thread) = g.accepting.pop() {
                         g.wakes.push(thread);
