@@ -70,7 +70,10 @@ impl Shared {
         if g.background_parked.is_none() {
             return;
         }
-        let due = g.engine.deadline().is_some_and(|d| d <= g.engine.last_now());
+        let due = g
+            .engine
+            .deadline()
+            .is_some_and(|d| d <= g.engine.last_now());
         if due || self.background_has_work(g) {
             self.wake_background(g);
         }
