@@ -48,6 +48,7 @@ mod background;
 mod close;
 mod handoff;
 mod permits;
+mod queue;
 #[cfg(feature = "tokio")]
 mod reactor;
 mod tasks;
@@ -57,7 +58,7 @@ mod waiters;
 
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{JoinHandle, Thread};
 use std::time::Instant;
@@ -67,6 +68,7 @@ use smt_proto::{Payload, ServerRpcHandle};
 pub(crate) use self::handoff::lock_ignoring_poison;
 use self::handoff::{HasWakes, Reply, Slot, Wakes};
 use self::permits::{Permit, Permits};
+use self::queue::Requests;
 pub(crate) use self::tasks::Got;
 use self::waiters::Waiters;
 use super::cancel::{Cancellation, Watches};
@@ -239,13 +241,8 @@ pub(crate) struct Shared {
     /// `ProtocolConfig::max_pending_requests` (the core refuses complete
     /// requests beyond those the application holds, queued ones included,
     /// with OVERLOADED). Disconnected once the endpoint is closed.
-    pub requests: flume::Receiver<Delivered>,
+    pub requests: Requests,
     pub ready: Ready,
-    /// Requests queued so far (by `route` only, under the engine lock):
-    /// an accepter that found the queue empty looks again only once the
-    /// count moved (a failed `try_recv` takes the queue's lock, ~95
-    /// instructions, and an accept made three or four per request).
-    requests_queued: AtomicU64,
     /// Async calls and accepts being awaited (the background thread drives
     /// for them).
     async_waiters: AtomicUsize,
@@ -309,9 +306,8 @@ impl Shared {
             inner: Mutex::new(inner),
             wake: WakeFd::new()?,
             alarm_watch,
-            requests,
+            requests: Requests::new(requests),
             ready: Ready::new()?,
-            requests_queued: AtomicU64::new(0),
             async_waiters: AtomicUsize::new(0),
             permits: Permits::new(limits.max_outstanding_calls),
             busy_poll: limits.busy_poll,
@@ -434,9 +430,11 @@ impl Shared {
     pub(crate) fn accept(self: &Arc<Self>) -> Result<Delivered, Error> {
         // A queued request needs no lock: the engine stays free for
         // whoever is receiving meanwhile.
-        let mut seen = self.requests_queued.load(Ordering::Acquire);
-        if let Ok(request) = self.requests.try_recv() {
-            return Ok(request);
+        let mut seen = self.requests.queued();
+        if !self.requests.is_empty() {
+            if let Ok(request) = self.requests.try_recv() {
+                return Ok(request);
+            }
         }
         let mut g = self.lock();
         loop {
@@ -469,7 +467,7 @@ impl Shared {
     /// queue was found empty at the count `seen` (only taken from since,
     /// it is still empty otherwise).
     fn next_queued(&self, seen: &mut u64) -> Option<Delivered> {
-        let queued = self.requests_queued.load(Ordering::Acquire);
+        let queued = self.requests.queued();
         if queued == *seen {
             return None;
         }
@@ -876,7 +874,7 @@ impl Shared {
                         g.engine.abandon(rpc);
                         continue;
                     }
-                    self.requests_queued.fetch_add(1, Ordering::Release);
+                    self.requests.count_queued();
                     self.ready.notify();
                     if let Some(thread) = g.accepting.pop() {
                         g.wakes.push(thread);
