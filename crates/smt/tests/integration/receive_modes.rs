@@ -122,12 +122,14 @@ fn zero_timeout_polls_until_none_leave_nothing_unread() {
     let to = server.local_addr();
     let (rounds, burst, pongs) = (8, 30, 5);
     let (server, counts) = serve(server, rounds * (burst + pongs));
+    let mut exercised = 0;
     for round in 0..rounds {
         ping_pong(&mut client, to, pongs);
         // Sizes that differ, so that neither GSO nor GRO makes the
-        // responses one buffer: each is a datagram of its own.
+        // responses one buffer, and large enough that no two share a
+        // datagram: each is a datagram of its own.
         for i in 0..burst {
-            client.call(to, vec![i as u8; 64 + i]).unwrap();
+            client.call(to, vec![i as u8; 1000 + i]).unwrap();
         }
         client.flush().unwrap();
         // The server answers all of them meanwhile (its next poll sends
@@ -140,10 +142,14 @@ fn zero_timeout_polls_until_none_leave_nothing_unread() {
         {}
         std::thread::sleep(Duration::from_millis(50));
         let mut answered = 0;
+        let received = |c: &LocalEndpoint| c.stats().total.traffic.datagrams_received;
+        let before = received(&client);
         if let Some(LocalEvent::Response { .. }) = client.poll(PATIENCE).unwrap() {
             answered += 1;
         }
-        // The application's own loop from here.
+        // What the test is about: a receive that took one datagram of
+        // several (unless it was the batch that looks for a burst).
+        exercised += usize::from(received(&client) - before == 1);
         // The application's own loop from here: zero-timeout polls until
         // `None`, again while `timeout()` says so; it would sleep next, so
         // nothing may wait unread.
@@ -162,6 +168,7 @@ fn zero_timeout_polls_until_none_leave_nothing_unread() {
         }
         assert_eq!(answered, burst, "round {round}");
     }
+    assert!(exercised > 0, "no round took one datagram of several");
     let _ = client.poll(Some(Duration::from_millis(10)));
     server.join().unwrap();
 }
