@@ -377,14 +377,21 @@ impl LocalEndpoint {
         let skip = zero && std::mem::take(&mut self.drained);
         let mut looked = zero;
         self.readable |= zero && !skip;
+        // What the owner queued (calls, responses) leaves before the
+        // first receive; after a wait, only a batch that waited for room
+        // can be left (each turn ends by transmitting), so the turn's own
+        // transmit suffices unless the socket was full.
+        let mut flush = true;
         loop {
             if let Some(outcome) = self.engine.poll_outcome() {
                 return Ok(Some(outcome.into()));
             }
-            // What the owner queued (calls, responses) leaves first.
-            self.engine.flush();
             let readable = std::mem::take(&mut self.readable) || self.busy_poll;
-            self.engine.turn(readable);
+            if flush {
+                self.engine.flush_and_turn(readable);
+            } else {
+                self.engine.turn(readable);
+            }
             if let Some(outcome) = self.engine.poll_outcome() {
                 self.drained = readable && !self.more_to_read();
                 return Ok(Some(outcome.into()));
@@ -393,6 +400,7 @@ impl LocalEndpoint {
                 self.drained = false;
                 return Ok(None);
             }
+            flush = self.engine.wants_writable();
             self.wait(deadline)?;
             looked = true;
         }
@@ -433,6 +441,19 @@ impl LocalEndpoint {
         self.engine.stats(max_peers)
     }
 
+    /// The driver's timer work since the endpoint was bound, for
+    /// benchmarks and tests: times its alarm (a timer descriptor) was
+    /// set, times it went off, and the protocol timers' expiries by name.
+    /// Not a stable interface.
+    #[doc(hidden)]
+    pub fn timer_counts(&self) -> TimerCounts {
+        TimerCounts {
+            alarm_sets: self.alarm.sets(),
+            alarm_rings: self.alarm.rings(),
+            expiries: self.engine.timer_expiries(),
+        }
+    }
+
     /// The counters of `peer`'s session (`None` without one). O(1).
     pub fn peer_stats(&self, peer: SocketAddr) -> Option<PeerStats> {
         self.engine.peer_stats(peer)
@@ -466,11 +487,13 @@ impl LocalEndpoint {
         let now = self.engine.now();
         let due = wake.is_some_and(|w| w <= now);
         // Past due: only look at the socket (a zero timeout arms no timer).
+        // Nothing due: the alarm is not polled (and not disarmed).
         let (alarm, timeout) = if due {
             (None, Some(Duration::ZERO))
-        } else {
-            self.alarm.by(wake, now)?;
+        } else if self.alarm.for_sleep(wake, now)? {
             (Some(self.alarm.fd()), None)
+        } else {
+            (None, None)
         };
         let ready = wait(self.socket(), self.engine.wants_writable(), alarm, timeout)?;
         if ready.woken {
@@ -485,6 +508,19 @@ impl LocalEndpoint {
         }
         Ok(())
     }
+}
+
+/// [`LocalEndpoint::timer_counts`]: a driver's timer system calls and
+/// wake-ups, and what caused them.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug)]
+pub struct TimerCounts {
+    /// `timerfd_settime` calls (arming or disarming the alarm).
+    pub alarm_sets: u64,
+    /// Sleeps the alarm ended (timer wake-ups).
+    pub alarm_rings: u64,
+    /// The protocol core's timers that went off, by name.
+    pub expiries: [(&'static str, u64); 3],
 }
 
 impl Drop for LocalEndpoint {

@@ -8,7 +8,9 @@
 //! Environment: `RTT_MTU` (link MTU, default 1500: e.g. 9000 for jumbo
 //! frames, 65536 for loopback's own), `RTT_UNSCHEDULED` (bytes sent before
 //! a grant), `RTT_OUTSTANDING` (the throughput line's levels, `1,8,32`),
-//! `RTT_STATS` (print the client's counters).
+//! `RTT_STATS` (print the client's counters), `RTT_TIMERS` (the `local`
+//! line: each end's timer system calls, timer wake-ups and protocol timer
+//! expiries by cause, per round trip).
 //!
 //! Each line also says what the process spent per round trip, from
 //! `getrusage` (both ends, every thread): CPU time in user and kernel mode
@@ -376,6 +378,7 @@ fn local_echo(
                 served += 1;
             }
         }
+        print_timers("server", &server, n);
         // The last responses' ACKs.
         let _ = server.poll(Some(Duration::from_millis(20)));
     });
@@ -426,8 +429,27 @@ fn local(any: SocketAddr, size: usize, n: usize, busy_poll: bool) -> Vec<Duratio
             start.elapsed()
         })
         .collect();
+    print_timers("client", &client, n);
     echo.join().unwrap();
     samples
+}
+
+/// With `RTT_TIMERS`: `endpoint`'s timer work per round trip (of `n`).
+fn print_timers(side: &str, endpoint: &LocalEndpoint, n: usize) {
+    if std::env::var_os("RTT_TIMERS").is_none() {
+        return;
+    }
+    let t = endpoint.timer_counts();
+    let per = |x: u64| x as f64 / n as f64;
+    let causes: Vec<String> = (t.expiries.iter())
+        .map(|(name, k)| format!("{name} {:.4}", per(*k)))
+        .collect();
+    eprintln!(
+        "{side}: per round trip timerfd_settime {:.4}, alarm wake-ups {:.4}; expiries {}",
+        per(t.alarm_sets),
+        per(t.alarm_rings),
+        causes.join(", ")
+    );
 }
 
 /// Closed loop: `outstanding` calls in flight, a new one as each completes.

@@ -19,6 +19,9 @@ use super::FastMap;
 /// One outstanding call.
 #[derive(Clone, Copy, Debug)]
 struct Live {
+    /// Its token's `seq`: a token of an ended call that used the same
+    /// slot does not match.
+    seq: u64,
     /// Its RPC in the core; `None` while it waits for a handshake or a key
     /// epoch (then `Sessions` holds its request).
     rpc: Option<RpcHandle>,
@@ -48,13 +51,20 @@ pub(crate) struct Finished {
     pub opened: Instant,
 }
 
-/// Every outstanding call. Lookups by call and by RPC are hash lookups;
-/// the next deadline is the first of an ordered set.
+/// Every outstanding call. A call is found by its token's slot (an index,
+/// no hashing: with the ~100-byte entry in a hash map, its insert, update
+/// and removal cost ~110 instructions each, `docs/benchmarks.md`), by its
+/// RPC through a hash map; the next deadline is the first of an ordered
+/// set.
 #[derive(Debug)]
 pub(crate) struct Calls {
     next: u64,
     max: usize,
-    live: FastMap<CallToken, Live>,
+    /// Grows to the most calls ever outstanding at once, then is reused.
+    slots: Vec<Option<Live>>,
+    /// Empty slots, the last freed on top (still in the cache).
+    free: Vec<u32>,
+    len: usize,
     by_rpc: FastMap<RpcHandle, CallToken>,
     deadlines: BTreeSet<(Instant, CallToken)>,
 }
@@ -64,7 +74,9 @@ impl Calls {
         Self {
             next: 0,
             max,
-            live: FastMap::default(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            len: 0,
             by_rpc: FastMap::default(),
             deadlines: BTreeSet::new(),
         }
@@ -72,12 +84,12 @@ impl Calls {
 
     /// Outstanding calls.
     pub(super) fn len(&self) -> usize {
-        self.live.len()
+        self.len
     }
 
     /// Whether another call would exceed the limit.
     pub(super) fn full(&self) -> bool {
-        self.live.len() >= self.max
+        self.len >= self.max
     }
 
     pub(super) fn max(&self) -> usize {
@@ -92,39 +104,42 @@ impl Calls {
         timeout: Option<Duration>,
         priority: u8,
     ) -> CallToken {
-        let call = CallToken(self.next);
+        let seq = self.next;
         self.next += 1;
         let deadline = timeout.map(|t| (now.checked_add(t).unwrap_or(far_future(now)), t));
+        let live = Live {
+            seq,
+            rpc: None,
+            deadline,
+            priority,
+            peer,
+            opened: now,
+        };
+        let call = CallToken {
+            seq,
+            slot: self.place(live),
+        };
         if let Some((at, _)) = deadline {
             self.deadlines.insert((at, call));
         }
-        self.live.insert(
-            call,
-            Live {
-                rpc: None,
-                deadline,
-                priority,
-                peer,
-                opened: now,
-            },
-        );
         call
     }
 
     /// The call's request is now RPC `rpc` in the core: the priority it
     /// is to carry, or `None` if the call has ended.
     pub(super) fn sent(&mut self, call: CallToken, rpc: RpcHandle) -> Option<u8> {
-        let live = self.live.get_mut(&call)?;
+        let live = self.get_mut(call)?;
         live.rpc = Some(rpc);
+        let priority = live.priority;
         self.by_rpc.insert(rpc, call);
-        Some(live.priority)
+        Some(priority)
     }
 
     /// Ends the call whose RPC finished (response or failure); `None` if
     /// it had already ended (cancelled, timed out).
     pub(super) fn finish_rpc(&mut self, rpc: RpcHandle) -> Option<Finished> {
         let call = self.by_rpc.remove(&rpc)?;
-        let live = self.live.remove(&call)?;
+        let live = self.take(call)?;
         self.forget_deadline(call, &live);
         Some(Finished {
             call,
@@ -142,14 +157,14 @@ impl Calls {
     /// no RPC until it is sent again. Returns the peer it was sent to.
     pub(super) fn unsend(&mut self, rpc: RpcHandle) -> Option<SocketAddr> {
         let call = self.by_rpc.remove(&rpc)?;
-        let live = self.live.get_mut(&call)?;
+        let live = self.get_mut(call)?;
         live.rpc = None;
         Some(live.peer)
     }
 
     /// When `call` times out, if it has a deadline.
     pub(super) fn deadline_of(&self, call: CallToken) -> Option<Instant> {
-        self.live.get(&call)?.deadline.map(|(at, _)| at)
+        self.get(call)?.deadline.map(|(at, _)| at)
     }
 
     /// Ends `call`; returns whether it was outstanding and its RPC, if it
@@ -180,11 +195,19 @@ impl Calls {
     pub(super) fn drain(&mut self) -> Vec<CallToken> {
         self.by_rpc.clear();
         self.deadlines.clear();
-        self.live.drain().map(|(call, _)| call).collect()
+        self.free.clear();
+        self.len = 0;
+        let slots = std::mem::take(&mut self.slots).into_iter();
+        let calls = slots.enumerate().filter_map(|(slot, live)| {
+            let seq = live?.seq;
+            let slot = u32::try_from(slot).ok()?;
+            Some(CallToken { seq, slot })
+        });
+        calls.collect()
     }
 
     fn forget(&mut self, call: CallToken) -> Option<Live> {
-        let live = self.live.remove(&call)?;
+        let live = self.take(call)?;
         if let Some(rpc) = live.rpc {
             self.by_rpc.remove(&rpc);
         }
@@ -196,6 +219,40 @@ impl Calls {
         if let Some((at, _)) = live.deadline {
             self.deadlines.remove(&(at, call));
         }
+    }
+
+    /// Keeps `live` in a free slot (the last freed) or a new one.
+    fn place(&mut self, live: Live) -> u32 {
+        self.len += 1;
+        if let Some(slot) = self.free.pop() {
+            self.slots[slot as usize] = Some(live);
+            return slot;
+        }
+        self.slots.push(Some(live));
+        // NOTE(unwrap): never more slots than calls outstanding at once;
+        // 2^32 of them would take hundreds of gigabytes first.
+        u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 calls outstanding")
+    }
+
+    fn get(&self, call: CallToken) -> Option<&Live> {
+        let live = self.slots.get(call.slot as usize)?.as_ref()?;
+        (live.seq == call.seq).then_some(live)
+    }
+
+    fn get_mut(&mut self, call: CallToken) -> Option<&mut Live> {
+        let live = self.slots.get_mut(call.slot as usize)?.as_mut()?;
+        (live.seq == call.seq).then_some(live)
+    }
+
+    /// Removes `call`, freeing its slot.
+    fn take(&mut self, call: CallToken) -> Option<Live> {
+        let entry = self.slots.get_mut(call.slot as usize)?;
+        if entry.as_ref()?.seq != call.seq {
+            return None;
+        }
+        self.free.push(call.slot);
+        self.len -= 1;
+        entry.take()
     }
 }
 
@@ -254,6 +311,24 @@ mod tests {
         assert_eq!(calls.end(c), Some(None), "never sent");
         assert_eq!(calls.end(c), None);
         assert_eq!((calls.len(), calls.next_deadline()), (0, None));
+    }
+
+    #[test]
+    fn a_reused_slot_does_not_answer_to_an_ended_call() {
+        let now = Instant::now();
+        let mut calls = Calls::new(8);
+        let old = calls.open(now, PEER, None, 0);
+        calls.sent(old, RpcHandle(1));
+        assert!(calls.finish_rpc(RpcHandle(1)).is_some());
+        let new = calls.open(now, PEER, None, 3);
+        assert_eq!(new.slot, old.slot, "the freed slot is reused");
+        assert!(new > old, "tokens order as the calls were made");
+        assert_eq!(calls.sent(old, RpcHandle(2)), None);
+        assert_eq!(calls.end(old), None);
+        assert_eq!(calls.sent(new, RpcHandle(2)), Some(3));
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls.drain(), vec![new]);
+        assert_eq!(calls.len(), 0);
     }
 
     #[test]

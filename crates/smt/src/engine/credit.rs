@@ -35,6 +35,10 @@ pub(crate) const RETRY_BACKOFF: Duration = Duration::from_millis(2);
 /// The longest wait between two attempts.
 pub(crate) const RETRY_MAX_BACKOFF: Duration = Duration::from_millis(250);
 
+/// Peers with nothing in flight whose count (0) is kept at least, so
+/// that calling them again finds it.
+const IDLE_PEERS_KEPT: usize = 64;
+
 /// A call that may be retried after `Overloaded`: its bytes and budget.
 struct Retryable {
     peer: SocketAddr,
@@ -51,6 +55,11 @@ pub(crate) struct Load {
     /// whom the engine's call table knows (`Calls`): it says so when one
     /// ends, so a call costs one lookup here each way.
     in_flight: FastMap<SocketAddr, usize>,
+    /// Size of `in_flight` at which peers at 0 are dropped.
+    prune_at: usize,
+    /// RPCs in flight to all peers together: while fewer than a peer's
+    /// credit, that peer has room without looking up its own count.
+    total: usize,
     /// Calls waiting for credit, per peer, oldest first.
     waiting: FastMap<SocketAddr, VecDeque<Parked>>,
     /// Calls due to be sent again, by when.
@@ -64,6 +73,8 @@ impl Load {
     pub(super) fn new() -> Self {
         Self {
             in_flight: FastMap::default(),
+            prune_at: IDLE_PEERS_KEPT,
+            total: 0,
             waiting: FastMap::default(),
             retries: BTreeMap::new(),
             retryable: FastMap::default(),
@@ -79,6 +90,9 @@ impl Load {
 
     /// Whether one more RPC to `peer` fits its credit.
     pub(super) fn has_credit(&self, peer: SocketAddr, credit: u32) -> bool {
+        if self.total < credit as usize {
+            return true;
+        }
         let used = self.in_flight.get(&peer).copied().unwrap_or(0);
         used < credit as usize
     }
@@ -90,18 +104,35 @@ impl Load {
 
     /// An RPC was sent to `peer`: it holds a place of its credit.
     pub(super) fn sent(&mut self, peer: SocketAddr) {
-        *self.in_flight.entry(peer).or_default() += 1;
+        self.total += 1;
+        if let Some(n) = self.in_flight.get_mut(&peer) {
+            *n += 1;
+            return;
+        }
+        self.forget_idle_peers();
+        self.in_flight.insert(peer, 1);
     }
 
     /// An RPC sent to `peer` ended (response, failure, abort, a retry):
-    /// its place is free. Called once per [`Load::sent`].
+    /// its place is free. Called once per [`Load::sent`]. A peer's count
+    /// stays when it reaches 0: a client calling one server at a time
+    /// would otherwise insert and remove it on every call (~450
+    /// instructions per call, `docs/benchmarks.md`).
     pub(super) fn ended(&mut self, peer: SocketAddr) {
-        if let Some(n) = self.in_flight.get_mut(&peer) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                self.in_flight.remove(&peer);
-            }
+        if let Some(n) = self.in_flight.get_mut(&peer).filter(|n| **n > 0) {
+            *n -= 1;
+            self.total -= 1;
         }
+    }
+
+    /// Drops the counts of peers with nothing in flight once the table
+    /// has doubled since the last time (amortised O(1) per new peer).
+    fn forget_idle_peers(&mut self) {
+        if self.in_flight.len() < self.prune_at {
+            return;
+        }
+        self.in_flight.retain(|_, n| *n > 0);
+        self.prune_at = (2 * self.in_flight.len()).max(IDLE_PEERS_KEPT);
     }
 
     /// Peers with calls waiting for credit.
@@ -218,6 +249,8 @@ impl Load {
     pub(super) fn drain(&mut self) -> Vec<CallToken> {
         self.retryable.clear();
         self.in_flight.clear();
+        self.prune_at = IDLE_PEERS_KEPT;
+        self.total = 0;
         let retries = std::mem::take(&mut self.retries)
             .into_keys()
             .map(|(_, c)| c);
@@ -246,7 +279,7 @@ mod tests {
 
     fn parked(n: u64) -> Parked {
         Parked {
-            call: CallToken(n),
+            call: CallToken { seq: n, slot: 0 },
             data: Bytes::from_static(b"x"),
         }
     }
@@ -263,7 +296,7 @@ mod tests {
         load.ended(addr());
         assert_eq!(
             load.next_ready(addr(), 2).map(|p| p.call),
-            Some(CallToken(3))
+            Some(CallToken { seq: 3, slot: 0 })
         );
         assert!(
             load.must_wait(addr(), 2),
@@ -271,16 +304,47 @@ mod tests {
         );
         assert_eq!(
             load.next_ready(addr(), 3).map(|p| p.call),
-            Some(CallToken(4))
+            Some(CallToken { seq: 4, slot: 0 })
         );
         assert!(!load.has_parked());
+    }
+
+    #[test]
+    fn idle_peers_are_kept_until_many_then_forgotten() {
+        let mut load = Load::new();
+        let peer = |i: usize| SocketAddr::from(([127, 0, 0, 1], 1000 + i as u16));
+        load.sent(peer(0));
+        load.ended(peer(0));
+        assert!(load.has_credit(peer(0), 1), "its place is free");
+        for i in 1..IDLE_PEERS_KEPT {
+            load.sent(peer(i));
+            load.ended(peer(i));
+        }
+        load.sent(peer(1));
+        assert_eq!(load.in_flight.len(), IDLE_PEERS_KEPT, "kept at 0");
+        load.sent(peer(IDLE_PEERS_KEPT));
+        assert_eq!(load.in_flight.len(), 2, "peer 1 and the new one");
+        assert!(!load.has_credit(peer(1), 1));
+        assert!(
+            load.has_credit(peer(1), 2),
+            "two in flight, one of them its"
+        );
+        load.sent(peer(1));
+        assert!(!load.has_credit(peer(1), 2));
+        load.ended(peer(1));
+        assert!(load.has_credit(peer(0), 2));
+        assert!(load.has_credit(peer(0), 1));
+        load.ended(peer(1));
+        load.ended(peer(1));
+        assert!(load.has_credit(peer(1), 1), "an extra end frees nothing");
+        assert_eq!(load.total, 1);
     }
 
     #[test]
     fn retries_back_off_within_the_budget_and_the_deadline() {
         let now = Instant::now();
         let mut load = Load::new();
-        let call = CallToken(7);
+        let call = CallToken { seq: 7, slot: 0 };
         load.allow_retries(call, addr(), Bytes::from_static(b"req"), 2);
         assert!(load.retry(now, call, None));
         let first = load.next_retry().expect("scheduled");

@@ -53,6 +53,7 @@ mod reactor;
 mod tasks;
 #[cfg(test)]
 mod tests;
+mod waiters;
 
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, OwnedFd};
@@ -67,9 +68,10 @@ pub(crate) use self::handoff::lock_ignoring_poison;
 use self::handoff::{HasWakes, Reply, Slot, Wakes};
 use self::permits::{Permit, Permits};
 pub(crate) use self::tasks::Got;
+use self::waiters::Waiters;
 use super::cancel::{Cancellation, Watches};
 use super::ready::Ready;
-use crate::engine::{CallToken, Engine, FastMap, Outcome};
+use crate::engine::{CallToken, Engine, Outcome};
 use crate::wait::{wait_or_alarm, Alarm, WakeFd};
 use crate::{CallOptions, Error, SessionInfo};
 
@@ -167,8 +169,8 @@ enum Waiter {
 /// The engine and the leader/follower bookkeeping, behind one lock.
 pub(crate) struct Inner {
     engine: Engine,
-    /// Inserted and removed once per call: foldhash, not SipHash.
-    calls: FastMap<CallToken, Waiter>,
+    /// Inserted and removed once per call: at the call's slot.
+    calls: Waiters<Waiter>,
     /// Where requests for the application are queued (see
     /// [`Shared::requests`]); dropped at the end of a close, so that
     /// async accepters waiting on the queue wake with [`Error::Closed`].
@@ -276,7 +278,7 @@ impl Shared {
         let alarm_watch = alarm.watch()?;
         let inner = Inner {
             engine,
-            calls: FastMap::default(),
+            calls: Waiters::default(),
             requests_tx: Some(requests_tx),
             leader: None,
             sleep: None,
