@@ -49,6 +49,20 @@ impl<T> Slab<T> {
         (index, 1)
     }
 
+    /// [`Slab::insert`] of the value `make` builds, built in its slot when
+    /// `make` inlines (a large value moved in is a memcpy per insert).
+    #[inline(always)]
+    pub(crate) fn insert_with(&mut self, make: impl FnOnce() -> T) -> (u32, u32) {
+        let Some(&index) = self.free.last() else {
+            return self.insert(make());
+        };
+        self.free.pop();
+        self.len += 1;
+        let slot = &mut self.slots[index as usize];
+        slot.value = Some(make());
+        (index, slot.generation)
+    }
+
     pub(crate) fn get(&self, index: u32, generation: u32) -> Option<&T> {
         let slot = self.slots.get(index as usize)?;
         (slot.generation == generation)

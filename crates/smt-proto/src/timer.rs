@@ -14,19 +14,21 @@ pub(crate) enum Timer {
     /// Every quarter of `Config::session_idle_timeout` while a handshake's
     /// session exists: forgets those idle for the whole timeout.
     IdleSweep,
-    /// A tick after the first ACK of a batch was queued: sends the pending
-    /// ACKs (a full batch of `ACK_MAX_IDS` leaves earlier, with the next
-    /// request to its peer or when one more ID finds it full). The server keeps
-    /// a response until it is acknowledged and asks only after several
-    /// silent ticks, so a tick of delay costs nothing and lets completions
-    /// share a packet.
+    /// At the next tick after the first ACK of a batch was queued (a tick
+    /// after it when no tick is armed): sends the pending ACKs (a full
+    /// batch of `ACK_MAX_IDS` leaves earlier, with the next request to its
+    /// peer or when one more ID finds it full). The server keeps a response
+    /// until it is acknowledged and asks only after several silent ticks,
+    /// so up to a tick of delay costs nothing and lets completions share a
+    /// packet; going off with the tick, not a tick after the ACK, costs the
+    /// driver no wake-up and no timer reprogramming of its own.
     AckDelay,
 }
 
 impl Timer {
     const ALL: [Self; 3] = [Self::Tick, Self::IdleSweep, Self::AckDelay];
 
-    fn slot(self) -> usize {
+    pub(crate) fn slot(self) -> usize {
         match self {
             Self::Tick => 0,
             Self::IdleSweep => 1,
@@ -52,6 +54,11 @@ impl TimerTable {
 
     pub(crate) fn is_set(&self, timer: Timer) -> bool {
         self.deadlines[timer.slot()].is_some()
+    }
+
+    /// When `timer` goes off, if it is set.
+    pub(crate) fn deadline(&self, timer: Timer) -> Option<Instant> {
+        self.deadlines[timer.slot()]
     }
 
     /// The earliest deadline.

@@ -130,7 +130,7 @@ pub use config::{
     DEFAULT_IP_PROTOCOL, DEFAULT_MAX_OUTSTANDING_CALLS, GRANT_WINDOW_DATAGRAMS,
 };
 pub use error::{ConfigError, Error, HandshakeError, RpcError, SendError, SocketError};
-pub use local::{CallId, LocalEndpoint, LocalEvent, RequestId};
+pub use local::{CallId, LocalEndpoint, LocalEvent, RequestId, TimerCounts};
 pub use session::{PeerIdentity, SessionId, SessionInfo, SessionOrigin};
 pub use smt_handshake::ServerAcceptor;
 pub use smt_proto::{

@@ -267,8 +267,11 @@ pub(crate) struct Alarm {
     /// readable until the next [`Alarm::by`] sets or disarms it.
     rang: bool,
     /// Times the timer was set (armed or disarmed): what this type saves,
-    /// counted for tests.
+    /// counted for tests and benchmarks.
     sets: u64,
+    /// Times it went off ([`Alarm::went_off`]): the driver's timer
+    /// wake-ups.
+    rings: u64,
 }
 
 impl Alarm {
@@ -278,6 +281,7 @@ impl Alarm {
             set_for: None,
             rang: false,
             sets: 0,
+            rings: 0,
         })
     }
 
@@ -289,7 +293,9 @@ impl Alarm {
     pub(crate) fn by(&mut self, at: Option<Instant>, now: Instant) -> io::Result<()> {
         match (at, self.set_for) {
             (None, _) => self.quiet(),
-            (Some(at), Some(set)) if set <= at => Ok(()),
+            // Kept only while it is still to go off: one that went off
+            // unwatched (see `for_sleep`) would end the sleep at once.
+            (Some(at), Some(set)) if set <= at && set > now => Ok(()),
             (Some(at), _) => {
                 self.sets += 1;
                 // Setting it also clears an expiry not yet read.
@@ -301,6 +307,22 @@ impl Alarm {
         }
     }
 
+    /// As [`Alarm::by`], for a sleeper that may leave the alarm out of its
+    /// poll (`LocalEndpoint`, which polls only its own descriptors):
+    /// returns whether the sleep must poll [`Alarm::fd`]. With nothing due,
+    /// the timer is left as it is and not polled, where [`Alarm::by`]
+    /// disarms one that went off (a system call per quiet sleep after an
+    /// expiry, for a sleeper that must poll the descriptor whatever is
+    /// due); an alarm still armed then may go off unwatched, and the next
+    /// deadline sets it again.
+    pub(crate) fn for_sleep(&mut self, at: Option<Instant>, now: Instant) -> io::Result<bool> {
+        let Some(at) = at else {
+            return Ok(false);
+        };
+        self.by(Some(at), now)?;
+        Ok(true)
+    }
+
     /// The alarm went off (its descriptor polled readable). Nothing is
     /// done to the timer now: the next [`Alarm::by`] sets it for the next
     /// deadline, which also clears the expiry, or disarms it if nothing
@@ -310,6 +332,7 @@ impl Alarm {
     pub(crate) fn went_off(&mut self) {
         self.set_for = None;
         self.rang = true;
+        self.rings += 1;
     }
 
     /// Disarms an alarm that went off and was not set since, so that a
@@ -323,9 +346,13 @@ impl Alarm {
     }
 
     /// Times the timer was set since the alarm was made.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn sets(&self) -> u64 {
         self.sets
+    }
+
+    /// Times the alarm went off since it was made.
+    pub(crate) fn rings(&self) -> u64 {
+        self.rings
     }
 
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
@@ -414,5 +441,44 @@ mod tests {
         );
         alarm.by(None, now).unwrap();
         assert_eq!(alarm.sets(), 2, "disarmed once, not at every sleep");
+    }
+
+    #[test]
+    fn a_sleeper_with_nothing_due_leaves_the_alarm_alone() {
+        let mut alarm = Alarm::new().unwrap();
+        let now = Instant::now();
+        alarm.by(Some(now), now + Duration::from_secs(1)).unwrap();
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert!(
+            wait(socket.as_fd(), false, Some(alarm.fd()), None)
+                .unwrap()
+                .woken
+        );
+        alarm.went_off();
+        assert_eq!(alarm.rings(), 1);
+        assert!(
+            !alarm.for_sleep(None, now).unwrap(),
+            "nothing due: the sleep leaves the alarm out"
+        );
+        assert_eq!(alarm.sets(), 1, "and no system call disarms it");
+        assert!(alarm
+            .for_sleep(Some(now + Duration::from_secs(3600)), now)
+            .unwrap());
+        assert_eq!(alarm.sets(), 2, "the next deadline sets it again");
+        assert!(!rung(&alarm), "which clears the old expiry");
+    }
+
+    #[test]
+    fn an_alarm_that_went_off_unwatched_is_set_again() {
+        let mut alarm = Alarm::new().unwrap();
+        let now = Instant::now();
+        let hour = Duration::from_secs(3600);
+        alarm.by(Some(now + hour), now).unwrap();
+        // An hour on (as a sleeper that left it out of its poll sees it):
+        // kept, it would end the next sleep at once.
+        let later = now + 2 * hour;
+        alarm.by(Some(later + hour), later).unwrap();
+        assert_eq!(alarm.set_for, Some(later + hour));
+        assert_eq!(alarm.sets(), 2);
     }
 }

@@ -77,6 +77,9 @@ use parts::{Buffers, Counters};
 /// An SMT endpoint. See the module docs for the call order.
 pub struct Endpoint {
     config: Config,
+    /// `Config::message_len_limit`, worked out once: asked for every
+    /// message sent and every DATA packet stored.
+    len_limit: u64,
     /// Every peer with a session (keys), with its liveness and usage, and
     /// the per-address facts kept beside them (unvalidated sessions,
     /// unreachable peers, key updates to confirm).
@@ -110,6 +113,7 @@ impl Endpoint {
     pub fn new(config: Config) -> Result<Self, ConfigError> {
         config.validate()?;
         Ok(Self {
+            len_limit: config.message_len_limit(),
             config,
             peers: Peers::default(),
             rpcs: RpcTables::default(),
@@ -486,13 +490,13 @@ impl Endpoint {
     ) -> Result<RpcHandle, SendError> {
         self.trace_now(now);
         let data = data.into();
-        self.check_len(data.len())?;
+        let padded = self.check_len(data.len())?;
         let peer_id = self.peers.id(&peer).ok_or(SendError::NoSession)?;
         let (epoch, id) = self.allocate_id(peer_id)?;
         let data_len = data.len() as u64;
-        let request = self.seal(peer_id, epoch, id, data)?;
-        let rpc = ClientRpc::new((peer, peer_id), (epoch, id), request, now);
-        let handle = self.rpcs.clients.insert(rpc);
+        let rpc = |request| ClientRpc::new((peer, peer_id), (epoch, id), request, now);
+        let keep = |rpcs: &mut RpcTables, request| rpcs.clients.insert(rpc(request));
+        let handle = self.seal_with(peer_id, (epoch, id), data, padded, keep)?;
         if let Some(r) = self.peers.rpcs_mut(peer_id) {
             r.add_client(epoch, id, handle);
         }
@@ -547,16 +551,18 @@ impl Endpoint {
     ) -> Result<(), SendError> {
         self.trace_now(now);
         let data = data.into();
-        self.check_len(data.len())?;
+        let padded = self.check_len(data.len())?;
         let slot = self.peers.server_slot(&rpc).ok_or(SendError::UnknownRpc)?;
         let peer_id = match self.rpcs.servers.with_peer(slot) {
             Some((peer_id, s)) if s.is_in_service() => peer_id,
             Some(_) => return Err(SendError::AlreadyResponded),
             None => return Err(SendError::UnknownRpc),
         };
-        let response = self.seal(peer_id, rpc.epoch, rpc.id, data)?;
-        if let Some(s) = self.rpcs.servers.get_mut(slot) {
-            s.respond(response);
+        let keep = |rpcs: &mut RpcTables, response| {
+            let s = rpcs.servers.get_mut(slot);
+            s.map(|s| s.respond(response)).is_some()
+        };
+        if self.seal_with(peer_id, (rpc.epoch, rpc.id), data, padded, keep)? {
             self.load.in_service = self.load.in_service.saturating_sub(1);
         }
         // A fresh response always has bytes to send (its unscheduled part).
@@ -703,8 +709,10 @@ impl Endpoint {
         }
     }
 
-    fn check_len(&self, len: usize) -> Result<(), SendError> {
-        let max = self.config.message_len_limit();
+    /// Checks that a `len`-byte message may be sent; returns its padded
+    /// length (for `seal`, which need not work it out again).
+    fn check_len(&self, len: usize) -> Result<u64, SendError> {
+        let max = self.len_limit;
         let padded = self.config.padding.padded_len(len as u64);
         if padded > max {
             return Err(SendError::MessageTooLarge {
@@ -712,7 +720,7 @@ impl Endpoint {
                 max,
             });
         }
-        Ok(())
+        Ok(padded)
     }
 
     /// A message ID for a new RPC to `peer`, moving the session to its next

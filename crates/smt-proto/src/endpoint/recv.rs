@@ -302,7 +302,7 @@ impl Endpoint {
     /// route), opens what it completes and delivers a complete message.
     /// Returns the message if it is still being received.
     fn store_data(&mut self, d: DataIn<'_>, msg: MsgKey) -> Result<Option<MsgKey>, DropReason> {
-        if u64::from(d.h.message_len) > self.config.message_len_limit() {
+        if u64::from(d.h.message_len) > self.len_limit {
             return Err(DropReason::OverLimit);
         }
         let opened_before = self.counters.stats.records_opened;

@@ -235,16 +235,22 @@ pub(crate) struct ServerTable {
 }
 
 impl ServerTable {
-    /// Stores `rpc` under `key` of peer `peer` and returns its slot (the
-    /// caller indexes it in the peer's `PeerRpcs`).
-    #[inline]
+    /// Stores the RPC `make` builds under `key` of peer `peer`, built in
+    /// its slot ([`Slab::insert_with`]), and returns the slot (the caller
+    /// indexes it in the peer's `PeerRpcs`).
+    #[inline(always)]
     pub(super) fn insert(
         &mut self,
         key: ServerRpcHandle,
         peer: PeerId,
-        rpc: ServerRpc,
+        make: impl FnOnce() -> ServerRpc,
     ) -> ServerSlot {
-        let (index, generation) = self.slab.insert(ServerEntry { key, peer, rpc });
+        let entry = || ServerEntry {
+            key,
+            peer,
+            rpc: make(),
+        };
+        let (index, generation) = self.slab.insert_with(entry);
         ServerSlot { index, generation }
     }
 

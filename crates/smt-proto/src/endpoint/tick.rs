@@ -5,24 +5,6 @@
 //! here too.
 
 use std::net::SocketAddr;
-
-/// The endpoint's sense of time: ticks so far and the timer table.
-#[derive(Default)]
-pub(crate) struct Time {
-    /// Ticks so far (paces keep-alives).
-    pub(crate) ticks: u64,
-    pub(crate) timers: crate::timer::TimerTable,
-}
-
-impl Time {
-    /// Arms the housekeeping tick `tick` after `now`, unless it is armed.
-    #[inline]
-    pub(crate) fn arm_tick(&mut self, now: Instant, tick: std::time::Duration) {
-        if !self.timers.is_set(Timer::Tick) {
-            self.timers.set(Timer::Tick, now + tick);
-        }
-    }
-}
 use std::time::Instant;
 
 use super::peer::Origin;
@@ -37,6 +19,40 @@ use crate::timer::Timer;
 use crate::trace::Traced;
 use crate::wire::Body;
 
+/// The endpoint's sense of time: ticks so far and the timer table.
+#[derive(Default)]
+pub(crate) struct Time {
+    /// Ticks so far (paces keep-alives).
+    pub(crate) ticks: u64,
+    pub(crate) timers: crate::timer::TimerTable,
+    /// Expiries handled, by [`Timer`] (`Timer::slot`): what wakes a driver,
+    /// counted for tests and `Endpoint::timer_expiries`.
+    pub(crate) fired: [u64; 3],
+}
+
+impl Time {
+    /// Arms the housekeeping tick `tick` after `now`, unless it is armed.
+    #[inline]
+    pub(crate) fn arm_tick(&mut self, now: Instant, tick: std::time::Duration) {
+        if !self.timers.is_set(Timer::Tick) {
+            self.timers.set(Timer::Tick, now + tick);
+        }
+    }
+
+    /// Arms the ACK delay for a batch's first ACK, unless it is armed: with
+    /// the tick when the tick is armed (at most `tick` away, since it is
+    /// armed `tick` ahead), else `tick` after `now`. Both timers then go off
+    /// in one `handle_timeout`: a driver wakes once a tick, not twice.
+    #[inline]
+    pub(crate) fn arm_ack_delay(&mut self, now: Instant, tick: std::time::Duration) {
+        if self.timers.is_set(Timer::AckDelay) {
+            return;
+        }
+        let at = self.timers.deadline(Timer::Tick).unwrap_or(now + tick);
+        self.timers.set(Timer::AckDelay, at);
+    }
+}
+
 /// What a tick decided for one RPC.
 enum Action {
     None,
@@ -49,10 +65,20 @@ enum Action {
 }
 
 impl Endpoint {
+    /// How often each timer went off since the endpoint was made, by name
+    /// (`Tick`, `IdleSweep`, `AckDelay`): the causes of a driver's timer
+    /// wake-ups, for benchmarks and tests. Not a stable interface.
+    #[doc(hidden)]
+    pub fn timer_expiries(&self) -> [(&'static str, u64); 3] {
+        let f = &self.time.fired;
+        [("Tick", f[0]), ("IdleSweep", f[1]), ("AckDelay", f[2])]
+    }
+
     /// Handles every timer expired at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.trace_now(now);
         while let Some(timer) = self.time.timers.pop_expired(now) {
+            self.time.fired[timer.slot()] += 1;
             match timer {
                 Timer::Tick => self.tick(now),
                 Timer::IdleSweep => self.sweep_idle_sessions(now),
@@ -318,9 +344,10 @@ impl Endpoint {
         let rpc = self.rpcs.clients.get_mut(&handle)?;
         let (old, priority) = (rpc.key(), rpc.request.priority);
         let mut data = self.buffers.pool.take(rpc.request.data_len() as usize);
+        let padded = self.config.padding.padded_len(rpc.request.data_len());
         let sealed = match rpc.request.recover(&mut data) {
-            Ok(Some(kept)) => self.seal(pid, epoch, id, Payload::Owned(kept)),
-            Ok(None) => self.seal(pid, epoch, id, Payload::Borrowed(&data)),
+            Ok(Some(kept)) => self.seal(pid, (epoch, id), Payload::Owned(kept), padded),
+            Ok(None) => self.seal(pid, (epoch, id), Payload::Borrowed(&data), padded),
             Err(_) => {
                 // Cannot happen: the request was sealed with its key kept.
                 tracing::error!(peer = %old.peer, id = old.id, "request plaintext not recoverable");

@@ -619,6 +619,7 @@ impl Incoming {
     /// the segment list's storage for [`Incoming::reuse`].
     /// Gives its buffers back to `pool` and hands out its (empty) segment
     /// list; what is left holds no memory.
+    #[inline]
     pub(crate) fn recycle(&mut self, pool: &mut BufferPool) -> Vec<(u32, SegmentBuf)> {
         pool.give(std::mem::take(&mut self.data));
         // Most messages are one packet and never had a segment: an empty

@@ -34,5 +34,6 @@ mod scenarios;
 mod security;
 mod sim_soak;
 mod spurious;
+mod timers;
 mod trace;
 mod wire_bytes;

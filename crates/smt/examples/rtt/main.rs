@@ -8,7 +8,9 @@
 //! Environment: `RTT_MTU` (link MTU, default 1500: e.g. 9000 for jumbo
 //! frames, 65536 for loopback's own), `RTT_UNSCHEDULED` (bytes sent before
 //! a grant), `RTT_OUTSTANDING` (the throughput line's levels, `1,8,32`),
-//! `RTT_STATS` (print the client's counters).
+//! `RTT_STATS` (print the client's counters), `RTT_TIMERS` (the `local`
+//! line: each end's timer system calls, timer wake-ups and protocol timer
+//! expiries by cause, per round trip).
 //!
 //! Each line also says what the process spent per round trip, from
 //! `getrusage` (both ends, every thread): CPU time in user and kernel mode
@@ -25,7 +27,7 @@ use smt::{Endpoint, EndpointConfig, LocalEndpoint, LocalEvent};
 
 fn main() {
     // An optional third argument runs one line only: udp, udp-poll,
-    // udp-uring, udp-smt, calls, local, busy, threaded, mixed (both mixed pairs) or throughput.
+    // udp-uring, udp-smt, udp-smt1 (smt-udp's one-slot receive), calls, local, busy, threaded, mixed (both mixed pairs) or throughput.
     let only = std::env::args().nth(3);
     let args: Vec<usize> = std::env::args()
         .skip(1)
@@ -50,7 +52,14 @@ fn main() {
         });
     }
     if run("udp-smt") {
-        report("udp ping-pong, smt-udp", || udp_smt(any, size, iterations));
+        report("udp ping-pong, smt-udp", || {
+            udp_smt(any, size, iterations, false)
+        });
+    }
+    if run("udp-smt1") {
+        report("udp ping-pong, recv_one", || {
+            udp_smt(any, size, iterations, true)
+        });
     }
     if run("calls") {
         calls::report(any, size, iterations);
@@ -221,7 +230,7 @@ fn udp_poll(any: SocketAddr, size: usize, n: usize) -> Vec<Duration> {
 /// it: `ppoll` as in [`udp_poll`], then `Socket::recv` (a receive batch)
 /// and `Socket::send`. Against `udp_poll` it prices smt-udp's system calls
 /// alone (no protocol work; a few hundred instructions of set-up).
-fn udp_smt(any: SocketAddr, size: usize, n: usize) -> Vec<Duration> {
+fn udp_smt(any: SocketAddr, size: usize, n: usize, one: bool) -> Vec<Duration> {
     use smt_udp::{RecvBuffers, Socket, SocketConfig};
     let server = Socket::bind(any, &SocketConfig::default()).unwrap();
     let client = Socket::bind(any, &SocketConfig::default()).unwrap();
@@ -231,7 +240,7 @@ fn udp_smt(any: SocketAddr, size: usize, n: usize) -> Vec<Duration> {
         let mut bufs = RecvBuffers::new(server.features());
         let mut reply = vec![0u8; 65536];
         for _ in 0..n {
-            waiter.recv_smt(&server, &mut bufs);
+            waiter.recv_smt(&server, &mut bufs, one);
             let (from, datagram) = bufs.iter().next().unwrap();
             let len = datagram.len();
             reply[..len].copy_from_slice(datagram);
@@ -245,7 +254,7 @@ fn udp_smt(any: SocketAddr, size: usize, n: usize) -> Vec<Duration> {
         .map(|_| {
             let start = Instant::now();
             client.send(addr, &msg, msg.len()).unwrap();
-            waiter.recv_smt(&client, &mut bufs);
+            waiter.recv_smt(&client, &mut bufs, one);
             start.elapsed()
         })
         .collect();
@@ -309,11 +318,16 @@ impl PollWaiter {
         }
     }
 
-    /// The same through smt-udp: one receive batch with a datagram.
-    fn recv_smt(&self, socket: &smt_udp::Socket, bufs: &mut smt_udp::RecvBuffers) {
+    /// The same through smt-udp: one receive batch with a datagram, or
+    /// with `one` a one-slot receive (`Socket::recv_one`).
+    fn recv_smt(&self, socket: &smt_udp::Socket, bufs: &mut smt_udp::RecvBuffers, one: bool) {
         loop {
             self.sleep();
-            match socket.recv(bufs) {
+            let got = match one {
+                true => socket.recv_one(bufs),
+                false => socket.recv(bufs),
+            };
+            match got {
                 Ok(1..) => return,
                 Ok(0) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
@@ -364,6 +378,7 @@ fn local_echo(
                 served += 1;
             }
         }
+        print_timers("server", &server, n);
         // The last responses' ACKs.
         let _ = server.poll(Some(Duration::from_millis(20)));
     });
@@ -414,8 +429,27 @@ fn local(any: SocketAddr, size: usize, n: usize, busy_poll: bool) -> Vec<Duratio
             start.elapsed()
         })
         .collect();
+    print_timers("client", &client, n);
     echo.join().unwrap();
     samples
+}
+
+/// With `RTT_TIMERS`: `endpoint`'s timer work per round trip (of `n`).
+fn print_timers(side: &str, endpoint: &LocalEndpoint, n: usize) {
+    if std::env::var_os("RTT_TIMERS").is_none() {
+        return;
+    }
+    let t = endpoint.timer_counts();
+    let per = |x: u64| x as f64 / n as f64;
+    let causes: Vec<String> = (t.expiries.iter())
+        .map(|(name, k)| format!("{name} {:.4}", per(*k)))
+        .collect();
+    eprintln!(
+        "{side}: per round trip timerfd_settime {:.4}, alarm wake-ups {:.4}; expiries {}",
+        per(t.alarm_sets),
+        per(t.alarm_rings),
+        causes.join(", ")
+    );
 }
 
 /// Closed loop: `outstanding` calls in flight, a new one as each completes.

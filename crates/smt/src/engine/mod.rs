@@ -31,6 +31,7 @@ mod io;
 mod memory;
 mod open;
 mod outcome;
+mod receive_plan;
 mod sessions;
 
 use std::collections::VecDeque;
@@ -261,6 +262,11 @@ impl Engine {
         next
     }
 
+    /// The core's timer expiries by name (`LocalEndpoint::timer_counts`).
+    pub(crate) fn timer_expiries(&self) -> [(&'static str, u64); 3] {
+        self.core.timer_expiries()
+    }
+
     /// Calls outstanding (sent, or waiting for a handshake or key epoch).
     pub(crate) fn outstanding_calls(&self) -> usize {
         self.calls.len()
@@ -270,6 +276,19 @@ impl Engine {
     /// before sleeping.
     pub(crate) fn more_to_read(&self) -> bool {
         self.io.more_to_read
+    }
+
+    /// Whether the driver's next sleep is a level-triggered wait (`ppoll`,
+    /// which returns at once if datagrams wait): then a receive may take
+    /// one datagram and leave "more?" to the wait ([`Engine::may_have_more`]).
+    pub(crate) fn set_level_waits(&mut self, on: bool) {
+        self.io.plan.set_level_waits(on);
+    }
+
+    /// Whether the last receive took one datagram without looking for
+    /// more: a level-triggered wait answers; anything else turns again.
+    pub(crate) fn may_have_more(&self) -> bool {
+        self.io.plan.unsure()
     }
 
     /// Whether a batch waits for room in the socket: sleep on writability

@@ -28,6 +28,7 @@ use crate::wire::DataHeader;
 macro_rules! store_parts {
     ($ep:ident) => {
         StoreParts {
+            len_limit: $ep.len_limit,
             stats: &mut $ep.counters.stats,
             scheduler: &mut $ep.scheduler,
             config: &$ep.config,
@@ -73,6 +74,8 @@ impl<'p> DataIn<'p> {
 /// The endpoint's parts that storing a DATA packet uses besides the peer
 /// and the RPC, borrowed apart so that those two can be held at once.
 pub(super) struct StoreParts<'a> {
+    /// `Config::message_len_limit` (`Endpoint::len_limit`).
+    pub len_limit: u64,
     pub stats: &'a mut Stats,
     pub scheduler: &'a mut Scheduler,
     pub config: &'a Config,
@@ -129,7 +132,7 @@ pub(super) fn store_fast(
         Ok(found) => found,
         Err(fast) => return fast,
     };
-    if u64::from(d.h.message_len) > parts.config.message_len_limit() {
+    if u64::from(d.h.message_len) > parts.len_limit {
         return Fast::Dropped(DropReason::OverLimit);
     }
     let outcome = store_within_bounds(&mut parts, inc, peer, d, msg);

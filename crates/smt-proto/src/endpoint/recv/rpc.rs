@@ -46,7 +46,7 @@ use crate::config::Config;
 use crate::error::DropReason;
 use crate::rpc::{Incoming, ServerMsg, ServerSlot};
 use crate::session::ReplayCheck;
-use crate::timer::Timer;
+use crate::stats::RttSample;
 use crate::trace::{FreeReason, MessageKind, Traced};
 use crate::wire::{AckIds, Body, DataHeader};
 
@@ -240,8 +240,11 @@ impl RpcParts<'_> {
         key: ServerRpcHandle,
         h: &DataHeader,
     ) -> MsgKey {
-        let incoming = self.new_incoming(h);
-        let slot = self.rpcs.servers.insert(key, pid, ServerRpc::new(incoming));
+        let cfg = self.config;
+        let list = self.buffers.segment_lists.pop().unwrap_or_default();
+        let (unscheduled, ahead) = (cfg.unscheduled_bytes, cfg.max_unopened_bytes);
+        let make = || ServerRpc::new(Incoming::reuse(list, h, unscheduled, ahead));
+        let slot = self.rpcs.servers.insert(key, pid, make);
         let replaced = self
             .peers
             .rpcs_mut(pid)
@@ -361,7 +364,7 @@ impl RpcParts<'_> {
         let Some((data, started, pid)) = self.finish_client(handle) else {
             return;
         };
-        let rtt = now.saturating_duration_since(started);
+        let rtt = RttSample::of(now.saturating_duration_since(started));
         trace_event!(
             self,
             Traced::Delivered {
@@ -374,11 +377,11 @@ impl RpcParts<'_> {
             }
         );
         self.counters.stats.rpcs_completed += 1;
-        self.counters.stats.rtt.record(rtt);
+        self.counters.stats.rtt.record_sample(rtt);
         if let Some(s) = self.peers.at_mut(pid) {
             s.session.stats.messages_received += 1;
             s.session.stats.rpcs_completed += 1;
-            s.session.stats.rtt.record(rtt);
+            s.session.stats.rtt.record_sample(rtt);
         }
         self.queue_ack(now, key);
         self.outbox
@@ -413,18 +416,14 @@ impl RpcParts<'_> {
     // ---- ACKs ----
 
     /// Acknowledges a completed RPC: the batch waits for
-    /// [`Timer::AckDelay`] or, once full, for the next request to the peer
+    /// `Timer::AckDelay` (with the next tick) or, once full, for the next request to the peer
     /// (`Endpoint::send_request`); a 17th ID sends the full batch at once.
     #[inline(always)]
     pub(super) fn queue_ack(&mut self, now: Instant, key: ServerRpcHandle) {
         if let Some(ids) = self.outbox.add_ack(key.peer, key.epoch, key.id) {
             self.queue_control(ServerRpcHandle { id: 0, ..key }, Body::Ack(ids));
         }
-        if !self.time.timers.is_set(Timer::AckDelay) {
-            self.time
-                .timers
-                .set(Timer::AckDelay, now + self.config.tick);
-        }
+        self.time.arm_ack_delay(now, self.config.tick);
     }
 
     /// The peer acknowledged the responses `ids`: their requests are freed.
