@@ -299,6 +299,11 @@ impl BufferPool {
         }
     }
 
+    /// Whether [`BufferPool::take_released`] would hand over anything.
+    pub(crate) fn has_released(&self) -> bool {
+        self.released.as_ref().is_some_and(|r| !r.is_empty())
+    }
+
     /// The large buffers released since the last call, for the caller to
     /// free. Empty unless collecting.
     pub(crate) fn take_released(&mut self) -> Released {

@@ -13,7 +13,8 @@ pub struct Calls {
     pub sends: u64,
     /// `sendmsg` calls with a `UDP_SEGMENT` control message: several datagrams each (GSO).
     pub gso_sends: u64,
-    /// Receive calls (`recvmmsg`, or `recvmsg` where the platform has no batch call).
+    /// Receive calls (`recvmmsg`, or `recvmsg` for [`Socket::recv_one`](crate::Socket::recv_one)
+    /// and where the platform has no batch call).
     pub receives: u64,
     /// Receive calls that found nothing (`WouldBlock`).
     pub empty_receives: u64,

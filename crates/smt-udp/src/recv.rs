@@ -23,6 +23,9 @@ pub struct RecvBuffers {
     filled: Vec<Filled>,
     /// Slots the last receive call filled, before framing dropped any.
     slots_received: usize,
+    /// Slots the last receive call offered the kernel: all of them, or one
+    /// ([`Socket::recv_one`](crate::Socket::recv_one)).
+    slots_offered: usize,
     /// The receive call's headers, prepared once (Linux: smt-udp's own `recvmmsg`).
     #[cfg(any(target_os = "linux", target_os = "android"))]
     headers: crate::sys::RecvHeaders,
@@ -37,17 +40,20 @@ impl RecvBuffers {
             meta: vec![RecvMeta::default(); slots],
             filled: Vec::with_capacity(slots),
             slots_received: 0,
+            slots_offered: slots,
             #[cfg(any(target_os = "linux", target_os = "android"))]
             headers: crate::sys::RecvHeaders::new(slots),
         }
     }
 
-    /// Whether the last receive filled every slot. If it did not, the
-    /// socket was drained at that moment: a caller woken by edge-triggered
-    /// readiness can sleep without another (empty) receive call, since
-    /// anything arriving later raises a new edge.
+    /// Whether the last receive filled every slot it offered. If it did
+    /// not, the socket was drained at that moment: a caller woken by
+    /// edge-triggered readiness can sleep without another (empty) receive
+    /// call, since anything arriving later raises a new edge. After a
+    /// [`Socket::recv_one`](crate::Socket::recv_one) that got a datagram it
+    /// is always true: more may wait, nothing said otherwise.
     pub fn was_full(&self) -> bool {
-        self.slots_received >= self.meta.len()
+        self.slots_received >= self.slots_offered
     }
 
     /// The datagrams of the last receive, in arrival order, each with its source address.
@@ -67,34 +73,40 @@ impl RecvBuffers {
 
     /// Receives one batch from `fd` with the headers prepared at construction, then frames what
     /// arrived. Returns the number of datagrams [`Self::iter`] yields.
+    /// `one` offers the kernel the first slot only.
     #[cfg(any(target_os = "linux", target_os = "android"))]
     pub(crate) fn fill_from(
         &mut self,
         framing: Framing,
         fd: std::os::fd::BorrowedFd<'_>,
+        one: bool,
     ) -> std::io::Result<usize> {
         self.filled.clear();
         self.slots_received = 0;
-        let received = self
-            .headers
-            .recv(fd, &mut self.storage, SLOT, &mut self.meta)?;
+        self.slots_offered = if one { 1 } else { self.meta.len() };
+        let meta = &mut self.meta[..self.slots_offered];
+        let received = self.headers.recv(fd, &mut self.storage, SLOT, meta)?;
         Ok(self.frame(framing, received))
     }
 
     /// Hands the slots to `receive` (which fills slots and metadata and returns how many it
     /// filled), then frames what arrived. Returns the number of datagrams [`Self::iter`] yields.
     #[cfg_attr(any(target_os = "linux", target_os = "android"), allow(dead_code))]
+    /// `one` offers the first slot only.
     pub(crate) fn fill(
         &mut self,
         framing: Framing,
+        one: bool,
         receive: impl FnOnce(&mut [IoSliceMut<'_>], &mut [RecvMeta]) -> std::io::Result<usize>,
     ) -> std::io::Result<usize> {
         self.filled.clear();
         self.slots_received = 0;
+        self.slots_offered = if one { 1 } else { self.meta.len() };
         let mut slots = self.storage.chunks_mut(SLOT);
         let mut bufs: [IoSliceMut<'_>; BATCH_SIZE] =
             array::from_fn(|_| IoSliceMut::new(slots.next().unwrap_or_default()));
-        let received = receive(&mut bufs[..self.meta.len()], &mut self.meta)?;
+        let offered = self.slots_offered;
+        let received = receive(&mut bufs[..offered], &mut self.meta[..offered])?;
         Ok(self.frame(framing, received))
     }
 
@@ -238,7 +250,7 @@ mod tests {
         addr: SocketAddr,
         packets: &[(&[u8], usize)],
     ) -> usize {
-        let result = bufs.fill(framing, |slots, meta| {
+        let result = bufs.fill(framing, false, |slots, meta| {
             for (i, (packet, stride)) in packets.iter().enumerate() {
                 slots[i][..packet.len()].copy_from_slice(packet);
                 meta[i].addr = addr;

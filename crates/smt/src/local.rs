@@ -363,6 +363,12 @@ impl LocalEndpoint {
         // arrived since raises the application's readiness again (the
         // next zero-timeout `poll` reads).
         let zero = timeout == Some(Duration::ZERO);
+        // This call's sleeps are `wait`'s level-triggered `ppoll`, which
+        // returns at once if datagrams wait: a receive may take one
+        // datagram and leave "more?" to it. Not with a zero timeout (the
+        // application's own loop, perhaps edge-triggered, sleeps next) nor
+        // when busy-polling (no sleep asks).
+        self.engine.set_level_waits(!zero && !self.busy_poll);
         if zero && self.engine.wants_writable() {
             // An application's own loop polls when the socket is writable
             // (`LocalEndpoint::wants_writable`): try the held batch again.
@@ -387,7 +393,7 @@ impl LocalEndpoint {
                 self.engine.turn(readable);
             }
             if let Some(outcome) = self.engine.poll_outcome() {
-                self.drained = readable && !self.engine.more_to_read();
+                self.drained = readable && !self.more_to_read();
                 return Ok(Some(outcome.into()));
             }
             if looked && deadline.is_some_and(|d| d <= self.engine.now()) {
@@ -407,7 +413,7 @@ impl LocalEndpoint {
     /// the socket is readable). Read it after each round of zero-timeout
     /// polls.
     pub fn timeout(&self) -> Option<Duration> {
-        if self.engine.more_to_read() {
+        if self.more_to_read() {
             return Some(Duration::ZERO);
         }
         let now = self.engine.now();
@@ -451,6 +457,13 @@ impl LocalEndpoint {
     /// The counters of `peer`'s session (`None` without one). O(1).
     pub fn peer_stats(&self, peer: SocketAddr) -> Option<PeerStats> {
         self.engine.peer_stats(peer)
+    }
+
+    /// Whether datagrams may wait unread: the last receive stopped at its
+    /// limit, or took one datagram and left "more?" to a level-triggered
+    /// wait, which an application's own loop may not be.
+    fn more_to_read(&self) -> bool {
+        self.engine.more_to_read() || self.engine.may_have_more()
     }
 
     fn socket(&self) -> BorrowedFd<'_> {

@@ -964,6 +964,13 @@ impl Endpoint {
         self.buffers.pool.collect_released(on.then_some(limit));
     }
 
+    /// Whether [`Endpoint::take_released`] would hand over anything: a
+    /// driver skips taking and dropping an empty list on every release of
+    /// its lock.
+    pub fn has_released(&self) -> bool {
+        self.buffers.pool.has_released()
+    }
+
     /// The large buffers released since the last call (empty unless
     /// [`Endpoint::set_collect_released`] is on), to drop when the
     /// driver's time is its own. O(1): nothing is freed here.

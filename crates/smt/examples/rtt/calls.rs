@@ -120,9 +120,11 @@ fn receives(any: SocketAddr, msg: &[u8], n: usize) {
         },
         &mut send,
     );
-    for (name, gro) in [
-        ("smt-udp Socket::recv (recvmmsg 32, GRO)", true),
-        ("smt-udp Socket::recv, GRO off", false),
+    for (name, gro, one) in [
+        ("smt-udp Socket::recv (recvmmsg 32, GRO)", true, false),
+        ("smt-udp Socket::recv, GRO off", false, false),
+        ("smt-udp Socket::recv_one (recvmsg, GRO)", true, true),
+        ("smt-udp Socket::recv_one, GRO off", false, true),
     ] {
         let smt_rx = Socket::bind(any, SocketConfig::default().set_gro(gro)).unwrap();
         let smt_to = smt_rx.local_addr().unwrap();
@@ -131,7 +133,11 @@ fn receives(any: SocketAddr, msg: &[u8], n: usize) {
             name,
             n,
             || {
-                assert_eq!(smt_rx.recv(&mut bufs).unwrap(), 1);
+                let got = match one {
+                    true => smt_rx.recv_one(&mut bufs),
+                    false => smt_rx.recv(&mut bufs),
+                };
+                assert_eq!(got.unwrap(), 1);
             },
             || {
                 tx.send_to(msg, smt_to).unwrap();

@@ -27,7 +27,7 @@ use smt::{Endpoint, EndpointConfig, LocalEndpoint, LocalEvent};
 
 fn main() {
     // An optional third argument runs one line only: udp, udp-poll,
-    // udp-uring, udp-smt, calls, local, busy, threaded, mixed (both mixed pairs) or throughput.
+    // udp-uring, udp-smt, udp-smt1 (smt-udp's one-slot receive), calls, local, busy, threaded, mixed (both mixed pairs) or throughput.
     let only = std::env::args().nth(3);
     let args: Vec<usize> = std::env::args()
         .skip(1)
@@ -52,7 +52,14 @@ fn main() {
         });
     }
     if run("udp-smt") {
-        report("udp ping-pong, smt-udp", || udp_smt(any, size, iterations));
+        report("udp ping-pong, smt-udp", || {
+            udp_smt(any, size, iterations, false)
+        });
+    }
+    if run("udp-smt1") {
+        report("udp ping-pong, recv_one", || {
+            udp_smt(any, size, iterations, true)
+        });
     }
     if run("calls") {
         calls::report(any, size, iterations);
@@ -223,7 +230,7 @@ fn udp_poll(any: SocketAddr, size: usize, n: usize) -> Vec<Duration> {
 /// it: `ppoll` as in [`udp_poll`], then `Socket::recv` (a receive batch)
 /// and `Socket::send`. Against `udp_poll` it prices smt-udp's system calls
 /// alone (no protocol work; a few hundred instructions of set-up).
-fn udp_smt(any: SocketAddr, size: usize, n: usize) -> Vec<Duration> {
+fn udp_smt(any: SocketAddr, size: usize, n: usize, one: bool) -> Vec<Duration> {
     use smt_udp::{RecvBuffers, Socket, SocketConfig};
     let server = Socket::bind(any, &SocketConfig::default()).unwrap();
     let client = Socket::bind(any, &SocketConfig::default()).unwrap();
@@ -233,7 +240,7 @@ fn udp_smt(any: SocketAddr, size: usize, n: usize) -> Vec<Duration> {
         let mut bufs = RecvBuffers::new(server.features());
         let mut reply = vec![0u8; 65536];
         for _ in 0..n {
-            waiter.recv_smt(&server, &mut bufs);
+            waiter.recv_smt(&server, &mut bufs, one);
             let (from, datagram) = bufs.iter().next().unwrap();
             let len = datagram.len();
             reply[..len].copy_from_slice(datagram);
@@ -247,7 +254,7 @@ fn udp_smt(any: SocketAddr, size: usize, n: usize) -> Vec<Duration> {
         .map(|_| {
             let start = Instant::now();
             client.send(addr, &msg, msg.len()).unwrap();
-            waiter.recv_smt(&client, &mut bufs);
+            waiter.recv_smt(&client, &mut bufs, one);
             start.elapsed()
         })
         .collect();
@@ -311,11 +318,16 @@ impl PollWaiter {
         }
     }
 
-    /// The same through smt-udp: one receive batch with a datagram.
-    fn recv_smt(&self, socket: &smt_udp::Socket, bufs: &mut smt_udp::RecvBuffers) {
+    /// The same through smt-udp: one receive batch with a datagram, or
+    /// with `one` a one-slot receive (`Socket::recv_one`).
+    fn recv_smt(&self, socket: &smt_udp::Socket, bufs: &mut smt_udp::RecvBuffers, one: bool) {
         loop {
             self.sleep();
-            match socket.recv(bufs) {
+            let got = match one {
+                true => socket.recv_one(bufs),
+                false => socket.recv(bufs),
+            };
+            match got {
                 Ok(1..) => return,
                 Ok(0) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}

@@ -15,6 +15,7 @@ use std::time::Instant;
 use smt_proto::Endpoint as Core;
 use smt_udp::{GsoBatch, Mode, RecvBuffers, Socket};
 
+use super::receive_plan::ReceivePlan;
 use crate::observe::CaptureTap;
 use crate::offload::{Offload, OffloadConfig};
 
@@ -35,6 +36,9 @@ pub(crate) struct Io {
     /// round again without sleeping (fairness, not readiness: the socket
     /// would report readable anyway).
     pub more_to_read: bool,
+    /// How the next receive reads the socket, and what the last one left
+    /// unknown (`receive_plan.rs`).
+    pub plan: ReceivePlan,
     send_errors_seen: HashSet<io::ErrorKind>,
     /// Datagrams lost to send errors (the protocol retransmits them).
     pub send_lost: u64,
@@ -74,6 +78,7 @@ impl Io {
             raw: matches!(features.mode, Mode::RawIp { .. }),
             blocked: false,
             more_to_read: false,
+            plan: ReceivePlan::default(),
             send_errors_seen: HashSet::new(),
             send_lost: 0,
             reads_socket: true,
@@ -96,6 +101,7 @@ impl Io {
             raw: false,
             blocked: false,
             more_to_read: false,
+            plan: ReceivePlan::default(),
             send_errors_seen: HashSet::new(),
             send_lost: 0,
             reads_socket: false,
@@ -129,7 +135,9 @@ impl Io {
     }
 
     /// Reads up to [`RECV_BATCHES_PER_TURN`] batches into `core`, after
-    /// the ICMP errors queued for the socket if any are known to wait.
+    /// the ICMP errors queued for the socket if any are known to wait; or,
+    /// in a ping-pong with a level-triggered waiter, one datagram, leaving
+    /// "more?" to the wait ([`ReceivePlan`]).
     ///
     /// Each batch is handed to the core with the time `clock` gives right
     /// after the batch was read, never a time read before: a datagram may
@@ -149,11 +157,18 @@ impl Io {
             self.errors_pending = report_unreachable(socket, core, now) == Errors::More;
         }
         self.more_to_read = true;
+        let one = self.plan.one_datagram();
+        let mut datagrams = 0;
         for _ in 0..RECV_BATCHES_PER_TURN {
-            match socket.recv(&mut self.recv) {
-                Ok(_) => {}
+            let received = match one {
+                true => socket.recv_one(&mut self.recv),
+                false => socket.recv(&mut self.recv),
+            };
+            match received {
+                Ok(n) => datagrams += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.more_to_read = false;
+                    self.plan.drained(datagrams);
                     break;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -183,8 +198,17 @@ impl Io {
             if !self.recv.was_full() {
                 // Drained: no need for the empty receive that would say so.
                 self.more_to_read = false;
+                self.plan.drained(datagrams);
                 break;
             }
+            if one {
+                // One datagram taken, whether more wait is not known: the
+                // driver's level-triggered wait tells, at once if they do.
+                self.more_to_read = false;
+                self.plan.took_one(datagrams);
+                break;
+            }
+            self.plan.filled();
         }
         // Errors left for the next turn: it comes without sleeping (the
         // queue takes room from the receive buffer, and no new signal may

@@ -31,6 +31,7 @@ mod io;
 mod memory;
 mod open;
 mod outcome;
+mod receive_plan;
 mod sessions;
 
 use std::collections::VecDeque;
@@ -107,6 +108,8 @@ pub(crate) struct Engine {
     recycler: Arc<Recycler>,
     /// When a graceful close began.
     closing: Option<Instant>,
+    /// The time the last flush or turn ran at ([`Engine::last_now`]).
+    last_now: Instant,
     local_addr: SocketAddr,
     features: Features,
     /// Where the core's trace events go, with a trace on
@@ -170,6 +173,7 @@ impl Engine {
     ) -> Self {
         let trace = config.observe().trace.clone();
         core.set_tracing(trace.is_some());
+        let last_now = clock.now();
         Self {
             io,
             core,
@@ -184,6 +188,7 @@ impl Engine {
             discarded: Vec::new(),
             recycler: Arc::default(),
             closing: None,
+            last_now,
             local_addr,
             features,
             trace,
@@ -273,6 +278,19 @@ impl Engine {
         self.io.more_to_read
     }
 
+    /// Whether the driver's next sleep is a level-triggered wait (`ppoll`,
+    /// which returns at once if datagrams wait): then a receive may take
+    /// one datagram and leave "more?" to the wait ([`Engine::may_have_more`]).
+    pub(crate) fn set_level_waits(&mut self, on: bool) {
+        self.io.plan.set_level_waits(on);
+    }
+
+    /// Whether the last receive took one datagram without looking for
+    /// more: a level-triggered wait answers; anything else turns again.
+    pub(crate) fn may_have_more(&self) -> bool {
+        self.io.plan.unsure()
+    }
+
     /// Whether a batch waits for room in the socket: sleep on writability
     /// too.
     pub(crate) fn wants_writable(&self) -> bool {
@@ -297,6 +315,12 @@ impl Engine {
 
     pub(crate) fn now(&self) -> Instant {
         self.clock.now()
+    }
+
+    /// The time the last [`Engine::flush`] or [`Engine::turn`] ran at:
+    /// for a driver's check right after one, without reading the clock.
+    pub(crate) fn last_now(&self) -> Instant {
+        self.last_now
     }
 
     // ---- commands ----
@@ -437,6 +461,12 @@ impl Engine {
         }
     }
 
+    /// Whether there are released buffers or discarded replies to take
+    /// ([`Engine::take_released`], [`Engine::take_discarded`]).
+    pub(crate) fn has_garbage(&self) -> bool {
+        !self.discarded.is_empty() || self.core.has_released()
+    }
+
     /// The large replies discarded since the last call (see
     /// [`Engine::discard`]).
     pub(crate) fn take_discarded(&mut self) -> Vec<Bytes> {
@@ -530,6 +560,7 @@ impl Engine {
         // because of a datagram (a response, an ACK) is never stamped
         // before the datagram was sent.
         let now = received.or(flushed).unwrap_or_else(|| self.clock.now());
+        self.last_now = now;
         // Timers wait while datagrams are still queued (an answer among
         // them is not the peer's silence), for a few ticks at most.
         let due = self.core.poll_timeout().is_some_and(|t| {
@@ -562,6 +593,7 @@ impl Engine {
     /// Transmits what is queued, as far as grants and the socket allow.
     pub(crate) fn flush(&mut self) {
         let now = self.clock.now();
+        self.last_now = now;
         self.dispatch(now);
         self.io.transmit(&mut self.core, now);
         self.drain_trace();

@@ -58,6 +58,7 @@ mod offload;
 mod offload_sockets;
 mod pathlet;
 mod raw_burst;
+mod receive_modes;
 mod restart;
 mod session_identity;
 #[cfg(feature = "serde")]

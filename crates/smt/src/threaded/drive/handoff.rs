@@ -35,6 +35,10 @@ impl Wakes {
         self.tasks.push(waker);
     }
 
+    fn is_empty(&self) -> bool {
+        self.threads.is_empty() && self.tasks.is_empty()
+    }
+
     /// Whether a task is to be woken.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(super) fn has_tasks(&self) -> bool {
@@ -50,6 +54,8 @@ pub(crate) trait HasWakes {
     fn wakes(&mut self) -> &mut Wakes;
     /// The memory released under the lock since the last call (O(1)).
     fn garbage(&mut self) -> Self::Garbage;
+    /// Whether there is any such memory.
+    fn has_garbage(&self) -> bool;
 }
 
 /// The engine lock, held. Dropping it releases the lock, then wakes the
@@ -83,6 +89,11 @@ impl<T: HasWakes> Drop for Locked<'_, T> {
         let Some(mut guard) = self.0.take() else {
             return;
         };
+        if guard.wakes().is_empty() && !guard.has_garbage() {
+            // Most releases: taking and dropping two empty wake lists and
+            // three empty buffer lists cost ~170 instructions each time.
+            return;
+        }
         let wakes = std::mem::take(guard.wakes());
         let garbage = guard.garbage();
         drop(guard);
@@ -317,6 +328,9 @@ mod tests {
         type Garbage = Garbage;
         fn wakes(&mut self) -> &mut Wakes {
             &mut self.wakes
+        }
+        fn has_garbage(&self) -> bool {
+            true
         }
         fn garbage(&mut self) -> Garbage {
             Garbage {
