@@ -50,17 +50,27 @@ impl<T> Slab<T> {
     }
 
     /// [`Slab::insert`] of the value `make` builds, built in its slot when
-    /// `make` inlines (a large value moved in is a memcpy per insert).
+    /// `make` inlines (a large value moved in is a memcpy per insert); the
+    /// value is lent back, for the caller to go on with it without looking
+    /// it up again.
     #[inline(always)]
-    pub(crate) fn insert_with(&mut self, make: impl FnOnce() -> T) -> (u32, u32) {
-        let Some(&index) = self.free.last() else {
-            return self.insert(make());
+    pub(crate) fn insert_with(&mut self, make: impl FnOnce() -> T) -> ((u32, u32), &mut T) {
+        let index = match self.free.pop() {
+            Some(index) => index,
+            None => {
+                let index =
+                    u32::try_from(self.slots.len()).expect("fewer than 2^32 RPCs in flight");
+                self.slots.push(Slot {
+                    generation: 1,
+                    value: None,
+                });
+                index
+            }
         };
-        self.free.pop();
         self.len += 1;
         let slot = &mut self.slots[index as usize];
-        slot.value = Some(make());
-        (index, slot.generation)
+        let generation = slot.generation;
+        ((index, generation), slot.value.insert(make()))
     }
 
     pub(crate) fn get(&self, index: u32, generation: u32) -> Option<&T> {

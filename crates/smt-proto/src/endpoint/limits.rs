@@ -69,6 +69,7 @@ impl Ledger {
     }
 
     /// Adds what was just allocated for `peer`.
+    #[inline]
     pub(super) fn charge(
         &mut self,
         peers: &mut Peers,

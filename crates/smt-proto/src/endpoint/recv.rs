@@ -5,14 +5,16 @@
 //! (storing a packet, `store_and_open`) and the effects of a control
 //! packet (`control::Then`). The decisions and the RPCs' own bookkeeping
 //! are `RpcParts`'s: `recv/data.rs` (storing a packet), `recv/admit.rs`
-//! (a new message admitted, a complete one delivered), `recv/rpc.rs`
-//! (new, complete and refused RPCs), `recv/end.rs`, `recv/control.rs`.
+//! (a new message admitted, a complete one delivered), `recv/first.rs`
+//! (a new message made and its first packet stored), `recv/rpc.rs`
+//! (complete and refused RPCs), `recv/end.rs`, `recv/control.rs`.
 //! The order of calls for one DATA packet is in `docs/architecture.md`.
 
 mod admit;
 mod control;
 mod data;
 mod end;
+mod first;
 mod key_update;
 mod packet;
 mod rpc;
@@ -22,6 +24,7 @@ use data::{
     receiving_in, store_fast, store_in, store_parts, store_within_bounds, DataIn, Fast, Opened,
     StoreParts,
 };
+use first::New;
 use packet::{parse_data_header, parse_header, ports_match, starts_with_path};
 pub(super) use rpc::RpcParts;
 use rpc::Settled;
@@ -29,12 +32,11 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use super::limits::Charge;
-
 use super::peers::PeerId;
 use super::{trace_event, Endpoint, MsgKey, ServerRpcHandle};
 use crate::error::DropReason;
 use crate::trace::{PacketSummary, Traced};
-use crate::wire::{Body, DataHeader, Packet, PacketType, Packets};
+use crate::wire::{Body, DataHeader, Packet, PacketType, Packets, Split};
 
 impl Endpoint {
     /// Processes one datagram received from `from`. Malformed, forged,
@@ -80,9 +82,10 @@ impl Endpoint {
         if self.config.pathlet_feedback && starts_with_path(datagram) {
             return self.handle_datagram_with_path(now, from, datagram, before);
         }
-        let tagged = self.config.authenticate_control;
-        for (i, packet) in Packets::new(datagram, tagged).enumerate() {
-            if i > 0 {
+        let mut packets = Packets::new(datagram, self.config.authenticate_control);
+        let mut first = true;
+        while let Some(packet) = packets.next_split() {
+            if !std::mem::take(&mut first) {
                 self.counters.stats.coalesced_packets_rx += 1;
             }
             before(self);
@@ -107,13 +110,14 @@ impl Endpoint {
             Err(reason) => return self.drop_packet(from, reason),
         };
         let mut seen = super::pathlet::Believed::default();
-        for packet in Packets::new(rest, true) {
+        let mut packets = Packets::new(rest, true);
+        while let Some(packet) = packets.next_split() {
             self.counters.stats.coalesced_packets_rx += 1;
             before(self);
             let drops = self.counters.stats.drops.total();
             let go_on = self.handle_packet(now, from, packet);
             if self.counters.stats.drops.total() == drops {
-                seen.not_dropped(packet);
+                seen.not_dropped(packet.bytes());
             }
             if !go_on {
                 break;
@@ -123,9 +127,10 @@ impl Endpoint {
         super::pathlet::count_path(&mut self.pathlet_parts(), from, &path, len, seen);
     }
 
-    /// One packet (the whole datagram, or one of its coalesced packets).
-    /// Returns whether the packets after it may be handled.
-    pub(crate) fn handle_packet(&mut self, now: Instant, from: SocketAddr, packet: &[u8]) -> bool {
+    /// One packet (the whole datagram, or one of its coalesced packets: a
+    /// `Split`). Returns whether the packets after it may be handled.
+    fn handle_packet(&mut self, now: Instant, from: SocketAddr, split: Split<'_>) -> bool {
+        let packet = split.bytes();
         trace_event!(
             self,
             Traced::Received {
@@ -133,7 +138,7 @@ impl Endpoint {
                 packet: PacketSummary::of(packet, self.config.authenticate_control),
             }
         );
-        let Err(reason) = self.process(now, from, packet) else {
+        let Err(reason) = self.process(now, from, split) else {
             return true;
         };
         self.peers.forget_route();
@@ -149,10 +154,10 @@ impl Endpoint {
         &mut self,
         now: Instant,
         from: SocketAddr,
-        datagram: &[u8],
+        split: Split<'_>,
     ) -> Result<(), DropReason> {
-        let packet = Packet::new_checked(datagram).map_err(|_| DropReason::Malformed)?;
-        if let Some(result) = self.process_on_route(now, from, &packet) {
+        let packet = Packet::new_checked(split.bytes()).map_err(|_| DropReason::Malformed)?;
+        if let Some(result) = self.process_on_route(now, from, &packet, split.data_header()) {
             return result;
         }
         // Anything else may change what the route relied on (keys, epochs,
@@ -175,12 +180,12 @@ impl Endpoint {
             return Err(DropReason::WrongPort);
         }
         if ty == PacketType::HANDSHAKE {
-            let result = self.handshakes().on_packet(now, from, datagram);
+            let result = self.handshakes().on_packet(now, from, split.bytes());
             let result = result.map(|step| self.apply_handshake(now, step));
             self.arm_idle_sweep(now);
             return result;
         }
-        self.process_from_peer(now, from, packet, datagram)
+        self.process_from_peer(now, from, packet, split.data_header())
     }
 
     /// A packet of a session (any but HANDSHAKE): the peer found once,
@@ -195,8 +200,9 @@ impl Endpoint {
         now: Instant,
         from: SocketAddr,
         packet: Packet<&[u8]>,
-        datagram: &[u8],
+        data: Option<&DataHeader>,
     ) -> Result<(), DropReason> {
+        let datagram = packet.as_bytes();
         let Some(pid) = self.peer_for(from, datagram)? else {
             return Ok(());
         };
@@ -218,7 +224,7 @@ impl Endpoint {
             let key = ServerRpcHandle::new(from, epoch, repr.id);
             return self.on_control(now, pid, key, local, repr.body);
         }
-        let h = parse_data_header(&packet, id_limit)?;
+        let h = parse_data_header(&packet, data, id_limit)?;
         let (local, validated) = (peer.session.is_local_id(packet.id()), peer.validated());
         let key = ServerRpcHandle::new(from, epoch, packet.id());
         let d = DataIn::new(now, pid, key, &h, packet.payload());
@@ -249,7 +255,8 @@ impl Endpoint {
     }
 
     /// Finishes what the fast path began: a stored packet's outcome
-    /// (`after_store`), or the new message it asked for, made and stored.
+    /// (`after_store`), or the new message it asked for, made and stored
+    /// (`first.rs`).
     #[inline(always)]
     fn after_fast(
         &mut self,
@@ -257,14 +264,14 @@ impl Endpoint {
         fast: Fast,
         opened_before: u64,
     ) -> Result<Option<MsgKey>, DropReason> {
-        let msg = match fast {
+        let new = match fast {
             Fast::Stored(msg, outcome) => return self.after_store(d, msg, outcome, opened_before),
-            Fast::NewRequest => self.rpc_parts().open_request(d)?,
-            Fast::NewResponse(handle) => self.rpc_parts().open_response(d, handle)?,
+            Fast::NewRequest => New::Request,
+            Fast::NewResponse(handle) => New::Response(handle),
             Fast::UnknownResponse => return Err(rpc::unknown_response(&self.peers, d.pid, d.key)),
             Fast::Dropped(e) => return Err(e),
         };
-        self.store_data(d, msg)
+        self.open_and_store(d, new, opened_before)
     }
 
     /// The next DATA packet of the message the last one of this batch went
@@ -278,17 +285,16 @@ impl Endpoint {
         now: Instant,
         from: SocketAddr,
         packet: &Packet<&[u8]>,
+        data: Option<&DataHeader>,
     ) -> Option<Result<(), DropReason>> {
-        let data = packet.packet_type() == PacketType::DATA;
-        let seen = (data, packet.key_phase(), packet.id());
+        let is_data = packet.packet_type() == PacketType::DATA;
+        let seen = (is_data, packet.key_phase(), packet.id());
         let (pid, key, msg) = self.peers.route_for(from, seen)?;
         if self.config.verify_ports && !ports_match(packet, self.config.local_port, from) {
             return None;
         }
-        // The type byte was checked (`seen`): the DATA header alone.
-        let Ok(h) = DataHeader::parse(packet) else {
-            return None;
-        };
+        // The type byte was checked (`seen`): the header the split parsed.
+        let h = *data?;
         self.peers.count_on_route(packet.as_bytes().len());
         let d = DataIn::new(now, pid, key, &h, packet.payload());
         let result = self.store_data(d, msg);
@@ -298,9 +304,9 @@ impl Endpoint {
         Some(result.map(|_| ()))
     }
 
-    /// Stores a DATA packet of message `msg` (found by `on_data` or on the
-    /// route), opens what it completes and delivers a complete message.
-    /// Returns the message if it is still being received.
+    /// Stores a DATA packet of message `msg` (found on the route), opens
+    /// what it completes and delivers a complete one. Returns the message
+    /// if it is still being received.
     fn store_data(&mut self, d: DataIn<'_>, msg: MsgKey) -> Result<Option<MsgKey>, DropReason> {
         if u64::from(d.h.message_len) > self.len_limit {
             return Err(DropReason::OverLimit);

@@ -143,6 +143,7 @@ impl PeerRpcs {
     }
 
     /// Returns the slot of an RPC the new one replaces.
+    #[inline]
     pub(super) fn add_server(
         &mut self,
         epoch: u64,
@@ -236,22 +237,23 @@ pub(crate) struct ServerTable {
 
 impl ServerTable {
     /// Stores the RPC `make` builds under `key` of peer `peer`, built in
-    /// its slot ([`Slab::insert_with`]), and returns the slot (the caller
-    /// indexes it in the peer's `PeerRpcs`).
+    /// its slot ([`Slab::insert_with`]), and returns the slot (the
+    /// caller indexes it in the peer's `PeerRpcs`) and the RPC, lent for
+    /// its first packet to be stored without a lookup.
     #[inline(always)]
     pub(super) fn insert(
         &mut self,
         key: ServerRpcHandle,
         peer: PeerId,
         make: impl FnOnce() -> ServerRpc,
-    ) -> ServerSlot {
+    ) -> (ServerSlot, &mut ServerRpc) {
         let entry = || ServerEntry {
             key,
             peer,
             rpc: make(),
         };
-        let (index, generation) = self.slab.insert_with(entry);
-        ServerSlot { index, generation }
+        let ((index, generation), entry) = self.slab.insert_with(entry);
+        (ServerSlot { index, generation }, &mut entry.rpc)
     }
 
     #[inline]

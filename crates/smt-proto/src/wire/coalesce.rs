@@ -5,7 +5,7 @@
 //! segment fields, control packets from their type (plus the MAC), ACK from
 //! its count, HANDSHAKE from its length field. `docs/protocol.md` § 2.1.
 
-use super::{packet::field, Packet, PacketType, WireError, ACK_MAX_IDS};
+use super::{packet::field, DataHeader, Packet, PacketType, WireError, ACK_MAX_IDS};
 use crate::crypto::TAG_LEN;
 
 /// Smallest packet there is (a 28-byte control packet without a MAC):
@@ -72,18 +72,86 @@ impl<'a> Packets<'a> {
     }
 }
 
+impl<'a> Packets<'a> {
+    /// The next packet as [`Iterator::next`] splits it, with its DATA
+    /// header when it is a DATA packet whose header passes
+    /// [`DataHeader::parse`]: the receive path parses each DATA header
+    /// once, here, where its payload length is worked out anyway.
+    #[inline]
+    pub fn next_split(&mut self) -> Option<Split<'a>> {
+        // The end is told here, inlined into the caller's loop: a call
+        // to find there is nothing left was one per datagram.
+        if self.done() {
+            return None;
+        }
+        Some(self.split_off())
+    }
+
+    /// Splits off the next packet (there is one): a DATA packet by its
+    /// parsed header, any other by [`first_packet_len`].
+    fn split_off(&mut self) -> Split<'a> {
+        let data = Packet::new_checked(self.rest)
+            .ok()
+            .filter(|p| p.packet_type() == PacketType::DATA)
+            .and_then(|p| DataHeader::parse_leading(&p).ok());
+        let Some((header, len)) = data else {
+            let bytes = self.next_len();
+            return Split { bytes, data: None };
+        };
+        let (bytes, rest) = self.rest.split_at(len);
+        self.rest = rest;
+        Split {
+            bytes,
+            data: Some(header),
+        }
+    }
+
+    /// Whether every packet was handed out (an empty datagram still gives
+    /// one, empty, packet).
+    fn done(&mut self) -> bool {
+        let started = std::mem::replace(&mut self.started, true);
+        self.rest.is_empty() && started
+    }
+
+    /// Splits off the next packet by [`first_packet_len`].
+    fn next_len(&mut self) -> &'a [u8] {
+        let len = first_packet_len(self.rest, self.tagged_control).unwrap_or(self.rest.len());
+        let (packet, rest) = self.rest.split_at(len);
+        self.rest = rest;
+        packet
+    }
+}
+
 impl<'a> Iterator for Packets<'a> {
     type Item = &'a [u8];
 
     fn next(&mut self) -> Option<&'a [u8]> {
-        if self.rest.is_empty() && std::mem::replace(&mut self.started, true) {
+        if self.done() {
             return None;
         }
-        self.started = true;
-        let len = first_packet_len(self.rest, self.tagged_control).unwrap_or(self.rest.len());
-        let (packet, rest) = self.rest.split_at(len);
-        self.rest = rest;
-        Some(packet)
+        Some(self.next_len())
+    }
+}
+
+/// One packet split off a datagram by [`Packets::next_split`]: its bytes,
+/// and the header of a DATA packet the split parsed and checked in full.
+#[derive(Clone, Copy, Debug)]
+pub struct Split<'a> {
+    bytes: &'a [u8],
+    data: Option<DataHeader>,
+}
+
+impl<'a> Split<'a> {
+    /// The packet's bytes.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// What [`DataHeader::parse`] gives for [`Split::bytes`] when they are
+    /// a DATA packet it accepts; `None` for any other packet, and for a
+    /// DATA packet it rejects (parse it to learn why).
+    pub fn data_header(&self) -> Option<&DataHeader> {
+        self.data.as_ref()
     }
 }
 

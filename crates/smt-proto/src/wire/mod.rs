@@ -20,7 +20,7 @@ mod pathlet;
 mod repr;
 mod types;
 
-pub use coalesce::{first_packet_len, Packets, MIN_PACKET_LEN};
+pub use coalesce::{first_packet_len, Packets, Split, MIN_PACKET_LEN};
 pub use packet::Packet;
 pub use pathlet::{
     path_excludes, write_path_slot, Bounded, EchoEntry, PathEchoRepr, PathRepr, PathSlot,

@@ -64,6 +64,26 @@ impl DataHeader {
         parse_data(packet)
     }
 
+    /// [`DataHeader::parse`] of the DATA packet at the start of `packet`'s
+    /// buffer, which may hold more packets after it (a coalesced
+    /// datagram): every check but the payload's length, which need only
+    /// be at least what the header says. With the packet's length: its
+    /// bytes, split off, parse to this same header.
+    #[inline]
+    pub(crate) fn parse_leading<T: AsRef<[u8]>>(
+        packet: &Packet<T>,
+    ) -> Result<(Self, usize), WireError> {
+        if packet.doff_reserved() != 0 || packet.checksum() != 0 {
+            return Err(WireError::BadField("reserved header bits"));
+        }
+        let header = parse_data_fields(packet)?;
+        let len = header.payload_len();
+        if packet.payload().len() < len {
+            return Err(WireError::Truncated);
+        }
+        Ok((header, DATA_HEADER_LEN + len))
+    }
+
     /// Offset of this packet's payload within the message's wire bytes.
     pub fn wire_offset(&self) -> u64 {
         u64::from(self.segment_offset) + u64::from(self.packet_index) * u64::from(self.mss)
@@ -382,6 +402,21 @@ impl Repr {
 
 #[inline]
 fn parse_data<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<DataHeader, WireError> {
+    let header = parse_data_fields(packet)?;
+    if packet.payload().len() != header.payload_len() {
+        return Err(WireError::BadField(
+            "payload length does not match segment layout",
+        ));
+    }
+    Ok(header)
+}
+
+/// A DATA header's fields, checked, all but the payload's length (the
+/// caller's: exact for one packet, at least for a coalesced datagram).
+/// Inlined into both: out of line, its call and the `Result` it returns
+/// through memory cost ~25 instructions per DATA packet.
+#[inline(always)]
+fn parse_data_fields<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<DataHeader, WireError> {
     packet.check_data()?;
     let flags = packet.data_flags();
     if flags.0 & !DataFlags::KNOWN.0 != 0 {
@@ -413,11 +448,6 @@ fn parse_data<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<DataHeader, WireErro
         priority: packet.priority(),
     };
     header.check()?;
-    if packet.payload().len() != header.payload_len() {
-        return Err(WireError::BadField(
-            "payload length does not match segment layout",
-        ));
-    }
     Ok(header)
 }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use smt_proto::crypto::NullCipher;
-use smt_proto::wire::{first_packet_len, Body, Packet, Repr};
+use smt_proto::wire::{first_packet_len, Body, DataHeader, Packet, Packets, Repr};
 use smt_proto::{Config, Endpoint, Event, Role, SessionKeys};
 
 const CLIENT_PORT: u16 = 0x9c40;
@@ -347,6 +347,36 @@ fn split_packets_parse_like_lone_ones() {
         rest = tail;
     }
     assert_eq!(ids, [2, 4]);
+}
+
+/// `Packets::next_split` splits as the iterator does and hands on the
+/// DATA header exactly when `DataHeader::parse` of the split-off bytes
+/// accepts it: a well-formed DATA packet, one with an unknown flag (split
+/// by its length, its header refused), and a cut one (the rest).
+#[test]
+fn a_split_carries_the_data_header_its_bytes_parse_to() {
+    let mut d = data_packet(CLIENT_PORT, SERVER_PORT, 2, b"abc");
+    let mut bad_flags = data_packet(CLIENT_PORT, SERVER_PORT, 4, b"xyz");
+    bad_flags[30] = 0x80;
+    d.extend(bad_flags);
+    d.extend(&data_packet(CLIENT_PORT, SERVER_PORT, 6, b"end")[..50]);
+    let mut packets = Packets::new(&d, true);
+    let mut splits = Vec::new();
+    while let Some(split) = packets.next_split() {
+        splits.push(split);
+    }
+    let bytes: Vec<&[u8]> = splits.iter().map(|s| s.bytes()).collect();
+    assert_eq!(bytes, Packets::new(&d, true).collect::<Vec<_>>());
+    assert_eq!(
+        bytes.iter().map(|b| b.len()).collect::<Vec<_>>(),
+        [69, 69, 50]
+    );
+    for split in &splits {
+        let parsed = DataHeader::parse(&Packet::new_checked(split.bytes()).expect("header"));
+        assert_eq!(split.data_header(), parsed.as_ref().ok());
+    }
+    let headers: Vec<bool> = splits.iter().map(|s| s.data_header().is_some()).collect();
+    assert_eq!(headers, [true, false, false]);
 }
 
 /// A request's priority (`Endpoint::set_request_priority`) is byte 31 of

@@ -11,7 +11,7 @@ use std::time::Instant;
 use super::super::credit::{CreditCtx, Credits};
 use super::super::limits::Charge;
 use super::super::peers::PeerId;
-use super::super::{MsgKey, RpcHandle, ServerRpcHandle};
+use super::super::{MsgKey, ServerRpcHandle};
 use super::data::DataIn;
 use super::rpc::{RpcParts, Settled};
 use crate::error::DropReason;
@@ -89,29 +89,24 @@ impl RpcParts<'_> {
 
     /// The first packet of a request to arrive (no RPC holds its ID):
     /// replays are rejected, before any decryption; else the server RPC is
-    /// admitted (or the request refused) and made.
+    /// admitted (or the request refused). `Endpoint::open_and_store`
+    /// (`first.rs`) makes it.
     #[inline]
-    pub(super) fn open_request(&mut self, d: DataIn<'_>) -> Result<MsgKey, DropReason> {
+    pub(super) fn open_request(&mut self, d: DataIn<'_>) -> Result<(), DropReason> {
         self.check_new_request(d.pid, d.key)?;
         if let Err(e) = self.admit_message(d.now, d.pid, true) {
             self.refuse_and_say(d.key);
             return Err(e);
         }
-        let msg = self.new_server(d.pid, d.key, d.h);
         self.time.arm_tick(d.now, self.config.tick);
-        Ok(msg)
+        Ok(())
     }
 
-    /// The first packet of the response to our call `handle` to arrive:
-    /// its message is admitted and made.
+    /// The first packet of the response to our call to arrive: its
+    /// message is admitted (`Endpoint::open_and_store` makes it).
     #[inline]
-    pub(super) fn open_response(
-        &mut self,
-        d: DataIn<'_>,
-        handle: RpcHandle,
-    ) -> Result<MsgKey, DropReason> {
-        self.admit_message(d.now, d.pid, false)?;
-        Ok(self.new_response(handle, d.h))
+    pub(super) fn open_response(&mut self, d: DataIn<'_>) -> Result<(), DropReason> {
+        self.admit_message(d.now, d.pid, false)
     }
 
     /// Admits and charges a new partially received message from `peer`.

@@ -45,12 +45,19 @@ pub(super) fn parse_header(packet: &Packet<&[u8]>, id_limit: u64) -> Result<Repr
 /// The header of a session's DATA packet (the caller checked its type),
 /// parsed once, with its ID in range: what [`parse_header`] checks of a
 /// DATA packet, without a `Repr` to move (144 bytes, for its ACK variant).
+/// `split`: the header as the datagram's split parsed it (`Split`), taken
+/// as it is; without it, the packet is parsed here (and rejected: the
+/// split parses every DATA header it can).
 #[inline(always)]
 pub(super) fn parse_data_header(
     packet: &Packet<&[u8]>,
+    split: Option<&DataHeader>,
     id_limit: u64,
 ) -> Result<DataHeader, DropReason> {
-    let h = DataHeader::parse(packet).map_err(|_| DropReason::Malformed)?;
+    let h = match split {
+        Some(h) => *h,
+        None => DataHeader::parse(packet).map_err(|_| DropReason::Malformed)?,
+    };
     if packet.id() >= id_limit {
         return Err(DropReason::Malformed);
     }

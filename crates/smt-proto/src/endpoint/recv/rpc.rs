@@ -36,19 +36,17 @@ use super::super::parts::{Buffers, Counters};
 use super::super::peers::{PeerId, Peers};
 use super::super::table::RpcTables;
 use super::super::tick::Time;
-use super::super::{
-    keep_incoming, trace_event, Event, MsgKey, RpcHandle, ServerRpc, ServerRpcHandle,
-};
+use super::super::{keep_incoming, trace_event, Event, MsgKey, RpcHandle, ServerRpcHandle};
 use super::control;
 use super::data::Opened;
 use super::packet::rpc_key;
 use crate::config::Config;
 use crate::error::DropReason;
-use crate::rpc::{Incoming, ServerMsg, ServerSlot};
+use crate::rpc::{ServerMsg, ServerSlot};
 use crate::session::ReplayCheck;
 use crate::stats::RttSample;
 use crate::trace::{FreeReason, MessageKind, Traced};
-use crate::wire::{AckIds, Body, DataHeader};
+use crate::wire::{AckIds, Body};
 
 /// What an RPC's life works on, borrowed from the endpoint field by field:
 /// the RPC tables, the peers (their RPC index, replay guards, counters),
@@ -229,49 +227,6 @@ impl RpcParts<'_> {
             return Err(DropReason::Replay);
         }
         Ok(())
-    }
-
-    /// Makes the server RPC of an admitted new request and indexes it
-    /// under its peer.
-    #[inline]
-    pub(super) fn new_server(
-        &mut self,
-        pid: PeerId,
-        key: ServerRpcHandle,
-        h: &DataHeader,
-    ) -> MsgKey {
-        let cfg = self.config;
-        let list = self.buffers.segment_lists.pop().unwrap_or_default();
-        let (unscheduled, ahead) = (cfg.unscheduled_bytes, cfg.max_unopened_bytes);
-        let make = || ServerRpc::new(Incoming::reuse(list, h, unscheduled, ahead));
-        let slot = self.rpcs.servers.insert(key, pid, make);
-        let replaced = self
-            .peers
-            .rpcs_mut(pid)
-            .and_then(|r| r.add_server(key.epoch, key.id, slot));
-        if let Some(old) = replaced {
-            // A stale index entry (its slot found nothing): the new RPC
-            // takes its place.
-            self.rpcs.servers.remove(old);
-        }
-        MsgKey::Server(ServerMsg { rpc: key, slot })
-    }
-
-    /// Makes the response message of our call `handle` (admitted).
-    #[inline]
-    pub(super) fn new_response(&mut self, handle: RpcHandle, h: &DataHeader) -> MsgKey {
-        let incoming = self.new_incoming(h);
-        if let Some(rpc) = self.rpcs.clients.get_mut(&handle) {
-            rpc.response = Some(incoming);
-        }
-        MsgKey::Client(handle)
-    }
-
-    #[inline]
-    fn new_incoming(&mut self, h: &DataHeader) -> Incoming {
-        let cfg = self.config;
-        let list = self.buffers.segment_lists.pop().unwrap_or_default();
-        Incoming::reuse(list, h, cfg.unscheduled_bytes, cfg.max_unopened_bytes)
     }
 
     // ---- a complete message ----
