@@ -637,7 +637,7 @@ impl Endpoint {
     {
         let batch = batch.map(|(from, datagram)| (from, datagram, ()));
         admission::handle_batch_with(self, now, batch, |ep, now, from, datagram, ()| {
-            ep.handle_datagram_in_batch(now, from, datagram);
+            ep.handle_datagram_each(now, from, datagram, |_| {});
         });
     }
 

@@ -3,7 +3,8 @@
 //!
 //! Then the steps of the DATA path that need the scheduler or the NIC
 //! (storing a packet, `store_and_open`) and the effects of a control
-//! packet (`control::Then`). The decisions and the RPCs' own bookkeeping
+//! packet (`control::Then`, carried out by `send.rs`'s
+//! `apply_control`). The decisions and the RPCs' own bookkeeping
 //! are `RpcParts`'s: `recv/data.rs` (storing a packet), `recv/admit.rs`
 //! (a new message admitted, a complete one delivered), `recv/first.rs`
 //! (a new message made and its first packet stored), `recv/rpc.rs`
@@ -19,12 +20,16 @@ mod key_update;
 mod packet;
 mod rpc;
 
-use control::Then;
+pub(super) use control::Then;
 use data::{
     receiving_in, store_fast, store_in, store_parts, store_within_bounds, DataIn, Fast, Opened,
     StoreParts,
 };
 use first::New;
+
+/// What storing a DATA packet leaves: its message if still being
+/// received.
+type Opening = Result<Option<MsgKey>, DropReason>;
 use packet::{parse_data_header, parse_header, ports_match, starts_with_path};
 pub(super) use rpc::RpcParts;
 use rpc::Settled;
@@ -50,25 +55,15 @@ impl Endpoint {
     /// header earns; a packet dropped as malformed or forged ends the
     /// datagram ([`DropReason::ends_datagram`]).
     pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
-        self.handle_datagram_in_batch(now, from, datagram);
-        self.peers.forget_route();
-    }
-
-    /// [`Endpoint::handle_datagram`] inside a receive batch: the route of
-    /// the last DATA packet is kept for the next (see [`LastRoute`]); the
-    /// caller forgets it when the batch ends.
-    pub(crate) fn handle_datagram_in_batch(
-        &mut self,
-        now: Instant,
-        from: SocketAddr,
-        datagram: &[u8],
-    ) {
         self.handle_datagram_each(now, from, datagram, |_| {});
+        self.peers.forget_route();
     }
 
     /// Splits `datagram` into its packets and handles each, calling
     /// `before` ahead of each packet (receive offload sets the packet's
-    /// mark there; otherwise it does nothing and compiles away).
+    /// mark there; otherwise it does nothing and compiles away). Inside a
+    /// receive batch the route of the last DATA packet is kept for the
+    /// next (`peers::LastRoute`); the caller forgets it when the batch ends.
     pub(crate) fn handle_datagram_each(
         &mut self,
         now: Instant,
@@ -217,14 +212,13 @@ impl Endpoint {
         if packet.packet_type() == PacketType::PATH_ECHO {
             return self.on_path_echo(now, pid, &packet);
         }
-        let id_limit = self.config.seq_layout.id_limit();
         if packet.packet_type() != PacketType::DATA {
-            let repr = parse_header(&packet, id_limit)?;
+            let repr = parse_header(&packet, self.config.seq_layout.id_limit())?;
             let local = peer.session.is_local_id(repr.id);
             let key = ServerRpcHandle::new(from, epoch, repr.id);
             return self.on_control(now, pid, key, local, repr.body);
         }
-        let h = parse_data_header(&packet, data, id_limit)?;
+        let h = parse_data_header(&packet, data, self.config.seq_layout.id_limit())?;
         let (local, validated) = (peer.session.is_local_id(packet.id()), peer.validated());
         let key = ServerRpcHandle::new(from, epoch, packet.id());
         let d = DataIn::new(now, pid, key, &h, packet.payload());
@@ -272,6 +266,18 @@ impl Endpoint {
             Fast::Dropped(e) => return Err(e),
         };
         self.open_and_store(d, new, opened_before)
+    }
+
+    /// A new message's first packet: admitted, the message made and the
+    /// packet stored into it (`recv/first.rs`), then `after_store`.
+    fn open_and_store(&mut self, d: DataIn<'_>, new: New, opened_before: u64) -> Opening {
+        new.admit(self.rpc_parts(), d)?;
+        let lists = &mut self.buffers.segment_lists;
+        let tables = (&mut self.rpcs, &mut self.peers, lists);
+        let (msg, stored) = first::make_and_store(store_parts!(self), tables, d, new)?;
+        // `None`: a stale index entry gave way, and the slow path stores.
+        let outcome = stored.unwrap_or_else(|| self.store_and_open(d, msg, false));
+        self.after_store(d, msg, outcome, opened_before)
     }
 
     /// The next DATA packet of the message the last one of this batch went
@@ -379,22 +385,5 @@ impl Endpoint {
         let (then, result) = self.rpc_parts().on_control(pid, key, local, body);
         self.apply_control(now, key, then);
         result
-    }
-
-    /// Carries out what a control packet about the RPC `key` decided
-    /// (`control.rs`).
-    fn apply_control(&mut self, now: Instant, key: ServerRpcHandle, then: Then) {
-        match then {
-            Then::Nothing => {}
-            Then::Sendable(msg) => self.mark_sendable(msg),
-            Then::Restart(handle) => self.restart(now, handle),
-            Then::Fail(handle, e) => self.fail_client(handle, e),
-            Then::Resend(k, gaps) => self.queue_resends(k, gaps),
-            Then::Ack(k) => self.rpc_parts().queue_ack(now, k),
-            Then::Say(body) => self.queue_control(key.peer, key.epoch, key.id, body),
-            Then::ClientGone { slot, cancelled } => {
-                self.rpc_parts().client_gone(key, slot, cancelled);
-            }
-        }
     }
 }

@@ -1,11 +1,13 @@
-//! `poll_transmit`: control packets first, then DATA by SRPT; and `seal`,
-//! which makes a message's records when the application sends it.
+//! `poll_transmit`: control packets first, then DATA by SRPT; `seal`,
+//! which makes a message's records when the application sends it; and
+//! `apply_control`, the sends a received control packet asks for.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::peers::PeerId;
+use super::recv::Then;
 use super::scheduler::Scheduler;
 use super::table::RpcTables;
 use super::{Endpoint, MsgKey, ServerRpcHandle, ServerState, Transmit};
@@ -743,4 +745,23 @@ fn seal_payload(
 fn count_sealed(stats: &mut Stats, records: u64) {
     stats.records_sealed += records;
     stats.messages_sent += 1;
+}
+
+impl Endpoint {
+    /// Carries out what a control packet about the RPC `key` decided
+    /// (`recv/control.rs`): mostly sends to queue.
+    pub(super) fn apply_control(&mut self, now: Instant, key: ServerRpcHandle, then: Then) {
+        match then {
+            Then::Nothing => {}
+            Then::Sendable(msg) => self.mark_sendable(msg),
+            Then::Restart(handle) => self.restart(now, handle),
+            Then::Fail(handle, e) => self.fail_client(handle, e),
+            Then::Resend(k, gaps) => self.queue_resends(k, gaps),
+            Then::Ack(k) => self.rpc_parts().queue_ack(now, k),
+            Then::Say(body) => self.queue_control(key.peer, key.epoch, key.id, body),
+            Then::ClientGone { slot, cancelled } => {
+                self.rpc_parts().client_gone(key, slot, cancelled);
+            }
+        }
+    }
 }

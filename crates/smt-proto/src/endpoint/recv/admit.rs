@@ -89,8 +89,8 @@ impl RpcParts<'_> {
 
     /// The first packet of a request to arrive (no RPC holds its ID):
     /// replays are rejected, before any decryption; else the server RPC is
-    /// admitted (or the request refused). `Endpoint::open_and_store`
-    /// (`first.rs`) makes it.
+    /// admitted (or the request refused). `first::make_and_store` makes
+    /// it.
     #[inline]
     pub(super) fn open_request(&mut self, d: DataIn<'_>) -> Result<(), DropReason> {
         self.check_new_request(d.pid, d.key)?;
@@ -103,7 +103,7 @@ impl RpcParts<'_> {
     }
 
     /// The first packet of the response to our call to arrive: its
-    /// message is admitted (`Endpoint::open_and_store` makes it).
+    /// message is admitted (`first::make_and_store` makes it).
     #[inline]
     pub(super) fn open_response(&mut self, d: DataIn<'_>) -> Result<(), DropReason> {
         self.admit_message(d.now, d.pid, false)

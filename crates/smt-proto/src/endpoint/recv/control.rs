@@ -30,7 +30,7 @@ pub(super) struct Parts<'a> {
 /// What a control packet asks of the endpoint, beside whether it is
 /// counted as dropped (the `Result` returned with it).
 #[must_use]
-pub(super) enum Then {
+pub(in crate::endpoint) enum Then {
     Nothing,
     /// The message has bytes to send again.
     Sendable(MsgKey),

@@ -7,8 +7,9 @@
 use super::super::peer::Peer;
 use super::super::peers::Peers;
 use super::super::table::RpcTables;
-use super::super::{Endpoint, MsgKey, RpcHandle, ServerRpc, ServerState};
-use super::data::{store_in, store_parts, store_within_bounds, DataIn, Opened, StoreParts};
+use super::super::{MsgKey, RpcHandle, ServerRpc, ServerState};
+use super::data::{store_in, store_within_bounds, DataIn, Opened, StoreParts};
+use super::RpcParts;
 use crate::config::Config;
 use crate::error::DropReason;
 use crate::rpc::{Incoming, SegmentBuf, ServerMsg, ServerSlot};
@@ -35,61 +36,57 @@ enum Made<'a> {
 }
 
 /// A spare segment list per message (`Buffers::segment_lists`).
-type Lists = Vec<Vec<(u32, SegmentBuf)>>;
+pub(super) type Lists = Vec<Vec<(u32, SegmentBuf)>>;
 
-impl Endpoint {
-    /// The first packet of a new message: admitted (`RpcParts::open_request`
-    /// / `open_response`), the message made, the packet stored into it as
-    /// `store_data` stores; then `after_store`.
-    pub(super) fn open_and_store(
-        &mut self,
-        d: DataIn<'_>,
-        new: New,
-        opened_before: u64,
-    ) -> Result<Option<MsgKey>, DropReason> {
-        match new {
-            New::Request => self.rpc_parts().open_request(d)?,
-            New::Response(_) => self.rpc_parts().open_response(d)?,
-        }
-        let (msg, outcome) = self.make_and_store(d, new)?;
-        self.after_store(d, msg, outcome, opened_before)
-    }
-
-    /// Makes the message `new` names and stores the packet into it, with
-    /// `store_data`'s checks in its order: the message is made, then held
-    /// to the length limit.
+impl New {
+    /// Admits the new message (`RpcParts::open_request` /
+    /// `open_response`): before it is made, as no RPC is borrowed yet.
     #[inline(always)]
-    fn make_and_store(
-        &mut self,
-        d: DataIn<'_>,
-        new: New,
-    ) -> Result<(MsgKey, Result<Opened, DropReason>), DropReason> {
-        let mut parts = store_parts!(self);
-        let lists = &mut self.buffers.segment_lists;
-        let (rpcs, peers, cfg) = (&mut self.rpcs, &mut self.peers, parts.config);
-        let (msg, made) = match new {
-            New::Request => make_server(rpcs, peers, lists, cfg, d),
-            New::Response(handle) => make_response(rpcs, peers, lists, cfg, d, handle),
-        };
-        let made = match made {
-            // What `new_server` did at once: the stale slot freed.
-            Made::Stale(old) => {
-                self.rpcs.servers.remove(old);
-                Made::Stale(old)
-            }
-            made => made,
-        };
-        if u64::from(d.h.message_len) > parts.len_limit {
-            return Err(DropReason::OverLimit);
+    pub(super) fn admit(self, mut parts: RpcParts<'_>, d: DataIn<'_>) -> Result<(), DropReason> {
+        match self {
+            New::Request => parts.open_request(d),
+            New::Response(_) => parts.open_response(d),
         }
-        let outcome = match made {
-            Made::Ready(inc, Some(peer)) => store_within_bounds(&mut parts, inc, peer, d, msg),
-            Made::Ready(inc, None) => store_in(&mut parts, inc, None, d, msg, false),
-            Made::Gone => Err(DropReason::Duplicate),
-            Made::Stale(_) => self.store_and_open(d, msg, false),
-        };
-        Ok((msg, outcome))
     }
+}
+
+/// Makes the admitted message `new` names and stores the packet into it,
+/// with `store_data`'s checks in its order: the message is made, then held
+/// to the length limit. `None` for the outcome: the peer's index held a
+/// stale entry for the ID (its slot now freed), and the caller stores the
+/// packet on the slow path (`store_and_open`).
+#[inline(always)]
+pub(super) fn make_and_store(
+    mut parts: StoreParts<'_>,
+    (rpcs, peers, lists): (&mut RpcTables, &mut Peers, &mut Lists),
+    d: DataIn<'_>,
+    new: New,
+) -> Result<(MsgKey, Option<Result<Opened, DropReason>>), DropReason> {
+    let cfg = parts.config;
+    let (msg, made) = match new {
+        New::Request => make_server(rpcs, peers, lists, cfg, d),
+        New::Response(handle) => make_response(rpcs, peers, lists, cfg, d, handle),
+    };
+    let over_limit = u64::from(d.h.message_len) > parts.len_limit;
+    if let Made::Stale(old) = made {
+        // What `new_server` did at once: the stale slot freed.
+        rpcs.servers.remove(old);
+        return if over_limit {
+            Err(DropReason::OverLimit)
+        } else {
+            Ok((msg, None))
+        };
+    }
+    if over_limit {
+        return Err(DropReason::OverLimit);
+    }
+    let outcome = match made {
+        Made::Ready(inc, Some(peer)) => store_within_bounds(&mut parts, inc, peer, d, msg),
+        Made::Ready(inc, None) => store_in(&mut parts, inc, None, d, msg, false),
+        Made::Gone => Err(DropReason::Duplicate),
+        Made::Stale(_) => return Ok((msg, None)),
+    };
+    Ok((msg, Some(outcome)))
 }
 
 /// A new message's `Incoming`, on a spare segment list.

@@ -374,7 +374,7 @@ impl RpcParts<'_> {
     /// `Timer::AckDelay` (with the next tick) or, once full, for the next request to the peer
     /// (`Endpoint::send_request`); a 17th ID sends the full batch at once.
     #[inline(always)]
-    pub(super) fn queue_ack(&mut self, now: Instant, key: ServerRpcHandle) {
+    pub(in crate::endpoint) fn queue_ack(&mut self, now: Instant, key: ServerRpcHandle) {
         if let Some(ids) = self.outbox.add_ack(key.peer, key.epoch, key.id) {
             self.queue_control(ServerRpcHandle { id: 0, ..key }, Body::Ack(ids));
         }
@@ -398,7 +398,12 @@ impl RpcParts<'_> {
 
     /// The client is done with its request `key` in `slot` (or cancelled
     /// it): the request is freed.
-    pub(super) fn client_gone(&mut self, key: ServerRpcHandle, slot: ServerSlot, cancelled: bool) {
+    pub(in crate::endpoint) fn client_gone(
+        &mut self,
+        key: ServerRpcHandle,
+        slot: ServerSlot,
+        cancelled: bool,
+    ) {
         self.drop_server_at(slot);
         self.trace_freed(key, FreeReason::ClientGone);
         if cancelled {
