@@ -372,6 +372,18 @@ mod tests {
     use super::*;
 
     /// Whether `alarm` has gone off, without sleeping.
+    /// An alarm set for `now` (due already: a zero time would disarm it),
+    /// slept on until it went off, and told so.
+    fn alarm_gone_off(now: Instant) -> Alarm {
+        let mut alarm = Alarm::new().unwrap();
+        alarm.by(Some(now), now + Duration::from_secs(1)).unwrap();
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let ready = wait(socket.as_fd(), false, Some(alarm.fd()), None).unwrap();
+        assert!(ready.woken);
+        alarm.went_off();
+        alarm
+    }
+
     fn rung(alarm: &Alarm) -> bool {
         let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         wait(
@@ -405,14 +417,8 @@ mod tests {
 
     #[test]
     fn an_alarm_that_went_off_is_quiet_once_set_again() {
-        let mut alarm = Alarm::new().unwrap();
         let now = Instant::now();
-        // Due already: goes off at once (a zero time would disarm it).
-        alarm.by(Some(now), now + Duration::from_secs(1)).unwrap();
-        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        let ready = wait(socket.as_fd(), false, Some(alarm.fd()), None).unwrap();
-        assert!(ready.woken);
-        alarm.went_off();
+        let mut alarm = alarm_gone_off(now);
         assert_eq!(alarm.set_for, None);
         assert_eq!(alarm.sets(), 1, "going off costs no system call");
         alarm
@@ -424,16 +430,8 @@ mod tests {
 
     #[test]
     fn an_alarm_that_went_off_is_disarmed_when_nothing_is_due() {
-        let mut alarm = Alarm::new().unwrap();
         let now = Instant::now();
-        alarm.by(Some(now), now + Duration::from_secs(1)).unwrap();
-        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        assert!(
-            wait(socket.as_fd(), false, Some(alarm.fd()), None)
-                .unwrap()
-                .woken
-        );
-        alarm.went_off();
+        let mut alarm = alarm_gone_off(now);
         alarm.by(None, now).unwrap();
         assert!(
             !rung(&alarm),
@@ -445,16 +443,8 @@ mod tests {
 
     #[test]
     fn a_sleeper_with_nothing_due_leaves_the_alarm_alone() {
-        let mut alarm = Alarm::new().unwrap();
         let now = Instant::now();
-        alarm.by(Some(now), now + Duration::from_secs(1)).unwrap();
-        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        assert!(
-            wait(socket.as_fd(), false, Some(alarm.fd()), None)
-                .unwrap()
-                .woken
-        );
-        alarm.went_off();
+        let mut alarm = alarm_gone_off(now);
         assert_eq!(alarm.rings(), 1);
         assert!(
             !alarm.for_sleep(None, now).unwrap(),
