@@ -25,12 +25,21 @@ const BIN: &str = env!("CARGO_BIN_EXE_smt-hostile");
 /// pass; class `*` is every class. Remove a fix's entries once it has
 /// landed: the test then holds it.
 ///
-/// Empty since issue #22's fixes: every after check of every class passed
-/// (the list as of the issue's report, main at 57d39df, is in git history:
-/// threads and queues of every class, recovery after the spoofed floods,
-/// the forged ICMP, the session fill and the hold-opens, memory after the
-/// session fill, the held TLS handshakes and the 64 MiB first DATA).
-const EXPECTED_FAILURES: &[(&str, &str, &str)] = &[];
+/// Empty after issue #22's fixes (the list as of the issue's report, main
+/// at 57d39df, is in git history). One entry since 2026-11-29: the held
+/// TLS handshakes' memory 2 s after the attack, which came back in some
+/// runs (see its reason).
+const EXPECTED_FAILURES: &[(&str, &str, &str)] = &[(
+    "hold-tls",
+    "memory",
+    "RSS 2 s after the end above the 64 MiB bound in 4 of 8 short runs of \
+     trees after ae13688 (68.5-75.7 MiB, once in CI at 08cea5a; others \
+     16-46), 0 of 9 at 6731cce and ae13688 (15.7-28.2): the held \
+     handshakes expire at their 2 s total deadline, as the recovery \
+     window ends, and the allocator \
+     trim then needs the engine quiet for 2 ms; not settled (closing note \
+     of 2026-11-29, docs/benchmarks.md 'eleventh session')",
+)];
 
 /// `smt` from the same target directory and profile as this test's
 /// binary, built there if missing (`cargo test --workspace` builds it
